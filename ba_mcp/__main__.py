@@ -1,0 +1,3 @@
+from ba_mcp.cli import main
+
+main()

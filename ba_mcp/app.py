@@ -1,0 +1,89 @@
+"""The application object: settings, workspace, stores, caches and per-session state.
+
+Created once per server lifespan (``App.start``) and passed down; there are no module-level
+singletons. Heavy imports (pandas, pyarrow, the tokenizer vocabulary) are warmed up in the
+background after start so the handshake stays as fast as a bare MCPServer's (P-1).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from ba_mcp.pipeline.artifacts import ArtifactStore
+from ba_mcp.pipeline.cache import RawCache
+from ba_mcp.pipeline.observe import Observer
+from ba_mcp.pipeline.runner import Runner
+from ba_mcp.pipeline.telemetry import Metrics, TelemetryLog
+from ba_mcp.pipeline.tokens import TokenCounter
+from ba_mcp.settings import Settings, config_dir
+from ba_mcp.tools.base import Tool
+from ba_mcp.tools.file_reader import FileReader
+from ba_mcp.workspace import Workspace
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class SessionState:
+    """What the server keeps per client session: its metrics (and so its token use) and log level."""
+
+    key: str
+    metrics: Metrics = field(default_factory=Metrics)
+    log_level: str = "warning"
+
+
+def default_tools() -> list[Tool]:
+    return [FileReader()]
+
+
+class App:
+    def __init__(self, settings: Settings, tools: Iterable[Tool] | None = None) -> None:
+        self.settings = settings
+        self.workspace = Workspace.open(settings.workspace_root())
+        self.tools: dict[str, Tool] = {t.name: t for t in (tools if tools is not None else default_tools())}
+        self.artifacts = ArtifactStore(self.workspace.dir("artifacts"), settings.artifacts)
+        self.tokens = TokenCounter(config_dir() / "token_encoders.yaml", settings.model_family)
+        self.observer = Observer(self.artifacts, self.tokens, settings.observation, frozenset(self.tools))
+        self.cache = RawCache(settings.cache.max_entries, settings.cache.max_bytes)
+        self.telemetry = TelemetryLog(self.workspace.dir("logs"), settings.telemetry.enabled)
+        self.sessions: dict[str, SessionState] = {}
+        self._sessions_lock = threading.Lock()
+        self.runner = Runner(self)
+
+    def session(self, key: str) -> SessionState:
+        with self._sessions_lock:
+            state = self.sessions.get(key)
+            if state is None:
+                state = self.sessions[key] = SessionState(key)
+            return state
+
+    def server_metrics(self) -> Metrics:
+        total = Metrics()
+        for state in list(self.sessions.values()):
+            for name, st in state.metrics.tools.items():
+                agg = total.tools.setdefault(name, type(st)())
+                for attr in vars(st):
+                    setattr(agg, attr, getattr(agg, attr) + getattr(st, attr))
+            for etype, n in state.metrics.errors_by_type.items():
+                total.errors_by_type[etype] = total.errors_by_type.get(etype, 0) + n
+        return total
+
+    def warm_up(self) -> None:
+        """Import what the first calls need and load the vocabulary (run in a background thread)."""
+        try:
+            import pandas  # noqa: F401
+            import pyarrow.parquet  # noqa: F401
+
+            self.tokens.load()
+        except Exception:
+            log.debug("warm-up failed", exc_info=True)
+
+    def cleanup_artifacts(self) -> dict[str, int]:
+        try:
+            return self.artifacts.cleanup()
+        except OSError as exc:
+            log.warning("artifact cleanup failed: %s", exc.strerror)
+            return {}

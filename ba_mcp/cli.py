@@ -1,0 +1,409 @@
+"""The ba-mcp command: a thin layer over the library (serve, demo, call, artifacts, stats, install, doctor).
+
+Only the CLI prints to stdout; with ``serve`` over stdio nothing but JSON-RPC reaches stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from ba_mcp.settings import ConfigError, Settings, load_settings
+
+
+def _err(*parts: Any) -> None:
+    print(*parts, file=sys.stderr, flush=True)
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    overrides = {"workspace": args.workspace} if getattr(args, "workspace", None) else {}
+    try:
+        return load_settings(args.config, **overrides)
+    except ConfigError as exc:
+        _err(f"ba-mcp: {exc}")
+        raise SystemExit(2) from None
+
+
+# -- serve ------------------------------------------------------------------------------------
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    logging.basicConfig(
+        stream=sys.stderr, level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    _setup_otel(settings)
+    from ba_mcp.server import build_server
+
+    server = build_server(settings)
+    if args.transport == "http":
+        if args.host not in ("127.0.0.1", "localhost", "::1"):
+            _err(f"ba-mcp: warning: serving on {args.host}, reachable from other machines; HTTP has no authentication")
+        _err(f"ba-mcp: serving MCP over streamable HTTP at http://{args.host}:{args.port}/mcp")
+        server.run("streamable-http", host=args.host, port=args.port)
+    else:
+        server.run("stdio")
+    return 0
+
+
+def _setup_otel(settings: Settings) -> None:
+    endpoint = settings.telemetry.otlp_endpoint
+    if not endpoint:
+        return
+    try:
+        from opentelemetry import trace
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    except ImportError:
+        _err("ba-mcp: telemetry.otlp_endpoint is set but the OpenTelemetry SDK is not installed: uv sync --extra otel")
+        raise SystemExit(2) from None
+    provider = TracerProvider(resource=Resource.create({"service.name": "ba-mcp"}))
+    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint)))
+    trace.set_tracer_provider(provider)
+
+
+# -- demo -------------------------------------------------------------------------------------
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    import anyio
+
+    from ba_mcp.demo import run_demo
+
+    return anyio.run(run_demo, args.workspace, args.config)
+
+
+# -- call -------------------------------------------------------------------------------------
+
+
+def _parse_pairs(pairs: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        if "=" not in pair:
+            raise SystemExit(f"ba-mcp call: expected key=value, got {pair!r}")
+        key, value = pair.split("=", 1)
+        try:
+            out[key] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key] = value
+    return out
+
+
+def cmd_call(args: argparse.Namespace) -> int:
+    import anyio
+    from mcp import Client
+
+    from ba_mcp.server import build_server
+
+    settings = _settings(args)
+    arguments = json.loads(args.json) if args.json else _parse_pairs(args.args)
+    if args.level:
+        arguments["output_level"] = args.level
+
+    async def go() -> int:
+        async with Client(build_server(settings)) as client:
+            result = await client.call_tool(args.tool, arguments)
+        print_result(result)
+        return 1 if result.is_error else 0
+
+    return anyio.run(go)
+
+
+def print_result(result: Any) -> None:
+    for block in result.content:
+        if block.type == "text":
+            print(block.text)
+        elif block.type == "image":
+            print(f"[image content: {block.mime_type}, {len(block.data) * 3 // 4:,} bytes]")
+        elif block.type == "resource_link":
+            print(f"[resource link: {block.uri} ({block.mime_type})]")
+
+
+# -- artifacts --------------------------------------------------------------------------------
+
+
+def cmd_artifacts(args: argparse.Namespace) -> int:
+    from ba_mcp.pipeline.artifacts import ArtifactStore
+    from ba_mcp.workspace import Workspace
+
+    settings = _settings(args)
+    ws = Workspace.open(settings.workspace_root())
+    store = ArtifactStore(ws.dir("artifacts"), settings.artifacts)
+    if args.action == "list":
+        metas = store.list()
+        if not metas:
+            print("no artifacts")
+        for m in metas:
+            age = time.strftime("%Y-%m-%d %H:%M", time.localtime(m.created))
+            print(f"{m.id}  {m.kind:<8} {m.size:>12,} B  {age}  {m.source_tool:<14} {m.title[:60]}")
+        return 0
+    if args.action == "show":
+        if not args.id:
+            raise SystemExit("ba-mcp artifacts show: give an artifact id")
+        return _show_artifact(settings, args.id, args.level)
+    _err("ba-mcp: cleaning the artifact store …")
+    removed = store.cleanup()
+    print(json.dumps(removed))
+    return 0
+
+
+def _show_artifact(settings: Settings, aid: str, level: str) -> int:
+    from ba_mcp.app import App
+    from ba_mcp.pipeline.errors import ToolFailure, format_error
+    from ba_mcp.pipeline.levels import OutputLevel
+    from ba_mcp.tools.base import ToolContext
+    from ba_mcp.tools.file_reader import FileReader, FileReaderParams
+
+    app = App(settings)
+    try:
+        meta = app.artifacts.get(aid)
+        print(json.dumps(meta.public(), indent=1))
+        raw = FileReader().execute(FileReaderParams(path=aid), ToolContext(app=app, session="cli"))
+        print(app.observer.observe("artifacts", raw, OutputLevel(level)).text)
+    except ToolFailure as failure:
+        _err(format_error("artifacts", failure))
+        return 1
+    return 0
+
+
+# -- stats ------------------------------------------------------------------------------------
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    from ba_mcp.pipeline.telemetry import Metrics, TelemetryLog
+    from ba_mcp.workspace import Workspace
+
+    settings = _settings(args)
+    ws = Workspace.open(settings.workspace_root())
+    since = time.time() - args.hours * 3600 if args.hours else None
+    report = Metrics.from_records(TelemetryLog(ws.dir("logs")).read(since)).report()
+    if args.json:
+        print(json.dumps(report, indent=1))
+        return 0
+    total = report["total"]
+    print(
+        f"calls: {total['calls']}  success: {total['success_rate']:.1%}  cache hits: {total['cache_hit_rate']:.1%}  "
+        f"avg latency: {total['avg_latency_ms']} ms  output tokens: {total['output_tokens']:,}"
+    )
+    print(f"{'tool':<16}{'calls':>7}{'ok %':>8}{'err %':>8}{'cache %':>9}{'avg ms':>10}{'tok in':>10}{'tok out':>10}")
+    for name, st in report["tools"].items():
+        print(
+            f"{name:<16}{st['calls']:>7}{st['success_rate']:>8.1%}{st['error_rate']:>8.1%}{st['cache_hit_rate']:>9.1%}"
+            f"{st['avg_latency_ms']:>10}{st['input_tokens']:>10,}{st['output_tokens']:>10,}"
+        )
+    if report["errors_by_type"]:
+        print("errors by type: " + ", ".join(f"{k} {v}" for k, v in report["errors_by_type"].items()))
+    return 0
+
+
+# -- install ----------------------------------------------------------------------------------
+
+
+def claude_desktop_config_path() -> Path:
+    system = platform.system()
+    if system == "Darwin":
+        return Path.home() / "Library" / "Application Support" / "Claude" / "claude_desktop_config.json"
+    if system == "Windows":
+        return (
+            Path(os.environ.get("APPDATA", Path.home() / "AppData" / "Roaming"))
+            / "Claude"
+            / "claude_desktop_config.json"
+        )
+    return Path(os.environ.get("XDG_CONFIG_HOME", Path.home() / ".config")) / "Claude" / "claude_desktop_config.json"
+
+
+def server_entry(settings: Settings, config: Path | None) -> dict[str, Any]:
+    """The host configuration entry that starts this installation's server over stdio."""
+    script = shutil.which("ba-mcp")
+    command, args = (str(Path(script).resolve()), []) if script else (sys.executable, ["-m", "ba_mcp"])
+    if config is not None:
+        args += ["serve", "--config", str(config.resolve())]
+    return {"command": command, "args": args, "env": {"BA_MCP_WORKSPACE": str(settings.workspace_root())}}
+
+
+def merge_server_config(path: Path, name: str, entry: dict[str, Any]) -> dict[str, Any]:
+    """The host's JSON config with our entry added or replaced; every other key kept."""
+    data: dict[str, Any] = {}
+    if path.exists():
+        text = path.read_text(encoding="utf-8")
+        if text.strip():
+            try:
+                data = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise SystemExit(
+                    f"ba-mcp install: {path} is not valid JSON ({exc.msg}); fix it first, nothing was written"
+                ) from None
+        if not isinstance(data, dict):
+            raise SystemExit(f"ba-mcp install: {path} does not hold a JSON object; nothing was written")
+    servers = data.setdefault("mcpServers", {})
+    if not isinstance(servers, dict):
+        raise SystemExit(f"ba-mcp install: 'mcpServers' in {path} is not an object; nothing was written")
+    servers[name] = entry
+    return data
+
+
+def cmd_install(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    entry = server_entry(settings, args.config)
+    if args.host == "claude-desktop":
+        path = args.config_path or claude_desktop_config_path()
+    else:
+        path = args.config_path or Path.cwd() / ".mcp.json"
+    merged = merge_server_config(path, args.name, entry)
+    if args.print:
+        print(json.dumps({"mcpServers": {args.name: entry}}, indent=2))
+        return 0
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(merged, indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+    print(f"wrote the '{args.name}' server to {path}")
+    if args.host == "claude-desktop":
+        print("restart Claude Desktop to load it")
+    return 0
+
+
+# -- doctor -----------------------------------------------------------------------------------
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    checks: list[tuple[str, bool, str]] = []
+    try:
+        settings = _settings(args)
+        checks.append(("configuration", True, "valid"))
+    except SystemExit:
+        return 2
+    from ba_mcp.pipeline.tokens import TokenCounter
+    from ba_mcp.settings import config_dir
+
+    counter = TokenCounter(config_dir() / "token_encoders.yaml", settings.model_family)
+    info = counter.model_info()
+    checks.append(
+        (
+            "tokenizer offline",
+            info["offline_vocabulary"],
+            f"{info['encoding']} (hash-verified), {settings.model_family} margin {info['margin']}"
+            if info["offline_vocabulary"]
+            else f"character estimate in use: {info['fallback_reason']}",
+        )
+    )
+    try:
+        import duckdb
+
+        checks.append(("duckdb", True, f"version {duckdb.__version__}"))
+    except ImportError as exc:
+        checks.append(("duckdb", False, str(exc)))
+    try:
+        import pandas
+        import pyarrow
+
+        checks.append(("pandas / pyarrow", True, f"{pandas.__version__} / {pyarrow.__version__}"))
+    except ImportError as exc:
+        checks.append(("pandas / pyarrow", False, str(exc)))
+    checks.append(_check_network_namespace())
+    root = settings.workspace_root()
+    try:
+        from ba_mcp.workspace import Workspace
+
+        ws = Workspace.open(root)
+        probe = ws.dir("logs") / ".doctor-probe"
+        probe.write_text("ok")
+        probe.unlink()
+        checks.append(("workspace writable", True, str(root)))
+    except OSError as exc:
+        checks.append(("workspace writable", False, f"{root}: {exc.strerror}"))
+    width = max(len(c[0]) for c in checks)
+    for name, ok, detail in checks:
+        print(f"{'ok  ' if ok else 'FAIL'}  {name:<{width}}  {detail}")
+    essential = {"configuration", "tokenizer offline", "workspace writable", "pandas / pyarrow"}
+    return 0 if all(ok for name, ok, _ in checks if name in essential) else 1
+
+
+def _check_network_namespace() -> tuple[str, bool, str]:
+    unshare = shutil.which("unshare")
+    if not unshare:
+        return ("sandbox network isolation", False, "unshare not found (util-linux)")
+    try:
+        proc = subprocess.run([unshare, "-n", "true"], capture_output=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return ("sandbox network isolation", False, str(exc))
+    if proc.returncode == 0:
+        return ("sandbox network isolation", True, "network namespaces available (unshare -n)")
+    return (
+        "sandbox network isolation",
+        False,
+        "unshare -n is not permitted here: " + proc.stderr.decode(errors="replace").strip()[:120],
+    )
+
+
+# -- parser -----------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--config", type=Path, help="a user YAML configuration file")
+    common.add_argument("--workspace", type=Path, help="the workspace directory (overrides configuration)")
+
+    parser = argparse.ArgumentParser(
+        prog="ba-mcp", description="Business-analysis tool server for MCP. With no command: serve over stdio."
+    )
+    sub = parser.add_subparsers(dest="command")
+
+    p = sub.add_parser("serve", parents=[common], help="run the MCP server (stdio by default)")
+    p.add_argument("--transport", choices=["stdio", "http"], default="stdio")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000)
+    p.set_defaults(func=cmd_serve)
+
+    p = sub.add_parser("demo", parents=[common], help="run a short analysis through a real MCP session over stdio")
+    p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser(
+        "call", parents=[common], help="call one tool through the pipeline and print what the model sees"
+    )
+    p.add_argument("tool")
+    p.add_argument("args", nargs="*", help="key=value arguments (values parsed as JSON when they are JSON)")
+    p.add_argument("--json", help="all arguments as one JSON object")
+    p.add_argument("--level", choices=["brief", "standard", "full"])
+    p.set_defaults(func=cmd_call)
+
+    p = sub.add_parser("artifacts", parents=[common], help="inspect and clean the artifact store")
+    p.add_argument("action", choices=["list", "show", "gc"])
+    p.add_argument("id", nargs="?")
+    p.add_argument("--level", choices=["brief", "standard", "full"], default="standard")
+    p.set_defaults(func=cmd_artifacts)
+
+    p = sub.add_parser("stats", parents=[common], help="metrics report from the telemetry log")
+    p.add_argument("--hours", type=float, help="only the last N hours")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_stats)
+
+    p = sub.add_parser("install", parents=[common], help="add ba-mcp to a host's configuration")
+    p.add_argument("host", choices=["claude-desktop", "claude-code"])
+    p.add_argument("--print", action="store_true", help="print the entry instead of writing it")
+    p.add_argument("--name", default="ba-mcp", help="the server's name in the host configuration")
+    p.add_argument("--config-path", type=Path, help="the host configuration file to write (default: the host's own)")
+    p.set_defaults(func=cmd_install)
+
+    p = sub.add_parser("doctor", parents=[common], help="check the environment")
+    p.set_defaults(func=cmd_doctor)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help")):
+        argv.insert(0, "serve")  # bare `ba-mcp [--config …]`: what MCP hosts run
+    args = build_parser().parse_args(argv)
+    raise SystemExit(args.func(args))

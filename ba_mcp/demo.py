@@ -1,0 +1,90 @@
+"""``ba-mcp demo``: start the server as a subprocess, talk to it as a real MCP client over stdio, and
+print each call with the observation the model would read."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+from typing import Any
+
+from mcp import ClientSession, StdioServerParameters, stdio_client
+
+SAMPLES = Path(__file__).parent / "samples"
+_RULE = "─" * 78
+
+
+def _show(title: str, body: str) -> None:
+    print(_RULE)
+    print(f"▶ {title}")
+    print(_RULE)
+    print(body.rstrip())
+    print()
+
+
+async def run_demo(workspace: Path | None, config: Path | None) -> int:
+    tmp = None
+    if workspace is None:
+        tmp = tempfile.mkdtemp(prefix="ba-mcp-demo-")
+        workspace = Path(tmp)
+    uploads = workspace / "uploads"
+    uploads.mkdir(parents=True, exist_ok=True)
+    if not (uploads / "sales_2025.csv").exists():
+        shutil.copy(SAMPLES / "sales_2025.csv", uploads / "sales_2025.csv")
+    args = ["-m", "ba_mcp", "serve"] + (["--config", str(config)] if config else [])
+    env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "SYSTEMROOT")}
+    env["BA_MCP_WORKSPACE"] = str(workspace)
+    params = StdioServerParameters(command=sys.executable, args=args, env=env)
+    print(f"ba-mcp demo: server = {sys.executable} {' '.join(args)}", file=sys.stderr)
+    print("ba-mcp demo: connecting over stdio …", file=sys.stderr)
+    try:
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            init = await session.initialize()
+            _show(
+                "initialize",
+                f"server {init.server_info.name} {init.server_info.version}, protocol {init.protocol_version}\n"
+                + textwrap.indent(init.instructions or "", "  "),
+            )
+            tools = await session.list_tools()
+            _show("tools/list", "\n".join(f"- {t.name}: {t.title}" for t in tools.tools))
+            await _call(session, "file_reader", {"path": "upload_sales_2025", "output_level": "brief"})
+            result = await _call(session, "file_reader", {"path": "upload_sales_2025"})
+            artifact = (result.structured_content or {}).get("artifact_id")
+            await _call(
+                session,
+                "file_reader",
+                {"path": "uploads/sales_2025.csv", "offset": 100, "nrows": 5, "output_level": "full"},
+            )
+            if artifact:
+                contents = await session.read_resource(f"artifact://{artifact}")
+                text = getattr(contents.contents[0], "text", "")
+                _show(f"resources/read artifact://{artifact}", "\n".join(text.splitlines()[:6]) + "\n…")
+                await _call(session, "file_reader", {"path": artifact, "offset": 230, "output_level": "full"})
+            await _call(session, "file_reader", {"path": "../../etc/passwd"})
+            files = await session.read_resource("ba://files")
+            _show("resources/read ba://files", getattr(files.contents[0], "text", ""))
+            metrics = await session.read_resource("ba://metrics")
+            _show("resources/read ba://metrics", getattr(metrics.contents[0], "text", "")[:1500])
+    finally:
+        if tmp:
+            shutil.rmtree(tmp, ignore_errors=True)
+    print("ba-mcp demo: done", file=sys.stderr)
+    return 0
+
+
+async def _call(session: ClientSession, tool: str, arguments: dict[str, Any]) -> Any:
+    result = await session.call_tool(tool, arguments)
+    lines = []
+    for block in result.content:
+        if block.type == "text":
+            lines.append(block.text)
+        elif block.type == "image":
+            lines.append(f"[image: {block.mime_type}]")
+        elif block.type == "resource_link":
+            lines.append(f"[resource link: {block.uri}]")
+    shown = ", ".join(f"{k}={v!r}" for k, v in arguments.items())
+    _show(f"tools/call {tool}({shown})" + ("  → error" if result.is_error else ""), "\n".join(lines))
+    return result

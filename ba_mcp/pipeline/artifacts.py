@@ -1,0 +1,315 @@
+"""The artifact store (T-A): results kept by the server, referenced by ``artifact_<12 hex>`` ids.
+
+Layout in ``<workspace>/artifacts/``: ``<id>.<ext>`` holds the content (tables as Parquet, text as
+UTF-8, JSON as JSON, images as PNG) and ``<id>.meta.json`` its metadata. The id is the first 12 hex
+digits of the content's SHA-256, so the same result is stored once.
+
+Crash safety (S-7): content is written to ``.tmp/``, fsynced and renamed into place; the metadata
+file is committed the same way *after* it. An artifact exists for readers only when its metadata
+exists, so a kill -9 at any moment leaves either nothing listed or a complete artifact; orphans are
+removed by ``cleanup()``. Cleanup never deletes an artifact that a reader holds (``reading()``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ba_mcp.pipeline.errors import ErrorType, ToolFailure, not_found
+from ba_mcp.workspace import ARTIFACT_ID
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from ba_mcp.settings import ArtifactSettings
+
+KIND_EXT = {"table": "parquet", "text": "txt", "markdown": "md", "json": "json", "image": "png"}
+_TOUCH_EVERY_S = 60.0
+_ORPHAN_AGE_S = 3600.0
+
+
+@dataclass
+class ArtifactMeta:
+    id: str
+    kind: str  # table | text | markdown | json | image
+    mime: str
+    ext: str
+    size: int
+    sha256: str
+    title: str
+    source_tool: str
+    created: float
+    last_accessed: float
+    rows: int | None = None
+    columns: list[dict[str, str]] = field(default_factory=list)
+    summary: str = ""
+
+    @property
+    def uri(self) -> str:
+        return f"artifact://{self.id}"
+
+    def public(self) -> dict[str, Any]:
+        """Metadata as shown to clients (no paths)."""
+        data = asdict(self)
+        data.pop("ext")
+        data["uri"] = self.uri
+        return data
+
+
+class ArtifactStore:
+    def __init__(self, root: Path, settings: ArtifactSettings) -> None:
+        self.root = root
+        self.settings = settings
+        self._tmp = root / ".tmp"
+        self._tmp.mkdir(parents=True, exist_ok=True)
+        self._in_use: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    # -- writing ------------------------------------------------------------------------------
+
+    def put_table(self, frame: pd.DataFrame, *, title: str, source_tool: str, summary: str = "") -> ArtifactMeta:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        table = pa.Table.from_pandas(frame, preserve_index=False)
+        columns = [{"name": f.name, "type": str(f.type)} for f in table.schema]
+
+        def write(path: Path) -> None:
+            pq.write_table(table, path, compression="zstd")
+
+        return self._commit(
+            write,
+            kind="table",
+            mime="application/vnd.apache.parquet",
+            title=title,
+            source_tool=source_tool,
+            rows=table.num_rows,
+            columns=columns,
+            summary=summary,
+        )
+
+    def put_text(self, text: str, *, title: str, source_tool: str, mime: str = "text/plain") -> ArtifactMeta:
+        kind = "markdown" if mime == "text/markdown" else "text"
+        data = text.encode("utf-8")
+        return self._commit(lambda p: p.write_bytes(data), kind=kind, mime=mime, title=title, source_tool=source_tool)
+
+    def put_json(self, value: Any, *, title: str, source_tool: str) -> ArtifactMeta:
+        data = json.dumps(value, ensure_ascii=False, indent=1, sort_keys=False, default=str).encode("utf-8")
+        return self._commit(
+            lambda p: p.write_bytes(data), kind="json", mime="application/json", title=title, source_tool=source_tool
+        )
+
+    def put_image(self, data: bytes, *, title: str, source_tool: str, mime: str = "image/png") -> ArtifactMeta:
+        return self._commit(
+            lambda p: p.write_bytes(data), kind="image", mime=mime, title=title, source_tool=source_tool
+        )
+
+    def _commit(
+        self,
+        write: Callable[[Path], Any],
+        *,
+        kind: str,
+        mime: str,
+        title: str,
+        source_tool: str,
+        rows: int | None = None,
+        columns: list[dict[str, str]] | None = None,
+        summary: str = "",
+    ) -> ArtifactMeta:
+        tmp = self._tmp / f"{uuid.uuid4().hex}.part"
+        try:
+            write(tmp)
+            size = tmp.stat().st_size
+            if size > self.settings.max_artifact_bytes:
+                raise ToolFailure(
+                    ErrorType.RESOURCE_ERROR,
+                    "ARTIFACT_TOO_LARGE",
+                    f"the result is {size:,} bytes, over the artifact limit of {self.settings.max_artifact_bytes:,}",
+                    "narrow the request (fewer rows or columns, or aggregate first)",
+                )
+            digest = _sha256_file(tmp)
+            aid = f"artifact_{digest[:12]}"
+            ext = KIND_EXT[kind]
+            final = self.root / f"{aid}.{ext}"
+            existing = self._read_meta(aid)
+            if existing is not None and final.exists():
+                self._touch(existing, force=True)
+                return existing
+            _fsync(tmp)
+            os.replace(tmp, final)
+            now = time.time()
+            meta = ArtifactMeta(
+                id=aid,
+                kind=kind,
+                mime=mime,
+                ext=ext,
+                size=size,
+                sha256=digest,
+                title=title[:200],
+                source_tool=source_tool,
+                created=now,
+                last_accessed=now,
+                rows=rows,
+                columns=columns or [],
+                summary=summary[:500],
+            )
+            self._write_meta(meta)
+            return meta
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
+
+    def _write_meta(self, meta: ArtifactMeta) -> None:
+        tmp = self._tmp / f"{uuid.uuid4().hex}.meta"
+        tmp.write_text(json.dumps(asdict(meta)), encoding="utf-8")
+        _fsync(tmp)
+        os.replace(tmp, self.root / f"{meta.id}.meta.json")
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def _read_meta(self, aid: str) -> ArtifactMeta | None:
+        try:
+            data = json.loads((self.root / f"{aid}.meta.json").read_text(encoding="utf-8"))
+            return ArtifactMeta(**data)
+        except (OSError, ValueError, TypeError):
+            return None
+
+    def get(self, aid: str) -> ArtifactMeta:
+        """Metadata of an artifact; ``not_found`` when unknown or expired, ``invalid`` for a malformed id."""
+        if not isinstance(aid, str) or not ARTIFACT_ID.match(aid):
+            raise ToolFailure(
+                ErrorType.INVALID_PARAMETERS,
+                "INVALID_ARTIFACT_ID",
+                f"'{str(aid)[:40]}' is not an artifact id",
+                "artifact ids look like artifact_0123456789ab",
+            )
+        meta = self._read_meta(aid)
+        if meta is None or not self.data_path(meta).exists():
+            raise not_found(f"no artifact with id {aid} (it may have expired)", "read the resource ba://files")
+        return meta
+
+    def data_path(self, meta: ArtifactMeta) -> Path:
+        return self.root / f"{meta.id}.{meta.ext}"
+
+    @contextlib.contextmanager
+    def reading(self, aid: str) -> Iterator[ArtifactMeta]:
+        """Hold an artifact for reading: cleanup skips it until the block ends; its access time is refreshed."""
+        with self._lock:
+            self._in_use[aid] = self._in_use.get(aid, 0) + 1
+        try:
+            meta = self.get(aid)
+            self._touch(meta)
+            yield meta
+        finally:
+            with self._lock:
+                self._in_use[aid] -= 1
+                if not self._in_use[aid]:
+                    del self._in_use[aid]
+
+    def read_bytes(self, aid: str) -> tuple[ArtifactMeta, bytes]:
+        with self.reading(aid) as meta:
+            return meta, self.data_path(meta).read_bytes()
+
+    def read_table(self, aid: str) -> tuple[ArtifactMeta, pd.DataFrame]:
+        import pyarrow.parquet as pq
+
+        with self.reading(aid) as meta:
+            if meta.kind != "table":
+                raise ToolFailure(
+                    ErrorType.VALIDATION_ERROR, "NOT_A_TABLE", f"{aid} is a {meta.kind} artifact, not a table"
+                )
+            return meta, pq.read_table(self.data_path(meta)).to_pandas()
+
+    def _touch(self, meta: ArtifactMeta, force: bool = False) -> None:
+        now = time.time()
+        if force or now - meta.last_accessed > _TOUCH_EVERY_S:
+            meta.last_accessed = now
+            with contextlib.suppress(OSError):
+                self._write_meta(meta)
+
+    def list(self) -> list[ArtifactMeta]:
+        metas = []
+        for p in self.root.glob("artifact_*.meta.json"):
+            meta = self._read_meta(p.name[: -len(".meta.json")])
+            if meta is not None:
+                metas.append(meta)
+        return sorted(metas, key=lambda m: m.created)
+
+    # -- cleanup ------------------------------------------------------------------------------
+
+    def cleanup(self, now: float | None = None) -> dict[str, int]:
+        """Expire by TTL, evict least-recently-used down to 80 % of ``max_bytes``, drop orphans.
+
+        Never removes an artifact held by ``reading()``. Returns counts of what was removed."""
+        now = time.time() if now is None else now
+        ttl_s = self.settings.ttl_hours * 3600
+        removed = {"expired": 0, "evicted": 0, "orphans": 0, "bytes_freed": 0}
+        metas = self.list()
+        live = []
+        for meta in metas:
+            if now - meta.last_accessed > ttl_s and self._remove(meta):
+                removed["expired"] += 1
+                removed["bytes_freed"] += meta.size
+            else:
+                live.append(meta)
+        total = sum(m.size for m in live)
+        if total > self.settings.max_bytes:
+            target = 0.8 * self.settings.max_bytes
+            for meta in sorted(live, key=lambda m: m.last_accessed):
+                if total <= target:
+                    break
+                if self._remove(meta):
+                    total -= meta.size
+                    removed["evicted"] += 1
+                    removed["bytes_freed"] += meta.size
+        listed = {m.id for m in self.list()}
+        for p in list(self.root.iterdir()) + list(self._tmp.iterdir()):
+            if p.is_dir():
+                continue
+            stem = p.name.split(".", 1)[0]
+            if p.parent == self.root and stem in listed:
+                continue
+            with contextlib.suppress(OSError):
+                if now - p.stat().st_mtime > _ORPHAN_AGE_S:
+                    p.unlink()
+                    removed["orphans"] += 1
+        return removed
+
+    def _remove(self, meta: ArtifactMeta) -> bool:
+        with self._lock:
+            if meta.id in self._in_use:
+                return False
+            # Metadata first: the artifact stops being listed before its content goes.
+            with contextlib.suppress(FileNotFoundError):
+                (self.root / f"{meta.id}.meta.json").unlink()
+            with contextlib.suppress(FileNotFoundError):
+                self.data_path(meta).unlink()
+        return True
+
+    def total_bytes(self) -> int:
+        return sum(m.size for m in self.list())
+
+
+def _sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1024 * 1024), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,133 @@
+"""Compact, faithful text encodings of tables for the ``full`` level.
+
+All encodings keep every row and column and distinguish a missing value from an empty string:
+CSV writes a missing value as an empty field and an empty string as ``""``; markdown writes missing
+as an empty cell and empty strings as ``""``; TOON and JSON write ``null``. Which one the pipeline
+uses is ``observation.table_encoding``; ``bench/bench_tokens.py`` measures them against JSON.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+from collections.abc import Callable, Iterator
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+ENCODINGS = ("csv", "markdown", "toon", "json", "json_pretty")
+
+
+def cell_value(value: Any) -> Any:
+    """A pandas/numpy/arrow cell as a plain JSON-able Python value (None for missing)."""
+    if value is None:
+        return None
+    try:
+        import pandas as pd
+
+        if value is pd.NaT or (not isinstance(value, (list, dict, tuple, bytes, str)) and pd.isna(value)):
+            return None
+    except (TypeError, ValueError):
+        pass
+    if hasattr(value, "item") and not isinstance(value, (bytes, str)):
+        try:
+            value = value.item()
+        except (ValueError, AttributeError):
+            pass
+    if isinstance(value, float):
+        return None if math.isnan(value) else (int(value) if value.is_integer() and abs(value) < 2**53 else value)
+    if isinstance(value, (dt.datetime, dt.date, dt.time)):
+        return value.isoformat()
+    if isinstance(value, Decimal):
+        return str(value)
+    if isinstance(value, bytes):
+        return f"<{len(value)} bytes>"
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    if isinstance(value, (list, tuple)):
+        return [cell_value(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): cell_value(v) for k, v in value.items()}
+    if hasattr(value, "tolist"):
+        return cell_value(value.tolist())
+    return value
+
+
+def _rows(frame: pd.DataFrame) -> Iterator[list[Any]]:
+    for row in frame.itertuples(index=False, name=None):
+        yield [cell_value(v) for v in row]
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, dict)):
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return str(value)
+
+
+def _csv_field(value: Any) -> str:
+    if value is None:
+        return ""
+    text = _text(value)
+    if text == "" or any(c in text for c in ',"\n\r') or text != text.strip():
+        return '"' + text.replace('"', '""') + '"'
+    return text
+
+
+def encode_csv(frame: pd.DataFrame) -> str:
+    lines = [",".join(_csv_field(str(c)) for c in frame.columns)]
+    lines.extend(",".join(_csv_field(v) for v in row) for row in _rows(frame))
+    return "\n".join(lines)
+
+
+def _md_field(value: Any) -> str:
+    if value is None:
+        return ""
+    text = _text(value)
+    if text == "":
+        return '""'
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\r\n", "<br>").replace("\n", "<br>")
+
+
+def encode_markdown(frame: pd.DataFrame) -> str:
+    header = "|" + "|".join(_md_field(str(c)) for c in frame.columns) + "|"
+    sep = "|" + "|".join("-" for _ in frame.columns) + "|"
+    body = ["|" + "|".join(_md_field(v) for v in row) + "|" for row in _rows(frame)]
+    return "\n".join([header, sep, *body])
+
+
+def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    cols = [str(c) for c in frame.columns]
+    return [dict(zip(cols, row, strict=True)) for row in _rows(frame)]
+
+
+def encode_toon(frame: pd.DataFrame) -> str:
+    import toon_format
+
+    return toon_format.encode(_records(frame))
+
+
+def encode_json(frame: pd.DataFrame) -> str:
+    return json.dumps(_records(frame), ensure_ascii=False, separators=(",", ":"))
+
+
+def encode_json_pretty(frame: pd.DataFrame) -> str:
+    return json.dumps(_records(frame), ensure_ascii=False, indent=2)
+
+
+ENCODERS: dict[str, Callable[[pd.DataFrame], str]] = {
+    "csv": encode_csv,
+    "markdown": encode_markdown,
+    "toon": encode_toon,
+    "json": encode_json,
+    "json_pretty": encode_json_pretty,
+}
+
+
+def encode_table(frame: pd.DataFrame, encoding: str) -> str:
+    """Encode every row of ``frame`` in one of ``ENCODINGS``."""
+    return ENCODERS[encoding](frame)

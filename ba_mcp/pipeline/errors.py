@@ -1,0 +1,128 @@
+"""The one error vocabulary of ba-mcp (seed 001 ``ToolErrorType``) and its text format (T-E).
+
+Tools raise ``ToolFailure`` with a type, a stable code, a message in the user's terms and a hint.
+Anything else a tool raises is classified by ``classify()``; internal errors never carry a stack
+trace or a filesystem path to the client.
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class ErrorType(enum.StrEnum):
+    # retryable
+    TIMEOUT = "timeout"
+    RATE_LIMIT = "rate_limit"
+    RESOURCE_ERROR = "resource_error"
+    TRANSIENT_ERROR = "transient_error"
+    # permanent
+    PERMISSION_DENIED = "permission_denied"
+    INVALID_PARAMETERS = "invalid_parameters"
+    NOT_FOUND = "not_found"
+    VALIDATION_ERROR = "validation_error"
+    # needing attention
+    EXECUTION_ERROR = "execution_error"
+    INTERNAL_ERROR = "internal_error"
+    DEPENDENCY_ERROR = "dependency_error"
+
+    @property
+    def retryable(self) -> bool:
+        return self in _RETRYABLE
+
+
+_RETRYABLE = {
+    ErrorType.TIMEOUT,
+    ErrorType.RATE_LIMIT,
+    ErrorType.RESOURCE_ERROR,
+    ErrorType.TRANSIENT_ERROR,
+}
+
+
+class ToolFailure(Exception):
+    """A failed tool call, as the model will read it.
+
+    ``code`` is a stable UPPER_SNAKE identifier; ``retry_after`` (seconds) is honoured by the
+    runner's retry policy when the error is retryable.
+    """
+
+    def __init__(
+        self,
+        type: ErrorType,
+        code: str,
+        message: str,
+        hint: str = "",
+        *,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.type = type
+        self.code = code
+        self.message = message
+        self.hint = hint
+        self.retry_after = retry_after
+
+
+def invalid(message: str, hint: str = "", code: str = "INVALID_PARAMETERS") -> ToolFailure:
+    return ToolFailure(ErrorType.INVALID_PARAMETERS, code, message, hint)
+
+
+def not_found(message: str, hint: str = "", code: str = "NOT_FOUND") -> ToolFailure:
+    return ToolFailure(ErrorType.NOT_FOUND, code, message, hint)
+
+
+def denied(message: str, hint: str = "", code: str = "PERMISSION_DENIED") -> ToolFailure:
+    return ToolFailure(ErrorType.PERMISSION_DENIED, code, message, hint)
+
+
+def classify(exc: BaseException) -> ToolFailure:
+    """Map an unexpected exception to a ToolFailure without leaking its text when it may hold paths."""
+    if isinstance(exc, ToolFailure):
+        return exc
+    if isinstance(exc, TimeoutError):
+        return ToolFailure(
+            ErrorType.TIMEOUT, "TIMEOUT", "the operation timed out", "retry, or ask for a longer timeout"
+        )
+    if isinstance(exc, MemoryError):
+        return ToolFailure(
+            ErrorType.RESOURCE_ERROR,
+            "OUT_OF_MEMORY",
+            "the result did not fit in memory",
+            "read fewer rows (nrows) or aggregate first",
+        )
+    if isinstance(exc, PermissionError):
+        return denied("the operating system refused access to the file")
+    if isinstance(exc, FileNotFoundError):
+        return not_found(
+            "the file does not exist (it may have been removed)", "list files with the resource ba://files"
+        )
+    if isinstance(exc, UnicodeDecodeError):
+        return ToolFailure(
+            ErrorType.VALIDATION_ERROR,
+            "DECODE_FAILED",
+            f"the content is not valid {exc.encoding} text",
+            "pass encoding= explicitly (e.g. latin-1, utf-16), or format= for a binary format",
+        )
+    if isinstance(exc, OSError):
+        return ToolFailure(
+            ErrorType.RESOURCE_ERROR, "IO_ERROR", "an input/output error occurred while reading", "retry"
+        )
+    return ToolFailure(
+        ErrorType.INTERNAL_ERROR,
+        "INTERNAL",
+        "the server hit an unexpected error; it has been logged",
+        "retry once; if it persists, report it with the time of the call",
+    )
+
+
+def format_error(tool: str, failure: ToolFailure) -> str:
+    """The one error text format of SPEC §3.3."""
+    lines = [
+        f"{tool}: operation failed",
+        f"Error Type: {failure.type.value}",
+        f"Error Code: {failure.code}",
+        f"Error Message: {failure.message}",
+    ]
+    if failure.hint:
+        lines.append(f"Hint: {failure.hint}")
+    return "\n".join(lines)

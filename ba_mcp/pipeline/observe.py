@@ -1,0 +1,444 @@
+"""Raw result × output level → observation (SPEC §3.1), with artifacts for whatever is left out.
+
+The observation is plain text for a model: a stable first line ``<tool>: <kind> (<level>)``, then
+stable headings. ``structured`` is the machine-readable counterpart (``structuredContent``).
+Invariant (T-A): when the observation does not contain the complete result, the result is stored
+as an artifact and the observation names its id; nothing is silently dropped.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ba_mcp.pipeline.encode import cell_value, encode_csv, encode_table
+from ba_mcp.pipeline.levels import OutputLevel
+from ba_mcp.pipeline.results import Composite, Document, Image, JsonValue, RawResult, Table
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from ba_mcp.pipeline.artifacts import ArtifactMeta, ArtifactStore
+    from ba_mcp.pipeline.tokens import TokenCounter
+    from ba_mcp.settings import ObservationSettings
+
+_INLINE_BYTES_LIMIT = 1024 * 1024  # anything over 1 MB goes to an artifact whatever the level
+
+
+@dataclass
+class Observation:
+    text: str
+    structured: dict[str, Any]
+    images: list[tuple[bytes, str]] = field(default_factory=list)
+    artifacts: list[ArtifactMeta] = field(default_factory=list)
+    tokens: int = 0
+
+
+@dataclass
+class _Part:
+    """An observation body without the first line (so composites can nest parts)."""
+
+    lines: list[str]
+    structured: dict[str, Any]
+    images: list[tuple[bytes, str]] = field(default_factory=list)
+    artifacts: list[ArtifactMeta] = field(default_factory=list)
+
+
+class Observer:
+    """Formats raw results. ``readers`` are the tool names registered on the server, so hints only
+    name tools that exist."""
+
+    def __init__(
+        self, store: ArtifactStore, counter: TokenCounter, settings: ObservationSettings, readers: frozenset[str]
+    ) -> None:
+        self.store = store
+        self.counter = counter
+        self.s = settings
+        self.readers = readers
+
+    def observe(self, tool: str, raw: RawResult, level: OutputLevel, notes: list[str] | None = None) -> Observation:
+        part = self._part(tool, raw, level)
+        lines = [f"{tool}: {_kind(raw)} ({level.value})", *part.lines]
+        for note in notes or []:
+            lines.append(f"Note: {note}")
+        text = "\n".join(line for line in lines if line is not None).rstrip()
+        structured = {"level": level.value, **part.structured}
+        return Observation(text, structured, part.images, part.artifacts, self.counter.count_tokens(text))
+
+    def _part(self, tool: str, raw: RawResult, level: OutputLevel) -> _Part:
+        if isinstance(raw, Table):
+            part = self._table(tool, raw, level)
+        elif isinstance(raw, Document):
+            part = self._document(tool, raw, level)
+        elif isinstance(raw, JsonValue):
+            part = self._json(tool, raw, level)
+        elif isinstance(raw, Image):
+            part = self._image(tool, raw, level)
+        else:
+            part = self._composite(tool, raw, level)
+        part.lines.extend(f"Note: {n}" for n in raw.notes)
+        if raw.meta:
+            part.structured["meta"] = raw.meta
+        return part
+
+    # -- artifacts ----------------------------------------------------------------------------
+
+    def _keep(self, tool: str, raw: RawResult) -> ArtifactMeta:
+        """Store the complete raw result (or refer to the artifact it was read from)."""
+        if raw.artifact_id:
+            return self.store.get(raw.artifact_id)
+        if isinstance(raw, Table):
+            return self.store.put_table(raw.frame, title=raw.title, source_tool=tool, summary=_shape(raw.frame))
+        if isinstance(raw, Document):
+            return self.store.put_text(raw.text, title=raw.title, source_tool=tool, mime=raw.mime)
+        if isinstance(raw, JsonValue):
+            return self.store.put_json(raw.value, title=raw.title, source_tool=tool)
+        if isinstance(raw, Image):
+            return self.store.put_image(raw.data, title=raw.title, source_tool=tool, mime=raw.mime)
+        raise TypeError(f"cannot store {type(raw).__name__} as one artifact")
+
+    def _how_to_read(self, meta: ArtifactMeta) -> str:
+        ways = []
+        if "file_reader" in self.readers:
+            ways.append(f'file_reader(path="{meta.id}")')
+        if meta.kind == "table" and "query_database" in self.readers:
+            ways.append(f"query_database: SELECT … FROM {meta.id}")
+        if "run_python" in self.readers:
+            ways.append(f'run_python: load_artifact("{meta.id}")')
+        ways.append(f"resource {meta.uri}")
+        return "; ".join(ways)
+
+    # -- tables -------------------------------------------------------------------------------
+
+    def _table(self, tool: str, raw: Table, level: OutputLevel) -> _Part:
+        frame = raw.frame
+        n, m = frame.shape
+        columns = [{"name": str(c), "type": _dtype(frame[c])} for c in frame.columns]
+        structured: dict[str, Any] = {
+            "kind": "table",
+            "title": raw.title,
+            "rows": n,
+            "columns": columns,
+            "offset": raw.offset,
+            "total_rows": raw.total_rows,
+            "more_in_source": raw.more,
+        }
+        if raw.more:
+            structured["next_offset"] = raw.offset + n
+        extent = f"{n:,} rows × {m} columns"
+        if raw.offset or raw.more:
+            extent += (
+                f" (rows {raw.offset:,}–{raw.offset + n - 1:,} {_total(raw)})" if n else f" (offset {raw.offset:,})"
+            )
+        source_more = [raw.continuation] if raw.more and raw.continuation else []
+
+        if level is OutputLevel.FULL:
+            body = encode_table(frame, self.s.table_encoding) if n else ""
+            head = [f"{raw.title}: {extent}", "Schema: " + ", ".join(f"{c['name']}: {c['type']}" for c in columns)]
+            lines = [*head, f"Rows ({self.s.table_encoding}):", body, *source_more]
+            text = "\n".join(lines)
+            if self.counter.count_tokens(text) <= self.s.inline_limit_tokens and len(text) < _INLINE_BYTES_LIMIT:
+                structured.update(truncated=False, shown_rows=n, encoding=self.s.table_encoding)
+                return _Part(lines, structured)
+            meta = self._keep(tool, raw)
+            part = self._table_standard(raw, extent, columns, meta, structured, source_more)
+            part.lines.insert(
+                1,
+                f"The full table is over the inline limit of {self.s.inline_limit_tokens:,} tokens; "
+                "showing the standard view.",
+            )
+            return part
+
+        if level is OutputLevel.BRIEF:
+            kept = self._keep(tool, raw) if n else None
+            names = ", ".join(c["name"] for c in columns)
+            line = f"{raw.title}: {extent}; columns: {names}"
+            if kept:
+                line += f"; complete table: {kept.id}"
+            structured.update(truncated=bool(n), shown_rows=0, artifact_id=kept.id if kept else None)
+            return _Part([line, *source_more], structured, artifacts=[kept] if kept else [])
+
+        preview, cut = _preview(frame, self.s.preview_rows, self.s.max_cell_chars)
+        kept = self._keep(tool, raw) if (n > self.s.preview_rows or cut) else None
+        return self._table_standard(raw, extent, columns, kept, structured, source_more, preview)
+
+    def _table_standard(
+        self,
+        raw: Table,
+        extent: str,
+        columns: list[dict[str, str]],
+        meta: ArtifactMeta | None,
+        structured: dict[str, Any],
+        source_more: list[str],
+        preview: pd.DataFrame | None = None,
+    ) -> _Part:
+        frame = raw.frame
+        n = len(frame)
+        if preview is None:
+            preview, _ = _preview(frame, self.s.preview_rows, self.s.max_cell_chars)
+        lines = [f"{raw.title}: {extent}", "Columns (name: type — summary):"]
+        lines.extend(
+            f"- {c['name']}: {c['type']} — {_column_summary(frame[frame.columns[i]])}" for i, c in enumerate(columns)
+        )
+        if n:
+            shown = len(preview)
+            lines.append(f"First {shown} rows (csv):" if shown < n else f"All {n} rows (csv):")
+            lines.append(encode_csv(preview))
+        if meta:
+            lines.append(
+                f"Truncated: {len(preview):,} of {n:,} rows shown. "
+                f"Complete table: {meta.id} — {self._how_to_read(meta)}."
+            )
+        lines.extend(source_more)
+        structured.update(truncated=meta is not None, shown_rows=len(preview), artifact_id=meta.id if meta else None)
+        return _Part(lines, structured, artifacts=[meta] if meta else [])
+
+    # -- documents ----------------------------------------------------------------------------
+
+    def _document(self, tool: str, raw: Document, level: OutputLevel) -> _Part:
+        text = raw.text
+        words = len(text.split())
+        tokens = self.counter.count_tokens(text)
+        structured: dict[str, Any] = {
+            "kind": "document",
+            "title": raw.title,
+            "mime": raw.mime,
+            "chars": len(text),
+            "words": words,
+            "tokens": tokens,
+            "offset": raw.offset,
+            "total_chars": raw.total_chars,
+            "more_in_source": raw.more,
+        }
+        size = f"{len(text):,} characters, {words:,} words, ~{tokens:,} tokens"
+        if raw.offset or raw.more:
+            size += f" (characters {raw.offset:,}–{raw.offset + len(text):,} of {raw.total_chars or 'more'})"
+        source_more = [raw.continuation] if raw.more and raw.continuation else []
+        if not text.strip():
+            structured.update(truncated=False, artifact_id=None)
+            return _Part([f"{raw.title}: empty ({size})", *source_more], structured)
+
+        if level is OutputLevel.BRIEF:
+            first = _first_sentence(text)
+            complete = first.strip() == text.strip()
+            meta = None if complete else self._keep(tool, raw)
+            lines = [f"{raw.title}: {size}", f"Starts: {first}"]
+            if meta:
+                lines.append(f"Complete text: {meta.id} — {self._how_to_read(meta)}.")
+            structured.update(truncated=meta is not None, artifact_id=meta.id if meta else None)
+            return _Part([*lines, *source_more], structured, artifacts=[meta] if meta else [])
+
+        budget = self.s.inline_limit_tokens if level is OutputLevel.FULL else self.s.document_window_tokens
+        if tokens <= budget and len(text) < _INLINE_BYTES_LIMIT:
+            structured.update(truncated=False, artifact_id=None, shown_chars=len(text))
+            return _Part([f"{raw.title}: {size}", "", text, "", *source_more], structured)
+
+        cut = self.counter.prefix_chars(text, budget)
+        meta = self._keep(tool, raw)
+        next_offset = raw.offset + cut
+        outline = _outline(text, raw.mime)
+        lines = [f"{raw.title}: {size}"]
+        if outline:
+            lines.append("Outline: " + " | ".join(outline))
+        lines += [
+            f"Window: characters {raw.offset:,}–{next_offset:,} (~{budget:,} tokens):",
+            "",
+            text[:cut],
+            "",
+            f"Truncated: continue with offset={next_offset} (the same call with that offset), "
+            f"or read the whole text: {meta.id} — {self._how_to_read(meta)}.",
+            *source_more,
+        ]
+        structured.update(
+            truncated=True, artifact_id=meta.id, shown_chars=cut, next_offset=next_offset, outline=outline
+        )
+        return _Part(lines, structured, artifacts=[meta])
+
+    # -- JSON ---------------------------------------------------------------------------------
+
+    def _json(self, tool: str, raw: JsonValue, level: OutputLevel) -> _Part:
+        value = raw.value
+        shape = _json_shape(value)
+        structured: dict[str, Any] = {"kind": "json", "title": raw.title, "shape": shape}
+        compact = json.dumps(value, ensure_ascii=False, default=str)
+        if level is OutputLevel.BRIEF:
+            complete = len(compact) <= 60
+            meta = None if complete else self._keep(tool, raw)
+            line = f"{raw.title}: {shape}" + (
+                f" = {compact}" if complete else f"; complete JSON: {meta.id}" if meta else ""
+            )
+            structured.update(truncated=not complete, artifact_id=meta.id if meta else None)
+            return _Part([line], structured, artifacts=[meta] if meta else [])
+        pretty = json.dumps(value, ensure_ascii=False, indent=2, default=str)
+        budget = self.s.inline_limit_tokens if level is OutputLevel.FULL else self.s.json_budget_tokens
+        if self.counter.count_tokens(pretty) <= budget and len(pretty) < _INLINE_BYTES_LIMIT:
+            structured.update(truncated=False, artifact_id=None)
+            if level is OutputLevel.FULL:
+                structured["value"] = value
+            return _Part([f"{raw.title}: {shape}", pretty], structured)
+        cut = self.counter.prefix_chars(pretty, budget)
+        meta = self._keep(tool, raw)
+        lines = [
+            f"{raw.title}: {shape}",
+            pretty[:cut] + "\n…",
+            f"Truncated at ~{budget:,} tokens. Complete JSON: {meta.id} — {self._how_to_read(meta)}.",
+        ]
+        structured.update(truncated=True, artifact_id=meta.id)
+        return _Part(lines, structured, artifacts=[meta])
+
+    # -- images and composites ----------------------------------------------------------------
+
+    def _image(self, tool: str, raw: Image, level: OutputLevel) -> _Part:
+        meta = self._keep(tool, raw)
+        structured = {
+            "kind": "image",
+            "title": raw.title,
+            "mime": raw.mime,
+            "bytes": len(raw.data),
+            "artifact_id": meta.id,
+        }
+        line = f"{raw.title}: {raw.mime}, {len(raw.data):,} bytes; stored as {meta.id} ({meta.uri})"
+        images = [] if level is OutputLevel.BRIEF else [(raw.data, raw.mime)]
+        return _Part([line], structured, images=images, artifacts=[meta])
+
+    def _composite(self, tool: str, raw: Composite, level: OutputLevel) -> _Part:
+        lines = [raw.title] if raw.title else []
+        structured: dict[str, Any] = {"kind": "composite", "title": raw.title, "parts": []}
+        images: list[tuple[bytes, str]] = []
+        artifacts: list[ArtifactMeta] = []
+        for label, sub in raw.parts:
+            part = self._part(tool, sub, level)
+            lines.append(f"## {label}")
+            lines.extend(part.lines)
+            structured["parts"].append({"label": label, **part.structured})
+            images += part.images
+            artifacts += part.artifacts
+        return _Part(lines, structured, images, artifacts)
+
+
+# -- helpers ----------------------------------------------------------------------------------
+
+
+def _kind(raw: RawResult) -> str:
+    return {Table: "table", Document: "document", JsonValue: "json", Image: "image", Composite: "result"}[type(raw)]
+
+
+def _total(raw: Table) -> str:
+    if raw.total_rows is not None:
+        return f"of {raw.total_rows:,}"
+    return "; more follow" if raw.more else f"of {raw.offset + len(raw.frame):,}"
+
+
+def _shape(frame: pd.DataFrame) -> str:
+    return f"{len(frame):,} rows × {frame.shape[1]} columns: " + ", ".join(map(str, frame.columns))[:300]
+
+
+def _dtype(series: pd.Series) -> str:
+    name = str(series.dtype)
+    if name in ("object", "str", "string"):
+        import pandas as pd
+
+        return "string" if series.map(lambda v: isinstance(v, str) or pd.isna(v)).all() else "mixed"
+    return {
+        "datetime64[ns]": "datetime",
+        "datetime64[us]": "datetime",
+        "datetime64[ms]": "datetime",
+        "datetime64[s]": "datetime",
+        "boolean": "bool",
+        "Int64": "int64",
+        "Float64": "float64",
+    }.get(name, name)
+
+
+def _num(value: Any) -> str:
+    value = cell_value(value)
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    if isinstance(value, int):
+        return f"{value:,}" if abs(value) >= 10000 else str(value)
+    return str(value)
+
+
+def _column_summary(series: pd.Series) -> str:
+    import pandas as pd
+
+    nulls = int(series.isna().sum())
+    parts: list[str] = []
+    non_null = series.dropna()
+    if pd.api.types.is_bool_dtype(series):
+        parts.append(f"true {int(non_null.sum()):,}, false {int((~non_null.astype(bool)).sum()):,}")
+    elif pd.api.types.is_numeric_dtype(series) and len(non_null):
+        parts.append(f"min {_num(non_null.min())}, mean {_num(float(non_null.mean()))}, max {_num(non_null.max())}")
+        parts.append(f"{_distinct(non_null):,} distinct")
+    elif pd.api.types.is_datetime64_any_dtype(series) and len(non_null):
+        parts.append(f"{_num(non_null.min())} → {_num(non_null.max())}")
+    elif len(non_null):
+        distinct = _distinct(non_null)
+        parts.append(f"{distinct:,} distinct")
+        if distinct < len(non_null):
+            try:
+                counts = non_null.value_counts()
+                top = str(counts.index[0])
+                parts.append(f"top {top[:30]!r} ×{int(counts.iloc[0]):,}")
+            except TypeError:
+                pass
+    parts.append(f"{nulls:,} nulls" if nulls else "no nulls")
+    return "; ".join(parts)
+
+
+def _distinct(series: pd.Series) -> int:
+    try:
+        return int(series.nunique())
+    except TypeError:  # unhashable cells (lists, dicts)
+        return int(series.astype(str).nunique())
+
+
+def _preview(frame: pd.DataFrame, rows: int, max_chars: int) -> tuple[pd.DataFrame, bool]:
+    """The first rows with long text cells cut; ``cut`` says whether any cell was shortened."""
+    head = frame.head(rows).copy()
+    cut = False
+    for col in head.columns:
+        if head[col].dtype.kind in "OSUT" or str(head[col].dtype) in ("str", "string"):
+
+            def shorten(v: Any) -> Any:
+                nonlocal cut
+                if isinstance(v, str) and len(v) > max_chars:
+                    cut = True
+                    return v[: max_chars - 1] + "…"
+                return v
+
+            head[col] = head[col].map(shorten).astype(object)
+    return head, cut
+
+
+def _first_sentence(text: str, limit: int = 300) -> str:
+    stripped = text.strip()
+    match = re.search(r"(.+?[.!?。！？])(\s|$)", stripped[: limit + 1], flags=re.S)
+    sentence = match.group(1) if match else stripped.split("\n", 1)[0]
+    sentence = " ".join(sentence.split())
+    return sentence if len(sentence) <= limit else sentence[: limit - 1] + "…"
+
+
+def _outline(text: str, mime: str, limit: int = 30) -> list[str]:
+    if mime == "text/markdown":
+        heads = re.findall(r"^(#{1,4})\s+(.+?)\s*#*$", text, flags=re.M)
+        return [("  " * (len(h) - 1)) + t[:80] for h, t in heads[:limit]]
+    if mime == "text/x-python":
+        return re.findall(r"^(?:async\s+)?(?:def|class)\s+(\w+)", text, flags=re.M)[:limit]
+    return []
+
+
+def _json_shape(value: Any) -> str:
+    if isinstance(value, dict):
+        keys = list(value)
+        shown = ", ".join(map(str, keys[:12])) + (", …" if len(keys) > 12 else "")
+        return f"object with {len(keys)} keys: {shown}"
+    if isinstance(value, list):
+        kinds = {type(v).__name__ for v in value[:100]}
+        if value and all(isinstance(v, dict) for v in value[:100]):
+            keys = list(dict.fromkeys(k for v in value[:100] for k in v))
+            return f"array of {len(value):,} objects with keys: " + ", ".join(map(str, keys[:12]))
+        return f"array of {len(value):,} items ({', '.join(sorted(kinds)) or 'empty'})"
+    return f"{type(value).__name__} value"

@@ -1,0 +1,87 @@
+"""Typed raw results: what tools return, and the only thing the pipeline formats.
+
+A tool returns one of ``Table``, ``Document``, ``JsonValue``, ``Image`` or ``Composite`` and never
+formats text for a model. Common fields: ``title`` (what it is, in the user's terms), ``notes``
+(facts the model must know, e.g. "3 rows had extra fields"), ``meta`` (machine-readable extras that
+go into ``structuredContent``) and ``artifact_id`` (set when the result *is* a stored artifact read
+whole, so the pipeline refers to it instead of storing it again).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+@dataclass
+class _Base:
+    title: str
+    notes: list[str] = field(default_factory=list, kw_only=True)
+    meta: dict[str, Any] = field(default_factory=dict, kw_only=True)
+    artifact_id: str | None = field(default=None, kw_only=True)
+
+
+@dataclass
+class Table(_Base):
+    """Rows and columns.
+
+    ``offset`` is the index of the first row within its source; ``total_rows`` is the size of the
+    whole source when known (None: unknown, e.g. a partial read of a large file); ``more`` says the
+    source has rows after these, and how to continue is in ``continuation``.
+    """
+
+    frame: pd.DataFrame
+    offset: int = 0
+    total_rows: int | None = None
+    more: bool = False
+    continuation: str = ""
+
+
+@dataclass
+class Document(_Base):
+    """Text. ``offset`` is the character offset of ``text`` within the whole source, whose length is
+    ``total_chars`` when known; ``more`` says text follows and ``continuation`` how to get it."""
+
+    text: str
+    mime: str = "text/plain"
+    offset: int = 0
+    total_chars: int | None = None
+    more: bool = False
+    continuation: str = ""
+
+
+@dataclass
+class JsonValue(_Base):
+    value: Any
+
+
+@dataclass
+class Image(_Base):
+    data: bytes
+    mime: str = "image/png"
+
+
+@dataclass
+class Composite(_Base):
+    """An ordered list of labelled parts, e.g. run_python's stdout, value and figures."""
+
+    parts: list[tuple[str, RawResult]] = field(default_factory=list)
+
+
+RawResult: TypeAlias = "Table | Document | JsonValue | Image | Composite"
+
+
+def approx_size(raw: RawResult) -> int:
+    """Bytes a raw result holds in memory, roughly (for cache bounds)."""
+    if isinstance(raw, Table):
+        return int(raw.frame.memory_usage(deep=False).sum()) + 256
+    if isinstance(raw, Document):
+        return len(raw.text) * 2 + 256
+    if isinstance(raw, Image):
+        return len(raw.data) + 256
+    if isinstance(raw, Composite):
+        return sum(approx_size(p) for _, p in raw.parts) + 256
+    return len(repr(raw.value)) + 256

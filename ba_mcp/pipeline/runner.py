@@ -1,0 +1,295 @@
+"""One tool call through the pipeline (SPEC §3):
+
+validate → resolve level → cache → execute (timeout, retries; off the event loop) → observe
+→ CallToolResult → telemetry. Every failure becomes the one error format; nothing a tool raises
+escapes, so the server never stops because of a call.
+"""
+
+from __future__ import annotations
+
+import base64
+import inspect
+import json
+import logging
+import random
+import time
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import anyio.from_thread
+import anyio.to_thread
+from mcp.types import CallToolResult, ImageContent, ResourceLink, TextContent
+from opentelemetry import trace
+from pydantic import ValidationError
+
+from ba_mcp.pipeline.cache import CacheMode, cache_key
+from ba_mcp.pipeline.errors import ErrorType, ToolFailure, classify, format_error
+from ba_mcp.pipeline.levels import resolve_level
+from ba_mcp.pipeline.telemetry import CallRecord
+from ba_mcp.tools.base import Tool, ToolContext
+
+if TYPE_CHECKING:
+    from ba_mcp.app import App
+    from ba_mcp.pipeline.results import RawResult
+
+log = logging.getLogger(__name__)
+
+_NOT_CACHE_ARGS = ("output_level", "timeout")
+
+
+@dataclass
+class _Outcome:
+    raw: RawResult
+    retries: int
+    cache_hit: bool
+
+
+class Runner:
+    def __init__(self, app: App) -> None:
+        self.app = app
+
+    async def call(self, tool: Tool, arguments: dict[str, Any], session: str, progress: Any = None) -> CallToolResult:
+        """Run one call; always returns a CallToolResult (``is_error`` on failure)."""
+        started = time.perf_counter()
+        record = CallRecord(
+            execution_id=uuid.uuid4().hex,
+            session=session,
+            tool=tool.name,
+            timestamp=time.time(),
+            duration_ms=0.0,
+            input_tokens=0,
+            output_tokens=0,
+            output_level="",
+            level_downgraded=False,
+            cache_hit=False,
+            retries=0,
+            success=False,
+        )
+        state = self.app.session(session)
+        try:
+            record.input_tokens = self.app.tokens.count_tokens(json.dumps(arguments, default=str)[:200_000])
+            params = self._validate(tool, arguments)
+            settings = self.app.settings
+            choice = resolve_level(
+                params.output_level,
+                settings.tool(tool.name).default_level,
+                settings.default_output_level,
+                state.metrics.output_tokens,
+                settings.session_token_budget,
+                settings.budget_downgrade_ratio,
+            )
+            record.output_level, record.level_downgraded = choice.level.value, choice.downgraded
+            ctx = ToolContext(app=self.app, session=session, progress=self._progress_bridge(progress))
+            outcome = await self._execute_cached(tool, params, ctx)
+            record.cache_hit, record.retries = outcome.cache_hit, outcome.retries
+            notes = []
+            if choice.downgraded:
+                used = state.metrics.output_tokens / settings.session_token_budget
+                notes.append(
+                    f"level is brief because this session has received {used:.0%} of its token budget; "
+                    "pass output_level to choose another"
+                )
+            if outcome.retries:
+                notes.append(f"succeeded after {outcome.retries} retr{'y' if outcome.retries == 1 else 'ies'}")
+            obs = await anyio.to_thread.run_sync(self.app.observer.observe, tool.name, outcome.raw, choice.level, notes)
+            record.success = True
+            record.output_tokens = obs.tokens
+            record.artifacts = [a.id for a in obs.artifacts]
+            content: list[Any] = [TextContent(type="text", text=obs.text)]
+            content += [
+                ImageContent(type="image", data=base64.b64encode(data).decode(), mime_type=mime)
+                for data, mime in obs.images
+            ]
+            content += [
+                ResourceLink(
+                    type="resource_link",
+                    name=a.id,
+                    title=a.title,
+                    uri=a.uri,
+                    mime_type=a.mime,
+                    size=a.size,
+                    description=a.summary or f"{a.kind} artifact from {a.source_tool}",
+                )
+                for a in obs.artifacts
+            ]
+            result = CallToolResult(content=content, structured_content=obs.structured, is_error=False)
+        except ToolFailure as failure:
+            result = self._failed(tool.name, failure, record)
+        except Exception as exc:
+            log.exception("tool %s failed unexpectedly", tool.name)
+            result = self._failed(tool.name, classify(exc), record)
+        record.duration_ms = round((time.perf_counter() - started) * 1000, 3)
+        if not record.success:
+            record.output_tokens = self.app.tokens.count_tokens(result.content[0].text)  # type: ignore[union-attr]
+        state.metrics.add(record)
+        self.app.telemetry.write(record)
+        _annotate_span(record)
+        return result
+
+    # -- steps --------------------------------------------------------------------------------
+
+    def _validate(self, tool: Tool, arguments: dict[str, Any]) -> Any:
+        try:
+            return tool.Params.model_validate(arguments)
+        except ValidationError as exc:
+            raise invalid_arguments(tool, exc) from None
+
+    async def _execute_cached(self, tool: Tool, params: Any, ctx: ToolContext) -> _Outcome:
+        policy = tool.policy.cache
+        key = None
+        if policy.mode is not CacheMode.NEVER and self.app.settings.cache.max_entries:
+            args = params.model_dump(exclude=set(_NOT_CACHE_ARGS))
+            identity = None
+            if policy.mode is CacheMode.IDENTITY:
+                identity = await anyio.to_thread.run_sync(tool.cache_identity, params, ctx)
+            if policy.mode is CacheMode.TTL or identity is not None:
+                key = cache_key(tool.name, tool.version, args, identity)
+                hit = self.app.cache.get(key)
+                if hit is not None:
+                    return _Outcome(hit, 0, True)
+        raw, retries = await self._execute_with_retries(tool, params, ctx)
+        if key is not None:
+            self.app.cache.put(key, raw, policy.ttl_s if policy.mode is CacheMode.TTL else None)
+        return _Outcome(raw, retries, False)
+
+    async def _execute_with_retries(self, tool: Tool, params: Any, ctx: ToolContext) -> tuple[RawResult, int]:
+        retry = self.app.settings.retry
+        timeout = self.timeout_for(tool, getattr(params, "timeout", None))
+        attempt = 0
+        while True:
+            try:
+                return await self._execute_once(tool, params, ctx, timeout), attempt
+            except (ToolFailure, TimeoutError) as exc:
+                failure = exc if isinstance(exc, ToolFailure) else _timeout_failure(tool, timeout)
+                if not (tool.policy.idempotent and failure.type.retryable and attempt < retry.max_retries):
+                    raise failure from None
+                delay = min(retry.base_ms * retry.factor**attempt, retry.max_ms) / 1000
+                if failure.retry_after is not None:
+                    delay = min(max(delay, failure.retry_after), retry.max_ms / 1000)
+                attempt += 1
+                log.info("retrying %s in %.2fs after %s", tool.name, delay, failure.code)
+                await anyio.sleep(delay * (0.9 + 0.2 * random.random()))
+
+    async def _execute_once(self, tool: Tool, params: Any, ctx: ToolContext, timeout: float) -> RawResult:
+        ctx.cancelled.clear()
+        try:
+            with anyio.fail_after(timeout):
+                if inspect.iscoroutinefunction(tool.execute):
+                    return await tool.execute(params, ctx)
+                return await anyio.to_thread.run_sync(tool.execute, params, ctx, abandon_on_cancel=True)
+        except TimeoutError:
+            ctx.cancelled.set()  # a sync tool that checks the flag stops; its late result is discarded
+            raise
+
+    def timeout_for(self, tool: Tool, asked: float | None) -> float:
+        """The call's timeout: what it asked for (at most the ceiling), else the tool's default."""
+        conf = self.app.settings.tool(tool.name)
+        if asked is None:
+            return conf.timeout_s
+        return min(float(asked), conf.max_timeout_s)
+
+    def _progress_bridge(self, progress: Any) -> Any:
+        if progress is None:
+            return lambda done, total, msg: None
+
+        def report(done: float, total: float | None, message: str | None) -> None:
+            try:
+                anyio.from_thread.run(progress, done, total, message)
+            except Exception:
+                log.debug("progress not delivered", exc_info=True)
+
+        return report
+
+    def _failed(self, tool: str, failure: ToolFailure, record: CallRecord) -> CallToolResult:
+        record.success = False
+        record.error_type, record.error_code = failure.type.value, failure.code
+        text = format_error(tool, failure)
+        structured = {
+            "error": {
+                "type": failure.type.value,
+                "code": failure.code,
+                "message": failure.message,
+                "hint": failure.hint,
+                "retryable": failure.type.retryable,
+            }
+        }
+        return CallToolResult(
+            content=[TextContent(type="text", text=text)], structured_content=structured, is_error=True
+        )
+
+
+def _timeout_failure(tool: Tool, timeout: float) -> ToolFailure:
+    return ToolFailure(
+        ErrorType.TIMEOUT,
+        "TIMEOUT",
+        f"{tool.name} did not finish within {timeout:g} s",
+        "narrow the request (fewer rows, a smaller file window), or pass a longer timeout if the tool takes one",
+    )
+
+
+def invalid_arguments(tool: Tool, exc: ValidationError) -> ToolFailure:
+    """``invalid_parameters`` naming each bad field and, where the schema has them, its allowed values."""
+    schema = tool.Params.model_json_schema()
+    props = schema.get("properties", {})
+    problems, hints = [], []
+    for err in exc.errors()[:5]:
+        field = ".".join(str(p) for p in err["loc"]) or "(arguments)"
+        top = str(err["loc"][0]) if err["loc"] else ""
+        if err["type"] == "extra_forbidden":
+            problems.append(f"unknown argument '{field}'")
+            hints.append("accepted arguments: " + ", ".join(props))
+            continue
+        if err["type"] == "missing":
+            problems.append(f"'{field}' is required")
+            continue
+        problems.append(f"'{field}': {err['msg']}")
+        allowed = _allowed(props.get(top, {}))
+        if allowed:
+            hints.append(f"{top} must be {allowed}")
+    return ToolFailure(
+        ErrorType.INVALID_PARAMETERS,
+        "INVALID_ARGUMENTS",
+        "; ".join(problems),
+        "; ".join(dict.fromkeys(hints)) or "see the tool's input schema",
+    )
+
+
+def _allowed(prop: dict[str, Any]) -> str:
+    options = [prop, *prop.get("anyOf", [])]
+    for opt in options:
+        if "enum" in opt:
+            return "one of " + ", ".join(json.dumps(v) for v in opt["enum"])
+    kinds = [o.get("type") for o in options if o.get("type") and o.get("type") != "null"]
+    bounds = []
+    for opt in options:
+        if "minimum" in opt:
+            bounds.append(f">= {opt['minimum']}")
+        if "maximum" in opt:
+            bounds.append(f"<= {opt['maximum']}")
+        if "maxLength" in opt:
+            bounds.append(f"at most {opt['maxLength']} characters")
+    if kinds:
+        return "a " + " or ".join(dict.fromkeys(kinds)) + (f" ({', '.join(bounds)})" if bounds else "")
+    return ""
+
+
+def _annotate_span(rec: CallRecord) -> None:
+    span = trace.get_current_span()
+    if not span.is_recording():
+        return
+    span.set_attributes(
+        {
+            "ba_mcp.execution_id": rec.execution_id,
+            "ba_mcp.output_level": rec.output_level,
+            "ba_mcp.level_downgraded": rec.level_downgraded,
+            "ba_mcp.input_tokens": rec.input_tokens,
+            "ba_mcp.output_tokens": rec.output_tokens,
+            "ba_mcp.cache_hit": rec.cache_hit,
+            "ba_mcp.retries": rec.retries,
+            "ba_mcp.success": rec.success,
+            "ba_mcp.artifact_ids": rec.artifacts,
+            **({"ba_mcp.error_type": rec.error_type} if rec.error_type else {}),
+        }
+    )

@@ -1,0 +1,139 @@
+"""Telemetry (T-T, seed 000 ToolTelemetry, seed 001 MetricsCollector). Never shown to the model.
+
+Every call becomes one ``CallRecord``: one JSONL line in ``logs/telemetry-YYYY-MM-DD.jsonl`` and an
+update of the in-memory ``Metrics`` of its session. ``Metrics`` also aggregates log files for
+``ba-mcp stats``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class CallRecord:
+    execution_id: str
+    session: str
+    tool: str
+    timestamp: float
+    duration_ms: float
+    input_tokens: int
+    output_tokens: int
+    output_level: str
+    level_downgraded: bool
+    cache_hit: bool
+    retries: int
+    success: bool
+    error_type: str | None = None
+    error_code: str | None = None
+    artifacts: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ToolStats:
+    calls: int = 0
+    successes: int = 0
+    errors: int = 0
+    cache_hits: int = 0
+    retries: int = 0
+    total_ms: float = 0.0
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        n = self.calls or 1
+        return {
+            "calls": self.calls,
+            "success_rate": round(self.successes / n, 4),
+            "error_rate": round(self.errors / n, 4),
+            "cache_hit_rate": round(self.cache_hits / n, 4),
+            "avg_latency_ms": round(self.total_ms / n, 2),
+            "retries": self.retries,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+        }
+
+
+class Metrics:
+    """Per-tool aggregates (seed 001 MetricsCollector)."""
+
+    def __init__(self) -> None:
+        self.tools: dict[str, ToolStats] = {}
+        self.errors_by_type: dict[str, int] = {}
+
+    def add(self, rec: CallRecord) -> None:
+        st = self.tools.setdefault(rec.tool, ToolStats())
+        st.calls += 1
+        st.successes += rec.success
+        st.errors += not rec.success
+        st.cache_hits += rec.cache_hit
+        st.retries += rec.retries
+        st.total_ms += rec.duration_ms
+        st.input_tokens += rec.input_tokens
+        st.output_tokens += rec.output_tokens
+        if rec.error_type:
+            self.errors_by_type[rec.error_type] = self.errors_by_type.get(rec.error_type, 0) + 1
+
+    @property
+    def output_tokens(self) -> int:
+        return sum(s.output_tokens for s in self.tools.values())
+
+    def report(self) -> dict[str, Any]:
+        total = ToolStats()
+        for st in self.tools.values():
+            for name in ("calls", "successes", "errors", "cache_hits", "retries", "input_tokens", "output_tokens"):
+                setattr(total, name, getattr(total, name) + getattr(st, name))
+            total.total_ms += st.total_ms
+        return {
+            "total": total.as_dict(),
+            "tools": {name: st.as_dict() for name, st in sorted(self.tools.items())},
+            "errors_by_type": dict(sorted(self.errors_by_type.items())),
+        }
+
+    @classmethod
+    def from_records(cls, records: Iterable[CallRecord]) -> Metrics:
+        m = cls()
+        for rec in records:
+            m.add(rec)
+        return m
+
+
+class TelemetryLog:
+    """Appends call records as JSONL; thread-safe."""
+
+    def __init__(self, folder: Path, enabled: bool = True) -> None:
+        self.folder = folder
+        self.enabled = enabled
+        self._lock = threading.Lock()
+
+    def write(self, rec: CallRecord) -> None:
+        if not self.enabled:
+            return
+        line = json.dumps(asdict(rec), separators=(",", ":")) + "\n"
+        path = self.folder / f"telemetry-{time.strftime('%Y-%m-%d', time.gmtime(rec.timestamp))}.jsonl"
+        try:
+            with self._lock, path.open("a", encoding="utf-8") as f:
+                f.write(line)
+        except OSError as exc:
+            log.warning("telemetry not written: %s", exc.strerror)
+
+    def read(self, since: float | None = None) -> Iterator[CallRecord]:
+        """Every record in the log folder (malformed lines skipped), oldest file first."""
+        for path in sorted(self.folder.glob("telemetry-*.jsonl")):
+            with path.open(encoding="utf-8") as f:
+                for line in f:
+                    try:
+                        rec = CallRecord(**json.loads(line))
+                    except (ValueError, TypeError):
+                        continue
+                    if since is None or rec.timestamp >= since:
+                        yield rec

@@ -1,0 +1,373 @@
+"""build_server(settings) -> the MCP server: tools, resources, completion, logging level, lifespan.
+
+Every tool is registered as a ``PipelineTool``: the SDK lists it with the schema of the tool's
+parameter model, and each call goes straight to ``Runner.call`` so validation, levels, artifacts
+and errors are ours, in one format.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import mimetypes
+from collections.abc import AsyncIterator, Iterable, Mapping
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import anyio.to_thread
+from mcp.server import MCPServer
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.lowlevel.helper_types import ReadResourceContents
+from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
+from mcp.server.mcpserver.tools.base import Tool as SdkTool
+from mcp.server.mcpserver.utilities.func_metadata import func_metadata
+from mcp.types import (
+    CallToolResult,
+    Completion,
+    EmptyResult,
+    ResourceTemplateReference,
+    SetLevelRequestParams,
+    TextContent,
+    ToolAnnotations,
+)
+from pydantic import ConfigDict
+
+from ba_mcp import __version__
+from ba_mcp.app import App
+from ba_mcp.pipeline.errors import ErrorType, ToolFailure, format_error
+from ba_mcp.settings import Settings
+from ba_mcp.tools.base import Tool
+from ba_mcp.workspace import ARTIFACT_ID
+
+log = logging.getLogger(__name__)
+
+INSTRUCTIONS = """\
+ba-mcp gives you business-analysis tools over the user's analysis workspace.
+
+Output levels: every tool takes output_level = brief | standard | full.
+- brief: one line (shape, names, an artifact id). Use it when you only need to know what exists.
+- standard (default): schema, per-column summary and the first rows of a table; the first window
+  of a document; JSON cut at a budget.
+- full: everything when it fits the inline limit; otherwise the standard view plus an artifact.
+When you do not name a level and the session has used most of its token budget, you get brief.
+
+Artifacts: whenever an observation leaves something out, the complete result is stored and the
+observation names its id, artifact_<12 hex>. Pass that id instead of copying data around: read it with
+file_reader(path="artifact_…", offset=…, nrows=…) or the resource artifact://artifact_…. Ids of the
+user's files are upload_<name>; ba://files lists uploads, code files and artifacts.
+
+Errors come as 'Error Type / Error Code / Error Message / Hint': follow the hint.
+"""
+
+_LOG_LEVELS = ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"]
+_RESOURCE_TEXT_LIMIT = 10 * 1024 * 1024
+
+
+def session_key(ctx: Context[Any, Any]) -> str:
+    """Identifies the client session: the HTTP session id, else the connection (stdio: one per process)."""
+    headers = ctx.headers
+    if headers:
+        sid = headers.get("mcp-session-id")
+        if sid:
+            return f"http-{sid}"
+    return f"conn-{id(ctx.session):x}"
+
+
+class PipelineTool(SdkTool):
+    """An SDK tool whose calls go through the ba-mcp pipeline instead of the SDK's argument handling."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+    spec: Any = None
+
+    @classmethod
+    def wrap(cls, tool: Tool) -> PipelineTool:
+        async def _unused() -> None:  # the SDK wants a function; run() below replaces its use
+            return None
+
+        annotations = ToolAnnotations(
+            title=tool.title,
+            read_only_hint=tool.policy.read_only,
+            destructive_hint=False,
+            idempotent_hint=tool.policy.idempotent,
+            open_world_hint=tool.policy.open_world,
+        )
+        return cls(
+            fn=_unused,
+            name=tool.name,
+            title=tool.title,
+            description=tool.description,
+            parameters=tool.Params.model_json_schema(),
+            fn_metadata=func_metadata(_unused, structured_output=False),
+            is_async=True,
+            context_kwarg=None,
+            annotations=annotations,
+            spec=tool,
+        )
+
+    async def run(self, arguments: dict[str, Any], context: Any, convert_result: bool = False) -> Any:
+        app: App = context.request_context.lifespan_context
+        return await app.runner.call(self.spec, arguments, session_key(context), progress=context.report_progress)
+
+
+class _UnknownToolMiddleware:
+    """Unknown tool names get the ba-mcp error format instead of the SDK's bare text."""
+
+    def __init__(self, names: Iterable[str]) -> None:
+        self.names = frozenset(names)
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        if ctx.method == "tools/call" and isinstance(ctx.params, Mapping):
+            name = ctx.params.get("name")
+            if isinstance(name, str) and name not in self.names:
+                failure = ToolFailure(
+                    ErrorType.NOT_FOUND,
+                    "UNKNOWN_TOOL",
+                    f"there is no tool named '{name[:80]}'",
+                    "available tools: " + ", ".join(sorted(self.names)),
+                )
+                return CallToolResult(
+                    content=[TextContent(type="text", text=format_error("ba-mcp", failure))],
+                    structured_content={"error": {"type": "not_found", "code": "UNKNOWN_TOOL"}},
+                    is_error=True,
+                )
+        return await call_next(ctx)
+
+
+class BaServer(MCPServer[App]):
+    """MCPServer that knows its current App (set by the lifespan) for resources and completion."""
+
+    app: App | None = None
+
+    async def read_resource(self, uri: Any, context: Any = None) -> Any:
+        """Artifacts are served with their own MIME type (a template has one fixed type)."""
+        uri_s = str(uri)
+        if uri_s.startswith("artifact://"):
+            app = self._app()
+            aid = uri_s[len("artifact://") :]
+            content, mime = await anyio.to_thread.run_sync(read_artifact_resource, app, aid)
+            return [ReadResourceContents(content=content, mime_type=mime)]
+        return await super().read_resource(uri, context)
+
+    def _app(self) -> App:
+        if self.app is None:
+            raise ResourceError("the server is not running")
+        return self.app
+
+
+def build_server(settings: Settings, tools: Iterable[Tool] | None = None) -> BaServer:
+    """The MCP server. The App is created in its lifespan, once per connection (stdio) or per server (HTTP)."""
+    tool_list = list(tools) if tools is not None else None
+
+    @asynccontextmanager
+    async def lifespan(server: MCPServer[App]) -> AsyncIterator[App]:
+        app = App(settings, tool_list)
+        assert isinstance(server, BaServer)
+        server.app = app
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_background, app)
+            try:
+                yield app
+            finally:
+                tg.cancel_scope.cancel()
+                server.app = None
+
+    registered = tool_list if tool_list is not None else _default_tool_specs()
+    server = BaServer(
+        name="ba-mcp",
+        title="ba-mcp — business-analysis tools",
+        version=__version__,
+        instructions=INSTRUCTIONS,
+        lifespan=lifespan,
+        tools=[PipelineTool.wrap(t) for t in registered],
+        middleware=[_UnknownToolMiddleware(t.name for t in registered)],
+        log_level=settings.log_level,
+    )
+    _register_resources(server)
+    _register_completion(server)
+    _register_logging(server)
+    return server
+
+
+def _default_tool_specs() -> list[Tool]:
+    from ba_mcp.app import default_tools
+
+    return default_tools()
+
+
+async def _background(app: App) -> None:
+    """Warm-up after the handshake had its chance, then periodic artifact cleanup off the event loop."""
+    await anyio.sleep(0.3)
+    await anyio.to_thread.run_sync(app.warm_up, abandon_on_cancel=True)
+    while True:
+        removed = await anyio.to_thread.run_sync(app.cleanup_artifacts, abandon_on_cancel=True)
+        if any(removed.values()):
+            log.info("artifact cleanup: %s", removed)
+        await anyio.sleep(app.settings.artifacts.cleanup_interval_s)
+
+
+# -- resources ----------------------------------------------------------------------------------
+
+
+def read_artifact_resource(app: App, aid: str) -> tuple[str | bytes, str]:
+    """Content and MIME type of ``artifact://<aid>``: tables as CSV text, images as PNG, text as text."""
+    if not ARTIFACT_ID.match(aid):
+        raise ResourceNotFoundError(f"'{aid[:40]}' is not an artifact id (artifact_ + 12 hex digits)")
+    try:
+        meta = app.artifacts.get(aid)
+        if meta.kind == "table":
+            if meta.size > _RESOURCE_TEXT_LIMIT:
+                raise ResourceError(
+                    f"{aid} is a {meta.size:,}-byte table, too large to send whole; read it with file_reader "
+                    "(offset, nrows) instead"
+                )
+            from ba_mcp.pipeline.encode import encode_csv
+
+            _, frame = app.artifacts.read_table(aid)
+            return encode_csv(frame), "text/csv"
+        meta, data = app.artifacts.read_bytes(aid)
+    except ToolFailure as failure:
+        raise ResourceNotFoundError(failure.message) from None
+    if meta.kind == "image":
+        return data, meta.mime
+    return data.decode("utf-8"), meta.mime
+
+
+def files_listing(app: App) -> str:
+    """The unified file list (seed 002): uploads, code files and artifacts, as markdown."""
+    lines = ["# Files in the workspace", ""]
+    uploads = app.workspace.uploads()
+    lines.append("## Uploads (read with file_reader; path = the id)")
+    if not uploads:
+        lines.append("- none (put files in the workspace's uploads/ folder)")
+    for uid, path, st in uploads:
+        kind = path.suffix.lstrip(".").lower() or "file"
+        lines.append(f"- [{uid}] {path.name} ({kind}) | {_size(st.st_size)}")
+    code_dir = app.workspace.dir("code")
+    codes = sorted(code_dir.glob("code_*.meta.json"))
+    lines += ["", "## Code files"]
+    if not codes:
+        lines.append("- none yet")
+    for meta_path in codes:
+        try:
+            meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        lines.append(
+            f"- [{meta.get('id')}] ({meta.get('language', 'python')}) {meta.get('description', '')} | "
+            f"{meta.get('line_count', '?')} lines"
+        )
+    artifacts = app.artifacts.list()
+    lines += ["", "## Artifacts (results kept by the server)"]
+    if not artifacts:
+        lines.append("- none yet")
+    for a in artifacts:
+        desc = a.summary or a.title
+        lines.append(f"- [{a.id}] {a.kind} from {a.source_tool}: {desc[:160]} | {_size(a.size)}")
+    return "\n".join(lines)
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return f"{n} B"
+
+
+def _register_resources(server: BaServer) -> None:
+    @server.resource(
+        "ba://files",
+        name="files",
+        title="Workspace files",
+        mime_type="text/markdown",
+        description="Uploads, code files and artifacts with their ids, kinds and sizes.",
+    )
+    async def files() -> str:
+        return await anyio.to_thread.run_sync(files_listing, server._app())
+
+    @server.resource(
+        "ba://metrics",
+        name="metrics",
+        title="Tool metrics",
+        mime_type="application/json",
+        description="Per-tool calls, latency, tokens, success, error and cache-hit rates, per session and in total.",
+    )
+    async def metrics() -> str:
+        app = server._app()
+        report = {
+            "server": app.server_metrics().report(),
+            "sessions": {key: s.metrics.report() for key, s in list(app.sessions.items())},
+            "artifacts": {"count": len(app.artifacts.list()), "bytes": app.artifacts.total_bytes()},
+        }
+        return json.dumps(report, indent=1)
+
+    @server.resource(
+        "artifact://{id}",
+        name="artifact",
+        title="Artifact",
+        description="A stored result by id: tables as CSV, text and JSON as themselves, images as PNG.",
+    )
+    async def artifact(id: str, ctx: Context[App, Any]) -> str | bytes:
+        app: App = ctx.request_context.lifespan_context
+        content, _ = await anyio.to_thread.run_sync(read_artifact_resource, app, id)
+        return content
+
+    @server.resource(
+        "upload://{name}",
+        name="upload",
+        title="Uploaded file",
+        description="The raw content of an upload by id (upload_<name>) or file name; at most 10 MB.",
+    )
+    async def upload(name: str, ctx: Context[App, Any]) -> str | bytes:
+        app: App = ctx.request_context.lifespan_context
+        return await anyio.to_thread.run_sync(_read_upload, app, name)
+
+
+def _read_upload(app: App, name: str) -> str | bytes:
+    ref = name if name.startswith("upload_") else f"upload_{name}"
+    try:
+        resolved = app.workspace.resolve(ref)
+    except ToolFailure as failure:
+        raise ResourceNotFoundError(failure.message) from None
+    if resolved.size > _RESOURCE_TEXT_LIMIT:
+        raise ResourceError(f"{ref} is {resolved.size:,} bytes; read it with file_reader instead")
+    data = resolved.path.read_bytes()
+    mime = mimetypes.guess_type(resolved.path.name)[0] or ""
+    if mime.startswith("image/") or b"\x00" in data[:8192]:
+        return data
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data
+
+
+def _register_completion(server: BaServer) -> None:
+    @server.completion()
+    async def complete(ref: Any, argument: Any, context: Any) -> Completion | None:
+        if not isinstance(ref, ResourceTemplateReference) or server.app is None:
+            return None
+        app = server.app
+        prefix = argument.value or ""
+        if ref.uri == "artifact://{id}" and argument.name == "id":
+            values = [m.id for m in reversed(app.artifacts.list())]
+        elif ref.uri == "upload://{name}" and argument.name == "name":
+            values = [uid for uid, _, _ in app.workspace.uploads()]
+        else:
+            return None
+        matches = [v for v in values if v.startswith(prefix)]
+        return Completion(values=matches[:100], total=len(matches), has_more=len(matches) > 100)
+
+
+def _register_logging(server: BaServer) -> None:
+    async def set_level(ctx: ServerRequestContext[App, Any], params: SetLevelRequestParams) -> EmptyResult:
+        app = ctx.lifespan_context
+        headers = getattr(ctx.request, "headers", None) if ctx.request is not None else None
+        sid = headers.get("mcp-session-id") if headers else None
+        key = f"http-{sid}" if sid else f"conn-{id(ctx.session):x}"
+        app.session(key).log_level = params.level
+        return EmptyResult()
+
+    # The SDK has no public hook for logging/setLevel on MCPServer; the low-level server's is the documented way.
+    server._lowlevel_server.add_request_handler("logging/setLevel", SetLevelRequestParams, set_level)

@@ -1,0 +1,75 @@
+"""What a tool is: parameters (a pydantic model), a policy, and ``execute(params, ctx) -> raw result``.
+
+A tool knows nothing about MCP or formatting. ``execute`` may be sync (run in a worker thread) or
+async. It raises ``ToolFailure`` for anything the model should read as an error.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ba_mcp.pipeline.cache import CachePolicy
+
+if TYPE_CHECKING:
+    from ba_mcp.app import App
+    from ba_mcp.pipeline.results import RawResult
+
+OutputLevelParam = Literal["brief", "standard", "full"]
+
+OUTPUT_LEVEL_FIELD = Field(
+    None,
+    description=(
+        "How much of the result to return: 'brief' (one line + artifact id), 'standard' (schema, "
+        "summary and a preview), 'full' (everything when it fits). Default: the server's setting."
+    ),
+)
+
+
+class ToolParams(BaseModel):
+    """Base of every tool's parameters: unknown arguments are errors, every tool takes output_level."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    output_level: OutputLevelParam | None = OUTPUT_LEVEL_FIELD
+
+
+@dataclass(frozen=True)
+class ToolPolicy:
+    idempotent: bool = True
+    cache: CachePolicy = field(default_factory=CachePolicy)
+    read_only: bool = True
+    open_world: bool = False
+
+
+@dataclass
+class ToolContext:
+    """What a running tool may use: the application, a cancellation flag and a progress callback."""
+
+    app: App
+    session: str
+    cancelled: threading.Event = field(default_factory=threading.Event)
+    progress: Callable[[float, float | None, str | None], None] = lambda done, total, msg: None
+
+
+class Tool:
+    """Subclasses set the class attributes and implement ``execute``."""
+
+    name: ClassVar[str]
+    title: ClassVar[str]
+    description: ClassVar[str]
+    version: ClassVar[str] = "1"
+    Params: ClassVar[type[ToolParams]]
+    policy: ClassVar[ToolPolicy] = ToolPolicy()
+
+    def execute(self, params: Any, ctx: ToolContext) -> RawResult:
+        raise NotImplementedError
+
+    def cache_identity(self, params: Any, ctx: ToolContext) -> str | None:
+        """For CacheMode.IDENTITY: a string that changes whenever what the call reads changes.
+        None means: do not cache this call."""
+        return None

@@ -1,0 +1,561 @@
+"""file_reader (SPEC §4.1): read a workspace file, upload, code file or artifact as a table or a document.
+
+Reads only what the call needs: ``nrows``/``offset`` stop the parser early (a 100-row preview of a
+multi-GB CSV costs the same as of a small one), and files over ``file_reader.max_file_bytes`` are read
+partially, never whole. All path handling goes through ``Workspace.resolve`` (S-2).
+"""
+
+from __future__ import annotations
+
+import codecs
+import io
+import itertools
+import json
+import re
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+from pydantic import Field
+
+from ba_mcp.pipeline.cache import CacheMode, CachePolicy
+from ba_mcp.pipeline.errors import ErrorType, ToolFailure, invalid, not_found
+from ba_mcp.pipeline.results import Document, Image, JsonValue, RawResult, Table
+from ba_mcp.tools.base import Tool, ToolContext, ToolParams, ToolPolicy
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from ba_mcp.settings import FileReaderSettings
+    from ba_mcp.workspace import Resolved
+
+Format = Literal["auto", "csv", "tsv", "excel", "json", "jsonl", "parquet", "text", "markdown", "python", "sql"]
+
+_EXTENSIONS = {
+    ".csv": "csv",
+    ".tsv": "tsv",
+    ".tab": "tsv",
+    ".xlsx": "excel",
+    ".xlsm": "excel",
+    ".xls": "excel",
+    ".xlsb": "excel",
+    ".ods": "excel",
+    ".json": "json",
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+    ".md": "markdown",
+    ".markdown": "markdown",
+    ".py": "python",
+    ".sql": "sql",
+    ".png": "image",
+    ".jpg": "image",
+    ".jpeg": "image",
+    ".gif": "image",
+    ".webp": "image",
+}
+_ARTIFACT_FORMATS = {"table": "parquet", "text": "text", "markdown": "markdown", "json": "json", "image": "image"}
+_TEXT_MIME = {"markdown": "text/markdown", "python": "text/x-python", "sql": "application/sql", "text": "text/plain"}
+_IMAGE_MIME = {
+    ".png": "image/png",
+    ".jpg": "image/jpeg",
+    ".jpeg": "image/jpeg",
+    ".gif": "image/gif",
+    ".webp": "image/webp",
+}
+_MAX_IMAGE_BYTES = 20 * 1024 * 1024
+
+
+class FileReaderParams(ToolParams):
+    path: Annotated[
+        str,
+        Field(
+            min_length=1,
+            max_length=4096,
+            description="What to read: an upload id (upload_sales), an artifact id (artifact_0123456789ab), "
+            "a code id (code_0123456789ab), or a path relative to the workspace (uploads/sales.csv).",
+        ),
+    ]
+    format: Annotated[
+        Format, Field(description="File format; 'auto' decides by the file's extension or artifact kind.")
+    ] = "auto"
+    encoding: Annotated[
+        str | None, Field(max_length=40, description="Text encoding (e.g. utf-8, latin-1, utf-16). Default: detected.")
+    ] = None
+    nrows: Annotated[
+        int | None,
+        Field(ge=1, le=10_000_000, description="Tables: read at most this many rows. Text: at most this many lines."),
+    ] = None
+    offset: Annotated[
+        int, Field(ge=0, description="Tables: index of the first data row to read. Text: first character to read.")
+    ] = 0
+    sheet: Annotated[
+        str | int | None, Field(description="Excel: the sheet name or 0-based index (default: the first sheet).")
+    ] = None
+
+
+class FileReader(Tool):
+    name = "file_reader"
+    title = "Read a file"
+    description = (
+        "Read a file from the analysis workspace: CSV, TSV, Excel (choose a sheet), JSON, JSON Lines, "
+        "Parquet, text, markdown, Python or SQL. Tables come back with schema, per-column summary and a "
+        "preview; text as a window of the document. Use it to inspect uploads (upload_<name>), results of "
+        "other tools (artifact_<id>) and code (code_<id>); the resource ba://files lists them.\n"
+        "Levels: brief = one line (shape, columns, artifact id); standard = schema + summary + first rows "
+        "(or the first ~2,000 tokens of text); full = every row / the whole text when it fits, else "
+        "standard + an artifact.\n"
+        "Limits: nrows/offset read only the rows asked for, so previews of huge files are cheap; files "
+        "over the configured size are read partially and say how to continue. Paths outside the "
+        "workspace are refused."
+    )
+    version = "1"
+    Params = FileReaderParams
+    policy = ToolPolicy(idempotent=True, cache=CachePolicy(CacheMode.IDENTITY))
+
+    def cache_identity(self, params: FileReaderParams, ctx: ToolContext) -> str | None:
+        try:
+            resolved = ctx.app.workspace.resolve(params.path)
+        except ToolFailure:
+            return None  # let execute() report it
+        return f"{resolved.path}|{resolved.identity}"
+
+    def execute(self, params: FileReaderParams, ctx: ToolContext) -> RawResult:
+        resolved = ctx.app.workspace.resolve(params.path)
+        settings = ctx.app.settings.file_reader
+        fmt = params.format if params.format != "auto" else _detect_format(resolved, ctx)
+        encoding = _check_encoding(params.encoding)
+        title = resolved.name if resolved.kind == "path" else f"{resolved.name} ({resolved.path.name})"
+        if resolved.kind in ("artifact", "code"):
+            title = resolved.name
+        reader = _Reader(resolved, params, settings, title, encoding, ctx)
+        raw = reader.read(fmt)
+        raw.meta.setdefault("path", resolved.name)
+        raw.meta.setdefault("format", fmt)
+        raw.meta.setdefault("bytes", resolved.size)
+        return raw
+
+
+def _detect_format(resolved: Resolved, ctx: ToolContext) -> str:
+    if resolved.kind == "artifact" and resolved.ref_id:
+        kind = ctx.app.artifacts.get(resolved.ref_id).kind
+        return _ARTIFACT_FORMATS.get(kind, "text")
+    return _EXTENSIONS.get(resolved.path.suffix.lower(), "text")
+
+
+def _check_encoding(name: str | None) -> str | None:
+    if name is None:
+        return None
+    try:
+        return codecs.lookup(name).name
+    except LookupError:
+        raise invalid(
+            f"unknown encoding '{name[:40]}'", "use a Python codec name such as utf-8, latin-1, cp1252, utf-16, gb18030"
+        ) from None
+
+
+class _Reader:
+    def __init__(
+        self,
+        resolved: Resolved,
+        params: FileReaderParams,
+        settings: FileReaderSettings,
+        title: str,
+        encoding: str | None,
+        ctx: ToolContext,
+    ) -> None:
+        self.r = resolved
+        self.p = params
+        self.s = settings
+        self.title = title
+        self.encoding = encoding
+        self.ctx = ctx
+        self.large = resolved.size > settings.max_file_bytes
+
+    def read(self, fmt: str) -> RawResult:
+        method = getattr(self, f"_read_{fmt}", None)
+        if method is None:
+            raise invalid(f"format '{fmt}' is not supported")
+        if self.p.sheet is not None and fmt != "excel":
+            raise invalid("'sheet' applies to Excel files only", f"this file is read as {fmt}")
+        raw: RawResult = method()
+        return raw
+
+    # -- shared helpers ------------------------------------------------------------------------
+
+    def _row_window(self) -> tuple[int | None, list[str]]:
+        """The number of rows to read and the notes explaining a partial read."""
+        if self.p.nrows is not None:
+            return self.p.nrows, []
+        if self.large:
+            return self.s.partial_rows, [
+                f"the file is {self.r.size:,} bytes, over the {self.s.max_file_bytes:,}-byte read limit: only "
+                f"{self.s.partial_rows:,} rows were read"
+            ]
+        return None, []
+
+    def _table(self, frame: pd.DataFrame, more: bool, notes: list[str], total: int | None = None, **meta: Any) -> Table:
+        offset = self.p.offset
+        if total is None and not more:
+            total = offset + len(frame)
+        continuation = ""
+        if more:
+            continuation = (
+                f'More rows follow in the file: call file_reader with path="{self.p.path}" and '
+                f"offset={offset + len(frame)} (and nrows) to continue."
+            )
+        artifact_id = self.r.ref_id if (self.r.kind == "artifact" and offset == 0 and not more) else None
+        return Table(
+            self.title,
+            frame,
+            offset=offset,
+            total_rows=total,
+            more=more,
+            continuation=continuation,
+            notes=notes,
+            meta=meta,
+            artifact_id=artifact_id,
+        )
+
+    def _sample(self) -> bytes:
+        with self.r.path.open("rb") as f:
+            return f.read(self.s.encoding_sample_bytes)
+
+    def _text_encoding(self, sample: bytes | None = None) -> str:
+        if self.encoding:
+            return self.encoding
+        sample = self._sample() if sample is None else sample
+        enc = detect_encoding(sample)
+        if enc is None:
+            raise ToolFailure(
+                ErrorType.VALIDATION_ERROR,
+                "BINARY_FILE",
+                f"{self.title} looks like a binary file, not text",
+                "pass format= for a binary format (parquet, excel), or encoding= if it is text in an unusual encoding",
+            )
+        return enc
+
+    # -- tables ---------------------------------------------------------------------------------
+
+    def _read_csv(self, sep: str = ",") -> Table:
+        import pandas as pd
+
+        if self.r.size == 0:
+            return self._table(pd.DataFrame(), False, ["the file is empty (0 bytes)"])
+        encoding = self._text_encoding()
+        nrows, notes = self._row_window()
+        want = None if nrows is None else nrows + 1  # one extra row tells whether more follow
+        skip = range(1, self.p.offset + 1) if self.p.offset else None
+        try:
+            frame = pd.read_csv(
+                self.r.path, sep=sep, encoding=encoding, nrows=want, skiprows=skip, encoding_errors="strict"
+            )
+        except pd.errors.EmptyDataError:
+            return self._table(pd.DataFrame(), False, ["the file has no header row or data"], encoding=encoding)
+        except pd.errors.ParserError:
+            frame, ragged_note = self._read_ragged(sep, encoding, want)
+            notes.append(ragged_note)
+        except UnicodeDecodeError:
+            raise ToolFailure(
+                ErrorType.VALIDATION_ERROR,
+                "DECODE_FAILED",
+                f"{self.title} is not valid {encoding} text",
+                "pass encoding= (e.g. latin-1, cp1252, utf-16)",
+            ) from None
+        more = want is not None and len(frame) > (nrows or 0)
+        if more:
+            frame = frame.iloc[:nrows]
+        return self._table(parse_iso_dates(frame), more, notes, encoding=encoding)
+
+    def _read_tsv(self) -> Table:
+        return self._read_csv(sep="\t")
+
+    def _read_ragged(self, sep: str, encoding: str, want: int | None) -> tuple[pd.DataFrame, str]:
+        """Rows with more fields than the header: keep every value in extra columns extra_1, extra_2…"""
+        import csv
+
+        import pandas as pd
+
+        with self.r.path.open("r", encoding=encoding, newline="") as f:
+            reader = csv.reader(f, delimiter=sep)
+            header = next(reader, [])
+            rows_iter = itertools.islice(reader, self.p.offset, None if want is None else self.p.offset + want)
+            rows = list(rows_iter)
+        width = max([len(header), *(len(r) for r in rows)])
+        long_rows = [i + self.p.offset + 2 for i, r in enumerate(rows) if len(r) > len(header)]
+        names = header + [f"extra_{i}" for i in range(1, width - len(header) + 1)]
+        buf = io.StringIO()
+        writer = csv.writer(buf)
+        writer.writerow(names)
+        writer.writerows(rows)
+        buf.seek(0)
+        frame = pd.read_csv(buf)
+        shown = ", ".join(map(str, long_rows[:10])) + (" …" if len(long_rows) > 10 else "")
+        note = (
+            f"{len(long_rows)} row(s) have more fields than the header (file lines {shown}); their extra "
+            f"values are kept in columns {', '.join(names[len(header) :])}"
+        )
+        return frame, note
+
+    def _read_excel(self) -> Table:
+        import pandas as pd
+        import python_calamine
+
+        try:
+            workbook = python_calamine.CalamineWorkbook.from_path(str(self.r.path))
+        except Exception:
+            raise ToolFailure(
+                ErrorType.VALIDATION_ERROR,
+                "BAD_EXCEL",
+                f"{self.title} is not a readable Excel file",
+                "check the file, or pass format= if it is another format",
+            ) from None
+        sheets = list(workbook.sheet_names)
+        sheet = self.p.sheet if self.p.sheet is not None else 0
+        if isinstance(sheet, int) or (isinstance(sheet, str) and sheet.isdigit() and sheet not in sheets):
+            index = int(sheet)
+            if not 0 <= index < len(sheets):
+                raise not_found(f"sheet index {index} does not exist", f"sheets: {', '.join(map(repr, sheets))}")
+            name = sheets[index]
+        elif sheet in sheets:
+            name = sheet
+        else:
+            raise not_found(f"no sheet named {str(sheet)[:60]!r}", f"sheets: {', '.join(map(repr, sheets))}")
+        nrows, notes = self._row_window()
+        want = None if nrows is None else nrows + 1
+        skip = range(1, self.p.offset + 1) if self.p.offset else None
+        frame = pd.read_excel(self.r.path, sheet_name=name, engine="calamine", nrows=want, skiprows=skip)
+        height = workbook.get_sheet_by_name(name).total_height
+        more = want is not None and len(frame) > (nrows or 0)
+        if more:
+            frame = frame.iloc[:nrows]
+        if len(sheets) > 1:
+            notes.append(f"workbook sheets: {', '.join(map(repr, sheets))}; this is {name!r} (choose with sheet=)")
+        self.title = f"{self.title} [sheet {name}]"
+        total = max(height - 1, 0) if not more or height else None
+        return self._table(frame, more, notes, total=total, sheet=name, sheets=sheets)
+
+    def _read_parquet(self) -> Table:
+        import pyarrow.parquet as pq
+
+        pf = pq.ParquetFile(self.r.path)
+        total = pf.metadata.num_rows
+        nrows, notes = self._row_window()
+        start = self.p.offset
+        stop = total if nrows is None else min(total, start + nrows)
+        groups: list[int] = []
+        first_row = row = 0
+        for g in range(pf.num_row_groups):
+            n = pf.metadata.row_group(g).num_rows
+            if row + n > start and row < stop:
+                if not groups:
+                    first_row = row
+                groups.append(g)
+            row += n
+        table = pf.read_row_groups(groups) if groups else pf.schema_arrow.empty_table()
+        table = table.slice(start - first_row if groups else 0, max(stop - start, 0))
+        return self._table(table.to_pandas(), stop < total, notes, total=total)
+
+    def _read_json(self) -> RawResult:
+        if self.large:
+            doc = self._read_text(mime="application/json")
+            doc.notes.append(
+                "the JSON file is over the read limit, so it is shown as text (JSON cannot be parsed in part)"
+            )
+            return doc
+        encoding = self._text_encoding()
+        try:
+            value = json.loads(self.r.path.read_text(encoding=encoding))
+        except json.JSONDecodeError as exc:
+            raise ToolFailure(
+                ErrorType.VALIDATION_ERROR,
+                "BAD_JSON",
+                f"{self.title} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})",
+                'read it with format="text" to look at it',
+            ) from None
+        if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+            nrows = self.p.nrows
+            end = None if nrows is None else self.p.offset + nrows
+            records = value[self.p.offset : end]
+            more = end is not None and end < len(value)
+            return self._table(_records_frame(records), more, [], total=len(value), encoding=encoding)
+        if self.p.offset or self.p.nrows:
+            raise invalid(
+                "offset and nrows apply to JSON arrays of objects (tables) only",
+                "this JSON is not a list of records; read it without them",
+            )
+        artifact_id = self.r.ref_id if self.r.kind == "artifact" else None
+        return JsonValue(self.title, value, artifact_id=artifact_id, meta={"encoding": encoding})
+
+    def _read_jsonl(self) -> RawResult:
+        encoding = self._text_encoding()
+        nrows, notes = self._row_window()
+        records: list[Any] = []
+        more = False
+        with self.r.path.open("r", encoding=encoding) as f:
+            lines = ((i, line) for i, line in enumerate(f, start=1) if line.strip())
+            for index, (lineno, line) in enumerate(lines):
+                if index < self.p.offset:
+                    continue
+                if nrows is not None and len(records) >= nrows:
+                    more = True
+                    break
+                try:
+                    records.append(json.loads(line))
+                except json.JSONDecodeError as exc:
+                    raise ToolFailure(
+                        ErrorType.VALIDATION_ERROR,
+                        "BAD_JSONL",
+                        f"line {lineno} of {self.title} is not valid JSON ({exc.msg})",
+                        'fix the line, or read the file with format="text"',
+                    ) from None
+        if records and all(isinstance(r, dict) for r in records):
+            return self._table(_records_frame(records), more, notes, encoding=encoding)
+        if more:
+            notes.append(f"more lines follow: call file_reader with offset={self.p.offset + len(records)}")
+        return JsonValue(self.title, records, notes=notes, meta={"encoding": encoding})
+
+    # -- documents and images ---------------------------------------------------------------------
+
+    def _read_text(self, mime: str | None = None) -> Document:
+        fmt_mime = mime or "text/plain"
+        partial = self.large
+        limit = self.s.partial_text_bytes if partial else self.r.size
+        with self.r.path.open("rb") as f:
+            data = f.read(limit)
+        notes: list[str] = []
+        if not data:
+            return Document(self.title, "", mime=fmt_mime, total_chars=0, notes=["the file is empty (0 bytes)"])
+        encoding = self._text_encoding(data[: self.s.encoding_sample_bytes])
+        try:
+            text = codecs.getincrementaldecoder(encoding)().decode(data, final=not partial)
+        except UnicodeDecodeError:
+            raise ToolFailure(
+                ErrorType.VALIDATION_ERROR,
+                "DECODE_FAILED",
+                f"{self.title} is not valid {encoding} text",
+                "pass encoding= (e.g. latin-1, cp1252, utf-16)",
+            ) from None
+        if text.startswith("\ufeff"):
+            text = text[1:]
+        if partial:
+            notes.append(
+                f"the file is {self.r.size:,} bytes, over the {self.s.max_file_bytes:,}-byte read limit: "
+                f"only the first {limit:,} bytes were read"
+            )
+        total = None if partial else len(text)
+        if self.p.offset > len(text):
+            raise invalid(f"offset {self.p.offset} is past the end of the text ({len(text):,} characters read)")
+        window = text[self.p.offset :]
+        more = partial
+        if self.p.nrows is not None:
+            lines = window.splitlines(keepends=True)
+            if len(lines) > self.p.nrows:
+                window = "".join(lines[: self.p.nrows])
+                more = True
+        artifact_id = self.r.ref_id if (self.r.kind == "artifact" and not self.p.offset and not more) else None
+        continuation = ""
+        if more:
+            continuation = (
+                f'More text follows: call file_reader with path="{self.p.path}" and '
+                f"offset={self.p.offset + len(window)}."
+            )
+        return Document(
+            self.title,
+            window,
+            mime=fmt_mime,
+            offset=self.p.offset,
+            total_chars=total,
+            more=more,
+            continuation=continuation,
+            notes=notes,
+            meta={"encoding": encoding},
+            artifact_id=artifact_id,
+        )
+
+    def _read_markdown(self) -> Document:
+        return self._read_text(_TEXT_MIME["markdown"])
+
+    def _read_python(self) -> Document:
+        return self._read_text(_TEXT_MIME["python"])
+
+    def _read_sql(self) -> Document:
+        return self._read_text(_TEXT_MIME["sql"])
+
+    def _read_image(self) -> Image:
+        if self.r.size > _MAX_IMAGE_BYTES:
+            raise ToolFailure(
+                ErrorType.RESOURCE_ERROR,
+                "IMAGE_TOO_LARGE",
+                f"the image is {self.r.size:,} bytes; at most {_MAX_IMAGE_BYTES:,} are read",
+            )
+        if self.r.kind == "artifact" and self.r.ref_id:
+            meta, data = self.ctx.app.artifacts.read_bytes(self.r.ref_id)
+            return Image(self.title, data, mime=meta.mime, artifact_id=meta.id)
+        mime = _IMAGE_MIME.get(self.r.path.suffix.lower(), "image/png")
+        return Image(self.title, self.r.path.read_bytes(), mime=mime)
+
+
+def _records_frame(records: list[dict[str, Any]]) -> pd.DataFrame:
+    """Records as a flat table: nested objects become dotted columns, lists become JSON text."""
+    import pandas as pd
+
+    frame = parse_iso_dates(pd.json_normalize(records, max_level=2))
+    for col in frame.columns:
+        if frame[col].map(lambda v: isinstance(v, (list, dict))).any():
+            frame[col] = frame[col].map(
+                lambda v: json.dumps(v, ensure_ascii=False) if isinstance(v, (list, dict)) else v
+            )
+    return frame
+
+
+_ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}(?:[ T]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?$")
+
+
+def parse_iso_dates(frame: pd.DataFrame) -> pd.DataFrame:
+    """Text columns whose every value is an ISO date or timestamp become datetime columns.
+
+    A column is converted only when no value would be lost (every non-null value parses)."""
+    import pandas as pd
+
+    for col in frame.columns:
+        series = frame[col]
+        if not (series.dtype == object or str(series.dtype) in ("str", "string")):
+            continue
+        sample = series.dropna().head(20)
+        if sample.empty or not all(isinstance(v, str) and _ISO_DATE.match(v) for v in sample):
+            continue
+        parsed = pd.to_datetime(series, format="ISO8601", errors="coerce")
+        if int(parsed.isna().sum()) == int(series.isna().sum()):
+            frame[col] = parsed
+    return frame
+
+
+def detect_encoding(sample: bytes) -> str | None:
+    """The text encoding of a sample, or None when it looks binary.
+
+    BOMs decide first; then strict UTF-8 (allowing a sequence cut at the end of the sample);
+    then charset-normalizer's best guess."""
+    for bom, name in (
+        (codecs.BOM_UTF32_LE, "utf-32"),
+        (codecs.BOM_UTF32_BE, "utf-32"),
+        (codecs.BOM_UTF8, "utf-8-sig"),
+        (codecs.BOM_UTF16_LE, "utf-16"),
+        (codecs.BOM_UTF16_BE, "utf-16"),
+    ):
+        if sample.startswith(bom):
+            return name
+    if not sample:
+        return "utf-8"
+    if b"\x00" in sample:
+        return None
+    try:
+        codecs.getincrementaldecoder("utf-8")().decode(sample, final=False)
+        return "utf-8"
+    except UnicodeDecodeError:
+        pass
+    import charset_normalizer
+
+    best = charset_normalizer.from_bytes(sample).best()
+    if best is None:
+        return None
+    return codecs.lookup(best.encoding).name
