@@ -503,7 +503,7 @@ def _records_frame(records: list[dict[str, Any]]) -> pd.DataFrame:
     for col in frame.columns:
         if frame[col].map(lambda v: isinstance(v, (list, dict))).any():
             frame[col] = frame[col].map(
-                lambda v: json.dumps(v, ensure_ascii=False) if isinstance(v, (list, dict)) else v
+                lambda v: json.dumps(v, ensure_ascii=False, separators=(",", ":")) if isinstance(v, (list, dict)) else v
             )
     return frame
 
@@ -558,4 +558,12 @@ def detect_encoding(sample: bytes) -> str | None:
     best = charset_normalizer.from_bytes(sample).best()
     if best is None:
         return None
+    # Short Latin-script samples decode cleanly in many code pages and the detector's tie-break is
+    # arbitrary (cp775, cp1250…). Windows-1252, the most common of them in business files, wins then.
+    if all(a.startswith(("Latin", "Basic Latin", "General Punctuation", "Control")) for a in best.alphabets):
+        try:
+            sample.decode("cp1252")
+            return "cp1252"
+        except UnicodeDecodeError:
+            pass
     return codecs.lookup(best.encoding).name

@@ -1,0 +1,119 @@
+"""Shared fixtures: a workspace holding every kind of file the tools meet, and a real server over stdio."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import ClientSession, StdioServerParameters, stdio_client
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def server_env(workspace: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "TMPDIR")}
+    env["BA_MCP_WORKSPACE"] = str(workspace)
+    env.update(extra)
+    return env
+
+
+def stdio_params(workspace: Path, **extra_env: str) -> StdioServerParameters:
+    return StdioServerParameters(
+        command=sys.executable, args=["-m", "ba_mcp", "serve"], env=server_env(workspace, **extra_env), cwd=str(ROOT)
+    )
+
+
+def make_workspace(root: Path) -> Path:
+    """A workspace with the files the hostile and format tests need. Deterministic."""
+    ws = root / "ws"
+    up = ws / "uploads"
+    up.mkdir(parents=True)
+    rng = random.Random(7)
+    lines = ["order_id,order_date,region,amount,note"]
+    for i in range(50):
+        note = "" if i % 10 == 0 else ("late, partial" if i % 7 == 0 else f"n{i}")
+        amount = "" if i == 3 else f"{rng.uniform(10, 500):.2f}"
+        lines.append(f"{i},2025-01-{i % 28 + 1:02d},{['North', 'South', 'East'][i % 3]},{amount},\"{note}\"")
+    (up / "sales.csv").write_text("\n".join(lines) + "\n")
+    (up / "ragged.csv").write_text("a,b,c\n1,2,3\n4,5,6,7,8\n9,10\n11,12,13\n")
+    (up / "latin1.csv").write_bytes("name,city\nJosé,Málaga\nRené,Zürich\nFrançois,Besançon\n".encode("latin-1"))
+    (up / "utf16.txt").write_bytes("Résumé of Q3: revenue grew 12 %. Next steps follow.\n".encode("utf-16"))
+    (up / "empty.csv").write_bytes(b"")
+    (up / "blob.bin").write_bytes(bytes(rng.randrange(256) for _ in range(4096)) + b"\x00\x00")
+    (up / "config.json").write_text(json.dumps({"name": "kpi", "targets": {"q1": 10, "q2": 12}, "owners": ["a", "b"]}))
+    (up / "records.json").write_text(
+        json.dumps([{"id": i, "city": f"c{i}", "tags": ["x", "y"], "geo": {"lat": i}} for i in range(30)])
+    )
+    (up / "events.jsonl").write_text("\n".join(json.dumps({"seq": i, "kind": "click" if i % 2 else "view"}) for i in range(40)))
+    md = ["# Quarterly report", "", "## Summary", ""]
+    md += [f"Paragraph {i}: revenue in region {i % 4} grew by {i % 9} percent compared to last year." for i in range(400)]
+    md += ["", "## Appendix", "", "The end."]
+    (up / "report.md").write_text("\n".join(md))
+    (up / "script.py").write_text("def total(rows):\n    return sum(r['amount'] for r in rows)\n\n\nclass Model:\n    pass\n")
+    (up / "query.sql").write_text("SELECT region, SUM(amount) FROM sales GROUP BY region;\n")
+    (up / "big.csv").write_text("id,value\n" + "".join(f"{i},{i * 3}\n" for i in range(30000)))
+    (up / "big.txt").write_text("".join(f"line {i} of a long log file\n" for i in range(20000)))
+    (up / "subdir").mkdir()
+    _excel(up / "book.xlsx")
+    _parquet(up / "facts.parquet")
+    (root / "outside.txt").write_text("secret beside the workspace\n")
+    os.symlink(root / "outside.txt", up / "escape.txt")
+    os.symlink("/etc/passwd", up / "passwd_link")
+    os.mkfifo(up / "pipe.csv")
+    return ws
+
+
+def _excel(path: Path) -> None:
+    from openpyxl import Workbook
+
+    wb = Workbook()
+    ws = wb.active
+    assert ws is not None
+    ws.title = "Revenue"
+    ws.append(["month", "revenue"])
+    for m in range(1, 13):
+        ws.append([f"2025-{m:02d}", m * 1000])
+    costs = wb.create_sheet("Costs")
+    costs.append(["item", "cost"])
+    costs.append(["rent", 5000])
+    costs.append(["salaries", 42000])
+    wb.save(path)
+
+
+def _parquet(path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.table({"k": list(range(1000)), "v": [i * 0.5 for i in range(1000)]})
+    pq.write_table(table, path, row_group_size=100)
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_workspace(tmp_path_factory.mktemp("wsroot"))
+
+
+@pytest.fixture(scope="module")
+async def session(workspace: Path) -> AsyncIterator[ClientSession]:
+    """One real server over stdio for a whole test module (spawning costs ~2 s)."""
+    params = stdio_params(
+        workspace, BA_MCP_FILE_READER__MAX_FILE_BYTES="200000", BA_MCP_FILE_READER__PARTIAL_TEXT_BYTES="50000"
+    )
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as s:
+        await s.initialize()
+        yield s
+
+
+def text_of(result: Any) -> str:
+    return "\n".join(b.text for b in result.content if b.type == "text")

@@ -1,0 +1,136 @@
+"""Hostile and bad input through a real MCP client talking to a spawned server over stdio (S-1, S-2, S-6)."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+from mcp import ClientSession
+
+from tests.conftest import text_of
+
+pytestmark = pytest.mark.anyio
+
+
+def assert_error(result, error_type: str, workspace: Path) -> str:
+    text = text_of(result)
+    assert result.is_error, text
+    lines = text.splitlines()
+    assert lines[0] == "file_reader: operation failed"
+    assert lines[1] == f"Error Type: {error_type}"
+    assert lines[2].startswith("Error Code: ") and lines[3].startswith("Error Message: ")
+    # S-1: no real path of the workspace (or of anything else) in what the client sees
+    assert str(workspace) not in text and str(workspace.resolve()) not in text
+    assert "secret beside the workspace" not in text and "root:x:" not in text
+    assert result.structured_content["error"]["type"] == error_type
+    return text
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "../outside.txt",
+        "uploads/../../outside.txt",
+        "/etc/passwd",
+        "uploads/escape.txt",  # symlink whose target is beside the workspace
+        "uploads/passwd_link",  # symlink to /etc/passwd
+        "uploads/%2e%2e/%2e%2e/outside.txt",
+        "%252e%252e/outside.txt",  # double-encoded
+        "uploads/pipe.csv",  # a FIFO: must not hang
+        "C:\\Windows\\win.ini",
+        "file:///etc/passwd",
+    ],
+)
+async def test_paths_that_leave_the_workspace_are_denied(session: ClientSession, workspace: Path, path: str) -> None:
+    result = await session.call_tool("file_reader", {"path": path})
+    assert_error(result, "permission_denied", workspace)
+
+
+async def test_nul_byte_in_path_is_denied(session: ClientSession, workspace: Path) -> None:
+    result = await session.call_tool("file_reader", {"path": "uploads/sales.csv\x00.txt"})
+    assert_error(result, "permission_denied", workspace)
+
+
+async def test_device_inside_the_workspace_is_denied(session: ClientSession, workspace: Path) -> None:
+    dev = workspace / "uploads" / "zero"
+    try:
+        os.mknod(dev, stat.S_IFCHR | 0o600, os.makedev(1, 5))  # a /dev/zero twin inside the workspace
+    except (PermissionError, OSError):
+        os.symlink("/dev/zero", dev)  # without CAP_MKNOD: a link to the device (escapes, so denied too)
+    result = await session.call_tool("file_reader", {"path": "uploads/zero"})
+    assert_error(result, "permission_denied", workspace)
+
+
+@pytest.mark.parametrize(
+    ("path", "error_type"),
+    [
+        ("uploads/subdir", "not_found"),
+        ("upload_nothing_here", "not_found"),
+        ("artifact_000000000000", "not_found"),
+        ("code_0123456789ab", "not_found"),
+        ("artifact_../../x", "invalid_parameters"),
+        ("uploads/missing.csv", "not_found"),
+    ],
+)
+async def test_unknown_ids_and_directories(session: ClientSession, workspace: Path, path: str, error_type: str) -> None:
+    result = await session.call_tool("file_reader", {"path": path})
+    assert_error(result, error_type, workspace)
+
+
+async def test_binary_file_read_as_text_is_a_clear_error(session: ClientSession, workspace: Path) -> None:
+    result = await session.call_tool("file_reader", {"path": "uploads/blob.bin", "format": "text"})
+    text = assert_error(result, "validation_error", workspace)
+    assert "binary" in text
+
+
+async def test_file_over_the_size_limit_is_read_partially(session: ClientSession) -> None:
+    result = await session.call_tool("file_reader", {"path": "uploads/big.csv"})
+    assert not result.is_error
+    sc = result.structured_content
+    assert sc["rows"] == 10000 and sc["more_in_source"] and sc["next_offset"] == 10000
+    assert "over the 200,000-byte read limit" in text_of(result)
+    text = await session.call_tool("file_reader", {"path": "uploads/big.txt"})
+    assert not text.is_error and text.structured_content["more_in_source"]
+    assert "only the first 50,000 bytes were read" in text_of(text)
+
+
+async def test_unknown_tool_gets_the_error_format(session: ClientSession) -> None:
+    result = await session.call_tool("drop_everything", {})
+    text = text_of(result)
+    assert result.is_error
+    assert "Error Type: not_found" in text and "UNKNOWN_TOOL" in text and "file_reader" in text
+
+
+@pytest.mark.parametrize(
+    ("arguments", "must_mention"),
+    [
+        ({"path": 42}, ["path"]),
+        ({"path": "uploads/sales.csv", "nrows": "many"}, ["nrows", "integer"]),
+        ({"path": "uploads/sales.csv", "nrows": -1}, ["nrows", ">= 1"]),
+        ({"path": "uploads/sales.csv", "output_level": "verbose"}, ["output_level", '"brief"', '"standard"', '"full"']),
+        ({"path": "uploads/sales.csv", "format": "docx"}, ["format", '"csv"', '"parquet"']),
+        ({"path": "uploads/sales.csv", "colour": "red"}, ["colour", "accepted arguments"]),
+        ({}, ["'path' is required"]),
+        ({"path": "uploads/sales.csv", "encoding": "klingon-8"}, ["klingon-8"]),
+    ],
+)
+async def test_bad_arguments_name_the_field_and_allowed_values(
+    session: ClientSession, arguments: dict, must_mention: list[str]
+) -> None:
+    result = await session.call_tool("file_reader", arguments)
+    text = text_of(result)
+    assert result.is_error
+    assert "Error Type: invalid_parameters" in text, text
+    for word in must_mention:
+        assert word in text, (word, text)
+
+
+async def test_ten_megabyte_argument_is_refused_and_the_server_keeps_serving(session: ClientSession) -> None:
+    result = await session.call_tool("file_reader", {"path": "x" * (10 * 1024 * 1024)})
+    text = text_of(result)
+    assert result.is_error and "Error Type: invalid_parameters" in text and "path" in text
+    assert len(text) < 2000  # the huge value is not echoed back
+    ok = await session.call_tool("file_reader", {"path": "uploads/sales.csv", "output_level": "brief"})
+    assert not ok.is_error
