@@ -10,12 +10,14 @@ from __future__ import annotations
 import json
 import logging
 import mimetypes
+import warnings
 from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
 import anyio.to_thread
+from mcp import MCPDeprecationWarning
 from mcp.server import MCPServer
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel.helper_types import ReadResourceContents
@@ -65,14 +67,14 @@ _LOG_LEVELS = ["debug", "info", "notice", "warning", "error", "critical", "alert
 _RESOURCE_TEXT_LIMIT = 10 * 1024 * 1024
 
 
-def session_key(ctx: Context[Any, Any]) -> str:
-    """Identifies the client session: the HTTP session id, else the connection (stdio: one per process)."""
-    headers = ctx.headers
-    if headers:
-        sid = headers.get("mcp-session-id")
-        if sid:
-            return f"http-{sid}"
-    return f"conn-{id(ctx.session):x}"
+def session_key(headers: Mapping[str, str] | None) -> str:
+    """The client session a request belongs to, within one App.
+
+    stdio and in-process connections each get their own App (the lifespan runs per connection), so
+    they need no key; on HTTP the App is shared and the ``mcp-session-id`` header tells sessions apart.
+    Stateless HTTP (no session id) shares one key."""
+    sid = headers.get("mcp-session-id") if headers else None
+    return f"http-{sid}" if sid else "default"
 
 
 class PipelineTool(SdkTool):
@@ -108,7 +110,16 @@ class PipelineTool(SdkTool):
 
     async def run(self, arguments: dict[str, Any], context: Any, convert_result: bool = False) -> Any:
         app: App = context.request_context.lifespan_context
-        return await app.runner.call(self.spec, arguments, session_key(context), progress=context.report_progress)
+        key = session_key(context.headers)
+
+        async def notify(level: str, message: str) -> None:
+            """A log message to the client, at or above the level it chose with logging/setLevel."""
+            if _LOG_LEVELS.index(level) >= _LOG_LEVELS.index(app.session(key).log_level):
+                with warnings.catch_warnings():  # deprecated only in the 2026-07-28 era; hosts still use it
+                    warnings.simplefilter("ignore", MCPDeprecationWarning)
+                    await context.session.send_log_message(level, message, logger="ba-mcp")
+
+        return await app.runner.call(self.spec, arguments, key, progress=context.report_progress, notify=notify)
 
 
 class _UnknownToolMiddleware:
@@ -364,9 +375,7 @@ def _register_logging(server: BaServer) -> None:
     async def set_level(ctx: ServerRequestContext[App, Any], params: SetLevelRequestParams) -> EmptyResult:
         app = ctx.lifespan_context
         headers = getattr(ctx.request, "headers", None) if ctx.request is not None else None
-        sid = headers.get("mcp-session-id") if headers else None
-        key = f"http-{sid}" if sid else f"conn-{id(ctx.session):x}"
-        app.session(key).log_level = params.level
+        app.session(session_key(headers)).log_level = params.level
         return EmptyResult()
 
     # The SDK has no public hook for logging/setLevel on MCPServer; the low-level server's is the documented way.

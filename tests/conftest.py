@@ -44,7 +44,7 @@ def make_workspace(root: Path) -> Path:
     for i in range(50):
         note = "" if i % 10 == 0 else ("late, partial" if i % 7 == 0 else f"n{i}")
         amount = "" if i == 3 else f"{rng.uniform(10, 500):.2f}"
-        lines.append(f"{i},2025-01-{i % 28 + 1:02d},{['North', 'South', 'East'][i % 3]},{amount},\"{note}\"")
+        lines.append(f'{i},2025-01-{i % 28 + 1:02d},{["North", "South", "East"][i % 3]},{amount},"{note}"')
     (up / "sales.csv").write_text("\n".join(lines) + "\n")
     (up / "ragged.csv").write_text("a,b,c\n1,2,3\n4,5,6,7,8\n9,10\n11,12,13\n")
     (up / "latin1.csv").write_bytes("name,city\nJosé,Málaga\nRené,Zürich\nFrançois,Besançon\n".encode("latin-1"))
@@ -55,12 +55,18 @@ def make_workspace(root: Path) -> Path:
     (up / "records.json").write_text(
         json.dumps([{"id": i, "city": f"c{i}", "tags": ["x", "y"], "geo": {"lat": i}} for i in range(30)])
     )
-    (up / "events.jsonl").write_text("\n".join(json.dumps({"seq": i, "kind": "click" if i % 2 else "view"}) for i in range(40)))
+    (up / "events.jsonl").write_text(
+        "\n".join(json.dumps({"seq": i, "kind": "click" if i % 2 else "view"}) for i in range(40))
+    )
     md = ["# Quarterly report", "", "## Summary", ""]
-    md += [f"Paragraph {i}: revenue in region {i % 4} grew by {i % 9} percent compared to last year." for i in range(400)]
+    md += [
+        f"Paragraph {i}: revenue in region {i % 4} grew by {i % 9} percent compared to last year." for i in range(400)
+    ]
     md += ["", "## Appendix", "", "The end."]
     (up / "report.md").write_text("\n".join(md))
-    (up / "script.py").write_text("def total(rows):\n    return sum(r['amount'] for r in rows)\n\n\nclass Model:\n    pass\n")
+    (up / "script.py").write_text(
+        "def total(rows):\n    return sum(r['amount'] for r in rows)\n\n\nclass Model:\n    pass\n"
+    )
     (up / "query.sql").write_text("SELECT region, SUM(amount) FROM sales GROUP BY region;\n")
     (up / "big.csv").write_text("id,value\n" + "".join(f"{i},{i * 3}\n" for i in range(30000)))
     (up / "big.txt").write_text("".join(f"line {i} of a long log file\n" for i in range(20000)))

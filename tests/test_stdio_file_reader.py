@@ -172,9 +172,13 @@ async def test_resources_files_metrics_and_completion(session: ClientSession) ->
     metrics = json.loads((await session.read_resource("ba://metrics")).contents[0].text)
     reader = metrics["server"]["tools"]["file_reader"]
     assert reader["calls"] > 5 and reader["cache_hit_rate"] > 0
-    done = await session.complete(ResourceTemplateReference(uri="upload://{name}"), {"name": "name", "value": "upload_sa"})
+    done = await session.complete(
+        ResourceTemplateReference(uri="upload://{name}"), {"name": "name", "value": "upload_sa"}
+    )
     assert done.completion.values == ["upload_sales"]
-    arts = await session.complete(ResourceTemplateReference(uri="artifact://{id}"), {"name": "id", "value": "artifact_"})
+    arts = await session.complete(
+        ResourceTemplateReference(uri="artifact://{id}"), {"name": "id", "value": "artifact_"}
+    )
     assert arts.completion.values and all(v.startswith("artifact_") for v in arts.completion.values)
     upload = await session.read_resource("upload://upload_sales")
     assert upload.contents[0].text.startswith("order_id,order_date")

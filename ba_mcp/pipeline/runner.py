@@ -14,6 +14,7 @@ import logging
 import random
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +39,8 @@ log = logging.getLogger(__name__)
 
 _NOT_CACHE_ARGS = ("output_level", "timeout")
 
+Notify = Callable[[str, str], Awaitable[None]]
+
 
 @dataclass
 class _Outcome:
@@ -50,8 +53,13 @@ class Runner:
     def __init__(self, app: App) -> None:
         self.app = app
 
-    async def call(self, tool: Tool, arguments: dict[str, Any], session: str, progress: Any = None) -> CallToolResult:
-        """Run one call; always returns a CallToolResult (``is_error`` on failure)."""
+    async def call(
+        self, tool: Tool, arguments: dict[str, Any], session: str, progress: Any = None, notify: Notify | None = None
+    ) -> CallToolResult:
+        """Run one call; always returns a CallToolResult (``is_error`` on failure).
+
+        ``progress(done, total, message)`` and ``notify(level, message)`` are the client's channels
+        (progress notifications and log messages); both optional."""
         started = time.perf_counter()
         record = CallRecord(
             execution_id=uuid.uuid4().hex,
@@ -82,7 +90,7 @@ class Runner:
             )
             record.output_level, record.level_downgraded = choice.level.value, choice.downgraded
             ctx = ToolContext(app=self.app, session=session, progress=self._progress_bridge(progress))
-            outcome = await self._execute_cached(tool, params, ctx)
+            outcome = await self._execute_cached(tool, params, ctx, notify)
             record.cache_hit, record.retries = outcome.cache_hit, outcome.retries
             notes = []
             if choice.downgraded:
@@ -91,6 +99,7 @@ class Runner:
                     f"level is brief because this session has received {used:.0%} of its token budget; "
                     "pass output_level to choose another"
                 )
+                await _tell(notify, "info", f"{tool.name}: output level downgraded to brief (token budget)")
             if outcome.retries:
                 notes.append(f"succeeded after {outcome.retries} retr{'y' if outcome.retries == 1 else 'ies'}")
             obs = await anyio.to_thread.run_sync(self.app.observer.observe, tool.name, outcome.raw, choice.level, notes)
@@ -136,7 +145,7 @@ class Runner:
         except ValidationError as exc:
             raise invalid_arguments(tool, exc) from None
 
-    async def _execute_cached(self, tool: Tool, params: Any, ctx: ToolContext) -> _Outcome:
+    async def _execute_cached(self, tool: Tool, params: Any, ctx: ToolContext, notify: Notify | None) -> _Outcome:
         policy = tool.policy.cache
         key = None
         if policy.mode is not CacheMode.NEVER and self.app.settings.cache.max_entries:
@@ -149,12 +158,14 @@ class Runner:
                 hit = self.app.cache.get(key)
                 if hit is not None:
                     return _Outcome(hit, 0, True)
-        raw, retries = await self._execute_with_retries(tool, params, ctx)
+        raw, retries = await self._execute_with_retries(tool, params, ctx, notify)
         if key is not None:
             self.app.cache.put(key, raw, policy.ttl_s if policy.mode is CacheMode.TTL else None)
         return _Outcome(raw, retries, False)
 
-    async def _execute_with_retries(self, tool: Tool, params: Any, ctx: ToolContext) -> tuple[RawResult, int]:
+    async def _execute_with_retries(
+        self, tool: Tool, params: Any, ctx: ToolContext, notify: Notify | None
+    ) -> tuple[RawResult, int]:
         retry = self.app.settings.retry
         timeout = self.timeout_for(tool, getattr(params, "timeout", None))
         attempt = 0
@@ -170,6 +181,7 @@ class Runner:
                     delay = min(max(delay, failure.retry_after), retry.max_ms / 1000)
                 attempt += 1
                 log.info("retrying %s in %.2fs after %s", tool.name, delay, failure.code)
+                await _tell(notify, "warning", f"{tool.name}: {failure.code}, retry {attempt} in {delay:.1f} s")
                 await anyio.sleep(delay * (0.9 + 0.2 * random.random()))
 
     async def _execute_once(self, tool: Tool, params: Any, ctx: ToolContext, timeout: float) -> RawResult:
@@ -218,6 +230,15 @@ class Runner:
         return CallToolResult(
             content=[TextContent(type="text", text=text)], structured_content=structured, is_error=True
         )
+
+
+async def _tell(notify: Notify | None, level: str, message: str) -> None:
+    if notify is None:
+        return
+    try:
+        await notify(level, message)
+    except Exception:
+        log.debug("log message not delivered", exc_info=True)
 
 
 def _timeout_failure(tool: Tool, timeout: float) -> ToolFailure:

@@ -1,0 +1,266 @@
+"""The runner's policies (T-R, T-L, T-E, T-T) through an MCP client, with tools made for each case."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+from mcp import Client
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from ba_mcp.pipeline.cache import CacheMode, CachePolicy
+from ba_mcp.pipeline.errors import ErrorType, ToolFailure
+from ba_mcp.pipeline.results import Composite, Document, Image, JsonValue, Table
+from ba_mcp.server import build_server
+from ba_mcp.settings import load_settings
+from ba_mcp.tools.base import Tool, ToolContext, ToolParams, ToolPolicy
+from ba_mcp.tools.file_reader import FileReader
+from tests.conftest import text_of
+
+pytestmark = pytest.mark.anyio
+
+PNG = (
+    b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x06\x00\x00\x00\x1f\x15\xc4\x89"
+    b"\x00\x00\x00\rIDATx\x9cc\xf8\x0f\x00\x00\x01\x01\x00\x05\x18\xd8N\x00\x00\x00\x00IEND\xaeB`\x82"
+)
+
+
+class CountParams(ToolParams):
+    n: int = 0
+    timeout: float | None = None
+
+
+class Flaky(Tool):
+    """Fails with a retryable error `n` times, then succeeds."""
+
+    name, title, description = "flaky", "Flaky", "fails n times with transient_error, then succeeds"
+    Params = CountParams
+    policy = ToolPolicy(idempotent=True)
+
+    def __init__(self) -> None:
+        self.calls: list[float] = []
+
+    def execute(self, params: CountParams, ctx: ToolContext) -> JsonValue:
+        self.calls.append(time.monotonic())
+        if len(self.calls) <= params.n:
+            raise ToolFailure(ErrorType.TRANSIENT_ERROR, "UPSTREAM_BUSY", "busy", retry_after=0.05)
+        return JsonValue("flaky result", {"attempts": len(self.calls)})
+
+
+class Writer(Flaky):
+    name = "writer"
+    policy = ToolPolicy(idempotent=False, read_only=False)
+
+
+class Slow(Tool):
+    name, title, description = "slow", "Slow", "sleeps; stops when cancelled"
+    Params = CountParams
+
+    def __init__(self) -> None:
+        self.stopped = threading.Event()
+
+    def execute(self, params: CountParams, ctx: ToolContext) -> Document:
+        for i in range(200):
+            ctx.progress(i, 200, "working")
+            if ctx.cancelled.wait(0.02):
+                self.stopped.set()
+                raise TimeoutError
+        return Document("slow", "done")
+
+
+class Crash(Tool):
+    name, title, description = "crash", "Crash", "raises an unexpected exception mentioning a path"
+    Params = CountParams
+
+    def execute(self, params: CountParams, ctx: ToolContext) -> Document:
+        raise RuntimeError(f"boom in {ctx.app.workspace.root}/secret.txt")
+
+
+class Ticker(Tool):
+    name, title, description = "ticker", "Ticker", "counts executions; cached for an hour"
+    Params = CountParams
+    policy = ToolPolicy(cache=CachePolicy(CacheMode.TTL, 3600))
+
+    def __init__(self) -> None:
+        self.runs = 0
+
+    def execute(self, params: CountParams, ctx: ToolContext) -> Table:
+        self.runs += 1
+        return Table("ticks", pd.DataFrame({"i": range(params.n)}))
+
+
+class Mixed(Tool):
+    name, title, description = "mixed", "Mixed", "a composite with text, a table and an image"
+    Params = CountParams
+
+    def execute(self, params: CountParams, ctx: ToolContext) -> Composite:
+        return Composite(
+            "cell output",
+            parts=[
+                ("stdout", Document("stdout", "hello\n")),
+                ("value", Table("df", pd.DataFrame({"x": range(25)}))),
+                ("figure 1", Image("figure 1", PNG)),
+            ],
+        )
+
+
+def make_server(tmp_path: Path, tools: list[Tool], **overrides: Any):
+    settings = load_settings(
+        workspace=tmp_path / "ws",
+        retry={"base_ms": 10, "max_ms": 100},
+        tools={"slow": {"timeout_s": 0.3, "max_timeout_s": 0.6}},
+        **overrides,
+    )
+    return build_server(settings, tools)
+
+
+async def test_retryable_errors_of_idempotent_tools_are_retried_with_backoff(tmp_path: Path) -> None:
+    flaky = Flaky()
+    logs: list[Any] = []
+
+    async def on_log(params: Any) -> None:
+        logs.append(params)
+
+    async with Client(make_server(tmp_path, [flaky]), mode="legacy", logging_callback=on_log) as client:
+        await client.session.set_logging_level("warning")
+        result = await client.call_tool("flaky", {"n": 2})
+    assert not result.is_error, text_of(result)
+    assert result.structured_content["kind"] == "json" and len(flaky.calls) == 3
+    assert "succeeded after 2 retries" in text_of(result)
+    gaps = [b - a for a, b in zip(flaky.calls, flaky.calls[1:], strict=False)]
+    assert all(g >= 0.045 for g in gaps)  # Retry-After (0.05 s) honoured over the 10 ms base
+    assert [p.level for p in logs] == ["warning", "warning"] and "UPSTREAM_BUSY" in logs[0].data
+
+
+async def test_retries_stop_at_the_maximum(tmp_path: Path) -> None:
+    flaky = Flaky()
+    async with Client(make_server(tmp_path, [flaky])) as client:
+        result = await client.call_tool("flaky", {"n": 10})
+    assert result.is_error and "Error Type: transient_error" in text_of(result)
+    assert len(flaky.calls) == 4  # one call + 3 retries
+
+
+async def test_non_idempotent_tools_are_not_retried(tmp_path: Path) -> None:
+    writer = Writer()
+    async with Client(make_server(tmp_path, [writer])) as client:
+        result = await client.call_tool("writer", {"n": 1})
+    assert result.is_error and len(writer.calls) == 1
+
+
+async def test_timeout_uses_the_default_and_caps_at_the_ceiling(tmp_path: Path) -> None:
+    slow = Slow()
+    progress: list[float] = []
+
+    async def on_progress(done: float, total: float | None, message: str | None) -> None:
+        progress.append(done)
+
+    async with Client(make_server(tmp_path, [slow])) as client:
+        started = time.monotonic()
+        result = await client.call_tool("slow", {}, progress_callback=on_progress)
+        default_s = time.monotonic() - started
+        started = time.monotonic()
+        capped = await client.call_tool("slow", {"timeout": 99})
+        capped_s = time.monotonic() - started
+        short = await client.call_tool("slow", {"timeout": 0.01})
+    assert result.is_error and "Error Type: timeout" in text_of(result) and "0.3 s" in text_of(result)
+    assert "0.6 s" in text_of(capped) and "0.01 s" in text_of(short)
+    assert default_s < 3 and capped_s < 4  # retries of a timeout stay within backoff bounds
+    assert slow.stopped.wait(2)  # the cancelled flag reached the worker thread
+    assert progress, "progress notifications reached the client"
+
+
+async def test_unexpected_exceptions_leak_neither_text_nor_paths(tmp_path: Path) -> None:
+    async with Client(make_server(tmp_path, [Crash(), Flaky()])) as client:
+        result = await client.call_tool("crash", {})
+        after = await client.call_tool("flaky", {})
+    text = text_of(result)
+    assert result.is_error and "Error Type: internal_error" in text
+    assert "boom" not in text and str(tmp_path) not in text and "Traceback" not in text
+    assert not after.is_error  # the server keeps serving
+
+
+async def test_cache_serves_every_level_from_one_raw_result(tmp_path: Path) -> None:
+    ticker = Ticker()
+    async with Client(make_server(tmp_path, [ticker])) as client:
+        brief = await client.call_tool("ticker", {"n": 30, "output_level": "brief"})
+        full = await client.call_tool("ticker", {"n": 30, "output_level": "full"})
+        other = await client.call_tool("ticker", {"n": 31})
+        metrics = (await client.read_resource("ba://metrics")).contents[0].text
+    assert ticker.runs == 2
+    assert "30 rows × 1 columns" in text_of(brief) and "Rows (csv):" in text_of(full)
+    assert "31 rows" in text_of(other)
+    assert '"cache_hit_rate": 0.3333' in metrics
+
+
+async def test_file_reader_cache_follows_the_file(tmp_path: Path) -> None:
+    async with Client(make_server(tmp_path, [FileReader()])) as client:
+        csv = tmp_path / "ws" / "uploads" / "t.csv"
+        csv.write_text("a\n1\n")
+        first = await client.call_tool("file_reader", {"path": "uploads/t.csv", "output_level": "full"})
+        csv.write_text("a\n1\n2\n")
+        second = await client.call_tool("file_reader", {"path": "uploads/t.csv", "output_level": "full"})
+    assert first.structured_content["rows"] == 1 and second.structured_content["rows"] == 2
+
+
+async def test_session_budget_downgrades_unnamed_levels_to_brief(tmp_path: Path) -> None:
+    ticker = Ticker()
+    server = make_server(tmp_path, [ticker], session_token_budget=1000)
+    async with Client(server) as client:
+        big = await client.call_tool("ticker", {"n": 400, "output_level": "full"})
+        assert big.structured_content["level"] == "full"
+        auto = await client.call_tool("ticker", {"n": 5})
+        explicit = await client.call_tool("ticker", {"n": 5, "output_level": "standard"})
+    assert auto.structured_content["level"] == "brief" and "token budget" in text_of(auto)
+    assert explicit.structured_content["level"] == "standard"
+
+
+async def test_composites_images_and_artifacts(tmp_path: Path) -> None:
+    async with Client(make_server(tmp_path, [Mixed(), FileReader()])) as client:
+        result = await client.call_tool("mixed", {})
+        kinds = [b.type for b in result.content]
+        text = text_of(result)
+        sc = result.structured_content
+        image_link = next(b for b in result.content if b.type == "resource_link" and b.mime_type == "image/png")
+        image = await client.read_resource(image_link.uri)
+        brief = await client.call_tool("mixed", {"output_level": "brief"})
+    assert text.splitlines()[0] == "mixed: result (standard)"
+    assert "## stdout" in text and "hello" in text and "## value" in text and "## figure 1" in text
+    assert kinds.count("image") == 1 and kinds.count("resource_link") == 2
+    assert [p["label"] for p in sc["parts"]] == ["stdout", "value", "figure 1"]
+    assert image.contents[0].mime_type == "image/png"
+    assert [b.type for b in brief.content].count("image") == 0
+
+
+async def test_pipeline_attributes_are_set_on_the_sdk_span(tmp_path: Path) -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)
+    async with Client(make_server(tmp_path, [Ticker()])) as client:
+        await client.call_tool("ticker", {"n": 20, "output_level": "brief"})
+    spans = [s for s in exporter.get_finished_spans() if s.name == "tools/call ticker"]
+    assert spans, [s.name for s in exporter.get_finished_spans()]
+    attrs = spans[-1].attributes
+    assert attrs["ba_mcp.output_level"] == "brief" and attrs["ba_mcp.cache_hit"] is False
+    assert attrs["ba_mcp.output_tokens"] > 0 and attrs["ba_mcp.artifact_ids"][0].startswith("artifact_")
+
+
+async def test_telemetry_is_one_jsonl_line_per_call(tmp_path: Path) -> None:
+    from ba_mcp.pipeline.telemetry import TelemetryLog
+
+    async with Client(make_server(tmp_path, [Ticker(), Crash()])) as client:
+        await client.call_tool("ticker", {"n": 3})
+        await client.call_tool("crash", {})
+    records = list(TelemetryLog(tmp_path / "ws" / "logs").read())
+    assert [(r.tool, r.success, r.error_type) for r in records] == [
+        ("ticker", True, None),
+        ("crash", False, "internal_error"),
+    ]
+    assert records[0].output_tokens > 0 and records[0].input_tokens > 0 and records[0].duration_ms > 0
