@@ -65,7 +65,7 @@ async def test_full_inlines_every_row_in_csv(session: ClientSession) -> None:
     result = await read(session, path="uploads/sales.csv", output_level="full")
     text = text_of(result)
     assert "Rows (csv):" in text and result.structured_content["truncated"] is False
-    assert result.structured_content["artifact_id"] if "artifact_id" in result.structured_content else True
+    assert result.structured_content.get("artifact_id") is None  # complete inline: nothing stored
     assert len([line for line in text.splitlines() if line[:1].isdigit()]) == 50
     assert not [b for b in result.content if b.type == "resource_link"]
 
