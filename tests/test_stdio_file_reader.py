@@ -182,8 +182,3 @@ async def test_resources_files_metrics_and_completion(session: ClientSession) ->
     assert arts.completion.values and all(v.startswith("artifact_") for v in arts.completion.values)
     upload = await session.read_resource("upload://upload_sales")
     assert upload.contents[0].text.startswith("order_id,order_date")
-
-
-async def test_logging_set_level_is_accepted(session: ClientSession) -> None:
-    await session.set_logging_level("info")
-    assert not (await session.call_tool("file_reader", {"path": "upload_sales", "output_level": "brief"})).is_error

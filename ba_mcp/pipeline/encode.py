@@ -39,6 +39,8 @@ def cell_value(value: Any) -> Any:
             pass
     if isinstance(value, float):
         return None if math.isnan(value) else (int(value) if value.is_integer() and abs(value) < 2**53 else value)
+    if isinstance(value, dt.datetime) and value.tzinfo is None and value.time() == dt.time():
+        return value.date().isoformat()  # a date stored as a timestamp: the time adds tokens, not information
     if isinstance(value, (dt.datetime, dt.date, dt.time)):
         return value.isoformat()
     if isinstance(value, Decimal):

@@ -356,8 +356,6 @@ def _num(value: Any) -> str:
     value = cell_value(value)
     if isinstance(value, float):
         return f"{value:.6g}"
-    if isinstance(value, int):
-        return f"{value:,}" if abs(value) >= 10000 else str(value)
     return str(value)
 
 
@@ -368,24 +366,25 @@ def _column_summary(series: pd.Series) -> str:
     parts: list[str] = []
     non_null = series.dropna()
     if pd.api.types.is_bool_dtype(series):
-        parts.append(f"true {int(non_null.sum()):,}, false {int((~non_null.astype(bool)).sum()):,}")
+        parts.append(f"true {int(non_null.sum())}, false {int((~non_null.astype(bool)).sum())}")
     elif pd.api.types.is_numeric_dtype(series) and len(non_null):
         parts.append(f"min {_num(non_null.min())}, mean {_num(float(non_null.mean()))}, max {_num(non_null.max())}")
-        parts.append(f"{_distinct(non_null):,} distinct")
+        parts.append(f"{_distinct(non_null)} distinct")
     elif pd.api.types.is_datetime64_any_dtype(series) and len(non_null):
         parts.append(f"{_num(non_null.min())} → {_num(non_null.max())}")
     elif len(non_null):
         distinct = _distinct(non_null)
-        parts.append(f"{distinct:,} distinct")
+        parts.append(f"{distinct} distinct")
         if distinct < len(non_null):
             try:
                 counts = non_null.value_counts()
                 top = str(counts.index[0])
-                parts.append(f"top {top[:30]!r} ×{int(counts.iloc[0]):,}")
+                parts.append(f"top {top[:30]!r} ×{int(counts.iloc[0])}")
             except TypeError:
                 pass
-    parts.append(f"{nulls:,} nulls" if nulls else "no nulls")
-    return "; ".join(parts)
+    if nulls:
+        parts.append(f"{nulls} nulls")
+    return "; ".join(parts) or "no values"
 
 
 def _distinct(series: pd.Series) -> int:
