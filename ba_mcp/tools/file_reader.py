@@ -216,6 +216,14 @@ class _Reader:
             artifact_id=artifact_id,
         )
 
+    def _decode_failed(self, encoding: str) -> ToolFailure:
+        return ToolFailure(
+            ErrorType.VALIDATION_ERROR,
+            "DECODE_FAILED",
+            f"{self.title} is not valid {encoding} text",
+            "pass encoding= (e.g. latin-1, cp1252, utf-16)",
+        )
+
     def _sample(self) -> bytes:
         with self.r.path.open("rb") as f:
             return f.read(self.s.encoding_sample_bytes)
@@ -255,12 +263,7 @@ class _Reader:
             frame, ragged_note = self._read_ragged(sep, encoding, want)
             notes.append(ragged_note)
         except UnicodeDecodeError:
-            raise ToolFailure(
-                ErrorType.VALIDATION_ERROR,
-                "DECODE_FAILED",
-                f"{self.title} is not valid {encoding} text",
-                "pass encoding= (e.g. latin-1, cp1252, utf-16)",
-            ) from None
+            raise self._decode_failed(encoding) from None
         more = want is not None and len(frame) > (nrows or 0)
         if more:
             frame = frame.iloc[:nrows]
@@ -429,12 +432,7 @@ class _Reader:
         try:
             text = codecs.getincrementaldecoder(encoding)().decode(data, final=not partial)
         except UnicodeDecodeError:
-            raise ToolFailure(
-                ErrorType.VALIDATION_ERROR,
-                "DECODE_FAILED",
-                f"{self.title} is not valid {encoding} text",
-                "pass encoding= (e.g. latin-1, cp1252, utf-16)",
-            ) from None
+            raise self._decode_failed(encoding) from None
         if text.startswith("\ufeff"):
             text = text[1:]
         if partial:
