@@ -12,6 +12,7 @@ import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from ba_mcp.databases import Databases
 from ba_mcp.pipeline.artifacts import ArtifactStore
 from ba_mcp.pipeline.cache import RawCache
 from ba_mcp.pipeline.observe import Observer
@@ -21,6 +22,7 @@ from ba_mcp.pipeline.tokens import TokenCounter
 from ba_mcp.settings import Settings, config_dir
 from ba_mcp.tools.base import Tool
 from ba_mcp.tools.file_reader import FileReader
+from ba_mcp.tools.query_database import QueryDatabase
 from ba_mcp.workspace import Workspace
 
 log = logging.getLogger(__name__)
@@ -36,7 +38,7 @@ class SessionState:
 
 
 def default_tools() -> list[Tool]:
-    return [FileReader()]
+    return [FileReader(), QueryDatabase()]
 
 
 class App:
@@ -48,6 +50,7 @@ class App:
         self.tokens = TokenCounter(config_dir() / "token_encoders.yaml", settings.model_family)
         self.observer = Observer(self.artifacts, self.tokens, settings.observation, frozenset(self.tools))
         self.cache = RawCache(settings.cache.max_entries, settings.cache.max_bytes)
+        self.databases = Databases(settings, self.workspace)
         self.telemetry = TelemetryLog(self.workspace.dir("logs"), settings.telemetry.enabled)
         self.sessions: dict[str, SessionState] = {}
         self._sessions_lock = threading.Lock()
@@ -80,6 +83,9 @@ class App:
             self.tokens.load()
         except Exception:
             log.debug("warm-up failed", exc_info=True)
+
+    def close(self) -> None:
+        self.databases.close()
 
     def cleanup_artifacts(self) -> dict[str, int]:
         try:

@@ -228,6 +228,7 @@ def build_server(settings: Settings, tools: Iterable[Tool] | None = None) -> BaS
             finally:
                 tg.cancel_scope.cancel()
                 server.app = None
+                app.close()
 
     registered = tool_list if tool_list is not None else _default_tool_specs()
     server = BaServer(
@@ -371,6 +372,17 @@ def _register_resources(server: BaServer) -> None:
         return content
 
     @server.resource(
+        "db://{database}/schema",
+        name="database-schema",
+        title="Database schema",
+        mime_type="text/markdown",
+        description="Tables and views of a query_database connection, with columns, types and row counts.",
+    )
+    async def db_schema(database: str, ctx: Context[App, Any]) -> str:
+        app: App = ctx.request_context.lifespan_context
+        return await anyio.to_thread.run_sync(schema_markdown, app, database)
+
+    @server.resource(
         "upload://{name}",
         name="upload",
         title="Uploaded file",
@@ -379,6 +391,20 @@ def _register_resources(server: BaServer) -> None:
     async def upload(name: str, ctx: Context[App, Any]) -> str | bytes:
         app: App = ctx.request_context.lifespan_context
         return await anyio.to_thread.run_sync(_read_upload, app, name)
+
+
+def schema_markdown(app: App, database: str) -> str:
+    try:
+        schema = app.databases.schema(database)
+    except ToolFailure as failure:
+        raise ResourceNotFoundError(failure.message) from None
+    lines = [f"# Database {database}", schema["description"], ""]
+    for table, entry in schema["tables"].items():
+        lines.append(f"## {table} ({entry['kind']}, {entry['rows']:,} rows)")
+        lines += [f"- {c['name']}: {c['type']}{'' if c['nullable'] else ' not null'}" for c in entry["columns"]]
+        lines.append("")
+    lines.append("Workspace data is queryable too: FROM 'uploads/<file>', FROM upload_<name>, FROM artifact_<id>.")
+    return "\n".join(lines)
 
 
 def _read_upload(app: App, name: str) -> str | bytes:
@@ -410,6 +436,8 @@ def _register_completion(server: BaServer) -> None:
             values = [m.id for m in reversed(app.artifacts.list())]
         elif ref.uri == "upload://{name}" and argument.name == "name":
             values = [uid for uid, _, _ in app.workspace.uploads()]
+        elif ref.uri == "db://{database}/schema" and argument.name == "database":
+            values = app.databases.names
         else:
             return None
         matches = [v for v in values if v.startswith(prefix)]

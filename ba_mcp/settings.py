@@ -71,6 +71,18 @@ class FileReaderSettings(_Section):
     encoding_sample_bytes: int = Field(65536, ge=1024)
 
 
+class DatabaseSettings(_Section):
+    # null: the embedded demo database (generated into data/demo.duckdb on first use)
+    path: Path | None = None
+    description: str = ""
+
+
+class QueryDatabaseSettings(_Section):
+    max_rows_ceiling: int = Field(100_000, ge=1)
+    threads: int = Field(2, ge=1, le=64)
+    memory_limit: str = Field("2GB", pattern=r"^\d+(\.\d+)?\s*(KB|MB|GB|TB|KiB|MiB|GiB|TiB)$")
+
+
 class ToolSettings(_Section):
     timeout_s: float = Field(30, gt=0)
     max_timeout_s: float = Field(300, gt=0)
@@ -100,6 +112,8 @@ class Settings(BaseSettings):
     retry: RetrySettings = RetrySettings()
     telemetry: TelemetrySettings = TelemetrySettings()
     file_reader: FileReaderSettings = FileReaderSettings()
+    query_database: QueryDatabaseSettings = QueryDatabaseSettings()
+    databases: dict[str, DatabaseSettings] = {"demo": DatabaseSettings()}
     tools: dict[str, ToolSettings] = {}
 
     @classmethod

@@ -97,6 +97,26 @@ class ArtifactStore:
             summary=summary,
         )
 
+    def put_table_writer(self, write: Callable[[Path], Any], *, title: str, source_tool: str) -> ArtifactMeta:
+        """A table artifact written by ``write(path)`` as Parquet (streamed, never whole in memory)."""
+        import pyarrow.parquet as pq
+
+        def describe(path: Path) -> tuple[int, list[dict[str, str]], str]:
+            md = pq.read_metadata(path)
+            schema = md.schema.to_arrow_schema()
+            columns = [{"name": f.name, "type": str(f.type)} for f in schema]
+            names = ", ".join(c["name"] for c in columns)
+            return md.num_rows, columns, f"{md.num_rows:,} rows × {len(columns)} columns: {names}"
+
+        return self._commit(
+            write,
+            kind="table",
+            mime="application/vnd.apache.parquet",
+            title=title,
+            source_tool=source_tool,
+            describe=describe,
+        )
+
     def put_text(self, text: str, *, title: str, source_tool: str, mime: str = "text/plain") -> ArtifactMeta:
         kind = "markdown" if mime == "text/markdown" else "text"
         data = text.encode("utf-8")
@@ -124,10 +144,13 @@ class ArtifactStore:
         rows: int | None = None,
         columns: list[dict[str, str]] | None = None,
         summary: str = "",
+        describe: Callable[[Path], tuple[int, list[dict[str, str]], str]] | None = None,
     ) -> ArtifactMeta:
         tmp = self._tmp / f"{uuid.uuid4().hex}.part"
         try:
             write(tmp)
+            if describe is not None:
+                rows, columns, summary = describe(tmp)
             size = tmp.stat().st_size
             if size > self.settings.max_artifact_bytes:
                 raise ToolFailure(

@@ -128,7 +128,8 @@ class Observer:
         if raw.more:
             structured["next_offset"] = raw.offset + n
         extent = f"{n:,} rows × {m} columns"
-        if raw.offset or raw.more:
+        prefix_of_stored = bool(raw.artifact_id and raw.total_rows is not None and raw.total_rows > raw.offset + n)
+        if raw.offset or raw.more or prefix_of_stored:
             extent += (
                 f" (rows {raw.offset:,}–{raw.offset + n - 1:,} {_total(raw)})" if n else f" (offset {raw.offset:,})"
             )
@@ -140,8 +141,16 @@ class Observer:
             lines = [*head, f"Rows ({self.s.table_encoding}):", body, *source_more]
             text = "\n".join(lines)
             if self.counter.count_tokens(text) <= self.s.inline_limit_tokens and len(text) < _INLINE_BYTES_LIMIT:
-                structured.update(truncated=False, shown_rows=n, encoding=self.s.table_encoding)
-                return _Part(lines, structured)
+                stored = self._keep(tool, raw) if prefix_of_stored else None  # rows beyond these live there
+                if stored:
+                    lines.append(f"Complete result: {stored.id} — {self._how_to_read(stored)}.")
+                structured.update(
+                    truncated=prefix_of_stored,
+                    shown_rows=n,
+                    encoding=self.s.table_encoding,
+                    artifact_id=stored.id if stored else None,
+                )
+                return _Part(lines, structured, artifacts=[stored] if stored else [])
             meta = self._keep(tool, raw)
             part = self._table_standard(raw, extent, columns, meta, structured, source_more)
             part.lines.insert(
@@ -187,8 +196,9 @@ class Observer:
             lines.append(f"First {shown} rows (csv):" if shown < n else f"All {n} rows (csv):")
             lines.append(encode_csv(preview))
         if meta:
+            total = raw.total_rows if raw.artifact_id and raw.total_rows else n
             lines.append(
-                f"Truncated: {len(preview):,} of {n:,} rows shown. "
+                f"Truncated: {len(preview):,} of {total:,} rows shown. "
                 f"Complete table: {meta.id} — {self._how_to_read(meta)}."
             )
         lines.extend(source_more)
@@ -355,7 +365,7 @@ def _dtype(series: pd.Series) -> str:
 def _num(value: Any) -> str:
     value = cell_value(value)
     if isinstance(value, float):
-        return f"{value:.6g}"
+        return f"{value:.0f}" if 1e6 <= abs(value) < 1e15 else f"{value:.6g}"
     return str(value)
 
 

@@ -174,7 +174,10 @@ class Runner:
                 return await self._execute_once(tool, params, ctx, timeout), attempt
             except (ToolFailure, TimeoutError) as exc:
                 failure = exc if isinstance(exc, ToolFailure) else _timeout_failure(tool, timeout)
-                if not (tool.policy.idempotent and failure.type.retryable and attempt < retry.max_retries):
+                retryable = failure.type.retryable and (
+                    failure.type is not ErrorType.TIMEOUT or tool.policy.retry_timeouts
+                )
+                if not (tool.policy.idempotent and retryable and attempt < retry.max_retries):
                     raise failure from None
                 delay = min(retry.base_ms * retry.factor**attempt, retry.max_ms) / 1000
                 if failure.retry_after is not None:

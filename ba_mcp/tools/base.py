@@ -40,7 +40,11 @@ class ToolParams(BaseModel):
 
 @dataclass(frozen=True)
 class ToolPolicy:
+    """``retry_timeouts``: whether a timeout counts as retryable for this tool (worth it for remote
+    services; for local work it only multiplies the wait)."""
+
     idempotent: bool = True
+    retry_timeouts: bool = False
     cache: CachePolicy = field(default_factory=CachePolicy)
     read_only: bool = True
     open_world: bool = False

@@ -1,0 +1,176 @@
+"""Configured DuckDB databases, each opened once, read-only and confined by the engine (S-3).
+
+Every connection is opened with ``read_only=True`` (the database is attached READ_ONLY),
+``enable_external_access=false`` with no allowed directories or paths (no file, URL or database other
+than its own can be reached), extension auto-install and auto-load off, community extensions off, and
+``lock_configuration=true`` so no statement can change any of that. Queries run on a cursor per call;
+workspace data reaches a query only as Arrow datasets the server registers on that cursor.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ba_mcp.demo_data import ensure_demo_database
+from ba_mcp.pipeline.errors import ErrorType, ToolFailure, invalid
+
+if TYPE_CHECKING:
+    import duckdb
+
+    from ba_mcp.settings import Settings
+    from ba_mcp.workspace import Workspace
+
+DEMO_FILE = "demo.duckdb"
+
+
+@dataclass
+class Database:
+    name: str
+    path: Path
+    connection: duckdb.DuckDBPyConnection
+
+    @property
+    def identity(self) -> str:
+        st = self.path.stat()
+        return f"{self.name}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}"
+
+
+class Databases:
+    def __init__(self, settings: Settings, workspace: Workspace) -> None:
+        self.settings = settings
+        self.workspace = workspace
+        self._open: dict[str, Database] = {}
+        self._lock = threading.Lock()
+        self._parser: duckdb.DuckDBPyConnection | None = None
+
+    @property
+    def names(self) -> list[str]:
+        return sorted(self.settings.databases)
+
+    def path_of(self, name: str) -> Path:
+        conf = self.settings.databases[name]
+        if conf.path is None:
+            return self.workspace.dir("data") / DEMO_FILE
+        path = conf.path.expanduser()
+        return path if path.is_absolute() else self.workspace.root / path
+
+    def get(self, name: str) -> Database:
+        """The open database ``name``; the demo database is generated on first use."""
+        if name not in self.settings.databases:
+            raise invalid(f"unknown database '{name[:60]}'", "database must be one of: " + ", ".join(self.names))
+        with self._lock:
+            db = self._open.get(name)
+            if db is None:
+                path = self.path_of(name)
+                if self.settings.databases[name].path is None:
+                    ensure_demo_database(path)
+                elif not path.is_file():
+                    raise ToolFailure(
+                        ErrorType.DEPENDENCY_ERROR,
+                        "DATABASE_MISSING",
+                        f"the file of database '{name}' does not exist",
+                        "check the `databases` setting",
+                    )
+                db = self._open[name] = Database(name, path, self._connect(path))
+            return db
+
+    def _connect(self, path: Path) -> duckdb.DuckDBPyConnection:
+        import duckdb
+
+        q = self.settings.query_database
+        return duckdb.connect(
+            str(path),
+            read_only=True,
+            config={
+                "threads": q.threads,
+                "memory_limit": q.memory_limit,
+                "enable_external_access": False,
+                "autoinstall_known_extensions": False,
+                "autoload_known_extensions": False,
+                "allow_community_extensions": False,
+                "lock_configuration": True,
+            },
+        )
+
+    def parser(self) -> duckdb.DuckDBPyConnection:
+        """A cursor on an empty, locked in-memory database, used only to parse SQL."""
+        import duckdb
+
+        with self._lock:
+            if self._parser is None:
+                self._parser = duckdb.connect(
+                    ":memory:",
+                    config={
+                        "enable_external_access": False,
+                        "autoinstall_known_extensions": False,
+                        "autoload_known_extensions": False,
+                        "lock_configuration": True,
+                    },
+                )
+            return self._parser.cursor()
+
+    def table_refs(self, statement_sql: str) -> list[str]:
+        """Names of the tables a SELECT refers to, from DuckDB's own parse tree (no binding, no access)."""
+        cur = self.parser()
+        try:
+            row = cur.execute("SELECT json_serialize_sql(?::VARCHAR)", [statement_sql]).fetchone()
+            tree = json.loads(row[0]) if row else {"error": True}
+        finally:
+            cur.close()
+        if tree.get("error"):
+            return []
+        found: list[str] = []
+
+        def walk(node: Any) -> None:
+            if isinstance(node, dict):
+                unqualified = not node.get("schema_name") and not node.get("catalog_name")
+                if node.get("type") == "BASE_TABLE" and isinstance(node.get("table_name"), str) and unqualified:
+                    found.append(node["table_name"])
+                for value in node.values():
+                    walk(value)
+            elif isinstance(node, list):
+                for value in node:
+                    walk(value)
+
+        walk(tree)
+        return list(dict.fromkeys(found))
+
+    def schema(self, name: str) -> dict[str, Any]:
+        """Tables and views with columns, types and row counts."""
+        db = self.get(name)
+        cur = db.connection.cursor()
+        try:
+            cols = cur.execute(
+                "SELECT table_name, column_name, data_type, is_nullable FROM information_schema.columns "
+                "WHERE table_schema = 'main' ORDER BY table_name, ordinal_position"
+            ).fetchall()
+            kinds = dict(
+                cur.execute(
+                    "SELECT table_name, table_type FROM information_schema.tables WHERE table_schema = 'main'"
+                ).fetchall()
+            )
+            tables: dict[str, dict[str, Any]] = {}
+            for table, column, dtype, nullable in cols:
+                entry = tables.setdefault(
+                    table, {"kind": "view" if kinds.get(table) == "VIEW" else "table", "columns": []}
+                )
+                entry["columns"].append({"name": column, "type": dtype, "nullable": nullable == "YES"})
+            for table, entry in tables.items():
+                count = cur.execute(f'SELECT count(*) FROM "{table}"').fetchone()  # names from the catalog
+                entry["rows"] = count[0] if count else 0
+        finally:
+            cur.close()
+        return {"database": name, "description": self.settings.databases[name].description, "tables": tables}
+
+    def close(self) -> None:
+        with self._lock:
+            for db in self._open.values():
+                db.connection.close()
+            self._open.clear()
+            if self._parser is not None:
+                self._parser.close()
+                self._parser = None

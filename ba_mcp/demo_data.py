@@ -1,0 +1,240 @@
+"""The embedded demo database: a deterministic office-supplies retailer, 2022–2025.
+
+Tables (see README): regions, channels, customers, products, orders, order_lines, calendar.
+20,000 orders with growth, Q4 seasonality and weekday effects; quirks analysts meet: customers
+without e-mail or region, cancelled orders without a ship date, returned orders, discounted lines,
+a discontinued product with no price. Generated with a fixed seed, so every machine gets the same data.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+N_ORDERS = 20_000
+SEED = 20261122
+
+REGIONS = [
+    (1, "North", "Nordics", "SE"),
+    (2, "South", "Iberia", "ES"),
+    (3, "East", "Central Europe", "PL"),
+    (4, "West", "Benelux", "NL"),
+    (5, "Central", "DACH", "DE"),
+]
+CHANNELS = [
+    (1, "online", "Web shop"),
+    (2, "retail", "Own stores"),
+    (3, "partner", "Resellers"),
+    (4, "b2b", "Key accounts"),
+]
+PRODUCTS = [
+    ("Laptop Pro 14", "Computers", "Laptops", 1299.0, 910.0),
+    ("Laptop Air 13", "Computers", "Laptops", 999.0, 720.0),
+    ("Monitor 27", "Computers", "Displays", 329.0, 210.0),
+    ("Monitor 32 4K", "Computers", "Displays", 549.0, 380.0),
+    ("Docking Station", "Computers", "Accessories", 189.0, 95.0),
+    ("USB-C Hub", "Computers", "Accessories", 49.0, 18.0),
+    ("Wireless Mouse", "Peripherals", "Mice", 24.5, 9.0),
+    ("Ergo Mouse", "Peripherals", "Mice", 59.0, 24.0),
+    ("Mechanical Keyboard", "Peripherals", "Keyboards", 129.0, 61.0),
+    ("Slim Keyboard", "Peripherals", "Keyboards", 45.0, 17.0),
+    ("Headset Pro", "Peripherals", "Audio", 199.0, 96.0),
+    ("Webcam HD", "Peripherals", "Video", 79.0, 33.0),
+    ("Office Chair", "Furniture", "Seating", 249.0, 140.0),
+    ("Ergo Chair", "Furniture", "Seating", 489.0, 290.0),
+    ("Standing Desk", "Furniture", "Desks", 549.0, 330.0),
+    ("Desk Lamp", "Furniture", "Lighting", 39.9, 14.0),
+    ("Filing Cabinet", "Furniture", "Storage", 179.0, 98.0),
+    ("Whiteboard", "Furniture", "Storage", 89.0, 41.0),
+    ("Printer Paper A4", "Supplies", "Paper", 6.5, 3.1),
+    ("Notebook 5-pack", "Supplies", "Paper", 12.0, 4.2),
+    ("Gel Pens 12-pack", "Supplies", "Writing", 9.9, 3.0),
+    ("Toner Black", "Supplies", "Printing", 89.0, 44.0),
+    ("Laser Printer", "Computers", "Printers", 299.0, 205.0),
+    ("Label Maker", "Supplies", "Printing", 54.0, 26.0),
+    ("Fax Machine", "Computers", "Printers", None, 120.0),  # discontinued: no list price
+]
+SEGMENTS = ["Consumer", "Small Business", "Corporate", "Public Sector"]
+
+
+def ensure_demo_database(path: Path) -> None:
+    """Create the demo database at ``path`` unless it exists. Atomic: built beside it, then renamed."""
+    if path.exists():
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    try:
+        _build(tmp)
+        os.replace(tmp, path)
+    finally:
+        for leftover in (tmp, tmp.with_name(tmp.name + ".wal")):
+            if leftover.exists():
+                leftover.unlink()
+
+
+def _build(path: Path) -> None:
+    import duckdb
+    import numpy as np
+    import pandas as pd
+
+    rng = np.random.default_rng(SEED)
+    regions = pd.DataFrame(REGIONS, columns=["region_id", "region_name", "market", "country_code"])
+    channels = pd.DataFrame(CHANNELS, columns=["channel_id", "channel_name", "description"])
+    products = pd.DataFrame(PRODUCTS, columns=["product_name", "category", "subcategory", "list_price", "unit_cost"])
+    products.insert(0, "product_id", range(101, 101 + len(products)))
+    products["launched_on"] = pd.to_datetime("2021-06-01") + pd.to_timedelta(rng.integers(0, 500, len(products)), "D")
+
+    n_cust = 2_500
+    first = [
+        "Anna",
+        "Ben",
+        "Chen",
+        "Dora",
+        "Eli",
+        "Fatima",
+        "Goran",
+        "Hana",
+        "Ivo",
+        "Jules",
+        "Kai",
+        "Lena",
+        "Marta",
+        "Nils",
+        "Olga",
+        "Pavel",
+        "Quinn",
+        "Rosa",
+        "Sven",
+        "Tara",
+    ]
+    last = [
+        "Berg",
+        "Costa",
+        "Dvorak",
+        "Eriksen",
+        "Fischer",
+        "Garcia",
+        "Horvat",
+        "Ivanova",
+        "Jansen",
+        "Kowalski",
+        "Lopez",
+        "Muller",
+        "Novak",
+        "Olsen",
+        "Peeters",
+        "Rossi",
+        "Schmidt",
+        "Texeira",
+        "Visser",
+        "Weber",
+    ]
+    names = [f"{rng.choice(first)} {rng.choice(last)}" for _ in range(n_cust)]
+    segment = rng.choice(SEGMENTS, n_cust, p=[0.45, 0.3, 0.2, 0.05])
+    customers = pd.DataFrame(
+        {
+            "customer_id": range(1, n_cust + 1),
+            "customer_name": names,
+            "segment": segment,
+            "region_id": rng.choice(regions.region_id, n_cust, p=[0.15, 0.2, 0.2, 0.2, 0.25]).astype("float"),
+            "signup_date": pd.to_datetime("2021-01-01") + pd.to_timedelta(rng.integers(0, 1700, n_cust), "D"),
+            "email": [f"{n.split()[0].lower()}.{i}@example.com" for i, n in enumerate(names, 1)],
+        }
+    )
+    customers.loc[rng.random(n_cust) < 0.08, "email"] = None  # missing contact data
+    customers.loc[rng.random(n_cust) < 0.02, "region_id"] = np.nan  # unassigned region
+    customers["region_id"] = customers["region_id"].astype("Int64")
+
+    # Orders: growth over the years, Q4 peak, fewer orders at weekends.
+    days = pd.date_range("2022-01-01", "2025-12-31", freq="D")
+    t = np.arange(len(days)) / len(days)
+    month = days.month.to_numpy()
+    seasonal = 1 + 0.35 * np.isin(month, [11, 12]) + 0.15 * (month == 9) - 0.2 * np.isin(month, [7, 8])
+    weekday = np.where(days.weekday.to_numpy() >= 5, 0.55, 1.0)
+    weight = (1 + 0.9 * t) * seasonal * weekday
+    order_days = rng.choice(len(days), N_ORDERS, p=weight / weight.sum())
+    order_dates = days[np.sort(order_days)]
+    cust_weight = rng.pareto(1.6, n_cust) + 0.2  # a few customers buy a lot
+    channel = rng.choice(channels.channel_id, N_ORDERS, p=[0.45, 0.25, 0.2, 0.1])
+    status = rng.choice(["completed", "returned", "cancelled"], N_ORDERS, p=[0.9, 0.06, 0.04])
+    ship_lag = rng.integers(0, 6, N_ORDERS)
+    orders = pd.DataFrame(
+        {
+            "order_id": range(100001, 100001 + N_ORDERS),
+            "customer_id": rng.choice(customers.customer_id, N_ORDERS, p=cust_weight / cust_weight.sum()),
+            "order_date": order_dates,
+            "channel_id": channel,
+            "status": status,
+            "ship_date": order_dates + pd.to_timedelta(ship_lag, "D"),
+        }
+    )
+    orders.loc[orders.status == "cancelled", "ship_date"] = pd.NaT
+
+    lines_per_order = rng.choice([1, 1, 1, 2, 2, 3, 4, 6], N_ORDERS)
+    n_lines = int(lines_per_order.sum())
+    prod_pop = np.array([5, 4, 6, 3, 4, 8, 10, 5, 4, 6, 4, 5, 4, 2, 3, 6, 2, 2, 12, 8, 9, 5, 2, 3, 0.3], dtype=float)
+    prod_idx = rng.choice(len(products), n_lines, p=prod_pop / prod_pop.sum())
+    list_price = products.list_price.to_numpy()[prod_idx]
+    unit_cost = products.unit_cost.to_numpy()[prod_idx]
+    qty = np.where(
+        products.category.to_numpy()[prod_idx] == "Supplies", rng.integers(1, 25, n_lines), rng.integers(1, 4, n_lines)
+    )
+    discount = rng.choice([0, 0, 0, 0, 0.05, 0.1, 0.15, 0.25], n_lines)
+    order_of_line = np.repeat(orders.order_id.to_numpy(), lines_per_order)
+    line_no = np.concatenate([np.arange(1, k + 1) for k in lines_per_order])
+    # b2b key accounts get a contract discount on top
+    b2b = np.repeat(channel == 4, lines_per_order)
+    discount = np.where(b2b, np.maximum(discount, 0.12), discount)
+    unit_price = np.where(np.isnan(list_price), unit_cost * 1.3, list_price)  # discontinued item sold at cost+30 %
+    order_lines = pd.DataFrame(
+        {
+            "order_id": order_of_line,
+            "line_no": line_no,
+            "product_id": products.product_id.to_numpy()[prod_idx],
+            "quantity": qty,
+            "unit_price": np.round(unit_price, 2),
+            "discount": discount,
+        }
+    )
+
+    calendar = pd.DataFrame({"date": days})
+    calendar["year"] = calendar.date.dt.year
+    calendar["quarter"] = calendar.date.dt.quarter
+    calendar["month"] = calendar.date.dt.month
+    calendar["month_name"] = calendar.date.dt.month_name()
+    calendar["iso_week"] = calendar.date.dt.isocalendar().week.astype(int)
+    calendar["weekday"] = calendar.date.dt.day_name()
+    calendar["is_weekend"] = calendar.date.dt.weekday >= 5
+
+    con = duckdb.connect(str(path))
+    try:
+        con.execute("SET threads = 1")
+        for name, frame in [
+            ("regions", regions),
+            ("channels", channels),
+            ("products", products),
+            ("customers", customers),
+            ("orders", orders),
+            ("order_lines", order_lines),
+            ("calendar", calendar),
+        ]:
+            con.register("frame", frame)
+            con.execute(f"CREATE TABLE {name} AS SELECT * FROM frame")
+            con.unregister("frame")
+        con.execute("""
+            CREATE VIEW order_facts AS
+            SELECT o.order_id, o.order_date, o.status, c.customer_id, c.segment, r.region_name, ch.channel_name,
+                   p.product_name, p.category, l.quantity, l.unit_price, l.discount,
+                   round(l.quantity * l.unit_price * (1 - l.discount), 2) AS net_revenue,
+                   round(l.quantity * (l.unit_price * (1 - l.discount) - p.unit_cost), 2) AS gross_margin
+            FROM orders o
+            JOIN order_lines l USING (order_id)
+            JOIN products p USING (product_id)
+            JOIN customers c USING (customer_id)
+            LEFT JOIN regions r USING (region_id)
+            JOIN channels ch USING (channel_id)
+        """)
+        con.execute("CHECKPOINT")
+    finally:
+        con.close()

@@ -1,0 +1,346 @@
+"""query_database (SPEC §4.2): one read-only SQL statement on a configured DuckDB database.
+
+Confinement is the engine's (see ``databases.py``), never a pattern over SQL text: DuckDB's parser must
+report exactly one statement of a read-only type; the database is attached read-only with external
+access off and its configuration locked. Workspace files and table artifacts that the statement names
+(``'uploads/sales.csv'``, ``upload_sales``, ``artifact_…``) are resolved through the workspace resolver
+and registered as Arrow datasets on the call's own cursor. Results are fetched in Arrow batches:
+at most ``max_rows + 1`` rows are materialised; a larger result is streamed into a Parquet artifact.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+from pydantic import Field
+
+from ba_mcp.pipeline.cache import CacheMode, CachePolicy
+from ba_mcp.pipeline.errors import ErrorType, ToolFailure, denied
+from ba_mcp.pipeline.results import Table
+from ba_mcp.tools.base import Tool, ToolContext, ToolParams, ToolPolicy
+from ba_mcp.workspace import ARTIFACT_ID, UPLOAD_ID
+
+if TYPE_CHECKING:
+    import duckdb
+    import pyarrow as pa
+
+    from ba_mcp.app import App
+
+_READ_ONLY_TYPES = {"SELECT", "EXPLAIN"}
+_FILE_SUFFIXES = {".csv", ".tsv", ".tab", ".parquet", ".pq", ".json", ".jsonl", ".ndjson", ".xlsx", ".xlsm", ".xls"}
+_BATCH_ROWS = 8192
+
+
+class QueryDatabaseParams(ToolParams):
+    query: Annotated[
+        str,
+        Field(
+            min_length=1,
+            max_length=100_000,
+            description="One read-only SQL statement (DuckDB dialect): SELECT, WITH … SELECT, DESCRIBE, SUMMARIZE, "
+            "EXPLAIN. Values go in `params`, never into the SQL text.",
+        ),
+    ]
+    max_rows: Annotated[
+        int,
+        Field(
+            ge=1,
+            description="Rows to fetch for the observation (default 1,000). A larger result is kept "
+            "whole as an artifact.",
+        ),
+    ] = 1000
+    params: Annotated[
+        dict[str, Any] | list[Any] | None,
+        Field(
+            description="Bind values: an object for named parameters ($name) or an array for positional ones (? or $1)."
+        ),
+    ] = None
+    database: Annotated[
+        str, Field(max_length=100, description="Connection name from the configuration (default 'demo').")
+    ] = "demo"
+
+
+class QueryDatabase(Tool):
+    name = "query_database"
+    title = "Query a database (read-only SQL)"
+    description = (
+        "Run one read-only SQL statement (DuckDB dialect) on a configured database — by default 'demo', an "
+        "office-supplies retailer 2022–2025 (orders, order_lines, customers, products, regions, channels, "
+        "calendar, view order_facts). The schema of each database is the resource db://{database}/schema.\n"
+        "Workspace data is queryable too: files by relative path (SELECT * FROM 'uploads/sales.csv'), uploads "
+        "by id (FROM upload_sales), and every table artifact by its id (FROM artifact_0123456789ab) — join them "
+        "freely with database tables. Do the work in SQL (filter, aggregate, join) rather than fetching raw rows.\n"
+        "Levels: brief = shape + columns + artifact id; standard = schema, per-column summary, first 10 rows; "
+        "full = every fetched row when it fits. Results over max_rows are kept whole as a table artifact.\n"
+        "Limits: read-only (writes, ATTACH, COPY, INSTALL/LOAD, SET/PRAGMA and files outside the workspace are "
+        "refused), one statement per call, bind values with params, a timeout per query."
+    )
+    version = "1"
+    Params = QueryDatabaseParams
+    policy = ToolPolicy(idempotent=True, cache=CachePolicy(CacheMode.IDENTITY))
+
+    def cache_identity(self, params: QueryDatabaseParams, ctx: ToolContext) -> str | None:
+        try:
+            plan = _plan(params, ctx.app)
+        except ToolFailure:
+            return None  # execute() reports it
+        return "|".join([plan.database.identity, *(f"{name}={r.identity}" for name, r in plan.files)])
+
+    def execute(self, params: QueryDatabaseParams, ctx: ToolContext) -> Table:
+        app = ctx.app
+        ceiling = app.settings.query_database.max_rows_ceiling
+        if params.max_rows > ceiling:
+            raise ToolFailure(
+                ErrorType.INVALID_PARAMETERS,
+                "INVALID_ARGUMENTS",
+                f"'max_rows' is {params.max_rows}",
+                f"max_rows must be between 1 and {ceiling}; aggregate in SQL instead of fetching more",
+            )
+        plan = _plan(params, app)
+        cur = plan.database.connection.cursor()
+        stop_watch = threading.Event()
+        watcher = threading.Thread(target=_interrupt_when, args=(ctx.cancelled, stop_watch, cur), daemon=True)
+        watcher.start()
+        try:
+            for name, resolved in plan.files:
+                cur.register(name, _dataset(resolved.path, resolved.ref_id, app))
+            try:
+                relation = cur.sql(params.query, params=params.params)
+                reader = relation.to_arrow_reader(_BATCH_ROWS)
+                return _collect(reader, params, plan, app)
+            except ToolFailure:
+                raise
+            except Exception as exc:
+                raise _sql_failure(exc, params.database, app) from None
+        finally:
+            stop_watch.set()
+            cur.close()
+
+
+class _Plan:
+    def __init__(self, database: Any, files: list[tuple[str, Any]], statement_type: str) -> None:
+        self.database = database
+        self.files = files
+        self.statement_type = statement_type
+
+
+def _plan(params: QueryDatabaseParams, app: App) -> _Plan:
+    """Check the statement with DuckDB's parser and resolve the workspace data it names."""
+    import duckdb
+
+    try:
+        statements = duckdb.extract_statements(params.query)
+    except duckdb.Error as exc:
+        raise ToolFailure(
+            ErrorType.VALIDATION_ERROR, "SQL_SYNTAX", _clean(str(exc), app), "fix the SQL (DuckDB dialect)"
+        ) from None
+    if len(statements) != 1:
+        raise denied(
+            f"the query holds {len(statements)} statements; exactly one is allowed per call",
+            "send one SELECT per call",
+            code="ONE_STATEMENT",
+        )
+    kind = statements[0].type.name
+    if kind not in _READ_ONLY_TYPES:
+        raise denied(
+            f"{kind} statements are not allowed: query_database is read-only",
+            "use SELECT (or WITH … SELECT, DESCRIBE, SUMMARIZE, EXPLAIN)",
+            code="READ_ONLY",
+        )
+    database = app.databases.get(params.database)
+    sql = statements[0].query
+    if kind == "EXPLAIN":
+        sql = re.sub(r"^\s*explain\s+(analyze\s+)?", "", sql, flags=re.IGNORECASE)  # parse the explained query
+    files = []
+    for name in app.databases.table_refs(sql):
+        if _is_workspace_ref(name):
+            files.append((name, app.workspace.resolve(name)))
+    return _Plan(database, files, kind)
+
+
+def _is_workspace_ref(name: str) -> bool:
+    """Names that denote workspace data rather than a database table or CTE."""
+    if ARTIFACT_ID.match(name) or name.startswith("artifact_"):
+        return True
+    if name.startswith("upload_") and UPLOAD_ID.match(name):
+        return True
+    return "/" in name or "\\" in name or "://" in name or Path(name).suffix.lower() in _FILE_SUFFIXES
+
+
+def _dataset(path: Path, ref_id: str | None, app: App) -> Any:
+    """An Arrow dataset (or table) over a workspace file, for registration on a cursor."""
+    import pyarrow.csv as pacsv
+    import pyarrow.dataset as ds
+
+    from ba_mcp.tools.file_reader import detect_encoding
+
+    if ref_id and ARTIFACT_ID.match(ref_id):
+        meta = app.artifacts.get(ref_id)
+        if meta.kind != "table":
+            raise ToolFailure(
+                ErrorType.VALIDATION_ERROR,
+                "NOT_A_TABLE",
+                f"{ref_id} is a {meta.kind} artifact, not a table",
+                "only table artifacts can be queried; read others with file_reader",
+            )
+        return ds.dataset(app.artifacts.data_path(meta), format="parquet")
+    suffix = path.suffix.lower()
+    if suffix in (".parquet", ".pq"):
+        return ds.dataset(path, format="parquet")
+    if suffix in (".csv", ".tsv", ".tab"):
+        with path.open("rb") as f:
+            encoding = detect_encoding(f.read(65536)) or "utf-8"
+        delimiter = "\t" if suffix != ".csv" else ","
+        return ds.dataset(
+            path,
+            format=ds.CsvFileFormat(
+                parse_options=pacsv.ParseOptions(delimiter=delimiter),
+                read_options=pacsv.ReadOptions(encoding=encoding.replace("-sig", "")),
+            ),
+        )
+    if suffix in (".json", ".jsonl", ".ndjson", ".xlsx", ".xlsm", ".xls"):
+        import pyarrow as pa
+
+        from ba_mcp.tools.base import ToolContext
+        from ba_mcp.tools.file_reader import FileReader, FileReaderParams
+
+        raw = FileReader().execute(FileReaderParams(path=app.workspace.relative_name(path)), ToolContext(app, "sql"))
+        if not isinstance(raw, Table) or raw.more:
+            raise ToolFailure(
+                ErrorType.VALIDATION_ERROR,
+                "NOT_TABULAR",
+                f"{app.workspace.relative_name(path)} is not a table",
+                "query CSV, Parquet, JSON arrays of objects, JSON Lines or Excel files",
+            )
+        return pa.Table.from_pandas(raw.frame, preserve_index=False)
+    raise ToolFailure(
+        ErrorType.VALIDATION_ERROR,
+        "NOT_QUERYABLE",
+        f"files of type '{suffix or 'unknown'}' cannot be queried",
+        "query CSV, TSV, Parquet, JSON, JSON Lines or Excel files, or table artifacts",
+    )
+
+
+def _collect(reader: pa.RecordBatchReader, params: QueryDatabaseParams, plan: _Plan, app: App) -> Table:
+    """At most max_rows + 1 rows in memory; the rest, if any, streamed with them into a Parquet artifact."""
+    import pyarrow as pa
+
+    limit = params.max_rows
+    head: list[pa.RecordBatch] = []
+    have = 0
+    for batch in reader:
+        head.append(batch)
+        have += batch.num_rows
+        if have > limit:
+            break
+    schema = reader.schema
+    title = f"query on {params.database}"
+    if have <= limit:
+        frame = pa.Table.from_batches(head, schema=schema).to_pandas()
+        return Table(title, frame, total_rows=len(frame), meta={"database": params.database})
+    # More rows than asked for: keep the complete result, streamed, within the artifact size limit.
+    meta, total, complete = _stream_to_artifact(head, reader, schema, app, title)
+    first = pa.Table.from_batches(head, schema=schema).slice(0, limit).to_pandas()
+    notes = []
+    if complete:
+        notes.append(
+            f"the query returned {total:,} rows; the first {limit:,} (max_rows) were fetched and the "
+            f"complete result is {meta.id}"
+        )
+    else:
+        notes.append(
+            f"the query returned more than {total:,} rows; the result exceeds the artifact size limit "
+            "and was not stored — filter or aggregate in SQL"
+        )
+    return Table(
+        title,
+        first,
+        total_rows=total if complete else None,
+        more=not complete,
+        notes=notes,
+        artifact_id=meta.id if complete and meta else None,
+        meta={"database": params.database, "fetched_rows": limit},
+    )
+
+
+def _stream_to_artifact(head: list[Any], reader: Any, schema: Any, app: App, title: str) -> tuple[Any, int, bool]:
+    import pyarrow.parquet as pq
+
+    limit = app.settings.artifacts.max_artifact_bytes
+    state = {"rows": 0, "complete": True}
+
+    def write(path: Path) -> None:
+        with pq.ParquetWriter(path, schema, compression="zstd") as writer:
+            for batch in _chain(head, reader):
+                writer.write_batch(batch)
+                state["rows"] += batch.num_rows
+                if path.stat().st_size > limit:
+                    state["complete"] = False
+                    break
+
+    meta = app.artifacts.put_table_writer(write, title=title, source_tool="query_database")
+    return meta, state["rows"], bool(state["complete"])
+
+
+def _chain(head: list[Any], reader: Any) -> Any:
+    yield from head
+    yield from reader
+
+
+def _interrupt_when(cancelled: threading.Event, done: threading.Event, cur: duckdb.DuckDBPyConnection) -> None:
+    """Interrupt the running query when the runner's timeout fires (the query is then abandoned)."""
+    while not done.is_set():
+        if cancelled.wait(0.05):
+            cur.interrupt()
+            return
+
+
+def _sql_failure(exc: Exception, database: str, app: App) -> ToolFailure:
+    import duckdb
+
+    message = _clean(str(exc).split("\n\nLINE")[0], app)
+    schema_hint = f"read the resource db://{database}/schema for tables and columns"
+    if isinstance(exc, duckdb.InterruptException):
+        return ToolFailure(
+            ErrorType.TIMEOUT,
+            "TIMEOUT",
+            "the query was interrupted at its timeout",
+            "filter or aggregate more, or raise tools.query_database.timeout_s",
+        )
+    if isinstance(exc, duckdb.PermissionException):
+        return denied(
+            message,
+            "only the database and workspace data named in FROM (paths, upload_ and artifact_ "
+            "ids) are reachable; file functions, URLs and settings are not",
+            code="ACCESS_DENIED",
+        )
+    if isinstance(exc, duckdb.InvalidInputException) and "read-only" in str(exc).lower():
+        return denied("the statement would write; query_database is read-only", "use SELECT", code="READ_ONLY")
+    if isinstance(exc, duckdb.CatalogException):
+        return ToolFailure(ErrorType.NOT_FOUND, "UNKNOWN_TABLE", message, schema_hint)
+    if isinstance(exc, duckdb.BinderException):
+        return ToolFailure(ErrorType.VALIDATION_ERROR, "BIND_ERROR", message, schema_hint)
+    if isinstance(exc, duckdb.ParserException):
+        return ToolFailure(ErrorType.VALIDATION_ERROR, "SQL_SYNTAX", message, "fix the SQL (DuckDB dialect)")
+    if isinstance(exc, duckdb.OutOfMemoryException):
+        return ToolFailure(ErrorType.RESOURCE_ERROR, "OUT_OF_MEMORY", message, "aggregate or filter more")
+    if isinstance(exc, duckdb.InvalidInputException) and "parameter" in str(exc).lower():
+        return ToolFailure(
+            ErrorType.INVALID_PARAMETERS,
+            "BAD_PARAMS",
+            message,
+            "pass params as an object for $name placeholders or an array for ? / $1",
+        )
+    if isinstance(exc, (duckdb.ConversionException, duckdb.InvalidInputException, duckdb.OutOfRangeException)):
+        return ToolFailure(ErrorType.VALIDATION_ERROR, "SQL_ERROR", message, schema_hint)
+    if isinstance(exc, duckdb.Error):
+        return ToolFailure(ErrorType.EXECUTION_ERROR, "SQL_ERROR", message, schema_hint)
+    raise exc
+
+
+def _clean(message: str, app: App) -> str:
+    """DuckDB messages may quote paths it was given; never the workspace's real one (S-1)."""
+    return message.replace(str(app.workspace.root) + "/", "").replace(str(app.workspace.root), "<workspace>")[:600]
