@@ -21,17 +21,26 @@ if TYPE_CHECKING:
 ENCODINGS = ("csv", "markdown", "toon", "json", "json_pretty")
 
 
-def cell_value(value: Any) -> Any:
-    """A pandas/numpy/arrow cell as a plain JSON-able Python value (None for missing)."""
+def is_missing(value: Any) -> bool:
+    """A scalar null (None, NaN, NaT, pandas NA); containers are never missing."""
     if value is None:
-        return None
+        return True
+    if isinstance(value, (str, bytes, list, dict, tuple)) or hasattr(value, "__len__"):
+        return False
     try:
         import pandas as pd
 
-        if value is pd.NaT or (not isinstance(value, (list, dict, tuple, bytes, str)) and pd.isna(value)):
-            return None
+        return bool(pd.isna(value))
     except (TypeError, ValueError):
-        pass
+        return False
+
+
+def cell_value(value: Any) -> Any:
+    """A pandas/numpy/arrow cell as a plain JSON-able Python value (None for missing)."""
+    if is_missing(value):
+        return None
+    if hasattr(value, "tolist") and hasattr(value, "__len__"):  # numpy arrays (list columns)
+        return cell_value(value.tolist())
     if hasattr(value, "item") and not isinstance(value, (bytes, str)):
         try:
             value = value.item()

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ba_mcp.pipeline.encode import cell_value, encode_csv, encode_table
+from ba_mcp.pipeline.encode import cell_value, encode_csv, encode_table, is_missing
 from ba_mcp.pipeline.levels import OutputLevel
 from ba_mcp.pipeline.results import Composite, Document, Image, JsonValue, RawResult, Table
 
@@ -348,9 +348,7 @@ def _shape(frame: pd.DataFrame) -> str:
 def _dtype(series: pd.Series) -> str:
     name = str(series.dtype)
     if name in ("object", "str", "string"):
-        import pandas as pd
-
-        return "string" if series.map(lambda v: isinstance(v, str) or pd.isna(v)).all() else "mixed"
+        return "string" if all(isinstance(v, str) or is_missing(v) for v in series) else "mixed"
     return {
         "datetime64[ns]": "datetime",
         "datetime64[us]": "datetime",

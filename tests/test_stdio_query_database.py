@@ -1,0 +1,213 @@
+"""query_database through a real MCP session over stdio: analysis, reach into the workspace, and the
+hostile list of S-3 — each refused, nothing changed, nothing leaked."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from mcp import ClientSession, stdio_client
+from mcp.types import ResourceTemplateReference
+
+from tests.conftest import make_workspace, stdio_params, text_of
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(scope="module")
+def qworkspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_workspace(tmp_path_factory.mktemp("qroot"))
+
+
+@pytest.fixture(scope="module")
+async def qs(qworkspace: Path) -> AsyncIterator[ClientSession]:
+    params = stdio_params(qworkspace, BA_MCP_TOOLS__QUERY_DATABASE__TIMEOUT_S="2")
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as s:
+        await s.initialize()
+        yield s
+
+
+async def q(session: ClientSession, query: str, **extra):
+    return await session.call_tool("query_database", {"query": query, **extra})
+
+
+def ok(result) -> str:
+    assert not result.is_error, text_of(result)
+    return text_of(result)
+
+
+def refused(result, qworkspace: Path, error_type: str = "permission_denied") -> str:
+    text = text_of(result)
+    assert result.is_error, text
+    assert f"Error Type: {error_type}" in text, text
+    assert str(qworkspace) not in text and "root:x:" not in text and "secret beside" not in text
+    return text
+
+
+def demo_digest(qworkspace: Path) -> str:
+    return hashlib.sha256((qworkspace / "data" / "demo.duckdb").read_bytes()).hexdigest()
+
+
+async def test_tool_listing_and_schema_resource(qs: ClientSession) -> None:
+    tool = {t.name: t for t in (await qs.list_tools()).tools}["query_database"]
+    assert set(tool.input_schema["properties"]) == {"query", "max_rows", "params", "database", "output_level"}
+    assert tool.annotations.read_only_hint is True
+    schema = (await qs.read_resource("db://demo/schema")).contents[0].text
+    assert "## orders (table, 20,000 rows)" in schema and "## order_facts (view," in schema
+    assert "- order_date: DATE" in schema or "- order_date: TIMESTAMP" in schema
+    done = await qs.complete(ResourceTemplateReference(uri="db://{database}/schema"), {"name": "database", "value": "d"})
+    assert done.completion.values == ["demo"]
+
+
+async def test_analysis_on_the_demo_data(qs: ClientSession) -> None:
+    text = ok(await q(qs, "SELECT year(order_date) AS year, count(*) AS orders FROM orders GROUP BY 1 ORDER BY 1",
+                      output_level="full"))
+    years = [line.split(",") for line in text.splitlines() if line[:2] == "20"]
+    assert [y for y, _ in years] == ["2022", "2023", "2024", "2025"]
+    assert sum(int(n) for _, n in years) == 20000 and int(years[-1][1]) > int(years[0][1])  # growth
+    returns = ok(await q(qs, "SELECT status, count(*) n FROM orders GROUP BY 1 ORDER BY 1", output_level="full"))
+    assert "returned," in returns and "cancelled," in returns
+    nulls = ok(await q(qs, "SELECT count(*) FILTER (email IS NULL) AS no_email FROM customers", output_level="full"))
+    assert int(nulls.splitlines()[-1]) > 0
+
+
+async def test_params_bind_values(qs: ClientSession) -> None:
+    named = ok(await q(qs, "SELECT count(*) AS n FROM orders WHERE status = $s", params={"s": "returned"},
+                       output_level="full"))
+    positional = ok(await q(qs, "SELECT count(*) AS n FROM orders WHERE status = ?", params=["returned"],
+                            output_level="full"))
+    assert named.splitlines()[-1] == positional.splitlines()[-1] and int(named.splitlines()[-1]) > 100
+    injection = ok(await q(qs, "SELECT count(*) AS n FROM orders WHERE status = $s",
+                           params={"s": "x' OR '1'='1"}, output_level="full"))
+    assert injection.splitlines()[-1] == "0"
+    missing = await q(qs, "SELECT * FROM orders WHERE status = $s")
+    assert missing.is_error and "params" in text_of(missing)
+
+
+async def test_large_results_fetch_max_rows_and_keep_the_rest(qs: ClientSession) -> None:
+    result = await q(qs, "SELECT * FROM order_lines ORDER BY order_id, line_no", max_rows=100)
+    sc = result.structured_content
+    assert sc["rows"] == 100 and sc["total_rows"] == 50001 and sc["truncated"] is True
+    aid = sc["artifact_id"]
+    assert "of 50,001 rows" in text_of(result) and aid in text_of(result)
+    again = ok(await q(qs, f"SELECT count(*) AS n, sum(quantity) AS q FROM {aid}", output_level="full"))
+    direct = ok(await q(qs, "SELECT count(*) AS n, sum(quantity) AS q FROM order_lines", output_level="full"))
+    assert again.splitlines()[-1] == direct.splitlines()[-1]
+
+
+async def test_ten_million_rows_are_never_materialised(qs: ClientSession) -> None:
+    result = await q(qs, "SELECT range AS i, range % 7 AS g FROM range(10000000)", max_rows=1000, output_level="brief")
+    text = ok(result)
+    assert "of 10,000,000" in text
+    aid = result.structured_content["artifact_id"]
+    check = ok(await q(qs, f"SELECT count(*) AS n, max(i) AS m FROM {aid}", output_level="full"))
+    assert check.splitlines()[-1] == "10000000,9999999"
+
+
+async def test_workspace_files_uploads_and_artifacts_are_queryable(qs: ClientSession) -> None:
+    by_path = ok(await q(qs, "SELECT region, count(*) AS n FROM 'uploads/sales.csv' GROUP BY 1 ORDER BY 1",
+                         output_level="full"))
+    assert "East,16" in by_path and "North,17" in by_path
+    by_id = ok(await q(qs, "SELECT count(*) AS n FROM upload_sales", output_level="full"))
+    assert by_id.splitlines()[-1] == "50"
+    pq = ok(await q(qs, "SELECT sum(k) AS s FROM 'uploads/facts.parquet'", output_level="full"))
+    assert pq.splitlines()[-1] == str(sum(range(1000)))
+    latin = ok(await q(qs, "SELECT city FROM 'uploads/latin1.csv' ORDER BY 1", output_level="full"))
+    assert "Málaga" in latin and "Zürich" in latin
+    js = ok(await q(qs, "SELECT count(*) AS n FROM 'uploads/records.json'", output_level="full"))
+    assert js.splitlines()[-1] == "30"
+    made = await qs.call_tool("file_reader", {"path": "uploads/sales.csv", "output_level": "brief"})
+    aid = made.structured_content["artifact_id"]
+    joined = ok(await q(qs, f"SELECT count(*) AS n FROM {aid} a JOIN upload_sales u USING (order_id)",
+                        output_level="full"))
+    assert joined.splitlines()[-1] == "50"
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "CREATE TABLE evil AS SELECT 1",
+        "INSERT INTO regions VALUES (9, 'X', 'Y', 'ZZ')",
+        "UPDATE orders SET status = 'x'",
+        "DELETE FROM orders",
+        "DROP TABLE orders",
+        "ATTACH ':memory:' AS m",
+        "ATTACH '/tmp/evil.duckdb' AS e",
+        "DETACH demo",
+        "INSTALL httpfs",
+        "LOAD httpfs",
+        "COPY orders TO 'uploads/stolen.csv'",
+        "COPY (SELECT 1) TO '/tmp/evil.csv'",
+        "EXPORT DATABASE 'uploads/dump'",
+        "SET enable_external_access = true",
+        "SET threads = 1",
+        "RESET lock_configuration",
+        "PRAGMA enable_profiling",
+        "SELECT 1; DROP TABLE orders",
+        "SELECT 1; SELECT 2",
+        "CALL checkpoint()",
+        "WITH x AS (INSERT INTO regions VALUES (9, 'X', 'Y', 'ZZ') RETURNING *) SELECT * FROM x",
+        "SELECT * FROM read_csv('/etc/passwd')",
+        "SELECT * FROM read_text('/etc/passwd')",
+        "SELECT * FROM glob('/etc/*')",
+        "SELECT * FROM '/etc/passwd'",
+        "SELECT * FROM '../outside.txt'",
+        "SELECT * FROM read_csv('../outside.txt')",
+        "SELECT * FROM read_csv('uploads/sales.csv')",
+        "SELECT * FROM 'uploads/escape.txt'",
+        "SELECT * FROM 'https://example.com/data.csv'",
+        "SELECT * FROM read_parquet('s3://bucket/x.parquet')",
+        "SELECT current_setting('enable_external_access') AND false; SET threads=1",
+    ],
+)
+async def test_hostile_statements_are_refused_and_change_nothing(qs: ClientSession, qworkspace: Path, query: str) -> None:
+    await q(qs, "SELECT 1")  # the demo database exists
+    before = demo_digest(qworkspace)
+    uploads = sorted(p.name for p in (qworkspace / "uploads").iterdir())
+    result = await q(qs, query)
+    text = text_of(result)
+    assert result.is_error, text
+    assert "Error Type: permission_denied" in text or "Error Type: not_found" in text, text
+    assert str(qworkspace) not in text and "root:x:" not in text and "secret beside" not in text
+    assert demo_digest(qworkspace) == before
+    assert sorted(p.name for p in (qworkspace / "uploads").iterdir()) == uploads
+    assert not Path("/tmp/evil.csv").exists() and not Path("/tmp/evil.duckdb").exists()
+    still = await q(qs, "SELECT current_setting('enable_external_access') AS ext, count(*) AS n FROM regions",
+                    output_level="full")
+    assert ok(still).splitlines()[-1] == "false,5"
+
+
+async def test_syntax_errors_unknown_tables_and_databases(qs: ClientSession, qworkspace: Path) -> None:
+    syntax = refused(await q(qs, "SELEC * FROM orders"), qworkspace, "validation_error")
+    assert "syntax error" in syntax.lower()
+    table = refused(await q(qs, "SELECT * FROM ordersx"), qworkspace, "not_found")
+    assert "db://demo/schema" in table
+    column = refused(await q(qs, "SELECT revenue_x FROM orders"), qworkspace, "validation_error")
+    assert "db://demo/schema" in column
+    db = refused(await q(qs, "SELECT 1", database="warehouse"), qworkspace, "invalid_parameters")
+    assert "demo" in db
+    rows = refused(await q(qs, "SELECT 1", max_rows=10**9), qworkspace, "invalid_parameters")
+    assert "max_rows" in rows
+
+
+async def test_a_query_past_its_timeout_is_interrupted(qs: ClientSession, qworkspace: Path) -> None:
+    result = await q(qs, "SELECT count(*) FROM range(100000000000) a, range(10) b WHERE a.range % 7 = b.range")
+    refused(result, qworkspace, "timeout")
+    assert not (await q(qs, "SELECT 1")).is_error  # the server and the database keep serving
+
+
+async def test_awkward_columns(qs: ClientSession) -> None:
+    binary = ok(await q(qs, "SELECT 'abc'::BLOB AS b, NULL::INTEGER AS n, [1, 2] AS l, {'k': 1} AS s, "
+                            "123.45::DECIMAL(10,2) AS d, INTERVAL 3 DAY AS iv", output_level="full"))
+    assert "<3 bytes>" in binary and "[1,2]" in binary and '{""k"":1}' in binary and "123.45" in binary
+    nulls = await q(qs, "SELECT CASE WHEN range % 10 = 0 THEN range END AS mostly_null FROM range(1000)")
+    assert "900 nulls" in ok(nulls)
+    wide_sql = "SELECT " + ", ".join(f"repeat('x', 500) AS c{i}" for i in range(60))
+    wide = await q(qs, wide_sql)
+    text = ok(wide)
+    assert len(text) < 60_000 and wide.structured_content["artifact_id"]  # long cells cut, complete row stored
+    metrics = json.loads((await qs.read_resource("ba://metrics")).contents[0].text)
+    assert metrics["server"]["tools"]["query_database"]["calls"] >= 3
