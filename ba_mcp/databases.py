@@ -10,6 +10,7 @@ workspace data reaches a query only as Arrow datasets the server registers on th
 from __future__ import annotations
 
 import json
+import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,12 @@ if TYPE_CHECKING:
     from ba_mcp.workspace import Workspace
 
 DEMO_FILE = "demo.duckdb"
+
+
+@dataclass(frozen=True)
+class Analysis:
+    kinds: tuple[str, ...]  # one statement type name per statement, e.g. ("SELECT",)
+    refs: tuple[str, ...]  # unqualified table names of a single read-only statement
 
 
 @dataclass
@@ -46,6 +53,7 @@ class Databases:
         self._open: dict[str, Database] = {}
         self._lock = threading.Lock()
         self._parser: duckdb.DuckDBPyConnection | None = None
+        self._analyses: dict[str, Analysis] = {}
 
     @property
     def names(self) -> list[str]:
@@ -113,8 +121,32 @@ class Databases:
                 )
             return self._parser.cursor()
 
-    def table_refs(self, statement_sql: str) -> list[str]:
-        """Names of the tables a SELECT refers to, from DuckDB's own parse tree (no binding, no access)."""
+    def analyse(self, query: str) -> Analysis:
+        """What DuckDB's parser says of ``query``: its statements' types and the unqualified table names
+        the first one refers to. Memoised per query text (the same query is often asked again at another
+        level). Raises duckdb.Error for a syntax error."""
+        import duckdb
+
+        with self._lock:
+            known = self._analyses.get(query)
+        if known is not None:
+            return known
+        statements = duckdb.extract_statements(query)
+        kinds = tuple(st.type.name for st in statements)
+        refs: tuple[str, ...] = ()
+        if len(statements) == 1 and kinds[0] in ("SELECT", "EXPLAIN"):
+            sql = statements[0].query
+            if kinds[0] == "EXPLAIN":  # json_serialize_sql takes SELECTs only: parse the explained query
+                sql = re.sub(r"^\s*explain\s+(analyze\s+)?", "", sql, flags=re.IGNORECASE)
+            refs = tuple(self._parse_refs(sql))
+        analysis = Analysis(kinds, refs)
+        with self._lock:
+            if len(self._analyses) >= 512:
+                self._analyses.pop(next(iter(self._analyses)))
+            self._analyses[query] = analysis
+        return analysis
+
+    def _parse_refs(self, statement_sql: str) -> list[str]:
         cur = self.parser()
         try:
             row = cur.execute("SELECT json_serialize_sql(?::VARCHAR)", [statement_sql]).fetchone()

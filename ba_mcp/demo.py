@@ -16,6 +16,25 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 SAMPLES = Path(__file__).parent / "samples"
 _RULE = "─" * 78
 
+DEMO_QUERIES = [
+    (
+        "SELECT year(order_date) AS year, category, round(sum(net_revenue)) AS revenue, "
+        "round(100 * sum(gross_margin) / sum(net_revenue), 1) AS margin_pct FROM order_facts "
+        "WHERE status = 'completed' GROUP BY ALL ORDER BY year, revenue DESC",
+        "standard",
+    ),
+    (
+        "SELECT monthname(order_date) AS month, count(DISTINCT order_id) AS orders FROM order_facts "
+        "WHERE year(order_date) = 2025 GROUP BY month(order_date), 1 ORDER BY month(order_date)",
+        "full",
+    ),
+    (
+        "SELECT channel_name, count(*) AS orders, round(100 * avg((status = 'returned')::INT), 2) AS return_rate_pct "
+        "FROM orders JOIN channels USING (channel_id) GROUP BY ALL ORDER BY return_rate_pct DESC",
+        "full",
+    ),
+]
+
 
 def _show(title: str, body: str) -> None:
     print(_RULE)
@@ -64,6 +83,42 @@ async def run_demo(workspace: Path | None, config: Path | None) -> int:
                 _show(f"resources/read artifact://{artifact}", "\n".join(text.splitlines()[:6]) + "\n…")
                 await _call(session, "file_reader", {"path": artifact, "offset": 230, "output_level": "full"})
             await _call(session, "file_reader", {"path": "../../etc/passwd"})
+            schema = await session.read_resource("db://demo/schema")
+            text = getattr(schema.contents[0], "text", "")
+            _show("resources/read db://demo/schema", "\n".join(text.splitlines()[:14]) + "\n…")
+            for query, level in DEMO_QUERIES:
+                await _call(session, "query_database", {"query": query, "output_level": level})
+            top = await _call(
+                session,
+                "query_database",
+                {
+                    "query": "SELECT customer_id, segment, round(sum(net_revenue), 2) AS revenue FROM order_facts "
+                    "WHERE status = 'completed' GROUP BY ALL ORDER BY revenue DESC",
+                    "max_rows": 20,
+                    "output_level": "brief",
+                },
+            )
+            top_id = (top.structured_content or {}).get("artifact_id")
+            if top_id:
+                await _call(
+                    session,
+                    "query_database",
+                    {
+                        "query": f"SELECT segment, count(*) AS customers, round(sum(revenue)) AS revenue FROM {top_id} "
+                        "GROUP BY ALL ORDER BY revenue DESC",
+                        "output_level": "full",
+                    },
+                )
+            await _call(
+                session,
+                "query_database",
+                {
+                    "query": "SELECT region, round(sum(revenue)) AS revenue FROM upload_sales_2025 "
+                    "GROUP BY 1 ORDER BY 2 DESC",
+                    "output_level": "full",
+                },
+            )
+            await _call(session, "query_database", {"query": "DROP TABLE orders"})
             files = await session.read_resource("ba://files")
             _show("resources/read ba://files", getattr(files.contents[0], "text", ""))
             metrics = await session.read_resource("ba://metrics")

@@ -211,3 +211,34 @@ async def test_awkward_columns(qs: ClientSession) -> None:
     assert len(text) < 60_000 and wide.structured_content["artifact_id"]  # long cells cut, complete row stored
     metrics = json.loads((await qs.read_resource("ba://metrics")).contents[0].text)
     assert metrics["server"]["tools"]["query_database"]["calls"] >= 3
+
+
+async def test_concurrent_queries_on_one_session(qs: ClientSession) -> None:
+    import anyio
+
+    results: dict[int, str] = {}
+
+    async def one(i: int) -> None:
+        r = await q(qs, "SELECT count(*) AS n FROM order_facts WHERE year(order_date) = $y", params={"y": 2022 + i % 4},
+                    output_level="full")
+        results[i] = ok(r).splitlines()[-1]
+
+    async with anyio.create_task_group() as tg:
+        for i in range(12):
+            tg.start_soon(one, i)
+    assert len(results) == 12 and len({results[i] for i in range(4)}) == 4
+    assert all(results[i] == results[i % 4] for i in range(12))
+
+
+async def test_results_are_cached_until_the_data_changes(qs: ClientSession, qworkspace: Path) -> None:
+    csv = qworkspace / "uploads" / "live.csv"
+    csv.write_text("a\n1\n2\n")
+    sql = "SELECT sum(a) AS s FROM 'uploads/live.csv'"
+    first = ok(await q(qs, sql, output_level="full"))
+    before = json.loads((await qs.read_resource("ba://metrics")).contents[0].text)["server"]["tools"]["query_database"]
+    second = ok(await q(qs, sql, output_level="brief"))
+    after = json.loads((await qs.read_resource("ba://metrics")).contents[0].text)["server"]["tools"]["query_database"]
+    assert after["cache_hit_rate"] > before["cache_hit_rate"] and "1 rows" in second
+    csv.write_text("a\n1\n2\n3\n")
+    third = ok(await q(qs, sql, output_level="full"))
+    assert first.splitlines()[-1] == "3" and third.splitlines()[-1] == "6"

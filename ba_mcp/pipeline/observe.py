@@ -34,6 +34,13 @@ class Observation:
     images: list[tuple[bytes, str]] = field(default_factory=list)
     artifacts: list[ArtifactMeta] = field(default_factory=list)
     tokens: int = 0
+    counter: TokenCounter | None = None
+
+    def add_note(self, note: str) -> None:
+        line = f"\nNote: {note}"
+        self.text += line
+        if self.counter is not None:
+            self.tokens += self.counter.count_tokens(line)
 
 
 @dataclass
@@ -65,7 +72,7 @@ class Observer:
             lines.append(f"Note: {note}")
         text = "\n".join(line for line in lines if line is not None).rstrip()
         structured = {"level": level.value, **part.structured}
-        return Observation(text, structured, part.images, part.artifacts, self.counter.count_tokens(text))
+        return Observation(text, structured, part.images, part.artifacts, self.counter.count_tokens(text), self.counter)
 
     def _part(self, tool: str, raw: RawResult, level: OutputLevel) -> _Part:
         if isinstance(raw, Table):

@@ -28,6 +28,7 @@ from pydantic import ValidationError
 from ba_mcp.pipeline.cache import CacheMode, cache_key
 from ba_mcp.pipeline.errors import ErrorType, ToolFailure, classify, format_error
 from ba_mcp.pipeline.levels import resolve_level
+from ba_mcp.pipeline.observe import Observation
 from ba_mcp.pipeline.telemetry import CallRecord
 from ba_mcp.tools.base import Tool, ToolContext
 
@@ -40,11 +41,12 @@ log = logging.getLogger(__name__)
 _NOT_CACHE_ARGS = ("output_level", "timeout")
 
 Notify = Callable[[str, str], Awaitable[None]]
+Observe = Callable[["RawResult"], Observation]
 
 
 @dataclass
 class _Outcome:
-    raw: RawResult
+    observation: Observation
     retries: int
     cache_hit: bool
 
@@ -90,8 +92,6 @@ class Runner:
             )
             record.output_level, record.level_downgraded = choice.level.value, choice.downgraded
             ctx = ToolContext(app=self.app, session=session, progress=self._progress_bridge(progress))
-            outcome = await self._execute_cached(tool, params, ctx, notify)
-            record.cache_hit, record.retries = outcome.cache_hit, outcome.retries
             notes = []
             if choice.downgraded:
                 used = state.metrics.output_tokens / settings.session_token_budget
@@ -100,9 +100,15 @@ class Runner:
                     "pass output_level to choose another"
                 )
                 await _tell(notify, "info", f"{tool.name}: output level downgraded to brief (token budget)")
+
+            def observe(raw: RawResult) -> Observation:
+                return self.app.observer.observe(tool.name, raw, choice.level, notes)
+
+            outcome = await self._execute_cached(tool, params, ctx, notify, observe)
+            record.cache_hit, record.retries = outcome.cache_hit, outcome.retries
+            obs = outcome.observation
             if outcome.retries:
-                notes.append(f"succeeded after {outcome.retries} retr{'y' if outcome.retries == 1 else 'ies'}")
-            obs = await anyio.to_thread.run_sync(self.app.observer.observe, tool.name, outcome.raw, choice.level, notes)
+                obs.add_note(f"succeeded after {outcome.retries} retr{'y' if outcome.retries == 1 else 'ies'}")
             record.success = True
             record.output_tokens = obs.tokens
             record.artifacts = [a.id for a in obs.artifacts]
@@ -145,7 +151,9 @@ class Runner:
         except ValidationError as exc:
             raise invalid_arguments(tool, exc) from None
 
-    async def _execute_cached(self, tool: Tool, params: Any, ctx: ToolContext, notify: Notify | None) -> _Outcome:
+    async def _execute_cached(
+        self, tool: Tool, params: Any, ctx: ToolContext, notify: Notify | None, observe: Observe
+    ) -> _Outcome:
         policy = tool.policy.cache
         key = None
         if policy.mode is not CacheMode.NEVER and self.app.settings.cache.max_entries:
@@ -157,27 +165,27 @@ class Runner:
                 key = cache_key(tool.name, tool.version, args, identity)
                 hit = self.app.cache.get(key)
                 if hit is not None:
-                    return _Outcome(hit, 0, True)
-        raw, retries = await self._execute_with_retries(tool, params, ctx, notify)
+                    return _Outcome(await anyio.to_thread.run_sync(observe, hit), 0, True)
+        (raw, obs), retries = await self._execute_with_retries(tool, params, ctx, notify, observe)
         if key is not None:
             self.app.cache.put(key, raw, policy.ttl_s if policy.mode is CacheMode.TTL else None)
-        return _Outcome(raw, retries, False)
+        return _Outcome(obs, retries, False)
 
     async def _execute_with_retries(
-        self, tool: Tool, params: Any, ctx: ToolContext, notify: Notify | None
-    ) -> tuple[RawResult, int]:
+        self, tool: Tool, params: Any, ctx: ToolContext, notify: Notify | None, observe: Observe
+    ) -> tuple[tuple[RawResult, Observation], int]:
         retry = self.app.settings.retry
         timeout = self.timeout_for(tool, getattr(params, "timeout", None))
         attempt = 0
         while True:
             try:
-                return await self._execute_once(tool, params, ctx, timeout), attempt
+                return await self._execute_once(tool, params, ctx, timeout, observe), attempt
             except (ToolFailure, TimeoutError) as exc:
                 failure = exc if isinstance(exc, ToolFailure) else _timeout_failure(tool, timeout)
-                retryable = failure.type.retryable and (
-                    failure.type is not ErrorType.TIMEOUT or tool.policy.retry_timeouts
-                )
-                if not (tool.policy.idempotent and retryable and attempt < retry.max_retries):
+                timeout_ok = failure.type is not ErrorType.TIMEOUT or tool.policy.retry_timeouts
+                if not (
+                    tool.policy.idempotent and failure.type.retryable and timeout_ok and attempt < retry.max_retries
+                ):
                     raise failure from None
                 delay = min(retry.base_ms * retry.factor**attempt, retry.max_ms) / 1000
                 if failure.retry_after is not None:
@@ -187,15 +195,24 @@ class Runner:
                 await _tell(notify, "warning", f"{tool.name}: {failure.code}, retry {attempt} in {delay:.1f} s")
                 await anyio.sleep(delay * (0.9 + 0.2 * random.random()))
 
-    async def _execute_once(self, tool: Tool, params: Any, ctx: ToolContext, timeout: float) -> RawResult:
-        ctx.cancelled.clear()
+    async def _execute_once(
+        self, tool: Tool, params: Any, ctx: ToolContext, timeout: float, observe: Observe
+    ) -> tuple[RawResult, Observation]:
+        """Execute, then observe — for sync tools both in one worker-thread hop."""
+        ctx.reset()
         try:
             with anyio.fail_after(timeout):
                 if inspect.iscoroutinefunction(tool.execute):
-                    return await tool.execute(params, ctx)
-                return await anyio.to_thread.run_sync(tool.execute, params, ctx, abandon_on_cancel=True)
+                    raw = await tool.execute(params, ctx)
+                    return raw, await anyio.to_thread.run_sync(observe, raw)
+
+                def run() -> tuple[RawResult, Observation]:
+                    raw = tool.execute(params, ctx)
+                    return raw, observe(raw)
+
+                return await anyio.to_thread.run_sync(run, abandon_on_cancel=True)
         except TimeoutError:
-            ctx.cancelled.set()  # a sync tool that checks the flag stops; its late result is discarded
+            ctx.cancel()  # interrupts what the tool registered; a late result is discarded
             raise
 
     def timeout_for(self, tool: Tool, asked: float | None) -> float:

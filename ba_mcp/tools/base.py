@@ -52,12 +52,34 @@ class ToolPolicy:
 
 @dataclass
 class ToolContext:
-    """What a running tool may use: the application, a cancellation flag and a progress callback."""
+    """What a running tool may use: the application, cancellation and a progress callback.
+
+    When the runner gives up on a call (its timeout), it sets ``cancelled`` and calls every function
+    registered with ``on_cancel`` (e.g. a DuckDB cursor's ``interrupt``), from the event loop thread."""
 
     app: App
     session: str
     cancelled: threading.Event = field(default_factory=threading.Event)
     progress: Callable[[float, float | None, str | None], None] = lambda done, total, msg: None
+    _on_cancel: list[Callable[[], Any]] = field(default_factory=list)
+
+    def on_cancel(self, callback: Callable[[], Any]) -> None:
+        self._on_cancel.append(callback)
+        if self.cancelled.is_set():
+            callback()
+
+    def cancel(self) -> None:
+        self.cancelled.set()
+        for callback in list(self._on_cancel):
+            try:
+                callback()
+            except Exception:
+                pass
+
+    def reset(self) -> None:
+        """A fresh attempt: not cancelled, nothing registered."""
+        self.cancelled.clear()
+        self._on_cancel.clear()
 
 
 class Tool:

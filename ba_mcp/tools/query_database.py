@@ -10,8 +10,6 @@ at most ``max_rows + 1`` rows are materialised; a larger result is streamed into
 
 from __future__ import annotations
 
-import re
-import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -24,7 +22,6 @@ from ba_mcp.tools.base import Tool, ToolContext, ToolParams, ToolPolicy
 from ba_mcp.workspace import ARTIFACT_ID, UPLOAD_ID
 
 if TYPE_CHECKING:
-    import duckdb
     import pyarrow as pa
 
     from ba_mcp.app import App
@@ -101,9 +98,7 @@ class QueryDatabase(Tool):
             )
         plan = _plan(params, app)
         cur = plan.database.connection.cursor()
-        stop_watch = threading.Event()
-        watcher = threading.Thread(target=_interrupt_when, args=(ctx.cancelled, stop_watch, cur), daemon=True)
-        watcher.start()
+        ctx.on_cancel(cur.interrupt)  # the runner's timeout interrupts the query
         try:
             for name, resolved in plan.files:
                 cur.register(name, _dataset(resolved.path, resolved.ref_id, app))
@@ -116,7 +111,6 @@ class QueryDatabase(Tool):
             except Exception as exc:
                 raise _sql_failure(exc, params.database, app) from None
         finally:
-            stop_watch.set()
             cur.close()
 
 
@@ -132,18 +126,18 @@ def _plan(params: QueryDatabaseParams, app: App) -> _Plan:
     import duckdb
 
     try:
-        statements = duckdb.extract_statements(params.query)
+        analysis = app.databases.analyse(params.query)
     except duckdb.Error as exc:
         raise ToolFailure(
             ErrorType.VALIDATION_ERROR, "SQL_SYNTAX", _clean(str(exc), app), "fix the SQL (DuckDB dialect)"
         ) from None
-    if len(statements) != 1:
+    if len(analysis.kinds) != 1:
         raise denied(
-            f"the query holds {len(statements)} statements; exactly one is allowed per call",
+            f"the query holds {len(analysis.kinds)} statements; exactly one is allowed per call",
             "send one SELECT per call",
             code="ONE_STATEMENT",
         )
-    kind = statements[0].type.name
+    kind = analysis.kinds[0]
     if kind not in _READ_ONLY_TYPES:
         raise denied(
             f"{kind} statements are not allowed: query_database is read-only",
@@ -151,13 +145,7 @@ def _plan(params: QueryDatabaseParams, app: App) -> _Plan:
             code="READ_ONLY",
         )
     database = app.databases.get(params.database)
-    sql = statements[0].query
-    if kind == "EXPLAIN":
-        sql = re.sub(r"^\s*explain\s+(analyze\s+)?", "", sql, flags=re.IGNORECASE)  # parse the explained query
-    files = []
-    for name in app.databases.table_refs(sql):
-        if _is_workspace_ref(name):
-            files.append((name, app.workspace.resolve(name)))
+    files = [(name, app.workspace.resolve(name)) for name in analysis.refs if _is_workspace_ref(name)]
     return _Plan(database, files, kind)
 
 
@@ -288,14 +276,6 @@ def _stream_to_artifact(head: list[Any], reader: Any, schema: Any, app: App, tit
 def _chain(head: list[Any], reader: Any) -> Any:
     yield from head
     yield from reader
-
-
-def _interrupt_when(cancelled: threading.Event, done: threading.Event, cur: duckdb.DuckDBPyConnection) -> None:
-    """Interrupt the running query when the runner's timeout fires (the query is then abandoned)."""
-    while not done.is_set():
-        if cancelled.wait(0.05):
-            cur.interrupt()
-            return
 
 
 def _sql_failure(exc: Exception, database: str, app: App) -> ToolFailure:
