@@ -58,13 +58,20 @@ async def test_tool_listing_and_schema_resource(qs: ClientSession) -> None:
     schema = (await qs.read_resource("db://demo/schema")).contents[0].text
     assert "## orders (table, 20,000 rows)" in schema and "## order_facts (view," in schema
     assert "- order_date: DATE" in schema or "- order_date: TIMESTAMP" in schema
-    done = await qs.complete(ResourceTemplateReference(uri="db://{database}/schema"), {"name": "database", "value": "d"})
+    done = await qs.complete(
+        ResourceTemplateReference(uri="db://{database}/schema"), {"name": "database", "value": "d"}
+    )
     assert done.completion.values == ["demo"]
 
 
 async def test_analysis_on_the_demo_data(qs: ClientSession) -> None:
-    text = ok(await q(qs, "SELECT year(order_date) AS year, count(*) AS orders FROM orders GROUP BY 1 ORDER BY 1",
-                      output_level="full"))
+    text = ok(
+        await q(
+            qs,
+            "SELECT year(order_date) AS year, count(*) AS orders FROM orders GROUP BY 1 ORDER BY 1",
+            output_level="full",
+        )
+    )
     years = [line.split(",") for line in text.splitlines() if line[:2] == "20"]
     assert [y for y, _ in years] == ["2022", "2023", "2024", "2025"]
     assert sum(int(n) for _, n in years) == 20000 and int(years[-1][1]) > int(years[0][1])  # growth
@@ -75,13 +82,18 @@ async def test_analysis_on_the_demo_data(qs: ClientSession) -> None:
 
 
 async def test_params_bind_values(qs: ClientSession) -> None:
-    named = ok(await q(qs, "SELECT count(*) AS n FROM orders WHERE status = $s", params={"s": "returned"},
-                       output_level="full"))
-    positional = ok(await q(qs, "SELECT count(*) AS n FROM orders WHERE status = ?", params=["returned"],
-                            output_level="full"))
+    named = ok(
+        await q(qs, "SELECT count(*) AS n FROM orders WHERE status = $s", params={"s": "returned"}, output_level="full")
+    )
+    positional = ok(
+        await q(qs, "SELECT count(*) AS n FROM orders WHERE status = ?", params=["returned"], output_level="full")
+    )
     assert named.splitlines()[-1] == positional.splitlines()[-1] and int(named.splitlines()[-1]) > 100
-    injection = ok(await q(qs, "SELECT count(*) AS n FROM orders WHERE status = $s",
-                           params={"s": "x' OR '1'='1"}, output_level="full"))
+    injection = ok(
+        await q(
+            qs, "SELECT count(*) AS n FROM orders WHERE status = $s", params={"s": "x' OR '1'='1"}, output_level="full"
+        )
+    )
     assert injection.splitlines()[-1] == "0"
     missing = await q(qs, "SELECT * FROM orders WHERE status = $s")
     assert missing.is_error and "params" in text_of(missing)
@@ -108,8 +120,9 @@ async def test_ten_million_rows_are_never_materialised(qs: ClientSession) -> Non
 
 
 async def test_workspace_files_uploads_and_artifacts_are_queryable(qs: ClientSession) -> None:
-    by_path = ok(await q(qs, "SELECT region, count(*) AS n FROM 'uploads/sales.csv' GROUP BY 1 ORDER BY 1",
-                         output_level="full"))
+    by_path = ok(
+        await q(qs, "SELECT region, count(*) AS n FROM 'uploads/sales.csv' GROUP BY 1 ORDER BY 1", output_level="full")
+    )
     assert "East,16" in by_path and "North,17" in by_path
     by_id = ok(await q(qs, "SELECT count(*) AS n FROM upload_sales", output_level="full"))
     assert by_id.splitlines()[-1] == "50"
@@ -121,8 +134,9 @@ async def test_workspace_files_uploads_and_artifacts_are_queryable(qs: ClientSes
     assert js.splitlines()[-1] == "30"
     made = await qs.call_tool("file_reader", {"path": "uploads/sales.csv", "output_level": "brief"})
     aid = made.structured_content["artifact_id"]
-    joined = ok(await q(qs, f"SELECT count(*) AS n FROM {aid} a JOIN upload_sales u USING (order_id)",
-                        output_level="full"))
+    joined = ok(
+        await q(qs, f"SELECT count(*) AS n FROM {aid} a JOIN upload_sales u USING (order_id)", output_level="full")
+    )
     assert joined.splitlines()[-1] == "50"
 
 
@@ -163,7 +177,9 @@ async def test_workspace_files_uploads_and_artifacts_are_queryable(qs: ClientSes
         "SELECT current_setting('enable_external_access') AND false; SET threads=1",
     ],
 )
-async def test_hostile_statements_are_refused_and_change_nothing(qs: ClientSession, qworkspace: Path, query: str) -> None:
+async def test_hostile_statements_are_refused_and_change_nothing(
+    qs: ClientSession, qworkspace: Path, query: str
+) -> None:
     await q(qs, "SELECT 1")  # the demo database exists
     before = demo_digest(qworkspace)
     uploads = sorted(p.name for p in (qworkspace / "uploads").iterdir())
@@ -175,8 +191,9 @@ async def test_hostile_statements_are_refused_and_change_nothing(qs: ClientSessi
     assert demo_digest(qworkspace) == before
     assert sorted(p.name for p in (qworkspace / "uploads").iterdir()) == uploads
     assert not Path("/tmp/evil.csv").exists() and not Path("/tmp/evil.duckdb").exists()
-    still = await q(qs, "SELECT current_setting('enable_external_access') AS ext, count(*) AS n FROM regions",
-                    output_level="full")
+    still = await q(
+        qs, "SELECT current_setting('enable_external_access') AS ext, count(*) AS n FROM regions", output_level="full"
+    )
     assert ok(still).splitlines()[-1] == "false,5"
 
 
@@ -200,8 +217,14 @@ async def test_a_query_past_its_timeout_is_interrupted(qs: ClientSession, qworks
 
 
 async def test_awkward_columns(qs: ClientSession) -> None:
-    binary = ok(await q(qs, "SELECT 'abc'::BLOB AS b, NULL::INTEGER AS n, [1, 2] AS l, {'k': 1} AS s, "
-                            "123.45::DECIMAL(10,2) AS d, INTERVAL 3 DAY AS iv", output_level="full"))
+    binary = ok(
+        await q(
+            qs,
+            "SELECT 'abc'::BLOB AS b, NULL::INTEGER AS n, [1, 2] AS l, {'k': 1} AS s, "
+            "123.45::DECIMAL(10,2) AS d, INTERVAL 3 DAY AS iv",
+            output_level="full",
+        )
+    )
     assert "<3 bytes>" in binary and "[1,2]" in binary and '{""k"":1}' in binary and "123.45" in binary
     nulls = await q(qs, "SELECT CASE WHEN range % 10 = 0 THEN range END AS mostly_null FROM range(1000)")
     assert "900 nulls" in ok(nulls)
@@ -219,8 +242,12 @@ async def test_concurrent_queries_on_one_session(qs: ClientSession) -> None:
     results: dict[int, str] = {}
 
     async def one(i: int) -> None:
-        r = await q(qs, "SELECT count(*) AS n FROM order_facts WHERE year(order_date) = $y", params={"y": 2022 + i % 4},
-                    output_level="full")
+        r = await q(
+            qs,
+            "SELECT count(*) AS n FROM order_facts WHERE year(order_date) = $y",
+            params={"y": 2022 + i % 4},
+            output_level="full",
+        )
         results[i] = ok(r).splitlines()[-1]
 
     async with anyio.create_task_group() as tg:
