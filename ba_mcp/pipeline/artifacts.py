@@ -76,25 +76,13 @@ class ArtifactStore:
 
     # -- writing ------------------------------------------------------------------------------
 
-    def put_table(self, frame: pd.DataFrame, *, title: str, source_tool: str, summary: str = "") -> ArtifactMeta:
+    def put_table(self, frame: pd.DataFrame, *, title: str, source_tool: str) -> ArtifactMeta:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
         table = pa.Table.from_pandas(frame, preserve_index=False)
-        columns = [{"name": f.name, "type": str(f.type)} for f in table.schema]
-
-        def write(path: Path) -> None:
-            pq.write_table(table, path, compression="zstd")
-
-        return self._commit(
-            write,
-            kind="table",
-            mime="application/vnd.apache.parquet",
-            title=title,
-            source_tool=source_tool,
-            rows=table.num_rows,
-            columns=columns,
-            summary=summary,
+        return self.put_table_writer(
+            lambda path: pq.write_table(table, path, compression="zstd"), title=title, source_tool=source_tool
         )
 
     def put_table_writer(self, write: Callable[[Path], Any], *, title: str, source_tool: str) -> ArtifactMeta:

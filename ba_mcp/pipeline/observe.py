@@ -97,7 +97,7 @@ class Observer:
         if raw.artifact_id:
             return self.store.get(raw.artifact_id)
         if isinstance(raw, Table):
-            return self.store.put_table(raw.frame, title=raw.title, source_tool=tool, summary=_shape(raw.frame))
+            return self.store.put_table(raw.frame, title=raw.title, source_tool=tool)
         if isinstance(raw, Document):
             return self.store.put_text(raw.text, title=raw.title, source_tool=tool, mime=raw.mime)
         if isinstance(raw, JsonValue):
@@ -346,10 +346,6 @@ def _total(raw: Table) -> str:
     if raw.total_rows is not None:
         return f"of {raw.total_rows:,}"
     return "; more follow" if raw.more else f"of {raw.offset + len(raw.frame):,}"
-
-
-def _shape(frame: pd.DataFrame) -> str:
-    return f"{len(frame):,} rows × {frame.shape[1]} columns: " + ", ".join(map(str, frame.columns))[:300]
 
 
 def _dtype(series: pd.Series) -> str:
