@@ -81,7 +81,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     from ba_mcp.demo import run_demo
 
-    return anyio.run(run_demo, args.workspace, args.config)
+    return anyio.run(run_demo, args.workspace, args.config, print)
 
 
 # -- call -------------------------------------------------------------------------------------

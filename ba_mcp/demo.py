@@ -8,6 +8,7 @@ import shutil
 import sys
 import tempfile
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -36,15 +37,12 @@ DEMO_QUERIES = [
 ]
 
 
-def _show(title: str, body: str) -> None:
-    print(_RULE)
-    print(f"▶ {title}")
-    print(_RULE)
-    print(body.rstrip())
-    print()
+async def run_demo(workspace: Path | None, config: Path | None, emit: Callable[[str], None]) -> int:
+    """Run the demo session; ``emit`` receives each printed block (the CLI passes print)."""
 
+    def show(title: str, body: str) -> None:
+        emit(f"{_RULE}\n▶ {title}\n{_RULE}\n{body.rstrip()}\n")
 
-async def run_demo(workspace: Path | None, config: Path | None) -> int:
     tmp = None
     if workspace is None:
         tmp = tempfile.mkdtemp(prefix="ba-mcp-demo-")
@@ -62,17 +60,18 @@ async def run_demo(workspace: Path | None, config: Path | None) -> int:
     try:
         async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
             init = await session.initialize()
-            _show(
+            show(
                 "initialize",
                 f"server {init.server_info.name} {init.server_info.version}, protocol {init.protocol_version}\n"
                 + textwrap.indent(init.instructions or "", "  "),
             )
             tools = await session.list_tools()
-            _show("tools/list", "\n".join(f"- {t.name}: {t.title}" for t in tools.tools))
-            await _call(session, "file_reader", {"path": "upload_sales_2025", "output_level": "brief"})
-            result = await _call(session, "file_reader", {"path": "upload_sales_2025"})
+            show("tools/list", "\n".join(f"- {t.name}: {t.title}" for t in tools.tools))
+            await _call(show, session, "file_reader", {"path": "upload_sales_2025", "output_level": "brief"})
+            result = await _call(show, session, "file_reader", {"path": "upload_sales_2025"})
             artifact = (result.structured_content or {}).get("artifact_id")
             await _call(
+                show,
                 session,
                 "file_reader",
                 {"path": "uploads/sales_2025.csv", "offset": 100, "nrows": 5, "output_level": "full"},
@@ -80,15 +79,16 @@ async def run_demo(workspace: Path | None, config: Path | None) -> int:
             if artifact:
                 contents = await session.read_resource(f"artifact://{artifact}")
                 text = getattr(contents.contents[0], "text", "")
-                _show(f"resources/read artifact://{artifact}", "\n".join(text.splitlines()[:6]) + "\n…")
-                await _call(session, "file_reader", {"path": artifact, "offset": 230, "output_level": "full"})
-            await _call(session, "file_reader", {"path": "../../etc/passwd"})
+                show(f"resources/read artifact://{artifact}", "\n".join(text.splitlines()[:6]) + "\n…")
+                await _call(show, session, "file_reader", {"path": artifact, "offset": 230, "output_level": "full"})
+            await _call(show, session, "file_reader", {"path": "../../etc/passwd"})
             schema = await session.read_resource("db://demo/schema")
             text = getattr(schema.contents[0], "text", "")
-            _show("resources/read db://demo/schema", "\n".join(text.splitlines()[:14]) + "\n…")
+            show("resources/read db://demo/schema", "\n".join(text.splitlines()[:14]) + "\n…")
             for query, level in DEMO_QUERIES:
-                await _call(session, "query_database", {"query": query, "output_level": level})
+                await _call(show, session, "query_database", {"query": query, "output_level": level})
             top = await _call(
+                show,
                 session,
                 "query_database",
                 {
@@ -101,6 +101,7 @@ async def run_demo(workspace: Path | None, config: Path | None) -> int:
             top_id = (top.structured_content or {}).get("artifact_id")
             if top_id:
                 await _call(
+                    show,
                     session,
                     "query_database",
                     {
@@ -110,6 +111,7 @@ async def run_demo(workspace: Path | None, config: Path | None) -> int:
                     },
                 )
             await _call(
+                show,
                 session,
                 "query_database",
                 {
@@ -118,11 +120,11 @@ async def run_demo(workspace: Path | None, config: Path | None) -> int:
                     "output_level": "full",
                 },
             )
-            await _call(session, "query_database", {"query": "DROP TABLE orders"})
+            await _call(show, session, "query_database", {"query": "DROP TABLE orders"})
             files = await session.read_resource("ba://files")
-            _show("resources/read ba://files", getattr(files.contents[0], "text", ""))
+            show("resources/read ba://files", getattr(files.contents[0], "text", ""))
             metrics = await session.read_resource("ba://metrics")
-            _show("resources/read ba://metrics", getattr(metrics.contents[0], "text", "")[:1500])
+            show("resources/read ba://metrics", getattr(metrics.contents[0], "text", "")[:1500])
     finally:
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -130,7 +132,7 @@ async def run_demo(workspace: Path | None, config: Path | None) -> int:
     return 0
 
 
-async def _call(session: ClientSession, tool: str, arguments: dict[str, Any]) -> Any:
+async def _call(show: Callable[[str, str], None], session: ClientSession, tool: str, arguments: dict[str, Any]) -> Any:
     result = await session.call_tool(tool, arguments)
     lines = []
     for block in result.content:
@@ -141,5 +143,5 @@ async def _call(session: ClientSession, tool: str, arguments: dict[str, Any]) ->
         elif block.type == "resource_link":
             lines.append(f"[resource link: {block.uri}]")
     shown = ", ".join(f"{k}={v!r}" for k, v in arguments.items())
-    _show(f"tools/call {tool}({shown})" + ("  → error" if result.is_error else ""), "\n".join(lines))
+    show(f"tools/call {tool}({shown})" + ("  → error" if result.is_error else ""), "\n".join(lines))
     return result
