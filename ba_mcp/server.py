@@ -42,7 +42,7 @@ from mcp.types import (
 from pydantic import ConfigDict, ValidationError
 
 from ba_mcp import __version__
-from ba_mcp.app import App
+from ba_mcp.app import App, default_tools
 from ba_mcp.pipeline.errors import ErrorType, ToolFailure, format_error
 from ba_mcp.settings import Settings
 from ba_mcp.tools.base import Tool
@@ -230,7 +230,7 @@ def build_server(settings: Settings, tools: Iterable[Tool] | None = None) -> BaS
                 server.app = None
                 app.close()
 
-    registered = tool_list if tool_list is not None else _default_tool_specs()
+    registered = tool_list if tool_list is not None else default_tools()
     server = BaServer(
         name="ba-mcp",
         title="ba-mcp — business-analysis tools",
@@ -245,12 +245,6 @@ def build_server(settings: Settings, tools: Iterable[Tool] | None = None) -> BaS
     _register_completion(server)
     _register_logging(server)
     return server
-
-
-def _default_tool_specs() -> list[Tool]:
-    from ba_mcp.app import default_tools
-
-    return default_tools()
 
 
 async def _background(app: App) -> None:

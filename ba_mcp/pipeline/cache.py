@@ -3,14 +3,15 @@
 It stores raw results, not observations, so one cached result serves every output level. Keys are
 the tool, its version, its canonical arguments (output level and timeout excluded) and, for
 tools that read files or databases, the identity and modification state of what they read.
-Bounded by entries and approximate bytes, least recently used out first. Used from the event
-loop only, so it needs no lock.
+Bounded by entries and approximate bytes, least recently used out first. Thread-safe: lookups
+happen in the worker thread that then executes the call on a miss.
 """
 
 from __future__ import annotations
 
 import enum
 import json
+import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -42,8 +43,13 @@ class RawCache:
         self.max_bytes = max_bytes
         self._items: OrderedDict[str, tuple[float | None, int, RawResult]] = OrderedDict()
         self._bytes = 0
+        self._lock = threading.Lock()
 
     def get(self, key: str) -> RawResult | None:
+        with self._lock:
+            return self._get(key)
+
+    def _get(self, key: str) -> RawResult | None:
         item = self._items.get(key)
         if item is None:
             return None
@@ -56,6 +62,10 @@ class RawCache:
 
     def put(self, key: str, raw: RawResult, ttl_s: float | None) -> None:
         size = approx_size(raw)
+        with self._lock:
+            self._put(key, raw, size, ttl_s)
+
+    def _put(self, key: str, raw: RawResult, size: int, ttl_s: float | None) -> None:
         if self.max_entries == 0 or size > self.max_bytes:
             return
         if key in self._items:

@@ -42,6 +42,15 @@ _NOT_CACHE_ARGS = ("output_level", "timeout")
 
 Notify = Callable[[str, str], Awaitable[None]]
 Observe = Callable[["RawResult"], Observation]
+Lookup = Callable[[], "tuple[str | None, RawResult | None]"]
+
+
+@dataclass
+class _Done:
+    key: str | None
+    raw: RawResult
+    observation: Observation
+    cache_hit: bool
 
 
 @dataclass
@@ -155,31 +164,32 @@ class Runner:
         self, tool: Tool, params: Any, ctx: ToolContext, notify: Notify | None, observe: Observe
     ) -> _Outcome:
         policy = tool.policy.cache
-        key = None
-        if policy.mode is not CacheMode.NEVER and self.app.settings.cache.max_entries:
-            args = params.model_dump(exclude=set(_NOT_CACHE_ARGS))
-            identity = None
-            if policy.mode is CacheMode.IDENTITY:
-                identity = await anyio.to_thread.run_sync(tool.cache_identity, params, ctx)
-            if policy.mode is CacheMode.TTL or identity is not None:
-                key = cache_key(tool.name, tool.version, args, identity)
-                hit = self.app.cache.get(key)
-                if hit is not None:
-                    return _Outcome(await anyio.to_thread.run_sync(observe, hit), 0, True)
-        (raw, obs), retries = await self._execute_with_retries(tool, params, ctx, notify, observe)
-        if key is not None:
-            self.app.cache.put(key, raw, policy.ttl_s if policy.mode is CacheMode.TTL else None)
-        return _Outcome(obs, retries, False)
+        caching = policy.mode is not CacheMode.NEVER and bool(self.app.settings.cache.max_entries)
+
+        def lookup() -> tuple[str | None, RawResult | None]:
+            """The cache key of this call (None: not cacheable) and the cached raw result, if any."""
+            if not caching:
+                return None, None
+            identity = tool.cache_identity(params, ctx) if policy.mode is CacheMode.IDENTITY else None
+            if policy.mode is CacheMode.IDENTITY and identity is None:
+                return None, None
+            key = cache_key(tool.name, tool.version, params.model_dump(exclude=set(_NOT_CACHE_ARGS)), identity)
+            return key, self.app.cache.get(key)
+
+        done, retries = await self._execute_with_retries(tool, params, ctx, notify, observe, lookup)
+        if done.key is not None and not done.cache_hit:
+            self.app.cache.put(done.key, done.raw, policy.ttl_s if policy.mode is CacheMode.TTL else None)
+        return _Outcome(done.observation, retries, done.cache_hit)
 
     async def _execute_with_retries(
-        self, tool: Tool, params: Any, ctx: ToolContext, notify: Notify | None, observe: Observe
-    ) -> tuple[tuple[RawResult, Observation], int]:
+        self, tool: Tool, params: Any, ctx: ToolContext, notify: Notify | None, observe: Observe, lookup: Lookup
+    ) -> tuple[_Done, int]:
         retry = self.app.settings.retry
         timeout = self.timeout_for(tool, getattr(params, "timeout", None))
         attempt = 0
         while True:
             try:
-                return await self._execute_once(tool, params, ctx, timeout, observe), attempt
+                return await self._execute_once(tool, params, ctx, timeout, observe, lookup), attempt
             except (ToolFailure, TimeoutError) as exc:
                 failure = exc if isinstance(exc, ToolFailure) else _timeout_failure(tool, timeout)
                 timeout_ok = failure.type is not ErrorType.TIMEOUT or tool.policy.retry_timeouts
@@ -196,19 +206,26 @@ class Runner:
                 await anyio.sleep(delay * (0.9 + 0.2 * random.random()))
 
     async def _execute_once(
-        self, tool: Tool, params: Any, ctx: ToolContext, timeout: float, observe: Observe
-    ) -> tuple[RawResult, Observation]:
-        """Execute, then observe — for sync tools both in one worker-thread hop."""
+        self, tool: Tool, params: Any, ctx: ToolContext, timeout: float, observe: Observe, lookup: Lookup
+    ) -> _Done:
+        """Cache lookup, execute, observe — for sync tools all in one worker-thread hop."""
         ctx.reset()
+
+        def finish(key: str | None, hit: RawResult | None, raw: RawResult | None) -> _Done:
+            result = hit if hit is not None else raw
+            assert result is not None
+            return _Done(key, result, observe(result), hit is not None)
+
         try:
             with anyio.fail_after(timeout):
                 if inspect.iscoroutinefunction(tool.execute):
-                    raw = await tool.execute(params, ctx)
-                    return raw, await anyio.to_thread.run_sync(observe, raw)
+                    key, hit = await anyio.to_thread.run_sync(lookup)
+                    raw = None if hit is not None else await tool.execute(params, ctx)
+                    return await anyio.to_thread.run_sync(finish, key, hit, raw)
 
-                def run() -> tuple[RawResult, Observation]:
-                    raw = tool.execute(params, ctx)
-                    return raw, observe(raw)
+                def run() -> _Done:
+                    key, hit = lookup()
+                    return finish(key, hit, None if hit is not None else tool.execute(params, ctx))
 
                 return await anyio.to_thread.run_sync(run, abandon_on_cancel=True)
         except TimeoutError:

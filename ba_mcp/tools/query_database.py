@@ -10,13 +10,14 @@ at most ``max_rows + 1`` rows are materialised; a larger result is streamed into
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import Field
 
 from ba_mcp.pipeline.cache import CacheMode, CachePolicy
-from ba_mcp.pipeline.errors import ErrorType, ToolFailure, denied
+from ba_mcp.pipeline.errors import ErrorType, ToolFailure, denied, invalid
 from ba_mcp.pipeline.results import Table
 from ba_mcp.tools.base import Tool, ToolContext, ToolParams, ToolPolicy
 from ba_mcp.workspace import ARTIFACT_ID, UPLOAD_ID
@@ -25,6 +26,8 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from ba_mcp.app import App
+    from ba_mcp.databases import Database
+    from ba_mcp.workspace import Resolved
 
 _READ_ONLY_TYPES = {"SELECT", "EXPLAIN"}
 _FILE_SUFFIXES = {".csv", ".tsv", ".tab", ".parquet", ".pq", ".json", ".jsonl", ".ndjson", ".xlsx", ".xlsm", ".xls"}
@@ -90,11 +93,10 @@ class QueryDatabase(Tool):
         app = ctx.app
         ceiling = app.settings.query_database.max_rows_ceiling
         if params.max_rows > ceiling:
-            raise ToolFailure(
-                ErrorType.INVALID_PARAMETERS,
-                "INVALID_ARGUMENTS",
+            raise invalid(
                 f"'max_rows' is {params.max_rows}",
                 f"max_rows must be between 1 and {ceiling}; aggregate in SQL instead of fetching more",
+                code="INVALID_ARGUMENTS",
             )
         plan = _plan(params, app)
         cur = plan.database.connection.cursor()
@@ -105,7 +107,7 @@ class QueryDatabase(Tool):
             try:
                 relation = cur.sql(params.query, params=params.params)
                 reader = relation.to_arrow_reader(_BATCH_ROWS)
-                return _collect(reader, params, plan, app)
+                return _collect(reader, params, app)
             except ToolFailure:
                 raise
             except Exception as exc:
@@ -114,11 +116,12 @@ class QueryDatabase(Tool):
             cur.close()
 
 
+@dataclass(frozen=True)
 class _Plan:
-    def __init__(self, database: Any, files: list[tuple[str, Any]], statement_type: str) -> None:
-        self.database = database
-        self.files = files
-        self.statement_type = statement_type
+    """The database to run on and the workspace data (name, resolved file) to register for the query."""
+
+    database: Database
+    files: list[tuple[str, Resolved]]
 
 
 def _plan(params: QueryDatabaseParams, app: App) -> _Plan:
@@ -146,12 +149,12 @@ def _plan(params: QueryDatabaseParams, app: App) -> _Plan:
         )
     database = app.databases.get(params.database)
     files = [(name, app.workspace.resolve(name)) for name in analysis.refs if _is_workspace_ref(name)]
-    return _Plan(database, files, kind)
+    return _Plan(database, files)
 
 
 def _is_workspace_ref(name: str) -> bool:
     """Names that denote workspace data rather than a database table or CTE."""
-    if ARTIFACT_ID.match(name) or name.startswith("artifact_"):
+    if name.startswith("artifact_"):  # a malformed id is then refused by the resolver
         return True
     if name.startswith("upload_") and UPLOAD_ID.match(name):
         return True
@@ -212,7 +215,7 @@ def _dataset(path: Path, ref_id: str | None, app: App) -> Any:
     )
 
 
-def _collect(reader: pa.RecordBatchReader, params: QueryDatabaseParams, plan: _Plan, app: App) -> Table:
+def _collect(reader: pa.RecordBatchReader, params: QueryDatabaseParams, app: App) -> Table:
     """At most max_rows + 1 rows in memory; the rest, if any, streamed with them into a Parquet artifact."""
     import pyarrow as pa
 
