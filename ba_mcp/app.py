@@ -19,10 +19,12 @@ from ba_mcp.pipeline.observe import Observer
 from ba_mcp.pipeline.runner import Runner
 from ba_mcp.pipeline.telemetry import Metrics, TelemetryLog
 from ba_mcp.pipeline.tokens import TokenCounter
+from ba_mcp.sandbox_client import Sandboxes
 from ba_mcp.settings import Settings, config_dir
 from ba_mcp.tools.base import Tool
 from ba_mcp.tools.file_reader import FileReader
 from ba_mcp.tools.query_database import QueryDatabase
+from ba_mcp.tools.run_python import RunPython
 from ba_mcp.workspace import Workspace
 
 log = logging.getLogger(__name__)
@@ -38,7 +40,7 @@ class SessionState:
 
 
 def default_tools() -> list[Tool]:
-    return [FileReader(), QueryDatabase()]
+    return [FileReader(), QueryDatabase(), RunPython()]
 
 
 class App:
@@ -51,6 +53,7 @@ class App:
         self.observer = Observer(self.artifacts, self.tokens, settings.observation, frozenset(self.tools))
         self.cache = RawCache(settings.cache.max_entries, settings.cache.max_bytes)
         self.databases = Databases(settings, self.workspace)
+        self.sandboxes = Sandboxes(settings.run_python, self.workspace.dir("sessions"))
         self.telemetry = TelemetryLog(self.workspace.dir("logs"), settings.telemetry.enabled)
         self.sessions: dict[str, SessionState] = {}
         self._sessions_lock = threading.Lock()
@@ -84,7 +87,13 @@ class App:
         except Exception:
             log.debug("warm-up failed", exc_info=True)
 
+    def start_sandbox(self) -> None:
+        """Start the spare Python worker in the background (when run_python is served)."""
+        if "run_python" in self.tools:
+            self.sandboxes.prestart()
+
     def close(self) -> None:
+        self.sandboxes.close()
         self.databases.close()
 
     def cleanup_artifacts(self) -> dict[str, int]:

@@ -248,13 +248,16 @@ def build_server(settings: Settings, tools: Iterable[Tool] | None = None) -> BaS
 
 
 async def _background(app: App) -> None:
-    """Warm-up after the handshake had its chance, then periodic artifact cleanup off the event loop."""
+    """The sandbox's spare worker at once (it loads in its own process), warm-up after the handshake had
+    its chance, then periodic artifact cleanup and idle-worker reaping off the event loop."""
+    await anyio.to_thread.run_sync(app.start_sandbox, abandon_on_cancel=True)
     await anyio.sleep(0.3)
     await anyio.to_thread.run_sync(app.warm_up, abandon_on_cancel=True)
     while True:
         removed = await anyio.to_thread.run_sync(app.cleanup_artifacts, abandon_on_cancel=True)
         if any(removed.values()):
             log.info("artifact cleanup: %s", removed)
+        await anyio.to_thread.run_sync(app.sandboxes.reap_idle, app.settings.run_python.idle_timeout_s)
         await anyio.sleep(app.settings.artifacts.cleanup_interval_s)
 
 

@@ -83,6 +83,25 @@ class QueryDatabaseSettings(_Section):
     memory_limit: str = Field("2GB", pattern=r"^\d+(\.\d+)?\s*(KB|MB|GB|TB|KiB|MiB|GiB|TiB)$")
 
 
+
+class RunPythonSettings(_Section):
+    memory_mb: int = Field(4096, ge=256)
+    max_processes: int = Field(128, ge=8)
+    max_file_mb: int = Field(1024, ge=1)
+    cpu_seconds: int = Field(3600, ge=10)
+    network: bool = False
+    env_allowlist: list[str] = ["PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ"]
+    # The shipped list is in config/default.yaml (always loaded); without it nothing may be imported.
+    allowed_imports: list[str] | Literal["*"] = []
+    max_code_chars: int = Field(1_000_000, ge=1000)
+    output_head_chars: int = Field(20_000, ge=100)
+    output_tail_chars: int = Field(5_000, ge=0)
+    interrupt_grace_s: float = Field(3.0, gt=0)
+    spare_workers: int = Field(1, ge=0, le=1)
+    idle_timeout_s: float = Field(3600, gt=0)
+    start_timeout_s: float = Field(60, gt=0)
+
+
 class ToolSettings(_Section):
     timeout_s: float = Field(30, gt=0)
     max_timeout_s: float = Field(300, gt=0)
@@ -113,6 +132,7 @@ class Settings(BaseSettings):
     telemetry: TelemetrySettings = TelemetrySettings()
     file_reader: FileReaderSettings = FileReaderSettings()
     query_database: QueryDatabaseSettings = QueryDatabaseSettings()
+    run_python: RunPythonSettings = RunPythonSettings()
     databases: dict[str, DatabaseSettings] = {"demo": DatabaseSettings()}
     tools: dict[str, ToolSettings] = {}
 

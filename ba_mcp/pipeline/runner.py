@@ -217,7 +217,7 @@ class Runner:
             return _Done(key, result, observe(result), hit is not None)
 
         try:
-            with anyio.fail_after(timeout):
+            with anyio.fail_after(timeout + tool.deadline_grace(self.app)):
                 if inspect.iscoroutinefunction(tool.execute):
                     key, hit = await anyio.to_thread.run_sync(lookup)
                     raw = None if hit is not None else await tool.execute(params, ctx)

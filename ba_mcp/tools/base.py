@@ -95,6 +95,11 @@ class Tool:
     def execute(self, params: Any, ctx: ToolContext) -> RawResult:
         raise NotImplementedError
 
+    def deadline_grace(self, app: App) -> float:
+        """Seconds the runner waits beyond the call's timeout before giving up on it: for tools that
+        enforce the timeout themselves and report what happened (run_python)."""
+        return 0.0
+
     def cache_identity(self, params: Any, ctx: ToolContext) -> str | None:
         """For CacheMode.IDENTITY: a string that changes whenever what the call reads changes.
         None means: do not cache this call."""

@@ -1,0 +1,276 @@
+"""The server's side of the sandbox: starting, assigning and ending worker processes.
+
+``Sandboxes`` (one per App) owns the workers: one per client session, plus one spare started in
+advance, so a new session, a reset or a restart does not wait for Python, numpy and pandas to load.
+``WorkerProcess`` is one worker: the child process (``python -I -B -m sandbox``), its protocol
+socket, and a thread draining its stdout/stderr (whatever user code writes to fd 1/2 directly, and
+the worker's own fatal errors), of which the last few KB are kept for crash reports.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from ba_mcp.pipeline.errors import ErrorType, ToolFailure
+from ba_mcp.settings import RunPythonSettings
+from sandbox import protocol
+from sandbox.isolation import cgroup_name, pids_cgroup_dirs
+
+log = logging.getLogger(__name__)
+
+_NOISE_KEPT = 4096
+
+
+class WorkerGone(Exception):
+    """The worker process ended (crash, kill, OOM) or broke the protocol."""
+
+
+class WorkerProcess:
+    def __init__(self, settings: RunPythonSettings, sessions_dir: Path) -> None:
+        self.settings = settings
+        ours, theirs = socket.socketpair()
+        options = {
+            "fd": theirs.fileno(),
+            "writable": str(sessions_dir),
+            "network": settings.network,
+            "memory_mb": settings.memory_mb,
+            "max_processes": settings.max_processes,
+            "max_file_mb": settings.max_file_mb,
+            "cpu_seconds": settings.cpu_seconds,
+            "allowed_imports": settings.allowed_imports,
+            "output_head": settings.output_head_chars,
+            "output_tail": settings.output_tail_chars,
+        }
+        env = {name: os.environ[name] for name in settings.env_allowlist if name in os.environ}
+        env.update(
+            MPLBACKEND="Agg",
+            MPLCONFIGDIR=str(sessions_dir / ".matplotlib"),
+            HOME=str(sessions_dir),
+            PYTHONIOENCODING="utf-8",
+        )
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-I", "-B", "-m", "sandbox", json.dumps(options)],
+                pass_fds=[theirs.fileno()],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                cwd=sessions_dir,
+                env=env,
+            )
+        finally:
+            theirs.close()
+        self.sock = ours
+        self.ready: dict[str, Any] | None = None
+        self.lock = threading.Lock()  # one cell at a time
+        self.last_used = time.monotonic()
+        self.cells = 0
+        self.noise = bytearray()
+        self.noise_total = 0
+        threading.Thread(target=self._drain, name=f"sandbox-output-{self.proc.pid}", daemon=True).start()
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def _drain(self) -> None:
+        assert self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        with contextlib.suppress(OSError):
+            while chunk := os.read(fd, 65536):
+                self.noise_total += len(chunk)
+                self.noise += chunk
+                del self.noise[:-_NOISE_KEPT]
+
+    def wait_ready(self, timeout: float) -> dict[str, Any]:
+        if self.ready is None:
+            message = self.receive(timeout)
+            if message[0].get("op") != "ready":
+                raise WorkerGone(f"unexpected first message {message[0].get('op')!r}")
+            self.ready = message[0]
+        return self.ready
+
+    def start(self, cwd: Path, timeout: float) -> None:
+        self.wait_ready(timeout)
+        self.send({"op": "start", "cwd": str(cwd)})
+        message, _ = self.receive(timeout)
+        if message.get("op") != "started":
+            raise WorkerGone("the worker did not start its session")
+
+    def send(self, message: dict[str, Any], fds: list[int] | None = None) -> None:
+        try:
+            protocol.send(self.sock, message, fds or [])
+        except OSError as exc:
+            raise WorkerGone(str(exc)) from None
+
+    def receive(self, timeout: float | None) -> tuple[dict[str, Any], list[int]]:
+        self.sock.settimeout(timeout)
+        try:
+            return protocol.recv(self.sock)
+        except TimeoutError:
+            raise
+        except (EOFError, OSError, protocol.ProtocolError) as exc:
+            raise WorkerGone(str(exc)) from None
+
+    def interrupt(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.proc.pid, signal.SIGINT)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def kill(self) -> None:
+        """End the worker and everything it started (its process group and PID namespace)."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            log.warning("sandbox worker %s did not end after SIGKILL", self.proc.pid)
+        self.sock.close()
+        if self.proc.stdout is not None:
+            with contextlib.suppress(OSError):
+                self.proc.stdout.close()
+        for base in pids_cgroup_dirs():
+            with contextlib.suppress(OSError):
+                os.rmdir(os.path.join(base, cgroup_name(self.proc.pid)))
+
+    def exit_description(self) -> str:
+        """How the process ended, in the user's terms (waits briefly for it to be reaped)."""
+        try:
+            code = self.proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            return "stopped answering"
+        if code > 128:  # the shim reports a signal as 128 + its number
+            code = -(code - 128)
+        if code < 0:
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = f"signal {-code}"
+            meaning = {
+                "SIGSEGV": "a segmentation fault",
+                "SIGKILL": "killed (for example by the out-of-memory killer)",
+                "SIGABRT": "aborted",
+                "SIGXCPU": "its CPU time limit",
+                "SIGBUS": "a bus error",
+            }.get(name, name)
+            return f"ended by {name} ({meaning})" if meaning != name else f"ended by {name}"
+        return f"exited with code {code}"
+
+    def last_output(self, limit: int = 1200) -> str:
+        text = bytes(self.noise[-limit:]).decode("utf-8", "replace").strip()
+        return text
+
+
+class Sandboxes:
+    """The workers of one App, by session key."""
+
+    def __init__(self, settings: RunPythonSettings, sessions_dir: Path) -> None:
+        self.settings = settings
+        self.sessions_dir = sessions_dir
+        (sessions_dir / ".matplotlib").mkdir(parents=True, exist_ok=True)
+        self._workers: dict[str, WorkerProcess] = {}
+        self._spare: WorkerProcess | None = None
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def prestart(self) -> None:
+        """Start the spare worker if there should be one and there is none."""
+        with self._lock:
+            if self._closed or self.settings.spare_workers == 0 or self._spare is not None:
+                return
+            try:
+                self._spare = WorkerProcess(self.settings, self.sessions_dir)
+            except OSError as exc:
+                log.warning("could not start a sandbox worker: %s", exc)
+
+    def session_dir(self, session: str) -> Path:
+        path = self.sessions_dir / re.sub(r"[^A-Za-z0-9_.-]", "_", session)[:80]
+        path.mkdir(exist_ok=True)
+        return path
+
+    def acquire(self, session: str) -> tuple[WorkerProcess, bool]:
+        """The session's worker, started if needed; ``fresh`` says it has no state yet.
+
+        Raises ToolFailure(dependency_error) when no worker can be started."""
+        with self._lock:
+            worker = self._workers.get(session)
+            if worker is not None and worker.alive():
+                return worker, False
+            if worker is not None:
+                self._workers.pop(session)
+                worker.kill()
+            worker, self._spare = self._spare, None
+        if worker is None or not worker.alive():
+            if worker is not None:
+                worker.kill()
+            worker = WorkerProcess(self.settings, self.sessions_dir)
+        try:
+            worker.start(self.session_dir(session), self.settings.start_timeout_s)
+        except (WorkerGone, TimeoutError) as exc:
+            output = worker.last_output()
+            worker.kill()
+            raise ToolFailure(
+                ErrorType.DEPENDENCY_ERROR,
+                "SANDBOX_UNAVAILABLE",
+                f"the Python worker could not start ({exc})" + (f"; it printed: {output[-600:]}" if output else ""),
+                "run `ba-mcp doctor` on the server's machine",
+            ) from None
+        with self._lock:
+            self._workers[session] = worker
+        threading.Thread(target=self.prestart, name="sandbox-spare", daemon=True).start()
+        return worker, True
+
+    def discard(self, session: str) -> None:
+        """End the session's worker (reset, timeout kill, crash); the next call gets a fresh one."""
+        with self._lock:
+            worker = self._workers.pop(session, None)
+        if worker is not None:
+            worker.kill()
+
+    def reap_idle(self, idle_s: float) -> int:
+        """End the workers of sessions without a call for ``idle_s`` seconds (HTTP sessions)."""
+        now = time.monotonic()
+        with self._lock:
+            stale = [
+                key
+                for key, w in self._workers.items()
+                if key != "default" and now - w.last_used > idle_s and not w.lock.locked()
+            ]
+        for key in stale:
+            self.discard(key)
+        return len(stale)
+
+    def protections(self, timeout: float = 60) -> list[str]:
+        """What confines a worker on this machine (starts one if none is running)."""
+        with self._lock:
+            worker = self._spare or next(iter(self._workers.values()), None)
+        if worker is None:
+            self.prestart()
+            worker = self._spare
+        if worker is None:
+            return ["no worker could be started"]
+        return list(worker.wait_ready(timeout).get("protections", []))
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            workers = list(self._workers.values()) + ([self._spare] if self._spare else [])
+            self._workers.clear()
+            self._spare = None
+        for worker in workers:
+            worker.kill()

@@ -1,0 +1,425 @@
+"""run_python (SPEC §4.3): run code in the session's persistent, sandboxed Python worker.
+
+The tool stores the code (``code_<id>``, seed 002's code store), sends it to the session's worker
+(``ba_mcp.sandbox_client``), serves the worker's helper requests (load/save artifacts, open uploads,
+progress) while the cell runs, enforces the wall-clock timeout (interrupt, then kill and restart),
+and turns the worker's answer into a raw result: stdout/stderr, the last expression's value,
+figures. It knows nothing about formatting or MCP.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import select
+import time
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from pydantic import Field
+
+from ba_mcp.pipeline.cache import CacheMode, CachePolicy
+from ba_mcp.pipeline.errors import ErrorType, ToolFailure, denied, invalid
+from ba_mcp.pipeline.results import Composite, Document, Image, RawResult, Table
+from ba_mcp.sandbox_client import WorkerGone, WorkerProcess
+from ba_mcp.tools.base import Tool as BaseTool
+from ba_mcp.tools.base import ToolContext, ToolParams, ToolPolicy
+
+if TYPE_CHECKING:
+    from ba_mcp.app import App
+    from ba_mcp.workspace import Workspace
+
+_PROGRESS_EVERY_S = 1.0
+
+
+class RunPythonParams(ToolParams):
+    code: str = Field(
+        description=(
+            "Python code to run. State persists between calls like a notebook (variables, imports, loaded data). "
+            "The value of the last expression is returned (a DataFrame as a table); matplotlib figures are returned "
+            "as images. Helpers: load_artifact(id) → DataFrame/text/JSON, save_artifact(obj, title=None) → "
+            "artifact id, load_upload(id) → DataFrame, open_upload(id, mode='r'|'rb'), progress(done, total, msg)."
+        )
+    )
+    timeout: float | None = Field(
+        None, gt=0, description="Seconds before the run is interrupted (default 60; the server caps it)."
+    )
+    reset: bool = Field(False, description="Start a fresh interpreter first (all variables are dropped).")
+
+
+class RunPython(BaseTool):
+    name = "run_python"
+    title = "Run Python"
+    description = (
+        "Run Python in a sandboxed, persistent interpreter with pandas, numpy and matplotlib loaded. "
+        "Filter and aggregate large data here rather than returning it whole; workspace files are read "
+        "through the helpers (uploads, artifacts), the session directory is the working directory, "
+        "there is no network."
+    )
+    Params = RunPythonParams
+    policy = ToolPolicy(idempotent=False, read_only=False, cache=CachePolicy(mode=CacheMode.NEVER))
+
+    def deadline_grace(self, app: App) -> float:
+        """Extra seconds the runner allows beyond the call's timeout: the tool interrupts, waits and
+        kills on its own, and reports which of these happened."""
+        return app.settings.run_python.interrupt_grace_s + 15
+
+    def execute(self, params: RunPythonParams, ctx: ToolContext) -> RawResult:
+        app = ctx.app
+        settings = app.settings.run_python
+        if len(params.code) > settings.max_code_chars:
+            raise invalid(
+                f"'code' is {len(params.code):,} characters; the limit is {settings.max_code_chars:,}",
+                "send smaller cells; put data in an upload and read it with load_upload "
+                "(the limit is the run_python.max_code_chars setting)",
+                code="CODE_TOO_LONG",
+            )
+        code_id = store_code(app.workspace, params.code)
+        sandboxes = app.sandboxes
+        notes: list[str] = []
+        if params.reset:
+            sandboxes.discard(ctx.session)
+        worker, fresh = sandboxes.acquire(ctx.session)
+        if fresh:
+            notes.append("fresh interpreter: no variables from earlier calls")
+            missing = _missing_protections(worker, settings.network)
+            if missing:
+                notes.append(missing)
+        timeout = app.runner.timeout_for(self, params.timeout)
+        with worker.lock:
+            worker.last_used = time.monotonic()
+            reply, fds = _Cell(app, ctx, worker, code_id, params.code, timeout).run()
+            worker.last_used = time.monotonic()
+        return _result(app, reply, fds, code_id, notes, worker)
+
+
+class _Cell:
+    """One cell on one worker: send it, serve helper calls, enforce the timeout."""
+
+    def __init__(self, app: App, ctx: ToolContext, worker: WorkerProcess, code_id: str, code: str, timeout: float):
+        self.app, self.ctx, self.worker = app, ctx, worker
+        self.code_id, self.code, self.timeout = code_id, code, timeout
+
+    def run(self) -> tuple[dict[str, Any], list[int]]:
+        worker, ctx = self.worker, self.ctx
+        worker.cells += 1
+        grace = self.app.settings.run_python.interrupt_grace_s
+        started = time.monotonic()
+        interrupted_at: float | None = None
+        reason = ""
+        next_progress = started + _PROGRESS_EVERY_S
+        worker.send({"op": "exec", "cell": worker.cells, "code": self.code, "filename": f"{self.code_id}.py"})
+        while True:
+            now = time.monotonic()
+            if interrupted_at is None and (now - started >= self.timeout or ctx.cancelled.is_set()):
+                reason = "cancelled" if ctx.cancelled.is_set() else "timeout"
+                worker.interrupt()
+                interrupted_at = now
+            if interrupted_at is not None and now - interrupted_at >= grace:
+                self._lost(reason, started)
+            wake = min(next_progress, started + self.timeout, (interrupted_at or now) + grace)
+            readable, _, _ = select.select([worker.sock], [], [], max(0.0, min(wake - now, 0.5)))
+            if not readable:
+                if time.monotonic() >= next_progress and interrupted_at is None:
+                    elapsed = time.monotonic() - started
+                    ctx.progress(round(elapsed, 1), self.timeout, f"running for {elapsed:.0f} s")
+                    next_progress += _PROGRESS_EVERY_S
+                continue
+            try:
+                message, fds = worker.receive(None)
+            except WorkerGone:
+                self._crashed()
+            op = message.get("op")
+            if op == "done":
+                error = message.get("error") or {}
+                if error.get("interrupted") and interrupted_at is not None:
+                    _close_all(fds)
+                    self._interrupted(reason, started)
+                return message, fds
+            if op == "progress":
+                ctx.progress(float(message.get("done") or 0), message.get("total"), message.get("message"))
+            elif op == "call":
+                self._serve_call(message, fds)
+            else:
+                _close_all(fds)
+
+    # -- endings ------------------------------------------------------------------------------
+
+    def _interrupted(self, reason: str, started: float) -> NoReturn:
+        elapsed = time.monotonic() - started
+        if reason == "cancelled":
+            raise ToolFailure(ErrorType.EXECUTION_ERROR, "CANCELLED", "the run was cancelled; variables are kept")
+        raise ToolFailure(
+            ErrorType.TIMEOUT,
+            "TIMEOUT",
+            f"the code was interrupted after {elapsed:.1f} s (timeout {self.timeout:g} s); "
+            "the interpreter's state (variables, imports) was kept",
+            "pass a longer timeout (up to the server's ceiling), or work on a sample first; "
+            f"code stored as {self.code_id}",
+        )
+
+    def _lost(self, reason: str, started: float) -> NoReturn:
+        self.app.sandboxes.discard(self.ctx.session)
+        elapsed = time.monotonic() - started
+        what = "was cancelled" if reason == "cancelled" else f"ran past its timeout of {self.timeout:g} s"
+        raise ToolFailure(
+            ErrorType.TIMEOUT if reason == "timeout" else ErrorType.EXECUTION_ERROR,
+            "TIMEOUT_KILLED" if reason == "timeout" else "CANCELLED",
+            f"the code {what} and did not stop when interrupted ({elapsed:.1f} s); the worker was killed and "
+            "restarted, so all variables and imports were lost",
+            f"re-run the cells that set up your data; code stored as {self.code_id}",
+        )
+
+    def _crashed(self) -> NoReturn:
+        how = self.worker.exit_description()
+        output = self.worker.last_output(600)
+        self.app.sandboxes.discard(self.ctx.session)
+        message = f"the Python worker {how} while running the code; it was restarted and its state was lost"
+        if output:
+            message += f". Its last output: {output}"
+        raise ToolFailure(
+            ErrorType.EXECUTION_ERROR,
+            "WORKER_CRASHED",
+            message,
+            f"the next call gets a fresh interpreter; re-run the set-up cells; code stored as {self.code_id}",
+        )
+
+    # -- helper calls -------------------------------------------------------------------------
+
+    def _serve_call(self, message: dict[str, Any], fds: list[int]) -> None:
+        call_id, method, args = message.get("id"), message.get("method"), message.get("args") or {}
+        reply: dict[str, Any] = {"op": "reply", "id": call_id}
+        out_fds: list[int] = []
+        try:
+            if method == "load_artifact":
+                reply["kind"], fd = _open_artifact(self.app, str(args.get("ref", "")))
+                out_fds.append(fd)
+            elif method == "open_upload":
+                reply["name"], fd = _open_upload(self.app.workspace, str(args.get("ref", "")))
+                out_fds.append(fd)
+            elif method == "save_artifact" and fds:
+                reply["artifact_id"] = _save(self.app, args, fds[0])
+            else:
+                reply["error"] = f"unknown helper request {method!r}"
+        except ToolFailure as failure:
+            reply["error"] = failure.message + (f" ({failure.hint})" if failure.hint else "")
+        except (OSError, ValueError) as exc:
+            reply["error"] = f"{type(exc).__name__}: {exc}"
+        finally:
+            _close_all(fds)
+        try:
+            self.worker.send(reply, out_fds)
+        finally:
+            _close_all(out_fds)
+
+
+# -- helpers' server side ---------------------------------------------------------------------------
+
+
+def _open_artifact(app: App, ref: str) -> tuple[str, int]:
+    if not ref.startswith("artifact_"):
+        raise invalid(f"'{ref[:60]}' is not an artifact id", "artifact ids look like artifact_0123456789ab")
+    with app.artifacts.reading(ref) as meta:
+        fd = os.open(app.artifacts.data_path(meta), os.O_RDONLY | os.O_CLOEXEC)
+    return ("text" if meta.kind == "markdown" else meta.kind), fd
+
+
+def _open_upload(workspace: Workspace, ref: str) -> tuple[str, int]:
+    resolved = workspace.resolve(ref)
+    if resolved.kind != "upload" and not resolved.name.startswith("uploads/"):
+        raise denied(
+            f"'{ref[:80]}' is not an upload", "open_upload opens files of uploads/; use load_artifact for artifacts"
+        )
+    fd = os.open(resolved.path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    return resolved.path.name, fd
+
+
+def _save(app: App, args: dict[str, Any], fd: int) -> str:
+    limit = app.settings.artifacts.max_artifact_bytes
+    size = os.fstat(fd).st_size
+    if size > limit:
+        raise ValueError(f"the object is {size:,} bytes; artifacts are limited to {limit:,} bytes")
+    os.lseek(fd, 0, os.SEEK_SET)
+    with os.fdopen(os.dup(fd), "rb") as f:
+        data = f.read()
+    kind = args.get("kind")
+    title = str(args.get("title") or f"saved from run_python ({kind})")[:200]
+    if kind == "table":
+        meta = app.artifacts.put_table(_arrow_frame(data), title=title, source_tool="run_python")
+    elif kind == "text":
+        meta = app.artifacts.put_text(data.decode("utf-8"), title=title, source_tool="run_python")
+    elif kind == "json":
+        meta = app.artifacts.put_json(json.loads(data), title=title, source_tool="run_python")
+    elif kind == "image":
+        meta = app.artifacts.put_image(data, title=title, source_tool="run_python", mime=str(args.get("mime")))
+    else:
+        raise ValueError(f"cannot store kind {kind!r}")
+    return meta.id
+
+
+def _arrow_frame(data: bytes) -> Any:
+    import pyarrow as pa
+
+    return pa.ipc.open_stream(data).read_all().to_pandas()
+
+
+# -- the answer -------------------------------------------------------------------------------------
+
+
+def _result(
+    app: App, reply: dict[str, Any], fds: list[int], code_id: str, notes: list[str], worker: WorkerProcess
+) -> RawResult:
+    try:
+        blobs = [_read_fd(fd) for fd in fds]
+    finally:
+        _close_all(fds)
+    error = reply.get("error")
+    stdout, stderr = _stream(reply.get("stdout")), _stream(reply.get("stderr"))
+    if error:
+        raise _failure(error, stdout, stderr, code_id)
+    parts: list[tuple[str, RawResult]] = []
+    for label, (text, note) in (("stdout", stdout), ("stderr", stderr)):
+        if text:
+            parts.append((label, Document(label, text, notes=[note] if note else [])))
+    value = reply.get("value")
+    if value and value.get("kind") == "table":
+        frame = _arrow_frame(blobs.pop(0))
+        parts.append(("value", Table("value of the last expression", frame, total_rows=len(frame))))
+    elif value and value.get("kind") == "text":
+        shown = value["text"]
+        more = [f"the value's repr is {value['total']:,} characters; the first {len(shown):,} are shown"]
+        parts.append(
+            ("value", Document(f"value ({value['type']})", shown, notes=more if value["total"] > len(shown) else []))
+        )
+    for i, fig in enumerate(reply.get("figures") or [], 1):
+        parts.append((f"figure {i}", Image(str(fig.get("title") or f"Figure {i}"), blobs.pop(0))))
+    if reply.get("note"):
+        notes.append(reply["note"])
+    if reply.get("ended_processes"):
+        notes.append(f"{reply['ended_processes']} process(es) the code started were ended when it finished")
+    if worker.noise_total:
+        raw = worker.last_output(2000)
+        notes.append(
+            f"output written straight to file descriptors 1/2 is not captured as stdout "
+            f"({worker.noise_total:,} bytes so far); its end: {raw[-300:]!r}"
+        )
+        worker.noise_total = 0
+        worker.noise.clear()
+    ms = float(reply.get("ms") or 0)
+    title = f"Ran {code_id} in {_duration(ms)}" + ("" if parts else " (no output)")
+    meta = {"code_id": code_id, "execution_ms": ms}
+    return Composite(title, parts, notes=notes, meta=meta)
+
+
+def _stream(report: dict[str, Any] | None) -> tuple[str, str]:
+    """Text of one captured stream and a note when the sandbox kept only its head and tail."""
+    if not report or not report.get("total"):
+        return "", ""
+    head, tail, total = report.get("head", ""), report.get("tail", ""), int(report["total"])
+    kept = len(head) + len(tail)
+    if kept >= total:
+        return head + tail, ""
+    omitted = total - kept
+    text = f"{head}\n… [{omitted:,} characters omitted] …\n{tail}"
+    return text, (
+        f"{total:,} characters were printed; the sandbox kept the first {len(head):,} and the last {len(tail):,}"
+    )
+
+
+def _failure(error: dict[str, Any], stdout: tuple[str, str], stderr: tuple[str, str], code_id: str) -> ToolFailure:
+    etype = str(error.get("type"))
+    detail = str(error.get("traceback") or "").rstrip()
+    printed = ""
+    for label, (text, _) in (("stdout", stdout), ("stderr", stderr)):
+        if text:
+            printed += f"\n{label} before the error ({len(text):,} characters):\n{text[:3000]}"
+    if error.get("syntax"):
+        return ToolFailure(
+            ErrorType.VALIDATION_ERROR,
+            "SYNTAX_ERROR",
+            f"{etype}: {error.get('message')}\n{detail}",
+            f"fix the code and run it again (nothing was run); code stored as {code_id}",
+        )
+    if etype == "ImportPolicyError":
+        return denied(
+            str(error.get("message")),
+            "use the allowed libraries (pandas, numpy, scipy, statsmodels, matplotlib, the safe standard library); "
+            "an administrator can extend run_python.allowed_imports",
+            code="IMPORT_NOT_ALLOWED",
+        )
+    if error.get("memory"):
+        return ToolFailure(
+            ErrorType.RESOURCE_ERROR,
+            "OUT_OF_MEMORY",
+            f"{etype}: {error.get('message')} (the sandbox's memory limit)\n{detail}{printed}",
+            f"work on fewer rows or columns, or in chunks; the interpreter keeps its state; code stored as {code_id}",
+        )
+    return ToolFailure(
+        ErrorType.EXECUTION_ERROR,
+        "PYTHON_EXCEPTION",
+        f"{etype}: {error.get('message')}\n{detail}{printed}",
+        f"fix the code and run it again; variables set before the error are kept; code stored as {code_id}",
+    )
+
+
+def _missing_protections(worker: WorkerProcess, network_allowed: bool) -> str:
+    protections = " ".join((worker.ready or {}).get("protections", []))
+    missing = []
+    if not network_allowed and "network namespace" not in protections:
+        missing.append("network isolation")
+    if "read-only filesystem" not in protections:
+        missing.append("a read-only filesystem")
+    if not missing:
+        return ""
+    return f"this machine does not allow {' or '.join(missing)} for the sandbox (see `ba-mcp doctor`)"
+
+
+def _read_fd(fd: int) -> bytes:
+    os.lseek(fd, 0, os.SEEK_SET)
+    chunks = []
+    while chunk := os.read(fd, 1 << 20):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _close_all(fds: list[int]) -> None:
+    for fd in fds:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
+def _duration(ms: float) -> str:
+    return f"{ms:.1f} ms" if ms < 1000 else f"{ms / 1000:.2f} s"
+
+
+# -- the code store ---------------------------------------------------------------------------------
+
+
+def store_code(workspace: Workspace, code: str) -> str:
+    """Keep ``code`` as ``code_<12 hex>`` (content-addressed) in the workspace's code/ folder; the
+    metadata file is written last, so a half-written code file is never listed."""
+    code_id = "code_" + hashlib.sha256(code.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    folder = workspace.dir("code")
+    meta_path = folder / f"{code_id}.meta.json"
+    if meta_path.exists():
+        return code_id
+    first = next((line.strip() for line in code.splitlines() if line.strip()), "")
+    description = first.lstrip("#").strip() if first.startswith("#") else first
+    meta = {
+        "id": code_id,
+        "language": "python",
+        "description": description[:120],
+        "line_count": code.count("\n") + 1,
+        "chars": len(code),
+        "created": time.time(),
+    }
+    for path, data in (
+        (folder / f"{code_id}.py", code.encode("utf-8", "surrogatepass")),
+        (meta_path, json.dumps(meta, ensure_ascii=False).encode()),
+    ):
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    return code_id

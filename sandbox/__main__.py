@@ -1,0 +1,5 @@
+import sys
+
+from sandbox.worker import main
+
+sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,495 @@
+"""The worker: a persistent namespace that runs cells sent by the server.
+
+Started as ``python -I -B -m sandbox '<options JSON>'`` with the protocol socket at the descriptor
+named in the options, stdin on /dev/null and stdout/stderr on a pipe the server drains (so raw
+writes to fd 1/2 can never reach the protocol). Life cycle:
+
+1. ``confine`` (see ``isolation``), then import numpy and pandas, then send ``ready`` with the
+   active protections;
+2. wait for ``start`` (the session's directory: cwd, HOME, TMPDIR) — a spare worker waits here;
+3. for each ``exec``: run the cell, send ``done`` with captured output, the last expression's value,
+   figures and the error if any. During a cell the helpers send ``call`` frames and read ``reply``.
+
+Messages the server sends: start, exec, reply. Messages the worker sends: ready, progress, call,
+done. Values and figures travel as descriptors of memory files (Arrow IPC streams, PNG bytes).
+"""
+
+from __future__ import annotations
+
+import ast
+import collections
+import contextlib
+import io
+import json
+import linecache
+import os
+import select
+import signal
+import socket
+import sys
+import tempfile
+import time
+import traceback
+from typing import Any
+
+from sandbox import protocol
+from sandbox.isolation import confine
+from sandbox.policy import ImportPolicyError, guarded_builtins
+
+_VALUE_CHARS = 20_000
+
+
+class Capture(io.TextIOBase):
+    """A text stream that keeps the first ``head`` and the last ``tail`` characters and counts all."""
+
+    def __init__(self, head: int, tail: int) -> None:
+        self.head_limit, self.tail_limit = head, tail
+        self.head: list[str] = []
+        self.head_len = 0
+        self.tail: collections.deque[str] = collections.deque()
+        self.tail_len = 0
+        self.total = 0
+
+    def write(self, s: str) -> int:
+        if not isinstance(s, str):
+            raise TypeError(f"write() argument must be str, not {type(s).__name__}")
+        self.total += len(s)
+        room = self.head_limit - self.head_len
+        if room > 0:
+            self.head.append(s[:room])
+            self.head_len += min(room, len(s))
+            s = s[room:]
+        if s:
+            self.tail.append(s)
+            self.tail_len += len(s)
+            while self.tail and self.tail_len - len(self.tail[0]) >= self.tail_limit:
+                self.tail_len -= len(self.tail.popleft())
+        return self.total
+
+    def writable(self) -> bool:
+        return True
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return "utf-8"
+
+    def report(self) -> dict[str, Any]:
+        head = "".join(self.head)
+        tail = "".join(self.tail)
+        kept_tail = tail[-self.tail_limit :] if self.tail_limit else ""
+        return {"head": head, "tail": kept_tail, "total": self.total}
+
+
+class Worker:
+    def __init__(self, sock: socket.socket, options: dict[str, Any]) -> None:
+        self.sock = sock
+        self.options = options
+        self.pid = os.getpid()
+        allowed = options.get("allowed_imports")
+        self.namespace: dict[str, Any] = {
+            "__name__": "__main__",
+            "__builtins__": guarded_builtins(None if allowed in (None, "*") else allowed),
+        }
+        self.namespace.update(self._helpers())
+        self.calls = 0
+        self.started = False
+
+    # -- the loop -----------------------------------------------------------------------------
+
+    def serve(self) -> None:
+        preloaded = False
+        while True:
+            try:
+                if not preloaded:
+                    ready, _, _ = select.select([self.sock], [], [], 1.0)
+                    if not ready:
+                        _preload_matplotlib()
+                        preloaded = True
+                        continue
+                message, fds = protocol.recv(self.sock)
+            except KeyboardInterrupt:
+                continue  # an interrupt that arrived between cells
+            except (EOFError, OSError, protocol.ProtocolError):
+                return
+            for fd in fds:
+                os.close(fd)
+            op = message.get("op")
+            if op == "start":
+                self._start(message)
+            elif op == "exec" and self.started:
+                try:
+                    self._exec(message)
+                except KeyboardInterrupt:  # landed outside the cell: still answer
+                    protocol.send(self.sock, {"op": "done", "cell": message.get("cell"), "error": _interrupted()})
+
+    def _start(self, message: dict[str, Any]) -> None:
+        cwd = message["cwd"]
+        os.chdir(cwd)
+        tmp = os.path.join(cwd, ".tmp")
+        os.makedirs(tmp, exist_ok=True)
+        os.environ.update({"HOME": cwd, "TMPDIR": tmp})
+        tempfile.tempdir = tmp
+        self.started = True
+        protocol.send(self.sock, {"op": "started"})
+
+    def _exec(self, message: dict[str, Any]) -> None:
+        cell = message.get("cell")
+        code, filename = message["code"], message.get("filename", "<cell>")
+        out = Capture(self.options.get("output_head", 20000), self.options.get("output_tail", 5000))
+        err = Capture(self.options.get("output_head", 20000), self.options.get("output_tail", 5000))
+        started = time.perf_counter()
+        value: Any = None
+        error: dict[str, Any] | None = None
+        exit_note = None
+        saved = sys.stdout, sys.stderr
+        sys.stdout, sys.stderr = out, err  # type: ignore[assignment]
+        try:
+            tree = ast.parse(code, filename, "exec")
+            linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+            last = None
+            if tree.body and isinstance(tree.body[-1], ast.Expr):
+                last = ast.Expression(tree.body.pop().value)
+            exec(compile(tree, filename, "exec"), self.namespace)
+            if last is not None:
+                value = eval(compile(last, filename, "eval"), self.namespace)
+        except SystemExit as exc:
+            code_ = exc.code
+            if code_ in (None, 0):
+                exit_note = "the code called sys.exit(); the interpreter keeps running"
+            else:
+                error = _error(exc, filename)
+        except KeyboardInterrupt:
+            error = _interrupted()
+        except SyntaxError as exc:
+            error = {
+                "type": type(exc).__name__,
+                "message": f"{exc.msg} (line {exc.lineno}, column {exc.offset})",
+                "traceback": "".join(traceback.format_exception_only(type(exc), exc)),
+                "syntax": True,
+            }
+        except BaseException as exc:
+            error = _error(exc, filename)
+        finally:
+            sys.stdout, sys.stderr = saved
+            if os.getpid() != self.pid:  # a forked child must never answer on the channel
+                os._exit(0)
+        elapsed = time.perf_counter() - started
+        reply: dict[str, Any] = {"op": "done", "cell": cell, "ms": round(elapsed * 1000, 3)}
+        reply["stdout"], reply["stderr"] = out.report(), err.report()
+        fds: list[int] = []
+        if error:
+            reply["error"] = error
+        if exit_note:
+            reply["note"] = exit_note
+        if value is not None and error is None:
+            reply["value"], fd = _describe(value)
+            if fd is not None:
+                fds.append(fd)
+        figures, figure_fds = _figures()
+        reply["figures"] = figures
+        fds += figure_fds
+        reply["ended_processes"] = _end_other_processes()
+        try:
+            protocol.send(self.sock, reply, fds)
+        finally:
+            for fd in fds:
+                os.close(fd)
+
+    # -- helpers visible to user code ---------------------------------------------------------
+
+    def _call(self, method: str, fds: list[int] | None = None, **args: Any) -> tuple[dict[str, Any], list[int]]:
+        self.calls += 1
+        call_id = self.calls
+        protocol.send(self.sock, {"op": "call", "id": call_id, "method": method, "args": args}, fds or [])
+        while True:
+            message, got = protocol.recv(self.sock)
+            if message.get("op") == "reply" and message.get("id") == call_id:
+                if message.get("error"):
+                    for fd in got:
+                        os.close(fd)
+                    raise HelperError(message["error"])
+                return message, got
+            for fd in got:
+                os.close(fd)
+
+    def _helpers(self) -> dict[str, Any]:
+        worker = self
+
+        def load_artifact(artifact_id: str) -> Any:
+            """Load an artifact of the workspace: a table as a pandas DataFrame, text as str, JSON as
+            Python values, an image as bytes."""
+            reply, fds = worker._call("load_artifact", ref=str(artifact_id))
+            with os.fdopen(fds[0], "rb") as f:
+                kind = reply["kind"]
+                if kind == "table":
+                    import pandas as pd
+
+                    return pd.read_parquet(f)
+                data = f.read()
+            if kind == "json":
+                return json.loads(data)
+            if kind == "text":
+                return data.decode("utf-8")
+            return data
+
+        def save_artifact(obj: Any, title: str | None = None) -> str:
+            """Store ``obj`` as an artifact and return its id (usable by every tool, e.g.
+            ``SELECT … FROM artifact_…``). DataFrame/Series → table, str → text, bytes → image
+            (PNG/JPEG), a matplotlib figure → PNG, anything JSON-serialisable → JSON."""
+            meta, fd = _blob(obj)
+            try:
+                reply, _ = worker._call("save_artifact", fds=[fd], title=title, **meta)
+            finally:
+                os.close(fd)
+            return str(reply["artifact_id"])
+
+        def open_upload(upload_id: str, mode: str = "r", encoding: str | None = None) -> Any:
+            """Open an uploaded file (``upload_<name>`` or ``uploads/<file>``) for reading."""
+            if mode not in ("r", "rb"):
+                raise ValueError("uploads open read-only: mode must be 'r' or 'rb'")
+            _, fds = worker._call("open_upload", ref=str(upload_id))
+            if mode == "rb":
+                return os.fdopen(fds[0], "rb")
+            return os.fdopen(fds[0], "r", encoding=encoding or "utf-8-sig")
+
+        def load_upload(upload_id: str, **read_options: Any) -> Any:
+            """Read an uploaded table file (csv, tsv, xlsx/xls, parquet, json, jsonl) as a DataFrame;
+            ``read_options`` go to the pandas reader."""
+            import pandas as pd
+
+            reply, fds = worker._call("open_upload", ref=str(upload_id))
+            suffix = os.path.splitext(reply["name"])[1].lower()
+            with os.fdopen(fds[0], "rb") as f:
+                if suffix in (".csv", ".txt"):
+                    return pd.read_csv(f, **read_options)
+                if suffix == ".tsv":
+                    return pd.read_csv(f, sep="\t", **read_options)
+                if suffix in (".xlsx", ".xlsm", ".xls"):
+                    return pd.read_excel(f, **read_options)
+                if suffix == ".parquet":
+                    return pd.read_parquet(f, **read_options)
+                if suffix == ".jsonl":
+                    return pd.read_json(f, lines=True, **read_options)
+                if suffix == ".json":
+                    return pd.read_json(f, **read_options)
+            raise ValueError(f"load_upload reads table files; use open_upload for {reply['name']}")
+
+        def progress(done: float, total: float | None = None, message: str | None = None) -> None:
+            """Report progress of a long cell to the client (shown as an MCP progress notification)."""
+            protocol.send(worker.sock, {"op": "progress", "done": done, "total": total, "message": message})
+
+        return {
+            "load_artifact": load_artifact,
+            "save_artifact": save_artifact,
+            "open_upload": open_upload,
+            "load_upload": load_upload,
+            "progress": progress,
+        }
+
+
+class HelperError(Exception):
+    """A helper's request was refused by the server (unknown id, not a file of the workspace…)."""
+
+
+HelperError.__module__ = "builtins"  # tracebacks say "HelperError: …"
+_OWN_FILES = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+# -- values, figures, errors ------------------------------------------------------------------------
+
+
+def _describe(value: Any) -> tuple[dict[str, Any], int | None]:
+    """The last expression's value: tables travel as Arrow IPC, matplotlib objects are left to the
+    figure capture, everything else is its repr (trimmed, with the total length)."""
+    if _is_matplotlib(value):
+        return {"kind": "figure"}, None
+    pd = sys.modules.get("pandas")
+    if pd is not None and isinstance(value, pd.DataFrame | pd.Series):
+        meta, fd = _blob(value)
+        return meta, fd
+    text = repr(value)
+    return {"kind": "text", "type": type(value).__name__, "text": text[:_VALUE_CHARS], "total": len(text)}, None
+
+
+def _is_matplotlib(value: Any) -> bool:
+    items = value if isinstance(value, list | tuple) and value else [value]
+    return all(type(v).__module__.startswith("matplotlib.") for v in items)
+
+
+def _blob(obj: Any) -> tuple[dict[str, Any], int]:
+    """Write ``obj`` into a memory file; returns (description, descriptor at offset 0)."""
+    pd = sys.modules.get("pandas")
+    if pd is not None and isinstance(obj, pd.DataFrame | pd.Series):
+        return _table_blob(obj)
+    if _is_matplotlib(obj) and hasattr(obj, "savefig"):
+        buf = io.BytesIO()
+        obj.savefig(buf, format="png", dpi=100, bbox_inches="tight")
+        return {"kind": "image", "mime": "image/png"}, _memfile(buf.getvalue())
+    if isinstance(obj, bytes | bytearray):
+        mime = "image/png" if obj[:8] == b"\x89PNG\r\n\x1a\n" else "image/jpeg" if obj[:3] == b"\xff\xd8\xff" else ""
+        if not mime:
+            raise ValueError("save_artifact stores bytes only as PNG or JPEG images")
+        return {"kind": "image", "mime": mime}, _memfile(bytes(obj))
+    if isinstance(obj, str):
+        return {"kind": "text"}, _memfile(obj.encode("utf-8"))
+    try:
+        data = json.dumps(obj, ensure_ascii=False, allow_nan=False).encode("utf-8")
+    except (TypeError, ValueError) as exc:
+        raise TypeError(
+            f"save_artifact cannot store a {type(obj).__name__}: pass a DataFrame, Series, str, "
+            f"PNG/JPEG bytes, a matplotlib figure or JSON-serialisable data ({exc})"
+        ) from None
+    return {"kind": "json"}, _memfile(data)
+
+
+def _table_blob(obj: Any) -> tuple[dict[str, Any], int]:
+    import pandas as pd
+    import pyarrow as pa
+
+    frame = obj.to_frame(name=obj.name if obj.name is not None else "value") if isinstance(obj, pd.Series) else obj
+    if not isinstance(frame.index, pd.RangeIndex) or frame.index.name is not None:
+        frame = frame.reset_index()
+    names: list[str] = []
+    seen: dict[str, int] = {}
+    for col in frame.columns:
+        name = "_".join(str(c) for c in col if str(c)) if isinstance(col, tuple) else str(col)
+        seen[name] = seen.get(name, 0) + 1
+        names.append(name if seen[name] == 1 else f"{name}_{seen[name]}")
+    frame = frame.set_axis(names, axis=1)
+    try:
+        table = pa.Table.from_pandas(frame, preserve_index=False)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+        frame = frame.copy()
+        for col in frame.columns:
+            if frame[col].dtype == object:
+                frame[col] = frame[col].map(lambda v: v if v is None else str(v))
+        table = pa.Table.from_pandas(frame, preserve_index=False)
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    meta = {"kind": "table", "rows": table.num_rows, "columns": table.num_columns}
+    return meta, _memfile(sink.getvalue().to_pybytes())
+
+
+def _memfile(data: bytes) -> int:
+    if hasattr(os, "memfd_create"):
+        fd = os.memfd_create("ba-blob", os.MFD_CLOEXEC)
+    else:  # an unlinked file in the session's temporary directory
+        with tempfile.TemporaryFile() as handle:
+            fd = os.dup(handle.fileno())
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
+def _figures() -> tuple[list[dict[str, Any]], list[int]]:
+    """Every open matplotlib figure as PNG; all figures are closed afterwards."""
+    plt = sys.modules.get("matplotlib.pyplot")
+    if plt is None:
+        return [], []
+    figures, fds = [], []
+    try:
+        for num in plt.get_fignums():
+            fig = plt.figure(num)
+            buf = io.BytesIO()
+            fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
+            titles = [ax.get_title() for ax in fig.get_axes() if ax.get_title()]
+            suptitle = fig._suptitle.get_text() if getattr(fig, "_suptitle", None) else ""
+            figures.append({"title": suptitle or "; ".join(titles) or f"Figure {num}", "mime": "image/png"})
+            fds.append(_memfile(buf.getvalue()))
+    finally:
+        plt.close("all")
+    return figures, fds
+
+
+def _error(exc: BaseException, filename: str) -> dict[str, Any]:
+    """The exception with the traceback cut to the user's frames (the cell and what it called)."""
+    if isinstance(exc, ImportPolicyError):
+        return {"type": "ImportPolicyError", "message": str(exc), "module": exc.name, "traceback": ""}
+    frames = traceback.extract_tb(exc.__traceback__)
+    first = next((i for i, f in enumerate(frames) if f.filename == filename), len(frames))
+    user = [f for f in frames[first:] if not f.filename.startswith(_OWN_FILES)]
+    library = sum(1 for f in user if f.filename != filename)
+    lines = ["Traceback (most recent call last):\n"]
+    lines += traceback.format_list(user[:2] + user[-6:] if len(user) > 8 else user)
+    if len(user) > 8:
+        lines.insert(3, f"  … {len(user) - 8} frames omitted …\n")
+    lines += traceback.format_exception_only(type(exc), exc)
+    return {
+        "type": type(exc).__name__,
+        "message": str(exc)[:2000],
+        "traceback": "".join(lines)[-8000:],
+        "library_frames": library,
+        "memory": isinstance(exc, MemoryError),
+    }
+
+
+def _interrupted() -> dict[str, Any]:
+    return {"type": "KeyboardInterrupt", "message": "interrupted", "traceback": "", "interrupted": True}
+
+
+def _end_other_processes() -> int:
+    """As PID 1 of the worker's namespace, end every process the cell left behind (a fork bomb,
+    a background child) and reap them. Returns how many were signalled. Outside a PID namespace
+    this does nothing: ``kill(-1)`` would reach the user's other processes."""
+    if os.getpid() != 1:
+        return 0
+    ended = 0
+    for _ in range(100):
+        pids = [p for p in os.listdir("/proc") if p.isdigit() and p != "1"]
+        if not pids:
+            break
+        ended = max(ended, len(pids))
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(-1, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
+        time.sleep(0.005)
+    return ended
+
+
+def _close_quietly(fd: int) -> None:
+    with contextlib.suppress(OSError):
+        os.close(fd)
+
+
+def _preload_matplotlib() -> None:
+    with contextlib.suppress(Exception):
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot
+
+
+# -- entry point ------------------------------------------------------------------------------------
+
+
+def main(argv: list[str]) -> int:
+    options = json.loads(argv[0])
+    fd = int(options["fd"])
+    protections = confine({**options, "close_in_shim": [fd]})
+    sock = socket.socket(fileno=fd)
+    os.register_at_fork(after_in_child=lambda: _close_quietly(sock.detach()))
+    import faulthandler
+
+    faulthandler.enable()
+    started = time.perf_counter()
+    import numpy  # noqa: F401
+    import pandas  # noqa: F401
+
+    worker = Worker(sock, options)
+    protocol.send(
+        sock,
+        {
+            "op": "ready",
+            "pid": os.getpid(),
+            "protections": protections,
+            "import_ms": round((time.perf_counter() - started) * 1000, 1),
+        },
+    )
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    worker.serve()
+    return 0
