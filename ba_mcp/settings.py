@@ -94,8 +94,8 @@ class RunPythonSettings(_Section):
     # The shipped list is in config/default.yaml (always loaded); without it nothing may be imported.
     allowed_imports: list[str] | Literal["*"] = []
     max_code_chars: int = Field(1_000_000, ge=1000)
-    output_head_chars: int = Field(20_000, ge=100)
-    output_tail_chars: int = Field(5_000, ge=0)
+    output_head_chars: int = Field(6_000, ge=100)
+    output_tail_chars: int = Field(2_000, ge=0)
     interrupt_grace_s: float = Field(3.0, gt=0)
     spare_workers: int = Field(1, ge=0, le=1)
     idle_timeout_s: float = Field(3600, gt=0)

@@ -307,6 +307,9 @@ def _describe(value: Any) -> tuple[dict[str, Any], int | None]:
     if pd is not None and isinstance(value, pd.DataFrame | pd.Series):
         meta, fd = _blob(value)
         return meta, fd
+    np = sys.modules.get("numpy")
+    if np is not None and isinstance(value, np.generic):
+        value = value.item()  # 7, not np.int64(7)
     text = repr(value)
     return {"kind": "text", "type": type(value).__name__, "text": text[:_VALUE_CHARS], "total": len(text)}, None
 

@@ -1,0 +1,358 @@
+"""run_python through real MCP sessions over stdio: the notebook, the helpers, and the hostile list of
+S-4. Two servers: one with the shipped import policy, one with the guardrail off (``*``), so the
+process boundary is shown to hold on its own."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import sys
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from mcp import ClientSession, stdio_client
+
+from tests.conftest import make_workspace, stdio_params, text_of
+
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the sandbox's isolation is Linux-specific"),
+]
+
+SECRET = "s3cr3t-" + uuid.uuid4().hex
+
+
+@pytest.fixture(scope="module")
+def pworkspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_workspace(tmp_path_factory.mktemp("proot"))
+
+
+def _params(ws: Path, **env: str):
+    return stdio_params(
+        ws,
+        BA_MCP_RUN_PYTHON__SPARE_WORKERS="1",
+        BA_MCP_RUN_PYTHON__INTERRUPT_GRACE_S="1",
+        BA_MCP_RUN_PYTHON__MEMORY_MB="2048",
+        BA_MCP_RUN_PYTHON__MAX_PROCESSES="48",
+        SERVER_SECRET_TOKEN=SECRET,
+        **env,
+    )
+
+
+@pytest.fixture(scope="module")
+async def py(pworkspace: Path) -> AsyncIterator[ClientSession]:
+    """The shipped configuration (import policy on)."""
+    async with stdio_client(_params(pworkspace)) as (read, write), ClientSession(read, write) as s:
+        await s.initialize()
+        yield s
+
+
+@pytest.fixture(scope="module")
+async def raw(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[tuple[ClientSession, Path]]:
+    """The guardrail off: user code may import os, ctypes, socket — the boundary must still hold."""
+    ws = make_workspace(tmp_path_factory.mktemp("rawroot"))
+    params = _params(ws, BA_MCP_RUN_PYTHON__ALLOWED_IMPORTS="*")
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as s:
+        await s.initialize()
+        yield s, ws
+
+
+async def run(session: ClientSession, code: str, **extra):
+    return await session.call_tool("run_python", {"code": code, **extra})
+
+
+def ok(result) -> str:
+    assert not result.is_error, text_of(result)
+    return text_of(result)
+
+
+def failed(result, etype: str, code: str | None = None) -> str:
+    text = text_of(result)
+    assert result.is_error, text
+    assert f"Error Type: {etype}" in text, text
+    if code:
+        assert f"Error Code: {code}" in text, text
+    return text
+
+
+# -- the notebook -----------------------------------------------------------------------------------
+
+
+async def test_state_persists_between_calls_and_last_expression_is_returned(py: ClientSession) -> None:
+    ok(await run(py, "total = 40\nitems = ['a', 'b']"))
+    text = ok(await run(py, "total + len(items)"))
+    assert text.startswith("run_python: result (standard)")
+    assert "## value" in text and "\n42" in text
+
+
+async def test_stdout_stderr_and_execution_time_are_reported(py: ClientSession) -> None:
+    result = await run(py, "import sys\nprint('hello', 3)\nprint('warn', file=sys.stderr)")
+    assert result.is_error  # sys is not in the shipped policy
+    result = await run(py, "import warnings\nprint('hello', 3)\nwarnings.warn('careful')")
+    text = ok(result)
+    assert "## stdout" in text and "hello 3" in text
+    assert "## stderr" in text and "careful" in text
+    assert re.search(r"Ran code_[0-9a-f]{12} in [\d.]+ (ms|s)", text)
+    assert result.structured_content["meta"]["execution_ms"] >= 0
+
+
+async def test_dataframe_value_becomes_a_table_with_the_complete_result_as_an_artifact(py: ClientSession) -> None:
+    result = await run(py, "import pandas as pd\npd.DataFrame({'n': range(500), 'sq': [i * i for i in range(500)]})")
+    text = ok(result)
+    assert "value of the last expression: 500 rows × 2 columns" in text
+    aid = re.search(r"Complete table: (artifact_[0-9a-f]{12})", text).group(1)
+    back = ok(await py.call_tool("query_database", {"query": f"SELECT sum(sq) AS s FROM {aid}"}))
+    assert str(sum(i * i for i in range(500))) in back
+
+
+async def test_a_grouped_frame_keeps_its_index_as_columns(py: ClientSession) -> None:
+    code = "import pandas as pd\ndf = pd.DataFrame({'k': ['a', 'b', 'a'], 'v': [1, 2, 3]})\ndf.groupby('k').v.sum()"
+    text = ok(await run(py, code))
+    assert "k,v" in text and "a,4" in text and "b,2" in text
+
+
+async def test_figures_come_back_as_image_content_and_image_artifacts(py: ClientSession) -> None:
+    code = (
+        "import matplotlib.pyplot as plt\n"
+        "fig, ax = plt.subplots()\nax.bar(['a', 'b'], [3, 5])\nax.set_title('Sales by region')\n"
+        "plt.figure()\nplt.plot([1, 2, 3])"
+    )
+    result = await run(py, code)
+    text = ok(result)
+    images = [c for c in result.content if c.type == "image"]
+    assert len(images) == 2 and all(c.mime_type == "image/png" for c in images)
+    assert "Sales by region" in text
+    links = [c for c in result.content if c.type == "resource_link"]
+    assert len(links) == 2 and all(link.mime_type == "image/png" for link in links)
+    # figures are closed after capture: the next cell returns none
+    again = await run(py, "1 + 1")
+    assert not [c for c in again.content if c.type == "image"]
+
+
+async def test_code_is_stored_under_its_code_id_and_readable_by_file_reader(py: ClientSession) -> None:
+    code = "# monthly revenue check\nrevenue = [1, 2, 3]\nsum(revenue)"
+    text = ok(await run(py, code))
+    code_id = re.search(r"(code_[0-9a-f]{12})", text).group(1)
+    read = ok(await py.call_tool("file_reader", {"path": code_id, "output_level": "full"}))
+    assert "revenue = [1, 2, 3]" in read
+    files = await py.read_resource("ba://files")
+    assert code_id in files.contents[0].text and "monthly revenue check" in files.contents[0].text
+
+
+async def test_reset_starts_a_fresh_interpreter(py: ClientSession) -> None:
+    ok(await run(py, "kept = 1"))
+    text = ok(await run(py, "'kept' in dir()", reset=True))
+    assert "False" in text and "fresh interpreter" in text
+
+
+async def test_progress_notifications_while_a_long_cell_runs(py: ClientSession) -> None:
+    seen: list[tuple[float, float | None, str | None]] = []
+
+    async def on_progress(done: float, total: float | None, message: str | None) -> None:
+        seen.append((done, total, message))
+
+    code = "import time\nfor i in range(3):\n    progress(i, 3, f'step {i}')\n    time.sleep(0.8)\n'done'"
+    result = await py.call_tool("run_python", {"code": code}, progress_callback=on_progress)
+    ok(result)
+    messages = [m for _, _, m in seen]
+    assert "step 0" in messages and "step 2" in messages
+    assert any(m and m.startswith("running for") for m in messages)
+
+
+# -- helpers ------------------------------------------------------------------------------------------
+
+
+async def test_save_artifact_is_queryable_by_other_tools_and_load_artifact_reads_their_results(
+    py: ClientSession,
+) -> None:
+    code = "import pandas as pd\naid = save_artifact(pd.DataFrame({'x': [1, 2, 3]}), title='three rows')\naid"
+    aid = re.search(r"artifact_[0-9a-f]{12}", ok(await run(py, code))).group(0)
+    assert "6" in ok(await py.call_tool("query_database", {"query": f"SELECT sum(x) FROM {aid}"}))
+    queried = ok(await py.call_tool("query_database", {"query": "SELECT 7 AS seven", "output_level": "brief"}))
+    qid = re.search(r"artifact_[0-9a-f]{12}", queried).group(0)
+    assert "\n7" in ok(await run(py, f"load_artifact('{qid}').seven.sum()"))
+    text_id = re.search(r"artifact_[0-9a-f]{12}", ok(await run(py, "save_artifact('some notes')"))).group(0)
+    assert "some notes" in ok(await py.call_tool("file_reader", {"path": text_id}))
+    json_id = re.search(r"artifact_[0-9a-f]{12}", ok(await run(py, "save_artifact({'a': [1, 2]})"))).group(0)
+    assert "[1, 2]" in ok(await run(py, f"load_artifact('{json_id}')"))
+
+
+async def test_uploads_open_by_id_and_nothing_outside_uploads(py: ClientSession) -> None:
+    text = ok(await run(py, "df = load_upload('upload_sales')\ndf.shape"))
+    assert re.search(r"\(\d+, \d+\)", text)
+    text = ok(await run(py, "with open_upload('upload_report') as f:\n    first = f.read(200)\nlen(first) > 0"))
+    assert "True" in text
+    for ref in ("../../etc/passwd", "/etc/passwd", "artifact_000000000000", "upload_nope", "upload_escape"):
+        text = failed(await run(py, f"open_upload({ref!r})"), "execution_error", "PYTHON_EXCEPTION")
+        assert "HelperError" in text
+        assert "root:" not in text
+    failed(await run(py, "load_artifact('artifact_000000000000')"), "execution_error")
+
+
+# -- hostile and bad input ---------------------------------------------------------------------------
+
+
+async def test_endless_loop_is_interrupted_and_state_survives(py: ClientSession) -> None:
+    ok(await run(py, "survivor = 'still here'"))
+    text = failed(await run(py, "while True:\n    pass", timeout=1), "timeout", "TIMEOUT")
+    assert "state" in text and "kept" in text
+    assert "still here" in ok(await run(py, "survivor"))
+
+
+async def test_code_that_ignores_the_interrupt_is_killed_and_the_state_is_lost(
+    raw: tuple[ClientSession, Path],
+) -> None:
+    s, _ = raw
+    ok(await run(s, "doomed = 1"))
+    code = "while True:\n    try:\n        while True:\n            pass\n    except KeyboardInterrupt:\n        pass"
+    text = failed(await run(s, code, timeout=1), "timeout", "TIMEOUT_KILLED")
+    assert "killed" in text and "lost" in text
+    text = ok(await run(s, "'doomed' in dir()"))
+    assert "False" in text and "fresh interpreter" in text
+
+
+async def test_fork_bomb_is_contained(raw: tuple[ClientSession, Path]) -> None:
+    s, _ = raw
+    result = await run(s, "import os\nwhile True:\n    os.fork()", timeout=20)
+    text = text_of(result)
+    assert result.is_error and ("BlockingIOError" in text or "Resource temporarily unavailable" in text), text
+    after = ok(await run(s, "import os\nsorted(int(p) for p in os.listdir('/proc') if p.isdigit())"))
+    assert "[1]" in after  # the worker is alone again in its PID namespace
+
+
+async def test_allocating_64_gb_fails_with_memory_error_and_the_worker_lives(raw: tuple[ClientSession, Path]) -> None:
+    s, _ = raw
+    ok(await run(s, "alive = True"))
+    text = failed(await run(s, "block = bytearray(64 * 1024**3)"), "resource_error", "OUT_OF_MEMORY")
+    assert "MemoryError" in text
+    assert "True" in ok(await run(s, "alive"))
+
+
+async def test_os_exit_and_segfault_restart_the_worker(raw: tuple[ClientSession, Path]) -> None:
+    s, _ = raw
+    text = failed(await run(s, "import os\nos._exit(3)"), "execution_error", "WORKER_CRASHED")
+    assert "exited with code 3" in text and "state was lost" in text
+    assert "fresh interpreter" in ok(await run(s, "1"))
+    text = failed(await run(s, "import ctypes\nctypes.string_at(0)"), "execution_error", "WORKER_CRASHED")
+    assert "SIGSEGV" in text
+    assert "2" in ok(await run(s, "1 + 1"))
+
+
+async def test_printing_100_mb_is_trimmed_with_the_total_stated(py: ClientSession) -> None:
+    result = await run(py, "print('x' * 100_000_000)\nprint('end marker')")
+    text = ok(result)
+    assert "100,000,012 characters were printed" in text
+    assert "end marker" in text
+    assert len(text) < 100_000
+
+
+async def test_user_code_cannot_read_the_servers_environment(raw: tuple[ClientSession, Path]) -> None:
+    s, _ = raw
+    code = (
+        "import os\nfound = []\n"
+        "for pid in os.listdir('/proc'):\n"
+        "    try:\n        found.append(open(f'/proc/{pid}/environ', 'rb').read().decode(errors='replace'))\n"
+        "    except OSError:\n        pass\n"
+        "print(sorted(os.environ))\nprint(found)"
+    )
+    text = ok(await run(s, code))
+    assert SECRET not in text and "SERVER_SECRET_TOKEN" not in text and "BA_MCP_WORKSPACE" not in text
+    assert "'PATH'" in text and "'HOME'" in text
+
+
+async def test_no_network_not_even_loopback(raw: tuple[ClientSession, Path]) -> None:
+    s, _ = raw
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    listener.settimeout(0.5)
+    port = listener.getsockname()[1]
+    try:
+        code = f"import socket\ns = socket.socket()\ns.settimeout(3)\ns.connect(('127.0.0.1', {port}))"
+        text = failed(await run(s, code), "execution_error")
+        assert "OSError" in text or "unreachable" in text
+        with pytest.raises(TimeoutError):
+            listener.accept()
+    finally:
+        listener.close()
+
+
+async def test_writes_outside_the_session_directory_fail(raw: tuple[ClientSession, Path]) -> None:
+    s, ws = raw
+    outside = [ws / "uploads" / "evil.txt", Path("/tmp") / f"evil-{uuid.uuid4().hex}", ws / "evil.txt"]
+    for path in outside:
+        text = failed(await run(s, f"open({str(path)!r}, 'w').write('x')"), "execution_error")
+        assert "Read-only file system" in text or "Permission denied" in text, text
+        assert not path.exists()
+    ok(await run(s, "open('mine.txt', 'w').write('kept')\nimport os\nos.getcwd()"))
+    assert (ws / "sessions" / "default" / "mine.txt").read_text() == "kept"
+
+
+async def test_imports_outside_the_policy_are_refused_naming_the_module(py: ClientSession) -> None:
+    for module in ("subprocess", "socket", "ctypes", "os.path"):
+        text = failed(await run(py, f"import {module}"), "permission_denied", "IMPORT_NOT_ALLOWED")
+        assert f"'{module.split('.')[0]}'" in text
+    text = failed(await run(py, "from shutil import rmtree"), "permission_denied", "IMPORT_NOT_ALLOWED")
+    assert "'shutil'" in text
+    assert "2" in ok(await run(py, "import math, statistics\nround(math.sqrt(4))"))
+
+
+async def test_syntax_error_is_a_validation_error_and_nothing_runs(py: ClientSession) -> None:
+    text = failed(await run(py, "marker = 1\ndef broken(:\n    pass"), "validation_error", "SYNTAX_ERROR")
+    assert "line 2" in text
+    assert "False" in ok(await run(py, "'marker' in dir()"))
+
+
+async def test_sys_exit_does_not_end_the_worker(raw: tuple[ClientSession, Path]) -> None:
+    s, _ = raw
+    ok(await run(s, "before_exit = 5"))
+    assert "sys.exit()" in ok(await run(s, "import sys\nsys.exit()"))
+    failed(await run(s, "import sys\nsys.exit(3)"), "execution_error", "PYTHON_EXCEPTION")
+    assert "5" in ok(await run(s, "before_exit"))
+
+
+async def test_closing_stdout_and_raw_writes_do_not_corrupt_the_protocol(raw: tuple[ClientSession, Path]) -> None:
+    s, _ = raw
+    code = "import os, sys\nsys.stdout.close()\nos.write(1, b'garbage' * 1000)\nos.write(2, b'more')\nos.close(1)"
+    await run(s, code)
+    assert "fine" in ok(await run(s, "print('fine')"))
+    # writing frames into the protocol channel itself: the worker is restarted, the server serves on
+    code = "import os\nfor fd in range(3, 12):\n    try:\n        os.write(fd, b'\\x00\\x00\\x00\\x05hello')\n    except OSError:\n        pass"
+    await run(s, code)
+    assert "3" in ok(await run(s, "1 + 2"))
+
+
+async def test_ten_megabyte_code_is_refused_clearly(py: ClientSession) -> None:
+    code = "x = 1\n" + "# padding\n" * 1_100_000
+    text = failed(await run(py, code), "invalid_parameters", "CODE_TOO_LONG")
+    assert "11,000,006 characters" in text and "1,000,000" in text
+    assert "2" in ok(await run(py, "1 + 1"))
+
+
+async def test_invalid_arguments_name_the_field(py: ClientSession) -> None:
+    text = failed(await run(py, "1", timeout=-1), "invalid_parameters")
+    assert "timeout" in text
+    text = failed(await py.call_tool("run_python", {}), "invalid_parameters")
+    assert "'code' is required" in text
+
+
+async def test_the_worker_does_not_outlive_the_server(tmp_path: Path) -> None:
+    psutil = pytest.importorskip("psutil")
+    ws = make_workspace(tmp_path)
+    async with stdio_client(_params(ws)) as (read, write), ClientSession(read, write) as s:
+        await s.initialize()
+        ok(await run(s, "1"))
+        workers = [p for p in psutil.process_iter(["cmdline"]) if _is_worker_of(p, ws)]
+        assert len(workers) >= 2  # the session's worker (shim + PID 1 child) and the spare
+    for p in workers:
+        p.wait(timeout=10)  # psutil.TimeoutExpired if a worker lived on
+        assert not p.is_running()
+
+
+def _is_worker_of(proc, ws: Path) -> bool:
+    cmd = proc.info.get("cmdline") or []
+    return "sandbox" in cmd and any(str(ws) in part for part in cmd)
