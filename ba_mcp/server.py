@@ -166,6 +166,25 @@ class BaServer(MCPServer[App]):
             return [ReadResourceContents(content=content, mime_type=mime)]
         return await super().read_resource(uri, context)
 
+    def streamable_http_app(self, **kwargs: Any) -> Any:
+        """The SDK's HTTP app, plus: when an HTTP session ends (client DELETE, the SDK's idle timeout),
+        its Python worker ends too. The SDK has no public hook for this, so the session manager's
+        ``_discard_session`` is wrapped (checked against mcp 2.3)."""
+        starlette = super().streamable_http_app(**kwargs)
+        manager = getattr(self._lowlevel_server, "_session_manager", None)
+        original = getattr(manager, "_discard_session", None)
+        if manager is None or original is None:
+            log.warning("HTTP session ends cannot be observed; idle sessions' workers end after idle_timeout_s")
+            return starlette
+
+        async def discard(session_id: str, transport: Any) -> None:
+            await original(session_id, transport)
+            if self.app is not None:
+                await anyio.to_thread.run_sync(self.app.sandboxes.discard, f"http-{session_id}")
+
+        manager._discard_session = discard
+        return starlette
+
     async def run_stdio_async(self) -> None:
         """stdio, plus an answer to malformed lines: the SDK drops them silently, JSON-RPC wants an error."""
         from mcp.server.stdio import stdio_server

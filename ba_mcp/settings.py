@@ -83,7 +83,6 @@ class QueryDatabaseSettings(_Section):
     memory_limit: str = Field("2GB", pattern=r"^\d+(\.\d+)?\s*(KB|MB|GB|TB|KiB|MiB|GiB|TiB)$")
 
 
-
 class RunPythonSettings(_Section):
     memory_mb: int = Field(4096, ge=256)
     max_processes: int = Field(128, ge=8)

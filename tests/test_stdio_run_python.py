@@ -4,8 +4,6 @@ process boundary is shown to hold on its own."""
 
 from __future__ import annotations
 
-import json
-import os
 import re
 import socket
 import sys

@@ -83,6 +83,46 @@ async def test_http_sessions_are_served_concurrently_and_kept_apart(http_server:
 
 
 @pytest.mark.anyio
+async def test_http_sessions_have_their_own_python_worker_which_ends_with_the_session(
+    http_server: str, workspace: Path
+) -> None:
+    psutil = pytest.importorskip("psutil")
+
+    def workers() -> set[int]:
+        return {
+            p.pid
+            for p in psutil.process_iter(["cmdline"])
+            if "sandbox" in (p.info.get("cmdline") or []) and str(workspace) in " ".join(p.info["cmdline"])
+        }
+
+    async def one_session(name: str) -> str:
+        async with streamable_http_client(http_server) as (read, write, *_), ClientSession(read, write) as s:
+            await s.initialize()
+            first = await s.call_tool("run_python", {"code": f"who = {name!r}"})
+            assert not first.is_error, text_of(first)
+            await anyio.sleep(0.5)  # both sessions have set their variable before either reads it
+            second = await s.call_tool("run_python", {"code": "import pathlib\n(who, pathlib.Path.cwd().name)"})
+            assert not second.is_error, text_of(second)
+            return text_of(second)
+
+    texts: dict[str, str] = {}
+
+    async def run(name: str) -> None:
+        texts[name] = await one_session(name)
+
+    async with anyio.create_task_group() as tg:
+        for name in ("alice", "bob"):
+            tg.start_soon(run, name)
+    assert "'alice'" in texts["alice"] and "'bob'" not in texts["alice"]
+    assert "'bob'" in texts["bob"] and "'alice'" not in texts["bob"]
+    assert "'http-" in texts["alice"] and "'http-" in texts["bob"]
+    deadline = time.monotonic() + 10
+    while len(workers()) > 2 and time.monotonic() < deadline:  # at most the spare (shim + child) remains
+        await anyio.sleep(0.2)
+    assert len(workers()) <= 2
+
+
+@pytest.mark.anyio
 async def test_http_with_the_high_level_client(http_server: str) -> None:
     async with Client(http_server) as client:
         result = await client.call_tool("file_reader", {"path": "../outside.txt"})
