@@ -11,7 +11,6 @@ import logging
 import os
 import platform
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -311,7 +310,6 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         checks.append(("pandas / pyarrow", True, f"{pandas.__version__} / {pyarrow.__version__}"))
     except ImportError as exc:
         checks.append(("pandas / pyarrow", False, str(exc)))
-    checks.append(_check_network_namespace())
     root = settings.workspace_root()
     try:
         from ba_mcp.workspace import Workspace
@@ -321,6 +319,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         probe.write_text("ok")
         probe.unlink()
         checks.append(("workspace writable", True, str(root)))
+        checks += _check_sandbox(settings, ws.dir("sessions"))
     except OSError as exc:
         checks.append(("workspace writable", False, f"{root}: {exc.strerror}"))
     width = max(len(c[0]) for c in checks)
@@ -330,21 +329,39 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     return 0 if all(ok for name, ok, _ in checks if name in essential) else 1
 
 
-def _check_network_namespace() -> tuple[str, bool, str]:
-    unshare = shutil.which("unshare")
-    if not unshare:
-        return ("sandbox network isolation", False, "unshare not found (util-linux)")
+def _check_sandbox(settings: Settings, sessions: Path) -> list[tuple[str, bool, str]]:
+    """Start a real worker with the configured limits and report the protections it could apply."""
+    from ba_mcp.sandbox_client import WorkerGone, WorkerProcess
+
     try:
-        proc = subprocess.run([unshare, "-n", "true"], capture_output=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return ("sandbox network isolation", False, str(exc))
-    if proc.returncode == 0:
-        return ("sandbox network isolation", True, "network namespaces available (unshare -n)")
-    return (
-        "sandbox network isolation",
-        False,
-        "unshare -n is not permitted here: " + proc.stderr.decode(errors="replace").strip()[:120],
-    )
+        worker = WorkerProcess(settings.run_python, sessions)
+    except OSError as exc:
+        return [("sandbox worker", False, f"could not start: {exc}")]
+    try:
+        ready = worker.wait_ready(settings.run_python.start_timeout_s)
+    except (WorkerGone, TimeoutError) as exc:
+        return [("sandbox worker", False, f"did not start ({exc}): {worker.last_output(300)}")]
+    finally:
+        worker.kill()
+    protections = [str(p) for p in ready.get("protections", [])]
+    checks = [("sandbox worker", True, f"started; numpy + pandas loaded in {ready.get('import_ms')} ms")]
+    expected = {
+        "no network": "network namespace" if not settings.run_python.network else "",
+        "processes end with the worker": "pid namespace",
+        "read-only filesystem": "read-only filesystem",
+        "process count limit": "processes ",
+        "memory limit": "memory (address space)",
+    }
+    for label, marker in expected.items():
+        if not marker:
+            checks.append((f"sandbox: {label}", True, "off by configuration (run_python.network: true)"))
+            continue
+        found = next((p for p in protections if p.startswith(marker)), None)
+        missing = next((p for p in protections if "unavailable" in p or "not limited" in p), "not available here")
+        checks.append((f"sandbox: {label}", found is not None, found or missing))
+    others = [p for p in protections if not any(p.startswith(m) for m in expected.values() if m)]
+    checks += [("sandbox: also", True, p) for p in others]
+    return checks
 
 
 # -- parser -----------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ print each call with the observation the model would read."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -121,6 +122,7 @@ async def run_demo(workspace: Path | None, config: Path | None, emit: Callable[[
                 },
             )
             await _call(show, session, "query_database", {"query": "DROP TABLE orders"})
+            await _python_demo(show, session)
             files = await session.read_resource("ba://files")
             show("resources/read ba://files", getattr(files.contents[0], "text", ""))
             metrics = await session.read_resource("ba://metrics")
@@ -130,6 +132,54 @@ async def run_demo(workspace: Path | None, config: Path | None, emit: Callable[[
             shutil.rmtree(tmp, ignore_errors=True)
     print("ba-mcp demo: done", file=sys.stderr)
     return 0
+
+
+PYTHON_TRANSFORM = """\
+# monthly net revenue by category, 2025, with month-over-month growth
+monthly = load_artifact("{aid}")
+pivot = monthly.pivot_table(index="month", columns="category", values="revenue", aggfunc="sum")
+growth = pivot.pct_change().mul(100).round(1)
+print(f"{{len(monthly)}} rows loaded; categories: {{', '.join(pivot.columns)}}")
+growth.tail(3)
+"""
+
+PYTHON_CHART = """\
+import matplotlib.pyplot as plt
+ax = pivot.plot(figsize=(8, 4), marker="o")
+ax.set_title("Net revenue by category, 2025")
+ax.set_xlabel("month")
+ax.set_ylabel("net revenue")
+best = pivot.sum().idxmax()
+save_artifact(pivot, title="monthly net revenue by category, 2025")
+"""
+
+
+async def _python_demo(show: Callable[[str, str], None], session: ClientSession) -> None:
+    """run_python: load a query result, transform it with pandas, chart it, and the import guardrail."""
+    monthly = await _call(
+        show,
+        session,
+        "query_database",
+        {
+            "query": "SELECT month(order_date) AS month, category, round(sum(net_revenue)) AS revenue "
+            "FROM order_facts WHERE status = 'completed' AND year(order_date) = 2025 GROUP BY ALL ORDER BY ALL",
+            "output_level": "brief",
+        },
+    )
+    aid = (monthly.structured_content or {}).get("artifact_id")
+    if not aid:
+        return
+    await _call(show, session, "run_python", {"code": PYTHON_TRANSFORM.format(aid=aid)})
+    chart = await _call(show, session, "run_python", {"code": PYTHON_CHART})
+    saved = re.search(r"artifact_[0-9a-f]{12}", chart.content[0].text if chart.content else "")
+    if saved:
+        await _call(
+            show,
+            session,
+            "query_database",
+            {"query": f"SELECT * FROM {saved.group(0)} ORDER BY month DESC LIMIT 2", "output_level": "full"},
+        )
+    await _call(show, session, "run_python", {"code": "import subprocess"})
 
 
 async def _call(show: Callable[[str, str], None], session: ClientSession, tool: str, arguments: dict[str, Any]) -> Any:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import select
 import socket
 import subprocess
@@ -295,6 +296,9 @@ def test_doctor_and_invalid_configuration(workspace: Path, tmp_path: Path) -> No
     doctor = ba("doctor", workspace=workspace)
     assert doctor.returncode == 0, doctor.stdout + doctor.stderr
     assert "ok    tokenizer offline" in doctor.stdout and "duckdb" in doctor.stdout
+    if sys.platform.startswith("linux"):
+        assert re.search(r"ok\s+sandbox worker\s+started", doctor.stdout), doctor.stdout
+        assert re.search(r"\s+sandbox: no network\s+network namespace", doctor.stdout), doctor.stdout
     bad = tmp_path / "bad.yaml"
     bad.write_text("observation:\n  preview_rows: 0\n")
     out = ba("serve", "--config", str(bad), workspace=workspace)

@@ -1,0 +1,99 @@
+"""The sandbox's pieces on their own: output capture, the import guardrail, the frame protocol with
+descriptors, and the code store."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from pathlib import Path
+
+import pytest
+
+from ba_mcp.tools.run_python import store_code
+from ba_mcp.workspace import Workspace
+from sandbox import protocol
+from sandbox.policy import ImportPolicyError, guarded_builtins
+from sandbox.worker import Capture
+
+
+def test_capture_keeps_head_and_tail_and_counts_everything() -> None:
+    cap = Capture(head=10, tail=5)
+    for i in range(1000):
+        cap.write(f"{i:04d}\n")
+    report = cap.report()
+    assert report["total"] == 5000
+    assert report["head"] == "0000\n0001\n"
+    assert report["tail"] == "0999\n"
+
+
+def test_capture_of_one_huge_write_is_bounded() -> None:
+    cap = Capture(head=100, tail=50)
+    cap.write("a" * 10_000_000 + "END")
+    report = cap.report()
+    assert report["total"] == 10_000_003
+    assert len(report["head"]) == 100 and report["tail"].endswith("END") and len(report["tail"]) == 50
+
+
+def test_capture_refuses_bytes() -> None:
+    with pytest.raises(TypeError):
+        Capture(10, 10).write(b"bytes")  # type: ignore[arg-type]
+
+
+def test_import_guardrail_names_the_module_and_leaves_allowed_ones() -> None:
+    names = guarded_builtins(["json", "math"])
+    namespace = {"__builtins__": names}
+    exec("import json, math\nfrom math import sqrt", namespace)
+    with pytest.raises(ImportPolicyError, match="'subprocess'"):
+        exec("import subprocess", namespace)
+    with pytest.raises(ImportPolicyError, match="'os'"):
+        exec("from os import path", namespace)
+    with pytest.raises(ImportPolicyError, match="'os'"):
+        exec("__import__('os.path')", namespace)
+
+
+def test_import_guardrail_off_allows_everything() -> None:
+    namespace = {"__builtins__": guarded_builtins(None)}
+    exec("import os", namespace)
+    assert "os" in namespace
+
+
+def test_frames_carry_descriptors_both_ways(tmp_path: Path) -> None:
+    a, b = socket.socketpair()
+    data = tmp_path / "data.bin"
+    data.write_bytes(b"payload")
+    fd = os.open(data, os.O_RDONLY)
+    try:
+        protocol.send(a, {"op": "reply", "id": 1, "text": "é" * 1000}, [fd])
+    finally:
+        os.close(fd)
+    message, fds = protocol.recv(b)
+    assert message == {"op": "reply", "id": 1, "text": "é" * 1000}
+    assert len(fds) == 1
+    with os.fdopen(fds[0], "rb") as f:
+        assert f.read() == b"payload"
+    a.close()
+    with pytest.raises(EOFError):
+        protocol.recv(b)
+
+
+def test_a_garbage_frame_is_a_protocol_error() -> None:
+    a, b = socket.socketpair()
+    a.sendall(protocol.HEADER.pack(5) + b"hello")
+    with pytest.raises(protocol.ProtocolError):
+        protocol.recv(b)
+    a.sendall(protocol.HEADER.pack(protocol.MAX_FRAME + 1))
+    with pytest.raises(protocol.ProtocolError):
+        protocol.recv(b)
+
+
+def test_code_store_is_content_addressed_and_listed_with_metadata(tmp_path: Path) -> None:
+    ws = Workspace.open(tmp_path / "ws")
+    code = "# weekly churn\nchurn = 0.03\nchurn * 100\n"
+    first = store_code(ws, code)
+    assert first == store_code(ws, code)
+    assert first != store_code(ws, code + "\n")
+    assert (ws.dir("code") / f"{first}.py").read_text() == code
+    meta = json.loads((ws.dir("code") / f"{first}.meta.json").read_text())
+    assert meta["description"] == "weekly churn" and meta["line_count"] == 4 and meta["language"] == "python"
+    assert ws.resolve(first).kind == "code"
