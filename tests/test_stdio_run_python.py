@@ -319,7 +319,10 @@ async def test_closing_stdout_and_raw_writes_do_not_corrupt_the_protocol(raw: tu
     await run(s, code)
     assert "fine" in ok(await run(s, "print('fine')"))
     # writing frames into the protocol channel itself: the worker is restarted, the server serves on
-    code = "import os\nfor fd in range(3, 12):\n    try:\n        os.write(fd, b'\\x00\\x00\\x00\\x05hello')\n    except OSError:\n        pass"
+    code = (
+        "import os\nfor fd in range(3, 12):\n    try:\n"
+        "        os.write(fd, b'\\x00\\x00\\x00\\x05hello')\n    except OSError:\n        pass"
+    )
     await run(s, code)
     assert "3" in ok(await run(s, "1 + 2"))
 
