@@ -26,7 +26,7 @@ from typing import Any
 from ba_mcp.pipeline.errors import ErrorType, ToolFailure
 from ba_mcp.settings import RunPythonSettings
 from sandbox import protocol
-from sandbox.isolation import cgroup_name, pids_cgroup_dirs
+from sandbox.isolation import CGROUP_PREFIX, cgroup_name, pids_cgroup_dirs
 
 log = logging.getLogger(__name__)
 
@@ -144,9 +144,7 @@ class WorkerProcess:
         if self.proc.stdout is not None:
             with contextlib.suppress(OSError):
                 self.proc.stdout.close()
-        for base in pids_cgroup_dirs():
-            with contextlib.suppress(OSError):
-                os.rmdir(os.path.join(base, cgroup_name(self.proc.pid)))
+        remove_cgroups([self.proc.pid])
 
     def exit_description(self) -> str:
         """How the process ended, in the user's terms (waits briefly for it to be reaped)."""
@@ -176,6 +174,40 @@ class WorkerProcess:
         return text
 
 
+def remove_cgroups(pids: list[int] | None = None, wait_s: float = 2.0) -> None:
+    """Remove the pids cgroups of ended workers (``pids=None``: of every worker no longer running).
+    A cgroup can only be removed once its last process is gone, so this retries for ``wait_s``."""
+    for base in pids_cgroup_dirs():
+        if pids is None:
+            try:
+                pids_found = [n[len(CGROUP_PREFIX) :] for n in os.listdir(base) if n.startswith(CGROUP_PREFIX)]
+            except OSError:
+                continue
+            targets = [cgroup_name(int(p)) for p in pids_found if p.isdigit() and not _running(int(p))]
+        else:
+            targets = [cgroup_name(pid) for pid in pids]
+        for name in targets:
+            path = os.path.join(base, name)
+            deadline = time.monotonic() + wait_s
+            while os.path.isdir(path):
+                try:
+                    os.rmdir(path)
+                except OSError:
+                    if time.monotonic() > deadline:
+                        break
+                    time.sleep(0.02)
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 class Sandboxes:
     """The workers of one App, by session key."""
 
@@ -183,6 +215,7 @@ class Sandboxes:
         self.settings = settings
         self.sessions_dir = sessions_dir
         (sessions_dir / ".matplotlib").mkdir(parents=True, exist_ok=True)
+        remove_cgroups(None, wait_s=0)  # left by workers of servers that were killed
         self._workers: dict[str, WorkerProcess] = {}
         self._spare: WorkerProcess | None = None
         self._lock = threading.Lock()

@@ -170,8 +170,11 @@ def pids_cgroup_dirs() -> list[str]:
     return found
 
 
+CGROUP_PREFIX = "ba-mcp-sandbox-"
+
+
 def cgroup_name(pid: int) -> str:
-    return f"ba-mcp-sandbox-{pid}"
+    return f"{CGROUP_PREFIX}{pid}"
 
 
 def _join_pids_cgroup(limit: int) -> str:
