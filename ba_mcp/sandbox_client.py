@@ -288,17 +288,6 @@ class Sandboxes:
             self.discard(key)
         return len(stale)
 
-    def protections(self, timeout: float = 60) -> list[str]:
-        """What confines a worker on this machine (starts one if none is running)."""
-        with self._lock:
-            worker = self._spare or next(iter(self._workers.values()), None)
-        if worker is None:
-            self.prestart()
-            worker = self._spare
-        if worker is None:
-            return ["no worker could be started"]
-        return list(worker.wait_ready(timeout).get("protections", []))
-
     def close(self) -> None:
         with self._lock:
             self._closed = True

@@ -112,12 +112,13 @@ def _linux_namespaces(options: dict[str, Any]) -> list[str]:
         _write("/proc/self/uid_map", f"{uid} {uid} 1")
         _write("/proc/self/gid_map", f"{gid} {gid} 1")
     _fork_into_pid_namespace(options)
-    active = ["pid namespace (own /proc; processes end with the worker)"]
-    if not options.get("network"):
-        active.insert(0, "network namespace (no network)")
+    active = ["network namespace (no network)"] if not options.get("network") else []
     libc.call("mount", None, b"/", None, MS_REC | MS_PRIVATE, None)
-    with contextlib.suppress(OSError):
+    try:
         libc.call("mount", b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None)
+        active.append("pid namespace (own /proc; processes end with the worker)")
+    except OSError as exc:  # e.g. a container that masks parts of /proc: the host's processes stay listed
+        active.append(f"pid namespace (processes end with the worker; /proc not replaced: {exc.strerror})")
     failed = _read_only_except(libc, os.path.realpath(options["writable"]))
     active.append(
         "read-only filesystem except the sessions directory"

@@ -36,6 +36,7 @@ def _params(ws: Path, **env: str):
         BA_MCP_RUN_PYTHON__INTERRUPT_GRACE_S="1",
         BA_MCP_RUN_PYTHON__MEMORY_MB="2048",
         BA_MCP_RUN_PYTHON__MAX_PROCESSES="48",
+        BA_MCP_RUN_PYTHON__MAX_FILE_MB="20",
         SERVER_SECRET_TOKEN=SECRET,
         **env,
     )
@@ -288,6 +289,15 @@ async def test_writes_outside_the_session_directory_fail(raw: tuple[ClientSessio
         assert not path.exists()
     ok(await run(s, "open('mine.txt', 'w').write('kept')\nimport os\nos.getcwd()"))
     assert (ws / "sessions" / "default" / "mine.txt").read_text() == "kept"
+
+
+async def test_files_over_the_size_limit_cannot_be_written(raw: tuple[ClientSession, Path]) -> None:
+    s, ws = raw
+    code = "with open('big.bin', 'wb') as f:\n    f.write(b'0' * (25 * 1024 * 1024))"
+    text = failed(await run(s, code), "execution_error", "PYTHON_EXCEPTION")
+    assert "File too large" in text
+    assert (ws / "sessions" / "default" / "big.bin").stat().st_size <= 20 * 1024 * 1024
+    assert "ok" in ok(await run(s, "'ok'"))
 
 
 async def test_imports_outside_the_policy_are_refused_naming_the_module(py: ClientSession) -> None:
