@@ -5,12 +5,20 @@ Every connection is opened with ``read_only=True`` (the database is attached REA
 than its own can be reached), extension auto-install and auto-load off, community extensions off, and
 ``lock_configuration=true`` so no statement can change any of that. Queries run on a cursor per call;
 workspace data reaches a query only as Arrow datasets the server registers on that cursor.
+
+DuckDB always lets a statement write its own database file and WAL, whatever the settings (an
+``EXPLAIN ANALYZE COPY … TO '<the database file>'`` did). So no connection is ever opened on a
+configured file: each database is served from a private copy in a directory only this server knows
+(``Databases.private_dir``, outside the workspace), made again when the original changes. The
+original is only ever opened for reading, to copy it; nothing a statement does can reach it.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import shutil
+import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,18 +40,29 @@ DEMO_FILE = "demo.duckdb"
 class Analysis:
     kinds: tuple[str, ...]  # one statement type name per statement, e.g. ("SELECT",)
     refs: tuple[str, ...]  # unqualified table names of a single read-only statement
+    sql: str = ""  # what runs: the one statement as DuckDB's parser split it (EXPLAIN rebuilt around it)
+    refusal: str = ""  # why a lone EXPLAIN is refused (it does not explain exactly one SELECT)
 
 
 @dataclass
 class Database:
     name: str
-    path: Path
-    connection: duckdb.DuckDBPyConnection
+    path: Path  # the configured file (never opened by DuckDB)
+    connection: duckdb.DuckDBPyConnection  # on the private copy
+    source_identity: str  # the original's identity when it was copied
 
     @property
     def identity(self) -> str:
-        st = self.path.stat()
-        return f"{self.name}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}"
+        return f"{self.name}:{self.source_identity}"
+
+
+def _file_identity(path: Path) -> str:
+    st = path.stat()
+    return f"{st.st_ino}:{st.st_size}:{st.st_mtime_ns}"
+
+
+# EXPLAIN [ANALYZE | (FORMAT name)] <statement>: what follows the prefix must parse as one SELECT.
+_EXPLAIN = re.compile(r"^\s*explain\s+(?:(analyze)\s+|\(\s*format\s+(json|text|html|graphviz)\s*\)\s+)?", re.I)
 
 
 class Databases:
@@ -54,6 +73,14 @@ class Databases:
         self._lock = threading.Lock()
         self._parser: duckdb.DuckDBPyConnection | None = None
         self._analyses: dict[str, Analysis] = {}
+        self._private: Path | None = None
+
+    @property
+    def private_dir(self) -> Path:
+        """A directory of this server's own (mode 0700, outside the workspace) holding the database copies."""
+        if self._private is None:
+            self._private = Path(tempfile.mkdtemp(prefix="ba-mcp-db-"))
+        return self._private
 
     @property
     def names(self) -> list[str]:
@@ -71,32 +98,55 @@ class Databases:
         if name not in self.settings.databases:
             raise invalid(f"unknown database '{name[:60]}'", "database must be one of: " + ", ".join(self.names))
         with self._lock:
+            path = self.path_of(name)
+            if self.settings.databases[name].path is None:
+                ensure_demo_database(path)
+            try:
+                identity = _file_identity(path)
+            except OSError:
+                identity = ""
+            if not identity or not path.is_file():
+                raise ToolFailure(
+                    ErrorType.DEPENDENCY_ERROR,
+                    "DATABASE_MISSING",
+                    f"the file of database '{name}' does not exist",
+                    "check the `databases` setting",
+                )
             db = self._open.get(name)
-            if db is None:
-                path = self.path_of(name)
-                if self.settings.databases[name].path is None:
-                    ensure_demo_database(path)
-                elif not path.is_file():
-                    raise ToolFailure(
-                        ErrorType.DEPENDENCY_ERROR,
-                        "DATABASE_MISSING",
-                        f"the file of database '{name}' does not exist",
-                        "check the `databases` setting",
-                    )
-                db = self._open[name] = Database(name, path, self._connect(path))
+            if db is None or db.source_identity != identity:
+                # A changed original is copied again; cursors of the old copy finish on it.
+                db = self._open[name] = Database(name, path, self._connect(name, path), identity)
             return db
 
-    def _connect(self, path: Path) -> duckdb.DuckDBPyConnection:
+    def _connect(self, name: str, path: Path) -> duckdb.DuckDBPyConnection:
+        """A locked, read-only connection on a fresh private copy of ``path`` (and its WAL)."""
         import duckdb
 
+        folder = Path(tempfile.mkdtemp(prefix="db-", dir=self.private_dir))
+        copy = folder / f"{re.sub(r'[^A-Za-z0-9_-]', '_', name)[:60]}.duckdb"
+        try:
+            shutil.copyfile(path, copy)
+            wal = path.with_name(path.name + ".wal")
+            if wal.is_file():
+                shutil.copyfile(wal, copy.with_name(copy.name + ".wal"))
+        except OSError as exc:
+            raise ToolFailure(
+                ErrorType.DEPENDENCY_ERROR,
+                "DATABASE_UNREADABLE",
+                f"the file of database '{name}' cannot be read ({exc.strerror})",
+                "check the `databases` setting and the file's permissions",
+            ) from None
+        (folder / "tmp").mkdir()
         q = self.settings.query_database
         return duckdb.connect(
-            str(path),
+            str(copy),
             read_only=True,
-            config={
+            config={  # order matters: DuckDB refuses a temp_directory given before external access is off
+                "enable_external_access": False,
+                "temp_directory": str(folder / "tmp"),
+                "home_directory": str(folder),
                 "threads": q.threads,
                 "memory_limit": q.memory_limit,
-                "enable_external_access": False,
                 "autoinstall_known_extensions": False,
                 "autoload_known_extensions": False,
                 "allow_community_extensions": False,
@@ -133,18 +183,41 @@ class Databases:
             return known
         statements = duckdb.extract_statements(query)
         kinds = tuple(st.type.name for st in statements)
-        refs: tuple[str, ...] = ()
-        if len(statements) == 1 and kinds[0] in ("SELECT", "EXPLAIN"):
+        analysis = Analysis(kinds, ())
+        if len(statements) == 1 and kinds[0] == "SELECT":
             sql = statements[0].query
-            if kinds[0] == "EXPLAIN":  # json_serialize_sql takes SELECTs only: parse the explained query
-                sql = re.sub(r"^\s*explain\s+(analyze\s+)?", "", sql, flags=re.IGNORECASE)
-            refs = tuple(self._parse_refs(sql))
-        analysis = Analysis(kinds, refs)
+            analysis = Analysis(kinds, tuple(self._parse_refs(sql)), sql)
+        elif len(statements) == 1 and kinds[0] == "EXPLAIN":
+            analysis = self._explain(statements[0].query, kinds)
         with self._lock:
             if len(self._analyses) >= 512:
                 self._analyses.pop(next(iter(self._analyses)))
             self._analyses[query] = analysis
         return analysis
+
+    def _explain(self, sql: str, kinds: tuple[str, ...]) -> Analysis:
+        """EXPLAIN is allowed of exactly one SELECT, judged by DuckDB's parse of what follows the prefix.
+        What runs is rebuilt from that parsed statement, so no EXPLAIN of anything else (EXPLAIN ANALYZE
+        COPY …, which executes the COPY) can reach the engine, however the prefix is written."""
+        import duckdb
+
+        match = _EXPLAIN.match(sql)
+        refusal = (
+            "EXPLAIN is allowed only of a single SELECT (EXPLAIN SELECT …, EXPLAIN ANALYZE SELECT …, "
+            "EXPLAIN (FORMAT json) SELECT …)"
+        )
+        if match is None:
+            return Analysis(kinds, (), "", refusal)
+        try:
+            inner = duckdb.extract_statements(sql[match.end() :])
+        except duckdb.Error:
+            return Analysis(kinds, (), "", refusal)
+        if len(inner) != 1 or inner[0].type.name != "SELECT":
+            return Analysis(kinds, (), "", refusal)
+        prefix = "EXPLAIN ANALYZE " if match.group(1) else "EXPLAIN "
+        if match.group(2):
+            prefix = f"EXPLAIN (FORMAT {match.group(2).lower()}) "
+        return Analysis(kinds, tuple(self._parse_refs(inner[0].query)), prefix + inner[0].query)
 
     def _parse_refs(self, statement_sql: str) -> list[str]:
         cur = self.parser()
@@ -206,3 +279,6 @@ class Databases:
             if self._parser is not None:
                 self._parser.close()
                 self._parser = None
+            if self._private is not None:
+                shutil.rmtree(self._private, ignore_errors=True)
+                self._private = None

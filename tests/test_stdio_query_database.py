@@ -175,6 +175,15 @@ async def test_workspace_files_uploads_and_artifacts_are_queryable(qs: ClientSes
         "SELECT * FROM 'https://example.com/data.csv'",
         "SELECT * FROM read_parquet('s3://bucket/x.parquet')",
         "SELECT current_setting('enable_external_access') AND false; SET threads=1",
+        # EXPLAIN ANALYZE executes what it explains: only a SELECT may follow EXPLAIN (issue 8, item 1)
+        "EXPLAIN ANALYZE COPY (SELECT 'pwned' AS a) TO '{ws}/data/demo.duckdb' (HEADER false, USE_TMP_FILE false)",
+        "EXPLAIN ANALYZE COPY (SELECT 'pwned' AS a) TO '{ws}/data/demo.duckdb.wal' (HEADER false, USE_TMP_FILE false)",
+        "EXPLAIN /* c */ ANALYZE COPY (SELECT 'pwned' AS a) TO '{ws}/data/demo.duckdb' (HEADER false)",
+        "explain\tanalyze copy (select 1) to '{ws}/data/demo.duckdb'",
+        "EXPLAIN (FORMAT json) COPY (SELECT 1) TO '{ws}/data/demo.duckdb'",
+        "EXPLAIN ANALYZE INSERT INTO regions VALUES (9, 'X', 'Y', 'ZZ')",
+        "EXPLAIN ANALYZE CHECKPOINT",
+        "EXPLAIN COPY orders TO '{ws}/uploads/stolen.csv'",
     ],
 )
 async def test_hostile_statements_are_refused_and_change_nothing(
@@ -183,7 +192,7 @@ async def test_hostile_statements_are_refused_and_change_nothing(
     await q(qs, "SELECT 1")  # the demo database exists
     before = demo_digest(qworkspace)
     uploads = sorted(p.name for p in (qworkspace / "uploads").iterdir())
-    result = await q(qs, query)
+    result = await q(qs, query.replace("{ws}", str(qworkspace)))
     text = text_of(result)
     assert result.is_error, text
     assert "Error Type: permission_denied" in text or "Error Type: not_found" in text, text
@@ -195,6 +204,24 @@ async def test_hostile_statements_are_refused_and_change_nothing(
         qs, "SELECT current_setting('enable_external_access') AS ext, count(*) AS n FROM regions", output_level="full"
     )
     assert ok(still).splitlines()[-1] == "false,5"
+
+
+async def test_explain_of_a_select_still_works_and_no_statement_reaches_the_configured_file(
+    qs: ClientSession, qworkspace: Path
+) -> None:
+    before = demo_digest(qworkspace)
+    plan = ok(await q(qs, "EXPLAIN SELECT count(*) FROM orders", output_level="full"))
+    assert "physical_plan" in plan or "explain_value" in plan
+    assert ok(await q(qs, "EXPLAIN ANALYZE SELECT count(*) FROM orders", output_level="full"))
+    assert ok(await q(qs, "explain (format json) select 1", output_level="full"))
+    # The engine serves a private copy: the path it knows is not the workspace's file.
+    where = ok(await q(qs, "SELECT path FROM duckdb_databases() WHERE NOT internal", output_level="full"))
+    assert str(qworkspace) not in where and "demo.duckdb" in where
+    settings = ok(
+        await q(qs, "SELECT string_agg(value, ' ') AS v FROM duckdb_settings() WHERE value LIKE '%/%'", output_level="full")
+    )
+    assert str(qworkspace) not in settings
+    assert demo_digest(qworkspace) == before
 
 
 async def test_syntax_errors_unknown_tables_and_databases(qs: ClientSession, qworkspace: Path) -> None:

@@ -105,7 +105,7 @@ class QueryDatabase(Tool):
             for name, resolved in plan.files:
                 cur.register(name, _dataset(resolved.path, resolved.ref_id, app))
             try:
-                relation = cur.sql(params.query, params=params.params)
+                relation = cur.sql(plan.sql, params=params.params)
                 reader = relation.to_arrow_reader(_BATCH_ROWS)
                 return _collect(reader, params, app)
             except ToolFailure:
@@ -122,6 +122,7 @@ class _Plan:
 
     database: Database
     files: list[tuple[str, Resolved]]
+    sql: str  # the one statement that runs, as DuckDB's parser gave it
 
 
 def _plan(params: QueryDatabaseParams, app: App) -> _Plan:
@@ -141,7 +142,9 @@ def _plan(params: QueryDatabaseParams, app: App) -> _Plan:
             code="ONE_STATEMENT",
         )
     kind = analysis.kinds[0]
-    if kind not in _READ_ONLY_TYPES:
+    if analysis.refusal:
+        raise denied(analysis.refusal, "explain a SELECT, or run the SELECT itself", code="READ_ONLY")
+    if kind not in _READ_ONLY_TYPES or not analysis.sql:
         raise denied(
             f"{kind} statements are not allowed: query_database is read-only",
             "use SELECT (or WITH … SELECT, DESCRIBE, SUMMARIZE, EXPLAIN)",
@@ -149,7 +152,7 @@ def _plan(params: QueryDatabaseParams, app: App) -> _Plan:
         )
     database = app.databases.get(params.database)
     files = [(name, app.workspace.resolve(name)) for name in analysis.refs if _is_workspace_ref(name)]
-    return _Plan(database, files)
+    return _Plan(database, files, analysis.sql)
 
 
 def _is_workspace_ref(name: str) -> bool:
