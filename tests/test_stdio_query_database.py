@@ -217,9 +217,8 @@ async def test_explain_of_a_select_still_works_and_no_statement_reaches_the_conf
     # The engine serves a private copy: the path it knows is not the workspace's file.
     where = ok(await q(qs, "SELECT path FROM duckdb_databases() WHERE NOT internal", output_level="full"))
     assert str(qworkspace) not in where and "demo.duckdb" in where
-    settings = ok(
-        await q(qs, "SELECT string_agg(value, ' ') AS v FROM duckdb_settings() WHERE value LIKE '%/%'", output_level="full")
-    )
+    paths = "SELECT string_agg(value, ' ') AS v FROM duckdb_settings() WHERE value LIKE '%/%'"
+    settings = ok(await q(qs, paths, output_level="full"))
     assert str(qworkspace) not in settings
     assert demo_digest(qworkspace) == before
 
