@@ -431,8 +431,10 @@ def _read_upload(app: App, name: str) -> str | bytes:
         raise ResourceNotFoundError(failure.message) from None
     if resolved.size > _RESOURCE_TEXT_LIMIT:
         raise ResourceError(f"{ref} is {resolved.size:,} bytes; read it with file_reader instead")
-    data = resolved.path.read_bytes()
-    mime = mimetypes.guess_type(resolved.path.name)[0] or ""
+    with resolved.open() as f:
+        data = f.read(_RESOURCE_TEXT_LIMIT + 1)
+    resolved.close()
+    mime = mimetypes.guess_type(resolved.filename)[0] or ""
     if mime.startswith("image/") or b"\x00" in data[:8192]:
         return data
     try:

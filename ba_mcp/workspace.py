@@ -2,23 +2,34 @@
 
 References a model may pass: ``upload_<name>`` (a file in ``uploads/``), ``code_<12 hex>`` (code run
 by run_python), ``artifact_<12 hex>`` (a stored result), or a path relative to the workspace root.
-``Workspace.resolve()`` is the only way a tool turns one of those into a file: it confines the real
-path to the workspace (S-2) and only ever answers with ids and workspace-relative names (S-1).
+``Workspace.resolve()`` is the only way a tool turns one of those into a file, and it answers with an
+**open descriptor**, never a path to open again (S-2): the file is opened once, beneath a descriptor of
+the workspace root, with no symbolic link followed at any step (``openat2`` with
+``RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS`` where the kernel has it, else an
+``O_NOFOLLOW`` walk one component at a time from the root's descriptor). Readers read that descriptor
+(``Resolved.open()``, or ``Resolved.path`` — ``/proc/self/fd/<n>``, which reopens the very file that was
+opened, not a path in the workspace — for libraries that want a path), so swapping a file for a symlink
+between a check and a read cannot redirect a tool. ``sessions/`` (written by the sandbox) and ``logs/``
+are not readable through any reference. Only ids and workspace-relative names are ever shown (S-1).
 """
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import os
 import re
 import stat
 import urllib.parse
-from dataclasses import dataclass
+import weakref
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import BinaryIO, Literal
 
 from ba_mcp.pipeline.errors import denied, invalid, not_found
 
 SUBDIRS = ("uploads", "artifacts", "code", "sessions", "data", "logs")
+PRIVATE_DIRS = frozenset({"sessions", "logs"})  # never read through a reference
 
 ARTIFACT_ID = re.compile(r"^artifact_[0-9a-f]{12}$")
 CODE_ID = re.compile(r"^code_[0-9a-f]{12}$")
@@ -28,26 +39,46 @@ MAX_REF_LENGTH = 4096
 RefKind = Literal["upload", "code", "artifact", "path"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Resolved:
-    """A reference resolved to a regular file inside the workspace.
+    """A reference resolved to a regular file inside the workspace, held open.
 
-    ``path`` is the real path (never shown to a client); ``name`` is what may be shown:
-    the id for ids, the workspace-relative path otherwise.
+    ``name`` is what may be shown: the id for ids, the workspace-relative path otherwise; ``filename``
+    is the file's own name (for its suffix). The descriptor is closed by ``close()`` or when the object
+    is dropped.
     """
 
     kind: RefKind
-    path: Path
     name: str
     ref_id: str | None
+    filename: str
     size: int
     mtime_ns: int
     inode: int
+    fd: int
+    _closer: weakref.finalize | None = field(default=None, repr=False, compare=False)
 
     @property
     def identity(self) -> str:
         """Changes whenever the file's content may have changed (for cache keys)."""
         return f"{self.inode}:{self.size}:{self.mtime_ns}"
+
+    @property
+    def suffix(self) -> str:
+        return Path(self.filename).suffix.lower()
+
+    @property
+    def path(self) -> Path:
+        """A path for libraries that open by path: it reopens this very file (never shown to a client)."""
+        return Path(f"/proc/self/fd/{self.fd}")
+
+    def open(self) -> BinaryIO:
+        """The file for reading, from its start, with an offset of its own."""
+        return open(self.path, "rb")  # noqa: SIM115 - the caller owns it
+
+    def close(self) -> None:
+        if self._closer is not None:
+            self._closer()
 
 
 def upload_id_for(filename: str) -> str:
@@ -61,6 +92,12 @@ class Workspace:
 
     def __init__(self, root: Path) -> None:
         self.root = Path(os.path.realpath(root))
+        self._root_fd: int | None = None
+
+    def _root(self) -> int:
+        if self._root_fd is None:
+            self._root_fd = os.open(self.root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        return self._root_fd
 
     @classmethod
     def open(cls, root: Path) -> Workspace:
@@ -105,9 +142,6 @@ class Workspace:
             )
         return self._relative(ref)
 
-    def relative_name(self, real: Path) -> str:
-        return real.relative_to(self.root).as_posix()
-
     def _check_text(self, ref: str) -> str:
         if not isinstance(ref, str) or not ref.strip():
             raise invalid("path is empty", "pass an upload id, an artifact id or a workspace-relative path")
@@ -132,12 +166,26 @@ class Workspace:
                     "absolute paths are not allowed",
                     "pass a path relative to the workspace, e.g. uploads/sales.csv, or an upload id",
                 )
-            if ".." in re.split(r"[\\/]+", form):
+            parts = [p for p in re.split(r"[\\/]+", form) if p not in ("", ".")]
+            if ".." in parts:
                 raise denied("'..' is not allowed in paths", "pass a path inside the workspace, e.g. uploads/sales.csv")
-        candidate = self.root / ref
-        if not os.path.lexists(candidate) and decoded != ref:
-            candidate = self.root / decoded
-        return self._confined(candidate, ref, "path", None)
+            if parts and parts[0] in PRIVATE_DIRS:
+                raise denied(
+                    f"'{parts[0]}/' is not readable through the tools",
+                    "files move from run_python to the other tools with save_artifact(obj); read uploads/ files "
+                    "and artifacts by id",
+                )
+        relative = "/".join(p for p in re.split(r"[\\/]+", ref) if p not in ("", "."))
+        if decoded != ref and not self._exists(relative):
+            relative = "/".join(p for p in re.split(r"[\\/]+", decoded) if p not in ("", "."))
+        return self._confined(relative, ref, "path", None)
+
+    def _exists(self, relative: str) -> bool:
+        try:
+            os.stat(relative, dir_fd=self._root(), follow_symlinks=False)
+            return True
+        except OSError:
+            return False
 
     def _upload(self, ref: str) -> Resolved:
         if not UPLOAD_ID.match(ref):
@@ -151,7 +199,7 @@ class Workspace:
         if len(matches) > 1:
             names = ", ".join(sorted(f"uploads/{p.name}" for p in matches))
             raise invalid(f"{ref} is ambiguous: it names {names}", "pass the workspace-relative path instead")
-        return self._confined(matches[0], ref, "upload", ref)
+        return self._confined(f"uploads/{matches[0].name}", ref, "upload", ref)
 
     def _existing(self, folder: Path, ref_id: str, kind: RefKind) -> Resolved:
         # A stored item is listed by its metadata file, committed after the data file (T-A):
@@ -166,38 +214,43 @@ class Workspace:
                 f"no {what} with id {ref_id} (it may have expired)",
                 "read the resource ba://files for what is available",
             )
-        return self._confined(matches[0], ref_id, kind, ref_id)
+        return self._confined(f"{folder.name}/{matches[0].name}", ref_id, kind, ref_id)
 
-    def _confined(self, candidate: Path, shown: str, kind: RefKind, ref_id: str | None) -> Resolved:
-        real = Path(os.path.realpath(candidate))
-        if real != self.root and self.root not in real.parents:
-            raise denied(
-                f"'{shown[:200]}' resolves outside the workspace",
-                "only files inside the workspace can be read (symbolic links may not point out of it)",
-            )
+    def _confined(self, relative: str, shown: str, kind: RefKind, ref_id: str | None) -> Resolved:
+        """Open ``relative`` beneath the root without following any link, and keep it open."""
+        if not relative:
+            raise not_found(f"'{shown[:200]}' is a directory, not a file", "read the resource ba://files")
         try:
-            # O_NONBLOCK: opening a FIFO must not hang; fstat on the opened file decides what it is.
-            fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+            fd = open_beneath(self._root(), relative)
         except FileNotFoundError:
             raise not_found(
                 f"'{shown[:200]}' does not exist in the workspace", "read the resource ba://files for what is available"
             ) from None
         except IsADirectoryError:
             raise not_found(f"'{shown[:200]}' is a directory, not a file", "read the resource ba://files") from None
-        except PermissionError:
-            raise denied(f"'{shown[:200]}' cannot be opened: permission denied") from None
-        except OSError:
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.EXDEV, errno.ENOTDIR):
+                raise denied(
+                    f"'{shown[:200]}' goes through a symbolic link or out of the workspace",
+                    "symbolic links are not followed; only files inside the workspace can be read",
+                ) from None
             raise denied(f"'{shown[:200]}' cannot be opened") from None
         try:
             st = os.fstat(fd)
-        finally:
-            os.close(fd)
-        if stat.S_ISDIR(st.st_mode):
-            raise not_found(f"'{shown[:200]}' is a directory, not a file", "read the resource ba://files")
-        if not stat.S_ISREG(st.st_mode):
-            raise denied(f"'{shown[:200]}' is not a regular file (device, FIFO or socket)")
-        name = shown if ref_id else self.relative_name(real)
-        return Resolved(kind, real, name, ref_id, st.st_size, st.st_mtime_ns, st.st_ino)
+            if stat.S_ISDIR(st.st_mode):
+                raise not_found(f"'{shown[:200]}' is a directory, not a file", "read the resource ba://files")
+            if not stat.S_ISREG(st.st_mode):
+                raise denied(f"'{shown[:200]}' is not a regular file (device, FIFO or socket)")
+            # Reads block normally from here on (the descriptor was opened non-blocking for FIFOs' sake).
+            os.set_blocking(fd, True)
+        except BaseException:
+            _close(fd)
+            raise
+        name = shown if ref_id else relative
+        filename = relative.rsplit("/", 1)[-1]
+        resolved = Resolved(kind, name, ref_id, filename, st.st_size, st.st_mtime_ns, st.st_ino, fd)
+        object.__setattr__(resolved, "_closer", weakref.finalize(resolved, _close, fd))  # the fd lives as long
+        return resolved
 
     # -- listing ------------------------------------------------------------------------------
 
@@ -216,6 +269,67 @@ class Workspace:
         for uid, _, _ in files:
             counts[uid] = counts.get(uid, 0) + 1
         return [(uid if counts[uid] == 1 else "upload_" + p.name, p, st) for uid, p, st in files]
+
+
+def _close(fd: int) -> None:
+    try:
+        os.close(fd)
+    except OSError:
+        pass
+
+
+# openat2(2): Linux ≥ 5.6; the syscall number is the same on every architecture.
+_SYS_OPENAT2 = 437
+_RESOLVE_NO_MAGICLINKS = 0x02
+_RESOLVE_NO_SYMLINKS = 0x04
+_RESOLVE_BENEATH = 0x08
+_OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
+
+
+class _OpenHow(ctypes.Structure):
+    _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64)]
+
+
+_openat2_missing = False
+
+
+def open_beneath(root_fd: int, relative: str) -> int:
+    """Open ``relative`` for reading beneath the directory ``root_fd``: no symbolic link is followed at any
+    step, and nothing outside the directory can be reached. Raises OSError (ELOOP for a link, EXDEV for an
+    escape, ENOENT, …)."""
+    global _openat2_missing
+    if not _openat2_missing:
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            how = _OpenHow(_OPEN_FLAGS, 0, _RESOLVE_BENEATH | _RESOLVE_NO_SYMLINKS | _RESOLVE_NO_MAGICLINKS)
+            fd = libc.syscall(_SYS_OPENAT2, root_fd, relative.encode(), ctypes.byref(how), ctypes.sizeof(how))
+            if fd >= 0:
+                return int(fd)
+            err = ctypes.get_errno()
+            if err not in (errno.ENOSYS, errno.EPERM):  # EPERM: a seccomp filter that does not know it
+                raise OSError(err, os.strerror(err), relative)
+            _openat2_missing = True
+        except AttributeError:
+            _openat2_missing = True
+    return _walk_beneath(root_fd, relative)
+
+
+def _walk_beneath(root_fd: int, relative: str) -> int:
+    """The portable form: one component at a time from ``root_fd``, each opened with O_NOFOLLOW."""
+    parts = relative.split("/")
+    if any(p in ("", ".", "..") for p in parts):
+        raise OSError(errno.EXDEV, "not beneath the workspace", relative)
+    current = root_fd
+    try:
+        for part in parts[:-1]:
+            nxt = os.open(part, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=current)
+            if current != root_fd:
+                os.close(current)
+            current = nxt
+        return os.open(parts[-1], _OPEN_FLAGS | os.O_NOFOLLOW, dir_fd=current)
+    finally:
+        if current != root_fd:
+            os.close(current)
 
 
 def _entries(folder: Path) -> list[Path]:

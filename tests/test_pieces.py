@@ -208,7 +208,7 @@ def test_upload_ids(tmp_path: Path) -> None:
     (tmp_path / "uploads" / "report.xlsx").write_text("x")
     assert upload_id_for("Q3 sales.csv") == "upload_Q3_sales"
     assert ws.resolve("upload_Q3_sales").name == "upload_Q3_sales"
-    assert ws.resolve("upload_report.csv").path.name == "report.csv"
+    assert ws.resolve("upload_report.csv").filename == "report.csv"
     with pytest.raises(ToolFailure, match="ambiguous"):
         ws.resolve("upload_report")
     assert sorted(uid for uid, _, _ in ws.uploads()) == ["upload_Q3_sales", "upload_report.csv", "upload_report.xlsx"]

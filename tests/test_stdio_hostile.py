@@ -134,3 +134,55 @@ async def test_ten_megabyte_argument_is_refused_and_the_server_keeps_serving(ses
     assert len(text) < 2000  # the huge value is not echoed back
     ok = await session.call_tool("file_reader", {"path": "uploads/sales.csv", "output_level": "brief"})
     assert not ok.is_error
+
+
+@pytest.mark.parametrize("path", ["sessions/default/notes.csv", "logs/telemetry.jsonl", "./sessions/x.csv", "logs"])
+async def test_sandbox_scratch_and_logs_are_not_readable(session: ClientSession, workspace: Path, path: str) -> None:
+    (workspace / "sessions" / "default").mkdir(parents=True, exist_ok=True)
+    (workspace / "sessions" / "default" / "notes.csv").write_text("a\n1\n")
+    result = await session.call_tool("file_reader", {"path": path})
+    assert_error(result, "permission_denied", workspace)
+
+
+async def test_a_file_swapped_for_a_symlink_in_a_loop_never_reads_the_target(
+    session: ClientSession, workspace: Path
+) -> None:
+    """The attack of issue 8 item 2: a file flips between a regular file and a symlink to a secret while
+    file_reader and query_database read it. The resolver opens once without following links and reads
+    that descriptor, so each read sees the regular file or is refused — never the secret."""
+    import threading
+
+    secret = workspace.parent / "flip_secret.csv"
+    secret.write_text("secret_column\nTOP-SECRET-VALUE\n")
+    flip = workspace / "uploads" / "flip.csv"
+    tmp_link = workspace / "uploads" / ".flip.link"
+    tmp_file = workspace / "uploads" / ".flip.file"
+    stop = threading.Event()
+
+    def flipper() -> None:
+        while not stop.is_set():
+            tmp_file.write_text("a\n1\n")
+            os.replace(tmp_file, flip)
+            if tmp_link.is_symlink() or tmp_link.exists():
+                tmp_link.unlink()
+            os.symlink(secret, tmp_link)
+            os.replace(tmp_link, flip)
+
+    thread = threading.Thread(target=flipper, daemon=True)
+    thread.start()
+    seen = {"file": 0, "refused": 0}
+    try:
+        for i in range(60):
+            for tool, args in (
+                ("file_reader", {"path": "uploads/flip.csv", "output_level": "full", "nrows": 5 + i}),
+                ("query_database", {"query": f"SELECT *, {i} AS i FROM 'uploads/flip.csv'", "output_level": "full"}),
+            ):
+                result = await session.call_tool(tool, args)
+                text = text_of(result)
+                assert "TOP-SECRET" not in text and "secret_column" not in text, text
+                assert str(workspace) not in text
+                seen["refused" if result.is_error else "file"] += 1
+    finally:
+        stop.set()
+        thread.join()
+    assert seen["file"] > 0  # the race really ran both ways

@@ -117,14 +117,14 @@ class FileReader(Tool):
             resolved = ctx.app.workspace.resolve(params.path)
         except ToolFailure:
             return None  # let execute() report it
-        return f"{resolved.path}|{resolved.identity}"
+        return f"{resolved.kind}:{resolved.name}|{resolved.identity}"
 
     def execute(self, params: FileReaderParams, ctx: ToolContext) -> RawResult:
-        resolved = ctx.app.workspace.resolve(params.path)
+        resolved = ctx.app.workspace.resolve(params.path)  # held open: every read below reads this file
         settings = ctx.app.settings.file_reader
         fmt = params.format if params.format != "auto" else _detect_format(resolved, ctx)
         encoding = _check_encoding(params.encoding)
-        title = resolved.name if resolved.kind == "path" else f"{resolved.name} ({resolved.path.name})"
+        title = resolved.name if resolved.kind == "path" else f"{resolved.name} ({resolved.filename})"
         if resolved.kind in ("artifact", "code"):
             title = resolved.name
         reader = _Reader(resolved, params, settings, title, encoding, ctx)
@@ -139,7 +139,7 @@ def _detect_format(resolved: Resolved, ctx: ToolContext) -> str:
     if resolved.kind == "artifact" and resolved.ref_id:
         kind = ctx.app.artifacts.get(resolved.ref_id).kind
         return _ARTIFACT_FORMATS.get(kind, "text")
-    return _EXTENSIONS.get(resolved.path.suffix.lower(), "text")
+    return _EXTENSIONS.get(resolved.suffix, "text")
 
 
 def _check_encoding(name: str | None) -> str | None:
@@ -489,7 +489,7 @@ class _Reader:
         if self.r.kind == "artifact" and self.r.ref_id:
             meta, data = self.ctx.app.artifacts.read_bytes(self.r.ref_id)
             return Image(self.title, data, mime=meta.mime, artifact_id=meta.id)
-        mime = _IMAGE_MIME.get(self.r.path.suffix.lower(), "image/png")
+        mime = _IMAGE_MIME.get(self.r.suffix, "image/png")
         return Image(self.title, self.r.path.read_bytes(), mime=mime)
 
 

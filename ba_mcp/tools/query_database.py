@@ -103,7 +103,7 @@ class QueryDatabase(Tool):
         ctx.on_cancel(cur.interrupt)  # the runner's timeout interrupts the query
         try:
             for name, resolved in plan.files:
-                cur.register(name, _dataset(resolved.path, resolved.ref_id, app))
+                cur.register(name, _dataset(resolved, app))
             try:
                 relation = cur.sql(plan.sql, params=params.params)
                 reader = relation.to_arrow_reader(_BATCH_ROWS)
@@ -164,13 +164,15 @@ def _is_workspace_ref(name: str) -> bool:
     return "/" in name or "\\" in name or "://" in name or Path(name).suffix.lower() in _FILE_SUFFIXES
 
 
-def _dataset(path: Path, ref_id: str | None, app: App) -> Any:
-    """An Arrow dataset (or table) over a workspace file, for registration on a cursor."""
+def _dataset(resolved: Resolved, app: App) -> Any:
+    """An Arrow dataset (or table) over a workspace file, for registration on a cursor. It reads the
+    descriptor the resolver opened (``/proc/self/fd/<n>`` reopens that very file), never a workspace path."""
     import pyarrow.csv as pacsv
     import pyarrow.dataset as ds
 
     from ba_mcp.tools.file_reader import detect_encoding
 
+    path, ref_id = resolved.path, resolved.ref_id
     if ref_id and ARTIFACT_ID.match(ref_id):
         meta = app.artifacts.get(ref_id)
         if meta.kind != "table":
@@ -180,16 +182,16 @@ def _dataset(path: Path, ref_id: str | None, app: App) -> Any:
                 f"{ref_id} is a {meta.kind} artifact, not a table",
                 "only table artifacts can be queried; read others with file_reader",
             )
-        return ds.dataset(app.artifacts.data_path(meta), format="parquet")
-    suffix = path.suffix.lower()
+        return ds.dataset(str(path), format="parquet")
+    suffix = resolved.suffix
     if suffix in (".parquet", ".pq"):
-        return ds.dataset(path, format="parquet")
+        return ds.dataset(str(path), format="parquet")
     if suffix in (".csv", ".tsv", ".tab"):
         with path.open("rb") as f:
             encoding = detect_encoding(f.read(65536)) or "utf-8"
         delimiter = "\t" if suffix != ".csv" else ","
         return ds.dataset(
-            path,
+            str(path),
             format=ds.CsvFileFormat(
                 parse_options=pacsv.ParseOptions(delimiter=delimiter),
                 read_options=pacsv.ReadOptions(encoding=encoding.replace("-sig", "")),
@@ -201,12 +203,12 @@ def _dataset(path: Path, ref_id: str | None, app: App) -> Any:
         from ba_mcp.tools.base import ToolContext
         from ba_mcp.tools.file_reader import FileReader, FileReaderParams
 
-        raw = FileReader().execute(FileReaderParams(path=app.workspace.relative_name(path)), ToolContext(app, "sql"))
+        raw = FileReader().execute(FileReaderParams(path=resolved.name), ToolContext(app, "sql"))
         if not isinstance(raw, Table) or raw.more:
             raise ToolFailure(
                 ErrorType.VALIDATION_ERROR,
                 "NOT_TABULAR",
-                f"{app.workspace.relative_name(path)} is not a table",
+                f"{resolved.name} is not a table",
                 "query CSV, Parquet, JSON arrays of objects, JSON Lines or Excel files",
             )
         return pa.Table.from_pandas(raw.frame, preserve_index=False)

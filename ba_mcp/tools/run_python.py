@@ -230,8 +230,9 @@ def _open_upload(workspace: Workspace, ref: str) -> tuple[str, int]:
         raise denied(
             f"'{ref[:80]}' is not an upload", "open_upload opens files of uploads/; use load_artifact for artifacts"
         )
-    fd = os.open(resolved.path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
-    return resolved.path.name, fd
+    fd = os.open(resolved.path, os.O_RDONLY | os.O_CLOEXEC)  # the very file resolved, with its own offset
+    resolved.close()
+    return resolved.filename, fd
 
 
 def _save(app: App, args: dict[str, Any], fd: int) -> str:
