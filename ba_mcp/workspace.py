@@ -74,7 +74,7 @@ class Resolved:
 
     def open(self) -> BinaryIO:
         """The file for reading, from its start, with an offset of its own."""
-        return open(self.path, "rb")  # noqa: SIM115 - the caller owns it
+        return open(self.path, "rb")
 
     def close(self) -> None:
         if self._closer is not None:
