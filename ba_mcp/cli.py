@@ -346,18 +346,25 @@ def _check_sandbox(settings: Settings, sessions: Path) -> list[tuple[str, bool, 
     protections = [str(p) for p in ready.get("protections", [])]
     checks = [("sandbox worker", True, f"started; numpy + pandas loaded in {ready.get('import_ms')} ms")]
     expected = {
-        "no network": "network namespace" if not settings.run_python.network else "",
+        "no network, no host abstract sockets": "network namespace" if not settings.run_python.network else "",
         "processes end with the worker": "pid namespace",
-        "read-only filesystem": "read-only filesystem",
+        "minimal root filesystem (no host files or sockets)": "minimal root filesystem",
+        "private /dev": "private /dev",
+        "unprivileged user": "unprivileged user",
+        "system call filter": "seccomp filter",
         "process count limit": "processes ",
-        "memory limit": "memory (address space)",
+        "memory limit for all processes": "memory ",
+        "memory limit per process": "memory (address space)",
     }
     for label, marker in expected.items():
         if not marker:
             checks.append((f"sandbox: {label}", True, "off by configuration (run_python.network: true)"))
             continue
-        found = next((p for p in protections if p.startswith(marker)), None)
-        missing = next((p for p in protections if "unavailable" in p or "not limited" in p), "not available here")
+        found = next((p for p in protections if p.startswith(marker) and "per process only" not in p), None)
+        missing = next(
+            (p for p in protections if "unavailable" in p or "not " in p and p.split()[0] in marker),
+            "not available here",
+        )
         checks.append((f"sandbox: {label}", found is not None, found or missing))
     others = [p for p in protections if not any(p.startswith(m) for m in expected.values() if m)]
     checks += [("sandbox: also", True, p) for p in others]

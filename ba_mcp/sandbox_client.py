@@ -13,7 +13,8 @@ import contextlib
 import json
 import logging
 import os
-import re
+import secrets
+import shutil
 import signal
 import socket
 import subprocess
@@ -26,7 +27,7 @@ from typing import Any
 from ba_mcp.pipeline.errors import ErrorType, ToolFailure
 from ba_mcp.settings import RunPythonSettings
 from sandbox import protocol
-from sandbox.isolation import CGROUP_PREFIX, cgroup_name, pids_cgroup_dirs
+from sandbox.isolation import CGROUP_PREFIX, SESSION_DIR, cgroup_dirs, cgroup_name
 
 log = logging.getLogger(__name__)
 
@@ -40,11 +41,17 @@ class WorkerGone(Exception):
 class WorkerProcess:
     def __init__(self, settings: RunPythonSettings, sessions_dir: Path) -> None:
         self.settings = settings
+        # Where the process starts. Confined, the worker pivots into its own root and never sees it; only
+        # when the OS refuses the namespaces does the worker work here (an opaque, per-worker name).
+        self.scratch = sessions_dir / secrets.token_hex(12)
+        self.scratch.mkdir(mode=0o700)
         ours, theirs = socket.socketpair()
         options = {
             "fd": theirs.fileno(),
-            "writable": str(sessions_dir),
             "network": settings.network,
+            "uid": settings.uid,
+            "gid": settings.gid,
+            "disk_mb": settings.disk_mb,
             "memory_mb": settings.memory_mb,
             "max_processes": settings.max_processes,
             "max_file_mb": settings.max_file_mb,
@@ -56,8 +63,8 @@ class WorkerProcess:
         env = {name: os.environ[name] for name in settings.env_allowlist if name in os.environ}
         env.update(
             MPLBACKEND="Agg",
-            MPLCONFIGDIR=str(sessions_dir / ".matplotlib"),
-            HOME=str(sessions_dir),
+            MPLCONFIGDIR=f"{SESSION_DIR}/.matplotlib",  # private to the worker (its own tmpfs)
+            HOME=SESSION_DIR,
             PYTHONIOENCODING="utf-8",
         )
         try:
@@ -68,9 +75,12 @@ class WorkerProcess:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
-                cwd=sessions_dir,
+                cwd=self.scratch,
                 env=env,
             )
+        except OSError:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+            raise
         finally:
             theirs.close()
         self.sock = ours
@@ -103,9 +113,9 @@ class WorkerProcess:
             self.ready = message[0]
         return self.ready
 
-    def start(self, cwd: Path, timeout: float) -> None:
+    def start(self, timeout: float) -> None:
         self.wait_ready(timeout)
-        self.send({"op": "start", "cwd": str(cwd)})
+        self.send({"op": "start"})
         message, _ = self.receive(timeout)
         if message.get("op") != "started":
             raise WorkerGone("the worker did not start its session")
@@ -145,6 +155,7 @@ class WorkerProcess:
             with contextlib.suppress(OSError):
                 self.proc.stdout.close()
         remove_cgroups([self.proc.pid])
+        shutil.rmtree(self.scratch, ignore_errors=True)
 
     def exit_description(self) -> str:
         """How the process ended, in the user's terms (waits briefly for it to be reaped)."""
@@ -175,9 +186,9 @@ class WorkerProcess:
 
 
 def remove_cgroups(pids: list[int] | None = None, wait_s: float = 2.0) -> None:
-    """Remove the pids cgroups of ended workers (``pids=None``: of every worker no longer running).
+    """Remove the cgroups of ended workers (``pids=None``: of every worker no longer running).
     A cgroup can only be removed once its last process is gone, so this retries for ``wait_s``."""
-    for base in pids_cgroup_dirs():
+    for base in set(cgroup_dirs().values()):
         if pids is None:
             try:
                 pids_found = [n[len(CGROUP_PREFIX) :] for n in os.listdir(base) if n.startswith(CGROUP_PREFIX)]
@@ -214,7 +225,7 @@ class Sandboxes:
     def __init__(self, settings: RunPythonSettings, sessions_dir: Path) -> None:
         self.settings = settings
         self.sessions_dir = sessions_dir
-        (sessions_dir / ".matplotlib").mkdir(parents=True, exist_ok=True)
+        sessions_dir.mkdir(parents=True, exist_ok=True)
         remove_cgroups(None, wait_s=0)  # left by workers of servers that were killed
         self._workers: dict[str, WorkerProcess] = {}
         self._spare: WorkerProcess | None = None
@@ -231,11 +242,6 @@ class Sandboxes:
             except OSError as exc:
                 log.warning("could not start a sandbox worker: %s", exc)
 
-    def session_dir(self, session: str) -> Path:
-        path = self.sessions_dir / re.sub(r"[^A-Za-z0-9_.-]", "_", session)[:80]
-        path.mkdir(exist_ok=True)
-        return path
-
     def acquire(self, session: str) -> tuple[WorkerProcess, bool]:
         """The session's worker, started if needed; ``fresh`` says it has no state yet.
 
@@ -247,13 +253,21 @@ class Sandboxes:
             if worker is not None:
                 self._workers.pop(session)
                 worker.kill()
+            if len(self._workers) >= self.settings.max_workers:
+                raise ToolFailure(
+                    ErrorType.RESOURCE_ERROR,
+                    "TOO_MANY_WORKERS",
+                    f"all {self.settings.max_workers} Python workers of this server are in use by other sessions",
+                    "try again when another session has ended (idle sessions end after "
+                    "tools.run_python.idle_timeout_s), or raise run_python.max_workers",
+                )
             worker, self._spare = self._spare, None
         if worker is None or not worker.alive():
             if worker is not None:
                 worker.kill()
             worker = WorkerProcess(self.settings, self.sessions_dir)
         try:
-            worker.start(self.session_dir(session), self.settings.start_timeout_s)
+            worker.start(self.settings.start_timeout_s)
         except (WorkerGone, TimeoutError) as exc:
             output = worker.last_output()
             worker.kill()

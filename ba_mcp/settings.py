@@ -85,6 +85,10 @@ class QueryDatabaseSettings(_Section):
 
 class RunPythonSettings(_Section):
     memory_mb: int = Field(4096, ge=256)
+    disk_mb: int = Field(1024, ge=16)
+    uid: int = Field(65534, ge=1)
+    gid: int = Field(65534, ge=1)
+    max_workers: int = Field(8, ge=1)
     max_processes: int = Field(128, ge=8)
     max_file_mb: int = Field(1024, ge=1)
     cpu_seconds: int = Field(3600, ge=10)

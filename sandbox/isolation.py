@@ -1,15 +1,27 @@
-"""Confining the worker process: namespaces, a read-only filesystem, an unprivileged user, limits.
+"""Confining the worker process: namespaces, a minimal root filesystem, an unprivileged user, limits.
 
 ``confine(options)`` runs first thing in the worker, while it is single-threaded and before any
 user code exists. It applies what the operating system allows and returns the list of protections
 that are active, which the worker reports to the server (and ``ba-mcp doctor`` shows):
 
-* a new **network namespace** (only a loopback interface, down): no network at all;
+* **cgroups** of its own (as root): a pids cgroup (process count) and a memory cgroup (all the
+  worker's processes together, ``memory_mb``);
+* a new **network namespace** (only a loopback interface, down): no network at all, and abstract
+  Unix sockets of the host are out of reach (they belong to a network namespace);
 * a new **PID namespace** with its own ``/proc``: the server and other processes are invisible, and
   when the worker (its PID 1) ends, every process it started ends too;
-* a new **mount namespace** in which every mount is read-only except the sessions directory;
-* an **unprivileged user**: as root, the worker switches to ``options["uid"]`` (default nobody);
-  otherwise a user namespace maps the caller's own uid and capabilities are dropped after setup;
+* a new **mount namespace** whose root is a fresh, read-only tmpfs holding only what Python needs:
+  the interpreter's prefix, the virtual environment, the ``sandbox`` package, ``/usr`` and a few
+  files of ``/etc``, all bind-mounted read-only, nosuid, nodev; a private minimal ``/dev`` (null,
+  zero, full, random, urandom); a private ``/proc``; and one writable tmpfs of ``disk_mb`` (the
+  session directory ``/session``, with ``/tmp`` inside it). Host files, host Unix sockets (docker.sock,
+  dbus, ssh-agent), device nodes and the workspace do not exist there;
+* an **unprivileged user**: as root, the worker switches to ``options["uid"]`` (default 65534) after
+  the mounts; otherwise a user namespace maps the caller's own uid. Every capability is dropped
+  (bounding set, securebits, capset) and ``no_new_privs`` is set;
+* a **seccomp filter** (via libseccomp) refusing the system calls a sandbox never needs: mount,
+  pivot_root, new namespaces (unshare, setns, clone with namespace flags), ptrace, kernel keyrings,
+  bpf, perf events, userfaultfd, module and kexec loading, open_by_handle_at;
 * **resource limits** (RLIMIT_AS, RLIMIT_CPU, RLIMIT_NPROC, RLIMIT_FSIZE, no core files).
 
 On Linux a PID namespace needs a fork: the process the server started stays outside as a small
@@ -23,15 +35,19 @@ import contextlib
 import ctypes
 import errno
 import os
+import platform
 import resource
 import signal
 import sys
 from typing import Any
 
 CLONE_NEWNS = 0x00020000
+CLONE_NEWUTS = 0x04000000
+CLONE_NEWIPC = 0x08000000
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
+CLONE_NEWCGROUP = 0x02000000
 
 MS_RDONLY = 1
 MS_NOSUID = 2
@@ -45,16 +61,7 @@ MS_REC = 16384
 MS_PRIVATE = 1 << 18
 MS_RELATIME = 1 << 21
 MS_STRICTATIME = 1 << 24
-
-_LOCKED_FLAGS = {
-    "nosuid": MS_NOSUID,
-    "nodev": MS_NODEV,
-    "noexec": MS_NOEXEC,
-    "noatime": MS_NOATIME,
-    "nodiratime": MS_NODIRATIME,
-    "relatime": MS_RELATIME,
-    "strictatime": MS_STRICTATIME,
-}
+MNT_DETACH = 2
 
 PR_CAPBSET_DROP = 24
 PR_SET_SECUREBITS = 28
@@ -62,6 +69,11 @@ PR_SET_NO_NEW_PRIVS = 38
 # SECBIT_NOROOT, SECBIT_NO_SETUID_FIXUP, SECBIT_KEEP_CAPS_LOCKED, SECBIT_NO_CAP_AMBIENT_RAISE and their locks
 _SECURE_NOROOT = 0x01 | 0x02 | 0x04 | 0x08 | 0x20 | 0x40 | 0x80
 _LINUX_CAPABILITY_VERSION_3 = 0x20080522
+_SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "arm64": 41}
+
+DEVICES = ("null", "zero", "full", "random", "urandom")
+SESSION_DIR = "/session"  # the worker's working directory and HOME, inside its own root
+_STAGE = "/tmp"  # where the new root is assembled (a private tmpfs mounted over it first)
 
 
 class _Libc:
@@ -73,18 +85,24 @@ class _Libc:
             err = ctypes.get_errno()
             raise OSError(err, f"{name}: {os.strerror(err)}")
 
+    def mount(self, source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+        enc = [None if v is None else v.encode() for v in (source, target, fstype, data)]
+        self.call("mount", enc[0], enc[1], enc[2], flags, enc[3])
+
 
 def confine(options: dict[str, Any]) -> list[str]:
     """Apply the isolation ``options`` asks for; return the protections now active.
 
-    Options: ``writable`` (the one directory left writable), ``network`` (True: keep the host
-    network), ``uid``/``gid`` (used when running as root), and the limits ``memory_mb``,
-    ``cpu_seconds``, ``max_processes``, ``max_file_mb``."""
+    Options: ``network`` (True: keep the host network), ``uid``/``gid`` (used when running as root),
+    ``disk_mb`` (size of the writable session tmpfs), and the limits ``memory_mb``, ``cpu_seconds``,
+    ``max_processes``, ``max_file_mb``."""
     active: list[str] = []
     own_count = False  # whether RLIMIT_NPROC counts only the worker's processes
-    if sys.platform.startswith("linux") and options.get("max_processes") and os.geteuid() == 0:
-        active.append(_join_pids_cgroup(int(options["max_processes"])))
-    if sys.platform.startswith("linux"):
+    linux = sys.platform.startswith("linux")
+    options = {**options, "_root": os.geteuid() == 0}
+    if linux and os.geteuid() == 0:
+        active += _join_cgroups(options)
+    if linux:
         try:
             active += _linux_namespaces(options)
             own_count = True
@@ -94,16 +112,18 @@ def confine(options: dict[str, Any]) -> list[str]:
         _drop_root(options)
         active.append(f"unprivileged user (uid {os.getuid()})")
     active += _limits(options, own_count)
+    if linux:
+        active.append(_seccomp())
     return active
 
 
-# -- Linux namespaces -----------------------------------------------------------------------------
+# -- Linux namespaces and the minimal root -------------------------------------------------------
 
 
 def _linux_namespaces(options: dict[str, Any]) -> list[str]:
     libc = _Libc()
     root = os.geteuid() == 0
-    base = CLONE_NEWNS | CLONE_NEWPID | (0 if options.get("network") else CLONE_NEWNET)
+    base = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | (0 if options.get("network") else CLONE_NEWNET)
     uid, gid = os.getuid(), os.getgid()
     # Without a user namespace an unprivileged process can create none of the others.
     libc.call("unshare", base if root else base | CLONE_NEWUSER)
@@ -111,29 +131,135 @@ def _linux_namespaces(options: dict[str, Any]) -> list[str]:
         _write("/proc/self/setgroups", "deny")
         _write("/proc/self/uid_map", f"{uid} {uid} 1")
         _write("/proc/self/gid_map", f"{gid} {gid} 1")
+    sources = _runtime_sources()  # descriptors of what the new root will show, opened before anything is hidden
     _fork_into_pid_namespace(options)
-    active = ["network namespace (no network)"] if not options.get("network") else []
-    libc.call("mount", None, b"/", None, MS_REC | MS_PRIVATE, None)
-    try:
-        libc.call("mount", b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None)
-        active.append("pid namespace (own /proc; processes end with the worker)")
-    except OSError as exc:  # e.g. a container that masks parts of /proc: the host's processes stay listed
-        active.append(f"pid namespace (processes end with the worker; /proc not replaced: {exc.strerror})")
-    failed = _read_only_except(libc, os.path.realpath(options["writable"]))
+    active = ["network namespace (no network, no host abstract sockets)"] if not options.get("network") else []
+    libc.mount(None, "/", None, MS_REC | MS_PRIVATE)
+    _build_root(libc, sources, options)
     active.append(
-        "read-only filesystem except the sessions directory"
-        + (f" ({len(failed)} mounts could not be made read-only: {', '.join(failed[:3])})" if failed else "")
+        "minimal root filesystem (Python runtime read-only; no host files, sockets or workspace; "
+        f"private /tmp and /session, {int(options.get('disk_mb') or 0)} MB)"
     )
-    _drop_capabilities(libc)
+    active.append("private /dev (null, zero, full, random, urandom)")
+    try:
+        libc.mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+        active.append("pid namespace (own /proc; processes end with the worker)")
+    except OSError as exc:  # e.g. a container that masks parts of /proc
+        active.append(f"pid namespace (processes end with the worker; no /proc: {exc.strerror})")
+    libc.mount(None, "/", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+    os.chdir(SESSION_DIR)
     if root:
-        active.append("no capabilities (uid 0 without privileges: it can read files root owns)")
-    else:
-        active.append(f"user namespace, no capabilities (uid {os.getuid()})")
+        _drop_root(options)
+    _drop_capabilities(libc)
+    active.append(f"unprivileged user (uid {os.getuid()}), no capabilities")
     return active
 
 
+def _runtime_sources() -> list[tuple[str, int | str]]:
+    """(absolute path, O_PATH descriptor — or the link's target for a symbolic link) of everything the
+    worker's root shows: the interpreter's prefix, the virtual environment, the sandbox package,
+    /usr and the library links, and the few files of /etc that the C library and Python read."""
+    wanted: list[str] = ["/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin"]
+    wanted += ["/etc/ld.so.cache", "/etc/localtime", "/etc/nsswitch.conf", "/etc/fonts"]
+    prefixes = {os.path.realpath(p) for p in (sys.base_prefix, sys.prefix, sys.exec_prefix, sys.base_exec_prefix)}
+    wanted += sorted(prefixes)
+    package = os.path.dirname(os.path.realpath(__file__))  # the sandbox package, wherever it is installed
+    for entry in sys.path:
+        real = os.path.realpath(entry) if entry else ""
+        if not real or not os.path.isdir(real) or any(real == p or real.startswith(p + "/") for p in prefixes):
+            continue
+        if package.startswith(real + "/"):
+            wanted.append(package)  # an editable install's project root: only the package, not the repository
+        elif "site-packages" in real or "dist-packages" in real:
+            wanted.append(real)
+    if not any(package.startswith(w + "/") for w in wanted):
+        wanted.append(package)
+    sources: list[tuple[str, int | str]] = []
+    for path in dict.fromkeys(wanted):
+        if os.path.islink(path) and path.count("/") == 1:  # /lib -> usr/lib: the same link in the new root
+            sources.append((path, os.readlink(path)))
+            continue
+        with contextlib.suppress(OSError):
+            sources.append((path, os.open(path, os.O_PATH | os.O_CLOEXEC)))
+    return sources
+
+
+def _build_root(libc: _Libc, sources: list[tuple[str, int | str]], options: dict[str, Any]) -> None:
+    """Assemble the new root on a private tmpfs and pivot into it."""
+    uid, gid = _ids(options)
+    new = _STAGE
+    libc.mount("tmpfs", new, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=16m")
+    for path, source in sources:
+        target = new + path
+        if isinstance(source, str):
+            os.symlink(source, target)
+            continue
+        is_dir = os.path.isdir(f"/proc/self/fd/{source}")
+        os.makedirs(target if is_dir else os.path.dirname(target), exist_ok=True)
+        if not is_dir:
+            open(target, "a").close()
+        libc.mount(f"/proc/self/fd/{source}", target, None, MS_BIND | MS_REC)
+        _remount_read_only(libc, target)
+        os.close(source)
+    os.makedirs(new + "/etc", exist_ok=True)
+    _write(new + "/etc/passwd", f"root:x:0:0::/:/bin/false\nsandbox:x:{uid}:{gid}::{SESSION_DIR}:/bin/false\n")
+    _write(new + "/etc/group", f"root:x:0:\nsandbox:x:{gid}:\n")
+    # /dev: a tmpfs of its own with only harmless devices bound in; nothing else can be a device.
+    os.makedirs(new + "/dev")
+    libc.mount("tmpfs", new + "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k")
+    for name in DEVICES:
+        open(f"{new}/dev/{name}", "a").close()
+        libc.mount(f"/dev/{name}", f"{new}/dev/{name}", None, MS_BIND)
+        libc.mount(None, f"{new}/dev/{name}", None, MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NOEXEC)
+    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1")):
+        os.symlink(target, f"{new}/dev/{name}")
+    os.symlink("/proc/self/fd/2", f"{new}/dev/stderr")
+    os.makedirs(new + "/dev/shm")
+    libc.mount("tmpfs", new + "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=1777,size=64m")
+    libc.mount(None, new + "/dev", None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k")
+    # The one writable place: the session directory (cwd, HOME), with /tmp inside it, one size limit.
+    os.makedirs(new + SESSION_DIR)
+    size = max(int(options.get("disk_mb") or 1024), 1)
+    libc.mount("tmpfs", new + SESSION_DIR, "tmpfs", MS_NOSUID | MS_NODEV, f"mode=0700,uid={uid},gid={gid},size={size}m")
+    os.makedirs(new + SESSION_DIR + "/.tmp", mode=0o700)
+    os.chown(new + SESSION_DIR + "/.tmp", uid, gid)
+    os.makedirs(new + "/tmp")
+    libc.mount(new + SESSION_DIR + "/.tmp", new + "/tmp", None, MS_BIND)
+    os.makedirs(new + "/proc")
+    _pivot(libc, new)
+
+
+def _pivot(libc: _Libc, new: str) -> None:
+    """pivot_root(new, new) then detach the old root: nothing of the host's tree stays reachable."""
+    number = _SYS_PIVOT_ROOT.get(platform.machine())
+    if number is None:
+        raise OSError(errno.ENOSYS, f"pivot_root: unknown architecture {platform.machine()}")
+    os.chdir(new)
+    if libc.lib.syscall(number, b".", b".") != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"pivot_root: {os.strerror(err)}")
+    libc.call("umount2", b".", MNT_DETACH)
+    os.chdir("/")
+
+
+def _remount_read_only(libc: _Libc, target: str) -> None:
+    """Read-only, nosuid, nodev — keeping the flags the kernel locks on a bind of that mount."""
+    flags = MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV
+    try:
+        libc.mount(None, target, None, flags)
+    except OSError:  # locked flags (noexec, atime) of the source must be repeated
+        st = os.statvfs(target)
+        for bit, flag in ((os.ST_NOEXEC, MS_NOEXEC), (os.ST_NOATIME, MS_NOATIME), (os.ST_NODIRATIME, MS_NODIRATIME)):
+            if st.f_flag & bit:
+                flags |= flag
+        if st.f_flag & os.ST_RELATIME:
+            flags |= MS_RELATIME
+        libc.mount(None, target, None, flags)
+
+
 def _fork_into_pid_namespace(options: dict[str, Any]) -> None:
-    """Fork: the child is PID 1 of the new namespace and returns; this process becomes the shim."""
+    """Fork: the child is PID 1 of the new namespace and returns; this process becomes the shim, which
+    takes the worker's uid (so it may forward signals) and drops every capability."""
     pid = os.fork()
     if pid == 0:
         return
@@ -142,12 +268,14 @@ def _fork_into_pid_namespace(options: dict[str, Any]) -> None:
             os.close(fd)
 
     def forward(signum: int, _frame: Any) -> None:
-        with contextlib.suppress(ProcessLookupError):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signum)
 
     signal.signal(signal.SIGINT, forward)
     signal.signal(signal.SIGTERM, forward)
     with contextlib.suppress(OSError):
+        if os.geteuid() == 0:
+            _drop_root(options)
         _drop_capabilities(_Libc())
     while True:
         try:
@@ -155,21 +283,14 @@ def _fork_into_pid_namespace(options: dict[str, Any]) -> None:
             break
         except ChildProcessError:
             os._exit(1)
+        except InterruptedError:
+            continue
     if os.WIFSIGNALED(status):
         os._exit(128 + os.WTERMSIG(status))
     os._exit(os.WEXITSTATUS(status))
 
 
-def pids_cgroup_dirs() -> list[str]:
-    """Where a pids cgroup for a worker can be made (cgroup v1 ``pids`` hierarchy, or v2 unified)."""
-    found = []
-    for line in _mounts_raw():
-        fields = line.split()
-        fstype = fields[fields.index("-") + 1]
-        if (fstype == "cgroup" and "pids" in fields[-1].split(",")) or fstype == "cgroup2":
-            found.append(fields[4])
-    return found
-
+# -- cgroups --------------------------------------------------------------------------------------
 
 CGROUP_PREFIX = "ba-mcp-sandbox-"
 
@@ -178,45 +299,65 @@ def cgroup_name(pid: int) -> str:
     return f"{CGROUP_PREFIX}{pid}"
 
 
-def _join_pids_cgroup(limit: int) -> str:
-    """Root is exempt from RLIMIT_NPROC, so a pids cgroup bounds its process count instead."""
-    for base in pids_cgroup_dirs():
+def cgroup_dirs() -> dict[str, str]:
+    """Where the worker's cgroups can be made, by controller (cgroup v1 hierarchies, or v2 unified)."""
+    found: dict[str, str] = {}
+    for line in _mounts_raw():
+        fields = line.split()
+        fstype = fields[fields.index("-") + 1]
+        options = set(fields[-1].split(","))
+        if fstype == "cgroup":
+            for controller in ("pids", "memory"):
+                if controller in options:
+                    found.setdefault(controller, fields[4])
+        elif fstype == "cgroup2":
+            found.setdefault("unified", fields[4])
+    return found
+
+
+def _join_cgroups(options: dict[str, Any]) -> list[str]:
+    """Root is exempt from RLIMIT_NPROC, and RLIMIT_AS is per process: a pids and a memory cgroup bound
+    the worker and everything it starts together."""
+    bases = cgroup_dirs()
+    size = str(int(options.get("memory_mb") or 0) * 1024 * 1024)
+    v1 = {"pids": {"pids.max": str(options.get("max_processes"))}, "memory": {"memory.limit_in_bytes": size}}
+    v2 = {
+        "pids": {"pids.max": str(options.get("max_processes"))},
+        "memory": {"memory.max": size, "memory.swap.max": "0"},
+    }
+    limits = [c for c, key in (("pids", "max_processes"), ("memory", "memory_mb")) if options.get(key)]
+    done: list[str] = []
+    for controller in limits:
+        base, files = bases.get(controller), v1[controller]
+        if base is None and "unified" in bases:
+            base, files = bases["unified"], v2[controller]
+        if base is None:
+            continue
         path = os.path.join(base, cgroup_name(os.getpid()))
         try:
             os.makedirs(path, exist_ok=True)
-            _write(os.path.join(path, "pids.max"), str(limit))
+            for name, value in files.items():
+                target = os.path.join(path, name)
+                if os.path.exists(target):
+                    _write(target, value)
             _write(os.path.join(path, "cgroup.procs"), str(os.getpid()))
-            return f"processes {limit} (pids cgroup)"
+            done.append(controller)
         except OSError:
             with contextlib.suppress(OSError):
                 os.rmdir(path)
-    return "process count: not limited (root is exempt from RLIMIT_NPROC and no pids cgroup is writable)"
-
-
-def _read_only_except(libc: _Libc, writable: str) -> list[str]:
-    """Bind ``writable`` onto itself, then remount every other mount read-only. Returns failures."""
-    libc.call("mount", writable.encode(), writable.encode(), None, MS_BIND | MS_REC, None)
-    failed = []
-    for target, opts in _mounts():
-        if target == writable or target.startswith(writable + "/") or "ro" in opts:
-            continue
-        flags = MS_REMOUNT | MS_BIND | MS_RDONLY
-        for opt in opts:
-            flags |= _LOCKED_FLAGS.get(opt, 0)
-        try:
-            libc.call("mount", None, target.encode(), None, flags, None)
-        except OSError:
-            failed.append(target)
-    return failed
-
-
-def _mounts() -> list[tuple[str, set[str]]]:
-    """(mount point, per-mount options) of every mount, parents first."""
     out = []
-    for line in _mounts_raw():
-        fields = line.split()
-        target = fields[4].replace("\\040", " ").replace("\\011", "\t").replace("\\134", "\\")
-        out.append((target, set(fields[5].split(","))))
+    if "pids" in limits:
+        out.append(
+            f"processes {options['max_processes']} (pids cgroup)"
+            if "pids" in done
+            else "process count: not limited (root is exempt from RLIMIT_NPROC and no pids cgroup is writable)"
+        )
+    if "memory" in limits:
+        out.append(
+            f"memory {options['memory_mb']} MB for all the worker's processes (memory cgroup)"
+            if "memory" in done
+            else "memory: per process only (no memory cgroup is writable)"
+        )
     return out
 
 
@@ -225,8 +366,17 @@ def _mounts_raw() -> list[str]:
         return f.readlines()
 
 
+# -- user and capabilities ------------------------------------------------------------------------
+
+
+def _ids(options: dict[str, Any]) -> tuple[int, int]:
+    if os.geteuid() != 0:
+        return os.getuid(), os.getgid()
+    return int(options.get("uid", 65534)), int(options.get("gid", 65534))
+
+
 def _drop_root(options: dict[str, Any]) -> None:
-    uid, gid = int(options.get("uid", 65534)), int(options.get("gid", 65534))
+    uid, gid = _ids(options)
     os.setgroups([])
     os.setresgid(gid, gid, gid)
     os.setresuid(uid, uid, uid)
@@ -250,6 +400,76 @@ def _drop_capabilities(libc: _Libc) -> None:
     libc.call("prctl", PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
 
 
+# -- seccomp --------------------------------------------------------------------------------------
+
+# System calls a data-analysis sandbox never needs, refused with EPERM.
+DENIED_SYSCALLS = (
+    "mount",
+    "umount2",
+    "pivot_root",
+    "chroot",
+    "unshare",
+    "setns",
+    "ptrace",
+    "process_vm_readv",
+    "process_vm_writev",
+    "keyctl",
+    "add_key",
+    "request_key",
+    "bpf",
+    "perf_event_open",
+    "userfaultfd",
+    "init_module",
+    "finit_module",
+    "delete_module",
+    "kexec_load",
+    "kexec_file_load",
+    "open_by_handle_at",
+    "name_to_handle_at",
+    "fsopen",
+    "fsmount",
+    "move_mount",
+    "open_tree",
+    "syslog",
+    "swapon",
+    "swapoff",
+    "reboot",
+    "acct",
+    "quotactl",
+)
+
+
+def _seccomp() -> str:
+    try:
+        import pyseccomp as seccomp
+    except (ImportError, OSError, RuntimeError) as exc:  # no libseccomp on this machine
+        return f"seccomp: not active (libseccomp unavailable: {exc})"
+    try:
+        flt = seccomp.SyscallFilter(seccomp.ALLOW)
+        eperm = seccomp.ERRNO(errno.EPERM)
+        for name in DENIED_SYSCALLS:
+            with contextlib.suppress(Exception):  # a call this architecture does not have
+                flt.add_rule(eperm, name)
+        # New namespaces through clone(2); clone3 passes its flags in memory, so it answers ENOSYS
+        # and the C library falls back to clone.
+        for flag in (
+            CLONE_NEWUSER,
+            CLONE_NEWNS,
+            CLONE_NEWPID,
+            CLONE_NEWNET,
+            CLONE_NEWIPC,
+            CLONE_NEWUTS,
+            CLONE_NEWCGROUP,
+        ):
+            flt.add_rule(eperm, "clone", seccomp.Arg(0, seccomp.MASKED_EQ, flag, flag))
+        with contextlib.suppress(Exception):
+            flt.add_rule(seccomp.ERRNO(errno.ENOSYS), "clone3")
+        flt.load()
+    except Exception as exc:
+        return f"seccomp: not active ({exc})"
+    return "seccomp filter (no mount, namespaces, ptrace, keyrings, bpf, perf, module loading)"
+
+
 def _write(path: str, text: str) -> None:
     with open(path, "w", encoding="ascii") as f:
         f.write(text)
@@ -264,7 +484,7 @@ def _limits(options: dict[str, Any], own_count: bool) -> list[str]:
     if options.get("memory_mb"):
         size = int(options["memory_mb"]) * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_AS, (size, size))
-        active.append(f"memory (address space) {options['memory_mb']} MB")
+        active.append(f"memory (address space) {options['memory_mb']} MB per process")
     if options.get("cpu_seconds"):
         seconds = int(options["cpu_seconds"])
         resource.setrlimit(resource.RLIMIT_CPU, (seconds, seconds + 5))
@@ -274,7 +494,7 @@ def _limits(options: dict[str, Any], own_count: bool) -> list[str]:
         resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # an oversized write fails with EFBIG instead
         active.append(f"file size {options['max_file_mb']} MB")
-    if options.get("max_processes") and os.getuid() != 0:  # root: the pids cgroup, above
+    if options.get("max_processes") and not _root_started(options):  # root: the pids cgroup, above
         if not own_count:
             # Outside a user namespace the count includes every process of the user, so the limit
             # could stop the worker's own threads.
@@ -284,3 +504,7 @@ def _limits(options: dict[str, Any], own_count: bool) -> list[str]:
             resource.setrlimit(resource.RLIMIT_NPROC, (n, n))
             active.append(f"processes {n}")
     return active
+
+
+def _root_started(options: dict[str, Any]) -> bool:
+    return bool(options.get("_root"))

@@ -33,7 +33,7 @@ import traceback
 from typing import Any
 
 from sandbox import protocol
-from sandbox.isolation import confine
+from sandbox.isolation import SESSION_DIR, confine
 from sandbox.policy import ImportPolicyError, guarded_builtins
 
 _VALUE_CHARS = 20_000
@@ -123,11 +123,14 @@ class Worker:
                     protocol.send(self.sock, {"op": "done", "cell": message.get("cell"), "error": _interrupted()})
 
     def _start(self, message: dict[str, Any]) -> None:
-        cwd = message["cwd"]
+        # Confined: the private session tmpfs (with /tmp inside it). Otherwise the directory the server
+        # started the worker in.
+        cwd = SESSION_DIR if self.options.get("confined") else os.getcwd()
         os.chdir(cwd)
-        tmp = os.path.join(cwd, ".tmp")
+        tmp = "/tmp" if self.options.get("confined") else os.path.join(cwd, ".tmp")
         os.makedirs(tmp, exist_ok=True)
-        os.environ.update({"HOME": cwd, "TMPDIR": tmp})
+        os.makedirs(os.path.join(cwd, ".matplotlib"), exist_ok=True)
+        os.environ.update({"HOME": cwd, "TMPDIR": tmp, "MPLCONFIGDIR": os.path.join(cwd, ".matplotlib")})
         tempfile.tempdir = tmp
         self.started = True
         protocol.send(self.sock, {"op": "started"})
@@ -474,6 +477,7 @@ def main(argv: list[str]) -> int:
     options = json.loads(argv[0])
     fd = int(options["fd"])
     protections = confine({**options, "close_in_shim": [fd]})
+    options["confined"] = any(p.startswith("minimal root filesystem") for p in protections)
     sock = socket.socket(fileno=fd)
     os.register_at_fork(after_in_child=lambda: _close_quietly(sock.detach()))
     import faulthandler
