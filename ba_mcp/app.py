@@ -66,17 +66,6 @@ class App:
                 state = self.sessions[key] = SessionState(key)
             return state
 
-    def server_metrics(self) -> Metrics:
-        total = Metrics()
-        for state in list(self.sessions.values()):
-            for name, st in state.metrics.tools.items():
-                agg = total.tools.setdefault(name, type(st)())
-                for attr in vars(st):
-                    setattr(agg, attr, getattr(agg, attr) + getattr(st, attr))
-            for etype, n in state.metrics.errors_by_type.items():
-                total.errors_by_type[etype] = total.errors_by_type.get(etype, 0) + n
-        return total
-
     def warm_up(self) -> None:
         """Import what the first calls need and load the vocabulary (run in a background thread)."""
         try:

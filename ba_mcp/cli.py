@@ -362,7 +362,7 @@ def _check_sandbox(settings: Settings, sessions: Path) -> list[tuple[str, bool, 
             continue
         found = next((p for p in protections if p.startswith(marker) and "per process only" not in p), None)
         missing = next(
-            (p for p in protections if "unavailable" in p or "not " in p and p.split()[0] in marker),
+            (p for p in protections if "unavailable" in p or ("not " in p and p.split()[0] in marker)),
             "not available here",
         )
         checks.append((f"sandbox: {label}", found is not None, found or missing))

@@ -7,6 +7,7 @@ and errors are ours, in one format.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import mimetypes
@@ -79,7 +80,13 @@ def session_key(headers: Mapping[str, str] | None) -> str:
     they need no key; on HTTP the App is shared and the ``mcp-session-id`` header tells sessions apart.
     Stateless HTTP (no session id) shares one key."""
     sid = headers.get("mcp-session-id") if headers else None
-    return f"http-{sid}" if sid else "default"
+    return http_session_key(sid) if sid else "default"
+
+
+def http_session_key(session_id: str) -> str:
+    """The key of an HTTP session: a digest of its id, so the id (which lets a client speak as that
+    session) never reaches logs, metrics or the sandbox."""
+    return "http-" + hashlib.sha256(session_id.encode("utf-8", "replace")).hexdigest()[:16]
 
 
 class PipelineTool(SdkTool):
@@ -164,6 +171,9 @@ class BaServer(MCPServer[App]):
             aid = uri_s[len("artifact://") :]
             content, mime = await anyio.to_thread.run_sync(read_artifact_resource, app, aid)
             return [ReadResourceContents(content=content, mime_type=mime)]
+        if uri_s == "ba://metrics":  # per session: the SDK gives static resources no request context
+            key = session_key(context.headers if context is not None else None)
+            return [ReadResourceContents(content=metrics_report(self._app(), key), mime_type="application/json")]
         return await super().read_resource(uri, context)
 
     def streamable_http_app(self, **kwargs: Any) -> Any:
@@ -180,7 +190,7 @@ class BaServer(MCPServer[App]):
         async def discard(session_id: str, transport: Any) -> None:
             await original(session_id, transport)
             if self.app is not None:
-                await anyio.to_thread.run_sync(self.app.sandboxes.discard, f"http-{session_id}")
+                await anyio.to_thread.run_sync(self.app.sandboxes.discard, http_session_key(session_id))
 
         manager._discard_session = discard
         return starlette
@@ -307,6 +317,15 @@ def read_artifact_resource(app: App, aid: str) -> tuple[str | bytes, str]:
     return data.decode("utf-8"), meta.mime
 
 
+def metrics_report(app: App, session: str) -> str:
+    """The metrics of one client session only (S-9): no other session's activity or key."""
+    report = {
+        "session": app.session(session).metrics.report(),
+        "artifacts": {"count": len(app.artifacts.list()), "bytes": app.artifacts.total_bytes()},
+    }
+    return json.dumps(report, indent=1)
+
+
 def files_listing(app: App) -> str:
     """The unified file list (seed 002): uploads, code files and artifacts, as markdown."""
     lines = ["# Files in the workspace", ""]
@@ -365,16 +384,10 @@ def _register_resources(server: BaServer) -> None:
         name="metrics",
         title="Tool metrics",
         mime_type="application/json",
-        description="Per-tool calls, latency, tokens, success, error and cache-hit rates, per session and in total.",
+        description="This session's per-tool calls, latency, tokens, success, error and cache-hit rates.",
     )
-    async def metrics() -> str:
-        app = server._app()
-        report = {
-            "server": app.server_metrics().report(),
-            "sessions": {key: s.metrics.report() for key, s in list(app.sessions.items())},
-            "artifacts": {"count": len(app.artifacts.list()), "bytes": app.artifacts.total_bytes()},
-        }
-        return json.dumps(report, indent=1)
+    async def metrics() -> str:  # served by BaServer.read_resource, which knows the session
+        return metrics_report(server._app(), "default")
 
     @server.resource(
         "artifact://{id}",

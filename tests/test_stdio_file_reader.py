@@ -170,7 +170,7 @@ async def test_resources_files_metrics_and_completion(session: ClientSession) ->
     files = (await session.read_resource("ba://files")).contents[0].text
     assert "[upload_sales] sales.csv (csv)" in files and "[artifact_" in files
     metrics = json.loads((await session.read_resource("ba://metrics")).contents[0].text)
-    reader = metrics["server"]["tools"]["file_reader"]
+    reader = metrics["session"]["tools"]["file_reader"]
     assert reader["calls"] > 5 and reader["cache_hit_rate"] > 0
     done = await session.complete(
         ResourceTemplateReference(uri="upload://{name}"), {"name": "name", "value": "upload_sa"}

@@ -259,7 +259,7 @@ async def test_awkward_columns(qs: ClientSession) -> None:
     text = ok(wide)
     assert len(text) < 60_000 and wide.structured_content["artifact_id"]  # long cells cut, complete row stored
     metrics = json.loads((await qs.read_resource("ba://metrics")).contents[0].text)
-    assert metrics["server"]["tools"]["query_database"]["calls"] >= 3
+    assert metrics["session"]["tools"]["query_database"]["calls"] >= 3
 
 
 async def test_concurrent_queries_on_one_session(qs: ClientSession) -> None:
@@ -288,9 +288,9 @@ async def test_results_are_cached_until_the_data_changes(qs: ClientSession, qwor
     csv.write_text("a\n1\n2\n")
     sql = "SELECT sum(a) AS s FROM 'uploads/live.csv'"
     first = ok(await q(qs, sql, output_level="full"))
-    before = json.loads((await qs.read_resource("ba://metrics")).contents[0].text)["server"]["tools"]["query_database"]
+    before = json.loads((await qs.read_resource("ba://metrics")).contents[0].text)["session"]["tools"]["query_database"]
     second = ok(await q(qs, sql, output_level="brief"))
-    after = json.loads((await qs.read_resource("ba://metrics")).contents[0].text)["server"]["tools"]["query_database"]
+    after = json.loads((await qs.read_resource("ba://metrics")).contents[0].text)["session"]["tools"]["query_database"]
     assert after["cache_hit_rate"] > before["cache_hit_rate"] and "1 rows" in second
     csv.write_text("a\n1\n2\n3\n")
     third = ok(await q(qs, sql, output_level="full"))

@@ -19,7 +19,7 @@ from mcp import Client
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.conftest import ROOT, server_env, text_of
+from tests.conftest import ROOT, make_workspace, server_env, text_of
 
 # -- HTTP -----------------------------------------------------------------------------------------
 
@@ -64,7 +64,8 @@ async def test_http_sessions_are_served_concurrently_and_kept_apart(http_server:
             result = await s.call_tool("file_reader", {"path": "upload_sales", "output_level": level})
             assert not result.is_error, text_of(result)
             metrics = json.loads((await s.read_resource("ba://metrics")).contents[0].text)
-            return text_of(result), json.dumps(metrics["sessions"])
+            assert metrics["session"]["tools"]["file_reader"]["calls"] == 1  # its own calls only
+            return text_of(result), json.dumps(metrics)
 
     results: list[tuple[str, str]] = []
 
@@ -80,7 +81,8 @@ async def test_http_sessions_are_served_concurrently_and_kept_apart(http_server:
         "file_reader: table (full)",
         "file_reader: table (standard)",
     ]
-    assert results[-1][1].count('"http-') >= 3  # one metrics entry per HTTP session
+    # S-9: a session's metrics name no session (its own or another's), so no id can be taken over
+    assert all("http-" not in m and "sessions" not in m for _, m in results)
 
 
 @pytest.mark.anyio
@@ -90,11 +92,7 @@ async def test_http_sessions_have_their_own_python_worker_which_ends_with_the_se
     psutil = pytest.importorskip("psutil")
 
     def workers() -> set[int]:
-        return {
-            p.pid
-            for p in psutil.process_iter(["cmdline"])
-            if "sandbox" in (p.info.get("cmdline") or []) and str(workspace) in " ".join(p.info["cmdline"])
-        }
+        return {p.pid for p in psutil.process_iter(["cmdline"]) if _serves(p, workspace)}
 
     async def one_session(name: str) -> str:
         async with streamable_http_client(http_server) as (read, write, *_), ClientSession(read, write) as s:
@@ -116,11 +114,64 @@ async def test_http_sessions_have_their_own_python_worker_which_ends_with_the_se
             tg.start_soon(run, name)
     assert "'alice'" in texts["alice"] and "'bob'" not in texts["alice"]
     assert "'bob'" in texts["bob"] and "'alice'" not in texts["bob"]
-    assert "'http-" in texts["alice"] and "'http-" in texts["bob"]
+    # Each worker sees its own private /session: no session id and no real path in what user code sees
+    assert "'session')" in texts["alice"] and "'session')" in texts["bob"]
+    assert "http-" not in texts["alice"] + texts["bob"] and str(workspace) not in texts["alice"]
     deadline = time.monotonic() + 10
     while len(workers()) > 2 and time.monotonic() < deadline:  # at most the spare (shim + child) remains
         await anyio.sleep(0.2)
     assert len(workers()) <= 2
+
+
+def _serves(proc, workspace: Path) -> bool:
+    """A sandbox process whose server serves ``workspace``."""
+    if "sandbox" not in (proc.info.get("cmdline") or []):
+        return False
+    try:
+        return any(p.environ().get("BA_MCP_WORKSPACE") == str(workspace) for p in proc.parents())
+    except Exception:
+        return False
+
+
+@pytest.mark.anyio
+async def test_live_python_workers_are_capped_with_a_clear_error(tmp_path: Path) -> None:
+    """S-9 / issue 8 item 10: at most run_python.max_workers interpreters; one more session is refused
+    clearly, and served once another session has ended."""
+    ws = make_workspace(tmp_path)
+    port = _free_port()
+    env = server_env(ws, BA_MCP_RUN_PYTHON__MAX_WORKERS="1", BA_MCP_RUN_PYTHON__SPARE_WORKERS="0")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ba_mcp", "serve", "--transport", "http", "--port", str(port)],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}/mcp"
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        async with streamable_http_client(url) as (ra, wa, *_), ClientSession(ra, wa) as a:
+            await a.initialize()
+            assert not (await a.call_tool("run_python", {"code": "1"})).is_error
+            async with streamable_http_client(url) as (rb, wb, *_), ClientSession(rb, wb) as b:
+                await b.initialize()
+                refused = await b.call_tool("run_python", {"code": "1"})
+                text = text_of(refused)
+                assert refused.is_error and "Error Type: resource_error" in text and "TOO_MANY_WORKERS" in text
+                assert not (await b.call_tool("file_reader", {"path": "upload_sales"})).is_error  # other tools serve
+        async with streamable_http_client(url) as (rc, wc, *_), ClientSession(rc, wc) as c:
+            await c.initialize()
+            served = await c.call_tool("run_python", {"code": "40 + 2"})  # A ended, so its worker did too
+            assert not served.is_error and "42" in text_of(served), text_of(served)
+    finally:
+        proc.terminate()
+        proc.wait(10)
 
 
 @pytest.mark.anyio
@@ -298,7 +349,7 @@ def test_doctor_and_invalid_configuration(workspace: Path, tmp_path: Path) -> No
     assert "ok    tokenizer offline" in doctor.stdout and "duckdb" in doctor.stdout
     if sys.platform.startswith("linux"):
         assert re.search(r"ok\s+sandbox worker\s+started", doctor.stdout), doctor.stdout
-        assert re.search(r"\s+sandbox: no network\s+network namespace", doctor.stdout), doctor.stdout
+        assert re.search(r"sandbox: no network.*\s+network namespace", doctor.stdout), doctor.stdout
     bad = tmp_path / "bad.yaml"
     bad.write_text("observation:\n  preview_rows: 0\n")
     out = ba("serve", "--config", str(bad), workspace=workspace)
