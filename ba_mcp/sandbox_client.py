@@ -10,9 +10,11 @@ the worker's own fatal errors), of which the last few KB are kept for crash repo
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import logging
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -32,10 +34,37 @@ from sandbox.isolation import CGROUP_PREFIX, SESSION_DIR, cgroup_dirs, cgroup_na
 log = logging.getLogger(__name__)
 
 _NOISE_KEPT = 4096
+_PATH = re.compile(r"(?<![\w.~:/])(?:/[\w.@+-]+){2,}/?")  # an absolute path of two or more parts
 
 
 class WorkerGone(Exception):
     """The worker process ended (crash, kill, OOM) or broke the protocol."""
+
+
+class BadBlob(Exception):
+    """A descriptor from the worker that is not a sealed memory file within the size limit."""
+
+
+_REQUIRED_SEALS = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE
+
+
+def read_blob(fd: int, limit: int) -> bytes:
+    """The bytes of a memory file the worker sent, read only if it is sealed (its size can no longer
+    change) and at most ``limit`` bytes long. Anything else — a descriptor of /dev/zero, a pipe, an
+    unsealed or oversized (even sparse) memory file — is refused before a byte is read (S-4)."""
+    try:
+        seals = fcntl.fcntl(fd, fcntl.F_GET_SEALS)
+    except OSError:
+        raise BadBlob("the worker sent a descriptor that is not a sealed memory file") from None
+    if seals & _REQUIRED_SEALS != _REQUIRED_SEALS:
+        raise BadBlob("the worker sent a memory file that is not sealed")
+    size = os.fstat(fd).st_size
+    if size > limit:
+        raise BadBlob(f"the object is {size:,} bytes; at most {limit:,} bytes are taken from the sandbox")
+    data = os.pread(fd, size, 0)
+    if len(data) != size:
+        raise BadBlob("the memory file is shorter than it says")
+    return data
 
 
 class WorkerProcess:
@@ -181,8 +210,10 @@ class WorkerProcess:
         return f"exited with code {code}"
 
     def last_output(self, limit: int = 1200) -> str:
+        """The end of what the process wrote to fd 1/2, with file paths cut to their last part (S-1: a
+        crash report must not show where the server, Python or the workspace live)."""
         text = bytes(self.noise[-limit:]).decode("utf-8", "replace").strip()
-        return text
+        return _PATH.sub(lambda m: ".../" + m.group(0).rstrip("/").rsplit("/", 1)[-1], text)
 
 
 def remove_cgroups(pids: list[int] | None = None, wait_s: float = 2.0) -> None:

@@ -89,6 +89,7 @@ class RunPythonSettings(_Section):
     uid: int = Field(65534, ge=1)
     gid: int = Field(65534, ge=1)
     max_workers: int = Field(8, ge=1)
+    max_transfer_mb: int = Field(256, ge=1)
     max_processes: int = Field(128, ge=8)
     max_file_mb: int = Field(1024, ge=1)
     cpu_seconds: int = Field(3600, ge=10)

@@ -19,6 +19,8 @@ from __future__ import annotations
 import ast
 import collections
 import contextlib
+import ctypes
+import fcntl
 import io
 import json
 import linecache
@@ -28,6 +30,7 @@ import signal
 import socket
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from typing import Any
@@ -37,6 +40,8 @@ from sandbox.isolation import SESSION_DIR, confine
 from sandbox.policy import ImportPolicyError, guarded_builtins
 
 _VALUE_CHARS = 20_000
+_PROGRESS_EVERY_S = 0.25  # progress() frames beyond one per this interval are dropped
+_THREAD_GRACE_S = 0.5
 
 
 class Capture(io.TextIOBase):
@@ -93,6 +98,8 @@ class Worker:
         self.namespace.update(self._helpers())
         self.calls = 0
         self.started = False
+        self.cell: str | None = None  # the token of the running cell, echoed in every frame about it
+        self.last_progress = 0.0
 
     # -- the loop -----------------------------------------------------------------------------
 
@@ -121,6 +128,8 @@ class Worker:
                     self._exec(message)
                 except KeyboardInterrupt:  # landed outside the cell: still answer
                     protocol.send(self.sock, {"op": "done", "cell": message.get("cell"), "error": _interrupted()})
+                finally:
+                    self.cell = None
 
     def _start(self, message: dict[str, Any]) -> None:
         # Confined: the private session tmpfs (with /tmp inside it). Otherwise the directory the server
@@ -136,7 +145,8 @@ class Worker:
         protocol.send(self.sock, {"op": "started"})
 
     def _exec(self, message: dict[str, Any]) -> None:
-        cell = message.get("cell")
+        cell = self.cell = message.get("cell")
+        threads_before = set(threading.enumerate())
         code, filename = message["code"], message.get("filename", "<cell>")
         out = Capture(self.options.get("output_head", 20000), self.options.get("output_tail", 5000))
         err = Capture(self.options.get("output_head", 20000), self.options.get("output_tail", 5000))
@@ -185,9 +195,12 @@ class Worker:
         if exit_note:
             reply["note"] = exit_note
         if value is not None and error is None:
-            reply["value"], fd = _describe(value)
+            reply["value"], fd = _describe_safely(value)
             if fd is not None:
                 fds.append(fd)
+        stopped, running = _stop_threads(threads_before)
+        if stopped or running:
+            reply["threads"] = {"stopped": stopped, "running": running}
         figures, figure_fds = _figures()
         reply["figures"] = figures
         fds += figure_fds
@@ -203,7 +216,8 @@ class Worker:
     def _call(self, method: str, fds: list[int] | None = None, **args: Any) -> tuple[dict[str, Any], list[int]]:
         self.calls += 1
         call_id = self.calls
-        protocol.send(self.sock, {"op": "call", "id": call_id, "method": method, "args": args}, fds or [])
+        message = {"op": "call", "cell": self.cell, "id": call_id, "method": method, "args": args}
+        protocol.send(self.sock, message, fds or [])
         while True:
             message, got = protocol.recv(self.sock)
             if message.get("op") == "reply" and message.get("id") == call_id:
@@ -278,8 +292,15 @@ class Worker:
             raise ValueError(f"load_upload reads table files; use open_upload for {reply['name']}")
 
         def progress(done: float, total: float | None = None, message: str | None = None) -> None:
-            """Report progress of a long cell to the client (shown as an MCP progress notification)."""
-            protocol.send(worker.sock, {"op": "progress", "done": done, "total": total, "message": message})
+            """Report progress of a long cell to the client (shown as an MCP progress notification);
+            at most four reports a second reach it."""
+            now = time.monotonic()
+            if now - worker.last_progress < _PROGRESS_EVERY_S:
+                return
+            worker.last_progress = now
+            frame = {"op": "progress", "cell": worker.cell, "done": float(done), "total": total}
+            frame["message"] = None if message is None else str(message)[:200]
+            protocol.send(worker.sock, frame)
 
         return {
             "load_artifact": load_artifact,
@@ -299,6 +320,31 @@ _OWN_FILES = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
 # -- values, figures, errors ------------------------------------------------------------------------
+
+
+def _describe_safely(value: Any) -> tuple[dict[str, Any], int | None]:
+    """``_describe``, but a value whose ``repr`` (or conversion) raises is reported, not fatal."""
+    try:
+        return _describe(value)
+    except BaseException as exc:  # a hostile __repr__ may raise anything, even SystemExit
+        try:
+            why = f"{type(exc).__name__}: {str(exc)[:200]}"
+        except BaseException:
+            why = type(exc).__name__
+        return {"kind": "text", "type": type(value).__name__, "text": f"<repr() failed: {why}>", "total": 0}, None
+
+
+def _stop_threads(before: set[threading.Thread]) -> tuple[int, int]:
+    """Threads the cell started may not outlive it: each gets SystemExit raised at its next Python
+    instruction. Returns (stopped, still running — e.g. blocked in C code)."""
+    started = [t for t in threading.enumerate() if t not in before and t.is_alive() and t.ident is not None]
+    for t in started:
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(t.ident or 0), ctypes.py_object(SystemExit))
+    deadline = time.monotonic() + _THREAD_GRACE_S
+    for t in started:
+        t.join(max(0.0, deadline - time.monotonic()))
+    running = sum(1 for t in started if t.is_alive())
+    return len(started) - running, running
 
 
 def _describe(value: Any) -> tuple[dict[str, Any], int | None]:
@@ -377,15 +423,17 @@ def _table_blob(obj: Any) -> tuple[dict[str, Any], int]:
     return meta, _memfile(sink.getvalue().to_pybytes())
 
 
+_SEALS = fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE
+
+
 def _memfile(data: bytes) -> int:
-    if hasattr(os, "memfd_create"):
-        fd = os.memfd_create("ba-blob", os.MFD_CLOEXEC)
-    else:  # an unlinked file in the session's temporary directory
-        with tempfile.TemporaryFile() as handle:
-            fd = os.dup(handle.fileno())
+    """A sealed memory file holding ``data``: the server accepts only these (their size cannot change
+    after it checked it)."""
+    fd = os.memfd_create("ba-blob", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
+    fcntl.fcntl(fd, fcntl.F_ADD_SEALS, _SEALS)
     os.lseek(fd, 0, os.SEEK_SET)
     return fd
 
@@ -395,7 +443,8 @@ def _figures() -> tuple[list[dict[str, Any]], list[int]]:
     plt = sys.modules.get("matplotlib.pyplot")
     if plt is None:
         return [], []
-    figures, fds = [], []
+    figures: list[dict[str, Any]] = []
+    fds: list[int] = []
     try:
         for num in plt.get_fignums():
             fig = plt.figure(num)
@@ -405,6 +454,8 @@ def _figures() -> tuple[list[dict[str, Any]], list[int]]:
             suptitle = fig._suptitle.get_text() if getattr(fig, "_suptitle", None) else ""
             figures.append({"title": suptitle or "; ".join(titles) or f"Figure {num}", "mime": "image/png"})
             fds.append(_memfile(buf.getvalue()))
+    except Exception as exc:  # a figure that cannot be drawn is reported, the others are kept
+        figures.append({"error": f"{type(exc).__name__}: {str(exc)[:200]}"})
     finally:
         plt.close("all")
     return figures, fds

@@ -38,6 +38,7 @@ def _params(ws: Path, **env: str):
         BA_MCP_RUN_PYTHON__MAX_PROCESSES="48",
         BA_MCP_RUN_PYTHON__MAX_FILE_MB="20",
         BA_MCP_RUN_PYTHON__DISK_MB="64",
+        BA_MCP_RUN_PYTHON__MAX_TRANSFER_MB="16",
         SERVER_SECRET_TOKEN=SECRET,
         **env,
     )
@@ -161,6 +162,10 @@ async def test_progress_notifications_while_a_long_cell_runs(py: ClientSession) 
     messages = [m for _, _, m in seen]
     assert "step 0" in messages and "step 2" in messages
     assert any(m and m.startswith("running for") for m in messages)
+    seen.clear()
+    flood = "for i in range(20000):\n    progress(i, 20000, 'flood')\n'flooded'"
+    ok(await py.call_tool("run_python", {"code": flood}, progress_callback=on_progress))
+    assert sum(1 for _, _, m in seen if m == "flood") <= 10  # throttled in the worker (issue 8 item 13)
 
 
 # -- helpers ------------------------------------------------------------------------------------------
@@ -239,6 +244,8 @@ async def test_os_exit_and_segfault_restart_the_worker(raw: tuple[ClientSession,
     assert "fresh interpreter" in ok(await run(s, "1"))
     text = failed(await run(s, "import ctypes\nctypes.string_at(0)"), "execution_error", "WORKER_CRASHED")
     assert "SIGSEGV" in text
+    for real in (sys.prefix, sys.base_prefix, str(Path(__file__).parent.parent), "site-packages"):
+        assert real not in text, text  # the crash report shows no real path (issue 8 item 12)
     assert "2" in ok(await run(s, "1 + 1"))
 
 
@@ -490,3 +497,81 @@ def _is_worker_of(proc, ws: Path) -> bool:
         return any(p.environ().get("BA_MCP_WORKSPACE") == str(ws) for p in proc.parents())
     except Exception:
         return False
+
+
+# -- the worker's channel and what comes through it (issue 8 items 6 and 11) ---------------------------
+
+_FIND_WORKER = "w = next(c.cell_contents for c in save_artifact.__closure__ if hasattr(c.cell_contents, '_call'))\n"
+
+
+def _server_rss(ws: Path) -> int:
+    psutil = pytest.importorskip("psutil")
+    for p in psutil.process_iter(["cmdline"]):
+        cmd = p.info.get("cmdline") or []
+        if "ba_mcp" in cmd and "serve" in cmd:
+            try:
+                if p.environ().get("BA_MCP_WORKSPACE") == str(ws):
+                    return int(p.memory_info().rss)
+            except psutil.Error:
+                continue
+    raise AssertionError("server process not found")
+
+
+async def test_descriptors_from_the_worker_must_be_sealed_memory_files_within_the_limit(
+    raw: tuple[ClientSession, Path],
+) -> None:
+    s, ws = raw
+    before = _server_rss(ws)
+    attempts = {
+        "/dev/zero": "fd = os.open('/dev/zero', os.O_RDONLY)",
+        "unsealed sparse memfd": "fd = os.memfd_create('x')\nos.ftruncate(fd, 19 * 1024 * 1024)",
+        "sealed sparse memfd": (
+            "import fcntl\nfd = os.memfd_create('x', os.MFD_ALLOW_SEALING)\nos.ftruncate(fd, 19 * 1024 * 1024)\n"
+            "fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE)"
+        ),
+    }
+    for label, make in attempts.items():
+        code = f"import os\n{_FIND_WORKER}{make}\nw._call('save_artifact', fds=[fd], kind='text', title='x')"
+        text = failed(await run(s, code), "execution_error", "PYTHON_EXCEPTION")
+        assert "HelperError" in text and ("sealed" in text or "at most" in text), (label, text)
+    assert _server_rss(ws) - before < 16 * 1024 * 1024  # nothing of those was read
+    assert "artifact_" in ok(await run(s, "save_artifact('fine')"))
+
+
+async def test_frames_forged_on_the_workers_channel_are_rejected(raw: tuple[ClientSession, Path]) -> None:
+    s, _ = raw
+    ok(await run(s, "kept = 1"))
+    forge = (
+        "import os, stat, json, struct\n"
+        "for fd in range(3, 64):\n"
+        "    try:\n        if not stat.S_ISSOCK(os.fstat(fd).st_mode):\n            continue\n"
+        "    except OSError:\n        continue\n"
+        "    for cell in (0, 1, 2, 3, 4, 5, None, 'x'):\n"
+        "        body = json.dumps({'op': 'done', 'cell': cell, 'stdout': {'head': 'FORGED', 'tail': '', 'total': 6}})\n"
+        "        os.write(fd, struct.pack('!I', len(body)) + body.encode())\n"
+        "import time\ntime.sleep(0.5)"
+    )
+    result = await run(s, forge)
+    text = text_of(result)
+    assert result.is_error and "WORKER_PROTOCOL" in text, text
+    assert "FORGED" not in text
+    assert "fresh interpreter" in ok(await run(s, "'served'"))
+
+
+async def test_threads_do_not_outlive_their_cell_and_a_failing_repr_is_reported(
+    raw: tuple[ClientSession, Path],
+) -> None:
+    s, _ = raw
+    code = (
+        "import threading, time\ncounter = [0]\n"
+        "def spin():\n    while True:\n        counter[0] += 1\n        time.sleep(0.01)\n"
+        "threading.Thread(target=spin, daemon=True).start()\ntime.sleep(0.1)"
+    )
+    text = ok(await run(s, code))
+    assert "1 thread(s) the code started were stopped" in text, text
+    first = ok(await run(s, "a = counter[0]\ntime.sleep(0.3)\ncounter[0] - a"))
+    assert first.strip().splitlines()[-1] == "0", first
+    bad = ok(await run(s, "class Bad:\n    def __repr__(self):\n        raise ValueError('nope')\nBad()"))
+    assert "repr() failed: ValueError: nope" in bad
+    assert "'still'" in ok(await run(s, "'still'"))  # the same interpreter: state kept
+    assert "fresh interpreter" not in ok(await run(s, "counter[0] >= 0"))

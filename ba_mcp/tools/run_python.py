@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import secrets
 import select
 import time
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -21,7 +22,7 @@ from pydantic import Field
 from ba_mcp.pipeline.cache import CacheMode, CachePolicy
 from ba_mcp.pipeline.errors import ErrorType, ToolFailure, denied, invalid
 from ba_mcp.pipeline.results import Composite, Document, Image, RawResult, Table
-from ba_mcp.sandbox_client import WorkerGone, WorkerProcess
+from ba_mcp.sandbox_client import BadBlob, WorkerGone, WorkerProcess, read_blob
 from ba_mcp.tools.base import Tool as BaseTool
 from ba_mcp.tools.base import ToolContext, ToolParams, ToolPolicy
 
@@ -88,9 +89,13 @@ class RunPython(BaseTool):
         timeout = app.runner.timeout_for(self, params.timeout)
         with worker.lock:
             worker.last_used = time.monotonic()
-            reply, fds = _Cell(app, ctx, worker, code_id, params.code, timeout).run()
+            cell = _Cell(app, ctx, worker, code_id, params.code, timeout)
+            reply, fds = cell.run()
             worker.last_used = time.monotonic()
-        return _result(app, reply, fds, code_id, notes, worker)
+            try:
+                return _result(app, reply, fds, code_id, notes, worker)
+            except BadBlob as exc:
+                cell.violation(str(exc))
 
 
 class _Cell:
@@ -101,14 +106,18 @@ class _Cell:
         self.code_id, self.code, self.timeout = code_id, code, timeout
 
     def run(self) -> tuple[dict[str, Any], list[int]]:
+        """Send the cell and serve the worker until it answers. Every frame must carry this cell's random
+        token and have the shape its kind allows; anything else (frames forged by user code, which shares
+        the worker's process and could write to the channel) ends the worker."""
         worker, ctx = self.worker, self.ctx
         worker.cells += 1
+        self.token = secrets.token_hex(16)
         grace = self.app.settings.run_python.interrupt_grace_s
         started = time.monotonic()
         interrupted_at: float | None = None
         reason = ""
         next_progress = started + _PROGRESS_EVERY_S
-        worker.send({"op": "exec", "cell": worker.cells, "code": self.code, "filename": f"{self.code_id}.py"})
+        worker.send({"op": "exec", "cell": self.token, "code": self.code, "filename": f"{self.code_id}.py"})
         while True:
             now = time.monotonic()
             if interrupted_at is None and (now - started >= self.timeout or ctx.cancelled.is_set()):
@@ -129,6 +138,10 @@ class _Cell:
                 message, fds = worker.receive(None)
             except WorkerGone:
                 self._crashed()
+            problem = _frame_problem(message, fds, self.token)
+            if problem:
+                _close_all(fds)
+                self.violation(problem)
             op = message.get("op")
             if op == "done":
                 error = message.get("error") or {}
@@ -138,12 +151,20 @@ class _Cell:
                 return message, fds
             if op == "progress":
                 ctx.progress(float(message.get("done") or 0), message.get("total"), message.get("message"))
-            elif op == "call":
-                self._serve_call(message, fds)
             else:
-                _close_all(fds)
+                self._serve_call(message, fds)
 
     # -- endings ------------------------------------------------------------------------------
+
+    def violation(self, problem: str) -> NoReturn:
+        self.app.sandboxes.discard(self.ctx.session)
+        raise ToolFailure(
+            ErrorType.EXECUTION_ERROR,
+            "WORKER_PROTOCOL",
+            f"the Python worker broke the sandbox's protocol ({problem}) — code that writes to the worker's "
+            "channel does this; the worker was ended and its state was lost",
+            f"do not use the sandbox's own descriptors; re-run the set-up cells; code stored as {self.code_id}",
+        )
 
     def _interrupted(self, reason: str, started: float) -> NoReturn:
         elapsed = time.monotonic() - started
@@ -203,6 +224,8 @@ class _Cell:
                 reply["error"] = f"unknown helper request {method!r}"
         except ToolFailure as failure:
             reply["error"] = failure.message + (f" ({failure.hint})" if failure.hint else "")
+        except BadBlob as exc:
+            reply["error"] = str(exc)
         except (OSError, ValueError) as exc:
             reply["error"] = f"{type(exc).__name__}: {exc}"
         finally:
@@ -235,14 +258,12 @@ def _open_upload(workspace: Workspace, ref: str) -> tuple[str, int]:
     return resolved.filename, fd
 
 
+def _transfer_limit(app: App) -> int:
+    return min(app.settings.artifacts.max_artifact_bytes, app.settings.run_python.max_transfer_mb * 1024 * 1024)
+
+
 def _save(app: App, args: dict[str, Any], fd: int) -> str:
-    limit = app.settings.artifacts.max_artifact_bytes
-    size = os.fstat(fd).st_size
-    if size > limit:
-        raise ValueError(f"the object is {size:,} bytes; artifacts are limited to {limit:,} bytes")
-    os.lseek(fd, 0, os.SEEK_SET)
-    with os.fdopen(os.dup(fd), "rb") as f:
-        data = f.read()
+    data = read_blob(fd, _transfer_limit(app))
     kind = args.get("kind")
     title = str(args.get("title") or f"saved from run_python ({kind})")[:200]
     if kind == "table":
@@ -271,7 +292,7 @@ def _result(
     app: App, reply: dict[str, Any], fds: list[int], code_id: str, notes: list[str], worker: WorkerProcess
 ) -> RawResult:
     try:
-        blobs = [_read_fd(fd) for fd in fds]
+        blobs = [read_blob(fd, _transfer_limit(app)) for fd in fds]
     finally:
         _close_all(fds)
     error = reply.get("error")
@@ -293,7 +314,21 @@ def _result(
             ("value", Document(f"value ({value['type']})", shown, notes=more if value["total"] > len(shown) else []))
         )
     for i, fig in enumerate(reply.get("figures") or [], 1):
-        parts.append((f"figure {i}", Image(str(fig.get("title") or f"Figure {i}"), blobs.pop(0))))
+        if fig.get("error"):
+            notes.append(f"figure {i} could not be drawn: {str(fig['error'])[:200]}")
+            continue
+        data = blobs.pop(0)
+        if not data.startswith(b"\x89PNG\r\n\x1a\n"):
+            raise BadBlob("a figure is not a PNG image")
+        parts.append((f"figure {i}", Image(str(fig.get("title") or f"Figure {i}"), data)))
+    threads = reply.get("threads") or {}
+    if threads.get("stopped"):
+        notes.append(f"{threads['stopped']} thread(s) the code started were stopped when it finished")
+    if threads.get("running"):
+        notes.append(
+            f"{threads['running']} thread(s) the code started did not stop (blocked outside Python); "
+            "they end when the interpreter is reset"
+        )
     if reply.get("note"):
         notes.append(reply["note"])
     if reply.get("ended_processes"):
@@ -375,12 +410,29 @@ def _missing_protections(worker: WorkerProcess, network_allowed: bool) -> str:
     return f"this machine does not allow {' or '.join(missing)} for the sandbox (see `ba-mcp doctor`)"
 
 
-def _read_fd(fd: int) -> bytes:
-    os.lseek(fd, 0, os.SEEK_SET)
-    chunks = []
-    while chunk := os.read(fd, 1 << 20):
-        chunks.append(chunk)
-    return b"".join(chunks)
+def _frame_problem(message: dict[str, Any], fds: list[int], token: str) -> str:
+    """Why a frame from the worker is not one the running cell may send ('' when it is)."""
+    op = message.get("op")
+    if message.get("cell") != token:
+        return f"a {str(op)[:20]!r} frame that does not carry the running cell's token"
+    if op == "progress":
+        ok = isinstance(message.get("done"), int | float) and not fds
+        return "" if ok else "a malformed progress frame"
+    if op == "call":
+        method = message.get("method")
+        if not isinstance(message.get("id"), int) or not isinstance(message.get("args"), dict):
+            return "a malformed helper call"
+        wanted = 1 if method == "save_artifact" else 0
+        return "" if len(fds) == wanted else "a helper call with unexpected descriptors"
+    if op == "done":
+        value = message.get("value") or {}
+        figures = message.get("figures") or []
+        shapes = isinstance(value, dict) and isinstance(figures, list) and all(isinstance(f, dict) for f in figures)
+        if not shapes:
+            return "a malformed answer"
+        wanted = (1 if value.get("kind") == "table" else 0) + sum(1 for f in figures if not f.get("error"))
+        return "" if len(fds) == wanted else "an answer with unexpected descriptors"
+    return f"an unknown frame {str(op)[:20]!r}"
 
 
 def _close_all(fds: list[int]) -> None:
