@@ -547,7 +547,8 @@ async def test_frames_forged_on_the_workers_channel_are_rejected(raw: tuple[Clie
         "    try:\n        if not stat.S_ISSOCK(os.fstat(fd).st_mode):\n            continue\n"
         "    except OSError:\n        continue\n"
         "    for cell in (0, 1, 2, 3, 4, 5, None, 'x'):\n"
-        "        body = json.dumps({'op': 'done', 'cell': cell, 'stdout': {'head': 'FORGED', 'tail': '', 'total': 6}})\n"
+        "        out = {'head': 'FORGED', 'tail': '', 'total': 6}\n"
+        "        body = json.dumps({'op': 'done', 'cell': cell, 'stdout': out})\n"
         "        os.write(fd, struct.pack('!I', len(body)) + body.encode())\n"
         "import time\ntime.sleep(0.5)"
     )
