@@ -86,8 +86,16 @@ class App:
         self.databases.close()
 
     def cleanup_artifacts(self) -> dict[str, int]:
+        """Periodic clean-up of the artifact store and the code store (TTL and size caps)."""
+        from ba_mcp.tools.run_python import trim_code_store
+
+        rp = self.settings.run_python
         try:
-            return self.artifacts.cleanup()
+            removed = self.artifacts.cleanup()
+            removed["code_files"] = trim_code_store(
+                self.workspace.dir("code"), rp.code_store_max_bytes, rp.code_ttl_hours * 3600
+            )
+            return removed
         except OSError as exc:
             log.warning("artifact cleanup failed: %s", exc.strerror)
             return {}

@@ -74,6 +74,10 @@ class Databases:
         self._parser: duckdb.DuckDBPyConnection | None = None
         self._analyses: dict[str, Analysis] = {}
         self._private: Path | None = None
+        # Queries executing at once. A query past its timeout is interrupted, but a few DuckDB functions
+        # (one huge repeat(), say) finish their vector before they notice: its slot stays taken until
+        # then, so abandoned work cannot pile up however often a client retries.
+        self.slots = threading.BoundedSemaphore(settings.query_database.max_concurrent)
 
     @property
     def private_dir(self) -> Path:

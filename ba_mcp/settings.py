@@ -66,6 +66,10 @@ class TelemetrySettings(_Section):
 
 class FileReaderSettings(_Section):
     max_file_bytes: int = Field(256 * 1024**2, ge=1024)
+    max_columns: int = Field(5000, ge=1)
+    max_line_bytes: int = Field(8 * 1024**2, ge=1024)
+    max_cells: int = Field(20_000_000, ge=1000)
+    max_decompressed_bytes: int = Field(256 * 1024**2, ge=1024**2)
     partial_rows: int = Field(10000, ge=1)
     partial_text_bytes: int = Field(1024**2, ge=1024)
     encoding_sample_bytes: int = Field(65536, ge=1024)
@@ -80,6 +84,7 @@ class DatabaseSettings(_Section):
 class QueryDatabaseSettings(_Section):
     max_rows_ceiling: int = Field(100_000, ge=1)
     threads: int = Field(2, ge=1, le=64)
+    max_concurrent: int = Field(4, ge=1, le=64)
     memory_limit: str = Field("2GB", pattern=r"^\d+(\.\d+)?\s*(KB|MB|GB|TB|KiB|MiB|GiB|TiB)$")
 
 
@@ -90,6 +95,8 @@ class RunPythonSettings(_Section):
     gid: int = Field(65534, ge=1)
     max_workers: int = Field(8, ge=1)
     max_transfer_mb: int = Field(256, ge=1)
+    code_store_max_bytes: int = Field(64 * 1024**2, ge=1024**2)
+    code_ttl_hours: float = Field(168, gt=0)
     max_processes: int = Field(128, ge=8)
     max_file_mb: int = Field(1024, ge=1)
     cpu_seconds: int = Field(3600, ge=10)

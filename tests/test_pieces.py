@@ -80,19 +80,30 @@ s.put_text("half written " * 1000, title="t", source_tool="test")
 
 def test_cleanup_expires_by_ttl_and_evicts_lru_but_spares_readers(tmp_path: Path) -> None:
     s = store(tmp_path, ttl_hours=1, max_bytes=1024 * 1024)
-    blobs = [s.put_text(str(i) * 300_000, title=f"b{i}", source_tool="t") for i in range(5)]  # 5 × 300 kB
+    blobs = [s.put_text(str(i) * 300_000, title=f"b{i}", source_tool="t") for i in range(3)]  # 3 × 300 kB
     now = time.time()
-    for i, meta in enumerate(blobs):  # b0 oldest access … b4 newest
+    for i, meta in enumerate(blobs):  # b0 oldest access … b2 newest
         meta.last_accessed = now - 600 + i * 60
         s._write_meta(meta)
     with s.reading(blobs[0].id):  # a reader holds the least recently used one
+        fourth = s.put_text("3" * 300_000, title="b3", source_tool="t")  # the cap holds on write
+        assert s.total_bytes() <= 1024 * 1024
+        left = {m.id for m in s.list()}
+        assert blobs[0].id in left, "an artifact being read is never deleted"
+        assert blobs[1].id not in left and fourth.id in left  # the least recently used one that is free went
         removed = s.cleanup(now)
-    left = {m.id for m in s.list()}
-    assert blobs[0].id in left, "an artifact being read is never deleted"
-    assert removed["evicted"] >= 2 and sum(m.size for m in s.list()) <= 0.8 * 1024 * 1024 + 300_000
-    assert blobs[4].id in left
+    assert removed["evicted"] == 0 and s.total_bytes() <= 1024 * 1024  # writes already kept it under the cap
+    assert fourth.id in {m.id for m in s.list()}
+    before = len(s.list())
     expired = s.cleanup(now + 2 * 3600)
-    assert expired["expired"] == len(left) and s.list() == []
+    assert expired["expired"] == before and s.list() == []
+
+
+def test_one_artifact_is_never_larger_than_the_store(tmp_path: Path) -> None:
+    s = store(tmp_path, max_bytes=1024 * 1024)  # max_artifact_bytes stays 1 GiB by default
+    with pytest.raises(ToolFailure) as err:
+        s.put_text("x" * 2 * 1024 * 1024, title="big", source_tool="t")
+    assert err.value.code == "ARTIFACT_TOO_LARGE" and s.list() == []
 
 
 # -- encodings ------------------------------------------------------------------------------------

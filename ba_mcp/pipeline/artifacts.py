@@ -73,6 +73,12 @@ class ArtifactStore:
         self._tmp.mkdir(parents=True, exist_ok=True)
         self._in_use: dict[str, int] = {}
         self._lock = threading.Lock()
+        self._commit_lock = threading.Lock()  # room is made and the artifact listed as one step
+
+    @property
+    def max_single_bytes(self) -> int:
+        """The largest artifact the store takes: never more than the whole store's cap."""
+        return min(self.settings.max_artifact_bytes, self.settings.max_bytes)
 
     # -- writing ------------------------------------------------------------------------------
 
@@ -140,11 +146,11 @@ class ArtifactStore:
             if describe is not None:
                 rows, columns, summary = describe(tmp)
             size = tmp.stat().st_size
-            if size > self.settings.max_artifact_bytes:
+            if size > self.max_single_bytes:
                 raise ToolFailure(
                     ErrorType.RESOURCE_ERROR,
                     "ARTIFACT_TOO_LARGE",
-                    f"the result is {size:,} bytes, over the artifact limit of {self.settings.max_artifact_bytes:,}",
+                    f"the result is {size:,} bytes, over the artifact limit of {self.max_single_bytes:,}",
                     "narrow the request (fewer rows or columns, or aggregate first)",
                 )
             digest = _sha256_file(tmp)
@@ -156,28 +162,64 @@ class ArtifactStore:
                 self._touch(existing, force=True)
                 return existing
             _fsync(tmp)
-            os.replace(tmp, final)
-            now = time.time()
-            meta = ArtifactMeta(
-                id=aid,
-                kind=kind,
-                mime=mime,
-                ext=ext,
-                size=size,
-                sha256=digest,
-                title=title[:200],
-                source_tool=source_tool,
-                created=now,
-                last_accessed=now,
-                rows=rows,
-                columns=columns or [],
-                summary=summary[:500],
-            )
-            self._write_meta(meta)
-            return meta
+            with self._commit_lock:
+                self._make_room(size)
+                os.replace(tmp, final)
+                return self._list_new(aid, kind, mime, ext, size, digest, title, source_tool, rows, columns, summary)
         finally:
             with contextlib.suppress(FileNotFoundError):
                 tmp.unlink()
+
+    def _make_room(self, incoming: int) -> None:
+        """Keep the store under ``max_bytes`` on every write (S-7): least recently used artifacts go first;
+        if those being read cannot go, the new one is refused."""
+        metas = self.list()
+        total = sum(m.size for m in metas)
+        for meta in sorted(metas, key=lambda m: m.last_accessed):
+            if total + incoming <= self.settings.max_bytes:
+                break
+            if self._remove(meta):
+                total -= meta.size
+        if total + incoming > self.settings.max_bytes:
+            raise ToolFailure(
+                ErrorType.RESOURCE_ERROR,
+                "STORE_FULL",
+                f"the artifact store is full ({total:,} of {self.settings.max_bytes:,} bytes in artifacts being read)",
+                "retry shortly, or raise artifacts.max_bytes",
+            )
+
+    def _list_new(
+        self,
+        aid: str,
+        kind: str,
+        mime: str,
+        ext: str,
+        size: int,
+        digest: str,
+        title: str,
+        source_tool: str,
+        rows: int | None,
+        columns: list[dict[str, str]] | None,
+        summary: str,
+    ) -> ArtifactMeta:
+        now = time.time()
+        meta = ArtifactMeta(
+            id=aid,
+            kind=kind,
+            mime=mime,
+            ext=ext,
+            size=size,
+            sha256=digest,
+            title=title[:200],
+            source_tool=source_tool,
+            created=now,
+            last_accessed=now,
+            rows=rows,
+            columns=columns or [],
+            summary=summary[:500],
+        )
+        self._write_meta(meta)
+        return meta
 
     def _write_meta(self, meta: ArtifactMeta) -> None:
         tmp = self._tmp / f"{uuid.uuid4().hex}.meta"

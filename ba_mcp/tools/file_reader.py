@@ -170,6 +170,7 @@ class _Reader:
         self.encoding = encoding
         self.ctx = ctx
         self.large = resolved.size > settings.max_file_bytes
+        self.cell_note = ""  # said only when the cell cap really cut the read
 
     def read(self, fmt: str) -> RawResult:
         method = getattr(self, f"_read_{fmt}", None)
@@ -193,6 +194,17 @@ class _Reader:
             ]
         return None, []
 
+    def _cell_window(self, nrows: int | None, notes: list[str], columns: int) -> tuple[int | None, list[str]]:
+        """Rows to read so that at most ``max_cells`` cells are read in one call."""
+        cap = max(1, self.s.max_cells // max(columns, 1))
+        if nrows is None or nrows > cap:
+            self.cell_note = (
+                f"a call reads at most {self.s.max_cells:,} cells ({cap:,} rows of {columns:,} columns); "
+                "continue with offset and nrows"
+            )
+            return cap, notes
+        return nrows, notes
+
     def _table(self, frame: pd.DataFrame, more: bool, notes: list[str], total: int | None = None, **meta: Any) -> Table:
         offset = self.p.offset
         if total is None and not more:
@@ -204,6 +216,8 @@ class _Reader:
                 f"offset={offset + len(frame)} (and nrows) to continue."
             )
         artifact_id = self.r.ref_id if (self.r.kind == "artifact" and offset == 0 and not more) else None
+        if more and self.cell_note:
+            notes = [*notes, self.cell_note]
         return Table(
             self.title,
             frame,
@@ -250,7 +264,10 @@ class _Reader:
         if self.r.size == 0:
             return self._table(pd.DataFrame(), False, ["the file is empty (0 bytes)"])
         encoding = self._text_encoding()
+        with self.r.open() as f:
+            columns = check_csv_header(f, sep, encoding, self.s, self.title)
         nrows, notes = self._row_window()
+        nrows, notes = self._cell_window(nrows, notes, columns)
         want = None if nrows is None else nrows + 1  # one extra row tells whether more follow
         skip = range(1, self.p.offset + 1) if self.p.offset else None
         try:
@@ -303,6 +320,16 @@ class _Reader:
         import pandas as pd
         import python_calamine
 
+        inflated = self._inflated_size()
+        if inflated > self.s.max_decompressed_bytes:
+            if self.r.suffix in (".xlsx", ".xlsm"):
+                return self._read_excel_streamed(inflated)
+            raise ToolFailure(
+                ErrorType.RESOURCE_ERROR,
+                "DECOMPRESSED_TOO_LARGE",
+                f"{self.title} inflates to {inflated:,} bytes, over the {self.s.max_decompressed_bytes:,}-byte limit",
+                "export the sheet as CSV or Parquet, or raise file_reader.max_decompressed_bytes",
+            )
         try:
             workbook = python_calamine.CalamineWorkbook.from_path(str(self.r.path))
         except Exception:
@@ -336,6 +363,108 @@ class _Reader:
         self.title = f"{self.title} [sheet {name}]"
         total = max(height - 1, 0) if not more or height else None
         return self._table(frame, more, notes, total=total, sheet=name, sheets=sheets)
+
+    def _inflated_size(self) -> int:
+        """The declared decompressed size of a zipped workbook (xlsx, xlsm, ods); 0 for other files.
+        Python's zipfile never inflates a member past its declared size, and calamine reads only small ones."""
+        import zipfile
+
+        with self.r.open() as f:
+            if f.read(4) != b"PK\x03\x04":
+                return 0
+            try:
+                with zipfile.ZipFile(f) as z:
+                    return sum(i.file_size for i in z.infolist())
+            except (zipfile.BadZipFile, OSError):
+                return 0
+
+    def _read_excel_streamed(self, inflated: int) -> Table:
+        """A large workbook read row by row with openpyxl's sheet parser straight from the zip: only the rows
+        asked for, at most ``max_cells`` cells, whatever the sheet holds (a missing ``<dimension>`` makes
+        openpyxl's read-only workbook scan the whole sheet first, so it is not used)."""
+        import zipfile
+
+        import pandas as pd
+        from openpyxl.reader.strings import read_string_table
+        from openpyxl.reader.workbook import WorkbookParser
+        from openpyxl.worksheet._reader import WorkSheetParser
+
+        try:
+            with self.r.open() as f, zipfile.ZipFile(f) as z:
+                names = set(z.namelist())
+                book = (
+                    "xl/workbook.xml"
+                    if "xl/workbook.xml" in names
+                    else next(n for n in names if n.endswith("workbook.xml"))
+                )
+                parser = WorkbookParser(z, book)
+                parser.parse()
+                targets = {sheet.name: rel.target.lstrip("/") for sheet, rel in parser.find_sheets()}
+                name = self._sheet_name(list(targets))
+                shared: list[Any] = []
+                if "xl/sharedStrings.xml" in names:
+                    if z.getinfo("xl/sharedStrings.xml").file_size > self.s.max_decompressed_bytes:
+                        raise ToolFailure(
+                            ErrorType.RESOURCE_ERROR,
+                            "DECOMPRESSED_TOO_LARGE",
+                            f"the shared strings of {self.title} inflate past the "
+                            f"{self.s.max_decompressed_bytes:,}-byte limit",
+                            "export the sheet as CSV or Parquet",
+                        )
+                    with z.open("xl/sharedStrings.xml") as strings:
+                        shared = read_string_table(strings)
+                with z.open(targets[name]) as sheet:
+                    return self._stream_rows(WorkSheetParser(sheet, shared, data_only=True).parse(), name, inflated, pd)
+        except ToolFailure:
+            raise
+        except Exception:
+            raise ToolFailure(
+                ErrorType.VALIDATION_ERROR,
+                "BAD_EXCEL",
+                f"{self.title} is not a readable Excel file",
+                "check the file, or pass format= if it is another format",
+            ) from None
+
+    def _sheet_name(self, sheets: list[str]) -> str:
+        sheet = self.p.sheet if self.p.sheet is not None else 0
+        if isinstance(sheet, int) or (isinstance(sheet, str) and sheet.isdigit() and sheet not in sheets):
+            index = int(sheet)
+            if not 0 <= index < len(sheets):
+                raise not_found(f"sheet index {index} does not exist", f"sheets: {', '.join(map(repr, sheets))}")
+            return sheets[index]
+        if sheet in sheets:
+            return str(sheet)
+        raise not_found(f"no sheet named {str(sheet)[:60]!r}", f"sheets: {', '.join(map(repr, sheets))}")
+
+    def _stream_rows(self, parsed: Any, name: str, inflated: int, pd: Any) -> Table:
+        def values(cells: list[dict[str, Any]], width: int | None) -> list[Any]:
+            out: list[Any] = [None] * (width or max((c["column"] for c in cells), default=0))
+            for c in cells:
+                if c["column"] <= len(out):
+                    out[c["column"] - 1] = c["value"]
+            return out
+
+        first = next(parsed, None)
+        raw_header = values(first[1], None) if first else []
+        if len(raw_header) > self.s.max_columns:
+            raise _too_many_columns(self.title, len(raw_header), self.s.max_columns)
+        header = [str(v) if v is not None else f"column_{i + 1}" for i, v in enumerate(raw_header)]
+        asked, notes = self._row_window()
+        capped, notes = self._cell_window(asked if asked is not None else self.s.partial_rows, notes, len(header))
+        nrows = capped or 0
+        notes.append(
+            f"the workbook inflates to {inflated:,} bytes (over {self.s.max_decompressed_bytes:,}), so it was "
+            "streamed: only the rows asked for were read (dates show as Excel serial numbers)"
+        )
+        picked = [
+            values(cells, len(header))
+            for _, cells in itertools.islice(parsed, self.p.offset, self.p.offset + nrows + 1)
+        ]
+        more = len(picked) > nrows
+        body = picked[:nrows]
+        self.title = f"{self.title} [sheet {name}]"
+        frame = pd.DataFrame(body, columns=header)
+        return self._table(frame, more, notes, total=None if more else self.p.offset + len(body), sheet=name)
 
     def _read_parquet(self) -> Table:
         import pyarrow.parquet as pq
@@ -375,6 +504,15 @@ class _Reader:
                 f"{self.title} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})",
                 'read it with format="text" to look at it',
             ) from None
+        except RecursionError:
+            raise ToolFailure(
+                ErrorType.VALIDATION_ERROR,
+                "BAD_JSON",
+                f"{self.title} is JSON nested too deeply to read (thousands of levels)",
+                'read it with format="text" to look at it',
+            ) from None
+        except UnicodeDecodeError:
+            raise self._decode_failed(encoding) from None
         if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
             nrows = self.p.nrows
             end = None if nrows is None else self.p.offset + nrows
@@ -420,31 +558,53 @@ class _Reader:
     # -- documents and images ---------------------------------------------------------------------
 
     def _read_text(self, mime: str | None = None) -> Document:
+        """A window of at most ``partial_text_bytes`` characters from ``offset``, decoded incrementally:
+        however long the file or its lines, no more than the window (and what precedes it) is read."""
         fmt_mime = mime or "text/plain"
         partial = self.large
-        limit = self.s.partial_text_bytes if partial else self.r.size
-        with self.r.path.open("rb") as f:
-            data = f.read(limit)
+        byte_limit = self.s.partial_text_bytes if partial else self.r.size
+        window_chars = self.s.partial_text_bytes
+        want_chars = self.p.offset + window_chars + 1  # one more tells whether text follows the window
         notes: list[str] = []
-        if not data:
-            return Document(self.title, "", mime=fmt_mime, total_chars=0, notes=["the file is empty (0 bytes)"])
-        encoding = self._text_encoding(data[: self.s.encoding_sample_bytes])
-        try:
-            text = codecs.getincrementaldecoder(encoding)().decode(data, final=not partial)
-        except UnicodeDecodeError:
-            raise self._decode_failed(encoding) from None
+        with self.r.open() as f:
+            sample = f.read(min(self.s.encoding_sample_bytes, byte_limit))
+            if not sample:
+                return Document(self.title, "", mime=fmt_mime, total_chars=0, notes=["the file is empty (0 bytes)"])
+            encoding = self._text_encoding(sample)
+            decoder = codecs.getincrementaldecoder(encoding)()
+            pieces: list[str] = []
+            have = 0
+            read = len(sample)
+            chunk = sample
+            try:
+                while True:
+                    text_piece = decoder.decode(chunk, final=False)
+                    pieces.append(text_piece)
+                    have += len(text_piece)
+                    if have >= want_chars or read >= byte_limit:
+                        break
+                    chunk = f.read(min(1024 * 1024, byte_limit - read))
+                    if not chunk:
+                        break
+                    read += len(chunk)
+                at_end = read >= self.r.size and have < want_chars
+                if at_end:
+                    pieces.append(decoder.decode(b"", final=True))
+            except UnicodeDecodeError:
+                raise self._decode_failed(encoding) from None
+        text = "".join(pieces)
         if text.startswith("\ufeff"):
             text = text[1:]
         if partial:
             notes.append(
                 f"the file is {self.r.size:,} bytes, over the {self.s.max_file_bytes:,}-byte read limit: "
-                f"only the first {limit:,} bytes were read"
+                f"only the first {byte_limit:,} bytes were read"
             )
-        total = None if partial else len(text)
         if self.p.offset > len(text):
             raise invalid(f"offset {self.p.offset} is past the end of the text ({len(text):,} characters read)")
-        window = text[self.p.offset :]
-        more = partial
+        window = text[self.p.offset : self.p.offset + window_chars]
+        more = partial or not at_end or len(text) > self.p.offset + len(window)
+        total = len(text) if at_end and not partial else None
         if self.p.nrows is not None:
             lines = window.splitlines(keepends=True)
             if len(lines) > self.p.nrows:
@@ -491,6 +651,36 @@ class _Reader:
             return Image(self.title, data, mime=meta.mime, artifact_id=meta.id)
         mime = _IMAGE_MIME.get(self.r.suffix, "image/png")
         return Image(self.title, self.r.path.read_bytes(), mime=mime)
+
+
+def check_csv_header(f: Any, sep: str, encoding: str, settings: FileReaderSettings, title: str) -> int:
+    """The number of columns of a delimited file, read from its first line only; refuses a first line over
+    ``max_line_bytes`` (not a table, or a hostile one) and more than ``max_columns`` columns (S-10)."""
+    import csv
+
+    head = f.read(settings.max_line_bytes + 1)
+    end = head.find(b"\n")
+    if end < 0 and len(head) > settings.max_line_bytes:
+        raise ToolFailure(
+            ErrorType.VALIDATION_ERROR,
+            "LINE_TOO_LONG",
+            f"the first line of {title} is over {settings.max_line_bytes:,} bytes long",
+            'this does not look like a delimited table; read it with format="text"',
+        )
+    line = head[: end if end >= 0 else len(head)].decode(encoding.replace("-sig", ""), errors="replace")
+    columns = len(next(csv.reader([line], delimiter=sep), []))
+    if columns > settings.max_columns:
+        raise _too_many_columns(title, columns, settings.max_columns)
+    return columns
+
+
+def _too_many_columns(title: str, columns: int, limit: int) -> ToolFailure:
+    return ToolFailure(
+        ErrorType.VALIDATION_ERROR,
+        "TOO_MANY_COLUMNS",
+        f"{title} has {columns:,} columns; at most {limit:,} are read",
+        "select the columns you need in another tool first, or raise file_reader.max_columns",
+    )
 
 
 def _records_frame(records: list[dict[str, Any]]) -> pd.DataFrame:

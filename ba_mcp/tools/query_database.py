@@ -10,6 +10,7 @@ at most ``max_rows + 1`` rows are materialised; a larger result is streamed into
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -99,11 +100,27 @@ class QueryDatabase(Tool):
                 code="INVALID_ARGUMENTS",
             )
         plan = _plan(params, app)
+        slots = app.databases.slots
+        while not slots.acquire(timeout=0.1):
+            if ctx.cancelled.is_set():
+                raise ToolFailure(
+                    ErrorType.TIMEOUT,
+                    "TIMEOUT",
+                    "every query slot was taken by earlier queries until the timeout",
+                    "retry shortly; earlier long queries are still being stopped",
+                )
+        try:
+            return self._run(params, plan, ctx)
+        finally:
+            slots.release()
+
+    def _run(self, params: QueryDatabaseParams, plan: _Plan, ctx: ToolContext) -> Table:
+        app = ctx.app
         cur = plan.database.connection.cursor()
         ctx.on_cancel(cur.interrupt)  # the runner's timeout interrupts the query
         try:
             for name, resolved in plan.files:
-                cur.register(name, _dataset(resolved, app))
+                cur.register(name, _registered(name, resolved, app))
             try:
                 relation = cur.sql(plan.sql, params=params.params)
                 reader = relation.to_arrow_reader(_BATCH_ROWS)
@@ -162,6 +179,28 @@ def _is_workspace_ref(name: str) -> bool:
     if name.startswith("upload_") and UPLOAD_ID.match(name):
         return True
     return "/" in name or "\\" in name or "://" in name or Path(name).suffix.lower() in _FILE_SUFFIXES
+
+
+def _registered(name: str, resolved: Resolved, app: App) -> Any:
+    """``_dataset``, with a file that is not a readable table reported as such (S-10: clear errors)."""
+    import pyarrow as pa
+
+    try:
+        return _dataset(resolved, app)
+    except ToolFailure:
+        raise
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise _bad_data(name, str(exc)) from None
+
+
+def _bad_data(name: str, detail: str) -> ToolFailure:
+    detail = re.sub(r"'?/proc/self/fd/\d+'?", "the file", detail).split("\n")[0][:300]
+    return ToolFailure(
+        ErrorType.VALIDATION_ERROR,
+        "BAD_DATA",
+        f"{name[:200]} could not be read as a table: {detail}",
+        'check the file with file_reader (format="text" shows its lines); fix or re-export it',
+    )
 
 
 def _dataset(resolved: Resolved, app: App) -> Any:
@@ -265,7 +304,7 @@ def _collect(reader: pa.RecordBatchReader, params: QueryDatabaseParams, app: App
 def _stream_to_artifact(head: list[Any], reader: Any, schema: Any, app: App, title: str) -> tuple[Any, int, bool]:
     import pyarrow.parquet as pq
 
-    limit = app.settings.artifacts.max_artifact_bytes
+    limit = app.artifacts.max_single_bytes
     state = {"rows": 0, "complete": True}
 
     def write(path: Path) -> None:
@@ -305,6 +344,9 @@ def _sql_failure(exc: Exception, database: str, app: App) -> ToolFailure:
             "ids) are reachable; file functions, URLs and settings are not",
             code="ACCESS_DENIED",
         )
+    stream = re.search(r"reading the stream registered as '([^']*)' failed: (.*)", str(exc))
+    if stream:
+        return _bad_data(stream.group(1), stream.group(2))
     if isinstance(exc, duckdb.InvalidInputException) and "read-only" in str(exc).lower():
         return denied("the statement would write; query_database is read-only", "use SELECT", code="READ_ONLY")
     if isinstance(exc, duckdb.CatalogException):
@@ -314,7 +356,12 @@ def _sql_failure(exc: Exception, database: str, app: App) -> ToolFailure:
     if isinstance(exc, duckdb.ParserException):
         return ToolFailure(ErrorType.VALIDATION_ERROR, "SQL_SYNTAX", message, "fix the SQL (DuckDB dialect)")
     if isinstance(exc, duckdb.OutOfMemoryException):
-        return ToolFailure(ErrorType.RESOURCE_ERROR, "OUT_OF_MEMORY", message, "aggregate or filter more")
+        return ToolFailure(
+            ErrorType.RESOURCE_ERROR,
+            "OUT_OF_MEMORY",
+            message.split("\n")[0],
+            "aggregate or filter more (the memory limit is query_database.memory_limit)",
+        )
     if isinstance(exc, duckdb.InvalidInputException) and "parameter" in str(exc).lower():
         return ToolFailure(
             ErrorType.INVALID_PARAMETERS,
