@@ -358,7 +358,7 @@ def _check_sandbox(settings: Settings, sessions: Path) -> list[tuple[str, bool, 
     }
     for label, marker in expected.items():
         if not marker:
-            checks.append((f"sandbox: {label}", True, "off by configuration (run_python.network: true)"))
+            checks.append((f"sandbox: {label}", True, "off by configuration (tools.run_python.network: true)"))
             continue
         found = next((p for p in protections if p.startswith(marker) and "per process only" not in p), None)
         missing = next(

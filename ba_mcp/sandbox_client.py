@@ -290,7 +290,7 @@ class Sandboxes:
                     "TOO_MANY_WORKERS",
                     f"all {self.settings.max_workers} Python workers of this server are in use by other sessions",
                     "try again when another session has ended (idle sessions end after "
-                    "tools.run_python.idle_timeout_s), or raise run_python.max_workers",
+                    "tools.run_python.idle_timeout_s), or raise tools.run_python.max_workers",
                 )
             worker, self._spare = self._spare, None
         if worker is None or not worker.alive():

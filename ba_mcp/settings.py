@@ -1,17 +1,24 @@
-"""Settings: the shipped ``config/default.yaml``, an optional user YAML, then ``BA_MCP_*`` variables.
+"""Settings: the shipped ``config/default.yaml`` < an optional user YAML < ``BA_MCP_*`` variables <
+explicit arguments (command-line flags), each overriding the one before.
 
 ``load_settings()`` is the one entry point. It returns a validated, immutable ``Settings`` or raises
-``ConfigError`` whose message names the offending key (``tools.file_reader.timeout_s: …``).
+``ConfigError`` whose message names the offending key (``tools.file_reader.timeout_s: …``) — in YAML
+and in the environment alike (``BA_MCP_WEB__X`` is an error, not ignored). Each tool's settings live
+under ``tools.<name>`` in one model per tool (timeouts, default level and its own keys); a name that is
+not a tool of the server is an error naming it. Services shared by several tools have top-level
+sections (``databases``).
 """
 
 from __future__ import annotations
 
+import json
+import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 LevelName = Literal["brief", "standard", "full"]
 ModelFamily = Literal["claude", "gpt", "gemini", "glm", "qwen", "unknown"]
@@ -64,7 +71,21 @@ class TelemetrySettings(_Section):
     otlp_endpoint: str | None = None
 
 
-class FileReaderSettings(_Section):
+class ToolSettings(_Section):
+    """What every tool has: its default timeout, the ceiling a call may ask for, its default level."""
+
+    timeout_s: float = Field(30, gt=0)
+    max_timeout_s: float = Field(300, gt=0)
+    default_level: LevelName | None = None
+
+    @model_validator(mode="after")
+    def _ceiling_covers_default(self) -> ToolSettings:
+        if self.max_timeout_s < self.timeout_s:
+            raise ValueError("max_timeout_s must be at least timeout_s")
+        return self
+
+
+class FileReaderSettings(ToolSettings):
     max_file_bytes: int = Field(256 * 1024**2, ge=1024)
     max_columns: int = Field(5000, ge=1)
     max_line_bytes: int = Field(8 * 1024**2, ge=1024)
@@ -81,14 +102,16 @@ class DatabaseSettings(_Section):
     description: str = ""
 
 
-class QueryDatabaseSettings(_Section):
+class QueryDatabaseSettings(ToolSettings):
     max_rows_ceiling: int = Field(100_000, ge=1)
     threads: int = Field(2, ge=1, le=64)
     max_concurrent: int = Field(4, ge=1, le=64)
     memory_limit: str = Field("2GB", pattern=r"^\d+(\.\d+)?\s*(KB|MB|GB|TB|KiB|MiB|GiB|TiB)$")
 
 
-class RunPythonSettings(_Section):
+class RunPythonSettings(ToolSettings):
+    timeout_s: float = Field(60, gt=0)
+    max_timeout_s: float = Field(600, gt=0)
     memory_mb: int = Field(4096, ge=256)
     disk_mb: int = Field(1024, ge=16)
     uid: int = Field(65534, ge=1)
@@ -113,22 +136,22 @@ class RunPythonSettings(_Section):
     start_timeout_s: float = Field(60, gt=0)
 
 
-class ToolSettings(_Section):
-    timeout_s: float = Field(30, gt=0)
-    max_timeout_s: float = Field(300, gt=0)
-    default_level: LevelName | None = None
+class ToolsSettings(_Section):
+    """``tools.<name>``: one section per tool of the server. Sections of tools registered by an embedding
+    application (or a test) are checked by ``load_settings(tool_models=…)``."""
 
-    @model_validator(mode="after")
-    def _ceiling_covers_default(self) -> ToolSettings:
-        if self.max_timeout_s < self.timeout_s:
-            raise ValueError("max_timeout_s must be at least timeout_s")
-        return self
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    file_reader: FileReaderSettings = FileReaderSettings()
+    query_database: QueryDatabaseSettings = QueryDatabaseSettings()
+    run_python: RunPythonSettings = RunPythonSettings()
 
 
-class Settings(BaseSettings):
+BUILTIN_TOOLS = tuple(ToolsSettings.model_fields)
+
+
+class Settings(_Section):
     """Every key is documented in ``config/default.yaml``."""
-
-    model_config = SettingsConfigDict(env_prefix="BA_MCP_", env_nested_delimiter="__", extra="forbid", frozen=True)
 
     workspace: Path | None = None
     default_output_level: LevelName = "standard"
@@ -141,27 +164,28 @@ class Settings(BaseSettings):
     cache: CacheSettings = CacheSettings()
     retry: RetrySettings = RetrySettings()
     telemetry: TelemetrySettings = TelemetrySettings()
-    file_reader: FileReaderSettings = FileReaderSettings()
-    query_database: QueryDatabaseSettings = QueryDatabaseSettings()
-    run_python: RunPythonSettings = RunPythonSettings()
     databases: dict[str, DatabaseSettings] = {"demo": DatabaseSettings()}
-    tools: dict[str, ToolSettings] = {}
+    tools: ToolsSettings = ToolsSettings()
 
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        # Earlier sources win: the environment overrides the YAML passed in as init values.
-        return (env_settings, init_settings)
+    @property
+    def file_reader(self) -> FileReaderSettings:
+        return self.tools.file_reader
+
+    @property
+    def query_database(self) -> QueryDatabaseSettings:
+        return self.tools.query_database
+
+    @property
+    def run_python(self) -> RunPythonSettings:
+        return self.tools.run_python
 
     def tool(self, name: str) -> ToolSettings:
-        """The policy settings of one tool (defaults when the tool is not configured)."""
-        return self.tools.get(name) or ToolSettings()
+        """The settings of one tool (defaults when it is not configured)."""
+        if name in ToolsSettings.model_fields:
+            section: ToolSettings = getattr(self.tools, name)
+            return section
+        raw = (self.tools.model_extra or {}).get(name)
+        return ToolSettings.model_validate(raw) if isinstance(raw, dict) else ToolSettings()
 
     def workspace_root(self) -> Path:
         """Where the workspace lives: the setting, else the platform's user data directory."""
@@ -196,19 +220,88 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def load_settings(user_config: Path | None = None, **overrides: Any) -> Settings:
-    """Load and validate the configuration; ``overrides`` (e.g. from the CLI) win over YAML."""
+ENV_PREFIX = "BA_MCP_"
+
+
+def environment_values(environ: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, str]]:
+    """``BA_MCP_*`` variables as nested values (``__`` joins keys; JSON for lists and objects), and
+    which variable set which dotted key (for error messages)."""
+    values: dict[str, Any] = {}
+    origin: dict[str, str] = {}
+    for name, raw in environ.items():
+        if not name.startswith(ENV_PREFIX) or name == ENV_PREFIX:
+            continue
+        path = [part.lower() for part in name[len(ENV_PREFIX) :].split("__")]
+        if any(not part for part in path):
+            raise ConfigError(f"environment variable {name}: empty key part")
+        value: Any = raw
+        if raw.strip()[:1] in ("[", "{"):
+            try:
+                value = json.loads(raw)
+            except ValueError:
+                raise ConfigError(f"environment variable {name}: not valid JSON") from None
+        node = values
+        for part in path[:-1]:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise ConfigError(f"environment variable {name}: {'.'.join(path)} conflicts with another variable")
+            node = child
+        node[path[-1]] = value
+        origin[".".join(path)] = name
+    return values, origin
+
+
+def load_settings(
+    user_config: Path | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
+    tool_models: Mapping[str, type[ToolSettings]] | None = None,
+    **overrides: Any,
+) -> Settings:
+    """Load and validate the configuration: default.yaml < ``user_config`` < ``BA_MCP_*`` environment
+    (``environ``, default ``os.environ``) < ``overrides`` (command-line flags, explicit arguments).
+
+    ``tool_models`` names tools beyond the built-in ones (an embedding application's, a test's) with
+    the settings model of each; any other ``tools.<name>`` is an error."""
     values = _read_yaml(config_dir() / "default.yaml")
     if user_config is not None:
         values = _merge(values, _read_yaml(user_config))
-    values = _merge(values, overrides)
-    # BA_MCP_WORKSPACE is documented on its own; pydantic-settings reads it as the `workspace` key.
+    env, origin = environment_values(os.environ if environ is None else environ)
+    values = _merge(values, env)
+    values = _merge(values, {k: v for k, v in overrides.items() if v is not None})
     try:
-        return Settings(**values)
+        settings = Settings(**values)
     except ValidationError as exc:
-        problems = []
-        for err in exc.errors():
-            key = ".".join(str(p) for p in err["loc"]) or "(root)"
-            msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
-            problems.append(f"{key}: {msg}")
-        raise ConfigError("invalid configuration: " + "; ".join(problems)) from None
+        raise ConfigError("invalid configuration: " + "; ".join(_problems(exc, origin))) from None
+    extra = settings.tools.model_extra or {}
+    known = dict(tool_models or {})
+    problems = []
+    for name, raw in extra.items():
+        if name not in known:
+            tools = ", ".join([*BUILTIN_TOOLS, *known])
+            problems.append(_named(f"tools.{name}", origin) + f": not a tool of this server (tools: {tools})")
+            continue
+        try:
+            known[name].model_validate(raw if isinstance(raw, dict) else {})
+        except ValidationError as exc:
+            problems += _problems(exc, origin, prefix=f"tools.{name}")
+    if problems:
+        raise ConfigError("invalid configuration: " + "; ".join(problems))
+    return settings
+
+
+def _problems(exc: ValidationError, origin: Mapping[str, str], prefix: str = "") -> list[str]:
+    out = []
+    for err in exc.errors():
+        key = ".".join([prefix, *(str(p) for p in err["loc"])] if prefix else [str(p) for p in err["loc"]])
+        msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+        out.append(f"{_named(key or '(root)', origin)}: {msg}")
+    return out
+
+
+def _named(key: str, origin: Mapping[str, str]) -> str:
+    """A dotted key, with the environment variable that set it when one did."""
+    for dotted, variable in origin.items():
+        if key == dotted or key.startswith(dotted + ".") or dotted.startswith(key + "."):
+            return f"{key} (from {variable})"
+    return key

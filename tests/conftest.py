@@ -6,7 +6,7 @@ import json
 import os
 import random
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,21 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.fixture(scope="session")
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _hermetic_environment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """No BA_MCP_* variable of the calling shell reaches a test (in-process settings read the environment),
+    and the platform's default workspace points into a temporary directory, not the user's data."""
+    saved = dict(os.environ)
+    for name in [n for n in os.environ if n.startswith("BA_MCP_")]:
+        del os.environ[name]
+    os.environ["XDG_DATA_HOME"] = str(tmp_path_factory.mktemp("xdg-data"))
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
 
 
 def server_env(workspace: Path, **extra: str) -> dict[str, str]:
@@ -114,7 +129,9 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
 async def session(workspace: Path) -> AsyncIterator[ClientSession]:
     """One real server over stdio for a whole test module (spawning costs ~2 s)."""
     params = stdio_params(
-        workspace, BA_MCP_FILE_READER__MAX_FILE_BYTES="200000", BA_MCP_FILE_READER__PARTIAL_TEXT_BYTES="50000"
+        workspace,
+        BA_MCP_TOOLS__FILE_READER__MAX_FILE_BYTES="200000",
+        BA_MCP_TOOLS__FILE_READER__PARTIAL_TEXT_BYTES="50000",
     )
     async with stdio_client(params) as (read, write), ClientSession(read, write) as s:
         await s.initialize()

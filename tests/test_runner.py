@@ -10,7 +10,6 @@ from typing import Any
 import pandas as pd
 import pytest
 from mcp import Client
-from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -19,7 +18,7 @@ from ba_mcp.pipeline.cache import CacheMode, CachePolicy
 from ba_mcp.pipeline.errors import ErrorType, ToolFailure
 from ba_mcp.pipeline.results import Composite, Document, Image, JsonValue, Table
 from ba_mcp.server import build_server
-from ba_mcp.settings import load_settings
+from ba_mcp.settings import ToolSettings, load_settings
 from ba_mcp.tools.base import Tool, ToolContext, ToolParams, ToolPolicy
 from ba_mcp.tools.file_reader import FileReader
 from tests.conftest import text_of
@@ -116,6 +115,8 @@ def make_server(tmp_path: Path, tools: list[Tool], **overrides: Any):
         workspace=tmp_path / "ws",
         retry={"base_ms": 10, "max_ms": 100},
         tools={"slow": {"timeout_s": 0.3, "max_timeout_s": 0.6}},
+        tool_models={"slow": ToolSettings},
+        environ={},
         **overrides,
     )
     return build_server(settings, tools)
@@ -238,11 +239,14 @@ async def test_composites_images_and_artifacts(tmp_path: Path) -> None:
     assert [b.type for b in brief.content].count("image") == 0
 
 
-async def test_pipeline_attributes_are_set_on_the_sdk_span(tmp_path: Path) -> None:
+async def test_pipeline_attributes_are_set_on_the_sdk_span(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import mcp.shared._otel as sdk_otel
+
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    trace.set_tracer_provider(provider)
+    # The SDK's own tracer, for this test only: the process-wide provider stays untouched.
+    monkeypatch.setattr(sdk_otel, "_tracer", provider.get_tracer("mcp-python-sdk"))
     async with Client(make_server(tmp_path, [Ticker()])) as client:
         await client.call_tool("ticker", {"n": 20, "output_level": "brief"})
     spans = [s for s in exporter.get_finished_spans() if s.name == "tools/call ticker"]

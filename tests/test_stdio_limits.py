@@ -92,9 +92,9 @@ async def ls(lworkspace: Path) -> AsyncIterator[ClientSession]:
         BA_MCP_TOOLS__QUERY_DATABASE__TIMEOUT_S="1",
         BA_MCP_TOOLS__FILE_READER__TIMEOUT_S="10",
         BA_MCP_ARTIFACTS__MAX_BYTES=str(4 * MB),
-        BA_MCP_FILE_READER__MAX_DECOMPRESSED_BYTES=str(16 * MB),
-        BA_MCP_RUN_PYTHON__CODE_STORE_MAX_BYTES=str(2 * MB),
-        BA_MCP_RUN_PYTHON__SPARE_WORKERS="0",
+        BA_MCP_TOOLS__FILE_READER__MAX_DECOMPRESSED_BYTES=str(16 * MB),
+        BA_MCP_TOOLS__RUN_PYTHON__CODE_STORE_MAX_BYTES=str(2 * MB),
+        BA_MCP_TOOLS__RUN_PYTHON__SPARE_WORKERS="0",
     )
     async with stdio_client(params) as (read, write), ClientSession(read, write) as s:
         await s.initialize()

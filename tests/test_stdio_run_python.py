@@ -32,13 +32,13 @@ def pworkspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _params(ws: Path, **env: str):
     return stdio_params(
         ws,
-        BA_MCP_RUN_PYTHON__SPARE_WORKERS="1",
-        BA_MCP_RUN_PYTHON__INTERRUPT_GRACE_S="1",
-        BA_MCP_RUN_PYTHON__MEMORY_MB="2048",
-        BA_MCP_RUN_PYTHON__MAX_PROCESSES="48",
-        BA_MCP_RUN_PYTHON__MAX_FILE_MB="20",
-        BA_MCP_RUN_PYTHON__DISK_MB="64",
-        BA_MCP_RUN_PYTHON__MAX_TRANSFER_MB="16",
+        BA_MCP_TOOLS__RUN_PYTHON__SPARE_WORKERS="1",
+        BA_MCP_TOOLS__RUN_PYTHON__INTERRUPT_GRACE_S="1",
+        BA_MCP_TOOLS__RUN_PYTHON__MEMORY_MB="2048",
+        BA_MCP_TOOLS__RUN_PYTHON__MAX_PROCESSES="48",
+        BA_MCP_TOOLS__RUN_PYTHON__MAX_FILE_MB="20",
+        BA_MCP_TOOLS__RUN_PYTHON__DISK_MB="64",
+        BA_MCP_TOOLS__RUN_PYTHON__MAX_TRANSFER_MB="16",
         SERVER_SECRET_TOKEN=SECRET,
         **env,
     )
@@ -56,7 +56,7 @@ async def py(pworkspace: Path) -> AsyncIterator[ClientSession]:
 async def raw(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[tuple[ClientSession, Path]]:
     """The guardrail off: user code may import os, ctypes, socket — the boundary must still hold."""
     ws = make_workspace(tmp_path_factory.mktemp("rawroot"))
-    params = _params(ws, BA_MCP_RUN_PYTHON__ALLOWED_IMPORTS="*")
+    params = _params(ws, BA_MCP_TOOLS__RUN_PYTHON__ALLOWED_IMPORTS="*")
     async with stdio_client(params) as (read, write), ClientSession(read, write) as s:
         await s.initialize()
         yield s, ws

@@ -139,7 +139,7 @@ async def test_live_python_workers_are_capped_with_a_clear_error(tmp_path: Path)
     clearly, and served once another session has ended."""
     ws = make_workspace(tmp_path)
     port = _free_port()
-    env = server_env(ws, BA_MCP_RUN_PYTHON__MAX_WORKERS="1", BA_MCP_RUN_PYTHON__SPARE_WORKERS="0")
+    env = server_env(ws, BA_MCP_TOOLS__RUN_PYTHON__MAX_WORKERS="1", BA_MCP_TOOLS__RUN_PYTHON__SPARE_WORKERS="0")
     proc = subprocess.Popen(
         [sys.executable, "-m", "ba_mcp", "serve", "--transport", "http", "--port", str(port)],
         env=env,
@@ -354,6 +354,20 @@ def test_doctor_and_invalid_configuration(workspace: Path, tmp_path: Path) -> No
     bad.write_text("observation:\n  preview_rows: 0\n")
     out = ba("serve", "--config", str(bad), workspace=workspace)
     assert out.returncode == 2 and "observation.preview_rows" in out.stderr and out.stdout == ""
+    unknown = ba("serve", workspace=workspace, env={"BA_MCP_WEB__X": "1"})
+    assert unknown.returncode == 2 and "BA_MCP_WEB__X" in unknown.stderr, unknown.stderr
+    typo = tmp_path / "typo.yaml"
+    typo.write_text("tools:\n  file_redaer: {timeout_s: 5}\n")
+    out = ba("serve", "--config", str(typo), workspace=workspace)
+    assert out.returncode == 2 and "tools.file_redaer: not a tool" in out.stderr
+
+
+def test_a_command_line_flag_wins_over_the_environment(workspace: Path, tmp_path: Path) -> None:
+    flagged = tmp_path / "from-the-flag"
+    doctor = ba("doctor", "--workspace", str(flagged), workspace=workspace)  # BA_MCP_WORKSPACE=workspace
+    assert doctor.returncode == 0, doctor.stderr
+    assert re.search(r"workspace writable\s+" + re.escape(str(flagged)), doctor.stdout), doctor.stdout
+    assert str(workspace) not in doctor.stdout
 
 
 def test_demo_runs_a_real_stdio_session(tmp_path: Path) -> None:

@@ -1,7 +1,7 @@
 """file_reader (SPEC §4.1): read a workspace file, upload, code file or artifact as a table or a document.
 
 Reads only what the call needs: ``nrows``/``offset`` stop the parser early (a 100-row preview of a
-multi-GB CSV costs the same as of a small one), and files over ``file_reader.max_file_bytes`` are read
+multi-GB CSV costs the same as of a small one), and files over ``tools.file_reader.max_file_bytes`` are read
 partially, never whole. All path handling goes through ``Workspace.resolve`` (S-2).
 """
 
@@ -328,7 +328,7 @@ class _Reader:
                 ErrorType.RESOURCE_ERROR,
                 "DECOMPRESSED_TOO_LARGE",
                 f"{self.title} inflates to {inflated:,} bytes, over the {self.s.max_decompressed_bytes:,}-byte limit",
-                "export the sheet as CSV or Parquet, or raise file_reader.max_decompressed_bytes",
+                "export the sheet as CSV or Parquet, or raise tools.file_reader.max_decompressed_bytes",
             )
         try:
             workbook = python_calamine.CalamineWorkbook.from_path(str(self.r.path))
@@ -679,7 +679,7 @@ def _too_many_columns(title: str, columns: int, limit: int) -> ToolFailure:
         ErrorType.VALIDATION_ERROR,
         "TOO_MANY_COLUMNS",
         f"{title} has {columns:,} columns; at most {limit:,} are read",
-        "select the columns you need in another tool first, or raise file_reader.max_columns",
+        "select the columns you need in another tool first, or raise tools.file_reader.max_columns",
     )
 
 

@@ -360,7 +360,7 @@ def _sql_failure(exc: Exception, database: str, app: App) -> ToolFailure:
             ErrorType.RESOURCE_ERROR,
             "OUT_OF_MEMORY",
             message.split("\n")[0],
-            "aggregate or filter more (the memory limit is query_database.memory_limit)",
+            "aggregate or filter more (the memory limit is tools.query_database.memory_limit)",
         )
     if isinstance(exc, duckdb.InvalidInputException) and "parameter" in str(exc).lower():
         return ToolFailure(

@@ -75,7 +75,7 @@ class RunPython(BaseTool):
             raise invalid(
                 f"'code' is {len(params.code):,} characters; the limit is {settings.max_code_chars:,}",
                 "send smaller cells; put data in an upload and read it with load_upload "
-                "(the limit is the run_python.max_code_chars setting)",
+                "(the limit is the tools.run_python.max_code_chars setting)",
                 code="CODE_TOO_LONG",
             )
         code_id = store_code(app.workspace, params.code, settings.code_store_max_bytes, settings.code_ttl_hours)
