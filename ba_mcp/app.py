@@ -1,8 +1,10 @@
-"""The application object: settings, workspace, stores, caches and per-session state.
+"""The application object, built first: settings, workspace, stores, caches, databases, the sandbox
+client, per-session state, and the tools — each constructed once with the services it needs. The server
+is then built from it (``server.build_server(app)``), so tool descriptions may depend on live state.
 
-Created once per server lifespan (``App.start``) and passed down; there are no module-level
-singletons. Heavy imports (pandas, pyarrow, the tokenizer vocabulary) are warmed up in the
-background after start so the handshake stays as fast as a bare MCPServer's (P-1).
+There are no module-level singletons. Heavy imports (pandas, pyarrow, the tokenizer vocabulary) are
+warmed up in the background after start so the handshake stays as fast as a bare MCPServer's (P-1).
+``aclose()`` (or ``close()``) ends the workers and closes the databases.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from dataclasses import dataclass, field
 from ba_mcp.databases import Databases
 from ba_mcp.pipeline.artifacts import ArtifactStore
 from ba_mcp.pipeline.cache import RawCache
-from ba_mcp.pipeline.observe import Observer
+from ba_mcp.pipeline.observe import Observer, ToolTraits
 from ba_mcp.pipeline.runner import Runner
 from ba_mcp.pipeline.telemetry import Metrics, TelemetryLog
 from ba_mcp.pipeline.tokens import TokenCounter
@@ -39,25 +41,43 @@ class SessionState:
     log_level: str = "warning"
 
 
-def default_tools() -> list[Tool]:
-    return [FileReader(), QueryDatabase(), RunPython()]
-
-
 class App:
-    def __init__(self, settings: Settings, tools: Iterable[Tool] | None = None) -> None:
+    """``tools``: the tools to serve — Tool instances (an embedding application's, a test's: they get their
+    ``tools.<name>`` settings) or names of built-in tools (built here with their services). Default: every
+    built-in tool."""
+
+    def __init__(self, settings: Settings, tools: Iterable[Tool | str] | None = None) -> None:
         self.settings = settings
         self.workspace = Workspace.open(settings.workspace_root())
-        self.tools: dict[str, Tool] = {t.name: t for t in (tools if tools is not None else default_tools())}
         self.artifacts = ArtifactStore(self.workspace.dir("artifacts"), settings.artifacts)
         self.tokens = TokenCounter(config_dir() / "token_encoders.yaml", settings.model_family)
-        self.observer = Observer(self.artifacts, self.tokens, settings.observation, frozenset(self.tools))
         self.cache = RawCache(settings.cache.max_entries, settings.cache.max_bytes)
         self.databases = Databases(settings, self.workspace)
         self.sandboxes = Sandboxes(settings.run_python, self.workspace.dir("sessions"))
         self.telemetry = TelemetryLog(self.workspace.dir("logs"), settings.telemetry.enabled)
+        builtin = {t.name: t for t in self._builtin_tools()}
+        self.tools: dict[str, Tool] = {}
+        for tool in tools if tools is not None else list(builtin):
+            if isinstance(tool, str):
+                if tool not in builtin:
+                    raise ValueError(f"no built-in tool named {tool!r} (built-in: {', '.join(builtin)})")
+                tool = builtin[tool]
+            else:
+                tool.settings = settings.tool(tool.name)
+            self.tools[tool.name] = tool
+        traits = {name: ToolTraits(t.window_arg, t.artifact_reader, t.artifact_kinds) for name, t in self.tools.items()}
+        self.observer = Observer(self.artifacts, self.tokens, settings.observation, traits)
         self.sessions: dict[str, SessionState] = {}
         self._sessions_lock = threading.Lock()
         self.runner = Runner(self)
+
+    def _builtin_tools(self) -> list[Tool]:
+        s = self.settings
+        return [
+            FileReader(s.tools.file_reader, self.workspace, self.artifacts),
+            QueryDatabase(s.tools.query_database, self.workspace, self.artifacts, self.databases, s.tools.file_reader),
+            RunPython(s.tools.run_python, self.workspace, self.artifacts, self.sandboxes),
+        ]
 
     def session(self, key: str) -> SessionState:
         with self._sessions_lock:
@@ -82,8 +102,15 @@ class App:
             self.sandboxes.prestart()
 
     def close(self) -> None:
+        """End the sandbox workers and close the databases (idempotent)."""
         self.sandboxes.close()
         self.databases.close()
+
+    async def aclose(self) -> None:
+        """``close()`` off the event loop (and, later, services that must close on it)."""
+        import anyio.to_thread
+
+        await anyio.to_thread.run_sync(self.close)
 
     def cleanup_artifacts(self) -> dict[str, int]:
         """Periodic clean-up of the artifact store and the code store (TTL and size caps)."""

@@ -41,9 +41,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         stream=sys.stderr, level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     _setup_otel(settings)
+    from ba_mcp.app import App
     from ba_mcp.server import build_server
 
-    server = build_server(settings)
+    server = build_server(App(settings))
     if args.transport == "http":
         if args.host not in ("127.0.0.1", "localhost", "::1"):
             _err(f"ba-mcp: warning: serving on {args.host}, reachable from other machines; HTTP has no authentication")
@@ -110,8 +111,10 @@ def cmd_call(args: argparse.Namespace) -> int:
     if args.level:
         arguments["output_level"] = args.level
 
+    from ba_mcp.app import App
+
     async def go() -> int:
-        async with Client(build_server(settings)) as client:
+        async with Client(build_server(App(settings))) as client:
             result = await client.call_tool(args.tool, arguments)
         print_result(result)
         return 1 if result.is_error else 0
@@ -158,22 +161,30 @@ def cmd_artifacts(args: argparse.Namespace) -> int:
 
 
 def _show_artifact(settings: Settings, aid: str, level: str) -> int:
-    from ba_mcp.app import App
-    from ba_mcp.pipeline.errors import ToolFailure, format_error
-    from ba_mcp.pipeline.levels import OutputLevel
-    from ba_mcp.tools.base import ToolContext
-    from ba_mcp.tools.file_reader import FileReader, FileReaderParams
+    """The artifact's metadata, then file_reader's observation of it, through the pipeline."""
+    import anyio
+    from mcp import Client
 
-    app = App(settings)
+    from ba_mcp.app import App
+    from ba_mcp.pipeline.artifacts import ArtifactStore
+    from ba_mcp.pipeline.errors import ToolFailure, format_error
+    from ba_mcp.server import build_server
+    from ba_mcp.workspace import Workspace
+
     try:
-        meta = app.artifacts.get(aid)
-        print(json.dumps(meta.public(), indent=1))
-        raw = FileReader().execute(FileReaderParams(path=aid), ToolContext(app=app, session="cli"))
-        print(app.observer.observe("artifacts", raw, OutputLevel(level)).text)
+        store = ArtifactStore(Workspace.open(settings.workspace_root()).dir("artifacts"), settings.artifacts)
+        print(json.dumps(store.get(aid).public(), indent=1))
     except ToolFailure as failure:
         _err(format_error("artifacts", failure))
         return 1
-    return 0
+
+    async def go() -> int:
+        async with Client(build_server(App(settings))) as client:
+            result = await client.call_tool("file_reader", {"path": aid, "output_level": level})
+        print_result(result)
+        return 1 if result.is_error else 0
+
+    return anyio.run(go)
 
 
 # -- stats ------------------------------------------------------------------------------------

@@ -189,7 +189,20 @@ def _build_root(libc: _Libc, sources: list[tuple[str, int | str]], options: dict
     uid, gid = _ids(options)
     new = _STAGE
     libc.mount("tmpfs", new, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=16m")
+    # The one writable place first: the session directory (cwd, HOME) with /tmp inside it, one size
+    # limit. A runtime that lives under /tmp (a checkout there) is bound beneath it, read-only.
+    os.makedirs(new + SESSION_DIR)
+    size = max(int(options.get("disk_mb") or 1024), 1)
+    libc.mount("tmpfs", new + SESSION_DIR, "tmpfs", MS_NOSUID | MS_NODEV, f"mode=0700,uid={uid},gid={gid},size={size}m")
+    os.makedirs(new + SESSION_DIR + "/.tmp", mode=0o1777)
+    os.chmod(new + SESSION_DIR + "/.tmp", 0o1777)
+    os.makedirs(new + "/tmp")
+    libc.mount(new + SESSION_DIR + "/.tmp", new + "/tmp", None, MS_BIND)
     for path, source in sources:
+        if path.split("/")[1] in ("dev", "proc", "session"):
+            raise OSError(
+                errno.EINVAL, f"the Python runtime lies under /{path.split('/')[1]}, which the sandbox replaces"
+            )
         target = new + path
         if isinstance(source, str):
             os.symlink(source, target)
@@ -217,14 +230,6 @@ def _build_root(libc: _Libc, sources: list[tuple[str, int | str]], options: dict
     os.makedirs(new + "/dev/shm")
     libc.mount("tmpfs", new + "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=1777,size=64m")
     libc.mount(None, new + "/dev", None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k")
-    # The one writable place: the session directory (cwd, HOME), with /tmp inside it, one size limit.
-    os.makedirs(new + SESSION_DIR)
-    size = max(int(options.get("disk_mb") or 1024), 1)
-    libc.mount("tmpfs", new + SESSION_DIR, "tmpfs", MS_NOSUID | MS_NODEV, f"mode=0700,uid={uid},gid={gid},size={size}m")
-    os.makedirs(new + SESSION_DIR + "/.tmp", mode=0o700)
-    os.chown(new + SESSION_DIR + "/.tmp", uid, gid)
-    os.makedirs(new + "/tmp")
-    libc.mount(new + SESSION_DIR + "/.tmp", new + "/tmp", None, MS_BIND)
     os.makedirs(new + "/proc")
     _pivot(libc, new)
 

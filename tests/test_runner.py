@@ -14,13 +14,13 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from ba_mcp.app import App
 from ba_mcp.pipeline.cache import CacheMode, CachePolicy
 from ba_mcp.pipeline.errors import ErrorType, ToolFailure
 from ba_mcp.pipeline.results import Composite, Document, Image, JsonValue, Table
 from ba_mcp.server import build_server
 from ba_mcp.settings import ToolSettings, load_settings
 from ba_mcp.tools.base import Tool, ToolContext, ToolParams, ToolPolicy
-from ba_mcp.tools.file_reader import FileReader
 from tests.conftest import text_of
 
 pytestmark = pytest.mark.anyio
@@ -78,8 +78,11 @@ class Crash(Tool):
     name, title, description = "crash", "Crash", "raises an unexpected exception mentioning a path"
     Params = CountParams
 
+    def __init__(self, secret_path: str = "/srv/private/secret.txt") -> None:
+        self.secret_path = secret_path
+
     def execute(self, params: CountParams, ctx: ToolContext) -> Document:
-        raise RuntimeError(f"boom in {ctx.app.workspace.root}/secret.txt")
+        raise RuntimeError(f"boom in {self.secret_path}")
 
 
 class Ticker(Tool):
@@ -110,16 +113,58 @@ class Mixed(Tool):
         )
 
 
-def make_server(tmp_path: Path, tools: list[Tool], **overrides: Any):
+class UpstreamDown(Exception):
+    """What an HTTP client raises when the other side refuses the connection (httpx.ConnectError's kind)."""
+
+
+class AsyncFetch(Tool):
+    """An async tool, as the web tools will be: progress from the event loop, its own error classification,
+    retries, a TTL cache, cancellation at the timeout."""
+
+    name, title, description = "fetchish", "Fetch-ish", "an async tool that talks to a flaky upstream"
+    Params = CountParams
+    policy = ToolPolicy(idempotent=True, cache=CachePolicy(CacheMode.TTL, 60), open_world=True)
+
+    def __init__(self, fail: int = 0) -> None:
+        self.fail = fail
+        self.calls = 0
+        self.cancelled = False
+
+    async def execute(self, params: CountParams, ctx: ToolContext) -> JsonValue:
+        import anyio
+
+        self.calls += 1
+        for i in range(3):
+            ctx.progress(i, 3, f"async step {i}")
+            await anyio.sleep(0.01)
+        if params.n < 0:
+            try:
+                await anyio.sleep(30)
+            except BaseException:
+                self.cancelled = True
+                raise
+        if self.calls <= self.fail:
+            raise UpstreamDown("connection refused by 10.0.0.1:443 while reading /srv/secret")
+        return JsonValue("fetched", {"calls": self.calls, "n": params.n})
+
+    def classify_error(self, exc: BaseException) -> ToolFailure | None:
+        if isinstance(exc, UpstreamDown):
+            return ToolFailure(
+                ErrorType.TRANSIENT_ERROR, "UPSTREAM_DOWN", "the upstream refused the connection", "retry later"
+            )
+        return None
+
+
+def make_server(tmp_path: Path, tools: list[Tool | str], **overrides: Any):
     settings = load_settings(
         workspace=tmp_path / "ws",
         retry={"base_ms": 10, "max_ms": 100},
-        tools={"slow": {"timeout_s": 0.3, "max_timeout_s": 0.6}},
-        tool_models={"slow": ToolSettings},
+        tools={"slow": {"timeout_s": 0.3, "max_timeout_s": 0.6}, "fetchish": {"timeout_s": 0.5}},
+        tool_models={"slow": ToolSettings, "fetchish": ToolSettings},
         environ={},
         **overrides,
     )
-    return build_server(settings, tools)
+    return build_server(App(settings, tools))
 
 
 async def test_retryable_errors_of_idempotent_tools_are_retried_with_backoff(tmp_path: Path) -> None:
@@ -201,7 +246,7 @@ async def test_cache_serves_every_level_from_one_raw_result(tmp_path: Path) -> N
 
 
 async def test_file_reader_cache_follows_the_file(tmp_path: Path) -> None:
-    async with Client(make_server(tmp_path, [FileReader()])) as client:
+    async with Client(make_server(tmp_path, ["file_reader"])) as client:
         csv = tmp_path / "ws" / "uploads" / "t.csv"
         csv.write_text("a\n1\n")
         first = await client.call_tool("file_reader", {"path": "uploads/t.csv", "output_level": "full"})
@@ -223,7 +268,7 @@ async def test_session_budget_downgrades_unnamed_levels_to_brief(tmp_path: Path)
 
 
 async def test_composites_images_and_artifacts(tmp_path: Path) -> None:
-    async with Client(make_server(tmp_path, [Mixed(), FileReader()])) as client:
+    async with Client(make_server(tmp_path, [Mixed(), "file_reader"])) as client:
         result = await client.call_tool("mixed", {})
         kinds = [b.type for b in result.content]
         text = text_of(result)
@@ -268,3 +313,46 @@ async def test_telemetry_is_one_jsonl_line_per_call(tmp_path: Path) -> None:
         ("crash", False, "internal_error"),
     ]
     assert records[0].output_tokens > 0 and records[0].input_tokens > 0 and records[0].duration_ms > 0
+
+
+async def test_an_async_tool_reports_progress_retries_its_own_errors_caches_and_times_out(tmp_path: Path) -> None:
+    fetch = AsyncFetch(fail=2)
+    seen: list[str | None] = []
+
+    async def on_progress(done: float, total: float | None, message: str | None) -> None:
+        seen.append(message)
+
+    async with Client(make_server(tmp_path, [fetch])) as client:
+        first = await client.call_tool("fetchish", {"n": 1}, progress_callback=on_progress)
+        assert not first.is_error, text_of(first)
+        assert "succeeded after 2 retries" in text_of(first) and fetch.calls == 3  # classified, so retried
+        assert "async step 0" in seen and "async step 2" in seen  # progress from the event loop arrived
+        again = await client.call_tool("fetchish", {"n": 1, "output_level": "brief"})
+        assert not again.is_error and fetch.calls == 3  # the raw result came from the cache
+        slow = await client.call_tool("fetchish", {"n": -1})
+    text = text_of(slow)
+    assert slow.is_error and "Error Type: timeout" in text and "Error Code: TIMEOUT" in text
+    assert fetch.cancelled  # the coroutine was cancelled at the timeout, not left running
+
+
+async def test_an_async_tools_own_errors_keep_the_error_format(tmp_path: Path) -> None:
+    async with Client(make_server(tmp_path, [AsyncFetch(fail=99)])) as client:
+        result = await client.call_tool("fetchish", {"n": 2})
+    text = text_of(result)
+    assert result.is_error and text.splitlines()[:3] == [
+        "fetchish: operation failed",
+        "Error Type: transient_error",
+        "Error Code: UPSTREAM_DOWN",
+    ]
+    assert "/srv/secret" not in text and "10.0.0.1" not in text  # the tool's words, not the exception's
+    assert result.structured_content["error"]["retryable"] is True
+
+
+def test_retry_after_is_a_floor_that_jitter_never_lowers() -> None:
+    from ba_mcp.pipeline.runner import retry_delay
+
+    for attempt in range(4):
+        assert all(retry_delay(1000, 1.5, 10_000, attempt, 30.0) >= 30.0 for _ in range(50))
+        delays = [retry_delay(1000, 1.5, 10_000, attempt, None) for _ in range(50)]
+        base = min(1000 * 1.5**attempt, 10_000) / 1000
+        assert all(base <= d <= base * 1.2 for d in delays)

@@ -282,7 +282,7 @@ def test_artifacts_list_show_and_gc(workspace: Path) -> None:
     listed = ba("artifacts", "list", workspace=workspace)
     assert aid in listed.stdout
     shown = ba("artifacts", "show", aid, workspace=workspace)
-    assert shown.returncode == 0 and '"rows": 50' in shown.stdout and "artifacts: table (standard)" in shown.stdout
+    assert shown.returncode == 0 and '"rows": 50' in shown.stdout and "file_reader: table (standard)" in shown.stdout
     missing = ba("artifacts", "show", "artifact_ffffffffffff", workspace=workspace)
     assert missing.returncode == 1 and "not_found" in missing.stderr
     gc = ba("artifacts", "gc", workspace=workspace)
@@ -373,6 +373,12 @@ def test_a_command_line_flag_wins_over_the_environment(workspace: Path, tmp_path
 def test_demo_runs_a_real_stdio_session(tmp_path: Path) -> None:
     out = ba("demo", workspace=tmp_path / "demo", timeout=120)
     assert out.returncode == 0, out.stderr
+    # What the model sees did not change with the restructuring of issue 9: the demo's observations equal
+    # those recorded before it (tests/golden), masked only where runs legitimately differ.
+    from tests.golden.normalize import normalize
+
+    golden = (ROOT / "tests" / "golden" / "demo_observations.txt").read_text(encoding="utf-8").splitlines()
+    assert normalize(out.stdout) == golden
     for step in ("tools/list", "tools/call file_reader", "resources/read artifact://", "ba://files", "ba://metrics"):
         assert step in out.stdout, step
     assert "Error Type: permission_denied" in out.stdout

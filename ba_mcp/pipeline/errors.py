@@ -1,13 +1,28 @@
 """The one error vocabulary of ba-mcp (seed 001 ``ToolErrorType``) and its text format (T-E).
 
-Tools raise ``ToolFailure`` with a type, a stable code, a message in the user's terms and a hint.
-Anything else a tool raises is classified by ``classify()``; internal errors never carry a stack
-trace or a filesystem path to the client.
+The tree::
+
+    ToolFailure(type, code, message, hint, retry_after=None)   what the model reads
+      type: ErrorType
+        retryable           timeout, rate_limit, resource_error, transient_error
+        permanent           permission_denied, invalid_parameters, not_found, validation_error
+        needing attention   execution_error, internal_error, dependency_error
+      code: a stable UPPER_SNAKE name from ``Code`` (a tool may add its own)
+
+Tools raise ``ToolFailure``. Anything else a tool raises goes first to the tool's own
+``Tool.classify_error(exc)`` (an HTTP client's connection error is the web tools' to name), then to
+``classify()``; internal errors never carry a stack trace or a filesystem path to the client.
+``error_result()`` builds the one MCP result of a failure, for the runner and the unknown-tool
+middleware alike; ``format_error()`` is its text.
 """
 
 from __future__ import annotations
 
 import enum
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mcp.types import CallToolResult
 
 
 class ErrorType(enum.StrEnum):
@@ -39,6 +54,24 @@ _RETRYABLE = {
 }
 
 
+class Code:
+    """Error codes used in more than one place (a code used by one tool alone may stay a literal there)."""
+
+    TIMEOUT = "TIMEOUT"
+    CANCELLED = "CANCELLED"
+    INTERNAL = "INTERNAL"
+    INVALID_ARGUMENTS = "INVALID_ARGUMENTS"
+    INVALID_PARAMETERS = "INVALID_PARAMETERS"
+    NOT_FOUND = "NOT_FOUND"
+    PERMISSION_DENIED = "PERMISSION_DENIED"
+    UNKNOWN_TOOL = "UNKNOWN_TOOL"
+    OUT_OF_MEMORY = "OUT_OF_MEMORY"
+    IO_ERROR = "IO_ERROR"
+    DECODE_FAILED = "DECODE_FAILED"
+    READ_ONLY = "READ_ONLY"
+    ARTIFACT_TOO_LARGE = "ARTIFACT_TOO_LARGE"
+
+
 class ToolFailure(Exception):
     """A failed tool call, as the model will read it.
 
@@ -63,16 +96,21 @@ class ToolFailure(Exception):
         self.retry_after = retry_after
 
 
-def invalid(message: str, hint: str = "", code: str = "INVALID_PARAMETERS") -> ToolFailure:
+def invalid(message: str, hint: str = "", code: str = Code.INVALID_PARAMETERS) -> ToolFailure:
     return ToolFailure(ErrorType.INVALID_PARAMETERS, code, message, hint)
 
 
-def not_found(message: str, hint: str = "", code: str = "NOT_FOUND") -> ToolFailure:
+def not_found(message: str, hint: str = "", code: str = Code.NOT_FOUND) -> ToolFailure:
     return ToolFailure(ErrorType.NOT_FOUND, code, message, hint)
 
 
-def denied(message: str, hint: str = "", code: str = "PERMISSION_DENIED") -> ToolFailure:
+def denied(message: str, hint: str = "", code: str = Code.PERMISSION_DENIED) -> ToolFailure:
     return ToolFailure(ErrorType.PERMISSION_DENIED, code, message, hint)
+
+
+def timed_out(message: str, hint: str = "") -> ToolFailure:
+    """The one ``timeout`` failure (code TIMEOUT), whoever notices it."""
+    return ToolFailure(ErrorType.TIMEOUT, Code.TIMEOUT, message, hint)
 
 
 def classify(exc: BaseException) -> ToolFailure:
@@ -80,13 +118,11 @@ def classify(exc: BaseException) -> ToolFailure:
     if isinstance(exc, ToolFailure):
         return exc
     if isinstance(exc, TimeoutError):
-        return ToolFailure(
-            ErrorType.TIMEOUT, "TIMEOUT", "the operation timed out", "retry, or ask for a longer timeout"
-        )
+        return timed_out("the operation timed out", "retry, or ask for a longer timeout")
     if isinstance(exc, MemoryError):
         return ToolFailure(
             ErrorType.RESOURCE_ERROR,
-            "OUT_OF_MEMORY",
+            Code.OUT_OF_MEMORY,
             "the result did not fit in memory",
             "read fewer rows (nrows) or aggregate first",
         )
@@ -99,17 +135,17 @@ def classify(exc: BaseException) -> ToolFailure:
     if isinstance(exc, UnicodeDecodeError):
         return ToolFailure(
             ErrorType.VALIDATION_ERROR,
-            "DECODE_FAILED",
+            Code.DECODE_FAILED,
             f"the content is not valid {exc.encoding} text",
             "pass encoding= explicitly (e.g. latin-1, utf-16), or format= for a binary format",
         )
     if isinstance(exc, OSError):
         return ToolFailure(
-            ErrorType.RESOURCE_ERROR, "IO_ERROR", "an input/output error occurred while reading", "retry"
+            ErrorType.RESOURCE_ERROR, Code.IO_ERROR, "an input/output error occurred while reading", "retry"
         )
     return ToolFailure(
         ErrorType.INTERNAL_ERROR,
-        "INTERNAL",
+        Code.INTERNAL,
         "the server hit an unexpected error; it has been logged",
         "retry once; if it persists, report it with the time of the call",
     )
@@ -126,3 +162,24 @@ def format_error(tool: str, failure: ToolFailure) -> str:
     if failure.hint:
         lines.append(f"Hint: {failure.hint}")
     return "\n".join(lines)
+
+
+def error_result(tool: str, failure: ToolFailure) -> CallToolResult:
+    """The MCP result of a failed call: the error text (everything a model needs is in it, since some
+    hosts drop ``structuredContent`` of errors) and the same facts as data."""
+    from mcp.types import CallToolResult, TextContent
+
+    structured: dict[str, Any] = {
+        "error": {
+            "type": failure.type.value,
+            "code": failure.code,
+            "message": failure.message,
+            "hint": failure.hint,
+            "retryable": failure.type.retryable,
+        }
+    }
+    return CallToolResult(
+        content=[TextContent(type="text", text=format_error(tool, failure))],
+        structured_content=structured,
+        is_error=True,
+    )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -53,17 +54,32 @@ class _Part:
     artifacts: list[ArtifactMeta] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class ToolTraits:
+    """What the observer may say about a registered tool: the argument that continues a windowed result
+    (``offset``, ``start_index``; None when the tool has none) and how it reads an artifact (a template
+    with ``{id}``, for the kinds it reads; None when it reads none). The pipeline names no tool itself."""
+
+    window_arg: str | None = None
+    artifact_reader: str | None = None
+    artifact_kinds: frozenset[str] | None = None  # None: every kind
+
+
 class Observer:
-    """Formats raw results. ``readers`` are the tool names registered on the server, so hints only
-    name tools that exist."""
+    """Formats raw results. ``tools`` are the traits of the tools registered on the server, so hints only
+    name tools that exist, with their real parameters."""
 
     def __init__(
-        self, store: ArtifactStore, counter: TokenCounter, settings: ObservationSettings, readers: frozenset[str]
+        self,
+        store: ArtifactStore,
+        counter: TokenCounter,
+        settings: ObservationSettings,
+        tools: Mapping[str, ToolTraits],
     ) -> None:
         self.store = store
         self.counter = counter
         self.s = settings
-        self.readers = readers
+        self.tools = dict(tools)
 
     def observe(self, tool: str, raw: RawResult, level: OutputLevel, notes: list[str] | None = None) -> Observation:
         part = self._part(tool, raw, level)
@@ -107,15 +123,21 @@ class Observer:
         raise TypeError(f"cannot store {type(raw).__name__} as one artifact")
 
     def _how_to_read(self, meta: ArtifactMeta) -> str:
-        ways = []
-        if "file_reader" in self.readers:
-            ways.append(f'file_reader(path="{meta.id}")')
-        if meta.kind == "table" and "query_database" in self.readers:
-            ways.append(f"query_database: SELECT … FROM {meta.id}")
-        if "run_python" in self.readers:
-            ways.append(f'run_python: load_artifact("{meta.id}")')
+        ways = [
+            t.artifact_reader.format(id=meta.id)
+            for t in self.tools.values()
+            if t.artifact_reader and (t.artifact_kinds is None or meta.kind in t.artifact_kinds)
+        ]
         ways.append(f"resource {meta.uri}")
         return "; ".join(ways)
+
+    def _source_more(self, tool: str, raw: Table | Document) -> list[str]:
+        """The one continuation line, from the result's ``next_args`` (data, not prose from the tool)."""
+        if not (raw.more and raw.next_args):
+            return []
+        args = ", ".join(f"{k}={json.dumps(v)}" for k, v in raw.next_args.items())
+        what = "rows follow" if isinstance(raw, Table) else "text follows"
+        return [f"More {what} in the source: call {tool} again with {args} (other arguments unchanged)."]
 
     # -- tables -------------------------------------------------------------------------------
 
@@ -134,13 +156,15 @@ class Observer:
         }
         if raw.more:
             structured["next_offset"] = raw.offset + n
+            if raw.next_args:
+                structured["next_args"] = raw.next_args
         extent = f"{n:,} rows × {m} columns"
         prefix_of_stored = bool(raw.artifact_id and raw.total_rows is not None and raw.total_rows > raw.offset + n)
         if raw.offset or raw.more or prefix_of_stored:
             extent += (
                 f" (rows {raw.offset:,}–{raw.offset + n - 1:,} {_total(raw)})" if n else f" (offset {raw.offset:,})"
             )
-        source_more = [raw.continuation] if raw.more and raw.continuation else []
+        source_more = self._source_more(tool, raw)
 
         if level is OutputLevel.FULL:
             body = encode_table(frame, self.s.table_encoding) if n else ""
@@ -232,7 +256,7 @@ class Observer:
         size = f"{len(text):,} characters, {words:,} words, ~{tokens:,} tokens"
         if raw.offset or raw.more:
             size += f" (characters {raw.offset:,}–{raw.offset + len(text):,} of {raw.total_chars or 'more'})"
-        source_more = [raw.continuation] if raw.more and raw.continuation else []
+        source_more = self._source_more(tool, raw)
         if not text.strip():
             structured.update(truncated=False, artifact_id=None)
             return _Part([f"{raw.title}: empty ({size})", *source_more], structured)
@@ -259,13 +283,19 @@ class Observer:
         lines = [f"{raw.title}: {size}"]
         if outline:
             lines.append("Outline: " + " | ".join(outline))
+        window_arg = self.tools.get(tool, ToolTraits()).window_arg
+        goon = (
+            f"Truncated: continue with {window_arg}={next_offset} (the same call with that {window_arg}), "
+            f"or read the whole text: {meta.id} — {self._how_to_read(meta)}."
+            if window_arg
+            else f"Truncated: the whole text is {meta.id} — {self._how_to_read(meta)}."
+        )
         lines += [
             f"Window: characters {raw.offset:,}–{next_offset:,} (~{budget:,} tokens):",
             "",
             text[:cut],
             "",
-            f"Truncated: continue with offset={next_offset} (the same call with that offset), "
-            f"or read the whole text: {meta.id} — {self._how_to_read(meta)}.",
+            goon,
             *source_more,
         ]
         structured.update(

@@ -30,27 +30,28 @@ class Table(_Base):
 
     ``offset`` is the index of the first row within its source; ``total_rows`` is the size of the
     whole source when known (None: unknown, e.g. a partial read of a large file); ``more`` says the
-    source has rows after these, and how to continue is in ``continuation``.
+    source has rows after these, and ``next_args`` are the arguments of the tool's call that continue
+    (e.g. ``{"offset": 5000}``), written into the observation by the pipeline.
     """
 
     frame: pd.DataFrame
     offset: int = 0
     total_rows: int | None = None
     more: bool = False
-    continuation: str = ""
+    next_args: dict[str, Any] | None = None
 
 
 @dataclass
 class Document(_Base):
     """Text. ``offset`` is the character offset of ``text`` within the whole source, whose length is
-    ``total_chars`` when known; ``more`` says text follows and ``continuation`` how to get it."""
+    ``total_chars`` when known; ``more`` says text follows and ``next_args`` continue it."""
 
     text: str
     mime: str = "text/plain"
     offset: int = 0
     total_chars: int | None = None
     more: bool = False
-    continuation: str = ""
+    next_args: dict[str, Any] | None = None
 
 
 @dataclass

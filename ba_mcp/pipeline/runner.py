@@ -7,6 +7,7 @@ escapes, so the server never stops because of a call.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import inspect
 import json
@@ -26,7 +27,7 @@ from opentelemetry import trace
 from pydantic import ValidationError
 
 from ba_mcp.pipeline.cache import CacheMode, cache_key
-from ba_mcp.pipeline.errors import ErrorType, ToolFailure, classify, format_error
+from ba_mcp.pipeline.errors import Code, ErrorType, ToolFailure, classify, error_result, timed_out
 from ba_mcp.pipeline.levels import resolve_level
 from ba_mcp.pipeline.observe import Observation
 from ba_mcp.pipeline.telemetry import CallRecord
@@ -93,14 +94,15 @@ class Runner:
             settings = self.app.settings
             choice = resolve_level(
                 params.output_level,
-                settings.tool(tool.name).default_level,
+                tool.settings.default_level,
                 settings.default_output_level,
                 state.metrics.output_tokens,
                 settings.session_token_budget,
                 settings.budget_downgrade_ratio,
             )
             record.output_level, record.level_downgraded = choice.level.value, choice.downgraded
-            ctx = ToolContext(app=self.app, session=session, progress=self._progress_bridge(progress))
+            timeout = self.timeout_for(tool, getattr(params, "timeout", None))
+            ctx = ToolContext(session=session, timeout=timeout, progress=self._progress_bridge(progress))
             notes = []
             if choice.downgraded:
                 used = state.metrics.output_tokens / settings.session_token_budget
@@ -142,8 +144,10 @@ class Runner:
         except ToolFailure as failure:
             result = self._failed(tool.name, failure, record)
         except Exception as exc:
-            log.exception("tool %s failed unexpectedly", tool.name)
-            result = self._failed(tool.name, classify(exc), record)
+            named = _tool_classification(tool, exc)
+            if named is None:
+                log.exception("tool %s failed unexpectedly", tool.name)
+            result = self._failed(tool.name, named or classify(exc), record)
         record.duration_ms = round((time.perf_counter() - started) * 1000, 3)
         if not record.success:
             record.output_tokens = self.app.tokens.count_tokens(result.content[0].text)  # type: ignore[union-attr]
@@ -185,25 +189,31 @@ class Runner:
         self, tool: Tool, params: Any, ctx: ToolContext, notify: Notify | None, observe: Observe, lookup: Lookup
     ) -> tuple[_Done, int]:
         retry = self.app.settings.retry
-        timeout = self.timeout_for(tool, getattr(params, "timeout", None))
+        timeout = ctx.timeout
         attempt = 0
         while True:
             try:
                 return await self._execute_once(tool, params, ctx, timeout, observe, lookup), attempt
-            except (ToolFailure, TimeoutError) as exc:
-                failure = exc if isinstance(exc, ToolFailure) else _timeout_failure(tool, timeout)
+            except Exception as exc:
+                if isinstance(exc, ToolFailure):
+                    failure = exc
+                elif isinstance(exc, TimeoutError):
+                    failure = _timeout_failure(tool, timeout)
+                else:
+                    named = _tool_classification(tool, exc)
+                    if named is None:
+                        raise
+                    failure = named
                 timeout_ok = failure.type is not ErrorType.TIMEOUT or tool.policy.retry_timeouts
                 if not (
                     tool.policy.idempotent and failure.type.retryable and timeout_ok and attempt < retry.max_retries
                 ):
                     raise failure from None
-                delay = min(retry.base_ms * retry.factor**attempt, retry.max_ms) / 1000
-                if failure.retry_after is not None:
-                    delay = min(max(delay, failure.retry_after), retry.max_ms / 1000)
+                delay = retry_delay(retry.base_ms, retry.factor, retry.max_ms, attempt, failure.retry_after)
                 attempt += 1
                 log.info("retrying %s in %.2fs after %s", tool.name, delay, failure.code)
                 await _tell(notify, "warning", f"{tool.name}: {failure.code}, retry {attempt} in {delay:.1f} s")
-                await anyio.sleep(delay * (0.9 + 0.2 * random.random()))
+                await anyio.sleep(delay)
 
     async def _execute_once(
         self, tool: Tool, params: Any, ctx: ToolContext, timeout: float, observe: Observe, lookup: Lookup
@@ -217,7 +227,7 @@ class Runner:
             return _Done(key, result, observe(result), hit is not None)
 
         try:
-            with anyio.fail_after(timeout + tool.deadline_grace(self.app)):
+            with anyio.fail_after(timeout + tool.deadline_grace()):
                 if inspect.iscoroutinefunction(tool.execute):
                     key, hit = await anyio.to_thread.run_sync(lookup)
                     raw = None if hit is not None else await tool.execute(params, ctx)
@@ -234,18 +244,30 @@ class Runner:
 
     def timeout_for(self, tool: Tool, asked: float | None) -> float:
         """The call's timeout: what it asked for (at most the ceiling), else the tool's default."""
-        conf = self.app.settings.tool(tool.name)
+        conf = tool.settings
         if asked is None:
             return conf.timeout_s
         return min(float(asked), conf.max_timeout_s)
 
     def _progress_bridge(self, progress: Any) -> Any:
+        """``ctx.progress`` for either kind of tool: from a worker thread it waits for the notification to
+        be sent; on the event loop (an async tool) it schedules it, since the loop cannot wait on itself."""
         if progress is None:
             return lambda done, total, msg: None
+        pending: set[asyncio.Task[Any]] = set()
 
         def report(done: float, total: float | None, message: str | None) -> None:
             try:
-                anyio.from_thread.run(progress, done, total, message)
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                loop = None
+            try:
+                if loop is None:
+                    anyio.from_thread.run(progress, done, total, message)
+                    return
+                task = loop.create_task(progress(done, total, message))
+                pending.add(task)
+                task.add_done_callback(pending.discard)
             except Exception:
                 log.debug("progress not delivered", exc_info=True)
 
@@ -254,19 +276,23 @@ class Runner:
     def _failed(self, tool: str, failure: ToolFailure, record: CallRecord) -> CallToolResult:
         record.success = False
         record.error_type, record.error_code = failure.type.value, failure.code
-        text = format_error(tool, failure)
-        structured = {
-            "error": {
-                "type": failure.type.value,
-                "code": failure.code,
-                "message": failure.message,
-                "hint": failure.hint,
-                "retryable": failure.type.retryable,
-            }
-        }
-        return CallToolResult(
-            content=[TextContent(type="text", text=text)], structured_content=structured, is_error=True
-        )
+        return error_result(tool, failure)
+
+
+def retry_delay(base_ms: float, factor: float, max_ms: float, attempt: int, retry_after: float | None) -> float:
+    """Seconds before retry ``attempt`` (0-based): exponential backoff capped at ``max_ms`` with up to
+    20 % jitter added (never removed), and never sooner than a server's ``Retry-After`` — a floor that
+    neither jitter nor the cap may lower."""
+    backoff = min(base_ms * factor**attempt, max_ms) / 1000 * (1 + 0.2 * random.random())
+    return max(backoff, retry_after or 0.0)
+
+
+def _tool_classification(tool: Tool, exc: BaseException) -> ToolFailure | None:
+    try:
+        return tool.classify_error(exc)
+    except Exception:
+        log.debug("classify_error of %s failed", tool.name, exc_info=True)
+        return None
 
 
 async def _tell(notify: Notify | None, level: str, message: str) -> None:
@@ -279,9 +305,7 @@ async def _tell(notify: Notify | None, level: str, message: str) -> None:
 
 
 def _timeout_failure(tool: Tool, timeout: float) -> ToolFailure:
-    return ToolFailure(
-        ErrorType.TIMEOUT,
-        "TIMEOUT",
+    return timed_out(
         f"{tool.name} did not finish within {timeout:g} s",
         "narrow the request (fewer rows, a smaller file window), or pass a longer timeout if the tool takes one",
     )
@@ -308,7 +332,7 @@ def invalid_arguments(tool: Tool, exc: ValidationError) -> ToolFailure:
             hints.append(f"{top} must be {allowed}")
     return ToolFailure(
         ErrorType.INVALID_PARAMETERS,
-        "INVALID_ARGUMENTS",
+        Code.INVALID_ARGUMENTS,
         "; ".join(problems),
         "; ".join(dict.fromkeys(hints)) or "see the tool's input schema",
     )

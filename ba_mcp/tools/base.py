@@ -1,7 +1,11 @@
-"""What a tool is: parameters (a pydantic model), a policy, and ``execute(params, ctx) -> raw result``.
+"""What a tool is: parameters (a pydantic model), a policy, settings, and ``execute(params, ctx) -> raw
+result``.
 
-A tool knows nothing about MCP or formatting. ``execute`` may be sync (run in a worker thread) or
-async. It raises ``ToolFailure`` for anything the model should read as an error.
+A tool is constructed once, by the App, with the services it needs (workspace, stores, databases,
+sandboxes…) and its settings (``tools.<name>``). It knows nothing about MCP or formatting and calls no
+other tool. ``execute`` may be sync (run in a worker thread) or async (run on the event loop). It raises
+``ToolFailure`` for anything the model should read as an error, or lets ``classify_error`` name what its
+own libraries raise.
 """
 
 from __future__ import annotations
@@ -14,9 +18,10 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ba_mcp.pipeline.cache import CachePolicy
+from ba_mcp.settings import ToolSettings
 
 if TYPE_CHECKING:
-    from ba_mcp.app import App
+    from ba_mcp.pipeline.errors import ToolFailure
     from ba_mcp.pipeline.results import RawResult
 
 OutputLevelParam = Literal["brief", "standard", "full"]
@@ -52,13 +57,15 @@ class ToolPolicy:
 
 @dataclass
 class ToolContext:
-    """What a running tool may use: the application, cancellation and a progress callback.
+    """What a running call needs: its session, its timeout (seconds), cancellation and progress.
 
     When the runner gives up on a call (its timeout), it sets ``cancelled`` and calls every function
-    registered with ``on_cancel`` (e.g. a DuckDB cursor's ``interrupt``), from the event loop thread."""
+    registered with ``on_cancel`` (e.g. a DuckDB cursor's ``interrupt``), from the event loop thread.
+    ``progress(done, total, message)`` may be called from a worker thread or, in an async tool, from
+    the event loop."""
 
-    app: App
     session: str
+    timeout: float = 30.0
     cancelled: threading.Event = field(default_factory=threading.Event)
     progress: Callable[[float, float | None, str | None], None] = lambda done, total, msg: None
     _on_cancel: list[Callable[[], Any]] = field(default_factory=list)
@@ -83,7 +90,8 @@ class ToolContext:
 
 
 class Tool:
-    """Subclasses set the class attributes and implement ``execute``."""
+    """Subclasses set the class attributes and implement ``execute``. ``settings`` is the tool's section
+    of the configuration (the App sets it; a subclass narrows its type)."""
 
     name: ClassVar[str]
     title: ClassVar[str]
@@ -91,14 +99,25 @@ class Tool:
     version: ClassVar[str] = "1"
     Params: ClassVar[type[ToolParams]]
     policy: ClassVar[ToolPolicy] = ToolPolicy()
+    settings: ToolSettings = ToolSettings()
+    # What the observer may say about this tool (see pipeline.observe.ToolTraits): the argument that
+    # continues a windowed result, and how it reads an artifact ({id}) of which kinds (None: all).
+    window_arg: ClassVar[str | None] = None
+    artifact_reader: ClassVar[str | None] = None
+    artifact_kinds: ClassVar[frozenset[str] | None] = None
 
     def execute(self, params: Any, ctx: ToolContext) -> RawResult:
         raise NotImplementedError
 
-    def deadline_grace(self, app: App) -> float:
+    def deadline_grace(self) -> float:
         """Seconds the runner waits beyond the call's timeout before giving up on it: for tools that
         enforce the timeout themselves and report what happened (run_python)."""
         return 0.0
+
+    def classify_error(self, exc: BaseException) -> ToolFailure | None:
+        """The ToolFailure for an exception of this tool's own libraries (an HTTP client's connection
+        error, say), or None to leave it to the generic classification."""
+        return None
 
     def cache_identity(self, params: Any, ctx: ToolContext) -> str | None:
         """For CacheMode.IDENTITY: a string that changes whenever what the call reads changes.

@@ -17,21 +17,23 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import Field
 
+from ba_mcp.formats import FORMATS, TABLE_FORMATS
 from ba_mcp.pipeline.cache import CacheMode, CachePolicy
 from ba_mcp.pipeline.errors import ErrorType, ToolFailure, denied, invalid
 from ba_mcp.pipeline.results import Table
+from ba_mcp.settings import FileReaderSettings, QueryDatabaseSettings
 from ba_mcp.tools.base import Tool, ToolContext, ToolParams, ToolPolicy
 from ba_mcp.workspace import ARTIFACT_ID, UPLOAD_ID
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from ba_mcp.app import App
-    from ba_mcp.databases import Database
-    from ba_mcp.workspace import Resolved
+    from ba_mcp.databases import Database, Databases
+    from ba_mcp.pipeline.artifacts import ArtifactStore
+    from ba_mcp.workspace import Resolved, Workspace
 
 _READ_ONLY_TYPES = {"SELECT", "EXPLAIN"}
-_FILE_SUFFIXES = {".csv", ".tsv", ".tab", ".parquet", ".pq", ".json", ".jsonl", ".ndjson", ".xlsx", ".xlsm", ".xls"}
+_FILE_SUFFIXES = {suffix for suffix, fmt in FORMATS.items() if fmt in TABLE_FORMATS}
 _BATCH_ROWS = 8192
 
 
@@ -82,17 +84,33 @@ class QueryDatabase(Tool):
     version = "1"
     Params = QueryDatabaseParams
     policy = ToolPolicy(idempotent=True, cache=CachePolicy(CacheMode.IDENTITY))
+    artifact_reader = "query_database: SELECT … FROM {id}"
+    artifact_kinds = frozenset({"table"})
+
+    def __init__(
+        self,
+        settings: QueryDatabaseSettings,
+        workspace: Workspace,
+        artifacts: ArtifactStore,
+        databases: Databases,
+        formats: FileReaderSettings,
+    ) -> None:
+        self.settings: QueryDatabaseSettings = settings
+        self.workspace = workspace
+        self.artifacts = artifacts
+        self.databases = databases
+        self.formats = formats  # bounds for parsing workspace files registered as tables
 
     def cache_identity(self, params: QueryDatabaseParams, ctx: ToolContext) -> str | None:
         try:
-            plan = _plan(params, ctx.app)
+            plan = _plan(params, self)
         except ToolFailure:
             return None  # execute() reports it
         return "|".join([plan.database.identity, *(f"{name}={r.identity}" for name, r in plan.files)])
 
     def execute(self, params: QueryDatabaseParams, ctx: ToolContext) -> Table:
-        app = ctx.app
-        ceiling = app.settings.query_database.max_rows_ceiling
+        app = self
+        ceiling = self.settings.max_rows_ceiling
         if params.max_rows > ceiling:
             raise invalid(
                 f"'max_rows' is {params.max_rows}",
@@ -115,7 +133,7 @@ class QueryDatabase(Tool):
             slots.release()
 
     def _run(self, params: QueryDatabaseParams, plan: _Plan, ctx: ToolContext) -> Table:
-        app = ctx.app
+        app = self
         cur = plan.database.connection.cursor()
         ctx.on_cancel(cur.interrupt)  # the runner's timeout interrupts the query
         try:
@@ -142,7 +160,7 @@ class _Plan:
     sql: str  # the one statement that runs, as DuckDB's parser gave it
 
 
-def _plan(params: QueryDatabaseParams, app: App) -> _Plan:
+def _plan(params: QueryDatabaseParams, app: QueryDatabase) -> _Plan:
     """Check the statement with DuckDB's parser and resolve the workspace data it names."""
     import duckdb
 
@@ -181,7 +199,7 @@ def _is_workspace_ref(name: str) -> bool:
     return "/" in name or "\\" in name or "://" in name or Path(name).suffix.lower() in _FILE_SUFFIXES
 
 
-def _registered(name: str, resolved: Resolved, app: App) -> Any:
+def _registered(name: str, resolved: Resolved, app: QueryDatabase) -> Any:
     """``_dataset``, with a file that is not a readable table reported as such (S-10: clear errors)."""
     import pyarrow as pa
 
@@ -203,13 +221,13 @@ def _bad_data(name: str, detail: str) -> ToolFailure:
     )
 
 
-def _dataset(resolved: Resolved, app: App) -> Any:
+def _dataset(resolved: Resolved, app: QueryDatabase) -> Any:
     """An Arrow dataset (or table) over a workspace file, for registration on a cursor. It reads the
     descriptor the resolver opened (``/proc/self/fd/<n>`` reopens that very file), never a workspace path."""
     import pyarrow.csv as pacsv
     import pyarrow.dataset as ds
 
-    from ba_mcp.tools.file_reader import detect_encoding
+    from ba_mcp.formats import detect_encoding
 
     path, ref_id = resolved.path, resolved.ref_id
     if ref_id and ARTIFACT_ID.match(ref_id):
@@ -237,20 +255,9 @@ def _dataset(resolved: Resolved, app: App) -> Any:
             ),
         )
     if suffix in (".json", ".jsonl", ".ndjson", ".xlsx", ".xlsm", ".xls"):
-        import pyarrow as pa
+        from ba_mcp.formats import table_of
 
-        from ba_mcp.tools.base import ToolContext
-        from ba_mcp.tools.file_reader import FileReader, FileReaderParams
-
-        raw = FileReader().execute(FileReaderParams(path=resolved.name), ToolContext(app, "sql"))
-        if not isinstance(raw, Table) or raw.more:
-            raise ToolFailure(
-                ErrorType.VALIDATION_ERROR,
-                "NOT_TABULAR",
-                f"{resolved.name} is not a table",
-                "query CSV, Parquet, JSON arrays of objects, JSON Lines or Excel files",
-            )
-        return pa.Table.from_pandas(raw.frame, preserve_index=False)
+        return table_of(resolved, app.formats, resolved.name)
     raise ToolFailure(
         ErrorType.VALIDATION_ERROR,
         "NOT_QUERYABLE",
@@ -259,7 +266,7 @@ def _dataset(resolved: Resolved, app: App) -> Any:
     )
 
 
-def _collect(reader: pa.RecordBatchReader, params: QueryDatabaseParams, app: App) -> Table:
+def _collect(reader: pa.RecordBatchReader, params: QueryDatabaseParams, app: QueryDatabase) -> Table:
     """At most max_rows + 1 rows in memory; the rest, if any, streamed with them into a Parquet artifact."""
     import pyarrow as pa
 
@@ -301,7 +308,9 @@ def _collect(reader: pa.RecordBatchReader, params: QueryDatabaseParams, app: App
     )
 
 
-def _stream_to_artifact(head: list[Any], reader: Any, schema: Any, app: App, title: str) -> tuple[Any, int, bool]:
+def _stream_to_artifact(
+    head: list[Any], reader: Any, schema: Any, app: QueryDatabase, title: str
+) -> tuple[Any, int, bool]:
     import pyarrow.parquet as pq
 
     limit = app.artifacts.max_single_bytes
@@ -325,7 +334,7 @@ def _chain(head: list[Any], reader: Any) -> Any:
     yield from reader
 
 
-def _sql_failure(exc: Exception, database: str, app: App) -> ToolFailure:
+def _sql_failure(exc: Exception, database: str, app: QueryDatabase) -> ToolFailure:
     import duckdb
 
     message = _clean(str(exc).split("\n\nLINE")[0], app)
@@ -376,6 +385,6 @@ def _sql_failure(exc: Exception, database: str, app: App) -> ToolFailure:
     raise exc
 
 
-def _clean(message: str, app: App) -> str:
+def _clean(message: str, app: QueryDatabase) -> str:
     """DuckDB messages may quote paths it was given; never the workspace's real one (S-1)."""
     return message.replace(str(app.workspace.root) + "/", "").replace(str(app.workspace.root), "<workspace>")[:600]

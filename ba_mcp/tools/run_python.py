@@ -26,11 +26,13 @@ from ba_mcp.pipeline.cache import CacheMode, CachePolicy
 from ba_mcp.pipeline.errors import ErrorType, ToolFailure, denied, invalid
 from ba_mcp.pipeline.results import Composite, Document, Image, RawResult, Table
 from ba_mcp.sandbox_client import BadBlob, WorkerGone, WorkerProcess, read_blob
+from ba_mcp.settings import RunPythonSettings
 from ba_mcp.tools.base import Tool as BaseTool
 from ba_mcp.tools.base import ToolContext, ToolParams, ToolPolicy
 
 if TYPE_CHECKING:
-    from ba_mcp.app import App
+    from ba_mcp.pipeline.artifacts import ArtifactStore
+    from ba_mcp.sandbox_client import Sandboxes
     from ba_mcp.workspace import Workspace
 
 _PROGRESS_EVERY_S = 1.0
@@ -62,15 +64,24 @@ class RunPython(BaseTool):
     )
     Params = RunPythonParams
     policy = ToolPolicy(idempotent=False, read_only=False, cache=CachePolicy(mode=CacheMode.NEVER))
+    artifact_reader = 'run_python: load_artifact("{id}")'
 
-    def deadline_grace(self, app: App) -> float:
+    def __init__(
+        self, settings: RunPythonSettings, workspace: Workspace, artifacts: ArtifactStore, sandboxes: Sandboxes
+    ) -> None:
+        self.settings: RunPythonSettings = settings
+        self.workspace = workspace
+        self.artifacts = artifacts
+        self.sandboxes = sandboxes
+
+    def deadline_grace(self) -> float:
         """Extra seconds the runner allows beyond the call's timeout: the tool interrupts, waits and
         kills on its own, and reports which of these happened."""
-        return app.settings.run_python.interrupt_grace_s + 15
+        return self.settings.interrupt_grace_s + 15
 
     def execute(self, params: RunPythonParams, ctx: ToolContext) -> RawResult:
-        app = ctx.app
-        settings = app.settings.run_python
+        app = self
+        settings = self.settings
         if len(params.code) > settings.max_code_chars:
             raise invalid(
                 f"'code' is {len(params.code):,} characters; the limit is {settings.max_code_chars:,}",
@@ -89,7 +100,7 @@ class RunPython(BaseTool):
             missing = _missing_protections(worker, settings.network)
             if missing:
                 notes.append(missing)
-        timeout = app.runner.timeout_for(self, params.timeout)
+        timeout = ctx.timeout
         with worker.lock:
             worker.last_used = time.monotonic()
             cell = _Cell(app, ctx, worker, code_id, params.code, timeout)
@@ -104,7 +115,9 @@ class RunPython(BaseTool):
 class _Cell:
     """One cell on one worker: send it, serve helper calls, enforce the timeout."""
 
-    def __init__(self, app: App, ctx: ToolContext, worker: WorkerProcess, code_id: str, code: str, timeout: float):
+    def __init__(
+        self, app: RunPython, ctx: ToolContext, worker: WorkerProcess, code_id: str, code: str, timeout: float
+    ):
         self.app, self.ctx, self.worker = app, ctx, worker
         self.code_id, self.code, self.timeout = code_id, code, timeout
 
@@ -115,7 +128,7 @@ class _Cell:
         worker, ctx = self.worker, self.ctx
         worker.cells += 1
         self.token = secrets.token_hex(16)
-        grace = self.app.settings.run_python.interrupt_grace_s
+        grace = self.app.settings.interrupt_grace_s
         started = time.monotonic()
         interrupted_at: float | None = None
         reason = ""
@@ -242,7 +255,7 @@ class _Cell:
 # -- helpers' server side ---------------------------------------------------------------------------
 
 
-def _open_artifact(app: App, ref: str) -> tuple[str, int]:
+def _open_artifact(app: RunPython, ref: str) -> tuple[str, int]:
     if not ref.startswith("artifact_"):
         raise invalid(f"'{ref[:60]}' is not an artifact id", "artifact ids look like artifact_0123456789ab")
     with app.artifacts.reading(ref) as meta:
@@ -261,11 +274,11 @@ def _open_upload(workspace: Workspace, ref: str) -> tuple[str, int]:
     return resolved.filename, fd
 
 
-def _transfer_limit(app: App) -> int:
-    return min(app.artifacts.max_single_bytes, app.settings.run_python.max_transfer_mb * 1024 * 1024)
+def _transfer_limit(app: RunPython) -> int:
+    return min(app.artifacts.max_single_bytes, app.settings.max_transfer_mb * 1024 * 1024)
 
 
-def _save(app: App, args: dict[str, Any], fd: int) -> str:
+def _save(app: RunPython, args: dict[str, Any], fd: int) -> str:
     data = read_blob(fd, _transfer_limit(app))
     kind = args.get("kind")
     title = str(args.get("title") or f"saved from run_python ({kind})")[:200]
@@ -292,7 +305,7 @@ def _arrow_frame(data: bytes) -> Any:
 
 
 def _result(
-    app: App, reply: dict[str, Any], fds: list[int], code_id: str, notes: list[str], worker: WorkerProcess
+    app: RunPython, reply: dict[str, Any], fds: list[int], code_id: str, notes: list[str], worker: WorkerProcess
 ) -> RawResult:
     try:
         blobs = [read_blob(fd, _transfer_limit(app)) for fd in fds]

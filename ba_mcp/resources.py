@@ -1,0 +1,222 @@
+"""Resource content (``ba://files``, ``ba://metrics``, ``artifact://``, ``upload://``, ``db://``) and the
+completions of their arguments. ``register(server, app)`` adds them to a server; ``COMPLETIONS`` is the
+table of argument completions each resource adds to (the server's one completion handler reads it).
+``read_special`` serves what a resource template cannot: artifacts with their own MIME type, and the
+caller's own session metrics.
+"""
+
+from __future__ import annotations
+
+import json
+import mimetypes
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import anyio.to_thread
+from mcp.server.lowlevel.helper_types import ReadResourceContents
+from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
+from mcp.types import Completion, ResourceTemplateReference
+
+from ba_mcp.pipeline.errors import ToolFailure
+from ba_mcp.workspace import ARTIFACT_ID
+
+if TYPE_CHECKING:
+    from mcp.server import MCPServer
+
+    from ba_mcp.app import App
+
+_RESOURCE_TEXT_LIMIT = 10 * 1024 * 1024
+
+Completer = Callable[["App"], list[str]]
+
+
+def register(server: MCPServer[Any], app: App) -> None:
+    """The resources of ``app`` on ``server``, and one completion handler over their completers."""
+    completions: dict[tuple[str, str], Completer] = {
+        ("artifact://{id}", "id"): lambda a: [m.id for m in reversed(a.artifacts.list())],
+        ("upload://{name}", "name"): lambda a: [uid for uid, _, _ in a.workspace.uploads()],
+        ("db://{database}/schema", "database"): lambda a: a.databases.names,
+    }
+
+    @server.resource(
+        "ba://files",
+        name="files",
+        title="Workspace files",
+        mime_type="text/markdown",
+        description="Uploads, code files and artifacts with their ids, kinds and sizes.",
+    )
+    async def files() -> str:
+        return await anyio.to_thread.run_sync(files_listing, app)
+
+    @server.resource(
+        "ba://metrics",
+        name="metrics",
+        title="Tool metrics",
+        mime_type="application/json",
+        description="This session's per-tool calls, latency, tokens, success, error and cache-hit rates.",
+    )
+    async def metrics() -> str:  # served by read_special, which knows the session
+        return metrics_report(app, "default")
+
+    @server.resource(
+        "artifact://{id}",
+        name="artifact",
+        title="Artifact",
+        description="A stored result by id: tables as CSV, text and JSON as themselves, images as PNG.",
+    )
+    async def artifact(id: str) -> str | bytes:
+        content, _ = await anyio.to_thread.run_sync(read_artifact_resource, app, id)
+        return content
+
+    @server.resource(
+        "db://{database}/schema",
+        name="database-schema",
+        title="Database schema",
+        mime_type="text/markdown",
+        description="Tables and views of a query_database connection, with columns, types and row counts.",
+    )
+    async def db_schema(database: str) -> str:
+        return await anyio.to_thread.run_sync(schema_markdown, app, database)
+
+    @server.resource(
+        "upload://{name}",
+        name="upload",
+        title="Uploaded file",
+        description="The raw content of an upload by id (upload_<name>) or file name; at most 10 MB.",
+    )
+    async def upload(name: str) -> str | bytes:
+        return await anyio.to_thread.run_sync(_read_upload, app, name)
+
+    @server.completion()
+    async def complete(ref: Any, argument: Any, context: Any) -> Completion | None:
+        if not isinstance(ref, ResourceTemplateReference):
+            return None
+        completer = completions.get((ref.uri, argument.name))
+        if completer is None:
+            return None
+        prefix = argument.value or ""
+        matches = [v for v in await anyio.to_thread.run_sync(completer, app) if v.startswith(prefix)]
+        return Completion(values=matches[:100], total=len(matches), has_more=len(matches) > 100)
+
+
+async def read_special(app: App, uri: str, headers: Mapping[str, str] | None) -> list[ReadResourceContents] | None:
+    """Resources a template cannot serve: ``artifact://`` with each artifact's own MIME type, and
+    ``ba://metrics`` for the calling session only (static resources get no request context). None: not one
+    of these."""
+    from ba_mcp.server import session_key
+
+    if uri.startswith("artifact://"):
+        content, mime = await anyio.to_thread.run_sync(read_artifact_resource, app, uri[len("artifact://") :])
+        return [ReadResourceContents(content=content, mime_type=mime)]
+    if uri == "ba://metrics":
+        return [ReadResourceContents(content=metrics_report(app, session_key(headers)), mime_type="application/json")]
+    return None
+
+
+def read_artifact_resource(app: App, aid: str) -> tuple[str | bytes, str]:
+    """Content and MIME type of ``artifact://<aid>``: tables as CSV text, images as PNG, text as text."""
+    if not ARTIFACT_ID.match(aid):
+        raise ResourceNotFoundError(f"'{aid[:40]}' is not an artifact id (artifact_ + 12 hex digits)")
+    try:
+        meta = app.artifacts.get(aid)
+        if meta.kind == "table":
+            if meta.size > _RESOURCE_TEXT_LIMIT:
+                raise ResourceError(
+                    f"{aid} is a {meta.size:,}-byte table, too large to send whole; read it with file_reader "
+                    "(offset, nrows) instead"
+                )
+            from ba_mcp.pipeline.encode import encode_csv
+
+            _, frame = app.artifacts.read_table(aid)
+            return encode_csv(frame), "text/csv"
+        meta, data = app.artifacts.read_bytes(aid)
+    except ToolFailure as failure:
+        raise ResourceNotFoundError(failure.message) from None
+    if meta.kind == "image":
+        return data, meta.mime
+    return data.decode("utf-8"), meta.mime
+
+
+def metrics_report(app: App, session: str) -> str:
+    """The metrics of one client session only (S-9): no other session's activity or key."""
+    report = {
+        "session": app.session(session).metrics.report(),
+        "artifacts": {"count": len(app.artifacts.list()), "bytes": app.artifacts.total_bytes()},
+    }
+    return json.dumps(report, indent=1)
+
+
+def files_listing(app: App) -> str:
+    """The unified file list (seed 002): uploads, code files and artifacts, as markdown."""
+    lines = ["# Files in the workspace", ""]
+    uploads = app.workspace.uploads()
+    lines.append("## Uploads (read with file_reader; path = the id)")
+    if not uploads:
+        lines.append("- none (put files in the workspace's uploads/ folder)")
+    for uid, path, st in uploads:
+        kind = path.suffix.lstrip(".").lower() or "file"
+        lines.append(f"- [{uid}] {path.name} ({kind}) | {_size(st.st_size)}")
+    code_dir = app.workspace.dir("code")
+    codes = sorted(code_dir.glob("code_*.meta.json"))
+    lines += ["", "## Code files"]
+    if not codes:
+        lines.append("- none yet")
+    for meta_path in codes:
+        try:
+            meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        lines.append(
+            f"- [{meta.get('id')}] ({meta.get('language', 'python')}) {meta.get('description', '')} | "
+            f"{meta.get('line_count', '?')} lines"
+        )
+    artifacts = app.artifacts.list()
+    lines += ["", "## Artifacts (results kept by the server)"]
+    if not artifacts:
+        lines.append("- none yet")
+    for a in artifacts:
+        desc = a.summary or a.title
+        lines.append(f"- [{a.id}] {a.kind} from {a.source_tool}: {desc[:160]} | {_size(a.size)}")
+    return "\n".join(lines)
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return f"{n} B"
+
+
+def schema_markdown(app: App, database: str) -> str:
+    try:
+        schema = app.databases.schema(database)
+    except ToolFailure as failure:
+        raise ResourceNotFoundError(failure.message) from None
+    lines = [f"# Database {database}", schema["description"], ""]
+    for table, entry in schema["tables"].items():
+        lines.append(f"## {table} ({entry['kind']}, {entry['rows']:,} rows)")
+        lines += [f"- {c['name']}: {c['type']}{'' if c['nullable'] else ' not null'}" for c in entry["columns"]]
+        lines.append("")
+    lines.append("Workspace data is queryable too: FROM 'uploads/<file>', FROM upload_<name>, FROM artifact_<id>.")
+    return "\n".join(lines)
+
+
+def _read_upload(app: App, name: str) -> str | bytes:
+    ref = name if name.startswith("upload_") else f"upload_{name}"
+    try:
+        resolved = app.workspace.resolve(ref)
+    except ToolFailure as failure:
+        raise ResourceNotFoundError(failure.message) from None
+    if resolved.size > _RESOURCE_TEXT_LIMIT:
+        raise ResourceError(f"{ref} is {resolved.size:,} bytes; read it with file_reader instead")
+    with resolved.open() as f:
+        data = f.read(_RESOURCE_TEXT_LIMIT + 1)
+    resolved.close()
+    mime = mimetypes.guess_type(resolved.filename)[0] or ""
+    if mime.startswith("image/") or b"\x00" in data[:8192]:
+        return data
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data
