@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from ba_mcp.databases import Databases
-from ba_mcp.pipeline.artifacts import ArtifactStore
+from ba_mcp.pipeline.artifacts import ArtifactStore, CodeStore
 from ba_mcp.pipeline.cache import RawCache
 from ba_mcp.pipeline.observe import Observer, ToolTraits
 from ba_mcp.pipeline.runner import Runner
@@ -50,6 +50,8 @@ class App:
         self.settings = settings
         self.workspace = Workspace.open(settings.workspace_root())
         self.artifacts = ArtifactStore(self.workspace.dir("artifacts"), settings.artifacts)
+        rp = settings.run_python
+        self.code = CodeStore(self.workspace.dir("code"), rp.code_store_max_bytes, rp.code_ttl_hours * 3600)
         self.tokens = TokenCounter(config_dir() / "token_encoders.yaml", settings.model_family)
         self.cache = RawCache(settings.cache.max_entries, settings.cache.max_bytes)
         self.databases = Databases(settings, self.workspace)
@@ -76,7 +78,7 @@ class App:
         return [
             FileReader(s.tools.file_reader, self.workspace, self.artifacts),
             QueryDatabase(s.tools.query_database, self.workspace, self.artifacts, self.databases, s.tools.file_reader),
-            RunPython(s.tools.run_python, self.workspace, self.artifacts, self.sandboxes),
+            RunPython(s.tools.run_python, self.workspace, self.artifacts, self.code, self.sandboxes),
         ]
 
     def session(self, key: str) -> SessionState:
@@ -114,14 +116,9 @@ class App:
 
     def cleanup_artifacts(self) -> dict[str, int]:
         """Periodic clean-up of the artifact store and the code store (TTL and size caps)."""
-        from ba_mcp.tools.run_python import trim_code_store
-
-        rp = self.settings.run_python
         try:
             removed = self.artifacts.cleanup()
-            removed["code_files"] = trim_code_store(
-                self.workspace.dir("code"), rp.code_store_max_bytes, rp.code_ttl_hours * 3600
-            )
+            removed["code_files"] = self.code.trim()
             return removed
         except OSError as exc:
             log.warning("artifact cleanup failed: %s", exc.strerror)

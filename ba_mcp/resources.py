@@ -156,16 +156,11 @@ def files_listing(app: App) -> str:
     for uid, path, st in uploads:
         kind = path.suffix.lstrip(".").lower() or "file"
         lines.append(f"- [{uid}] {path.name} ({kind}) | {_size(st.st_size)}")
-    code_dir = app.workspace.dir("code")
-    codes = sorted(code_dir.glob("code_*.meta.json"))
+    codes = app.code.list()
     lines += ["", "## Code files"]
     if not codes:
         lines.append("- none yet")
-    for meta_path in codes:
-        try:
-            meta = json.loads(meta_path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
+    for meta in codes:
         lines.append(
             f"- [{meta.get('id')}] ({meta.get('language', 'python')}) {meta.get('description', '')} | "
             f"{meta.get('line_count', '?')} lines"

@@ -22,6 +22,7 @@ import re
 import stat
 import urllib.parse
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Literal
@@ -93,6 +94,18 @@ class Workspace:
     def __init__(self, root: Path) -> None:
         self.root = Path(os.path.realpath(root))
         self._root_fd: int | None = None
+        # One handler per kind of reference: id prefixes, then URI schemes (``skill://`` will be confined
+        # to its own root, not the workspace), then workspace-relative paths.
+        self._prefixes: list[tuple[str, Callable[[str], Resolved]]] = [
+            ("artifact_", self._artifact),
+            ("code_", self._code),
+            ("upload_", self._upload),
+        ]
+        self._schemes: dict[str, Callable[[str], Resolved]] = {}
+
+    def add_scheme(self, scheme: str, handler: Callable[[str], Resolved]) -> None:
+        """Resolve ``<scheme>://…`` references with ``handler`` (which does its own confinement)."""
+        self._schemes[scheme.lower()] = handler
 
     def _root(self) -> int:
         if self._root_fd is None:
@@ -119,28 +132,28 @@ class Workspace:
         ``invalid_parameters`` for malformed references.
         """
         ref = self._check_text(ref)
-        if ref.startswith("artifact_"):
-            if not ARTIFACT_ID.match(ref):
-                raise invalid(
-                    f"'{ref[:40]}' is not a valid artifact id", "artifact ids look like artifact_0123456789ab"
-                )
-            return self._existing(self.root / "artifacts", ref, "artifact")
-        if ref.startswith("code_") and CODE_ID.match(ref):
-            return self._existing(self.root / "code", ref, "code")
-        if ref.startswith("upload_"):
-            return self._upload(ref)
+        for prefix, handler in self._prefixes:
+            if ref.startswith(prefix):
+                return handler(ref)
         if "://" in ref:
             scheme = ref.split("://", 1)[0].lower()
-            if scheme == "skill":
-                raise not_found(
-                    "no skills are installed on this server, so skill:// paths cannot be read",
-                    "read the resource ba://files for what can be read",
-                )
+            if scheme in self._schemes:
+                return self._schemes[scheme](ref)
             raise denied(
-                f"'{scheme}://' references are not files of the workspace",
+                f"'{scheme[:40]}://' references are not files of the workspace",
                 "use web_reader for URLs; pass an upload id, an artifact id or a workspace-relative path",
             )
         return self._relative(ref)
+
+    def _artifact(self, ref: str) -> Resolved:
+        if not ARTIFACT_ID.match(ref):
+            raise invalid(f"'{ref[:40]}' is not a valid artifact id", "artifact ids look like artifact_0123456789ab")
+        return self._existing(self.root / "artifacts", ref, "artifact")
+
+    def _code(self, ref: str) -> Resolved:
+        if not CODE_ID.match(ref):
+            return self._relative(ref)  # a file that happens to be named code_…
+        return self._existing(self.root / "code", ref, "code")
 
     def _check_text(self, ref: str) -> str:
         if not isinstance(ref, str) or not ref.strip():

@@ -217,7 +217,7 @@ async def test_timeout_uses_the_default_and_caps_at_the_ceiling(tmp_path: Path) 
         short = await client.call_tool("slow", {"timeout": 0.01})
     assert result.is_error and "Error Type: timeout" in text_of(result) and "0.3 s" in text_of(result)
     assert "0.6 s" in text_of(capped) and "0.01 s" in text_of(short)
-    assert default_s < 1.5 and capped_s < 2  # timeouts of local tools are not retried (retry_timeouts=False)
+    assert default_s < 1.5 and capped_s < 2  # timeouts of local tools are not retried (not in the policy's retry_on)
     assert slow.stopped.wait(2)  # the cancelled flag reached the worker thread
     assert progress, "progress notifications reached the client"
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ba_mcp.tools.run_python import store_code
+from ba_mcp.pipeline.artifacts import CodeStore
 from ba_mcp.workspace import Workspace
 from sandbox import protocol
 from sandbox.policy import ImportPolicyError, guarded_builtins
@@ -90,9 +90,10 @@ def test_a_garbage_frame_is_a_protocol_error() -> None:
 def test_code_store_is_content_addressed_and_listed_with_metadata(tmp_path: Path) -> None:
     ws = Workspace.open(tmp_path / "ws")
     code = "# weekly churn\nchurn = 0.03\nchurn * 100\n"
-    first = store_code(ws, code)
-    assert first == store_code(ws, code)
-    assert first != store_code(ws, code + "\n")
+    store = CodeStore(ws.dir("code"), 64 * 1024 * 1024, 3600)
+    first = store.put(code)
+    assert first == store.put(code)
+    assert first != store.put(code + "\n")
     assert (ws.dir("code") / f"{first}.py").read_text() == code
     meta = json.loads((ws.dir("code") / f"{first}.meta.json").read_text())
     assert meta["description"] == "weekly churn" and meta["line_count"] == 4 and meta["language"] == "python"

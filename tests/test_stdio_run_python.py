@@ -411,7 +411,7 @@ async def test_memory_is_limited_for_all_the_workers_processes_together(raw: tup
     s, _ = raw
     code = (
         "import os\npids = []\nfor i in range(5):\n    pid = os.fork()\n    if pid == 0:\n"
-        "        block = bytearray(600 * 1024 * 1024)\n        import time\n        time.sleep(2)\n"
+        "        block = bytearray(600 * 1024 * 1024)\n        import time\n        time.sleep(0.5)\n"
         "        os._exit(0)\n    pids.append(pid)\n"
         "codes = [os.waitpid(p, 0)[1] for p in pids]\nsum(1 for c in codes if c == 0)"
     )

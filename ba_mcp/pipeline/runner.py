@@ -204,10 +204,8 @@ class Runner:
                     if named is None:
                         raise
                     failure = named
-                timeout_ok = failure.type is not ErrorType.TIMEOUT or tool.policy.retry_timeouts
-                if not (
-                    tool.policy.idempotent and failure.type.retryable and timeout_ok and attempt < retry.max_retries
-                ):
+                worth_it = failure.type.retryable and failure.type.value in tool.policy.retry_on
+                if not (tool.policy.idempotent and worth_it and attempt < retry.max_retries):
                     raise failure from None
                 delay = retry_delay(retry.base_ms, retry.factor, retry.max_ms, attempt, failure.retry_after)
                 attempt += 1

@@ -43,13 +43,18 @@ class ToolParams(BaseModel):
     output_level: OutputLevelParam | None = OUTPUT_LEVEL_FIELD
 
 
+_LOCAL_RETRIES = frozenset({"transient_error", "rate_limit"})
+REMOTE_RETRIES = frozenset({"transient_error", "rate_limit", "timeout", "resource_error"})
+
+
 @dataclass(frozen=True)
 class ToolPolicy:
-    """``retry_timeouts``: whether a timeout counts as retryable for this tool (worth it for remote
-    services; for local work it only multiplies the wait)."""
+    """``retry_on``: the retryable error types worth retrying for this tool (idempotent tools only). For
+    local work a timeout or an out-of-memory repeats deterministically, so a retry only multiplies the
+    wait and the load; remote services (``REMOTE_RETRIES``) retry those too."""
 
     idempotent: bool = True
-    retry_timeouts: bool = False
+    retry_on: frozenset[str] = _LOCAL_RETRIES
     cache: CachePolicy = field(default_factory=CachePolicy)
     read_only: bool = True
     open_world: bool = False

@@ -9,15 +9,11 @@ figures. It knows nothing about formatting or MCP.
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
 import json
 import os
 import secrets
 import select
 import time
-import uuid
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from pydantic import Field
@@ -31,7 +27,7 @@ from ba_mcp.tools.base import Tool as BaseTool
 from ba_mcp.tools.base import ToolContext, ToolParams, ToolPolicy
 
 if TYPE_CHECKING:
-    from ba_mcp.pipeline.artifacts import ArtifactStore
+    from ba_mcp.pipeline.artifacts import ArtifactStore, CodeStore
     from ba_mcp.sandbox_client import Sandboxes
     from ba_mcp.workspace import Workspace
 
@@ -67,11 +63,17 @@ class RunPython(BaseTool):
     artifact_reader = 'run_python: load_artifact("{id}")'
 
     def __init__(
-        self, settings: RunPythonSettings, workspace: Workspace, artifacts: ArtifactStore, sandboxes: Sandboxes
+        self,
+        settings: RunPythonSettings,
+        workspace: Workspace,
+        artifacts: ArtifactStore,
+        code: CodeStore,
+        sandboxes: Sandboxes,
     ) -> None:
         self.settings: RunPythonSettings = settings
         self.workspace = workspace
         self.artifacts = artifacts
+        self.code = code
         self.sandboxes = sandboxes
 
     def deadline_grace(self) -> float:
@@ -89,7 +91,7 @@ class RunPython(BaseTool):
                 "(the limit is the tools.run_python.max_code_chars setting)",
                 code="CODE_TOO_LONG",
             )
-        code_id = store_code(app.workspace, params.code, settings.code_store_max_bytes, settings.code_ttl_hours)
+        code_id = self.code.put(params.code)
         sandboxes = app.sandboxes
         notes: list[str] = []
         if params.reset:
@@ -461,65 +463,3 @@ def _close_all(fds: list[int]) -> None:
 
 def _duration(ms: float) -> str:
     return f"{ms:.1f} ms" if ms < 1000 else f"{ms / 1000:.2f} s"
-
-
-# -- the code store ---------------------------------------------------------------------------------
-
-
-def store_code(workspace: Workspace, code: str, max_bytes: int | None = None, ttl_hours: float | None = None) -> str:
-    """Keep ``code`` as ``code_<12 hex>`` (content-addressed) in the workspace's code/ folder; the
-    metadata file is written last, so a half-written code file is never listed. The store keeps under
-    ``max_bytes`` (least recently used first) and forgets files unused for ``ttl_hours``."""
-    code_id = "code_" + hashlib.sha256(code.encode("utf-8", "surrogatepass")).hexdigest()[:12]
-    folder = workspace.dir("code")
-    meta_path = folder / f"{code_id}.meta.json"
-    if meta_path.exists():
-        with contextlib.suppress(OSError):
-            os.utime(meta_path)  # recently used
-        return code_id
-    first = next((line.strip() for line in code.splitlines() if line.strip()), "")
-    description = first.lstrip("#").strip() if first.startswith("#") else first
-    meta = {
-        "id": code_id,
-        "language": "python",
-        "description": description[:120],
-        "line_count": code.count("\n") + 1,
-        "chars": len(code),
-        "created": time.time(),
-    }
-    for path, data in (
-        (folder / f"{code_id}.py", code.encode("utf-8", "surrogatepass")),
-        (meta_path, json.dumps(meta, ensure_ascii=False).encode()),
-    ):
-        tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")  # unique per writer, threads included
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
-    if max_bytes is not None:
-        trim_code_store(folder, max_bytes, (ttl_hours or 0) * 3600, keep=code_id)
-    return code_id
-
-
-def trim_code_store(folder: Path, max_bytes: int, ttl_s: float, keep: str = "") -> int:
-    """Remove code files unused for ``ttl_s`` seconds, then the least recently used ones until the folder
-    holds at most ``max_bytes``. Returns how many were removed."""
-    entries = []
-    for meta in folder.glob("code_*.meta.json"):
-        code_id = meta.name[: -len(".meta.json")]
-        try:
-            size = meta.stat().st_size + (folder / f"{code_id}.py").stat().st_size
-            used = meta.stat().st_mtime
-        except OSError:
-            continue
-        entries.append((used, code_id, size))
-    total = sum(size for _, _, size in entries)
-    now = time.time()
-    removed = 0
-    for used, code_id, size in sorted(entries):
-        if code_id == keep or (total <= max_bytes and not (ttl_s and now - used > ttl_s)):
-            continue
-        for name in (f"{code_id}.meta.json", f"{code_id}.py"):  # unlisted first
-            with contextlib.suppress(FileNotFoundError):
-                (folder / name).unlink()
-        total -= size
-        removed += 1
-    return removed
