@@ -151,7 +151,7 @@ def _build(path: Path) -> None:
     t = np.arange(len(days)) / len(days)
     month = days.month.to_numpy()
     seasonal = 1 + 0.35 * np.isin(month, [11, 12]) + 0.15 * (month == 9) - 0.2 * np.isin(month, [7, 8])
-    weekday = np.where(days.weekday.to_numpy() >= 5, 0.55, 1.0)
+    weekday = np.where(days.day_of_week.to_numpy() >= 5, 0.55, 1.0)
     weight = (1 + 0.9 * t) * seasonal * weekday
     order_days = rng.choice(len(days), N_ORDERS, p=weight / weight.sum())
     order_dates = days[np.sort(order_days)]
@@ -205,7 +205,7 @@ def _build(path: Path) -> None:
     calendar["month_name"] = calendar.date.dt.month_name()
     calendar["iso_week"] = calendar.date.dt.isocalendar().week.astype(int)
     calendar["weekday"] = calendar.date.dt.day_name()
-    calendar["is_weekend"] = calendar.date.dt.weekday >= 5
+    calendar["is_weekend"] = calendar.date.dt.day_of_week >= 5
 
     con = duckdb.connect(str(path))
     try:

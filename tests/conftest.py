@@ -1,4 +1,5 @@
-"""Shared fixtures: a workspace holding every kind of file the tools meet, and a real server over stdio."""
+"""Shared fixtures: a workspace holding every kind of file the tools meet; servers in-process (the real
+server and pipeline through an MCP client) and over stdio (``stdio_params``)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp import Client, StdioServerParameters
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -125,17 +126,27 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_workspace(tmp_path_factory.mktemp("wsroot"))
 
 
+def in_process(workspace: Path, tools: list[str] | None = None, **env: str) -> Client:
+    """An MCP client connected in-process to a server over ``workspace`` (the real server and pipeline,
+    without a subprocess); ``env`` are BA_MCP_* settings as the environment would give them."""
+    from ba_mcp.app import App
+    from ba_mcp.server import build_server
+    from ba_mcp.settings import load_settings
+
+    settings = load_settings(workspace=workspace, environ=env)
+    return Client(build_server(App(settings, tools)))
+
+
 @pytest.fixture(scope="module")
-async def session(workspace: Path) -> AsyncIterator[ClientSession]:
-    """One real server over stdio for a whole test module (spawning costs ~2 s)."""
-    params = stdio_params(
+async def session(workspace: Path) -> AsyncIterator[Client]:
+    """One in-process server for a whole test module (file_reader and the hostile paths)."""
+    client = in_process(
         workspace,
         BA_MCP_TOOLS__FILE_READER__MAX_FILE_BYTES="200000",
         BA_MCP_TOOLS__FILE_READER__PARTIAL_TEXT_BYTES="50000",
     )
-    async with stdio_client(params) as (read, write), ClientSession(read, write) as s:
-        await s.initialize()
-        yield s
+    async with client:
+        yield client
 
 
 def text_of(result: Any) -> str:

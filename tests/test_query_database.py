@@ -1,5 +1,5 @@
-"""query_database through a real MCP session over stdio: analysis, reach into the workspace, and the
-hostile list of S-3 — each refused, nothing changed, nothing leaked."""
+"""query_database through an MCP client talking to the server in-process: analysis, reach into the
+workspace, and the hostile list of S-3 — each refused, nothing changed, nothing leaked."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from mcp import ClientSession, stdio_client
+from mcp import Client
 from mcp.types import ResourceTemplateReference
 
-from tests.conftest import make_workspace, stdio_params, text_of
+from tests.conftest import in_process, make_workspace, text_of
 
 pytestmark = pytest.mark.anyio
 
@@ -23,14 +23,12 @@ def qworkspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-async def qs(qworkspace: Path) -> AsyncIterator[ClientSession]:
-    params = stdio_params(qworkspace, BA_MCP_TOOLS__QUERY_DATABASE__TIMEOUT_S="2")
-    async with stdio_client(params) as (read, write), ClientSession(read, write) as s:
-        await s.initialize()
-        yield s
+async def qs(qworkspace: Path) -> AsyncIterator[Client]:
+    async with in_process(qworkspace) as client:
+        yield client
 
 
-async def q(session: ClientSession, query: str, **extra):
+async def q(session: Client, query: str, **extra):
     return await session.call_tool("query_database", {"query": query, **extra})
 
 
@@ -51,7 +49,7 @@ def demo_digest(qworkspace: Path) -> str:
     return hashlib.sha256((qworkspace / "data" / "demo.duckdb").read_bytes()).hexdigest()
 
 
-async def test_tool_listing_and_schema_resource(qs: ClientSession) -> None:
+async def test_tool_listing_and_schema_resource(qs: Client) -> None:
     tool = {t.name: t for t in (await qs.list_tools()).tools}["query_database"]
     assert set(tool.input_schema["properties"]) == {"query", "max_rows", "params", "database", "output_level"}
     assert tool.annotations.read_only_hint is True
@@ -64,7 +62,7 @@ async def test_tool_listing_and_schema_resource(qs: ClientSession) -> None:
     assert done.completion.values == ["demo"]
 
 
-async def test_analysis_on_the_demo_data(qs: ClientSession) -> None:
+async def test_analysis_on_the_demo_data(qs: Client) -> None:
     text = ok(
         await q(
             qs,
@@ -81,7 +79,7 @@ async def test_analysis_on_the_demo_data(qs: ClientSession) -> None:
     assert int(nulls.splitlines()[-1]) > 0
 
 
-async def test_params_bind_values(qs: ClientSession) -> None:
+async def test_params_bind_values(qs: Client) -> None:
     named = ok(
         await q(qs, "SELECT count(*) AS n FROM orders WHERE status = $s", params={"s": "returned"}, output_level="full")
     )
@@ -99,7 +97,7 @@ async def test_params_bind_values(qs: ClientSession) -> None:
     assert missing.is_error and "params" in text_of(missing)
 
 
-async def test_large_results_fetch_max_rows_and_keep_the_rest(qs: ClientSession) -> None:
+async def test_large_results_fetch_max_rows_and_keep_the_rest(qs: Client) -> None:
     result = await q(qs, "SELECT * FROM order_lines ORDER BY order_id, line_no", max_rows=100)
     sc = result.structured_content
     assert sc["rows"] == 100 and sc["total_rows"] == 50001 and sc["truncated"] is True
@@ -110,7 +108,7 @@ async def test_large_results_fetch_max_rows_and_keep_the_rest(qs: ClientSession)
     assert again.splitlines()[-1] == direct.splitlines()[-1]
 
 
-async def test_ten_million_rows_are_never_materialised(qs: ClientSession) -> None:
+async def test_ten_million_rows_are_never_materialised(qs: Client) -> None:
     result = await q(qs, "SELECT range AS i, range % 7 AS g FROM range(10000000)", max_rows=1000, output_level="brief")
     text = ok(result)
     assert "of 10,000,000" in text
@@ -119,7 +117,7 @@ async def test_ten_million_rows_are_never_materialised(qs: ClientSession) -> Non
     assert check.splitlines()[-1] == "10000000,9999999"
 
 
-async def test_workspace_files_uploads_and_artifacts_are_queryable(qs: ClientSession) -> None:
+async def test_workspace_files_uploads_and_artifacts_are_queryable(qs: Client) -> None:
     by_path = ok(
         await q(qs, "SELECT region, count(*) AS n FROM 'uploads/sales.csv' GROUP BY 1 ORDER BY 1", output_level="full")
     )
@@ -186,9 +184,7 @@ async def test_workspace_files_uploads_and_artifacts_are_queryable(qs: ClientSes
         "EXPLAIN COPY orders TO '{ws}/uploads/stolen.csv'",
     ],
 )
-async def test_hostile_statements_are_refused_and_change_nothing(
-    qs: ClientSession, qworkspace: Path, query: str
-) -> None:
+async def test_hostile_statements_are_refused_and_change_nothing(qs: Client, qworkspace: Path, query: str) -> None:
     await q(qs, "SELECT 1")  # the demo database exists
     before = demo_digest(qworkspace)
     uploads = sorted(p.name for p in (qworkspace / "uploads").iterdir())
@@ -207,7 +203,7 @@ async def test_hostile_statements_are_refused_and_change_nothing(
 
 
 async def test_explain_of_a_select_still_works_and_no_statement_reaches_the_configured_file(
-    qs: ClientSession, qworkspace: Path
+    qs: Client, qworkspace: Path
 ) -> None:
     before = demo_digest(qworkspace)
     plan = ok(await q(qs, "EXPLAIN SELECT count(*) FROM orders", output_level="full"))
@@ -223,7 +219,7 @@ async def test_explain_of_a_select_still_works_and_no_statement_reaches_the_conf
     assert demo_digest(qworkspace) == before
 
 
-async def test_syntax_errors_unknown_tables_and_databases(qs: ClientSession, qworkspace: Path) -> None:
+async def test_syntax_errors_unknown_tables_and_databases(qs: Client, qworkspace: Path) -> None:
     syntax = refused(await q(qs, "SELEC * FROM orders"), qworkspace, "validation_error")
     assert "syntax error" in syntax.lower()
     table = refused(await q(qs, "SELECT * FROM ordersx"), qworkspace, "not_found")
@@ -236,13 +232,14 @@ async def test_syntax_errors_unknown_tables_and_databases(qs: ClientSession, qwo
     assert "max_rows" in rows
 
 
-async def test_a_query_past_its_timeout_is_interrupted(qs: ClientSession, qworkspace: Path) -> None:
-    result = await q(qs, "SELECT count(*) FROM range(100000000000) a, range(10) b WHERE a.range % 7 = b.range")
-    refused(result, qworkspace, "timeout")
-    assert not (await q(qs, "SELECT 1")).is_error  # the server and the database keep serving
+async def test_a_query_past_its_timeout_is_interrupted(qworkspace: Path) -> None:
+    async with in_process(qworkspace, BA_MCP_TOOLS__QUERY_DATABASE__TIMEOUT_S="1") as short:
+        result = await q(short, "SELECT count(*) FROM range(100000000000) a, range(10) b WHERE a.range % 7 = b.range")
+        refused(result, qworkspace, "timeout")
+        assert not (await q(short, "SELECT 1")).is_error  # the server and the database keep serving
 
 
-async def test_awkward_columns(qs: ClientSession) -> None:
+async def test_awkward_columns(qs: Client) -> None:
     binary = ok(
         await q(
             qs,
@@ -262,7 +259,7 @@ async def test_awkward_columns(qs: ClientSession) -> None:
     assert metrics["session"]["tools"]["query_database"]["calls"] >= 3
 
 
-async def test_concurrent_queries_on_one_session(qs: ClientSession) -> None:
+async def test_concurrent_queries_on_one_session(qs: Client) -> None:
     import anyio
 
     results: dict[int, str] = {}
@@ -283,7 +280,7 @@ async def test_concurrent_queries_on_one_session(qs: ClientSession) -> None:
     assert all(results[i] == results[i % 4] for i in range(12))
 
 
-async def test_results_are_cached_until_the_data_changes(qs: ClientSession, qworkspace: Path) -> None:
+async def test_results_are_cached_until_the_data_changes(qs: Client, qworkspace: Path) -> None:
     csv = qworkspace / "uploads" / "live.csv"
     csv.write_text("a\n1\n2\n")
     sql = "SELECT sum(a) AS s FROM 'uploads/live.csv'"

@@ -1,4 +1,4 @@
-"""file_reader formats, levels, artifacts and resources through a real MCP session over stdio."""
+"""file_reader formats, levels, artifacts and resources through an MCP client talking to the server in-process."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from mcp import ClientSession
+from mcp import Client
 from mcp.types import ResourceTemplateReference
 
 from tests.conftest import text_of
@@ -14,13 +14,13 @@ from tests.conftest import text_of
 pytestmark = pytest.mark.anyio
 
 
-async def read(session: ClientSession, **arguments):
+async def read(session: Client, **arguments):
     result = await session.call_tool("file_reader", arguments)
     assert not result.is_error, text_of(result)
     return result
 
 
-async def test_tool_is_listed_with_schema_annotations_and_description(session: ClientSession) -> None:
+async def test_tool_is_listed_with_schema_annotations_and_description(session: Client) -> None:
     tools = {t.name: t for t in (await session.list_tools()).tools}
     tool = tools["file_reader"]
     props = tool.input_schema["properties"]
@@ -30,7 +30,7 @@ async def test_tool_is_listed_with_schema_annotations_and_description(session: C
     assert "brief" in tool.description and "artifact" in tool.description
 
 
-async def test_csv_standard_has_schema_summary_preview_and_artifact(session: ClientSession) -> None:
+async def test_csv_standard_has_schema_summary_preview_and_artifact(session: Client) -> None:
     result = await read(session, path="upload_sales")
     text = text_of(result)
     lines = text.splitlines()
@@ -53,7 +53,7 @@ async def test_csv_standard_has_schema_summary_preview_and_artifact(session: Cli
     assert resource.contents[0].text.count("\n") == 50
 
 
-async def test_brief_is_one_line_with_the_artifact_id(session: ClientSession) -> None:
+async def test_brief_is_one_line_with_the_artifact_id(session: Client) -> None:
     result = await read(session, path="uploads/sales.csv", output_level="brief")
     lines = text_of(result).splitlines()
     assert len(lines) == 2
@@ -61,7 +61,7 @@ async def test_brief_is_one_line_with_the_artifact_id(session: ClientSession) ->
     assert result.structured_content["artifact_id"] in lines[1]
 
 
-async def test_full_inlines_every_row_in_csv(session: ClientSession) -> None:
+async def test_full_inlines_every_row_in_csv(session: Client) -> None:
     result = await read(session, path="uploads/sales.csv", output_level="full")
     text = text_of(result)
     assert "Rows (csv):" in text and result.structured_content["truncated"] is False
@@ -70,7 +70,7 @@ async def test_full_inlines_every_row_in_csv(session: ClientSession) -> None:
     assert not [b for b in result.content if b.type == "resource_link"]
 
 
-async def test_nrows_and_offset_window_a_csv(session: ClientSession) -> None:
+async def test_nrows_and_offset_window_a_csv(session: Client) -> None:
     result = await read(session, path="uploads/sales.csv", offset=45, nrows=3, output_level="full")
     sc = result.structured_content
     assert (sc["offset"], sc["rows"], sc["more_in_source"], sc["next_offset"]) == (45, 3, True, 48)
@@ -79,14 +79,14 @@ async def test_nrows_and_offset_window_a_csv(session: ClientSession) -> None:
     assert last.structured_content["rows"] == 2 and last.structured_content["more_in_source"] is False
 
 
-async def test_ragged_rows_keep_their_extra_values(session: ClientSession) -> None:
+async def test_ragged_rows_keep_their_extra_values(session: Client) -> None:
     result = await read(session, path="uploads/ragged.csv", output_level="full")
     text = text_of(result)
     assert "extra_1" in text and "extra_2" in text and "more fields than the header" in text
     assert "4,5,6,7,8" in text and "9,10,," in text
 
 
-async def test_latin1_and_utf16_are_detected(session: ClientSession) -> None:
+async def test_latin1_and_utf16_are_detected(session: Client) -> None:
     latin = await read(session, path="uploads/latin1.csv", output_level="full")
     assert "Málaga" in text_of(latin) and "Zürich" in text_of(latin)
     assert latin.structured_content["meta"]["encoding"] in ("cp1252", "iso8859-1", "latin-1", "cp1250")
@@ -96,12 +96,12 @@ async def test_latin1_and_utf16_are_detected(session: ClientSession) -> None:
     assert "François" in text_of(forced)
 
 
-async def test_empty_file(session: ClientSession) -> None:
+async def test_empty_file(session: Client) -> None:
     result = await read(session, path="uploads/empty.csv")
     assert "empty" in text_of(result) and result.structured_content["rows"] == 0
 
 
-async def test_excel_sheets(session: ClientSession, workspace: Path) -> None:
+async def test_excel_sheets(session: Client, workspace: Path) -> None:
     first = await read(session, path="uploads/book.xlsx")
     assert first.structured_content["meta"]["sheets"] == ["Revenue", "Costs"]
     assert first.structured_content["rows"] == 12 and "'Costs'" in text_of(first)
@@ -113,7 +113,7 @@ async def test_excel_sheets(session: ClientSession, workspace: Path) -> None:
     assert missing.is_error and "Revenue" in text_of(missing) and "not_found" in text_of(missing)
 
 
-async def test_json_tabular_and_not(session: ClientSession) -> None:
+async def test_json_tabular_and_not(session: Client) -> None:
     table = await read(session, path="uploads/records.json", output_level="full")
     assert table.structured_content["kind"] == "table" and table.structured_content["rows"] == 30
     assert "geo.lat" in text_of(table) and '"[""x"",""y""]"' in text_of(table)
@@ -124,7 +124,7 @@ async def test_json_tabular_and_not(session: ClientSession) -> None:
     assert full.structured_content["value"]["targets"] == {"q1": 10, "q2": 12}
 
 
-async def test_jsonl_and_parquet_windows(session: ClientSession) -> None:
+async def test_jsonl_and_parquet_windows(session: Client) -> None:
     jl = await read(session, path="uploads/events.jsonl", offset=10, nrows=5, output_level="full")
     assert jl.structured_content["rows"] == 5 and jl.structured_content["more_in_source"]
     assert text_of(jl).splitlines()[4].startswith("seq,kind") and "10,view" in text_of(jl)
@@ -135,7 +135,7 @@ async def test_jsonl_and_parquet_windows(session: ClientSession) -> None:
     assert "995,497.5" in text_of(full) and full.structured_content["more_in_source"] is False
 
 
-async def test_markdown_is_windowed_with_outline_and_continuation(session: ClientSession) -> None:
+async def test_markdown_is_windowed_with_outline_and_continuation(session: Client) -> None:
     result = await read(session, path="uploads/report.md")
     sc = result.structured_content
     text = text_of(result)
@@ -149,19 +149,19 @@ async def test_markdown_is_windowed_with_outline_and_continuation(session: Clien
     assert "Starts: # Quarterly report" in text_of(brief)
 
 
-async def test_code_and_sql_are_documents(session: ClientSession) -> None:
+async def test_code_and_sql_are_documents(session: Client) -> None:
     py = await read(session, path="uploads/script.py", output_level="full")
     assert py.structured_content["mime"] == "text/x-python" and "def total" in text_of(py)
     sql = await read(session, path="uploads/query.sql", output_level="full")
     assert "GROUP BY region" in text_of(sql)
 
 
-async def test_sheet_on_a_csv_is_an_error(session: ClientSession) -> None:
+async def test_sheet_on_a_csv_is_an_error(session: Client) -> None:
     result = await session.call_tool("file_reader", {"path": "uploads/sales.csv", "sheet": "x"})
     assert result.is_error and "Excel" in text_of(result)
 
 
-async def test_resources_files_metrics_and_completion(session: ClientSession) -> None:
+async def test_resources_files_metrics_and_completion(session: Client) -> None:
     listed = {r.uri for r in (await session.list_resources()).resources}
     assert {"ba://files", "ba://metrics"} <= listed
     templates = {t.uri_template for t in (await session.list_resource_templates()).resource_templates}

@@ -1,4 +1,4 @@
-"""Hostile and bad input through a real MCP client talking to a spawned server over stdio (S-1, S-2, S-6)."""
+"""Hostile and bad input through an MCP client talking to the server in-process (S-1, S-2, S-6)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import stat
 from pathlib import Path
 
 import pytest
-from mcp import ClientSession
+from mcp import Client
 
 from tests.conftest import text_of
 
@@ -43,17 +43,17 @@ def assert_error(result, error_type: str, workspace: Path) -> str:
         "file:///etc/passwd",
     ],
 )
-async def test_paths_that_leave_the_workspace_are_denied(session: ClientSession, workspace: Path, path: str) -> None:
+async def test_paths_that_leave_the_workspace_are_denied(session: Client, workspace: Path, path: str) -> None:
     result = await session.call_tool("file_reader", {"path": path})
     assert_error(result, "permission_denied", workspace)
 
 
-async def test_nul_byte_in_path_is_denied(session: ClientSession, workspace: Path) -> None:
+async def test_nul_byte_in_path_is_denied(session: Client, workspace: Path) -> None:
     result = await session.call_tool("file_reader", {"path": "uploads/sales.csv\x00.txt"})
     assert_error(result, "permission_denied", workspace)
 
 
-async def test_device_inside_the_workspace_is_denied(session: ClientSession, workspace: Path) -> None:
+async def test_device_inside_the_workspace_is_denied(session: Client, workspace: Path) -> None:
     dev = workspace / "uploads" / "zero"
     try:
         os.mknod(dev, stat.S_IFCHR | 0o600, os.makedev(1, 5))  # a /dev/zero twin inside the workspace
@@ -74,18 +74,18 @@ async def test_device_inside_the_workspace_is_denied(session: ClientSession, wor
         ("uploads/missing.csv", "not_found"),
     ],
 )
-async def test_unknown_ids_and_directories(session: ClientSession, workspace: Path, path: str, error_type: str) -> None:
+async def test_unknown_ids_and_directories(session: Client, workspace: Path, path: str, error_type: str) -> None:
     result = await session.call_tool("file_reader", {"path": path})
     assert_error(result, error_type, workspace)
 
 
-async def test_binary_file_read_as_text_is_a_clear_error(session: ClientSession, workspace: Path) -> None:
+async def test_binary_file_read_as_text_is_a_clear_error(session: Client, workspace: Path) -> None:
     result = await session.call_tool("file_reader", {"path": "uploads/blob.bin", "format": "text"})
     text = assert_error(result, "validation_error", workspace)
     assert "binary" in text
 
 
-async def test_file_over_the_size_limit_is_read_partially(session: ClientSession) -> None:
+async def test_file_over_the_size_limit_is_read_partially(session: Client) -> None:
     result = await session.call_tool("file_reader", {"path": "uploads/big.csv"})
     assert not result.is_error
     sc = result.structured_content
@@ -96,7 +96,7 @@ async def test_file_over_the_size_limit_is_read_partially(session: ClientSession
     assert "only the first 50,000 bytes were read" in text_of(text)
 
 
-async def test_unknown_tool_gets_the_error_format(session: ClientSession) -> None:
+async def test_unknown_tool_gets_the_error_format(session: Client) -> None:
     result = await session.call_tool("drop_everything", {})
     text = text_of(result)
     assert result.is_error
@@ -117,7 +117,7 @@ async def test_unknown_tool_gets_the_error_format(session: ClientSession) -> Non
     ],
 )
 async def test_bad_arguments_name_the_field_and_allowed_values(
-    session: ClientSession, arguments: dict, must_mention: list[str]
+    session: Client, arguments: dict, must_mention: list[str]
 ) -> None:
     result = await session.call_tool("file_reader", arguments)
     text = text_of(result)
@@ -127,7 +127,7 @@ async def test_bad_arguments_name_the_field_and_allowed_values(
         assert word in text, (word, text)
 
 
-async def test_ten_megabyte_argument_is_refused_and_the_server_keeps_serving(session: ClientSession) -> None:
+async def test_ten_megabyte_argument_is_refused_and_the_server_keeps_serving(session: Client) -> None:
     result = await session.call_tool("file_reader", {"path": "x" * (10 * 1024 * 1024)})
     text = text_of(result)
     assert result.is_error and "Error Type: invalid_parameters" in text and "path" in text
@@ -137,16 +137,14 @@ async def test_ten_megabyte_argument_is_refused_and_the_server_keeps_serving(ses
 
 
 @pytest.mark.parametrize("path", ["sessions/default/notes.csv", "logs/telemetry.jsonl", "./sessions/x.csv", "logs"])
-async def test_sandbox_scratch_and_logs_are_not_readable(session: ClientSession, workspace: Path, path: str) -> None:
+async def test_sandbox_scratch_and_logs_are_not_readable(session: Client, workspace: Path, path: str) -> None:
     (workspace / "sessions" / "default").mkdir(parents=True, exist_ok=True)
     (workspace / "sessions" / "default" / "notes.csv").write_text("a\n1\n")
     result = await session.call_tool("file_reader", {"path": path})
     assert_error(result, "permission_denied", workspace)
 
 
-async def test_a_file_swapped_for_a_symlink_in_a_loop_never_reads_the_target(
-    session: ClientSession, workspace: Path
-) -> None:
+async def test_a_file_swapped_for_a_symlink_in_a_loop_never_reads_the_target(session: Client, workspace: Path) -> None:
     """The attack of issue 8 item 2: a file flips between a regular file and a symlink to a secret while
     file_reader and query_database read it. The resolver opens once without following links and reads
     that descriptor, so each read sees the regular file or is refused — never the secret."""
