@@ -70,7 +70,7 @@ async def run_demo(workspace: Path | None, config: Path | None, emit: Callable[[
             show("tools/list", "\n".join(f"- {t.name}: {t.title}" for t in tools.tools))
             await _call(show, session, "file_reader", {"path": "upload_sales_2025", "output_level": "brief"})
             result = await _call(show, session, "file_reader", {"path": "upload_sales_2025"})
-            artifact = (result.structured_content or {}).get("artifact_id")
+            artifact = _meta(result).get("artifact_id")
             await _call(
                 show,
                 session,
@@ -99,7 +99,7 @@ async def run_demo(workspace: Path | None, config: Path | None, emit: Callable[[
                     "output_level": "brief",
                 },
             )
-            top_id = (top.structured_content or {}).get("artifact_id")
+            top_id = _meta(top).get("artifact_id")
             if top_id:
                 await _call(
                     show,
@@ -166,7 +166,7 @@ async def _python_demo(show: Callable[[str, str], None], session: ClientSession)
             "output_level": "brief",
         },
     )
-    aid = (monthly.structured_content or {}).get("artifact_id")
+    aid = _meta(monthly).get("artifact_id")
     if not aid:
         return
     await _call(show, session, "run_python", {"code": PYTHON_TRANSFORM.format(aid=aid)})
@@ -195,3 +195,10 @@ async def _call(show: Callable[[str, str], None], session: ClientSession, tool: 
     shown = ", ".join(f"{k}={v!r}" for k, v in arguments.items())
     show(f"tools/call {tool}({shown})" + ("  → error" if result.is_error else ""), "\n".join(lines))
     return result
+
+
+def _meta(result: Any) -> dict[str, Any]:
+    """The machine-readable metadata of a result (under _meta; the model reads the text)."""
+    from ba_mcp.pipeline.errors import META_KEY
+
+    return dict((result.meta or {}).get(META_KEY) or {})

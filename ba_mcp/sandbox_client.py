@@ -260,6 +260,7 @@ class Sandboxes:
         remove_cgroups(None, wait_s=0)  # left by workers of servers that were killed
         self._workers: dict[str, WorkerProcess] = {}
         self._spare: WorkerProcess | None = None
+        self._starting: dict[str, threading.Lock] = {}
         self._lock = threading.Lock()
         self._closed = False
 
@@ -274,9 +275,16 @@ class Sandboxes:
                 log.warning("could not start a sandbox worker: %s", exc)
 
     def acquire(self, session: str) -> tuple[WorkerProcess, bool]:
-        """The session's worker, started if needed; ``fresh`` says it has no state yet.
+        """The session's worker, started if needed; ``fresh`` says it has no state yet. A session has one
+        interpreter: concurrent first calls wait for the one being started instead of starting their own.
 
         Raises ToolFailure(dependency_error) when no worker can be started."""
+        with self._lock:
+            starting = self._starting.setdefault(session, threading.Lock())
+        with starting:
+            return self._acquire(session)
+
+    def _acquire(self, session: str) -> tuple[WorkerProcess, bool]:
         with self._lock:
             worker = self._workers.get(session)
             if worker is not None and worker.alive():

@@ -80,14 +80,27 @@ def http_session_key(session_id: str) -> str:
     return "http-" + hashlib.sha256(session_id.encode("utf-8", "replace")).hexdigest()[:16]
 
 
+OUTPUT_SCHEMA = {
+    "type": "object",
+    "properties": {"text": {"type": "string", "description": "the observation, as the model reads it"}},
+    "required": ["text"],
+    "additionalProperties": True,
+}
+
+
 class PipelineTool(SdkTool):
     """An SDK tool whose calls go through the ba-mcp pipeline instead of the SDK's argument handling."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
     spec: Any = None
+    declared_output: dict[str, Any] | None = None
+
+    @property
+    def output_schema(self) -> dict[str, Any] | None:  # type: ignore[override]
+        return self.declared_output
 
     @classmethod
-    def wrap(cls, tool: Tool) -> PipelineTool:
+    def wrap(cls, tool: Tool, structured: bool = False) -> PipelineTool:
         async def _unused() -> None:  # the SDK wants a function; run() below replaces its use
             return None
 
@@ -109,6 +122,7 @@ class PipelineTool(SdkTool):
             context_kwarg=None,
             annotations=annotations,
             spec=tool,
+            declared_output=OUTPUT_SCHEMA if structured else None,
         )
 
     async def run(self, arguments: dict[str, Any], context: Any, convert_result: bool = False) -> Any:
@@ -128,8 +142,9 @@ class PipelineTool(SdkTool):
 class _UnknownToolMiddleware:
     """Unknown tool names get the ba-mcp error format instead of the SDK's bare text."""
 
-    def __init__(self, names: Iterable[str]) -> None:
+    def __init__(self, names: Iterable[str], structured: bool = False) -> None:
         self.names = frozenset(names)
+        self.structured = structured
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         if ctx.method == "tools/call" and isinstance(ctx.params, Mapping):
@@ -141,7 +156,7 @@ class _UnknownToolMiddleware:
                     f"there is no tool named '{name[:80]}'",
                     "available tools: " + ", ".join(sorted(self.names)),
                 )
-                return error_result("ba-mcp", failure)
+                return error_result("ba-mcp", failure, self.structured)
         return await call_next(ctx)
 
 
@@ -250,14 +265,15 @@ def build_server(app: App) -> BaServer:
                 await app.aclose()
 
     registered = list(app.tools.values())
+    structured = app.settings.observation.structured_content
     server = BaServer(
         name="ba-mcp",
         title="ba-mcp — business-analysis tools",
         version=__version__,
         instructions=INSTRUCTIONS,
         lifespan=lifespan,
-        tools=[PipelineTool.wrap(t) for t in registered],
-        middleware=[_UnknownToolMiddleware(t.name for t in registered)],
+        tools=[PipelineTool.wrap(t, structured) for t in registered],
+        middleware=[_UnknownToolMiddleware((t.name for t in registered), structured)],
         log_level=app.settings.log_level,
     )
     server.app = app

@@ -39,6 +39,7 @@ class _Section(BaseModel):
 
 
 class ObservationSettings(_Section):
+    structured_content: bool = False
     preview_rows: int = Field(10, ge=1, le=200)
     inline_limit_tokens: int = Field(8000, ge=100)
     document_window_tokens: int = Field(2000, ge=50)

@@ -149,5 +149,12 @@ async def session(workspace: Path) -> AsyncIterator[Client]:
         yield client
 
 
+def meta_of(result: Any) -> dict[str, Any]:
+    """A result's machine-readable metadata (``_meta``; the model reads the text)."""
+    from ba_mcp.pipeline.errors import META_KEY
+
+    return dict((result.meta or {}).get(META_KEY) or {})
+
+
 def text_of(result: Any) -> str:
     return "\n".join(b.text for b in result.content if b.type == "text")

@@ -9,7 +9,7 @@ import pytest
 from mcp import Client
 from mcp.types import ResourceTemplateReference
 
-from tests.conftest import text_of
+from tests.conftest import meta_of, text_of
 
 pytestmark = pytest.mark.anyio
 
@@ -38,7 +38,7 @@ async def test_csv_standard_has_schema_summary_preview_and_artifact(session: Cli
     assert "50 rows × 5 columns" in lines[1]
     assert "- amount: float64 — min" in text and "1 nulls" in text
     assert "- order_date: datetime" in text  # ISO dates become dates
-    sc = result.structured_content
+    sc = meta_of(result)
     assert sc["rows"] == 50 and sc["shown_rows"] == 10 and sc["truncated"] is True
     aid = sc["artifact_id"]
     assert aid.startswith("artifact_") and aid in text
@@ -46,7 +46,7 @@ async def test_csv_standard_has_schema_summary_preview_and_artifact(session: Cli
     assert [link.uri for link in links] == [f"artifact://{aid}"]
     # the artifact is the complete table, readable by id through the same tool
     whole = await read(session, path=aid, output_level="full")
-    assert whole.structured_content["rows"] == 50 and whole.structured_content["truncated"] is False
+    assert meta_of(whole)["rows"] == 50 and meta_of(whole)["truncated"] is False
     assert '"late, partial"' in text_of(whole)  # CSV quoting kept; empty notes stay distinguishable
     resource = await session.read_resource(f"artifact://{aid}")
     assert resource.contents[0].mime_type == "text/csv"
@@ -58,25 +58,25 @@ async def test_brief_is_one_line_with_the_artifact_id(session: Client) -> None:
     lines = text_of(result).splitlines()
     assert len(lines) == 2
     assert "50 rows × 5 columns" in lines[1] and "order_id, order_date, region, amount, note" in lines[1]
-    assert result.structured_content["artifact_id"] in lines[1]
+    assert meta_of(result)["artifact_id"] in lines[1]
 
 
 async def test_full_inlines_every_row_in_csv(session: Client) -> None:
     result = await read(session, path="uploads/sales.csv", output_level="full")
     text = text_of(result)
-    assert "Rows (csv):" in text and result.structured_content["truncated"] is False
-    assert result.structured_content.get("artifact_id") is None  # complete inline: nothing stored
+    assert "Rows (csv):" in text and meta_of(result)["truncated"] is False
+    assert meta_of(result).get("artifact_id") is None  # complete inline: nothing stored
     assert len([line for line in text.splitlines() if line[:1].isdigit()]) == 50
     assert not [b for b in result.content if b.type == "resource_link"]
 
 
 async def test_nrows_and_offset_window_a_csv(session: Client) -> None:
     result = await read(session, path="uploads/sales.csv", offset=45, nrows=3, output_level="full")
-    sc = result.structured_content
+    sc = meta_of(result)
     assert (sc["offset"], sc["rows"], sc["more_in_source"], sc["next_offset"]) == (45, 3, True, 48)
     assert "offset=48" in text_of(result)
     last = await read(session, path="uploads/sales.csv", offset=48, nrows=10, output_level="full")
-    assert last.structured_content["rows"] == 2 and last.structured_content["more_in_source"] is False
+    assert meta_of(last)["rows"] == 2 and meta_of(last)["more_in_source"] is False
 
 
 async def test_ragged_rows_keep_their_extra_values(session: Client) -> None:
@@ -89,22 +89,22 @@ async def test_ragged_rows_keep_their_extra_values(session: Client) -> None:
 async def test_latin1_and_utf16_are_detected(session: Client) -> None:
     latin = await read(session, path="uploads/latin1.csv", output_level="full")
     assert "Málaga" in text_of(latin) and "Zürich" in text_of(latin)
-    assert latin.structured_content["meta"]["encoding"] in ("cp1252", "iso8859-1", "latin-1", "cp1250")
+    assert meta_of(latin)["meta"]["encoding"] in ("cp1252", "iso8859-1", "latin-1", "cp1250")
     utf16 = await read(session, path="uploads/utf16.txt")
-    assert "Résumé of Q3" in text_of(utf16) and utf16.structured_content["meta"]["encoding"] == "utf-16"
+    assert "Résumé of Q3" in text_of(utf16) and meta_of(utf16)["meta"]["encoding"] == "utf-16"
     forced = await read(session, path="uploads/latin1.csv", encoding="latin-1", output_level="full")
     assert "François" in text_of(forced)
 
 
 async def test_empty_file(session: Client) -> None:
     result = await read(session, path="uploads/empty.csv")
-    assert "empty" in text_of(result) and result.structured_content["rows"] == 0
+    assert "empty" in text_of(result) and meta_of(result)["rows"] == 0
 
 
 async def test_excel_sheets(session: Client, workspace: Path) -> None:
     first = await read(session, path="uploads/book.xlsx")
-    assert first.structured_content["meta"]["sheets"] == ["Revenue", "Costs"]
-    assert first.structured_content["rows"] == 12 and "'Costs'" in text_of(first)
+    assert meta_of(first)["meta"]["sheets"] == ["Revenue", "Costs"]
+    assert meta_of(first)["rows"] == 12 and "'Costs'" in text_of(first)
     costs = await read(session, path="uploads/book.xlsx", sheet="Costs", output_level="full")
     assert "salaries,42000" in text_of(costs)
     by_index = await read(session, path="uploads/book.xlsx", sheet=1, output_level="brief")
@@ -115,43 +115,43 @@ async def test_excel_sheets(session: Client, workspace: Path) -> None:
 
 async def test_json_tabular_and_not(session: Client) -> None:
     table = await read(session, path="uploads/records.json", output_level="full")
-    assert table.structured_content["kind"] == "table" and table.structured_content["rows"] == 30
+    assert meta_of(table)["kind"] == "table" and meta_of(table)["rows"] == 30
     assert "geo.lat" in text_of(table) and '"[""x"",""y""]"' in text_of(table)
     doc = await read(session, path="uploads/config.json")
-    assert doc.structured_content["kind"] == "json"
+    assert meta_of(doc)["kind"] == "json"
     assert "object with 3 keys: name, targets, owners" in text_of(doc)
     full = await read(session, path="uploads/config.json", output_level="full")
-    assert full.structured_content["value"]["targets"] == {"q1": 10, "q2": 12}
+    assert meta_of(full)["value"]["targets"] == {"q1": 10, "q2": 12}
 
 
 async def test_jsonl_and_parquet_windows(session: Client) -> None:
     jl = await read(session, path="uploads/events.jsonl", offset=10, nrows=5, output_level="full")
-    assert jl.structured_content["rows"] == 5 and jl.structured_content["more_in_source"]
+    assert meta_of(jl)["rows"] == 5 and meta_of(jl)["more_in_source"]
     assert text_of(jl).splitlines()[4].startswith("seq,kind") and "10,view" in text_of(jl)
     pq = await read(session, path="uploads/facts.parquet", offset=250, nrows=120, output_level="brief")
-    sc = pq.structured_content
+    sc = meta_of(pq)
     assert (sc["rows"], sc["total_rows"], sc["offset"], sc["next_offset"]) == (120, 1000, 250, 370)
     full = await read(session, path="uploads/facts.parquet", offset=995, output_level="full")
-    assert "995,497.5" in text_of(full) and full.structured_content["more_in_source"] is False
+    assert "995,497.5" in text_of(full) and meta_of(full)["more_in_source"] is False
 
 
 async def test_markdown_is_windowed_with_outline_and_continuation(session: Client) -> None:
     result = await read(session, path="uploads/report.md")
-    sc = result.structured_content
+    sc = meta_of(result)
     text = text_of(result)
     assert sc["kind"] == "document" and sc["truncated"] is True and sc["tokens"] > 2000
     assert "Outline: Quarterly report |   Summary |   Appendix" in text
     nxt = sc["next_offset"]
     assert f"offset={nxt}" in text and sc["artifact_id"] in text
     more = await read(session, path="uploads/report.md", offset=nxt, nrows=2)
-    assert more.structured_content["offset"] == nxt
+    assert meta_of(more)["offset"] == nxt
     brief = await read(session, path="uploads/report.md", output_level="brief")
     assert "Starts: # Quarterly report" in text_of(brief)
 
 
 async def test_code_and_sql_are_documents(session: Client) -> None:
     py = await read(session, path="uploads/script.py", output_level="full")
-    assert py.structured_content["mime"] == "text/x-python" and "def total" in text_of(py)
+    assert meta_of(py)["mime"] == "text/x-python" and "def total" in text_of(py)
     sql = await read(session, path="uploads/query.sql", output_level="full")
     assert "GROUP BY region" in text_of(sql)
 

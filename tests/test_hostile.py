@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from mcp import Client
 
-from tests.conftest import text_of
+from tests.conftest import meta_of, text_of
 
 pytestmark = pytest.mark.anyio
 
@@ -24,7 +24,7 @@ def assert_error(result, error_type: str, workspace: Path) -> str:
     # S-1: no real path of the workspace (or of anything else) in what the client sees
     assert str(workspace) not in text and str(workspace.resolve()) not in text
     assert "secret beside the workspace" not in text and "root:x:" not in text
-    assert result.structured_content["error"]["type"] == error_type
+    assert meta_of(result)["error"]["type"] == error_type
     return text
 
 
@@ -88,11 +88,11 @@ async def test_binary_file_read_as_text_is_a_clear_error(session: Client, worksp
 async def test_file_over_the_size_limit_is_read_partially(session: Client) -> None:
     result = await session.call_tool("file_reader", {"path": "uploads/big.csv"})
     assert not result.is_error
-    sc = result.structured_content
+    sc = meta_of(result)
     assert sc["rows"] == 10000 and sc["more_in_source"] and sc["next_offset"] == 10000
     assert "over the 200,000-byte read limit" in text_of(result)
     text = await session.call_tool("file_reader", {"path": "uploads/big.txt"})
-    assert not text.is_error and text.structured_content["more_in_source"]
+    assert not text.is_error and meta_of(text)["more_in_source"]
     assert "only the first 50,000 bytes were read" in text_of(text)
 
 

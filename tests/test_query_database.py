@@ -12,7 +12,7 @@ import pytest
 from mcp import Client
 from mcp.types import ResourceTemplateReference
 
-from tests.conftest import in_process, make_workspace, text_of
+from tests.conftest import in_process, make_workspace, meta_of, text_of
 
 pytestmark = pytest.mark.anyio
 
@@ -99,7 +99,7 @@ async def test_params_bind_values(qs: Client) -> None:
 
 async def test_large_results_fetch_max_rows_and_keep_the_rest(qs: Client) -> None:
     result = await q(qs, "SELECT * FROM order_lines ORDER BY order_id, line_no", max_rows=100)
-    sc = result.structured_content
+    sc = meta_of(result)
     assert sc["rows"] == 100 and sc["total_rows"] == 50001 and sc["truncated"] is True
     aid = sc["artifact_id"]
     assert "of 50,001 rows" in text_of(result) and aid in text_of(result)
@@ -112,7 +112,7 @@ async def test_ten_million_rows_are_never_materialised(qs: Client) -> None:
     result = await q(qs, "SELECT range AS i, range % 7 AS g FROM range(10000000)", max_rows=1000, output_level="brief")
     text = ok(result)
     assert "of 10,000,000" in text
-    aid = result.structured_content["artifact_id"]
+    aid = meta_of(result)["artifact_id"]
     check = ok(await q(qs, f"SELECT count(*) AS n, max(i) AS m FROM {aid}", output_level="full"))
     assert check.splitlines()[-1] == "10000000,9999999"
 
@@ -131,7 +131,7 @@ async def test_workspace_files_uploads_and_artifacts_are_queryable(qs: Client) -
     js = ok(await q(qs, "SELECT count(*) AS n FROM 'uploads/records.json'", output_level="full"))
     assert js.splitlines()[-1] == "30"
     made = await qs.call_tool("file_reader", {"path": "uploads/sales.csv", "output_level": "brief"})
-    aid = made.structured_content["artifact_id"]
+    aid = meta_of(made)["artifact_id"]
     joined = ok(
         await q(qs, f"SELECT count(*) AS n FROM {aid} a JOIN upload_sales u USING (order_id)", output_level="full")
     )
@@ -254,7 +254,7 @@ async def test_awkward_columns(qs: Client) -> None:
     wide_sql = "SELECT " + ", ".join(f"repeat('x', 500) AS c{i}" for i in range(60))
     wide = await q(qs, wide_sql)
     text = ok(wide)
-    assert len(text) < 60_000 and wide.structured_content["artifact_id"]  # long cells cut, complete row stored
+    assert len(text) < 60_000 and meta_of(wide)["artifact_id"]  # long cells cut, complete row stored
     metrics = json.loads((await qs.read_resource("ba://metrics")).contents[0].text)
     assert metrics["session"]["tools"]["query_database"]["calls"] >= 3
 

@@ -21,7 +21,7 @@ from ba_mcp.pipeline.results import Composite, Document, Image, JsonValue, Table
 from ba_mcp.server import build_server
 from ba_mcp.settings import ToolSettings, load_settings
 from ba_mcp.tools.base import Tool, ToolContext, ToolParams, ToolPolicy
-from tests.conftest import text_of
+from tests.conftest import meta_of, text_of
 
 pytestmark = pytest.mark.anyio
 
@@ -178,7 +178,7 @@ async def test_retryable_errors_of_idempotent_tools_are_retried_with_backoff(tmp
         await client.session.set_logging_level("warning")
         result = await client.call_tool("flaky", {"n": 2})
     assert not result.is_error, text_of(result)
-    assert result.structured_content["kind"] == "json" and len(flaky.calls) == 3
+    assert meta_of(result)["kind"] == "json" and len(flaky.calls) == 3
     assert "succeeded after 2 retries" in text_of(result)
     gaps = [b - a for a, b in zip(flaky.calls, flaky.calls[1:], strict=False)]
     assert all(g >= 0.045 for g in gaps)  # Retry-After (0.05 s) honoured over the 10 ms base
@@ -252,7 +252,7 @@ async def test_file_reader_cache_follows_the_file(tmp_path: Path) -> None:
         first = await client.call_tool("file_reader", {"path": "uploads/t.csv", "output_level": "full"})
         csv.write_text("a\n1\n2\n")
         second = await client.call_tool("file_reader", {"path": "uploads/t.csv", "output_level": "full"})
-    assert first.structured_content["rows"] == 1 and second.structured_content["rows"] == 2
+    assert meta_of(first)["rows"] == 1 and meta_of(second)["rows"] == 2
 
 
 async def test_session_budget_downgrades_unnamed_levels_to_brief(tmp_path: Path) -> None:
@@ -260,11 +260,11 @@ async def test_session_budget_downgrades_unnamed_levels_to_brief(tmp_path: Path)
     server = make_server(tmp_path, [ticker], session_token_budget=1000)
     async with Client(server) as client:
         big = await client.call_tool("ticker", {"n": 400, "output_level": "full"})
-        assert big.structured_content["level"] == "full"
+        assert meta_of(big)["level"] == "full"
         auto = await client.call_tool("ticker", {"n": 5})
         explicit = await client.call_tool("ticker", {"n": 5, "output_level": "standard"})
-    assert auto.structured_content["level"] == "brief" and "token budget" in text_of(auto)
-    assert explicit.structured_content["level"] == "standard"
+    assert meta_of(auto)["level"] == "brief" and "token budget" in text_of(auto)
+    assert meta_of(explicit)["level"] == "standard"
 
 
 async def test_composites_images_and_artifacts(tmp_path: Path) -> None:
@@ -272,7 +272,7 @@ async def test_composites_images_and_artifacts(tmp_path: Path) -> None:
         result = await client.call_tool("mixed", {})
         kinds = [b.type for b in result.content]
         text = text_of(result)
-        sc = result.structured_content
+        sc = meta_of(result)
         image_link = next(b for b in result.content if b.type == "resource_link" and b.mime_type == "image/png")
         image = await client.read_resource(image_link.uri)
         brief = await client.call_tool("mixed", {"output_level": "brief"})
@@ -345,7 +345,7 @@ async def test_an_async_tools_own_errors_keep_the_error_format(tmp_path: Path) -
         "Error Code: UPSTREAM_DOWN",
     ]
     assert "/srv/secret" not in text and "10.0.0.1" not in text  # the tool's words, not the exception's
-    assert result.structured_content["error"]["retryable"] is True
+    assert meta_of(result)["error"]["retryable"] is True
 
 
 def test_retry_after_is_a_floor_that_jitter_never_lowers() -> None:

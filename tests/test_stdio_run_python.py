@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from mcp import ClientSession, stdio_client
 
-from tests.conftest import make_workspace
+from tests.conftest import make_workspace, meta_of
 from tests.sandbox_common import failed, ok, run, sandbox_params
 
 pytestmark = [
@@ -51,7 +51,7 @@ async def test_stdout_stderr_and_execution_time_are_reported(py: ClientSession) 
     assert "## stdout" in text and "hello 3" in text
     assert "## stderr" in text and "careful" in text
     assert re.search(r"Ran code_[0-9a-f]{12} in [\d.]+ (ms|s)", text)
-    assert result.structured_content["meta"]["execution_ms"] >= 0
+    assert meta_of(result)["meta"]["execution_ms"] >= 0
 
 
 async def test_dataframe_value_becomes_a_table_with_the_complete_result_as_an_artifact(py: ClientSession) -> None:
@@ -223,3 +223,24 @@ def _is_worker_of(proc, ws: Path) -> bool:
 
 
 # -- the worker's channel and what comes through it (issue 8 items 6 and 11) ---------------------------
+
+
+async def test_concurrent_first_calls_of_a_session_share_one_interpreter(tmp_path: Path) -> None:
+    """Issue 10: three parallel first calls each set a variable; all three survive in one interpreter,
+    and only one call reports a fresh interpreter (the others queued on it)."""
+    import anyio
+
+    from tests.conftest import in_process
+
+    texts: list[str] = []
+    async with in_process(make_workspace(tmp_path), ["run_python"]) as client:
+
+        async def one(i: int) -> None:
+            texts.append(ok(await run(client, f"v{i} = {i}")))
+
+        async with anyio.create_task_group() as tg:
+            for i in range(3):
+                tg.start_soon(one, i)
+        names = ok(await run(client, "sorted(k for k in dir() if k in ('v0', 'v1', 'v2'))"))
+    assert "['v0', 'v1', 'v2']" in names
+    assert sum("fresh interpreter" in t for t in texts) == 1

@@ -164,12 +164,17 @@ def format_error(tool: str, failure: ToolFailure) -> str:
     return "\n".join(lines)
 
 
-def error_result(tool: str, failure: ToolFailure) -> CallToolResult:
-    """The MCP result of a failed call: the error text (everything a model needs is in it, since some
-    hosts drop ``structuredContent`` of errors) and the same facts as data."""
+META_KEY = "dev.ba-mcp/observation"  # the result's _meta key holding machine-readable metadata
+
+
+def error_result(tool: str, failure: ToolFailure, structured: bool = False) -> CallToolResult:
+    """The MCP result of a failed call: the error text — everything a model needs is in it, since some
+    hosts drop ``structuredContent`` of errors (anthropics/claude-code 86032) — and the same facts as data
+    under ``_meta`` (and in ``structuredContent`` beside the text when ``structured``)."""
     from mcp.types import CallToolResult, TextContent
 
-    structured: dict[str, Any] = {
+    text = format_error(tool, failure)
+    facts: dict[str, Any] = {
         "error": {
             "type": failure.type.value,
             "code": failure.code,
@@ -179,7 +184,8 @@ def error_result(tool: str, failure: ToolFailure) -> CallToolResult:
         }
     }
     return CallToolResult(
-        content=[TextContent(type="text", text=format_error(tool, failure))],
-        structured_content=structured,
+        content=[TextContent(type="text", text=text)],
+        structured_content={"text": text, **facts} if structured else None,
+        meta={META_KEY: facts},
         is_error=True,
     )

@@ -27,7 +27,7 @@ from opentelemetry import trace
 from pydantic import ValidationError
 
 from ba_mcp.pipeline.cache import CacheMode, cache_key
-from ba_mcp.pipeline.errors import Code, ErrorType, ToolFailure, classify, error_result, timed_out
+from ba_mcp.pipeline.errors import META_KEY, Code, ErrorType, ToolFailure, classify, error_result, timed_out
 from ba_mcp.pipeline.levels import resolve_level
 from ba_mcp.pipeline.observe import Observation
 from ba_mcp.pipeline.telemetry import CallRecord
@@ -140,7 +140,15 @@ class Runner:
                 )
                 for a in obs.artifacts
             ]
-            result = CallToolResult(content=content, structured_content=obs.structured, is_error=False)
+            # The observation is the text, which every host gives its model (Claude Desktop: the text only;
+            # Claude Code: the text unless structuredContent exists). Metadata goes under _meta, and into
+            # structuredContent — beside the full text — only when the operator asks for it.
+            structured = (
+                {"text": obs.text, **obs.structured} if self.app.settings.observation.structured_content else None
+            )
+            result = CallToolResult(
+                content=content, structured_content=structured, meta={META_KEY: obs.structured}, is_error=False
+            )
         except ToolFailure as failure:
             result = self._failed(tool.name, failure, record)
         except Exception as exc:
@@ -274,7 +282,7 @@ class Runner:
     def _failed(self, tool: str, failure: ToolFailure, record: CallRecord) -> CallToolResult:
         record.success = False
         record.error_type, record.error_code = failure.type.value, failure.code
-        return error_result(tool, failure)
+        return error_result(tool, failure, self.app.settings.observation.structured_content)
 
 
 def retry_delay(base_ms: float, factor: float, max_ms: float, attempt: int, retry_after: float | None) -> float:

@@ -1,0 +1,100 @@
+"""What each host's model reads of a result — the "host lens" — for every tool, at every level, with
+structuredContent off (the default) and on.
+
+How hosts render tool results (verified in public reports, see SPEC §3.1):
+* Claude Code (and VS Code): when a result carries ``structuredContent`` the model receives only
+  ``JSON.stringify(structuredContent)``; the text blocks are dropped (anthropics/claude-code issues 79944,
+  55677, 54450; microsoft/vscode 290063). For error results it drops ``structuredContent`` and shows the
+  text (anthropics/claude-code 86032).
+* Claude Desktop / claude.ai: the model receives the text blocks only.
+So the observation must be whole in the text, and whole again wherever structuredContent is sent."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client
+
+from tests.conftest import in_process, make_workspace, text_of
+
+pytestmark = pytest.mark.anyio
+
+LEVELS = ("brief", "standard", "full")
+
+
+def claude_code_lens(result: Any) -> str:
+    if result.structured_content is not None and not result.is_error:
+        return json.dumps(result.structured_content, ensure_ascii=False)
+    return text_of(result)
+
+
+def claude_desktop_lens(result: Any) -> str:
+    return text_of(result)
+
+
+@pytest.fixture(scope="module")
+def lens_workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    ws = make_workspace(tmp_path_factory.mktemp("lens"))
+    (ws / "uploads" / "tiny.csv").write_text("city,code\nOslo,ZEPHYR-42\nLima,QUOKKA-7\n")
+    (ws / "uploads" / "note.txt").write_text("The marker sentence is PELICAN-99. It ends here.\n")
+    return ws
+
+
+@pytest.fixture(scope="module", params=[False, True], ids=["text-only", "structured"])
+async def host(request: pytest.FixtureRequest, lens_workspace: Path) -> AsyncIterator[tuple[Client, bool]]:
+    structured = bool(request.param)
+    env = {"BA_MCP_OBSERVATION__STRUCTURED_CONTENT": "true"} if structured else {}
+    async with in_process(lens_workspace, **env) as client:
+        yield client, structured
+
+
+CASES: list[tuple[str, dict[str, Any], list[str]]] = [
+    ("file_reader", {"path": "uploads/tiny.csv"}, ["ZEPHYR-42", "QUOKKA-7"]),
+    ("file_reader", {"path": "uploads/note.txt"}, ["PELICAN-99"]),
+    ("query_database", {"query": "SELECT 'marker-q' AS b, 41 + 1 AS answer"}, ["marker-q", "42"]),
+    ("query_database", {"query": "SELECT status, count(*) AS n FROM orders GROUP BY 1 ORDER BY 1"}, ["cancelled"]),
+    ("run_python", {"code": "print('hi-marker'); 6 * 7"}, ["hi-marker", "42"]),
+]
+
+
+@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize(("tool", "args", "facts"), CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
+async def test_every_host_reads_the_same_observation(
+    host: tuple[Client, bool], tool: str, args: dict[str, Any], facts: list[str], level: str
+) -> None:
+    client, structured = host
+    result = await client.call_tool(tool, {**args, "output_level": level})
+    assert not result.is_error, text_of(result)
+    desktop, code = claude_desktop_lens(result), claude_code_lens(result)
+    if structured:
+        sent = json.loads(code)
+        assert sent["text"] == desktop  # the whole observation reaches Claude Code's model too
+        assert sent.get("kind") and sent.get("level") == level  # and the metadata beside it
+    else:
+        assert result.structured_content is None and code == desktop
+    if level != "brief":  # brief is one line of shape and ids by design; the values come from standard up
+        for fact in facts:
+            assert fact in desktop and fact in code, (fact, desktop)
+
+
+async def test_errors_carry_everything_in_their_text(host: tuple[Client, bool]) -> None:
+    client, _ = host
+    result = await client.call_tool("file_reader", {"path": "../outside.txt"})
+    assert result.is_error
+    for lens in (claude_code_lens(result), claude_desktop_lens(result)):
+        assert "Error Type: permission_denied" in lens and "Hint:" in lens and "inside the workspace" in lens
+
+
+async def test_tools_declare_an_output_schema_only_when_they_send_structured_content(
+    host: tuple[Client, bool],
+) -> None:
+    client, structured = host
+    for tool in (await client.list_tools()).tools:
+        if structured:
+            assert tool.output_schema and tool.output_schema["required"] == ["text"], tool.name
+        else:
+            assert tool.output_schema is None, tool.name
