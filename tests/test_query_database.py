@@ -219,6 +219,19 @@ async def test_explain_of_a_select_still_works_and_no_statement_reaches_the_conf
     assert demo_digest(qworkspace) == before
 
 
+async def test_params_as_json_text_and_pivot_without_in(qs: Client, qworkspace: Path) -> None:
+    text = ok(await q(qs, "SELECT $y + 1 AS next_year", params='{"y": 2024}', output_level="full"))
+    assert text.splitlines()[-1] == "2025"
+    positional = ok(await q(qs, "SELECT ? * 2 AS d", params="[21]", output_level="full"))
+    assert positional.splitlines()[-1] == "42"
+    bad = refused(await q(qs, "SELECT 1", params="{not json"), qworkspace, "invalid_parameters")
+    assert "params" in bad
+    pivot = refused(await q(qs, "PIVOT orders ON status USING count(*)"), qworkspace, "validation_error")
+    assert "PIVOT_NEEDS_IN" in pivot and "IN (" in pivot and "read-only" not in pivot
+    named = ok(await q(qs, "PIVOT orders ON status IN ('completed', 'returned') USING count(*)", output_level="full"))
+    assert "completed" in named and "returned" in named
+
+
 async def test_syntax_errors_unknown_tables_and_databases(qs: Client, qworkspace: Path) -> None:
     syntax = refused(await q(qs, "SELEC * FROM orders"), qworkspace, "validation_error")
     assert "syntax error" in syntax.lower()

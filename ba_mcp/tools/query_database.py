@@ -10,12 +10,13 @@ at most ``max_rows + 1`` rows are materialised; a larger result is streamed into
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from ba_mcp.formats import FORMATS, TABLE_FORMATS
 from ba_mcp.pipeline.cache import CacheMode, CachePolicy
@@ -58,9 +59,22 @@ class QueryDatabaseParams(ToolParams):
     params: Annotated[
         dict[str, Any] | list[Any] | None,
         Field(
-            description="Bind values: an object for named parameters ($name) or an array for positional ones (? or $1)."
+            description="Bind values: an object for named parameters ($name) or an array for positional ones "
+            "(? or $1); JSON text of either is accepted too."
         ),
     ] = None
+
+    @field_validator("params", mode="before")
+    @classmethod
+    def _params_as_json_text(cls, value: Any) -> Any:
+        """Some clients send every argument as a string: '{"y": 2024}' is the object it spells."""
+        if isinstance(value, str) and value.strip()[:1] in ("{", "["):
+            try:
+                return json.loads(value)
+            except ValueError:
+                raise ValueError("params is text but not valid JSON; pass an object or an array") from None
+        return value
+
     database: Annotated[
         str, Field(max_length=100, description="Connection name from the configuration (default 'demo').")
     ] = "demo"
@@ -170,6 +184,15 @@ def _plan(params: QueryDatabaseParams, app: QueryDatabase) -> _Plan:
         raise ToolFailure(
             ErrorType.VALIDATION_ERROR, "SQL_SYNTAX", _clean(str(exc), app), "fix the SQL (DuckDB dialect)"
         ) from None
+    if analysis.kinds == ("MULTI",):  # what DuckDB makes of a PIVOT whose columns it must discover first
+        raise ToolFailure(
+            ErrorType.VALIDATION_ERROR,
+            "PIVOT_NEEDS_IN",
+            "a PIVOT without an IN list expands into several statements (DuckDB first reads the distinct "
+            "values to make columns of), and one statement is allowed per call",
+            "name the columns: PIVOT orders ON status IN ('completed', 'returned') USING count(*) — "
+            "or SELECT DISTINCT the values first",
+        )
     if len(analysis.kinds) != 1:
         raise denied(
             f"the query holds {len(analysis.kinds)} statements; exactly one is allowed per call",
