@@ -45,17 +45,16 @@ log = logging.getLogger(__name__)
 INSTRUCTIONS = """\
 ba-mcp gives you business-analysis tools over the user's analysis workspace.
 
-Output levels: every tool takes output_level = brief | standard | full.
-- brief: one line (shape, names, an artifact id). Use it when you only need to know what exists.
-- standard (default): schema, per-column summary and the first rows of a table; the first window
-  of a document; JSON cut at a budget.
-- full: everything when it fits the inline limit; otherwise the standard view plus an artifact.
-When you do not name a level and the session has used most of its token budget, you get brief.
+Output levels — every tool takes output_level:
+- brief: one line (shape, names, an artifact id), for knowing what exists.
+- standard (default): tables with schema, a summary where it helps and the first rows (a small table
+  whole); documents as a first window with an outline; JSON cut at a budget.
+- full: everything when it fits the inline limit; otherwise standard plus an artifact.
 
-Artifacts: whenever an observation leaves something out, the complete result is stored and the
-observation names its id, artifact_<12 hex>. Pass that id instead of copying data around: read it with
-file_reader(path="artifact_…", offset=…, nrows=…) or the resource artifact://artifact_…. Ids of the
-user's files are upload_<name>; ba://files lists uploads, code files and artifacts.
+Artifacts: whenever an observation leaves something out, the complete result is stored and named,
+artifact_<12 hex>. Pass the id instead of copying data: file_reader(path="artifact_…"), SELECT … FROM
+artifact_…, load_artifact("artifact_…") in run_python, or the resource artifact://artifact_…. Uploads are
+upload_<name>; ba://files lists uploads, code files and artifacts.
 
 Errors come as 'Error Type / Error Code / Error Message / Hint': follow the hint.
 """
@@ -104,11 +103,11 @@ class PipelineTool(SdkTool):
         async def _unused() -> None:  # the SDK wants a function; run() below replaces its use
             return None
 
+        # destructive/idempotent hints mean something only for tools that write (MCP spec); the title is the tool's
         annotations = ToolAnnotations(
-            title=tool.title,
             read_only_hint=tool.policy.read_only,
-            destructive_hint=False,
-            idempotent_hint=tool.policy.idempotent,
+            destructive_hint=None if tool.policy.read_only else False,
+            idempotent_hint=None if tool.policy.read_only else tool.policy.idempotent,
             open_world_hint=tool.policy.open_world,
         )
         return cls(
@@ -116,7 +115,7 @@ class PipelineTool(SdkTool):
             name=tool.name,
             title=tool.title,
             description=tool.description,
-            parameters=tool.Params.model_json_schema(),
+            parameters=compact_schema(tool.Params.model_json_schema()),
             fn_metadata=func_metadata(_unused, structured_output=False),
             is_async=True,
             context_kwarg=None,
@@ -137,6 +136,32 @@ class PipelineTool(SdkTool):
                     await context.session.send_log_message(level, message, logger="ba-mcp")
 
         return await app.runner.call(self.spec, arguments, key, progress=context.report_progress, notify=notify)
+
+
+def compact_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """A parameter schema as the model needs it: no generated titles, ``X | None = None`` as plain ``X``
+    (omitting it means None), no ``"default": null`` — the same constraints in fewer tokens."""
+
+    def simplify(node: Any) -> Any:
+        if isinstance(node, list):
+            return [simplify(n) for n in node]
+        if not isinstance(node, dict):
+            return node
+        node = {k: simplify(v) for k, v in node.items() if k != "title"}
+        options = node.get("anyOf")
+        if isinstance(options, list) and {"type": "null"} in options:
+            rest = [o for o in options if o != {"type": "null"}]
+            node.pop("anyOf")
+            if len(rest) == 1:
+                node = {**rest[0], **node}
+            else:
+                node["anyOf"] = rest
+            if node.get("default", 0) is None:
+                node.pop("default")
+        return node
+
+    out: dict[str, Any] = simplify(schema)
+    return out
 
 
 class _UnknownToolMiddleware:

@@ -27,7 +27,8 @@ async def test_tool_is_listed_with_schema_annotations_and_description(session: C
     assert tool.input_schema["required"] == ["path"]
     assert set(props) == {"path", "format", "encoding", "nrows", "offset", "sheet", "output_level"}
     assert tool.annotations.read_only_hint is True and tool.annotations.open_world_hint is False
-    assert "brief" in tool.description and "artifact" in tool.description
+    assert "artifact" in tool.description and "Levels" not in tool.description  # levels: server instructions
+    assert props["output_level"]["enum"] == ["brief", "standard", "full"]
 
 
 async def test_csv_standard_has_schema_summary_preview_and_artifact(session: Client) -> None:

@@ -98,3 +98,21 @@ async def test_tools_declare_an_output_schema_only_when_they_send_structured_con
             assert tool.output_schema and tool.output_schema["required"] == ["text"], tool.name
         else:
             assert tool.output_schema is None, tool.name
+
+
+async def test_tools_list_is_lean_and_says_the_levels_once(lens_workspace: Path) -> None:
+    """Issue 10: tools/list for the shipped tools within 1,300 cl100k tokens, the output levels explained in
+    the server's instructions only, and run_python's description naming what a model needs."""
+    from ba_mcp.pipeline.tokens import TokenCounter
+    from ba_mcp.settings import config_dir
+
+    async with in_process(lens_workspace) as client:
+        tools = (await client.list_tools()).tools
+        instructions = client.instructions or ""
+    listing = json.dumps([t.model_dump(by_alias=True, exclude_none=True) for t in tools], ensure_ascii=False)
+    assert TokenCounter(config_dir() / "token_encoders.yaml", "gpt").raw_tokens(listing) <= 1300
+    assert "brief" in instructions and "standard" in instructions and "full" in instructions
+    assert "standard =" not in listing and "Levels:" not in listing
+    python = next(t for t in tools if t.name == "run_python").description or ""
+    for needed in ("persist", "load_upload", "load_artifact", "save_artifact", "first 6,000", "scipy", "guardrail"):
+        assert needed in python, needed

@@ -373,8 +373,9 @@ def test_a_command_line_flag_wins_over_the_environment(workspace: Path, tmp_path
 def test_demo_runs_a_real_stdio_session(tmp_path: Path) -> None:
     out = ba("demo", workspace=tmp_path / "demo", timeout=120)
     assert out.returncode == 0, out.stderr
-    # What the model sees did not change with the restructuring of issue 9: the demo's observations equal
-    # those recorded before it (tests/golden), masked only where runs legitimately differ.
+    # What the model sees changes only on purpose: the demo's observations equal the recorded ones
+    # (tests/golden; first recorded before issue 9's restructuring, re-recorded with issue 10's deliberate
+    # changes), masked only where runs legitimately differ.
     from tests.golden.normalize import normalize
 
     golden = (ROOT / "tests" / "golden" / "demo_observations.txt").read_text(encoding="utf-8").splitlines()

@@ -26,13 +26,7 @@ if TYPE_CHECKING:
 
 OutputLevelParam = Literal["brief", "standard", "full"]
 
-OUTPUT_LEVEL_FIELD = Field(
-    None,
-    description=(
-        "How much of the result to return: 'brief' (one line + artifact id), 'standard' (schema, "
-        "summary and a preview), 'full' (everything when it fits). Default: the server's setting."
-    ),
-)
+OUTPUT_LEVEL_FIELD = Field(None)  # explained once, in the server's instructions
 
 
 class ToolParams(BaseModel):
@@ -100,7 +94,7 @@ class Tool:
 
     name: ClassVar[str]
     title: ClassVar[str]
-    description: ClassVar[str]
+    description: str  # a class attribute, or computed per instance from live state (libraries, skills)
     version: ClassVar[str] = "1"
     Params: ClassVar[type[ToolParams]]
     policy: ClassVar[ToolPolicy] = ToolPolicy()

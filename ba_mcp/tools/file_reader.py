@@ -32,42 +32,32 @@ class FileReaderParams(ToolParams):
         Field(
             min_length=1,
             max_length=4096,
-            description="What to read: an upload id (upload_sales), an artifact id (artifact_0123456789ab), "
-            "a code id (code_0123456789ab), or a path relative to the workspace (uploads/sales.csv).",
+            description="upload_<name>, artifact_<id>, code_<id> or a workspace path (uploads/sales.csv)",
         ),
     ]
-    format: Annotated[
-        Format, Field(description="File format; 'auto' decides by the file's extension or artifact kind.")
-    ] = "auto"
+    format: Annotated[Format, Field(description="'auto': by the file's extension or artifact kind")] = "auto"
     encoding: Annotated[
-        str | None, Field(max_length=40, description="Text encoding (e.g. utf-8, latin-1, utf-16). Default: detected.")
+        str | None, Field(max_length=40, description="e.g. utf-8, latin-1, utf-16 (default: detected)")
     ] = None
     nrows: Annotated[
         int | None,
-        Field(ge=1, le=10_000_000, description="Tables: read at most this many rows. Text: at most this many lines."),
+        Field(ge=1, le=10_000_000, description="rows of a table, lines of a text"),
     ] = None
-    offset: Annotated[
-        int, Field(ge=0, description="Tables: index of the first data row to read. Text: first character to read.")
-    ] = 0
-    sheet: Annotated[
-        str | int | None, Field(description="Excel: the sheet name or 0-based index (default: the first sheet).")
-    ] = None
+    offset: Annotated[int, Field(ge=0, description="first row of a table, first character of a text")] = 0
+    sheet: Annotated[str | int | None, Field(description="Excel: sheet name or 0-based index (default: the first)")] = (
+        None
+    )
 
 
 class FileReader(Tool):
     name = "file_reader"
     title = "Read a file"
     description = (
-        "Read a file from the analysis workspace: CSV, TSV, Excel (choose a sheet), JSON, JSON Lines, "
-        "Parquet, text, markdown, Python or SQL. Tables come back with schema, per-column summary and a "
-        "preview; text as a window of the document. Use it to inspect uploads (upload_<name>), results of "
-        "other tools (artifact_<id>) and code (code_<id>); the resource ba://files lists them.\n"
-        "Levels: brief = one line (shape, columns, artifact id); standard = schema + summary + first rows "
-        "(or the first ~2,000 tokens of text); full = every row / the whole text when it fits, else "
-        "standard + an artifact.\n"
-        "Limits: nrows/offset read only the rows asked for, so previews of huge files are cheap; files "
-        "over the configured size are read partially and say how to continue. Paths outside the "
-        "workspace are refused."
+        "Read a file of the analysis workspace: CSV, TSV, Excel, JSON, JSON Lines, Parquet, text, markdown, "
+        "Python, SQL. Tables come back with schema, summary and rows; text as a window. path: an upload "
+        "(upload_<name>), an artifact (artifact_<id>), code (code_<id>) or a workspace path (uploads/x.csv); "
+        "the resource ba://files lists them. nrows/offset read only what is asked, so previews of huge files "
+        "are cheap; larger files are read in part and the result says how to continue."
     )
     version = "1"
     Params = FileReaderParams

@@ -44,24 +44,19 @@ class QueryDatabaseParams(ToolParams):
         Field(
             min_length=1,
             max_length=100_000,
-            description="One read-only SQL statement (DuckDB dialect): SELECT, WITH … SELECT, DESCRIBE, SUMMARIZE, "
-            "EXPLAIN. Values go in `params`, never into the SQL text.",
+            description="SELECT, WITH … SELECT, DESCRIBE, SUMMARIZE or EXPLAIN; values go in params",
         ),
     ]
     max_rows: Annotated[
         int,
         Field(
             ge=1,
-            description="Rows to fetch for the observation (default 1,000). A larger result is kept "
-            "whole as an artifact.",
+            description="rows to fetch (a larger result is kept whole as an artifact)",
         ),
     ] = 1000
     params: Annotated[
         dict[str, Any] | list[Any] | None,
-        Field(
-            description="Bind values: an object for named parameters ($name) or an array for positional ones "
-            "(? or $1); JSON text of either is accepted too."
-        ),
+        Field(description="bind values: an object for $name, an array for ? or $1"),
     ] = None
 
     @field_validator("params", mode="before")
@@ -75,9 +70,7 @@ class QueryDatabaseParams(ToolParams):
                 raise ValueError("params is text but not valid JSON; pass an object or an array") from None
         return value
 
-    database: Annotated[
-        str, Field(max_length=100, description="Connection name from the configuration (default 'demo').")
-    ] = "demo"
+    database: Annotated[str, Field(max_length=100, description="a configured connection")] = "demo"
 
 
 class QueryDatabase(Tool):
@@ -86,14 +79,10 @@ class QueryDatabase(Tool):
     description = (
         "Run one read-only SQL statement (DuckDB dialect) on a configured database — by default 'demo', an "
         "office-supplies retailer 2022–2025 (orders, order_lines, customers, products, regions, channels, "
-        "calendar, view order_facts). The schema of each database is the resource db://{database}/schema.\n"
-        "Workspace data is queryable too: files by relative path (SELECT * FROM 'uploads/sales.csv'), uploads "
-        "by id (FROM upload_sales), and every table artifact by its id (FROM artifact_0123456789ab) — join them "
-        "freely with database tables. Do the work in SQL (filter, aggregate, join) rather than fetching raw rows.\n"
-        "Levels: brief = shape + columns + artifact id; standard = schema, per-column summary, first 10 rows; "
-        "full = every fetched row when it fits. Results over max_rows are kept whole as a table artifact.\n"
-        "Limits: read-only (writes, ATTACH, COPY, INSTALL/LOAD, SET/PRAGMA and files outside the workspace are "
-        "refused), one statement per call, bind values with params, a timeout per query."
+        "calendar, view order_facts); its schema: the resource db://{database}/schema. Workspace data is "
+        "queryable too: FROM 'uploads/sales.csv', FROM upload_sales, FROM artifact_<id>; join it with tables. "
+        "Aggregate in SQL rather than fetching raw rows: results over max_rows are kept whole as an artifact. "
+        "Writes, ATTACH, COPY, INSTALL, SET and files outside the workspace are refused."
     )
     version = "1"
     Params = QueryDatabaseParams

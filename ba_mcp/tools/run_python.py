@@ -35,29 +35,14 @@ _PROGRESS_EVERY_S = 1.0
 
 
 class RunPythonParams(ToolParams):
-    code: str = Field(
-        description=(
-            "Python code to run. State persists between calls like a notebook (variables, imports, loaded data). "
-            "The value of the last expression is returned (a DataFrame as a table); matplotlib figures are returned "
-            "as images. Helpers: load_artifact(id) → DataFrame/text/JSON, save_artifact(obj, title=None) → "
-            "artifact id, load_upload(id) → DataFrame, open_upload(id, mode='r'|'rb'), progress(done, total, msg)."
-        )
-    )
-    timeout: float | None = Field(
-        None, gt=0, description="Seconds before the run is interrupted (default 60; the server caps it)."
-    )
-    reset: bool = Field(False, description="Start a fresh interpreter first (all variables are dropped).")
+    code: str = Field(description="Python; the value of the last expression is returned")
+    timeout: float | None = Field(None, gt=0, description="seconds (default 60; the server caps it)")
+    reset: bool = Field(False, description="start a fresh interpreter first")
 
 
 class RunPython(BaseTool):
     name = "run_python"
     title = "Run Python"
-    description = (
-        "Run Python in a sandboxed, persistent interpreter with pandas, numpy and matplotlib loaded. "
-        "Filter and aggregate large data here rather than returning it whole; workspace files are read "
-        "through the helpers (uploads, artifacts), the session directory is the working directory, "
-        "there is no network."
-    )
     Params = RunPythonParams
     policy = ToolPolicy(idempotent=False, read_only=False, cache=CachePolicy(mode=CacheMode.NEVER))
     artifact_reader = 'run_python: load_artifact("{id}")'
@@ -75,6 +60,20 @@ class RunPython(BaseTool):
         self.artifacts = artifacts
         self.code = code
         self.sandboxes = sandboxes
+        self.libraries = available_libraries(settings.allowed_imports)
+        self.description = (
+            "Run Python in a sandboxed interpreter, one per session: variables, imports and loaded data persist "
+            "between calls like a notebook (reset=true starts afresh). The last expression's value is returned "
+            "(a DataFrame as a table, kept whole as an artifact) and every matplotlib figure as an image.\n"
+            "Helpers: load_upload(id, **pandas_options) → DataFrame; open_upload(id, mode='r'|'rb'); "
+            "load_artifact(id) → DataFrame/str/JSON/bytes; save_artifact(obj, title=None) → an artifact id the "
+            "other tools can use (SELECT … FROM artifact_…); progress(done, total, message).\n"
+            f"stdout/stderr show the first {settings.output_head_chars:,} and last {settings.output_tail_chars:,} "
+            "characters with the total; save big output with save_artifact. No network; files written live in a "
+            "private session directory until reset.\n"
+            f"Libraries: {', '.join(self.libraries)}. Other imports outside a safe standard-library list are "
+            "refused (a guardrail, not the sandbox's boundary)."
+        )
 
     def deadline_grace(self) -> float:
         """Extra seconds the runner allows beyond the call's timeout: the tool interrupts, waits and
@@ -316,7 +315,7 @@ def _result(
     error = reply.get("error")
     stdout, stderr = _stream(reply.get("stdout")), _stream(reply.get("stderr"))
     if error:
-        raise _failure(error, stdout, stderr, code_id)
+        raise _failure(error, stdout, stderr, code_id, app.libraries)
     parts: list[tuple[str, RawResult]] = []
     for label, (text, note) in (("stdout", stdout), ("stderr", stderr)):
         if text:
@@ -380,7 +379,36 @@ def _stream(report: dict[str, Any] | None) -> tuple[str, str]:
     )
 
 
-def _failure(error: dict[str, Any], stdout: tuple[str, str], stderr: tuple[str, str], code_id: str) -> ToolFailure:
+ANALYST_LIBRARIES = (
+    "pandas",
+    "numpy",
+    "scipy",
+    "statsmodels",
+    "matplotlib",
+    "seaborn",
+    "plotly",
+    "pyarrow",
+    "duckdb",
+    "openpyxl",
+    "xlrd",
+    "xlsxwriter",
+)
+
+
+def available_libraries(allowed: list[str] | str) -> list[str]:
+    """The analyst's libraries that are both allowed and installed (found without importing them)."""
+    import importlib.util
+
+    return [
+        name
+        for name in ANALYST_LIBRARIES
+        if (allowed == "*" or name in allowed) and importlib.util.find_spec(name) is not None
+    ]
+
+
+def _failure(
+    error: dict[str, Any], stdout: tuple[str, str], stderr: tuple[str, str], code_id: str, libraries: list[str]
+) -> ToolFailure:
     etype = str(error.get("type"))
     detail = str(error.get("traceback") or "").rstrip()
     printed = ""
@@ -397,8 +425,8 @@ def _failure(error: dict[str, Any], stdout: tuple[str, str], stderr: tuple[str, 
     if etype == "ImportPolicyError":
         return denied(
             str(error.get("message")),
-            "use the allowed libraries (pandas, numpy, scipy, statsmodels, matplotlib, the safe standard library); "
-            "an administrator can extend run_python.allowed_imports",
+            f"use the installed libraries ({', '.join(libraries)}) or the safe standard library; "
+            "an administrator can extend tools.run_python.allowed_imports",
             code="IMPORT_NOT_ALLOWED",
         )
     if error.get("memory"):
