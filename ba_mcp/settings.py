@@ -41,6 +41,8 @@ class _Section(BaseModel):
 class ObservationSettings(_Section):
     structured_content: bool = False
     preview_rows: int = Field(10, ge=1, le=200)
+    standard_whole_rows: int = Field(50, ge=0, le=1000)
+    standard_budget_tokens: int = Field(1000, ge=100)
     inline_limit_tokens: int = Field(8000, ge=100)
     document_window_tokens: int = Field(2000, ge=50)
     json_budget_tokens: int = Field(1500, ge=50)

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -56,6 +57,7 @@ def test_a_crash_mid_write_leaves_nothing_listed(tmp_path: Path) -> None:
 import os, sys
 sys.path.insert(0, {str(Path(__file__).resolve().parent.parent)!r})
 from pathlib import Path
+from typing import Any
 from ba_mcp.pipeline.artifacts import ArtifactStore
 from ba_mcp.settings import ArtifactSettings
 s = ArtifactStore(Path({str(root)!r}), ArtifactSettings())
@@ -263,3 +265,79 @@ def test_upload_ids(tmp_path: Path) -> None:
     with pytest.raises(ToolFailure, match="ambiguous"):
         ws.resolve("upload_report")
     assert sorted(uid for uid, _, _ in ws.uploads()) == ["upload_Q3_sales", "upload_report.csv", "upload_report.xlsx"]
+
+
+# -- levels earn their names (issue 10) -------------------------------------------------------------
+
+
+def _observer(tmp_path: Path):
+    from ba_mcp.pipeline.observe import Observer, ToolTraits
+    from ba_mcp.settings import ObservationSettings
+
+    counter = TokenCounter(config_dir() / "token_encoders.yaml", "claude")
+    traits = {"t": ToolTraits("offset", 'file_reader(path="{id}")')}
+    return Observer(store(tmp_path), counter, ObservationSettings(), traits)
+
+
+def _shapes() -> list[Any]:
+    import numpy as np
+
+    from ba_mcp.pipeline.results import Document, JsonValue, Table
+
+    rng = np.random.default_rng(3)
+
+    def table(rows: int, cols: int, text: bool = False) -> Table:
+        data = {f"c{i}": rng.normal(1000, 300, rows).round(2) for i in range(cols)}
+        if text:
+            data["label"] = [f"item number {i} with a longer label" for i in range(rows)]
+        return Table(f"t{rows}x{cols}", pd.DataFrame(data))
+
+    return [
+        table(1, 2),
+        table(5, 3),
+        table(16, 4, text=True),
+        table(50, 2),
+        table(51, 2),
+        table(200, 8, text=True),
+        table(10_000, 8),
+        Table("wide", pd.DataFrame({f"col{i}": ["x" * 120] * 3 for i in range(40)})),
+        Document("short", "One sentence. Two sentences."),
+        Document("long", "\n".join(f"Paragraph {i}: revenue grew by {i % 9} percent." for i in range(3000))),
+        JsonValue("small", {"a": 1, "b": [1, 2, 3], "c": {"d": "e"}}),
+        JsonValue("big", {f"k{i}": {"values": list(range(20)), "name": f"n{i}"} for i in range(300)}),
+    ]
+
+
+def test_levels_cost_what_their_names_say_and_partial_views_name_their_artifact(tmp_path: Path) -> None:
+    from ba_mcp.pipeline.results import Table
+
+    observer = _observer(tmp_path)
+    for raw in _shapes():
+        obs = {lvl: observer.observe("t", raw, lvl) for lvl in OutputLevel}
+        brief, standard, full = obs[OutputLevel.BRIEF], obs[OutputLevel.STANDARD], obs[OutputLevel.FULL]
+        assert brief.tokens < standard.tokens <= full.tokens, (raw.title, brief.tokens, standard.tokens, full.tokens)
+        for o in (standard, full):
+            if o.structured.get("truncated"):
+                assert o.structured["artifact_id"] and o.structured["artifact_id"] in o.text, (raw.title, o.text)
+        if isinstance(raw, Table) and len(raw.frame) <= 50 and raw.title != "wide":
+            assert standard.structured["shown_rows"] == len(raw.frame), raw.title  # small tables whole
+
+
+def test_previews_round_floats_full_drops_noise_and_times_stay_on_every_row(tmp_path: Path) -> None:
+    from ba_mcp.pipeline.results import Table
+
+    observer = _observer(tmp_path)
+    frame = pd.DataFrame(
+        {
+            "amount": [43974.710000000014, 0.1 + 0.2, 123456789.123, 1e-7],
+            "when": pd.to_datetime(
+                ["2022-01-01 00:00:00", "2022-01-01 01:00:00", "2022-01-02", "2022-01-03 12:30"], format="ISO8601"
+            ),
+        }
+    )
+    full = observer.observe("t", Table("f", frame), OutputLevel.FULL).text
+    assert "43974.71," in full and "0.3," in full and "0.30000000000000004" not in full
+    assert "2022-01-01T00:00:00" in full and "2022-01-02T00:00:00" in full  # not "2022-01-01" beside times
+    big = Table("b", pd.concat([frame[["amount"]]] * 30, ignore_index=True))
+    standard = observer.observe("t", big, OutputLevel.STANDARD).text
+    assert "43974.7\n" in standard and "123456789\n" in standard and "1e-07\n" in standard

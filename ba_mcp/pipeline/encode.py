@@ -47,7 +47,11 @@ def cell_value(value: Any) -> Any:
         except (ValueError, AttributeError):
             pass
     if isinstance(value, float):
-        return None if math.isnan(value) else (int(value) if value.is_integer() and abs(value) < 2**53 else value)
+        if math.isnan(value):
+            return None
+        if value.is_integer() and abs(value) < 2**53:
+            return int(value)
+        return float(f"{value:.15g}")  # 43974.710000000014 -> 43974.71: floating-point noise is not data
     if isinstance(value, dt.datetime) and value.tzinfo is None and value.time() == dt.time():
         return value.date().isoformat()  # a date stored as a timestamp: the time adds tokens, not information
     if isinstance(value, (dt.datetime, dt.date, dt.time)):
@@ -68,8 +72,22 @@ def cell_value(value: Any) -> Any:
 
 
 def _rows(frame: pd.DataFrame) -> Iterator[list[Any]]:
+    """Rows as plain values. A datetime column with a time of day on any row keeps it on every row (a
+    midnight value printed as a date next to timestamps would read as a different kind of value)."""
+    keep_time = {i for i, col in enumerate(frame.columns) if _has_time_of_day(frame[col])}
     for row in frame.itertuples(index=False, name=None):
-        yield [cell_value(v) for v in row]
+        yield [v.isoformat() if i in keep_time and not is_missing(v) else cell_value(v) for i, v in enumerate(row)]
+
+
+def _has_time_of_day(series: pd.Series) -> bool:
+    import pandas as pd
+
+    if not pd.api.types.is_datetime64_any_dtype(series):
+        return False
+    values = series.dropna()
+    if values.empty:
+        return False
+    return bool((values != values.dt.normalize()).any())
 
 
 def _text(value: Any) -> str:

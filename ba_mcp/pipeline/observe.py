@@ -9,6 +9,7 @@ as an artifact and the observation names its id; nothing is silently dropped.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -25,7 +26,11 @@ if TYPE_CHECKING:
     from ba_mcp.pipeline.tokens import TokenCounter
     from ba_mcp.settings import ObservationSettings
 
-_INLINE_BYTES_LIMIT = 1024 * 1024  # anything over 1 MB goes to an artifact whatever the level
+_INLINE_BYTES_LIMIT = 1024 * 1024
+_ARTIFACT_NOTE_TOKENS = 60  # what the "Truncated: … Complete table: artifact_…" line costs
+_SHORT_TEXT_CHARS = (
+    160  # a text this short is its own brief form  # anything over 1 MB goes to an artifact whatever the level
+)
 
 
 @dataclass
@@ -144,7 +149,7 @@ class Observer:
     def _table(self, tool: str, raw: Table, level: OutputLevel) -> _Part:
         frame = raw.frame
         n, m = frame.shape
-        columns = [{"name": str(c), "type": _dtype(frame[c])} for c in frame.columns]
+        columns = [{"name": str(c), "type": raw.column_types.get(str(c)) or _dtype(frame[c])} for c in frame.columns]
         structured: dict[str, Any] = {
             "kind": "table",
             "title": raw.title,
@@ -200,9 +205,38 @@ class Observer:
             structured.update(truncated=bool(n), shown_rows=0, artifact_id=kept.id if kept else None)
             return _Part([line, *source_more], structured, artifacts=[kept] if kept else [])
 
+        whole = self._whole_at_standard(raw, extent, columns, source_more)
+        if whole is not None:
+            structured.update(truncated=False, shown_rows=n, artifact_id=None)
+            return _Part(whole, structured)
         preview, cut = _preview(frame, self.s.preview_rows, self.s.max_cell_chars)
         kept = self._keep(tool, raw) if (n > self.s.preview_rows or cut) else None
         return self._table_standard(raw, extent, columns, kept, structured, source_more, preview)
+
+    def _whole_at_standard(
+        self, raw: Table, extent: str, columns: list[dict[str, str]], source_more: list[str]
+    ) -> list[str] | None:
+        """A table of at most ``standard_whole_rows`` rows is shown whole at standard — schema and every row,
+        no per-column summary (every value is in view; a summary of an already-aggregated table misleads) —
+        when that fits the standard budget, or costs no more than the summary view would. None otherwise."""
+        frame = raw.frame
+        n = len(frame)
+        if n > self.s.standard_whole_rows or (raw.artifact_id and raw.total_rows and raw.total_rows > raw.offset + n):
+            return None
+        rows, _ = _preview(frame, n, max_chars=None)
+        lines = [
+            f"{raw.title}: {extent}",
+            "Schema: " + ", ".join(f"{c['name']}: {c['type']}" for c in columns),
+            "Rows (csv):" if n else "No rows.",
+        ]
+        if n:
+            lines.append(encode_csv(rows))
+        lines.extend(source_more)
+        tokens = self.counter.count_tokens("\n".join(lines))
+        if tokens <= self.s.standard_budget_tokens:
+            return lines
+        summary = self._table_standard(raw, extent, columns, None, {}, source_more).lines
+        return lines if tokens <= self.counter.count_tokens("\n".join(summary)) + _ARTIFACT_NOTE_TOKENS else None
 
     def _table_standard(
         self,
@@ -262,6 +296,10 @@ class Observer:
             return _Part([f"{raw.title}: empty ({size})", *source_more], structured)
 
         if level is OutputLevel.BRIEF:
+            flat = " ".join(text.split())
+            if len(flat) <= _SHORT_TEXT_CHARS:  # shorter than naming an artifact would be: the text itself
+                structured.update(truncated=False, artifact_id=None)
+                return _Part([f"{raw.title} ({len(text):,} characters): {flat}", *source_more], structured)
             first = _first_sentence(text)
             complete = first.strip() == text.strip()
             meta = None if complete else self._keep(tool, raw)
@@ -379,9 +417,16 @@ def _total(raw: Table) -> str:
 
 
 def _dtype(series: pd.Series) -> str:
+    from decimal import Decimal
+
     name = str(series.dtype)
     if name in ("object", "str", "string"):
-        return "string" if all(isinstance(v, str) or is_missing(v) for v in series) else "mixed"
+        values = [v for v in series if not is_missing(v)]
+        if all(isinstance(v, str) for v in values):
+            return "string"
+        if values and all(isinstance(v, Decimal) for v in values):
+            return "decimal"
+        return "mixed"
     return {
         "datetime64[ns]": "datetime",
         "datetime64[us]": "datetime",
@@ -435,16 +480,29 @@ def _distinct(series: pd.Series) -> int:
         return int(series.astype(str).nunique())
 
 
-def _preview(frame: pd.DataFrame, rows: int, max_chars: int) -> tuple[pd.DataFrame, bool]:
-    """The first rows with long text cells cut; ``cut`` says whether any cell was shortened."""
+def _round_float(value: Any) -> Any:
+    """A preview's float: six significant digits, in plain notation where that is readable."""
+    if not isinstance(value, float) or not math.isfinite(value) or value == 0:
+        return value
+    magnitude = math.floor(math.log10(abs(value)))
+    if magnitude >= 15 or magnitude < -4:
+        return float(f"{value:.6g}")
+    return round(value, max(0, 5 - magnitude))
+
+
+def _preview(frame: pd.DataFrame, rows: int, max_chars: int | None) -> tuple[pd.DataFrame, bool]:
+    """The first rows with long text cells cut and floats rounded to six significant digits (the artifact
+    keeps exact values); ``cut`` says whether any cell was shortened."""
     head = frame.head(rows).copy()
     cut = False
     for col in head.columns:
+        if head[col].dtype.kind == "f":
+            head[col] = head[col].map(_round_float).astype(object)
         if head[col].dtype.kind in "OSUT" or str(head[col].dtype) in ("str", "string"):
 
             def shorten(v: Any) -> Any:
                 nonlocal cut
-                if isinstance(v, str) and len(v) > max_chars:
+                if max_chars is not None and isinstance(v, str) and len(v) > max_chars:
                     cut = True
                     return v[: max_chars - 1] + "…"
                 return v

@@ -39,6 +39,7 @@ class Table(_Base):
     total_rows: int | None = None
     more: bool = False
     next_args: dict[str, Any] | None = None
+    column_types: dict[str, str] = field(default_factory=dict)  # display names the frame's dtypes lose
 
 
 @dataclass

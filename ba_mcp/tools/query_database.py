@@ -145,7 +145,7 @@ class QueryDatabase(Tool):
             try:
                 relation = cur.sql(plan.sql, params=params.params)
                 reader = relation.to_arrow_reader(_BATCH_ROWS)
-                return _collect(reader, params, app)
+                return _collect(reader, params, app, _display_types(relation))
             except ToolFailure:
                 raise
             except Exception as exc:
@@ -278,7 +278,22 @@ def _dataset(resolved: Resolved, app: QueryDatabase) -> Any:
     )
 
 
-def _collect(reader: pa.RecordBatchReader, params: QueryDatabaseParams, app: QueryDatabase) -> Table:
+def _display_types(relation: Any) -> dict[str, str]:
+    """DuckDB types that Arrow cannot tell apart, named as the model should read them (HUGEINT arrives as
+    decimal128(38, 0))."""
+    shown: dict[str, str] = {}
+    for name, dtype in zip(relation.columns, relation.types, strict=False):
+        text = str(dtype).upper()
+        if text in ("HUGEINT", "UHUGEINT"):
+            shown[name] = "int128" if text == "HUGEINT" else "uint128"
+        elif text.startswith("DECIMAL"):
+            shown[name] = text.lower().replace(" ", "")
+    return shown
+
+
+def _collect(
+    reader: pa.RecordBatchReader, params: QueryDatabaseParams, app: QueryDatabase, types: dict[str, str]
+) -> Table:
     """At most max_rows + 1 rows in memory; the rest, if any, streamed with them into a Parquet artifact."""
     import pyarrow as pa
 
@@ -294,7 +309,7 @@ def _collect(reader: pa.RecordBatchReader, params: QueryDatabaseParams, app: Que
     title = f"query on {params.database}"
     if have <= limit:
         frame = pa.Table.from_batches(head, schema=schema).to_pandas()
-        return Table(title, frame, total_rows=len(frame), meta={"database": params.database})
+        return Table(title, frame, total_rows=len(frame), meta={"database": params.database}, column_types=types)
     # More rows than asked for: keep the complete result, streamed, within the artifact size limit.
     meta, total, complete = _stream_to_artifact(head, reader, schema, app, title)
     first = pa.Table.from_batches(head, schema=schema).slice(0, limit).to_pandas()
@@ -312,6 +327,7 @@ def _collect(reader: pa.RecordBatchReader, params: QueryDatabaseParams, app: Que
     return Table(
         title,
         first,
+        column_types=types,
         total_rows=total if complete else None,
         more=not complete,
         notes=notes,
