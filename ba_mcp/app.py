@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from ba_mcp.databases import Databases
 from ba_mcp.pipeline.artifacts import ArtifactStore, CodeStore
 from ba_mcp.pipeline.cache import RawCache
+from ba_mcp.pipeline.levels import RecentTokens
 from ba_mcp.pipeline.observe import Observer, ToolTraits
 from ba_mcp.pipeline.runner import Runner
 from ba_mcp.pipeline.telemetry import Metrics, TelemetryLog
@@ -39,6 +40,7 @@ class SessionState:
     key: str
     metrics: Metrics = field(default_factory=Metrics)
     log_level: str = "warning"
+    recent: RecentTokens = field(default_factory=RecentTokens)  # the token budget's sliding window
 
 
 class App:

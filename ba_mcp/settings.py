@@ -160,6 +160,8 @@ class Settings(_Section):
     default_output_level: LevelName = "standard"
     session_token_budget: int = Field(200_000, ge=1000)
     budget_downgrade_ratio: float = Field(0.8, gt=0, le=1)
+    budget_window_s: float = Field(1800, gt=0)
+    downgrade_floor_tokens: int = Field(300, ge=0)
     model_family: ModelFamily = "claude"
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "WARNING"
     observation: ObservationSettings = ObservationSettings()

@@ -257,14 +257,27 @@ async def test_file_reader_cache_follows_the_file(tmp_path: Path) -> None:
 
 async def test_session_budget_downgrades_unnamed_levels_to_brief(tmp_path: Path) -> None:
     ticker = Ticker()
-    server = make_server(tmp_path, [ticker], session_token_budget=1000)
+    server = make_server(tmp_path, [ticker], session_token_budget=1000, downgrade_floor_tokens=60)
     async with Client(server) as client:
         big = await client.call_tool("ticker", {"n": 400, "output_level": "full"})
         assert meta_of(big)["level"] == "full"
-        auto = await client.call_tool("ticker", {"n": 5})
-        explicit = await client.call_tool("ticker", {"n": 5, "output_level": "standard"})
-    assert meta_of(auto)["level"] == "brief" and "token budget" in text_of(auto)
+        auto = await client.call_tool("ticker", {"n": 300})
+        small = await client.call_tool("ticker", {"n": 5})
+        explicit = await client.call_tool("ticker", {"n": 300, "output_level": "standard"})
+    assert meta_of(auto)["level"] == "brief" and "of its budget" in text_of(auto)
+    assert meta_of(small)["level"] == "standard"  # smaller than brief plus a follow-up call: not downgraded
     assert meta_of(explicit)["level"] == "standard"
+
+
+def test_the_budget_is_a_sliding_window() -> None:
+    from ba_mcp.pipeline.levels import RecentTokens
+
+    recent = RecentTokens()
+    recent.add(150_000, now=0.0)
+    recent.add(10_000, now=1000.0)
+    assert recent.within(1800, now=1500.0) == 160_000
+    assert recent.within(1800, now=2000.0) == 10_000  # the old result aged out: a long-lived process recovers
+    assert recent.within(1800, now=5000.0) == 0
 
 
 async def test_composites_images_and_artifacts(tmp_path: Path) -> None:

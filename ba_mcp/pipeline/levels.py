@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import collections
 import enum
+import threading
+import time
 from dataclasses import dataclass
 
 
@@ -17,6 +20,7 @@ class LevelChoice:
     level: OutputLevel
     explicit: bool
     downgraded: bool
+    asked: OutputLevel | None = None  # the level it would have been, when downgraded
 
 
 def resolve_level(
@@ -34,5 +38,28 @@ def resolve_level(
         return LevelChoice(OutputLevel(explicit), explicit=True, downgraded=False)
     level = OutputLevel(tool_default or global_default)
     if level is not OutputLevel.BRIEF and tokens_used > downgrade_ratio * budget:
-        return LevelChoice(OutputLevel.BRIEF, explicit=False, downgraded=True)
+        return LevelChoice(OutputLevel.BRIEF, explicit=False, downgraded=True, asked=level)
     return LevelChoice(level, explicit=False, downgraded=False)
+
+
+class RecentTokens:
+    """Observation tokens a session received within the last ``window_s`` seconds — the budget's measure.
+    A sliding window, so one long-lived process (Claude Desktop keeps its server running across many
+    conversations) is never starved: old results stop counting as they age out."""
+
+    def __init__(self) -> None:
+        self._events: collections.deque[tuple[float, int]] = collections.deque()
+        self._total = 0
+        self._lock = threading.Lock()
+
+    def add(self, tokens: int, now: float | None = None) -> None:
+        with self._lock:
+            self._events.append((time.monotonic() if now is None else now, tokens))
+            self._total += tokens
+
+    def within(self, window_s: float, now: float | None = None) -> int:
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            while self._events and now - self._events[0][0] > window_s:
+                self._total -= self._events.popleft()[1]
+            return self._total

@@ -28,7 +28,7 @@ from pydantic import ValidationError
 
 from ba_mcp.pipeline.cache import CacheMode, cache_key
 from ba_mcp.pipeline.errors import META_KEY, Code, ErrorType, ToolFailure, classify, error_result, timed_out
-from ba_mcp.pipeline.levels import resolve_level
+from ba_mcp.pipeline.levels import OutputLevel, resolve_level
 from ba_mcp.pipeline.observe import Observation
 from ba_mcp.pipeline.telemetry import CallRecord
 from ba_mcp.tools.base import Tool, ToolContext
@@ -92,36 +92,47 @@ class Runner:
             record.input_tokens = self.app.tokens.count_tokens(json.dumps(arguments, default=str)[:200_000])
             params = self._validate(tool, arguments)
             settings = self.app.settings
+            recent = state.recent.within(settings.budget_window_s)
             choice = resolve_level(
                 params.output_level,
                 tool.settings.default_level,
                 settings.default_output_level,
-                state.metrics.output_tokens,
+                recent,
                 settings.session_token_budget,
                 settings.budget_downgrade_ratio,
             )
-            record.output_level, record.level_downgraded = choice.level.value, choice.downgraded
             timeout = self.timeout_for(tool, getattr(params, "timeout", None))
             ctx = ToolContext(session=session, timeout=timeout, progress=self._progress_bridge(progress))
-            notes = []
-            if choice.downgraded:
-                used = state.metrics.output_tokens / settings.session_token_budget
-                notes.append(
-                    f"level is brief because this session has received {used:.0%} of its token budget; "
-                    "pass output_level to choose another"
-                )
-                await _tell(notify, "info", f"{tool.name}: output level downgraded to brief (token budget)")
+            window_min = settings.budget_window_s / 60
 
             def observe(raw: RawResult) -> Observation:
-                return self.app.observer.observe(tool.name, raw, choice.level, notes)
+                if choice.downgraded and choice.asked is not None:
+                    # A small result is not worth a downgrade: brief plus the follow-up call it invites
+                    # would cost more than the observation asked for.
+                    asked = self.app.observer.observe(tool.name, raw, choice.asked)
+                    if asked.tokens <= settings.downgrade_floor_tokens:
+                        return asked
+                    note = (
+                        f"level is brief because this session received {recent:,} observation tokens in the "
+                        f"last {window_min:.0f} minutes ({recent / settings.session_token_budget:.0%} of its "
+                        "budget); pass output_level to choose another"
+                    )
+                    return self.app.observer.observe(tool.name, raw, OutputLevel.BRIEF, [note])
+                return self.app.observer.observe(tool.name, raw, choice.level)
 
             outcome = await self._execute_cached(tool, params, ctx, notify, observe)
             record.cache_hit, record.retries = outcome.cache_hit, outcome.retries
             obs = outcome.observation
+            level = str(obs.structured.get("level") or choice.level.value)
+            record.output_level = level
+            record.level_downgraded = choice.downgraded and level == OutputLevel.BRIEF.value
+            if record.level_downgraded:
+                await _tell(notify, "info", f"{tool.name}: output level downgraded to brief (token budget)")
             if outcome.retries:
                 obs.add_note(f"succeeded after {outcome.retries} retr{'y' if outcome.retries == 1 else 'ies'}")
             record.success = True
             record.output_tokens = obs.tokens
+            state.recent.add(obs.tokens)
             record.artifacts = [a.id for a in obs.artifacts]
             content: list[Any] = [TextContent(type="text", text=obs.text)]
             content += [
