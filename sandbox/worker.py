@@ -47,8 +47,11 @@ _THREAD_GRACE_S = 0.5
 class Capture(io.TextIOBase):
     """A text stream that keeps the first ``head`` and the last ``tail`` characters and counts all."""
 
-    def __init__(self, head: int, tail: int) -> None:
+    def __init__(self, head: int, tail: int, keep: int = 16 * 1024 * 1024) -> None:
         self.head_limit, self.tail_limit = head, tail
+        self.keep_limit = keep  # the whole output is kept up to this many characters (for an artifact)
+        self.kept: list[str] = []
+        self.kept_len = 0
         self.head: list[str] = []
         self.head_len = 0
         self.tail: collections.deque[str] = collections.deque()
@@ -59,6 +62,10 @@ class Capture(io.TextIOBase):
         if not isinstance(s, str):
             raise TypeError(f"write() argument must be str, not {type(s).__name__}")
         self.total += len(s)
+        if self.kept_len < self.keep_limit:
+            piece = s[: self.keep_limit - self.kept_len]
+            self.kept.append(piece)
+            self.kept_len += len(piece)
         room = self.head_limit - self.head_len
         if room > 0:
             self.head.append(s[:room])
@@ -83,6 +90,12 @@ class Capture(io.TextIOBase):
         tail = "".join(self.tail)
         kept_tail = tail[-self.tail_limit :] if self.tail_limit else ""
         return {"head": head, "tail": kept_tail, "total": self.total}
+
+    def whole(self) -> tuple[str, bool] | None:
+        """The whole output (or its first ``keep_limit`` characters, False) when head and tail left some out."""
+        if self.total <= len("".join(self.head)) + min(self.tail_len, self.tail_limit):
+            return None
+        return "".join(self.kept), self.kept_len >= self.total
 
 
 class Worker:
@@ -198,6 +211,11 @@ class Worker:
             reply["value"], fd = _describe_safely(value)
             if fd is not None:
                 fds.append(fd)
+        for name, stream in (("stdout", out), ("stderr", err)):  # descriptors in this order: value, stdout, stderr
+            whole = stream.whole()
+            if whole is not None:
+                reply[name]["whole"] = {"complete": whole[1]}
+                fds.append(_memfile(whole[0].encode("utf-8", "replace")))
         stopped, running = _stop_threads(threads_before)
         if stopped or running:
             reply["threads"] = {"stopped": stopped, "running": running}
@@ -465,22 +483,48 @@ def _error(exc: BaseException, filename: str) -> dict[str, Any]:
     """The exception with the traceback cut to the user's frames (the cell and what it called)."""
     if isinstance(exc, ImportPolicyError):
         return {"type": "ImportPolicyError", "message": str(exc), "module": exc.name, "traceback": ""}
-    frames = traceback.extract_tb(exc.__traceback__)
-    first = next((i for i, f in enumerate(frames) if f.filename == filename), len(frames))
-    user = [f for f in frames[first:] if not f.filename.startswith(_OWN_FILES)]
-    library = sum(1 for f in user if f.filename != filename)
+    stack = traceback.extract_tb(exc.__traceback__)
+    first = next((i for i, f in enumerate(stack) if f.filename == filename), len(stack))
+    frames = [f for f in stack[first:] if not f.filename.startswith(_OWN_FILES)]
     lines = ["Traceback (most recent call last):\n"]
-    lines += traceback.format_list(user[:2] + user[-6:] if len(user) > 8 else user)
-    if len(user) > 8:
-        lines.insert(3, f"  … {len(user) - 8} frames omitted …\n")
+    library: list[str] = []
+
+    def flush() -> None:  # library frames become one line naming their packages, never their paths
+        if library:
+            names = ", ".join(dict.fromkeys(library))
+            lines.append(f"  … {len(library)} frame(s) inside {names}\n")
+            library.clear()
+
+    user = 0
+    for frame in frames:
+        if frame.filename == filename:
+            flush()
+            lines.extend(traceback.format_list([frame]))
+            user += 1
+        else:
+            library.append(_package_of(frame.filename))
+    flush()
     lines += traceback.format_exception_only(type(exc), exc)
     return {
         "type": type(exc).__name__,
         "message": str(exc)[:2000],
         "traceback": "".join(lines)[-8000:],
-        "library_frames": library,
+        "library_frames": len(frames) - user,
         "memory": isinstance(exc, MemoryError),
     }
+
+
+def _package_of(path: str) -> str:
+    """The package a frame's file belongs to (``pandas``, ``json``), without the path."""
+    parts = path.replace("\\", "/").split("/")
+    for marker in ("site-packages", "dist-packages"):
+        if marker in parts:
+            rest = parts[parts.index(marker) + 1 :]
+            return rest[0].removesuffix(".py") if rest else "a library"
+    for i, part in enumerate(parts):
+        if part.startswith("python3") and i + 1 < len(parts):
+            return parts[i + 1].removesuffix(".py")
+    return os.path.basename(path).removesuffix(".py") or "a library"
 
 
 def _interrupted() -> dict[str, Any]:

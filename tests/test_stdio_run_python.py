@@ -244,3 +244,39 @@ async def test_concurrent_first_calls_of_a_session_share_one_interpreter(tmp_pat
         names = ok(await run(client, "sorted(k for k in dir() if k in ('v0', 'v1', 'v2'))"))
     assert "['v0', 'v1', 'v2']" in names
     assert sum("fresh interpreter" in t for t in texts) == 1
+
+
+# -- run_python tells the truth (issue 10) -----------------------------------------------------------
+
+
+async def test_tracebacks_show_the_users_frames_and_no_paths(py: ClientSession) -> None:
+    text = failed(await run(py, "import pandas as pd\ndf = pd.DataFrame({'a': [1]})\ndf['missing']"), "execution_error")
+    assert 'File "code_' in text and "KeyError" in text and "frame(s) inside pandas" in text
+    for real in ("site-packages", ".venv", "/root", "/work", sys.prefix):
+        assert real not in text, text
+    hint = failed(await run(py, "import pandas as pd\npd.read_csv('uploads/sales.csv')"), "execution_error")
+    assert 'load_upload("upload_sales")' in hint and "site-packages" not in hint
+    assert len(hint) < 1500
+
+
+async def test_long_output_keeps_its_last_line_and_the_whole_output_as_an_artifact(py: ClientSession) -> None:
+    result = await run(py, "for i in range(20000):\n    print(f'line {i}')\nprint('LAST LINE')")
+    text = ok(result)
+    assert "LAST LINE" in text and "line 0" in text
+    aid = re.search(r"the whole output is (artifact_[0-9a-f]{12})", text)
+    assert aid, text
+    whole = ok(await py.call_tool("file_reader", {"path": aid.group(1), "nrows": 3, "offset": 0}))
+    assert "line 0" in whole
+    stored = ok(await py.call_tool("file_reader", {"path": aid.group(1), "output_level": "brief"}))
+    printed = sum(len(f"line {i}\n") for i in range(20000)) + len("LAST LINE\n")
+    assert f"{printed:,} characters" in stored  # every character printed, not only the head and tail
+    cut = failed(
+        await run(py, "for i in range(5000):\n    print(f'row {i}')\nraise ValueError('late')"), "execution_error"
+    )
+    assert "row 4999" in cut and "ValueError: late" in cut and "artifact_" in cut  # the tail before the error
+
+
+async def test_short_output_and_values_are_shown_compactly(py: ClientSession) -> None:
+    text = ok(await run(py, "print('hello')\n6 * 7"))
+    assert "## stdout\nhello" in text and "## value (int)\n42" in text
+    assert "characters, 1 words" not in text

@@ -26,11 +26,10 @@ if TYPE_CHECKING:
     from ba_mcp.pipeline.tokens import TokenCounter
     from ba_mcp.settings import ObservationSettings
 
-_INLINE_BYTES_LIMIT = 1024 * 1024
+_INLINE_BYTES_LIMIT = 1024 * 1024  # anything over 1 MB goes to an artifact whatever the level
 _ARTIFACT_NOTE_TOKENS = 60  # what the "Truncated: … Complete table: artifact_…" line costs
-_SHORT_TEXT_CHARS = (
-    160  # a text this short is its own brief form  # anything over 1 MB goes to an artifact whatever the level
-)
+_SHORT_TEXT_CHARS = 160  # a text this short is its own brief form
+_COMPACT_PART_CHARS = 2000  # a composite's part this short is shown as it is, without a size header
 
 
 @dataclass
@@ -314,6 +313,8 @@ class Observer:
             structured.update(truncated=False, artifact_id=None, shown_chars=len(text))
             return _Part([f"{raw.title}: {size}", "", text, "", *source_more], structured)
 
+        if raw.tail_matters:
+            return self._head_and_tail(tool, raw, budget, size, structured, source_more)
         cut = self.counter.prefix_chars(text, budget)
         meta = self._keep(tool, raw)
         next_offset = raw.offset + cut
@@ -339,6 +340,35 @@ class Observer:
         structured.update(
             truncated=True, artifact_id=meta.id, shown_chars=cut, next_offset=next_offset, outline=outline
         )
+        return _Part(lines, structured, artifacts=[meta])
+
+    def _head_and_tail(
+        self,
+        tool: str,
+        raw: Document,
+        budget: int,
+        size: str,
+        structured: dict[str, Any],
+        source_more: list[str],
+    ) -> _Part:
+        """Program output over the budget: its beginning and its end (which ends with the last line
+        printed), half the budget each, and the whole text as an artifact."""
+        text = raw.text
+        head = self.counter.prefix_chars(text, budget // 2)
+        tail = self.counter.prefix_chars(text[::-1], budget // 2)
+        tail = min(tail, len(text) - head)
+        meta = self._keep(tool, raw)
+        lines = [
+            f"{raw.title}: {size}",
+            "",
+            text[:head].rstrip("\n"),
+            f"… [{len(text) - head - tail:,} characters not shown] …",
+            text[len(text) - tail :].rstrip("\n"),
+            "",
+            f"Truncated: the whole text is {meta.id} — {self._how_to_read(meta)}.",
+            *source_more,
+        ]
+        structured.update(truncated=True, artifact_id=meta.id, shown_chars=head + tail)
         return _Part(lines, structured, artifacts=[meta])
 
     # -- JSON ---------------------------------------------------------------------------------
@@ -394,6 +424,15 @@ class Observer:
         images: list[tuple[bytes, str]] = []
         artifacts: list[ArtifactMeta] = []
         for label, sub in raw.parts:
+            if isinstance(sub, Document) and not sub.more and len(sub.text) <= _COMPACT_PART_CHARS:
+                # Short output is shown as it is: a size header would cost more than the text it describes
+                lines.append(
+                    f"## {label}" + (f" ({sub.title.split('(', 1)[-1].rstrip(')')})" if "(" in sub.title else "")
+                )
+                lines.append(sub.text.rstrip("\n"))
+                lines.extend(f"Note: {n}" for n in sub.notes)
+                structured["parts"].append({"label": label, "kind": "document", "chars": len(sub.text)})
+                continue
             part = self._part(tool, sub, level)
             lines.append(f"## {label}")
             lines.extend(part.lines)

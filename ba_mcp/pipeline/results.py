@@ -53,6 +53,7 @@ class Document(_Base):
     total_chars: int | None = None
     more: bool = False
     next_args: dict[str, Any] | None = None
+    tail_matters: bool = False  # cut in the middle, not at the end (program output: its last lines explain it)
 
 
 @dataclass

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import select
 import time
@@ -25,6 +26,7 @@ from ba_mcp.sandbox_client import BadBlob, WorkerGone, WorkerProcess, read_blob
 from ba_mcp.settings import RunPythonSettings
 from ba_mcp.tools.base import Tool as BaseTool
 from ba_mcp.tools.base import ToolContext, ToolParams, ToolPolicy
+from ba_mcp.workspace import upload_id_for
 
 if TYPE_CHECKING:
     from ba_mcp.pipeline.artifacts import ArtifactStore, CodeStore
@@ -313,16 +315,28 @@ def _result(
     finally:
         _close_all(fds)
     error = reply.get("error")
+    value = reply.get("value")
+    table_blob = blobs.pop(0) if value and value.get("kind") == "table" else None
     stdout, stderr = _stream(reply.get("stdout")), _stream(reply.get("stderr"))
+    kept: dict[str, str] = {}
+    for label in ("stdout", "stderr"):
+        whole = (reply.get(label) or {}).get("whole")
+        if whole:
+            text = blobs.pop(0).decode("utf-8", "replace")
+            stored = app.artifacts.put_text(text, title=f"{label} of {code_id}", source_tool="run_python")
+            complete = "the whole output" if whole.get("complete") else f"its first {len(text):,} characters"
+            kept[label] = f'{complete} is {stored.id} (file_reader(path="{stored.id}"))'
     if error:
-        raise _failure(error, stdout, stderr, code_id, app.libraries)
+        raise _failure(error, stdout, stderr, code_id, app.libraries, kept)
     parts: list[tuple[str, RawResult]] = []
     for label, (text, note) in (("stdout", stdout), ("stderr", stderr)):
         if text:
-            parts.append((label, Document(label, text, notes=[note] if note else [])))
-    value = reply.get("value")
-    if value and value.get("kind") == "table":
-        frame = _arrow_frame(blobs.pop(0))
+            notes_here = [note] if note else []
+            if label in kept:
+                notes_here.append(kept[label])
+            parts.append((label, Document(label, text, notes=notes_here, tail_matters=True)))
+    if value and value.get("kind") == "table" and table_blob is not None:
+        frame = _arrow_frame(table_blob)
         parts.append(("value", Table("value of the last expression", frame, total_rows=len(frame))))
     elif value and value.get("kind") == "text":
         shown = value["text"]
@@ -407,14 +421,22 @@ def available_libraries(allowed: list[str] | str) -> list[str]:
 
 
 def _failure(
-    error: dict[str, Any], stdout: tuple[str, str], stderr: tuple[str, str], code_id: str, libraries: list[str]
+    error: dict[str, Any],
+    stdout: tuple[str, str],
+    stderr: tuple[str, str],
+    code_id: str,
+    libraries: list[str],
+    kept: dict[str, str] | None = None,
 ) -> ToolFailure:
     etype = str(error.get("type"))
     detail = str(error.get("traceback") or "").rstrip()
     printed = ""
-    for label, (text, _) in (("stdout", stdout), ("stderr", stderr)):
-        if text:
-            printed += f"\n{label} before the error ({len(text):,} characters):\n{text[:3000]}"
+    for label, (text, note) in (("stdout", stdout), ("stderr", stderr)):
+        if text:  # the output's end, which the exception cut short, is what explains it
+            shown = text if len(text) <= 3000 else "…" + text[-3000:]
+            printed += f"\n{label} before the error ({note or f'{len(text):,} characters'}):\n{shown}"
+            if kept and label in kept:
+                printed += f"\n({label}: {kept[label]})"
     if error.get("syntax"):
         return ToolFailure(
             ErrorType.VALIDATION_ERROR,
@@ -436,11 +458,16 @@ def _failure(
             f"{etype}: {error.get('message')} (the sandbox's memory limit)\n{detail}{printed}",
             f"work on fewer rows or columns, or in chunks; the interpreter keeps its state; code stored as {code_id}",
         )
+    hint = f"fix the code and run it again; variables set before the error are kept; code stored as {code_id}"
+    missing = re.search(r"No such file or directory: '(?:\./)?(uploads/[^']+)'", str(error.get("message")))
+    if etype == "FileNotFoundError" and missing:
+        upload = upload_id_for(missing.group(1).split("/", 1)[1])
+        hint = (
+            f'the workspace\'s files are not files of the sandbox: read it with load_upload("{upload}") '
+            f'(a DataFrame) or open_upload("{upload}"); ' + hint
+        )
     return ToolFailure(
-        ErrorType.EXECUTION_ERROR,
-        "PYTHON_EXCEPTION",
-        f"{etype}: {error.get('message')}\n{detail}{printed}",
-        f"fix the code and run it again; variables set before the error are kept; code stored as {code_id}",
+        ErrorType.EXECUTION_ERROR, "PYTHON_EXCEPTION", f"{etype}: {error.get('message')}\n{detail}{printed}", hint
     )
 
 
@@ -476,7 +503,8 @@ def _frame_problem(message: dict[str, Any], fds: list[int], token: str) -> str:
         shapes = isinstance(value, dict) and isinstance(figures, list) and all(isinstance(f, dict) for f in figures)
         if not shapes:
             return "a malformed answer"
-        wanted = (1 if value.get("kind") == "table" else 0) + sum(1 for f in figures if not f.get("error"))
+        streams = sum(1 for k in ("stdout", "stderr") if isinstance(message.get(k), dict) and message[k].get("whole"))
+        wanted = (1 if value.get("kind") == "table" else 0) + streams + sum(1 for f in figures if not f.get("error"))
         return "" if len(fds) == wanted else "an answer with unexpected descriptors"
     return f"an unknown frame {str(op)[:20]!r}"
 
