@@ -249,28 +249,39 @@ class Databases:
         return list(dict.fromkeys(found))
 
     def schema(self, name: str) -> dict[str, Any]:
-        """Tables and views with columns, types and row counts."""
+        """Tables and views with columns, types, row counts, comments, view definitions, and the values of
+        low-cardinality text columns (what an analyst wants before writing SQL)."""
         db = self.get(name)
         cur = db.connection.cursor()
         try:
             cols = cur.execute(
-                "SELECT table_name, column_name, data_type, is_nullable FROM information_schema.columns "
-                "WHERE table_schema = 'main' ORDER BY table_name, ordinal_position"
+                "SELECT table_name, column_name, data_type, is_nullable, comment FROM duckdb_columns() "
+                "WHERE schema_name = 'main' AND NOT internal ORDER BY table_name, column_index"
             ).fetchall()
-            kinds = dict(
-                cur.execute(
-                    "SELECT table_name, table_type FROM information_schema.tables WHERE table_schema = 'main'"
+            tables_info = {
+                t: {"kind": "table", "comment": c}
+                for t, c in cur.execute(
+                    "SELECT table_name, comment FROM duckdb_tables() WHERE schema_name = 'main' AND NOT internal"
                 ).fetchall()
-            )
+            }
+            for view, comment, sql in cur.execute(
+                "SELECT view_name, comment, sql FROM duckdb_views() WHERE schema_name = 'main' AND NOT internal"
+            ).fetchall():
+                tables_info[view] = {"kind": "view", "comment": comment, "definition": sql}
             tables: dict[str, dict[str, Any]] = {}
-            for table, column, dtype, nullable in cols:
-                entry = tables.setdefault(
-                    table, {"kind": "view" if kinds.get(table) == "VIEW" else "table", "columns": []}
+            for table, column, dtype, nullable, comment in cols:
+                entry = tables.setdefault(table, {**tables_info.get(table, {"kind": "table"}), "columns": []})
+                entry["columns"].append(
+                    {"name": column, "type": dtype, "nullable": bool(nullable), "comment": comment or ""}
                 )
-                entry["columns"].append({"name": column, "type": dtype, "nullable": nullable == "YES"})
-            for table, entry in tables.items():
-                count = cur.execute(f'SELECT count(*) FROM "{table}"').fetchone()  # names from the catalog
+            for table, entry in tables.items():  # names come from the catalog, quoted
+                count = cur.execute(f'SELECT count(*) FROM "{table}"').fetchone()
                 entry["rows"] = count[0] if count else 0
+                if entry["kind"] != "table":
+                    continue
+                for col in entry["columns"]:
+                    if col["type"] == "VARCHAR" and entry["rows"]:
+                        col["values"] = _few_values(cur, table, col["name"])
         finally:
             cur.close()
         return {"database": name, "description": self.settings.databases[name].description, "tables": tables}
@@ -286,3 +297,16 @@ class Databases:
             if self._private is not None:
                 shutil.rmtree(self._private, ignore_errors=True)
                 self._private = None
+
+
+_FEW = 12
+
+
+def _few_values(cur: duckdb.DuckDBPyConnection, table: str, column: str) -> list[str] | None:
+    """The distinct values of a text column when there are at most a dozen (order statuses, segments)."""
+    rows = cur.execute(
+        f'SELECT DISTINCT "{column}" FROM "{table}" WHERE "{column}" IS NOT NULL LIMIT {_FEW + 1}'
+    ).fetchall()
+    if len(rows) > _FEW:
+        return None
+    return sorted(str(r[0]) for r in rows)

@@ -58,6 +58,27 @@ PRODUCTS = [
 SEGMENTS = ["Consumer", "Small Business", "Corporate", "Public Sector"]
 
 
+# What an analyst would want to know before writing SQL (shown by the db://demo/schema resource).
+COMMENTS = [
+    "COMMENT ON TABLE orders IS 'One row per order (2022-2025). Revenue lives in order_lines; use the view "
+    "order_facts for revenue and margin per line.'",
+    "COMMENT ON COLUMN orders.status IS 'completed, returned or cancelled; only completed orders count as revenue'",
+    "COMMENT ON COLUMN orders.ship_date IS 'NULL for cancelled orders'",
+    "COMMENT ON TABLE order_lines IS 'One row per product on an order: quantity, unit_price (list price at the "
+    "time) and discount (a fraction, 0.1 = 10 %)'",
+    "COMMENT ON COLUMN order_lines.discount IS 'a fraction of unit_price: 0.1 means 10 % off'",
+    "COMMENT ON TABLE customers IS 'Customers; email and region_id may be missing'",
+    "COMMENT ON COLUMN customers.segment IS 'the customer''s market segment'",
+    "COMMENT ON TABLE products IS 'The catalogue; unit_cost is what the retailer pays, list_price what it asks'",
+    "COMMENT ON TABLE regions IS 'Sales regions (markets) with a country code'",
+    "COMMENT ON TABLE channels IS 'Where an order was placed: online, retail, partner or b2b'",
+    "COMMENT ON TABLE calendar IS 'One row per day of 2022-2025 with year, quarter, month, ISO week, weekday'",
+    "COMMENT ON VIEW order_facts IS 'One row per order line joined with its order, customer, product, region "
+    "and channel; net_revenue = quantity × unit_price × (1 − discount); gross_margin = quantity × "
+    "(discounted unit price − unit_cost)'",
+]
+
+
 def ensure_demo_database(path: Path) -> None:
     """Create the demo database at ``path`` unless it exists. Atomic: built beside it, then renamed."""
     if path.exists():
@@ -235,6 +256,8 @@ def _build(path: Path) -> None:
             LEFT JOIN regions r USING (region_id)
             JOIN channels ch USING (channel_id)
         """)
+        for statement in COMMENTS:
+            con.execute(statement)
         con.execute("CHECKPOINT")
     finally:
         con.close()

@@ -87,6 +87,19 @@ def register(server: MCPServer[Any], app: App) -> None:
     async def upload(name: str) -> str | bytes:
         return await anyio.to_thread.run_sync(_read_upload, app, name)
 
+    for name in app.databases.names:  # listed in resources/list, not only as a template
+
+        def read(name: str = name) -> str:
+            return schema_markdown(app, name)
+
+        server.resource(
+            f"db://{name}/schema",
+            name=f"{name}-schema",
+            title=f"Schema of database {name}",
+            mime_type="text/markdown",
+            description=f"Tables and views of {name}: columns, types, row counts, comments, view definitions.",
+        )(_threaded(read))
+
     @server.completion()
     async def complete(ref: Any, argument: Any, context: Any) -> Completion | None:
         if not isinstance(ref, ResourceTemplateReference):
@@ -97,6 +110,13 @@ def register(server: MCPServer[Any], app: App) -> None:
         prefix = argument.value or ""
         matches = [v for v in await anyio.to_thread.run_sync(completer, app) if v.startswith(prefix)]
         return Completion(values=matches[:100], total=len(matches), has_more=len(matches) > 100)
+
+
+def _threaded(fn: Callable[[], str]) -> Callable[[], Any]:
+    async def read() -> str:
+        return await anyio.to_thread.run_sync(fn)
+
+    return read
 
 
 async def read_special(app: App, uri: str, headers: Mapping[str, str] | None) -> list[ReadResourceContents] | None:
@@ -191,7 +211,17 @@ def schema_markdown(app: App, database: str) -> str:
     lines = [f"# Database {database}", schema["description"], ""]
     for table, entry in schema["tables"].items():
         lines.append(f"## {table} ({entry['kind']}, {entry['rows']:,} rows)")
-        lines += [f"- {c['name']}: {c['type']}{'' if c['nullable'] else ' not null'}" for c in entry["columns"]]
+        if entry.get("comment"):
+            lines.append(str(entry["comment"]))
+        for c in entry["columns"]:
+            line = f"- {c['name']}: {c['type']}{'' if c['nullable'] else ' not null'}"
+            if c.get("comment"):
+                line += f" — {c['comment']}"
+            if c.get("values"):
+                line += " — values: " + ", ".join(c["values"])
+            lines.append(line)
+        if entry.get("definition"):
+            lines += ["Definition:", "```sql", str(entry["definition"]).strip(), "```"]
         lines.append("")
     lines.append("Workspace data is queryable too: FROM 'uploads/<file>', FROM upload_<name>, FROM artifact_<id>.")
     return "\n".join(lines)

@@ -62,6 +62,16 @@ async def test_tool_listing_and_schema_resource(qs: Client) -> None:
     assert done.completion.values == ["demo"]
 
 
+async def test_the_schema_resource_explains_the_database(qs: Client) -> None:
+    listed = [str(r.uri) for r in (await qs.list_resources()).resources]
+    assert "db://demo/schema" in listed  # listed, not only a template
+    schema = (await qs.read_resource("db://demo/schema")).contents[0].text
+    assert "net_revenue" in schema and "(1 - l.discount)" in schema and "Definition:" in schema  # the view's SQL
+    assert "only completed orders count as revenue" in schema  # a column comment
+    assert "values: cancelled, completed, returned" in schema  # a low-cardinality text column
+    assert "Public Sector" in schema and "customer_name: VARCHAR\n" in schema  # many values: not listed
+
+
 async def test_analysis_on_the_demo_data(qs: Client) -> None:
     text = ok(
         await q(
