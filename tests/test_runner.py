@@ -113,6 +113,17 @@ class Mixed(Tool):
         )
 
 
+class Chatty(Tool):
+    """A composite of three large parts whose full view would be over the hosts' inline limits."""
+
+    name, title, description = "chatty", "Chatty", "returns a lot"
+    Params = CountParams
+
+    def execute(self, params: CountParams, ctx: ToolContext) -> Composite:
+        text = "\n".join(f"line {i} of a long report about revenue" for i in range(900))
+        return Composite("lots", parts=[(f"part {k}", Document(f"part {k}", text)) for k in range(3)])
+
+
 class UpstreamDown(Exception):
     """What an HTTP client raises when the other side refuses the connection (httpx.ConnectError's kind)."""
 
@@ -370,3 +381,11 @@ def test_retry_after_is_a_floor_that_jitter_never_lowers() -> None:
         delays = [retry_delay(1000, 1.5, 10_000, attempt, None) for _ in range(50)]
         base = min(1000 * 1.5**attempt, 10_000) / 1000
         assert all(base <= d <= base * 1.2 for d in delays)
+
+
+async def test_no_observation_is_over_what_hosts_show_inline(tmp_path: Path) -> None:
+    async with Client(make_server(tmp_path, [Chatty()])) as client:
+        result = await client.call_tool("chatty", {"output_level": "full"})
+    text = text_of(result)
+    assert not result.is_error and len(text) <= 48_000
+    assert "over what hosts show inline" in text and "artifact_" in text  # nothing dropped: kept as artifacts

@@ -40,6 +40,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _NOT_CACHE_ARGS = ("output_level", "timeout")
+# Below Claude Code's inline limits (MAX_MCP_OUTPUT_TOKENS 25,000; results over 50,000 characters go to a
+# file), with room for the host's own framing.
+HOST_MAX_TOKENS = 24_000
+HOST_MAX_CHARS = 48_000
 
 Notify = Callable[[str, str], Awaitable[None]]
 Observe = Callable[["RawResult"], Observation]
@@ -106,6 +110,20 @@ class Runner:
             window_min = settings.budget_window_s / 60
 
             def observe(raw: RawResult) -> Observation:
+                obs = observe_at(raw)
+                if len(obs.text) <= HOST_MAX_CHARS and obs.tokens <= HOST_MAX_TOKENS:
+                    return obs
+                # Claude Code cuts results over 25,000 tokens and moves those over 50,000 characters to a
+                # file: a smaller level, with everything left out in artifacts, reaches every host whole.
+                lower = OutputLevel.STANDARD if obs.structured.get("level") == "full" else OutputLevel.BRIEF
+                return self.app.observer.observe(
+                    tool.name,
+                    raw,
+                    lower,
+                    [f"shown at {lower.value}: the {obs.structured.get('level')} view was over what hosts show inline"],
+                )
+
+            def observe_at(raw: RawResult) -> Observation:
                 if choice.downgraded and choice.asked is not None:
                     # A small result is not worth a downgrade: brief plus the follow-up call it invites
                     # would cost more than the observation asked for.
