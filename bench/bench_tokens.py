@@ -18,7 +18,7 @@ import pandas as pd
 from ba_mcp.pipeline.artifacts import ArtifactStore
 from ba_mcp.pipeline.encode import ENCODERS
 from ba_mcp.pipeline.levels import OutputLevel
-from ba_mcp.pipeline.observe import Observer
+from ba_mcp.pipeline.observe import Observer, ToolTraits
 from ba_mcp.pipeline.results import Table
 from ba_mcp.pipeline.tokens import TokenCounter
 from ba_mcp.settings import config_dir, load_settings
@@ -74,10 +74,11 @@ def catalog(n: int) -> pd.DataFrame:
 
 
 def main() -> None:
-    settings = load_settings()
+    settings = load_settings(environ={})
     counter = TokenCounter(config_dir() / "token_encoders.yaml", "claude")
     store = ArtifactStore(Path(tempfile.mkdtemp(prefix="ba-bench-")), settings.artifacts)
-    observer = Observer(store, counter, settings.observation, frozenset({"file_reader"}))
+    traits = {"file_reader": ToolTraits("offset", 'file_reader(path="{id}")')}
+    observer = Observer(store, counter, settings.observation, traits)
 
     big = Table("orders", orders(10_000))
     standard = observer.observe("file_reader", big, OutputLevel.STANDARD).text
