@@ -62,6 +62,13 @@ async def test_tool_listing_and_schema_resource(qs: Client) -> None:
     assert done.completion.values == ["demo"]
 
 
+async def test_decimal_and_hugeint_columns_show_their_types(qs: Client) -> None:
+    sql = "SELECT 123.45::DECIMAL(18,2) AS amount, 170141183460469231731687303715884105727::HUGEINT AS big"
+    text = ok(await q(qs, sql, output_level="standard"))
+    assert "amount: decimal(18,2)" in text and "big: int128" in text and "mixed" not in text
+    assert "170141183460469231731687303715884105727" in text
+
+
 async def test_the_schema_resource_explains_the_database(qs: Client) -> None:
     listed = [str(r.uri) for r in (await qs.list_resources()).resources]
     assert "db://demo/schema" in listed  # listed, not only a template
