@@ -299,23 +299,9 @@ class Reader:
         try:
             workbook = python_calamine.CalamineWorkbook.from_path(str(self.r.path))
         except Exception:
-            raise ToolFailure(
-                ErrorType.VALIDATION_ERROR,
-                "BAD_EXCEL",
-                f"{self.title} is not a readable Excel file",
-                "check the file, or pass format= if it is another format",
-            ) from None
+            raise self._bad_excel() from None
         sheets = list(workbook.sheet_names)
-        sheet = self.p.sheet if self.p.sheet is not None else 0
-        if isinstance(sheet, int) or (isinstance(sheet, str) and sheet.isdigit() and sheet not in sheets):
-            index = int(sheet)
-            if not 0 <= index < len(sheets):
-                raise not_found(f"sheet index {index} does not exist", f"sheets: {', '.join(map(repr, sheets))}")
-            name = sheets[index]
-        elif sheet in sheets:
-            name = sheet
-        else:
-            raise not_found(f"no sheet named {str(sheet)[:60]!r}", f"sheets: {', '.join(map(repr, sheets))}")
+        name = self._sheet_name(sheets)
         nrows, notes = self._row_window()
         want = None if nrows is None else nrows + 1
         skip = range(1, self.p.offset + 1) if self.p.offset else None
@@ -384,12 +370,15 @@ class Reader:
         except ToolFailure:
             raise
         except Exception:
-            raise ToolFailure(
-                ErrorType.VALIDATION_ERROR,
-                "BAD_EXCEL",
-                f"{self.title} is not a readable Excel file",
-                "check the file, or pass format= if it is another format",
-            ) from None
+            raise self._bad_excel() from None
+
+    def _bad_excel(self) -> ToolFailure:
+        return ToolFailure(
+            ErrorType.VALIDATION_ERROR,
+            "BAD_EXCEL",
+            f"{self.title} is not a readable Excel file",
+            "check the file, or pass format= if it is another format",
+        )
 
     def _sheet_name(self, sheets: list[str]) -> str:
         sheet = self.p.sheet if self.p.sheet is not None else 0

@@ -158,3 +158,17 @@ def meta_of(result: Any) -> dict[str, Any]:
 
 def text_of(result: Any) -> str:
     return "\n".join(b.text for b in result.content if b.type == "text")
+
+
+def server_rss(ws: Path) -> int:
+    """RSS in bytes of the spawned ``ba-mcp serve`` process serving ``ws`` (found by its environment)."""
+    psutil = pytest.importorskip("psutil")
+    for p in psutil.process_iter(["cmdline"]):
+        cmd = p.info.get("cmdline") or []
+        if "ba_mcp" in cmd and "serve" in cmd:
+            try:
+                if p.environ().get("BA_MCP_WORKSPACE") == str(ws):
+                    return int(p.memory_info().rss)
+            except psutil.Error:
+                continue
+    raise AssertionError("server process not found")

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from mcp import ClientSession, stdio_client
 
-from tests.conftest import make_workspace, text_of
+from tests.conftest import make_workspace, server_rss, text_of
 from tests.sandbox_common import SECRET, failed, ok, run, sandbox_params
 
 pytestmark = [
@@ -264,24 +264,11 @@ async def test_closing_stdout_and_raw_writes_do_not_corrupt_the_protocol(raw: tu
 _FIND_WORKER = "w = next(c.cell_contents for c in save_artifact.__closure__ if hasattr(c.cell_contents, '_call'))\n"
 
 
-def _server_rss(ws: Path) -> int:
-    psutil = pytest.importorskip("psutil")
-    for p in psutil.process_iter(["cmdline"]):
-        cmd = p.info.get("cmdline") or []
-        if "ba_mcp" in cmd and "serve" in cmd:
-            try:
-                if p.environ().get("BA_MCP_WORKSPACE") == str(ws):
-                    return int(p.memory_info().rss)
-            except psutil.Error:
-                continue
-    raise AssertionError("server process not found")
-
-
 async def test_descriptors_from_the_worker_must_be_sealed_memory_files_within_the_limit(
     raw: tuple[ClientSession, Path],
 ) -> None:
     s, ws = raw
-    before = _server_rss(ws)
+    before = server_rss(ws)
     attempts = {
         "/dev/zero": "fd = os.open('/dev/zero', os.O_RDONLY)",
         "unsealed sparse memfd": "fd = os.memfd_create('x')\nos.ftruncate(fd, 19 * 1024 * 1024)",
@@ -294,7 +281,7 @@ async def test_descriptors_from_the_worker_must_be_sealed_memory_files_within_th
         code = f"import os\n{_FIND_WORKER}{make}\nw._call('save_artifact', fds=[fd], kind='text', title='x')"
         text = failed(await run(s, code), "execution_error", "PYTHON_EXCEPTION")
         assert "HelperError" in text and ("sealed" in text or "at most" in text), (label, text)
-    assert _server_rss(ws) - before < 16 * 1024 * 1024  # nothing of those was read
+    assert server_rss(ws) - before < 16 * 1024 * 1024  # nothing of those was read
     assert "artifact_" in ok(await run(s, "save_artifact('fine')"))
 
 

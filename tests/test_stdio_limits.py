@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from mcp import ClientSession, stdio_client
 
-from tests.conftest import stdio_params, text_of
+from tests.conftest import server_rss, stdio_params, text_of
+from tests.sandbox_common import failed
 
 pytestmark = pytest.mark.anyio
 
@@ -102,30 +103,8 @@ async def ls(lworkspace: Path) -> AsyncIterator[ClientSession]:
         yield s
 
 
-def _server_rss(ws: Path) -> int:
-    psutil = pytest.importorskip("psutil")
-    for p in psutil.process_iter(["cmdline"]):
-        cmd = p.info.get("cmdline") or []
-        if "ba_mcp" in cmd and "serve" in cmd:
-            try:
-                if p.environ().get("BA_MCP_WORKSPACE") == str(ws):
-                    return int(p.memory_info().rss)
-            except psutil.Error:
-                continue
-    raise AssertionError("server process not found")
-
-
-def _error(result, etype: str, code: str | None = None) -> str:
-    text = text_of(result)
-    assert result.is_error, text
-    assert f"Error Type: {etype}" in text, text
-    if code:
-        assert f"Error Code: {code}" in text, text
-    return text
-
-
 async def test_an_xlsx_decompression_bomb_is_streamed_or_refused(ls: ClientSession, lworkspace: Path) -> None:
-    before = _server_rss(lworkspace)
+    before = server_rss(lworkspace)
     head = await ls.call_tool("file_reader", {"path": "uploads/bomb.xlsx", "nrows": 5, "output_level": "full"})
     text = text_of(head)
     assert not head.is_error, text
@@ -138,25 +117,25 @@ async def test_an_xlsx_decompression_bomb_is_streamed_or_refused(ls: ClientSessi
         assert "partial" in text or "read" in text, text
     sql = await ls.call_tool("query_database", {"query": "SELECT count(*) FROM 'uploads/bomb.xlsx'"})
     assert sql.is_error or "rows" in text_of(sql)
-    assert _server_rss(lworkspace) - before < 400 * MB
+    assert server_rss(lworkspace) - before < 400 * MB
 
 
 async def test_enormous_lines_and_columns_are_bounded(ls: ClientSession, lworkspace: Path) -> None:
-    before = _server_rss(lworkspace)
+    before = server_rss(lworkspace)
     for _ in range(3):
         wide = await ls.call_tool("file_reader", {"path": "uploads/wide.csv", "nrows": 5, "output_level": "brief"})
-        _error(wide, "validation_error", "TOO_MANY_COLUMNS")
+        failed(wide, "validation_error", "TOO_MANY_COLUMNS")
         line = await ls.call_tool("file_reader", {"path": "uploads/oneline.txt", "output_level": "brief"})
         assert not line.is_error, text_of(line)
         full = await ls.call_tool("file_reader", {"path": "uploads/oneline.txt", "output_level": "full"})
         assert not full.is_error and len(text_of(full)) < 100_000
-    assert _server_rss(lworkspace) - before < 300 * MB
+    assert server_rss(lworkspace) - before < 300 * MB
     assert not (await ls.call_tool("file_reader", {"path": "uploads/a.csv"})).is_error
 
 
 async def test_deep_json_and_broken_data_in_sql_get_clear_errors(ls: ClientSession) -> None:
     deep = await ls.call_tool("file_reader", {"path": "uploads/deep.json"})
-    assert "nested" in _error(deep, "validation_error", "BAD_JSON")
+    assert "nested" in failed(deep, "validation_error", "BAD_JSON")
     for query, code in (
         ("SELECT * FROM 'uploads/malformed.csv'", "BAD_DATA"),
         ("SELECT * FROM 'uploads/corrupt.parquet'", "BAD_DATA"),
@@ -202,11 +181,11 @@ async def test_queries_past_their_timeout_stop_and_give_their_memory_back(ls: Cl
     for sql in hostile:
         await timed_out(sql)
     await anyio.sleep(1.0)
-    warmed = _server_rss(lworkspace)
+    warmed = server_rss(lworkspace)
     for sql in 4 * hostile:  # with the warm-up round, ten hostile calls in a row
         await timed_out(sql)
     await anyio.sleep(1.0)
-    assert _server_rss(lworkspace) - warmed < 512 * MB
+    assert server_rss(lworkspace) - warmed < 512 * MB
     assert not (await ls.call_tool("query_database", {"query": "SELECT 1"})).is_error
 
 

@@ -30,6 +30,20 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _wait_for_port(proc: subprocess.Popen[bytes], port: int, timeout: float = 30) -> None:
+    """Until the server accepts connections on 127.0.0.1:port (or fail with what it printed)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            if proc.poll() is not None:
+                raise RuntimeError(proc.stderr.read().decode() if proc.stderr else "server exited") from None
+            time.sleep(0.1)
+    raise RuntimeError(f"the server did not listen on port {port} within {timeout} s")
+
+
 @pytest.fixture(scope="module")
 def http_server(workspace: Path) -> Iterator[str]:
     port = _free_port()
@@ -40,15 +54,7 @@ def http_server(workspace: Path) -> Iterator[str]:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            break
-        except OSError:
-            if proc.poll() is not None:
-                raise RuntimeError(proc.stderr.read().decode() if proc.stderr else "server exited") from None
-            time.sleep(0.1)
+    _wait_for_port(proc, port)
     yield f"http://127.0.0.1:{port}/mcp"
     proc.terminate()
     proc.wait(10)
@@ -149,13 +155,7 @@ async def test_live_python_workers_are_capped_with_a_clear_error(tmp_path: Path)
     )
     url = f"http://127.0.0.1:{port}/mcp"
     try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                time.sleep(0.1)
+        _wait_for_port(proc, port)
         async with streamable_http_client(url) as (ra, wa, *_), ClientSession(ra, wa) as a:
             await a.initialize()
             assert not (await a.call_tool("run_python", {"code": "1"})).is_error
