@@ -172,7 +172,13 @@ class WorkerProcess:
         return self.proc.poll() is None
 
     def kill(self) -> None:
-        """End the worker and everything it started (its process group and PID namespace)."""
+        """End the worker and everything it started (its process group and PID namespace). The worker (the
+        shim's child) goes first, so the shim reaps it and no zombie waits for the host's init."""
+        for child in _children(self.proc.pid):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(child, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=0.5)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, signal.SIGKILL)
         try:
@@ -214,6 +220,15 @@ class WorkerProcess:
         crash report must not show where the server, Python or the workspace live)."""
         text = bytes(self.noise[-limit:]).decode("utf-8", "replace").strip()
         return _PATH.sub(lambda m: ".../" + m.group(0).rstrip("/").rsplit("/", 1)[-1], text)
+
+
+def _children(pid: int) -> list[int]:
+    """The direct children of ``pid`` (Linux /proc; empty where it cannot be read)."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children", encoding="ascii") as f:
+            return [int(c) for c in f.read().split()]
+    except (OSError, ValueError):
+        return []
 
 
 def remove_cgroups(pids: list[int] | None = None, wait_s: float = 2.0) -> None:

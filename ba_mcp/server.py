@@ -281,12 +281,16 @@ def build_server(app: App) -> BaServer:
 
     @asynccontextmanager
     async def lifespan(server: MCPServer[App]) -> AsyncIterator[App]:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(_background, app)
-            try:
-                yield app
-            finally:
-                tg.cancel_scope.cancel()
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(_background, app)
+                try:
+                    yield app
+                finally:
+                    tg.cancel_scope.cancel()
+        finally:
+            # Outside the cancelled task group, and shielded: the workers must end with the server.
+            with anyio.CancelScope(shield=True):
                 await app.aclose()
 
     registered = list(app.tools.values())
