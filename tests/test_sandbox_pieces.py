@@ -98,3 +98,27 @@ def test_code_store_is_content_addressed_and_listed_with_metadata(tmp_path: Path
     meta = json.loads((ws.dir("code") / f"{first}.meta.json").read_text())
     assert meta["description"] == "weekly churn" and meta["line_count"] == 4 and meta["language"] == "python"
     assert ws.resolve(first).kind == "code"
+
+
+def test_identical_code_stored_concurrently_never_fails(tmp_path: Path) -> None:
+    """Issue 11 item 4: one temporary name per process made concurrent identical writes collide."""
+    import threading
+
+    store = CodeStore(tmp_path / "code", 64 * 1024 * 1024, 3600)
+    errors: list[BaseException] = []
+    ids: set[str] = set()
+
+    def writer() -> None:
+        for i in range(50):
+            try:
+                ids.add(store.put(f"x = {i % 5}\n"))
+            except BaseException as exc:
+                errors.append(exc)
+
+    threads = [threading.Thread(target=writer) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and len(ids) == 5
+    assert all((tmp_path / "code" / f"{i}.py").is_file() for i in ids)
