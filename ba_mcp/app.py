@@ -73,6 +73,7 @@ class App:
         self.observer = Observer(self.artifacts, self.tokens, settings.observation, traits)
         self.sessions: dict[str, SessionState] = {}
         self._sessions_lock = threading.Lock()
+        self.loop_lag: dict[str, float] = {"samples": 0, "max_ms": 0.0, "over_50ms": 0}  # telemetry.lag_monitor
         self.runner = Runner(self)
 
     def _builtin_tools(self) -> list[Tool]:

@@ -159,10 +159,12 @@ def read_artifact_resource(app: App, aid: str) -> tuple[str | bytes, str]:
 
 def metrics_report(app: App, session: str) -> str:
     """The metrics of one client session only (S-9): no other session's activity or key."""
-    report = {
+    report: dict[str, Any] = {
         "session": app.session(session).metrics.report(),
         "artifacts": {"count": len(app.artifacts.list()), "bytes": app.artifacts.total_bytes()},
     }
+    if app.settings.telemetry.lag_monitor:
+        report["event_loop"] = {k: round(v, 1) for k, v in app.loop_lag.items()}
     return json.dumps(report, indent=1)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 import warnings
 from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
@@ -284,6 +285,8 @@ def build_server(app: App) -> BaServer:
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(_background, app)
+                if app.settings.telemetry.lag_monitor:
+                    tg.start_soon(_watch_event_loop, app)
                 try:
                     yield app
                 finally:
@@ -323,6 +326,20 @@ async def _background(app: App) -> None:
             log.info("artifact cleanup: %s", removed)
         await anyio.to_thread.run_sync(app.sandboxes.reap_idle, app.settings.run_python.idle_timeout_s)
         await anyio.sleep(app.settings.artifacts.cleanup_interval_s)
+
+
+async def _watch_event_loop(app: App) -> None:
+    """The lag monitor (SPEC P-7): sleep 10 ms, record how late the wake-up came. A late wake-up means
+    something held the event loop (or the GIL) that long."""
+    lag = app.loop_lag
+    while True:
+        asked = time.perf_counter()
+        await anyio.sleep(0.01)
+        late_ms = (time.perf_counter() - asked - 0.01) * 1000
+        lag["samples"] += 1
+        lag["max_ms"] = max(lag["max_ms"], late_ms)
+        if late_ms > 50:
+            lag["over_50ms"] += 1
 
 
 def _register_logging(server: BaServer) -> None:

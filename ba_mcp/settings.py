@@ -71,6 +71,7 @@ class RetrySettings(_Section):
 
 class TelemetrySettings(_Section):
     enabled: bool = True
+    lag_monitor: bool = False
     otlp_endpoint: str | None = None
 
 

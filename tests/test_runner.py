@@ -389,3 +389,16 @@ async def test_no_observation_is_over_what_hosts_show_inline(tmp_path: Path) -> 
     text = text_of(result)
     assert not result.is_error and len(text) <= 48_000
     assert "over what hosts show inline" in text and "artifact_" in text  # nothing dropped: kept as artifacts
+
+
+async def test_the_lag_monitor_reports_the_event_loops_responsiveness(tmp_path: Path) -> None:
+    import json
+
+    import anyio
+
+    async with Client(make_server(tmp_path, [Ticker()], telemetry={"lag_monitor": True})) as client:
+        await client.call_tool("ticker", {"n": 3})
+        await anyio.sleep(0.2)
+        report = json.loads((await client.read_resource("ba://metrics")).contents[0].text)
+    loop = report["event_loop"]
+    assert loop["samples"] >= 5 and loop["max_ms"] >= 0 and loop["over_50ms"] >= 0
