@@ -499,7 +499,7 @@ def _limits(options: dict[str, Any], own_count: bool) -> list[str]:
         resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # an oversized write fails with EFBIG instead
         active.append(f"file size {options['max_file_mb']} MB")
-    if options.get("max_processes") and not _root_started(options):  # root: the pids cgroup, above
+    if options.get("max_processes") and not options.get("_root"):  # started as root: the pids cgroup, above
         if not own_count:
             # Outside a user namespace the count includes every process of the user, so the limit
             # could stop the worker's own threads.
@@ -509,7 +509,3 @@ def _limits(options: dict[str, Any], own_count: bool) -> list[str]:
             resource.setrlimit(resource.RLIMIT_NPROC, (n, n))
             active.append(f"processes {n}")
     return active
-
-
-def _root_started(options: dict[str, Any]) -> bool:
-    return bool(options.get("_root"))
