@@ -155,7 +155,7 @@ class AsyncFetch(Tool):
                 self.cancelled = True
                 raise
         if self.calls <= self.fail:
-            raise UpstreamDown("connection refused by 10.0.0.1:443 while reading /srv/secret")
+            raise UpstreamDown("connection refused by upstream.invalid:443 while reading /srv/secret")
         return JsonValue("fetched", {"calls": self.calls, "n": params.n})
 
     def classify_error(self, exc: BaseException) -> ToolFailure | None:
@@ -369,7 +369,7 @@ async def test_an_async_tools_own_errors_keep_the_error_format(tmp_path: Path) -
         "Error Type: transient_error",
         "Error Code: UPSTREAM_DOWN",
     ]
-    assert "/srv/secret" not in text and "10.0.0.1" not in text  # the tool's words, not the exception's
+    assert "/srv/secret" not in text and "upstream.invalid" not in text  # the tool's words, not the exception's
     assert meta_of(result)["error"]["retryable"] is True
 
 

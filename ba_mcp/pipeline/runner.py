@@ -30,6 +30,7 @@ from ba_mcp.pipeline.cache import CacheMode, cache_key
 from ba_mcp.pipeline.errors import META_KEY, Code, ErrorType, ToolFailure, classify, error_result, timed_out
 from ba_mcp.pipeline.levels import OutputLevel, resolve_level
 from ba_mcp.pipeline.observe import Observation
+from ba_mcp.pipeline.results import approx_size
 from ba_mcp.pipeline.telemetry import CallRecord
 from ba_mcp.tools.base import Tool, ToolContext
 
@@ -126,10 +127,12 @@ class Runner:
             def observe_at(raw: RawResult) -> Observation:
                 if choice.downgraded and choice.asked is not None:
                     # A small result is not worth a downgrade: brief plus the follow-up call it invites
-                    # would cost more than the observation asked for.
-                    asked = self.app.observer.observe(tool.name, raw, choice.asked)
-                    if asked.tokens <= settings.downgrade_floor_tokens:
-                        return asked
+                    # would cost more than the observation asked for. Only a result small in memory is
+                    # observed at the asked level to find out; a large one goes straight to brief.
+                    if approx_size(raw) <= settings.downgrade_floor_tokens * 16:
+                        asked = self.app.observer.observe(tool.name, raw, choice.asked)
+                        if asked.tokens <= settings.downgrade_floor_tokens:
+                            return asked
                     note = (
                         f"level is brief because this session received {recent:,} observation tokens in the "
                         f"last {window_min:.0f} minutes ({recent / settings.session_token_budget:.0%} of its "
