@@ -2,8 +2,9 @@
 client, per-session state, and the tools — each constructed once with the services it needs. The server
 is then built from it (``server.build_server(app)``), so tool descriptions may depend on live state.
 
-There are no module-level singletons. Heavy imports (pandas, pyarrow, the tokenizer vocabulary) are
-warmed up in the background after start so the handshake stays as fast as a bare MCPServer's (P-1).
+There are no module-level singletons. Heavy imports (pyarrow, the tokenizer vocabulary) are warmed up in
+the background after start so the handshake stays as fast as a bare MCPServer's (P-1); pandas is not
+imported on the common paths at all (tables are Arrow from the engines to the observer).
 ``aclose()`` (or ``close()``) ends the workers and closes the databases.
 """
 
@@ -94,7 +95,7 @@ class App:
     def warm_up(self) -> None:
         """Import what the first calls need and load the vocabulary (run in a background thread)."""
         try:
-            import pandas  # noqa: F401
+            import pyarrow.compute
             import pyarrow.parquet  # noqa: F401
 
             self.tokens.load()

@@ -176,7 +176,9 @@ class Reader:
             return cap, notes
         return nrows, notes
 
-    def _table(self, frame: pd.DataFrame, more: bool, notes: list[str], total: int | None = None, **meta: Any) -> Table:
+    def _table(
+        self, frame: pd.DataFrame | pa.Table, more: bool, notes: list[str], total: int | None = None, **meta: Any
+    ) -> Table:
         offset = self.p.offset
         if total is None and not more:
             total = offset + len(frame)
@@ -440,7 +442,7 @@ class Reader:
             row += n
         table = pf.read_row_groups(groups) if groups else pf.schema_arrow.empty_table()
         table = table.slice(start - first_row if groups else 0, max(stop - start, 0))
-        return self._table(table.to_pandas(), stop < total, notes, total=total)
+        return self._table(table, stop < total, notes, total=total)
 
     def _read_json(self) -> RawResult:
         if self.large:
@@ -710,7 +712,6 @@ def detect_encoding(sample: bytes) -> str | None:
 def table_of(source: Source, settings: FileReaderSettings, title: str) -> pa.Table:
     """The whole of a tabular source (JSON records, JSON Lines, a workbook's first sheet) as an Arrow table,
     within the reader's bounds; ``validation_error`` when it is not a table or is read only in part."""
-    import pyarrow as pa
 
     raw = Reader(source, Window(), settings, title, None).read(format_for(source.suffix))
     if not isinstance(raw, Table) or raw.more:
@@ -720,4 +721,4 @@ def table_of(source: Source, settings: FileReaderSettings, title: str) -> pa.Tab
             f"{title} is not a table" if not isinstance(raw, Table) else f"{title} is too large to query whole",
             "query CSV, Parquet, JSON arrays of objects, JSON Lines or Excel files",
         )
-    return pa.Table.from_pandas(raw.frame, preserve_index=False)
+    return raw.frame

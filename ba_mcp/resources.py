@@ -145,10 +145,10 @@ def read_artifact_resource(app: App, aid: str) -> tuple[str | bytes, str]:
                     f"{aid} is a {meta.size:,}-byte table, too large to send whole; read it with file_reader "
                     "(offset, nrows) instead"
                 )
-            from ba_mcp.pipeline.encode import encode_csv
+            from ba_mcp.pipeline.encode import encode_table
 
-            _, frame = app.artifacts.read_table(aid)
-            return encode_csv(frame), "text/csv"
+            _, table = app.artifacts.read_table(aid)
+            return encode_table(table, "csv"), "text/csv"
         meta, data = app.artifacts.read_bytes(aid)
     except ToolFailure as failure:
         raise ResourceNotFoundError(failure.message) from None

@@ -160,15 +160,20 @@ def text_of(result: Any) -> str:
     return "\n".join(b.text for b in result.content if b.type == "text")
 
 
-def server_rss(ws: Path) -> int:
-    """RSS in bytes of the spawned ``ba-mcp serve`` process serving ``ws`` (found by its environment)."""
+def server_process(ws: Path) -> Any:
+    """The spawned ``ba-mcp serve`` process serving ``ws`` (found by its environment), as a psutil.Process."""
     psutil = pytest.importorskip("psutil")
     for p in psutil.process_iter(["cmdline"]):
         cmd = p.info.get("cmdline") or []
         if "ba_mcp" in cmd and "serve" in cmd:
             try:
                 if p.environ().get("BA_MCP_WORKSPACE") == str(ws):
-                    return int(p.memory_info().rss)
+                    return p
             except psutil.Error:
                 continue
     raise AssertionError("server process not found")
+
+
+def server_rss(ws: Path) -> int:
+    """RSS in bytes of the spawned ``ba-mcp serve`` process serving ``ws``."""
+    return int(server_process(ws).memory_info().rss)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
 import pytest
 import toon_format
 
@@ -18,6 +19,7 @@ from ba_mcp.pipeline.artifacts import ArtifactStore
 from ba_mcp.pipeline.encode import encode_table
 from ba_mcp.pipeline.errors import ToolFailure
 from ba_mcp.pipeline.levels import OutputLevel, resolve_level
+from ba_mcp.pipeline.results import arrow_table
 from ba_mcp.pipeline.tokens import TokenCounter
 from ba_mcp.settings import ArtifactSettings, ConfigError, config_dir, load_settings
 from ba_mcp.workspace import Workspace, upload_id_for
@@ -33,13 +35,13 @@ def store(tmp_path: Path, **settings: float) -> ArtifactStore:
 
 def test_artifacts_are_content_addressed_and_typed(tmp_path: Path) -> None:
     s = store(tmp_path)
-    frame = pd.DataFrame({"a": [1, 2, None], "b": ["x", "", None]})
-    t1 = s.put_table(frame, title="t", source_tool="test")
-    t2 = s.put_table(frame.copy(), title="again", source_tool="test")
+    table = pa.table({"a": [1, 2, None], "b": ["x", "", None]})
+    t1 = s.put_table(table, title="t", source_tool="test")
+    t2 = s.put_table(pa.table({"a": [1, 2, None], "b": ["x", "", None]}), title="again", source_tool="test")
     assert t1.id == t2.id and len(s.list()) == 1
     assert t1.id == "artifact_" + t1.sha256[:12] and t1.rows == 3 and t1.mime == "application/vnd.apache.parquet"
     _, back = s.read_table(t1.id)
-    assert back["b"].tolist()[:2] == ["x", ""] and pd.isna(back["b"][2])  # empty and missing stay distinct
+    assert back.column("b").to_pylist() == ["x", "", None]  # empty and missing stay distinct
     text = s.put_text("# hello", title="doc", source_tool="test", mime="text/markdown")
     js = s.put_json({"k": [1, 2]}, title="j", source_tool="test")
     assert (text.kind, js.kind) == ("markdown", "json")
@@ -110,13 +112,15 @@ def test_one_artifact_is_never_larger_than_the_store(tmp_path: Path) -> None:
 
 # -- encodings ------------------------------------------------------------------------------------
 
-FRAME = pd.DataFrame(
-    {
-        "name": ["Ann", "", None, 'He said "hi", then left'],
-        "amount": [1.5, None, 3.0, -2.25],
-        "when": pd.to_datetime(["2025-01-02", None, "2025-03-04", "2025-05-06"]),
-        "ok": [True, False, True, None],
-    }
+FRAME = arrow_table(  # built with pandas, as a parser or a DataFrame value would hand it over
+    pd.DataFrame(
+        {
+            "name": ["Ann", "", None, 'He said "hi", then left'],
+            "amount": [1.5, None, 3.0, -2.25],
+            "when": pd.to_datetime(["2025-01-02", None, "2025-03-04", "2025-05-06"]),
+            "ok": [True, False, True, None],
+        }
+    )
 )
 
 

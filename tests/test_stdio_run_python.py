@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from mcp import ClientSession, stdio_client
 
-from tests.conftest import make_workspace, meta_of
+from tests.conftest import make_workspace, meta_of, server_process
 from tests.sandbox_common import failed, ok, run, sandbox_params
 
 pytestmark = [
@@ -280,3 +280,41 @@ async def test_short_output_and_values_are_shown_compactly(py: ClientSession) ->
     text = ok(await run(py, "print('hello')\n6 * 7"))
     assert "## stdout\nhello" in text and "## value (int)\n42" in text
     assert "characters, 1 words" not in text
+
+
+async def test_the_server_process_never_loads_pandas(tmp_path: Path) -> None:
+    """Tables are Arrow from DuckDB, Parquet and the sandbox to the observer: after a query, a DataFrame
+    value, a Parquet artifact read back and the artifact resource, no pandas library is mapped into the
+    server. (pandas lives in the sandbox worker; in the server it is loaded by CSV, Excel and JSON parsing
+    and by querying workspace files: importing pyarrow.dataset and DuckDB's register() both import it.)"""
+    from ba_mcp.databases import DEMO_FILE
+    from ba_mcp.demo_data import ensure_demo_database
+
+    ws = make_workspace(tmp_path)
+    ensure_demo_database(ws / "data" / DEMO_FILE)
+    async with stdio_client(sandbox_params(ws)) as (read, write), ClientSession(read, write) as py:
+        await py.initialize()
+        await _lean_session(py, ws)
+
+
+async def _lean_session(py: ClientSession, ws: Path) -> None:
+    code = (
+        "import pandas as pd\n"
+        "pd.DataFrame({'x': [1.5, None, 3.25], 'when': pd.to_datetime(['2025-01-01 10:00', None, '2025-01-02 00:00'])})"
+    )
+    made = ok(await run(py, code))
+    assert "value of the last expression: 3 rows × 2 columns" in made and "2025-01-01T10:00:00" in made
+    query = await py.call_tool(
+        "query_database", {"query": "SELECT status, count(*) AS n, min(order_date) AS first FROM orders GROUP BY ALL"}
+    )
+    assert not query.is_error, query
+    saved = ok(await run(py, "import pandas as pd\nsave_artifact(pd.DataFrame({'n': range(300)}), title='numbers')"))
+    aid = re.search(r"artifact_[0-9a-f]{12}", saved)
+    assert aid
+    read = await py.call_tool("file_reader", {"path": aid.group(0)})
+    assert not read.is_error and "300 rows" in read.content[0].text  # type: ignore[union-attr]
+    resource = await py.read_resource(f"artifact://{aid.group(0)}")
+    assert resource.contents[0].text.startswith("n\n0\n1\n")  # type: ignore[union-attr]
+    mapped = {m.path for m in server_process(ws).memory_maps()}
+    assert not [path for path in mapped if "/pandas/" in path]
+    assert [path for path in mapped if "/pyarrow/" in path]  # the check sees the server's libraries

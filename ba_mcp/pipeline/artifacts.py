@@ -28,7 +28,7 @@ from ba_mcp.pipeline.errors import ErrorType, ToolFailure, not_found
 from ba_mcp.workspace import ARTIFACT_ID
 
 if TYPE_CHECKING:
-    import pandas as pd
+    import pyarrow as pa
 
     from ba_mcp.settings import ArtifactSettings
 
@@ -82,11 +82,9 @@ class ArtifactStore:
 
     # -- writing ------------------------------------------------------------------------------
 
-    def put_table(self, frame: pd.DataFrame, *, title: str, source_tool: str) -> ArtifactMeta:
-        import pyarrow as pa
+    def put_table(self, table: pa.Table, *, title: str, source_tool: str) -> ArtifactMeta:
         import pyarrow.parquet as pq
 
-        table = pa.Table.from_pandas(frame, preserve_index=False)
         return self.put_table_writer(
             lambda path: pq.write_table(table, path, compression="zstd"), title=title, source_tool=source_tool
         )
@@ -272,7 +270,7 @@ class ArtifactStore:
         with self.reading(aid) as meta:
             return meta, self.data_path(meta).read_bytes()
 
-    def read_table(self, aid: str) -> tuple[ArtifactMeta, pd.DataFrame]:
+    def read_table(self, aid: str) -> tuple[ArtifactMeta, pa.Table]:
         import pyarrow.parquet as pq
 
         with self.reading(aid) as meta:
@@ -280,7 +278,9 @@ class ArtifactStore:
                 raise ToolFailure(
                     ErrorType.VALIDATION_ERROR, "NOT_A_TABLE", f"{aid} is a {meta.kind} artifact, not a table"
                 )
-            return meta, pq.read_table(self.data_path(meta)).to_pandas()
+            return meta, pq.ParquetFile(
+                self.data_path(meta)
+            ).read()  # read_table goes through pyarrow.dataset, which imports pandas
 
     def _touch(self, meta: ArtifactMeta, force: bool = False) -> None:
         now = time.time()

@@ -1,9 +1,11 @@
 """Compact, faithful text encodings of tables for the ``full`` level.
 
-All encodings keep every row and column and distinguish a missing value from an empty string:
-CSV writes a missing value as an empty field and an empty string as ``""``; markdown writes missing
-as an empty cell and empty strings as ``""``; TOON and JSON write ``null``. Which one the pipeline
-uses is ``observation.table_encoding``; ``bench/bench_tokens.py`` measures them against JSON.
+Tables are Arrow tables; ``plain_rows`` turns one into plain JSON-able Python values, and every encoder
+works on a table's column names and those rows. All encodings keep every row and column and distinguish
+a missing value from an empty string: CSV writes a missing value as an empty field and an empty string as
+``""``; markdown writes missing as an empty cell and empty strings as ``""``; TOON and JSON write
+``null``. Which one the pipeline uses is ``observation.table_encoding``; ``bench/bench_tokens.py``
+measures them against JSON.
 """
 
 from __future__ import annotations
@@ -11,25 +13,31 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
-from collections.abc import Callable, Iterator
+import sys
+from collections.abc import Callable, Sequence
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    import pandas as pd
+    import pyarrow as pa
 
 ENCODINGS = ("csv", "markdown", "toon", "json", "json_pretty")
 
+Rows = Sequence[Sequence[Any]]
+
 
 def is_missing(value: Any) -> bool:
-    """A scalar null (None, NaN, NaT, pandas NA); containers are never missing."""
+    """A scalar null (None, NaN, NaT, pandas NA); containers are never missing. Never imports pandas."""
     if value is None:
         return True
+    if isinstance(value, float):
+        return math.isnan(value)
     if isinstance(value, (str, bytes, list, dict, tuple)) or hasattr(value, "__len__"):
         return False
+    pd = sys.modules.get("pandas")  # NaT and NA only exist where pandas made them
+    if pd is None:
+        return False
     try:
-        import pandas as pd
-
         return bool(pd.isna(value))
     except (TypeError, ValueError):
         return False
@@ -71,23 +79,80 @@ def cell_value(value: Any) -> Any:
     return value
 
 
-def _rows(frame: pd.DataFrame) -> Iterator[list[Any]]:
-    """Rows as plain values. A datetime column with a time of day on any row keeps it on every row (a
-    midnight value printed as a date next to timestamps would read as a different kind of value)."""
-    keep_time = {i for i, col in enumerate(frame.columns) if _has_time_of_day(frame[col])}
-    for row in frame.itertuples(index=False, name=None):
-        yield [v.isoformat() if i in keep_time and not is_missing(v) else cell_value(v) for i, v in enumerate(row)]
+def python_values(column: pa.ChunkedArray | pa.Array) -> list[Any]:
+    """A column's values as Python objects, without pandas: nanosecond times are read as microseconds
+    (pyarrow would otherwise hand out pandas Timestamps), map columns as dicts."""
+    import pyarrow as pa
+
+    t = column.type
+    values = microseconds(column).to_pylist()
+    if pa.types.is_map(t):
+        return [dict(v) if v is not None else None for v in values]
+    return values
 
 
-def _has_time_of_day(series: pd.Series) -> bool:
-    import pandas as pd
+def microseconds(column: Any) -> Any:
+    """A nanosecond timestamp, duration or time column cast to microseconds (Python's resolution); any
+    other column as it is."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
 
-    if not pd.api.types.is_datetime64_any_dtype(series):
-        return False
-    values = series.dropna()
-    if values.empty:
-        return False
-    return bool((values != values.dt.normalize()).any())
+    t = column.type
+    if not ((pa.types.is_timestamp(t) or pa.types.is_duration(t) or pa.types.is_time64(t)) and t.unit == "ns"):
+        return column
+    if pa.types.is_timestamp(t):
+        return pc.cast(column, pa.timestamp("us", t.tz), safe=False)
+    return pc.cast(column, pa.duration("us") if pa.types.is_duration(t) else pa.time64("us"), safe=False)
+
+
+def plain_rows(
+    table: pa.Table, *, round_floats: bool = False, max_chars: int | None = None
+) -> tuple[list[list[Any]], bool]:
+    """Rows of ``table`` as plain values (None for missing). A timestamp column with a time of day on any
+    row keeps it on every row (a midnight value printed as a date next to timestamps would read as a
+    different kind of value). ``round_floats``: six significant digits (previews; artifacts keep exact
+    values); ``max_chars``: text cells cut to that length. Returns the rows and whether any cell was cut."""
+    import pyarrow as pa
+
+    columns: list[list[Any]] = []
+    cut = False
+    for col in table.columns:
+        t = col.type
+        raw = python_values(col)
+        if pa.types.is_timestamp(t) and any(v is not None and v.time() != dt.time() for v in raw):
+            columns.append([v.isoformat() if v is not None else None for v in raw])
+            continue
+        if round_floats and pa.types.is_floating(t):
+            columns.append([cell_value(round_float(v)) for v in raw])
+            continue
+        values = [cell_value(v) for v in raw]
+        if max_chars is not None and _is_text(t):
+            for i, v in enumerate(values):
+                if isinstance(v, str) and len(v) > max_chars:
+                    values[i] = v[: max_chars - 1] + "…"
+                    cut = True
+        columns.append(values)
+    if not columns:
+        return [[] for _ in range(table.num_rows)], cut
+    return [list(r) for r in zip(*columns, strict=True)], cut
+
+
+def _is_text(t: pa.DataType) -> bool:
+    import pyarrow as pa
+
+    if pa.types.is_dictionary(t):
+        t = t.value_type
+    return bool(pa.types.is_string(t) or pa.types.is_large_string(t) or t == pa.string_view())
+
+
+def round_float(value: Any) -> Any:
+    """A preview's float: six significant digits, in plain notation where that is readable."""
+    if not isinstance(value, float) or not math.isfinite(value) or value == 0:
+        return value
+    magnitude = math.floor(math.log10(abs(value)))
+    if magnitude >= 15 or magnitude < -4:
+        return float(f"{value:.6g}")
+    return round(value, max(0, 5 - magnitude))
 
 
 def _text(value: Any) -> str:
@@ -107,9 +172,9 @@ def _csv_field(value: Any) -> str:
     return text
 
 
-def encode_csv(frame: pd.DataFrame) -> str:
-    lines = [",".join(_csv_field(str(c)) for c in frame.columns)]
-    lines.extend(",".join(_csv_field(v) for v in row) for row in _rows(frame))
+def encode_csv(names: Sequence[str], rows: Rows) -> str:
+    lines = [",".join(_csv_field(str(c)) for c in names)]
+    lines.extend(",".join(_csv_field(v) for v in row) for row in rows)
     return "\n".join(lines)
 
 
@@ -122,33 +187,33 @@ def _md_field(value: Any) -> str:
     return text.replace("\\", "\\\\").replace("|", "\\|").replace("\r\n", "<br>").replace("\n", "<br>")
 
 
-def encode_markdown(frame: pd.DataFrame) -> str:
-    header = "|" + "|".join(_md_field(str(c)) for c in frame.columns) + "|"
-    sep = "|" + "|".join("-" for _ in frame.columns) + "|"
-    body = ["|" + "|".join(_md_field(v) for v in row) + "|" for row in _rows(frame)]
+def encode_markdown(names: Sequence[str], rows: Rows) -> str:
+    header = "|" + "|".join(_md_field(str(c)) for c in names) + "|"
+    sep = "|" + "|".join("-" for _ in names) + "|"
+    body = ["|" + "|".join(_md_field(v) for v in row) + "|" for row in rows]
     return "\n".join([header, sep, *body])
 
 
-def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
-    cols = [str(c) for c in frame.columns]
-    return [dict(zip(cols, row, strict=True)) for row in _rows(frame)]
+def _records(names: Sequence[str], rows: Rows) -> list[dict[str, Any]]:
+    cols = [str(c) for c in names]
+    return [dict(zip(cols, row, strict=True)) for row in rows]
 
 
-def encode_toon(frame: pd.DataFrame) -> str:
+def encode_toon(names: Sequence[str], rows: Rows) -> str:
     import toon_format
 
-    return toon_format.encode(_records(frame))
+    return toon_format.encode(_records(names, rows))
 
 
-def encode_json(frame: pd.DataFrame) -> str:
-    return json.dumps(_records(frame), ensure_ascii=False, separators=(",", ":"))
+def encode_json(names: Sequence[str], rows: Rows) -> str:
+    return json.dumps(_records(names, rows), ensure_ascii=False, separators=(",", ":"))
 
 
-def encode_json_pretty(frame: pd.DataFrame) -> str:
-    return json.dumps(_records(frame), ensure_ascii=False, indent=2)
+def encode_json_pretty(names: Sequence[str], rows: Rows) -> str:
+    return json.dumps(_records(names, rows), ensure_ascii=False, indent=2)
 
 
-ENCODERS: dict[str, Callable[[pd.DataFrame], str]] = {
+ENCODERS: dict[str, Callable[[Sequence[str], Rows], str]] = {
     "csv": encode_csv,
     "markdown": encode_markdown,
     "toon": encode_toon,
@@ -157,6 +222,6 @@ ENCODERS: dict[str, Callable[[pd.DataFrame], str]] = {
 }
 
 
-def encode_table(frame: pd.DataFrame, encoding: str) -> str:
-    """Encode every row of ``frame`` in one of ``ENCODINGS``."""
-    return ENCODERS[encoding](frame)
+def encode_table(table: pa.Table, encoding: str) -> str:
+    """Encode every row of an Arrow table in one of ``ENCODINGS``."""
+    return ENCODERS[encoding](table.column_names, plain_rows(table)[0])

@@ -9,18 +9,17 @@ as an artifact and the observation names its id; nothing is silently dropped.
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ba_mcp.pipeline.encode import cell_value, encode_csv, encode_table, is_missing
+from ba_mcp.pipeline.encode import cell_value, encode_csv, encode_table, microseconds, plain_rows, python_values
 from ba_mcp.pipeline.levels import OutputLevel
 from ba_mcp.pipeline.results import Composite, Document, Image, JsonValue, RawResult, Table
 
 if TYPE_CHECKING:
-    import pandas as pd
+    import pyarrow as pa
 
     from ba_mcp.pipeline.artifacts import ArtifactMeta, ArtifactStore
     from ba_mcp.pipeline.tokens import TokenCounter
@@ -146,9 +145,12 @@ class Observer:
     # -- tables -------------------------------------------------------------------------------
 
     def _table(self, tool: str, raw: Table, level: OutputLevel) -> _Part:
-        frame = raw.frame
-        n, m = frame.shape
-        columns = [{"name": str(c), "type": raw.column_types.get(str(c)) or _dtype(frame[c])} for c in frame.columns]
+        table = raw.frame
+        n, m = table.num_rows, table.num_columns
+        columns = [
+            {"name": name, "type": raw.column_types.get(name) or _dtype(table.column(i))}
+            for i, name in enumerate(table.column_names)
+        ]
         structured: dict[str, Any] = {
             "kind": "table",
             "title": raw.title,
@@ -171,7 +173,7 @@ class Observer:
         source_more = self._source_more(tool, raw)
 
         if level is OutputLevel.FULL:
-            body = encode_table(frame, self.s.table_encoding) if n else ""
+            body = encode_table(table, self.s.table_encoding) if n else ""
             head = [f"{raw.title}: {extent}", "Schema: " + ", ".join(f"{c['name']}: {c['type']}" for c in columns)]
             lines = [*head, f"Rows ({self.s.table_encoding}):", body, *source_more]
             text = "\n".join(lines)
@@ -208,7 +210,9 @@ class Observer:
         if whole is not None:
             structured.update(truncated=False, shown_rows=n, artifact_id=None)
             return _Part(whole, structured)
-        preview, cut = _preview(frame, self.s.preview_rows, self.s.max_cell_chars)
+        preview, cut = plain_rows(
+            table.slice(0, self.s.preview_rows), round_floats=True, max_chars=self.s.max_cell_chars
+        )
         kept = self._keep(tool, raw) if (n > self.s.preview_rows or cut) else None
         return self._table_standard(raw, extent, columns, kept, structured, source_more, preview)
 
@@ -218,18 +222,18 @@ class Observer:
         """A table of at most ``standard_whole_rows`` rows is shown whole at standard — schema and every row,
         no per-column summary (every value is in view; a summary of an already-aggregated table misleads) —
         when that fits the standard budget, or costs no more than the summary view would. None otherwise."""
-        frame = raw.frame
-        n = len(frame)
+        table = raw.frame
+        n = table.num_rows
         if n > self.s.standard_whole_rows or (raw.artifact_id and raw.total_rows and raw.total_rows > raw.offset + n):
             return None
-        rows, _ = _preview(frame, n, max_chars=None)
+        rows, _ = plain_rows(table, round_floats=True)
         lines = [
             f"{raw.title}: {extent}",
             "Schema: " + ", ".join(f"{c['name']}: {c['type']}" for c in columns),
             "Rows (csv):" if n else "No rows.",
         ]
         if n:
-            lines.append(encode_csv(rows))
+            lines.append(encode_csv(table.column_names, rows))
         lines.extend(source_more)
         tokens = self.counter.count_tokens("\n".join(lines))
         if tokens <= self.s.standard_budget_tokens:
@@ -245,20 +249,20 @@ class Observer:
         meta: ArtifactMeta | None,
         structured: dict[str, Any],
         source_more: list[str],
-        preview: pd.DataFrame | None = None,
+        preview: list[list[Any]] | None = None,
     ) -> _Part:
-        frame = raw.frame
-        n = len(frame)
+        table = raw.frame
+        n = table.num_rows
         if preview is None:
-            preview, _ = _preview(frame, self.s.preview_rows, self.s.max_cell_chars)
+            preview, _ = plain_rows(
+                table.slice(0, self.s.preview_rows), round_floats=True, max_chars=self.s.max_cell_chars
+            )
         lines = [f"{raw.title}: {extent}", "Columns (name: type — summary):"]
-        lines.extend(
-            f"- {c['name']}: {c['type']} — {_column_summary(frame[frame.columns[i]])}" for i, c in enumerate(columns)
-        )
+        lines.extend(f"- {c['name']}: {c['type']} — {_column_summary(table.column(i))}" for i, c in enumerate(columns))
         if n:
             shown = len(preview)
             lines.append(f"First {shown} rows (csv):" if shown < n else f"All {n} rows (csv):")
-            lines.append(encode_csv(preview))
+            lines.append(encode_csv(table.column_names, preview))
         if meta:
             total = raw.total_rows if raw.artifact_id and raw.total_rows else n
             lines.append(
@@ -452,29 +456,37 @@ def _kind(raw: RawResult) -> str:
 def _total(raw: Table) -> str:
     if raw.total_rows is not None:
         return f"of {raw.total_rows:,}"
-    return "; more follow" if raw.more else f"of {raw.offset + len(raw.frame):,}"
+    return "; more follow" if raw.more else f"of {raw.offset + raw.frame.num_rows:,}"
 
 
-def _dtype(series: pd.Series) -> str:
-    from decimal import Decimal
+def _dtype(column: pa.ChunkedArray) -> str:
+    """A column's type in the words the observations use (pandas-era names: int64, float64, datetime…)."""
+    import pyarrow as pa
 
-    name = str(series.dtype)
-    if name in ("object", "str", "string"):
-        values = [v for v in series if not is_missing(v)]
-        if all(isinstance(v, str) for v in values):
-            return "string"
-        if values and all(isinstance(v, Decimal) for v in values):
-            return "decimal"
-        return "mixed"
-    return {
-        "datetime64[ns]": "datetime",
-        "datetime64[us]": "datetime",
-        "datetime64[ms]": "datetime",
-        "datetime64[s]": "datetime",
-        "boolean": "bool",
-        "Int64": "int64",
-        "Float64": "float64",
-    }.get(name, name)
+    t = column.type
+    if pa.types.is_dictionary(t):
+        t = t.value_type
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or t == pa.string_view() or pa.types.is_null(t):
+        return "string"
+    if pa.types.is_boolean(t):
+        return "bool"
+    if pa.types.is_floating(t):
+        return f"float{t.bit_width}"
+    if pa.types.is_integer(t):
+        return str(t)
+    if pa.types.is_timestamp(t):
+        return f"datetime ({t.tz})" if t.tz else "datetime"
+    if pa.types.is_date(t):
+        return "date"
+    if pa.types.is_decimal(t):
+        return "decimal"
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t):
+        return "bytes"
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        return "list"
+    if pa.types.is_struct(t) or pa.types.is_map(t):
+        return "struct"
+    return str(t)
 
 
 def _num(value: Any) -> str:
@@ -484,70 +496,64 @@ def _num(value: Any) -> str:
     return str(value)
 
 
-def _column_summary(series: pd.Series) -> str:
-    import pandas as pd
+def _column_summary(column: pa.ChunkedArray) -> str:
+    """Nulls, range and mean of numbers, span of dates, distinct count and the top value of the rest —
+    computed with Arrow compute kernels (NaN counts as missing, as it always has here)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
 
-    nulls = int(series.isna().sum())
+    t = column.type
+    values = pc.drop_null(column)
+    if pa.types.is_floating(t):
+        values = pc.filter(values, pc.invert(pc.is_nan(values)))
+    nulls = len(column) - len(values)
     parts: list[str] = []
-    non_null = series.dropna()
-    if pd.api.types.is_bool_dtype(series):
-        parts.append(f"true {int(non_null.sum())}, false {int((~non_null.astype(bool)).sum())}")
-    elif pd.api.types.is_numeric_dtype(series) and len(non_null):
-        parts.append(f"min {_num(non_null.min())}, mean {_num(float(non_null.mean()))}, max {_num(non_null.max())}")
-        parts.append(f"{_distinct(non_null)} distinct")
-    elif pd.api.types.is_datetime64_any_dtype(series) and len(non_null):
-        parts.append(f"{_num(non_null.min())} → {_num(non_null.max())}")
-    elif len(non_null):
-        distinct = _distinct(non_null)
+    if not len(values):
+        pass
+    elif pa.types.is_boolean(t):
+        true = int(pc.sum(values).as_py() or 0)
+        parts.append(f"true {true}, false {len(values) - true}")
+    elif pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t):
+        low, high = pc.min_max(values).values()
+        mean = pc.mean(values).as_py()
+        parts.append(f"min {_num(low.as_py())}, mean {_num(float(mean))}, max {_num(high.as_py())}")
+        parts.append(f"{_distinct(values)} distinct")
+    elif pa.types.is_timestamp(t) or pa.types.is_date(t):
+        low, high = pc.min_max(microseconds(values)).values()
+        parts.append(f"{_num(low.as_py())} → {_num(high.as_py())}")
+    else:
+        distinct = _distinct(values)
         parts.append(f"{distinct} distinct")
-        if distinct < len(non_null):
-            try:
-                counts = non_null.value_counts()
-                top = str(counts.index[0])
-                parts.append(f"top {top[:30]!r} ×{int(counts.iloc[0])}")
-            except TypeError:
-                pass
+        if distinct < len(values):
+            top = _top(values)
+            if top is not None:
+                parts.append(f"top {str(top[0])[:30]!r} ×{top[1]}")
     if nulls:
         parts.append(f"{nulls} nulls")
     return "; ".join(parts) or "no values"
 
 
-def _distinct(series: pd.Series) -> int:
+def _distinct(values: pa.ChunkedArray) -> int:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     try:
-        return int(series.nunique())
-    except TypeError:  # unhashable cells (lists, dicts)
-        return int(series.astype(str).nunique())
+        return int(pc.count_distinct(values).as_py())
+    except (pa.ArrowNotImplementedError, pa.ArrowTypeError):  # nested cells (lists, structs)
+        return len({json.dumps(cell_value(v), sort_keys=True, default=str) for v in python_values(values)})
 
 
-def _round_float(value: Any) -> Any:
-    """A preview's float: six significant digits, in plain notation where that is readable."""
-    if not isinstance(value, float) or not math.isfinite(value) or value == 0:
-        return value
-    magnitude = math.floor(math.log10(abs(value)))
-    if magnitude >= 15 or magnitude < -4:
-        return float(f"{value:.6g}")
-    return round(value, max(0, 5 - magnitude))
+def _top(values: pa.ChunkedArray) -> tuple[Any, int] | None:
+    """The most frequent value and its count (the first seen among equals); None for nested cells."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
 
-
-def _preview(frame: pd.DataFrame, rows: int, max_chars: int | None) -> tuple[pd.DataFrame, bool]:
-    """The first rows with long text cells cut and floats rounded to six significant digits (the artifact
-    keeps exact values); ``cut`` says whether any cell was shortened."""
-    head = frame.head(rows).copy()
-    cut = False
-    for col in head.columns:
-        if head[col].dtype.kind == "f":
-            head[col] = head[col].map(_round_float).astype(object)
-        if head[col].dtype.kind in "OSUT" or str(head[col].dtype) in ("str", "string"):
-
-            def shorten(v: Any) -> Any:
-                nonlocal cut
-                if max_chars is not None and isinstance(v, str) and len(v) > max_chars:
-                    cut = True
-                    return v[: max_chars - 1] + "…"
-                return v
-
-            head[col] = head[col].map(shorten).astype(object)
-    return head, cut
+    try:
+        counts = pc.value_counts(values)
+    except (pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        return None
+    best = int(pc.index(counts.field(1), pc.max(counts.field(1))).as_py())
+    return cell_value(counts.field(0)[best].as_py()), int(counts.field(1)[best].as_py())
 
 
 def _first_sentence(text: str, limit: int = 300) -> str:

@@ -9,11 +9,12 @@ whole, so the pipeline refers to it instead of storing it again).
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 if TYPE_CHECKING:
-    import pandas as pd
+    import pyarrow as pa
 
 
 @dataclass
@@ -26,7 +27,8 @@ class _Base:
 
 @dataclass
 class Table(_Base):
-    """Rows and columns.
+    """Rows and columns, as an Arrow table (a pandas DataFrame given here is converted once, so the
+    pipeline only ever sees Arrow; ``column_types`` names the columns it had to turn into text).
 
     ``offset`` is the index of the first row within its source; ``total_rows`` is the size of the
     whole source when known (None: unknown, e.g. a partial read of a large file); ``more`` says the
@@ -34,12 +36,18 @@ class Table(_Base):
     (e.g. ``{"offset": 5000}``), written into the observation by the pipeline.
     """
 
-    frame: pd.DataFrame
+    frame: pa.Table
     offset: int = 0
     total_rows: int | None = None
     more: bool = False
     next_args: dict[str, Any] | None = None
-    column_types: dict[str, str] = field(default_factory=dict)  # display names the frame's dtypes lose
+    column_types: dict[str, str] = field(default_factory=dict)  # display names the Arrow types lose
+
+    def __post_init__(self) -> None:
+        import pyarrow as pa
+
+        if not isinstance(self.frame, pa.Table):
+            self.frame = arrow_table(self.frame, self.column_types)
 
 
 @dataclass
@@ -80,7 +88,7 @@ RawResult: TypeAlias = "Table | Document | JsonValue | Image | Composite"
 def approx_size(raw: RawResult) -> int:
     """Bytes a raw result holds in memory, roughly (for cache bounds)."""
     if isinstance(raw, Table):
-        return int(raw.frame.memory_usage(deep=False).sum()) + 256
+        return int(raw.frame.nbytes) + 256
     if isinstance(raw, Document):
         return len(raw.text) * 2 + 256
     if isinstance(raw, Image):
@@ -88,3 +96,28 @@ def approx_size(raw: RawResult) -> int:
     if isinstance(raw, Composite):
         return sum(approx_size(p) for _, p in raw.parts) + 256
     return len(repr(raw.value)) + 256
+
+
+def arrow_table(frame: Any, column_types: dict[str, str] | None = None) -> pa.Table:
+    """A pandas DataFrame as an Arrow table. A column Arrow cannot type (mixed ints and text, say) becomes
+    text, each value as it would print, and is named ``mixed`` in ``column_types``; nothing is dropped."""
+    import pyarrow as pa
+
+    from ba_mcp.pipeline.encode import cell_value
+
+    names = [str(c) for c in frame.columns]
+    arrays = []
+    for i, name in enumerate(names):
+        series = frame.iloc[:, i]
+        try:
+            arrays.append(pa.array(series, from_pandas=True))
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OverflowError):
+            texts = []
+            for v in series:
+                plain = cell_value(v)
+                text = plain if isinstance(plain, str) or plain is None else json.dumps(plain, default=str)
+                texts.append(text)
+            arrays.append(pa.array(texts, type=pa.string()))
+            if column_types is not None:
+                column_types.setdefault(name, "mixed")
+    return pa.Table.from_arrays(arrays, names=names)

@@ -308,11 +308,11 @@ def _collect(
     schema = reader.schema
     title = f"query on {params.database}"
     if have <= limit:
-        frame = pa.Table.from_batches(head, schema=schema).to_pandas()
-        return Table(title, frame, total_rows=len(frame), meta={"database": params.database}, column_types=types)
+        table = pa.Table.from_batches(head, schema=schema)
+        return Table(title, table, total_rows=table.num_rows, meta={"database": params.database}, column_types=types)
     # More rows than asked for: keep the complete result, streamed, within the artifact size limit.
     meta, total, complete = _stream_to_artifact(head, reader, schema, app, title)
-    first = pa.Table.from_batches(head, schema=schema).slice(0, limit).to_pandas()
+    first = pa.Table.from_batches(head, schema=schema).slice(0, limit)
     notes = []
     if complete:
         notes.append(

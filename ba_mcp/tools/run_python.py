@@ -286,7 +286,7 @@ def _save(app: RunPython, args: dict[str, Any], fd: int) -> str:
     kind = args.get("kind")
     title = str(args.get("title") or f"saved from run_python ({kind})")[:200]
     if kind == "table":
-        meta = app.artifacts.put_table(_arrow_frame(data), title=title, source_tool="run_python")
+        meta = app.artifacts.put_table(_arrow_table(data), title=title, source_tool="run_python")
     elif kind == "text":
         meta = app.artifacts.put_text(data.decode("utf-8"), title=title, source_tool="run_python")
     elif kind == "json":
@@ -298,10 +298,10 @@ def _save(app: RunPython, args: dict[str, Any], fd: int) -> str:
     return meta.id
 
 
-def _arrow_frame(data: bytes) -> Any:
+def _arrow_table(data: bytes) -> Any:
     import pyarrow as pa
 
-    return pa.ipc.open_stream(data).read_all().to_pandas()
+    return pa.ipc.open_stream(data).read_all()
 
 
 # -- the answer -------------------------------------------------------------------------------------
@@ -336,8 +336,8 @@ def _result(
                 notes_here.append(kept[label])
             parts.append((label, Document(label, text, notes=notes_here, tail_matters=True)))
     if value and value.get("kind") == "table" and table_blob is not None:
-        frame = _arrow_frame(table_blob)
-        parts.append(("value", Table("value of the last expression", frame, total_rows=len(frame))))
+        table = _arrow_table(table_blob)
+        parts.append(("value", Table("value of the last expression", table, total_rows=table.num_rows)))
     elif value and value.get("kind") == "text":
         shown = value["text"]
         more = [f"the value's repr is {value['total']:,} characters; the first {len(shown):,} are shown"]
