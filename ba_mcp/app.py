@@ -15,7 +15,9 @@ import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from ba_mcp import __version__
 from ba_mcp.databases import Databases
+from ba_mcp.net import Fetcher
 from ba_mcp.pipeline.artifacts import ArtifactStore, CodeStore
 from ba_mcp.pipeline.cache import RawCache
 from ba_mcp.pipeline.levels import RecentTokens
@@ -24,11 +26,13 @@ from ba_mcp.pipeline.runner import Runner
 from ba_mcp.pipeline.telemetry import Metrics, TelemetryLog
 from ba_mcp.pipeline.tokens import TokenCounter
 from ba_mcp.sandbox_client import Sandboxes
+from ba_mcp.search import Searcher
 from ba_mcp.settings import Settings, config_dir
 from ba_mcp.tools.base import Tool
 from ba_mcp.tools.file_reader import FileReader
 from ba_mcp.tools.query_database import QueryDatabase
 from ba_mcp.tools.run_python import RunPython
+from ba_mcp.tools.web import WebReader, WebSearch
 from ba_mcp.workspace import Workspace
 
 log = logging.getLogger(__name__)
@@ -60,6 +64,8 @@ class App:
         self.databases = Databases(settings, self.workspace)
         self.sandboxes = Sandboxes(settings.run_python, self.workspace.dir("sessions"))
         self.telemetry = TelemetryLog(self.workspace.dir("logs"), settings.telemetry.enabled)
+        self.fetcher = Fetcher(settings.web, __version__)
+        self.searcher = Searcher(settings.web.search, lambda: self.fetcher.client)
         builtin = {t.name: t for t in self._builtin_tools()}
         self.tools: dict[str, Tool] = {}
         for tool in tools if tools is not None else list(builtin):
@@ -83,6 +89,8 @@ class App:
             FileReader(s.tools.file_reader, self.workspace, self.artifacts),
             QueryDatabase(s.tools.query_database, self.workspace, self.artifacts, self.databases, s.tools.file_reader),
             RunPython(s.tools.run_python, self.workspace, self.artifacts, self.code, self.sandboxes),
+            WebSearch(s.tools.web_search, s.web.search, self.searcher),
+            WebReader(s.tools.web_reader, self.fetcher, self.artifacts, s.tools.file_reader),
         ]
 
     def session(self, key: str) -> SessionState:
@@ -116,6 +124,7 @@ class App:
         """``close()`` off the event loop (and, later, services that must close on it)."""
         import anyio.to_thread
 
+        await self.fetcher.aclose()
         await anyio.to_thread.run_sync(self.close)
 
     def cleanup_artifacts(self) -> dict[str, int]:

@@ -140,6 +140,49 @@ class RunPythonSettings(ToolSettings):
     start_timeout_s: float = Field(60, gt=0)
 
 
+class BraveSettings(_Section):
+    api_key: str | None = Field(None, repr=False)
+    endpoint: str = "https://api.search.brave.com/res/v1/web/search"
+
+
+class TavilySettings(_Section):
+    api_key: str | None = Field(None, repr=False)
+    endpoint: str = "https://api.tavily.com/search"
+
+
+class SearxngSettings(_Section):
+    url: str | None = None
+
+
+class DuckDuckGoSettings(_Section):
+    endpoint: str = "https://html.duckduckgo.com/html/"
+
+
+class SearchSettings(_Section):
+    provider: Literal["auto", "searxng", "brave", "tavily", "duckduckgo"] = "auto"
+    min_interval_s: float = Field(1.0, ge=0)
+    cache_ttl_s: float = Field(900, ge=0)
+    searxng: SearxngSettings = SearxngSettings()
+    brave: BraveSettings = BraveSettings()
+    tavily: TavilySettings = TavilySettings()
+    duckduckgo: DuckDuckGoSettings = DuckDuckGoSettings()
+
+
+class WebSettings(_Section):
+    allow_private_networks: bool = False
+    respect_robots_txt: bool = True
+    user_agent: str | None = Field(None, max_length=300)
+    max_download_bytes: int = Field(5 * 1024**2, ge=1024)
+    max_redirects: int = Field(5, ge=0, le=30)
+    timeout_s: float = Field(20, gt=0)
+    search: SearchSettings = SearchSettings()
+
+
+class WebReaderSettings(ToolSettings):
+    max_length: int = Field(20_000, ge=100)
+    page_cache_entries: int = Field(32, ge=0)
+
+
 class ToolsSettings(_Section):
     """``tools.<name>``: one section per tool of the server. Sections of tools registered by an embedding
     application (or a test) are checked by ``load_settings(tool_models=…)``."""
@@ -149,6 +192,8 @@ class ToolsSettings(_Section):
     file_reader: FileReaderSettings = FileReaderSettings()
     query_database: QueryDatabaseSettings = QueryDatabaseSettings()
     run_python: RunPythonSettings = RunPythonSettings()
+    web_search: ToolSettings = ToolSettings()
+    web_reader: WebReaderSettings = WebReaderSettings()
 
 
 BUILTIN_TOOLS = tuple(ToolsSettings.model_fields)
@@ -171,6 +216,7 @@ class Settings(_Section):
     retry: RetrySettings = RetrySettings()
     telemetry: TelemetrySettings = TelemetrySettings()
     databases: dict[str, DatabaseSettings] = {"demo": DatabaseSettings()}
+    web: WebSettings = WebSettings()
     tools: ToolsSettings = ToolsSettings()
 
     @property

@@ -48,6 +48,26 @@ def main() -> None:
     )
     print(f"    overhead over in-process DuckDB: {(p50(ours) - p50(ref)) * 1000:+.2f} ms at p50")
 
+    # SELECT 42: the fixed cost of a call; the hello-world tool round trip is what the SDK and stdio cost alone.
+    hello = spawn([python(), str(Path(__file__).with_name("hello_server.py"))], env_for(ws))
+    initialize(hello)
+    ours, ref, bare = [], [], []
+    for i in range(runs):
+        started = time.perf_counter()
+        con.execute("SELECT 42").fetchall()
+        ref.append(time.perf_counter() - started)
+        elapsed, reply = call(proc, 500 + i, "query_database", {"query": "SELECT 42", "output_level": "full"})
+        assert not reply["result"].get("isError"), reply
+        ours.append(elapsed)
+        bare.append(call(hello, 500 + i, "hello", {"name": "x"})[0])
+    hello.kill()
+    hello.wait()
+    report("P-2 SELECT 42, stdio round trip vs in-process (p50)", p50(ours) * 1000, p50(ref) * 1000, "ms", "<= +3 ms")
+    print(
+        f"    overhead over in-process DuckDB: {(p50(ours) - p50(ref)) * 1000:+.2f} ms at p50; "
+        f"hello-world MCPServer tool round trip {p50(bare) * 1000:.2f} ms (the SDK and stdio alone)"
+    )
+
     started = time.perf_counter()
     con.execute(BIG).to_arrow_table()
     big_ref = time.perf_counter() - started

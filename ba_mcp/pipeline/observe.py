@@ -197,6 +197,11 @@ class Observer:
             )
             return part
 
+        if level is OutputLevel.BRIEF and raw.key_columns and 0 < n <= self.s.standard_whole_rows:
+            return self._table_key_columns(tool, raw, extent, structured, source_more)
+        if level is OutputLevel.STANDARD and raw.standard_columns and len(raw.standard_columns) < m:
+            return self._table_projected(tool, raw, level, structured)
+
         if level is OutputLevel.BRIEF:
             kept = self._keep(tool, raw) if n else None
             names = ", ".join(c["name"] for c in columns)
@@ -215,6 +220,35 @@ class Observer:
         )
         kept = self._keep(tool, raw) if (n > self.s.preview_rows or cut) else None
         return self._table_standard(raw, extent, columns, kept, structured, source_more, preview)
+
+    def _table_key_columns(
+        self, tool: str, raw: Table, extent: str, structured: dict[str, Any], source_more: list[str]
+    ) -> _Part:
+        """Brief view of a table that names its key columns: those columns for every row (a search's titles
+        and URLs), the complete table as an artifact when it has more."""
+        keys = [c for c in raw.key_columns or [] if c in raw.frame.column_names]
+        view = raw.frame.select(keys)
+        rows, _ = plain_rows(view, max_chars=self.s.max_cell_chars)
+        kept = self._keep(tool, raw) if raw.frame.num_columns > len(keys) else None
+        lines = [f"{raw.title}: {extent}", encode_csv(keys, rows)]
+        if kept:
+            lines.append(f"Other columns at standard/full; complete table: {kept.id} — {self._how_to_read(kept)}.")
+        structured.update(truncated=kept is not None, shown_rows=len(rows), artifact_id=kept.id if kept else None)
+        return _Part([*lines, *source_more], structured, artifacts=[kept] if kept else [])
+
+    def _table_projected(self, tool: str, raw: Table, level: OutputLevel, structured: dict[str, Any]) -> _Part:
+        """Standard view of a table that names its standard columns: the view of those columns, with the
+        complete table (every column) as an artifact."""
+        import dataclasses
+
+        keep = [c for c in raw.standard_columns or [] if c in raw.frame.column_names]
+        narrow = dataclasses.replace(raw, frame=raw.frame.select(keep), standard_columns=None, notes=[], meta={})
+        part = self._table(tool, narrow, level)
+        kept = self._keep(tool, raw)
+        part.lines.append(f"More columns at full; complete table: {kept.id} — {self._how_to_read(kept)}.")
+        part.structured.update(artifact_id=kept.id, truncated=True)
+        part.artifacts.append(kept)
+        return part
 
     def _whole_at_standard(
         self, raw: Table, extent: str, columns: list[dict[str, str]], source_more: list[str]

@@ -42,6 +42,8 @@ class Table(_Base):
     more: bool = False
     next_args: dict[str, Any] | None = None
     column_types: dict[str, str] = field(default_factory=dict)  # display names the Arrow types lose
+    key_columns: list[str] | None = None  # shown for every row at brief (e.g. a search's title and url)
+    standard_columns: list[str] | None = None  # the standard view's columns (the rest only at full)
 
     def __post_init__(self) -> None:
         import pyarrow as pa

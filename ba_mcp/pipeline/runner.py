@@ -17,7 +17,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 import anyio.from_thread
@@ -268,12 +268,12 @@ class Runner:
             with anyio.fail_after(timeout + tool.deadline_grace()):
                 if inspect.iscoroutinefunction(tool.execute):
                     key, hit = await anyio.to_thread.run_sync(lookup)
-                    raw = None if hit is not None else await tool.execute(params, ctx)
+                    raw = None if hit is not None else await cast("Awaitable[RawResult]", tool.execute(params, ctx))
                     return await anyio.to_thread.run_sync(finish, key, hit, raw)
 
                 def run() -> _Done:
                     key, hit = lookup()
-                    return finish(key, hit, None if hit is not None else tool.execute(params, ctx))
+                    return finish(key, hit, None if hit is not None else cast("RawResult", tool.execute(params, ctx)))
 
                 return await anyio.to_thread.run_sync(run, abandon_on_cancel=True)
         except TimeoutError:

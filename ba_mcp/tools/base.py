@@ -11,7 +11,7 @@ own libraries raise.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
@@ -105,7 +105,8 @@ class Tool:
     artifact_reader: ClassVar[str | None] = None
     artifact_kinds: ClassVar[frozenset[str] | None] = None
 
-    def execute(self, params: Any, ctx: ToolContext) -> RawResult:
+    def execute(self, params: Any, ctx: ToolContext) -> RawResult | Awaitable[RawResult]:
+        """The call: a plain method runs in a worker thread, an ``async def`` on the event loop."""
         raise NotImplementedError
 
     def deadline_grace(self) -> float:

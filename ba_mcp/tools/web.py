@@ -1,0 +1,458 @@
+"""web_search and web_reader (SPEC §4.4, §4.5): async tools on the App's one HTTP client.
+
+web_reader downloads through ``net.Fetcher`` (the address rule, pinned connections, redirects, robots.txt,
+the byte cap, the total timeout) and turns what came back into the result its content deserves: HTML → the
+page's main content as markdown (trafilatura), JSON → a JSON result, CSV/TSV/Excel/Parquet → a table
+stored as an artifact (parsed by ``formats``, like a workspace file), PDF → its text (pypdf), text → a
+document. One download serves every window and level of a page (a small in-memory page cache).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING, Annotated, Any, BinaryIO
+from urllib.parse import urlparse
+
+import anyio.to_thread
+from pydantic import Field
+
+from ba_mcp.pipeline.cache import CacheMode, CachePolicy
+from ba_mcp.pipeline.errors import ErrorType, ToolFailure, invalid
+from ba_mcp.pipeline.results import Document, JsonValue, RawResult, Table
+from ba_mcp.tools.base import REMOTE_RETRIES, Tool, ToolContext, ToolParams, ToolPolicy
+
+if TYPE_CHECKING:
+    from ba_mcp.net import Download, Fetcher
+    from ba_mcp.pipeline.artifacts import ArtifactStore
+    from ba_mcp.search import Searcher
+    from ba_mcp.settings import FileReaderSettings, SearchSettings, ToolSettings, WebReaderSettings
+
+
+# -- web_search -------------------------------------------------------------------------------------
+
+
+class WebSearchParams(ToolParams):
+    query: Annotated[str, Field(min_length=1, max_length=400, description="what to search the web for")]
+    num_results: Annotated[int, Field(ge=1, le=20, description="how many results (1-20)")] = 10
+
+
+class WebSearch(Tool):
+    name = "web_search"
+    title = "Search the web"
+    description = (
+        "Search the web. Returns results as a table: brief gives titles and URLs, standard adds each "
+        "snippet and date, full everything the search provider returned. Read a page with web_reader."
+    )
+    Params = WebSearchParams
+    policy = ToolPolicy(idempotent=True, retry_on=REMOTE_RETRIES, read_only=True, open_world=True)
+
+    def __init__(self, settings: ToolSettings, search: SearchSettings, searcher: Searcher) -> None:
+        self.settings = settings
+        self.search_settings = search
+        self.searcher = searcher
+        self._cache: dict[tuple[str, str, int], tuple[float, Table]] = {}
+        self._lock = threading.Lock()
+
+    async def execute(self, params: WebSearchParams, ctx: ToolContext) -> RawResult:
+        import pyarrow as pa
+
+        provider = self.searcher.provider
+        key = (provider, params.query, params.num_results)
+        with self._lock:
+            cached = self._cache.get(key)
+        if cached and time.monotonic() - cached[0] < self.search_settings.cache_ttl_s:
+            return cached[1]
+        hits = await self.searcher.search(params.query, params.num_results)
+        extras = sorted({k for h in hits for k in h.extra})
+        columns: dict[str, list[Any]] = {
+            "title": [h.title for h in hits],
+            "url": [h.url for h in hits],
+            "snippet": [h.snippet for h in hits],
+            "date": [None if h.date is None else str(h.date) for h in hits],
+        }
+        for k in extras:
+            columns[k] = [_cell(h.extra.get(k)) for h in hits]
+        table = pa.table({k: pa.array(v, type=pa.string()) for k, v in columns.items()})
+        notes = [] if hits else [f"{provider} found nothing for this query"]
+        result = Table(
+            f"web search ({provider}): {params.query[:80]}",
+            table,
+            total_rows=len(hits),
+            notes=notes,
+            meta={"provider": provider},
+            key_columns=["title", "url"],
+            standard_columns=["title", "url", "snippet", "date"],
+        )
+        with self._lock:
+            self._cache[key] = (time.monotonic(), result)
+            if len(self._cache) > 256:
+                self._cache.pop(next(iter(self._cache)))
+        return result
+
+
+def _cell(value: Any) -> str | None:
+    import json
+
+    if value is None:
+        return None
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+
+
+# -- web_reader -------------------------------------------------------------------------------------
+
+
+class WebReaderParams(ToolParams):
+    url: Annotated[str, Field(min_length=1, max_length=8192, description="an http(s) URL")]
+    start_index: Annotated[int, Field(ge=0, description="first character of the page text to return")] = 0
+    max_length: Annotated[
+        int | None, Field(ge=100, le=1_000_000, description="characters of text to return (default: 20000)")
+    ] = None
+
+
+_TABLE_TYPES = {
+    "text/csv": ".csv",
+    "application/csv": ".csv",
+    "text/tab-separated-values": ".tsv",
+    "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet": ".xlsx",
+    "application/vnd.ms-excel": ".xls",
+    "application/vnd.apache.parquet": ".parquet",
+    "application/x-parquet": ".parquet",
+    "application/parquet": ".parquet",
+    "application/x-ndjson": ".jsonl",
+    "application/jsonl": ".jsonl",
+}
+_TABLE_SUFFIXES = {".csv", ".tsv", ".tab", ".xlsx", ".xlsm", ".xls", ".parquet", ".pq", ".jsonl", ".ndjson"}
+_BINARY_PREFIXES = ("image/", "audio/", "video/", "font/")
+_BINARY_TYPES = {
+    "application/octet-stream",
+    "application/zip",
+    "application/gzip",
+    "application/x-gzip",
+    "application/x-tar",
+    "application/x-7z-compressed",
+    "application/x-rar-compressed",
+    "application/vnd.rar",
+    "application/x-bzip2",
+    "application/x-xz",
+    "application/wasm",
+    "application/x-msdownload",
+    "application/java-archive",
+}
+
+
+@dataclass
+class _Page:
+    """A downloaded page, turned into what it holds (shared by later windows and levels)."""
+
+    url: str
+    kind: str  # text | table | json
+    title: str
+    text: str = ""
+    mime: str = "text/markdown"
+    value: Any = None
+    table_id: str | None = None
+    notes: list[str] = field(default_factory=list)
+    whole_id: str | None = None  # the whole text as an artifact, once stored
+
+
+class WebReader(Tool):
+    name = "web_reader"
+    title = "Read a web page"
+    description = (
+        "Read a web page or data file by URL. HTML becomes its main content as markdown (navigation and "
+        "boilerplate dropped; headings, tables and links kept); JSON a JSON result; CSV/TSV/Excel/Parquet a "
+        "table kept as an artifact that query_database and run_python can use; PDF and text their text. "
+        "Long text comes in windows: max_length characters from start_index; the result names the next "
+        "start_index and keeps the whole text as an artifact. Only public http(s) addresses; robots.txt is "
+        "respected."
+    )
+    Params = WebReaderParams
+    policy = ToolPolicy(
+        idempotent=True,
+        retry_on=REMOTE_RETRIES,
+        cache=CachePolicy(CacheMode.TTL, ttl_s=600),
+        read_only=True,
+        open_world=True,
+    )
+    window_arg = "start_index"
+
+    def __init__(
+        self,
+        settings: WebReaderSettings,
+        fetcher: Fetcher,
+        artifacts: ArtifactStore,
+        formats: FileReaderSettings,
+    ) -> None:
+        self.settings: WebReaderSettings = settings
+        self.fetcher = fetcher
+        self.artifacts = artifacts
+        self.formats = formats
+        self._pages: OrderedDict[str, tuple[float, _Page]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    async def execute(self, params: WebReaderParams, ctx: ToolContext) -> RawResult:
+        page = self._cached(params.url)
+        if page is None:
+            download = await self.fetcher.fetch(params.url)
+            page = await anyio.to_thread.run_sync(self._understand, download)
+            self._remember(params.url, page)
+        if page.kind == "json":
+            return JsonValue(page.title, page.value, notes=list(page.notes), meta={"url": page.url})
+        if page.kind == "table":
+            assert page.table_id is not None
+            _, table = await anyio.to_thread.run_sync(self.artifacts.read_table, page.table_id)
+            return Table(
+                page.title,
+                table,
+                total_rows=table.num_rows,
+                artifact_id=page.table_id,
+                notes=list(page.notes),
+                meta={"url": page.url},
+            )
+        return await anyio.to_thread.run_sync(self._window, page, params)
+
+    # -- the page cache ---------------------------------------------------------------------------
+
+    def _cached(self, url: str) -> _Page | None:
+        with self._lock:
+            known = self._pages.get(url)
+            if known and time.monotonic() - known[0] < 600:
+                self._pages.move_to_end(url)
+                return known[1]
+        return None
+
+    def _remember(self, url: str, page: _Page) -> None:
+        with self._lock:
+            self._pages[url] = (time.monotonic(), page)
+            while len(self._pages) > self.settings.page_cache_entries:
+                self._pages.popitem(last=False)
+
+    # -- windows ----------------------------------------------------------------------------------
+
+    def _window(self, page: _Page, params: WebReaderParams) -> Document:
+        text = page.text
+        total = len(text)
+        start = params.start_index
+        if start and start >= total:
+            raise invalid(
+                f"start_index {start:,} is past the end of the text ({total:,} characters)",
+                "start from 0, or from a start_index a previous result named",
+            )
+        length = params.max_length or self.settings.max_length
+        end = min(total, start + length)
+        notes = list(page.notes)
+        more = end < total
+        if more or start:
+            if page.whole_id is None:
+                page.whole_id = self.artifacts.put_text(
+                    text, title=page.title, source_tool=self.name, mime=page.mime
+                ).id
+            notes.append(
+                f'the whole text ({total:,} characters) is {page.whole_id} (file_reader(path="{page.whole_id}"))'
+            )
+        return Document(
+            page.title,
+            text[start:end],
+            mime=page.mime,
+            offset=start,
+            total_chars=total,
+            more=more,
+            next_args={"start_index": end} if more else None,
+            notes=notes,
+            meta={"url": page.url},
+        )
+
+    # -- what the download holds ------------------------------------------------------------------
+
+    def _understand(self, d: Download) -> _Page:
+        if d.status >= 400:
+            raise ToolFailure(
+                ErrorType.NOT_FOUND
+                if d.status in (404, 410)
+                else ErrorType.TRANSIENT_ERROR
+                if d.status >= 500
+                else ErrorType.DEPENDENCY_ERROR,
+                f"HTTP_{d.status}",
+                f"the server answered HTTP {d.status} for {_short(d.url)}",
+                "check the URL" if d.status < 500 else "the site has a problem; try again later",
+            )
+        ctype = d.content_type.split(";", 1)[0].strip().lower()
+        suffix = PurePosixPath(urlparse(d.url).path).suffix.lower()
+        notes = [f"redirected to {_short(d.url)}"] if d.redirects else []
+        capped_note = (
+            f"the page is larger than web.max_download_bytes ({self.fetcher.s.max_download_bytes:,} bytes); "
+            "only its beginning was read"
+        )
+        if ctype in _TABLE_TYPES or suffix in _TABLE_SUFFIXES:
+            self._refuse_capped(d, "data file")
+            return self._table(d, _TABLE_TYPES.get(ctype, suffix if suffix in _TABLE_SUFFIXES else ".csv"), notes)
+        if ctype in ("application/json", "text/json") or ctype.endswith("+json") or (not ctype and suffix == ".json"):
+            self._refuse_capped(d, "JSON document")
+            import json
+
+            try:
+                value = json.loads(d.body.decode(_charset(d.content_type) or "utf-8", "replace"))
+            except ValueError as exc:
+                raise ToolFailure(
+                    ErrorType.DEPENDENCY_ERROR, "BAD_JSON", f"{_short(d.url)} is not valid JSON ({exc})"
+                ) from None
+            return _Page(d.url, "json", _short(d.url), value=value, notes=notes)
+        if ctype == "application/pdf" or suffix == ".pdf":
+            self._refuse_capped(d, "PDF")
+            text = _pdf_text(d.body, d.url)
+            return _Page(d.url, "text", _short(d.url), text=text, mime="text/plain", notes=notes)
+        if ctype.startswith(_BINARY_PREFIXES) or ctype in _BINARY_TYPES:
+            raise ToolFailure(
+                ErrorType.VALIDATION_ERROR,
+                "BINARY_CONTENT",
+                f"{_short(d.url)} is {ctype} content, not text or data",
+                "web_reader reads pages, text, JSON, PDF and data files (CSV, TSV, Excel, Parquet)",
+            )
+        text = d.body.decode(_charset(d.content_type) or "utf-8", "replace")
+        if d.capped:
+            notes.append(capped_note)
+        if ctype in ("text/html", "application/xhtml+xml") or (not ctype and text.lstrip()[:1] == "<"):
+            title, markdown = _html(text, d.url)
+            return _Page(d.url, "text", title or _short(d.url), text=markdown, mime="text/markdown", notes=notes)
+        if "\x00" in text[:4096]:
+            raise ToolFailure(
+                ErrorType.VALIDATION_ERROR, "BINARY_CONTENT", f"{_short(d.url)} is binary content, not text"
+            )
+        mime = "text/markdown" if ctype == "text/markdown" or suffix == ".md" else "text/plain"
+        return _Page(d.url, "text", _short(d.url), text=text, mime=mime, notes=notes)
+
+    def _refuse_capped(self, d: Download, what: str) -> None:
+        if d.capped:
+            raise ToolFailure(
+                ErrorType.RESOURCE_ERROR,
+                "DOWNLOAD_TOO_LARGE",
+                f"the {what} at {_short(d.url)} is larger than web.max_download_bytes "
+                f"({self.fetcher.s.max_download_bytes:,} bytes); a part of it would be wrong",
+                "download it another way into uploads/, or raise web.max_download_bytes",
+            )
+
+    def _table(self, d: Download, suffix: str, notes: list[str]) -> _Page:
+        from ba_mcp.formats import table_of
+
+        title = _short(d.url)
+        with _MemorySource(d.body, PurePosixPath(urlparse(d.url).path).name or "download", suffix) as source:
+            table = table_of(source, self.formats, title)
+        meta = self.artifacts.put_table(table, title=title, source_tool=self.name)
+        notes = [*notes, f"kept as {meta.id}: query it with query_database (FROM '{meta.id}') or load_artifact"]
+        return _Page(d.url, "table", title, table_id=meta.id, notes=notes)
+
+
+class _MemorySource:
+    """Downloaded bytes as a ``formats.Source``: a memfd, read through ``/proc/self/fd/<n>`` like a file."""
+
+    kind = "web"
+    ref_id = None
+
+    def __init__(self, data: bytes, name: str, suffix: str) -> None:
+        self.fd = os.memfd_create("ba-mcp-download", os.MFD_CLOEXEC)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self.fd, view) :]
+        self.name = name
+        self.size = len(data)
+        self.suffix = suffix
+
+    @property
+    def path(self) -> Path:
+        return Path(f"/proc/self/fd/{self.fd}")
+
+    def open(self) -> BinaryIO:
+        f = os.fdopen(os.dup(self.fd), "rb")
+        f.seek(0)
+        return f
+
+    def __enter__(self) -> _MemorySource:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        os.close(self.fd)
+
+
+def _short(url: str) -> str:
+    return url if len(url) <= 120 else url[:119] + "…"
+
+
+def _charset(content_type: str) -> str | None:
+    for part in content_type.split(";")[1:]:
+        key, _, value = part.strip().partition("=")
+        if key.lower() == "charset" and value:
+            import codecs
+
+            try:
+                return codecs.lookup(value.strip('"')).name
+            except LookupError:
+                return None
+    return None
+
+
+def _html(html: str, url: str) -> tuple[str | None, str]:
+    """The page's title and main content as markdown (trafilatura); an error when nothing is readable."""
+    import trafilatura
+    from trafilatura.metadata import extract_metadata
+
+    markdown = trafilatura.extract(
+        html,
+        url=url,
+        output_format="markdown",
+        include_tables=True,
+        include_links=True,
+        include_formatting=True,
+        include_comments=False,
+        favor_recall=True,
+    )
+    meta = extract_metadata(html, default_url=url)
+    title = meta.title if meta and meta.title else None
+    if not markdown or not markdown.strip():
+        import lxml.html
+
+        try:
+            body = " ".join(lxml.html.fromstring(html).text_content().split()) if html.strip() else ""
+        except Exception:
+            body = ""
+        if "<script" in html.lower() and len(body) < 200:
+            raise ToolFailure(
+                ErrorType.VALIDATION_ERROR,
+                "NO_READABLE_TEXT",
+                f"{_short(url)} has no readable text without JavaScript (the page builds itself in a browser)",
+                "look for the data behind it (an API, a CSV or JSON link), or another source",
+            )
+        if not body:
+            raise ToolFailure(ErrorType.VALIDATION_ERROR, "NO_READABLE_TEXT", f"{_short(url)} has no readable text")
+        markdown = body
+    if title and not markdown.lstrip().startswith("#"):
+        markdown = f"# {title}\n\n{markdown}"
+    return title, markdown
+
+
+def _pdf_text(data: bytes, url: str) -> str:
+    import io
+
+    from pypdf import PdfReader
+    from pypdf.errors import PdfReadError
+
+    try:
+        reader = PdfReader(io.BytesIO(data))
+        pages = [page.extract_text() or "" for page in reader.pages]
+    except (PdfReadError, ValueError, KeyError, TypeError) as exc:
+        raise ToolFailure(
+            ErrorType.VALIDATION_ERROR, "BAD_PDF", f"{_short(url)} is not a readable PDF ({type(exc).__name__})"
+        ) from None
+    text = "\n\n".join(f"[page {i}]\n{t.strip()}" for i, t in enumerate(pages, 1) if t.strip())
+    if not text:
+        raise ToolFailure(
+            ErrorType.VALIDATION_ERROR,
+            "NO_READABLE_TEXT",
+            f"{_short(url)} is a PDF without a text layer (scanned pages)",
+            "it needs OCR, which this server does not do",
+        )
+    return text
