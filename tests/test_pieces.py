@@ -220,7 +220,12 @@ def test_precedence_is_flags_over_environment_over_user_yaml_over_defaults(tmp_p
 @pytest.mark.parametrize(
     ("environ", "yaml_text", "named"),
     [
-        ({"BA_MCP_WEB__X": "1"}, "", r"web \(from BA_MCP_WEB__X\): unknown key"),
+        ({"BA_MCP_WEBB__X": "1"}, "", r"webb \(from BA_MCP_WEBB__X\): unknown key"),
+        (
+            {"BA_MCP_WEB__SEARCH__PROVIDR": "brave"},
+            "",
+            r"web\.search\.providr \(from BA_MCP_WEB__SEARCH__PROVIDR\): unknown key",
+        ),
         ({"BA_MCP_TOOLS__RUN_PYTHON__MEMORY_MBB": "1"}, "", r"tools\.run_python\.memory_mbb .*BA_MCP_TOOLS__"),
         ({"BA_MCP_TOOLS__FILE_REDAER__TIMEOUT_S": "1"}, "", r"tools\.file_redaer .*not a tool of this server"),
         ({}, "tools:\n  file_redaer: {timeout_s: 5}\n", r"tools\.file_redaer: not a tool of this server"),

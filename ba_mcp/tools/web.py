@@ -400,6 +400,13 @@ def _html(html: str, url: str) -> tuple[str | None, str]:
     import trafilatura
     from trafilatura.metadata import extract_metadata
 
+    if "<script" in html.lower() and len(_visible_text(html)) < 50:
+        raise ToolFailure(
+            ErrorType.VALIDATION_ERROR,
+            "NO_READABLE_TEXT",
+            f"{_short(url)} has no readable text without JavaScript (the page builds itself in a browser)",
+            "look for the data behind it (an API, a CSV or JSON link), or another source",
+        )
     markdown = trafilatura.extract(
         html,
         url=url,
@@ -413,25 +420,26 @@ def _html(html: str, url: str) -> tuple[str | None, str]:
     meta = extract_metadata(html, default_url=url)
     title = meta.title if meta and meta.title else None
     if not markdown or not markdown.strip():
-        import lxml.html
-
-        try:
-            body = " ".join(lxml.html.fromstring(html).text_content().split()) if html.strip() else ""
-        except Exception:
-            body = ""
-        if "<script" in html.lower() and len(body) < 200:
-            raise ToolFailure(
-                ErrorType.VALIDATION_ERROR,
-                "NO_READABLE_TEXT",
-                f"{_short(url)} has no readable text without JavaScript (the page builds itself in a browser)",
-                "look for the data behind it (an API, a CSV or JSON link), or another source",
-            )
+        body = _visible_text(html)
         if not body:
             raise ToolFailure(ErrorType.VALIDATION_ERROR, "NO_READABLE_TEXT", f"{_short(url)} has no readable text")
         markdown = body
     if title and not markdown.lstrip().startswith("#"):
         markdown = f"# {title}\n\n{markdown}"
     return title, markdown
+
+
+def _visible_text(html: str) -> str:
+    """The text a browser without JavaScript would show (scripts, styles, noscript and templates left out)."""
+    import lxml.html
+
+    try:
+        doc = lxml.html.fromstring(html)
+    except Exception:
+        return ""
+    for node in doc.xpath("//script|//style|//noscript|//template|//head"):
+        node.drop_tree()
+    return " ".join(doc.text_content().split())
 
 
 def _pdf_text(data: bytes, url: str) -> str:

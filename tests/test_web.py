@@ -1,0 +1,323 @@
+"""web_search and web_reader through a real MCP client, against real HTTP servers on 127.0.0.1.
+
+Nothing here leaves the machine: the pages and the fake search providers are served by tests/web_fixtures.py;
+URLs naming private or metadata addresses are refused by the guard before any connection (the loopback
+spellings prove it: the local server counts zero requests), and the redirect from a public address to
+loopback runs in a network namespace of its own (test_web_namespace.py)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client
+
+from tests.conftest import in_process, meta_of, text_of
+from tests.web_fixtures import WebServer
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(scope="module")
+def web() -> Iterator[WebServer]:
+    with WebServer() as server:
+        yield server
+
+
+def _env(web: WebServer, **extra: str) -> dict[str, str]:
+    return {
+        "BA_MCP_WEB__ALLOW_PRIVATE_NETWORKS": "true",  # the test server lives on loopback
+        "BA_MCP_WEB__TIMEOUT_S": "2",
+        "BA_MCP_WEB__MAX_DOWNLOAD_BYTES": "200000",
+        "BA_MCP_WEB__SEARCH__MIN_INTERVAL_S": "0",
+        "BA_MCP_WEB__SEARCH__SEARXNG__URL": web.url("/searxng"),
+        "BA_MCP_WEB__USER_AGENT": "ba-mcp-test/1.0",
+        **extra,
+    }
+
+
+@pytest.fixture(scope="module")
+async def client(tmp_path_factory: pytest.TempPathFactory, web: WebServer) -> AsyncIterator[Client]:
+    ws = tmp_path_factory.mktemp("webws")
+    async with in_process(ws, ["web_reader", "web_search", "file_reader", "query_database"], **_env(web)) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+async def guarded(tmp_path_factory: pytest.TempPathFactory, web: WebServer) -> AsyncIterator[Client]:
+    """The shipped address rule (private networks not allowed)."""
+    ws = tmp_path_factory.mktemp("guardws")
+    env = _env(web)
+    del env["BA_MCP_WEB__ALLOW_PRIVATE_NETWORKS"]
+    async with in_process(ws, ["web_reader"], **env) as c:
+        yield c
+
+
+async def read(c: Client, url: str, **extra: Any) -> Any:
+    return await c.call_tool("web_reader", {"url": url, **extra})
+
+
+def error_code(result: Any) -> str:
+    assert result.is_error, text_of(result)
+    return str(meta_of(result)["error"]["code"])
+
+
+# -- content --------------------------------------------------------------------------------------
+
+
+async def test_an_article_becomes_its_main_content_as_markdown(client: Client, web: WebServer) -> None:
+    result = await read(client, web.url("/article"))
+    text = text_of(result)
+    assert not result.is_error, text
+    assert text.startswith("web_reader: document (standard)")
+    assert "# Quarterly sales review" in text and "Revenue by region" in text
+    assert "North" in text and "1,200" in text  # the table is kept
+    assert "[methods note](https://example.com/method)" in text  # links are kept
+    for boilerplate in ("Accept all cookies", "All rights reserved", "About us"):
+        assert boilerplate not in text
+
+
+async def test_gzip_bodies_are_inflated(client: Client, web: WebServer) -> None:
+    text = text_of(await read(client, web.url("/article.gz")))
+    assert "Revenue by region" in text
+
+
+async def test_json_csv_pdf_and_text_each_get_their_kind(client: Client, web: WebServer) -> None:
+    js = await read(client, web.url("/data.json"))
+    assert text_of(js).startswith("web_reader: json (standard)") and '"kpi": "revenue"' in text_of(js)
+    csv = await read(client, web.url("/sales.csv"))
+    text = text_of(csv)
+    assert text.startswith("web_reader: table (standard)") and "24 rows × 3 columns" in text
+    aid = re.search(r"artifact_[0-9a-f]{12}", text)
+    assert aid, text  # the data file is an artifact the other tools can use
+    q = await client.call_tool("query_database", {"query": f"SELECT sum(revenue) AS total FROM '{aid.group(0)}'"})
+    assert not q.is_error and str(sum(100 + m * 7 for m in range(1, 13)) * 2) in text_of(q)
+    export = await read(client, web.url("/export?name=x.csv"))
+    assert error_code(export) == "BINARY_CONTENT"  # octet-stream with no data suffix is refused
+    pdf = await read(client, web.url("/report.pdf"))
+    assert "Revenue grew twelve percent" in text_of(pdf), text_of(pdf)
+
+
+async def test_binary_and_javascript_only_pages_are_clear_errors(client: Client, web: WebServer) -> None:
+    png = await read(client, web.url("/logo.png"))
+    assert error_code(png) == "BINARY_CONTENT" and "image/png" in text_of(png)
+    js = await read(client, web.url("/js"))
+    assert error_code(js) == "NO_READABLE_TEXT" and "JavaScript" in text_of(js)
+    missing = await read(client, web.url("/nowhere"))
+    assert error_code(missing) == "HTTP_404"
+
+
+async def test_long_text_comes_in_windows_with_the_whole_as_an_artifact(client: Client, web: WebServer) -> None:
+    first = await read(client, web.url("/long.txt"), max_length=5000)
+    text = text_of(first)
+    assert "start_index=5000" in text, text
+    whole = re.search(r"the whole text \(([\d,]+) characters\) is (artifact_[0-9a-f]{12})", text)
+    assert whole, text
+    second = text_of(await read(client, web.url("/long.txt"), start_index=5000, max_length=5000))
+    assert "characters 5,000–10,000" in second and "start_index=10000" in second
+    stored = await client.call_tool("file_reader", {"path": whole.group(2), "nrows": 3})
+    assert "Paragraph 0:" in text_of(stored)
+    past = await read(client, web.url("/long.txt"), start_index=10**7)
+    assert error_code(past) == "INVALID_PARAMETERS" or meta_of(past)["error"]["type"] == "invalid_parameters"
+
+
+async def test_one_download_serves_every_level_and_window(client: Client, web: WebServer) -> None:
+    url = web.url("/article") + "?once"
+    before = web.paths.count("/article?once")
+    for level in ("brief", "standard", "full"):
+        result = await read(client, url, output_level=level)
+        assert text_of(result).startswith(f"web_reader: document ({level})"), text_of(result)
+    await read(client, url, start_index=100, max_length=200)
+    assert web.paths.count("/article?once") - before == 1
+
+
+async def test_the_user_agent_is_sent_and_robots_txt_is_respected(client: Client, web: WebServer) -> None:
+    ua = await read(client, web.url("/ua"))
+    assert "ba-mcp-test/1.0" in text_of(ua)
+    assert all(h.get("user-agent") == "ba-mcp-test/1.0" for h in web.headers)
+    private = await read(client, web.url("/private/page"))
+    assert error_code(private) == "ROBOTS_DISALLOWED"
+    assert "/private/page" not in web.paths
+
+
+async def test_downloads_are_capped_and_timed_as_a_whole(client: Client, web: WebServer) -> None:
+    huge = await read(client, web.url("/huge"))
+    assert not huge.is_error and "larger than web.max_download_bytes" in text_of(huge)
+    assert error_code(await read(client, web.url("/huge.csv"))) == "DOWNLOAD_TOO_LARGE"
+    nolength = await read(client, web.url("/huge-nolength"))
+    assert "only its beginning was read" in text_of(nolength)
+    assert error_code(await read(client, web.url("/slow?s=4"))) == "DOWNLOAD_TIMEOUT"
+    assert error_code(await read(client, web.url("/drip"))) == "DOWNLOAD_TIMEOUT"  # total, not per read
+
+
+async def test_redirects_are_followed_within_the_limit_and_revetted(client: Client, web: WebServer) -> None:
+    ok = await read(client, web.url("/r/3"))
+    assert "Revenue by region" in text_of(ok) and "redirected to" in text_of(ok)
+    assert error_code(await read(client, web.url("/r/9"))) == "TOO_MANY_REDIRECTS"
+    assert error_code(await read(client, web.url("/tofile"))) == "URL_REFUSED"
+
+
+# -- the address rule (S-5) -----------------------------------------------------------------------
+
+
+async def test_loopback_in_every_spelling_is_refused_before_any_connection(guarded: Client, web: WebServer) -> None:
+    port = web.port
+    spellings = [
+        f"http://127.0.0.1:{port}/article",
+        f"http://localhost:{port}/article",
+        f"http://LOCALHOST.:{port}/article",
+        f"http://2130706433:{port}/article",
+        f"http://0x7f000001:{port}/article",
+        f"http://0x7f.1:{port}/article",
+        f"http://0177.0.0.1:{port}/article",
+        f"http://127.1:{port}/article",
+        f"http://[::1]:{port}/article",
+        f"http://[::ffff:127.0.0.1]:{port}/article",
+        f"http://[::ffff:7f00:1]:{port}/article",
+        f"http://user:pw@127.0.0.1:{port}/article",
+        f"http://example.com@127.0.0.1:{port}/article",
+        f"HTTP://127.0.0.1:{port}/article",
+        f"http://0.0.0.0:{port}/article",
+        f"http://0:{port}/article",
+    ]
+    before = web.hits
+    for url in spellings:
+        result = await read(guarded, url)
+        # URL_REFUSED by the address rule, or BAD_URL where the URL parser itself rejects the spelling
+        assert error_code(result) in ("URL_REFUSED", "BAD_URL"), (url, text_of(result))
+    assert web.hits == before  # not one connection reached the server
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://169.254.169.254/latest/meta-data/",
+        "http://[fd00:ec2::254]/latest/meta-data/",
+        "http://100.100.100.200/latest/meta-data/",
+        "http://10.0.0.1/",
+        "http://172.16.5.4/",
+        "http://192.168.1.1/",
+        "http://100.64.0.1/",
+        "http://224.0.0.1/",
+        "http://255.255.255.255/",
+        "http://240.0.0.1/",
+        "http://[fe80::1]/",
+        "http://[64:ff9b::a9fe:a9fe]/",
+        "http://[2002:a9fe:a9fe::]/",
+        "file:///etc/passwd",
+        "ftp://example.com/x",
+        "gopher://127.0.0.1:70/",
+    ],
+)
+async def test_private_metadata_and_other_schemes_are_refused(guarded: Client, url: str) -> None:
+    """The guard answers from the address alone (URL_REFUSED is raised before a connection is attempted;
+    the loopback test above proves the order with a live server)."""
+    result = await read(guarded, url)
+    assert error_code(result) == "URL_REFUSED", text_of(result)
+    assert meta_of(result)["error"]["type"] == "permission_denied"
+
+
+# -- web_search -------------------------------------------------------------------------------------
+
+
+async def test_search_levels_show_what_their_names_say(client: Client) -> None:
+    brief = text_of(
+        await client.call_tool("web_search", {"query": "retail", "num_results": 5, "output_level": "brief"})
+    )
+    assert brief.startswith("web_search: table (brief)") and "https://example.com/4" in brief and "Result 0" in brief
+    assert "Snippet number" not in brief
+    standard = text_of(await client.call_tool("web_search", {"query": "retail", "num_results": 5}))
+    assert "Snippet number 3 about retail." in standard and "2026-" in standard and '"engine"' not in standard
+    assert "engine" not in standard.split("More columns at full")[0]
+    full = text_of(await client.call_tool("web_search", {"query": "retail", "num_results": 5, "output_level": "full"}))
+    assert "engine" in full and "score" in full and "fake" in full
+    twenty = await client.call_tool("web_search", {"query": "retail", "num_results": 20})
+    assert meta_of(twenty)["rows"] == 20
+
+
+async def test_search_errors_name_the_provider_and_what_to_configure(
+    client: Client, tmp_path: Path, web: WebServer
+) -> None:
+    boom = await client.call_tool("web_search", {"query": "boom"})
+    assert "searxng answered HTTP 500" in text_of(boom)
+    limited = await client.call_tool("web_search", {"query": "slowdown"})
+    assert error_code(limited) == "SEARCH_RATE_LIMITED" and "retry after 30" in text_of(limited)
+    bad = await client.call_tool("web_search", {"query": "x", "num_results": 21})
+    assert bad.is_error and "num_results" in text_of(bad)
+    env = _env(web, BA_MCP_WEB__SEARCH__PROVIDER="brave", BA_MCP_WEB__SEARCH__BRAVE__API_KEY="wrong-key-123")
+    env["BA_MCP_WEB__SEARCH__BRAVE__ENDPOINT"] = web.url("/brave")
+    async with in_process(tmp_path / "b", ["web_search"], **env) as c:
+        result = await c.call_tool("web_search", {"query": "retail"})
+        assert error_code(result) == "SEARCH_AUTH" and "brave" in text_of(result)
+        assert "wrong-key-123" not in text_of(result) and "wrong-key-123" not in str(meta_of(result))
+    env = _env(web, BA_MCP_WEB__SEARCH__PROVIDER="searxng", BA_MCP_WEB__SEARCH__SEARXNG__URL="http://127.0.0.1:9")
+    async with in_process(tmp_path / "s", ["web_search"], **env) as c:
+        result = await c.call_tool("web_search", {"query": "retail"})
+        assert error_code(result) == "SEARCH_UNAVAILABLE" and "web.search.searxng.url" in text_of(result)
+    env = _env(web, BA_MCP_WEB__SEARCH__PROVIDER="tavily")
+    async with in_process(tmp_path / "t", ["web_search"], **env) as c:
+        result = await c.call_tool("web_search", {"query": "retail"})
+        assert error_code(result) == "SEARCH_NOT_CONFIGURED" and "tavily.api_key" in text_of(result)
+
+
+async def test_brave_tavily_and_duckduckgo_answer_through_one_interface(tmp_path: Path, web: WebServer) -> None:
+    env = _env(
+        web, BA_MCP_WEB__SEARCH__BRAVE__API_KEY="good-key", BA_MCP_WEB__SEARCH__BRAVE__ENDPOINT=web.url("/brave")
+    )
+    del env["BA_MCP_WEB__SEARCH__SEARXNG__URL"]  # auto: Brave, since its key is set
+    async with in_process(tmp_path / "b", ["web_search"], **env) as c:
+        result = await c.call_tool("web_search", {"query": "retail", "num_results": 3})
+        assert "web search (brave)" in text_of(result) and "Snippet number 2" in text_of(result)
+    env = _env(
+        web, BA_MCP_WEB__SEARCH__TAVILY__API_KEY="good-key", BA_MCP_WEB__SEARCH__TAVILY__ENDPOINT=web.url("/tavily")
+    )
+    del env["BA_MCP_WEB__SEARCH__SEARXNG__URL"]
+    async with in_process(tmp_path / "t", ["web_search"], **env) as c:
+        result = await c.call_tool("web_search", {"query": "ratelimited", "num_results": 2})
+        assert not result.is_error and "web search (tavily)" in text_of(result)  # the 429 was retried after 1 s
+    env = _env(web, BA_MCP_WEB__SEARCH__DUCKDUCKGO__ENDPOINT=web.url("/ddg"))
+    del env["BA_MCP_WEB__SEARCH__SEARXNG__URL"]  # auto with nothing configured: DuckDuckGo
+    async with in_process(tmp_path / "d", ["web_search"], **env) as c:
+        result = await c.call_tool("web_search", {"query": "retail"})
+        text = text_of(result)
+        assert "web search (duckduckgo)" in text and "https://example.org/retail" in text
+        assert "Retail trends 2026" in text and "ads.example" not in text
+
+
+async def test_search_results_are_cached_per_provider_query_and_count(client: Client, web: WebServer) -> None:
+    before = web.paths.count("/searxng/search?q=cached&format=json&pageno=1")
+    for _ in range(3):
+        await client.call_tool("web_search", {"query": "cached", "num_results": 3})
+    assert sum(p.startswith("/searxng/search?q=cached") for p in web.paths) - max(before, 0) == 1
+
+
+async def test_both_tools_are_read_only_and_open_world(client: Client) -> None:
+    tools = {t.name: t for t in (await client.list_tools()).tools}
+    for name in ("web_search", "web_reader"):
+        ann = tools[name].annotations
+        assert ann is not None and ann.read_only_hint is True and ann.open_world_hint is True
+
+
+def test_a_public_page_is_read_and_its_redirect_to_loopback_refused_in_a_namespace() -> None:
+    """The honest version of "public origin redirects to an internal address": in a network namespace of the
+    test's own (only lo, with 8.8.8.8 on it), under the shipped address rule."""
+    import json
+    import shutil
+    import subprocess
+    import sys
+
+    if not (shutil.which("unshare") and shutil.which("ip")):
+        pytest.skip("unshare and ip are needed for a network namespace")
+    probe = Path(__file__).with_name("web_namespace_probe.py")
+    proc = subprocess.run(["unshare", "-n", sys.executable, str(probe)], capture_output=True, text=True, timeout=120)
+    if proc.returncode != 0 and "unshare failed" in proc.stderr:
+        pytest.skip(f"no permission for a network namespace here: {proc.stderr.strip()[:200]}")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert not out["page"]["error"] and "quarterly revenue" in out["page"]["text"], out["page"]
+    for hop in ("hop", "hop_name"):
+        assert out[hop]["error"] and "URL_REFUSED" in out[hop]["text"], out[hop]
+    assert out["loopback_hits"] == 0
