@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ba_mcp import __version__
 from ba_mcp.settings import ConfigError, Settings, load_settings
 
 
@@ -339,11 +340,37 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         checks += _check_sandbox(settings, ws.dir("sessions"))
     except OSError as exc:
         checks.append(("workspace writable", False, f"{root}: {exc.strerror}"))
+    checks.append(_check_search(settings))
     width = max(len(c[0]) for c in checks)
     for name, ok, detail in checks:
         print(f"{'ok  ' if ok else 'FAIL'}  {name:<{width}}  {detail}")
     essential = {"configuration", "tokenizer offline", "workspace writable", "pandas / pyarrow"}
     return 0 if all(ok for name, ok, _ in checks if name in essential) else 1
+
+
+def _check_search(settings: Settings) -> tuple[str, bool, str]:
+    """The search provider web_search uses, and whether it answers one query (not essential: the other tools
+    work without it)."""
+    import anyio
+
+    from ba_mcp.net import Fetcher
+    from ba_mcp.pipeline.errors import ToolFailure
+    from ba_mcp.search import Searcher
+
+    async def probe() -> str:
+        fetcher = Fetcher(settings.web, __version__)
+        try:
+            searcher = Searcher(settings.web.search, lambda: fetcher.client)
+            hits = await searcher.search("business analysis", 1)
+            return f"{searcher.provider} answers ({len(hits)} result(s) for a test query)"
+        finally:
+            await fetcher.aclose()
+
+    name = "web search"
+    try:
+        return name, True, anyio.run(probe)
+    except ToolFailure as failure:
+        return name, False, f"{failure.message}; {failure.hint}"
 
 
 def _check_sandbox(settings: Settings, sessions: Path) -> list[tuple[str, bool, str]]:

@@ -40,6 +40,8 @@ def _hermetic_environment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[
 def server_env(workspace: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "TMPDIR")}
     env["BA_MCP_WORKSPACE"] = str(workspace)
+    # Tests never reach the internet: the no-key search default points at a closed loopback port.
+    env["BA_MCP_WEB__SEARCH__DUCKDUCKGO__ENDPOINT"] = "http://127.0.0.1:9/"
     env.update(extra)
     return env
 
@@ -133,6 +135,7 @@ def in_process(workspace: Path, tools: list[str] | None = None, **env: str) -> C
     from ba_mcp.server import build_server
     from ba_mcp.settings import load_settings
 
+    env = {"BA_MCP_WEB__SEARCH__DUCKDUCKGO__ENDPOINT": "http://127.0.0.1:9/", **env}  # never the internet
     settings = load_settings(workspace=workspace, environ=env)
     return Client(build_server(App(settings, tools)))
 

@@ -321,3 +321,32 @@ def test_a_public_page_is_read_and_its_redirect_to_loopback_refused_in_a_namespa
     for hop in ("hop", "hop_name"):
         assert out[hop]["error"] and "URL_REFUSED" in out[hop]["text"], out[hop]
     assert out["loopback_hits"] == 0
+
+
+async def test_both_tools_over_stdio_at_every_level(tmp_path: Path, web: WebServer) -> None:
+    from mcp import ClientSession, stdio_client
+
+    from tests.conftest import stdio_params
+
+    async with stdio_client(stdio_params(tmp_path, **_env(web))) as (r, w), ClientSession(r, w) as s:
+        await s.initialize()
+        for level in ("brief", "standard", "full"):
+            page = await s.call_tool("web_reader", {"url": web.url("/article"), "output_level": level})
+            assert text_of(page).startswith(f"web_reader: document ({level})") and "Quarterly sales review" in text_of(
+                page
+            )
+            hits = await s.call_tool("web_search", {"query": "retail", "num_results": 3, "output_level": level})
+            assert text_of(hits).startswith(f"web_search: table ({level})") and "https://example.com/2" in text_of(hits)
+
+
+def test_doctor_reports_the_search_provider_and_whether_it_answers(tmp_path: Path, web: WebServer) -> None:
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT, server_env
+
+    env = server_env(tmp_path, BA_MCP_WEB__SEARCH__SEARXNG__URL=web.url("/searxng"))
+    out = subprocess.run(
+        [sys.executable, "-m", "ba_mcp", "doctor"], env=env, cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert re.search(r"ok\s+web search\s+searxng answers \(1 result", out.stdout), out.stdout

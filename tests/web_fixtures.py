@@ -166,15 +166,15 @@ class WebServer:
         if path == "/slow":
             time.sleep(float(query.get("s", ["5"])[0]))
             return send(200, "late")
-        if path == "/drip":  # headers at once, then a byte every 0.2 s: no single read times out
+        if path == "/drip":  # headers at once, then a byte every 0.1 s: no single read times out
             h.send_response(200)
             h.send_header("Content-Type", "text/plain")
-            h.send_header("Content-Length", "1000")
+            h.send_header("Content-Length", "60")
             h.end_headers()
-            for _ in range(1000):
+            for _ in range(60):
                 h.wfile.write(b"x")
                 h.wfile.flush()
-                time.sleep(0.2)
+                time.sleep(0.1)
             return None
         if path.startswith("/r/"):
             n = int(path.rsplit("/", 1)[1])

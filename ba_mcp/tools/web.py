@@ -37,17 +37,14 @@ if TYPE_CHECKING:
 
 
 class WebSearchParams(ToolParams):
-    query: Annotated[str, Field(min_length=1, max_length=400, description="what to search the web for")]
-    num_results: Annotated[int, Field(ge=1, le=20, description="how many results (1-20)")] = 10
+    query: Annotated[str, Field(min_length=1, max_length=400)]
+    num_results: Annotated[int, Field(ge=1, le=20)] = 10
 
 
 class WebSearch(Tool):
     name = "web_search"
     title = "Search the web"
-    description = (
-        "Search the web. Returns results as a table: brief gives titles and URLs, standard adds each "
-        "snippet and date, full everything the search provider returned. Read a page with web_reader."
-    )
+    description = "Search the web: titles and URLs (brief), + snippets and dates (standard), all fields (full)."
     Params = WebSearchParams
     policy = ToolPolicy(idempotent=True, retry_on=REMOTE_RETRIES, read_only=True, open_world=True)
 
@@ -107,11 +104,9 @@ def _cell(value: Any) -> str | None:
 
 
 class WebReaderParams(ToolParams):
-    url: Annotated[str, Field(min_length=1, max_length=8192, description="an http(s) URL")]
-    start_index: Annotated[int, Field(ge=0, description="first character of the page text to return")] = 0
-    max_length: Annotated[
-        int | None, Field(ge=100, le=1_000_000, description="characters of text to return (default: 20000)")
-    ] = None
+    url: Annotated[str, Field(min_length=1, max_length=8192)]
+    start_index: Annotated[int, Field(ge=0, description="first character of the text")] = 0
+    max_length: Annotated[int | None, Field(ge=100, le=1_000_000, description="default 20000")] = None
 
 
 _TABLE_TYPES = {
@@ -164,12 +159,9 @@ class WebReader(Tool):
     name = "web_reader"
     title = "Read a web page"
     description = (
-        "Read a web page or data file by URL. HTML becomes its main content as markdown (navigation and "
-        "boilerplate dropped; headings, tables and links kept); JSON a JSON result; CSV/TSV/Excel/Parquet a "
-        "table kept as an artifact that query_database and run_python can use; PDF and text their text. "
-        "Long text comes in windows: max_length characters from start_index; the result names the next "
-        "start_index and keeps the whole text as an artifact. Only public http(s) addresses; robots.txt is "
-        "respected."
+        "Read a web page or data file by URL: HTML as its main content in markdown; JSON; PDF and text; "
+        "CSV/Excel/Parquet as a table kept as an artifact (queryable). Long text comes in windows of "
+        "max_length characters from start_index. Public http(s) only; robots.txt respected."
     )
     Params = WebReaderParams
     policy = ToolPolicy(
