@@ -35,6 +35,7 @@ def _env(web: WebServer, **extra: str) -> dict[str, str]:
         "BA_MCP_WEB__SEARCH__MIN_INTERVAL_S": "0",
         "BA_MCP_WEB__SEARCH__SEARXNG__URL": web.url("/searxng"),
         "BA_MCP_WEB__USER_AGENT": "ba-mcp-test/1.0",
+        "BA_MCP_RETRY__MAX_RETRIES": "0",  # the retry policy has its own tests; here each failure once
         **extra,
     }
 
