@@ -181,8 +181,6 @@ class WebServer:
             return send(302, "", Location="/article" if n <= 1 else f"/r/{n - 1}")
         if path == "/tofile":
             return send(302, "", Location="file:///etc/passwd")
-        if path == "/to-metadata":
-            return send(302, "", Location="http://169.254.169.254/latest/meta-data/")
         # fake search providers
         if path == "/searxng/search":
             if query.get("format") != ["json"]:

@@ -17,6 +17,26 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
+PRIVATE = [
+    "http://169.254.169.254/latest/meta-data/",
+    "http://[fd00:ec2::254]/latest/meta-data/",
+    "http://100.100.100.200/latest/meta-data/",
+    "http://10.0.0.1/",
+    "http://172.16.5.4/",
+    "http://192.168.1.1/",
+    "http://100.64.0.1/",
+    "http://224.0.0.1/",
+    "http://255.255.255.255/",
+    "http://240.0.0.1/",
+    "http://[fe80::1]/",
+    "http://[64:ff9b::a9fe:a9fe]/",
+    "http://[2002:a9fe:a9fe::]/",
+    "file:///etc/passwd",
+    "ftp://example.com/x",
+    "gopher://127.0.0.1:70/",
+]
+
+
 def main() -> None:
     subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
     subprocess.run(["ip", "addr", "add", "8.8.8.8/32", "dev", "lo"], check=True)
@@ -81,6 +101,10 @@ def main() -> None:
             ):
                 result = await c.call_tool("web_reader", {"url": url})
                 out[name] = {"error": result.is_error, "text": result.content[0].text}
+            out["private"] = {}
+            for url in PRIVATE:
+                result = await c.call_tool("web_reader", {"url": url})
+                out["private"][url] = result.content[0].text  # type: ignore[index]
         out["loopback_hits"] = hits["loopback"]
         return out
 
