@@ -4,7 +4,9 @@ is then built from it (``server.build_server(app)``), so tool descriptions may d
 
 There are no module-level singletons. Heavy imports (pyarrow, the tokenizer vocabulary) are warmed up in
 the background after start so the handshake stays as fast as a bare MCPServer's (P-1); pandas is not
-imported on the common paths at all (tables are Arrow from the engines to the observer).
+imported on the common paths at all (tables are Arrow from the engines to the observer). Skills are
+loaded here (warnings on stderr), so use_skill's description holds their catalog; a tool whose
+``tools.<name>.enabled`` is false is not built.
 ``aclose()`` (or ``close()``) ends the workers and closes the databases.
 """
 
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import urllib.parse
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -28,12 +31,14 @@ from ba_mcp.pipeline.tokens import TokenCounter
 from ba_mcp.sandbox_client import Sandboxes
 from ba_mcp.search import Searcher
 from ba_mcp.settings import Settings, config_dir
+from ba_mcp.skills import load_skills
 from ba_mcp.tools.base import Tool
 from ba_mcp.tools.file_reader import FileReader
 from ba_mcp.tools.query_database import QueryDatabase
 from ba_mcp.tools.run_python import RunPython
+from ba_mcp.tools.use_skill import UseSkill
 from ba_mcp.tools.web import WebReader, WebSearch
-from ba_mcp.workspace import Workspace
+from ba_mcp.workspace import Resolved, Workspace
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +60,14 @@ class App:
 
     def __init__(self, settings: Settings, tools: Iterable[Tool | str] | None = None) -> None:
         self.settings = settings
-        self.workspace = Workspace.open(settings.workspace_root())
+        self.workspace = Workspace.open(settings.workspace_root(), settings.files.read_roots)
+        for name, root in self.workspace.read_roots.items():
+            if not root.is_dir():
+                log.warning("read root %r is not available: files.read_roots.%s is not a directory", name, name)
+        self.skills = load_skills(settings.skills)
+        for warning in self.skills.warnings:
+            log.warning("skill %s", warning)
+        self.workspace.add_scheme("skill", self._skill_file)
         self.artifacts = ArtifactStore(self.workspace.dir("artifacts"), settings.artifacts)
         rp = settings.run_python
         self.code = CodeStore(self.workspace.dir("code"), rp.code_store_max_bytes, rp.code_ttl_hours * 3600)
@@ -68,7 +80,8 @@ class App:
         self.searcher = Searcher(settings.web.search, lambda: self.fetcher.client)
         builtin = {t.name: t for t in self._builtin_tools()}
         self.tools: dict[str, Tool] = {}
-        for tool in tools if tools is not None else list(builtin):
+        default = [name for name, t in builtin.items() if settings.tool(name).enabled]
+        for tool in tools if tools is not None else default:
             if isinstance(tool, str):
                 if tool not in builtin:
                     raise ValueError(f"no built-in tool named {tool!r} (built-in: {', '.join(builtin)})")
@@ -91,7 +104,18 @@ class App:
             RunPython(s.tools.run_python, self.workspace, self.artifacts, self.code, self.sandboxes),
             WebSearch(s.tools.web_search, s.web.search, self.searcher),
             WebReader(s.tools.web_reader, self.fetcher, self.artifacts, s.tools.file_reader),
+            *(
+                [UseSkill(s.tools.use_skill, self.skills, s.skills.catalog_budget_tokens)]
+                if self.skills.model_skills()
+                else []  # no skill the model may use: no tool (nor its description) at all
+            ),
         ]
+
+    def _skill_file(self, ref: str) -> Resolved:
+        """``skill://<name>/<path>`` as a file the tools can read, confined to that skill's folder."""
+        rest = ref.split("://", 1)[1]
+        name, _, path = rest.partition("/")
+        return self.skills.get(name).open(urllib.parse.unquote(path) or "SKILL.md")
 
     def session(self, key: str) -> SessionState:
         with self._sessions_lock:

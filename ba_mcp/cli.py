@@ -194,6 +194,68 @@ def _show_artifact(settings: Settings, aid: str, level: str) -> int:
     return anyio.run(go)
 
 
+# -- skills -----------------------------------------------------------------------------------
+
+
+def cmd_skills(args: argparse.Namespace) -> int:
+    from ba_mcp.skills import load_skills, sources, validate_folder
+    from ba_mcp.skills.loader import skill_folders
+
+    if args.action == "validate":
+        if args.target:
+            directories = [Path(args.target)]
+            if not directories[0].is_dir():
+                _err(f"ba-mcp skills validate: {args.target} is not a directory")
+                return 2
+        else:
+            directories = [d for _, d in sources(_settings(args).skills)]
+        folders = [f for d in directories for f in skill_folders(d)]
+        if not folders:
+            _err("ba-mcp skills validate: no skill folders (folders holding a SKILL.md) found")
+            return 1
+        failed = 0
+        for folder in folders:
+            problems = validate_folder(folder)
+            if problems:
+                failed += 1
+                print(f"FAIL  {folder.name}")
+                for problem in problems:
+                    print(f"      - {problem}")
+            else:
+                print(f"ok    {folder.name}")
+        print(f"{len(folders) - failed} of {len(folders)} skill(s) valid")
+        return 1 if failed else 0
+    skills = load_skills(_settings(args).skills)
+    for warning in skills.warnings:
+        _err(f"warning: skill {warning}")
+    if args.action == "show":
+        if not args.target:
+            _err("ba-mcp skills show: give a skill name (ba-mcp skills list shows them)")
+            return 2
+        from ba_mcp.pipeline.errors import ToolFailure
+
+        try:
+            skill = skills.get(args.target)
+        except ToolFailure as failure:
+            _err(f"ba-mcp skills show: {failure.message}; {failure.hint}")
+            return 1
+        print(skill.read(skill.skill_file).decode("utf-8"), end="")
+        print(f"\n--- files of {skill.name} ({skill.uri()}):")
+        for f in skill.files:
+            print(f"{f.size:>10,} B  {f.path}")
+        return 0
+    if not len(skills):
+        print("no skills loaded")
+        return 0
+    width = max(len(sk.name) for sk in skills)
+    print(f"{'name':<{width}}  {'source':<16} files  use          description")
+    for sk in skills:
+        use = ("prompt" if sk.user_invocable else "") + ("+model" if sk.model_invocable else "")
+        line = f"{sk.name:<{width}}  {sk.source:<16} {len(sk.files):>5}  {use.strip('+'):<12} {sk.description}"
+        print(line)
+    return 0
+
+
 # -- stats ------------------------------------------------------------------------------------
 
 
@@ -451,6 +513,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("id", nargs="?")
     p.add_argument("--level", choices=["brief", "standard", "full"], default="standard")
     p.set_defaults(func=cmd_artifacts)
+
+    p = sub.add_parser("skills", parents=[common], help="list, show and strictly validate skills")
+    p.add_argument("action", choices=["list", "show", "validate"])
+    p.add_argument("target", nargs="?", help="show: a skill name; validate: a skill folder or a folder of skills")
+    p.set_defaults(func=cmd_skills)
 
     p = sub.add_parser("stats", parents=[common], help="metrics report from the telemetry log")
     p.add_argument("--hours", type=float, help="only the last N hours")

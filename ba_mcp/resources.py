@@ -1,4 +1,5 @@
-"""Resource content (``ba://files``, ``ba://metrics``, ``artifact://``, ``upload://``, ``db://``) and the
+"""Resource content (``ba://files``, ``ba://metrics``, ``artifact://``, ``upload://``, ``db://``; ``skill://``
+is ``skills.mcp``'s) and the
 completions of their arguments. ``register(server, app)`` adds them to a server; ``COMPLETIONS`` is the
 table of argument completions each resource adds to (the server's one completion handler reads it).
 ``read_special`` serves what a resource template cannot: artifacts with their own MIME type, and the
@@ -36,6 +37,7 @@ def register(server: MCPServer[Any], app: App) -> None:
         ("artifact://{id}", "id"): lambda a: [m.id for m in reversed(a.artifacts.list())],
         ("upload://{name}", "name"): lambda a: [uid for uid, _, _ in a.workspace.uploads()],
         ("db://{database}/schema", "database"): lambda a: a.databases.names,
+        ("skill://{name}/{path}", "name"): lambda a: [s.name for s in a.skills],
     }
 
     @server.resource(
@@ -125,6 +127,10 @@ async def read_special(app: App, uri: str, headers: Mapping[str, str] | None) ->
     of these."""
     from ba_mcp.server import session_key
 
+    if uri.startswith("skill://"):
+        from ba_mcp.skills.mcp import read
+
+        return await read(app.skills, uri)
     if uri.startswith("artifact://"):
         content, mime = await anyio.to_thread.run_sync(read_artifact_resource, app, uri[len("artifact://") :])
         return [ReadResourceContents(content=content, mime_type=mime)]
@@ -187,6 +193,9 @@ def files_listing(app: App) -> str:
             f"- [{meta.get('id')}] ({meta.get('language', 'python')}) {meta.get('description', '')} | "
             f"{meta.get('line_count', '?')} lines"
         )
+    if app.workspace.read_roots:
+        lines += ["", "## Read roots (read-only folders beyond the workspace)"]
+        lines += [f"- {name}/ — pass paths as {name}/<path>" for name in app.workspace.read_roots]
     artifacts = app.artifacts.list()
     lines += ["", "## Artifacts (results kept by the server)"]
     if not artifacts:

@@ -3,7 +3,8 @@
 The App is built first (``app.App``); this module adapts it to the SDK: every tool is registered as a
 ``PipelineTool`` (the SDK lists it with the schema of the tool's parameter model, and each call goes
 straight to ``Runner.call`` so validation, levels, artifacts and errors are ours, in one format), the
-resources and completions of ``resources.register``, ``logging/setLevel``, the lifespan's background
+resources and completions of ``resources.register``, the skills' resources, prompts and extension
+(``skills.mcp``), ``logging/setLevel``, the lifespan's background
 work, and — in ``SdkInternals``, the one place that touches them — the SDK's private attributes.
 """
 
@@ -39,6 +40,8 @@ from pydantic import ConfigDict, ValidationError
 from ba_mcp import __version__, resources
 from ba_mcp.app import App
 from ba_mcp.pipeline.errors import Code, ErrorType, ToolFailure, error_result
+from ba_mcp.skills import mcp as skills_mcp
+from ba_mcp.skills.mcp import SkillsExtension
 from ba_mcp.tools.base import Tool
 
 log = logging.getLogger(__name__)
@@ -59,6 +62,28 @@ upload_<name>; ba://files lists uploads, code files and artifacts.
 
 Errors come as 'Error Type / Error Code / Error Message / Hint': follow the hint.
 """
+
+SKILLS_INSTRUCTIONS = """
+Skills are playbooks for analysis tasks (steps, SQL, Python, what to deliver). Before a task that matches
+one, load it: use_skill(name) (the list is in that tool's description), or read the resource
+skill://<name>/SKILL.md; then follow it.
+"""
+
+
+def instructions(app: App) -> str:
+    """The server's instructions: the pipeline's rules, then skills and read roots when there are any."""
+    text = INSTRUCTIONS
+    if len(app.skills):
+        text += SKILLS_INSTRUCTIONS
+    if app.workspace.read_roots:
+        names = ", ".join(f"{n}/<path>" for n in app.workspace.read_roots)
+        first = next(iter(app.workspace.read_roots))
+        text += (
+            f'\nRead-only folders beyond the workspace: {names}. E.g. file_reader(path="{first}/data/sales.csv"), '
+            f"FROM '{first}/data/sales.csv' in query_database, load_file(\"{first}/data/sales.csv\") in run_python.\n"
+        )
+    return text
+
 
 _LOG_LEVELS = ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"]
 _RESOURCE_TEXT_LIMIT = 10 * 1024 * 1024
@@ -302,14 +327,16 @@ def build_server(app: App) -> BaServer:
         name="ba-mcp",
         title="ba-mcp — business-analysis tools",
         version=__version__,
-        instructions=INSTRUCTIONS,
+        instructions=instructions(app),
         lifespan=lifespan,
         tools=[PipelineTool.wrap(t, structured) for t in registered],
         middleware=[_UnknownToolMiddleware((t.name for t in registered), structured)],
         log_level=app.settings.log_level,
+        extensions=[SkillsExtension(app.skills)] if len(app.skills) else [],
     )
     server.app = app
     resources.register(server, app)
+    skills_mcp.register(server, app.skills, "use_skill" in app.tools)
     _register_logging(server)
     return server
 

@@ -6,7 +6,7 @@ explicit arguments (command-line flags), each overriding the one before.
 and in the environment alike (``BA_MCP_WEB__X`` is an error, not ignored). Each tool's settings live
 under ``tools.<name>`` in one model per tool (timeouts, default level and its own keys); a name that is
 not a tool of the server is an error naming it. Services shared by several tools have top-level
-sections (``databases``).
+sections (``databases``, ``web``, ``skills``, ``files``).
 """
 
 from __future__ import annotations
@@ -78,6 +78,7 @@ class TelemetrySettings(_Section):
 class ToolSettings(_Section):
     """What every tool has: its default timeout, the ceiling a call may ask for, its default level."""
 
+    enabled: bool = True
     timeout_s: float = Field(30, gt=0)
     max_timeout_s: float = Field(300, gt=0)
     default_level: LevelName | None = None
@@ -183,6 +184,41 @@ class WebReaderSettings(ToolSettings):
     page_cache_entries: int = Field(32, ge=0)
 
 
+class UseSkillSettings(ToolSettings):
+    timeout_s: float = Field(10, gt=0)
+    max_timeout_s: float = Field(30, gt=0)
+
+
+class SkillsSettings(_Section):
+    # Extra directories, each holding skill folders (a directory that is itself a skill folder works too).
+    paths: list[Path] = []
+    bundled: bool = True
+    catalog_budget_tokens: int = Field(2000, ge=0)
+
+
+READ_ROOT_NAME = r"^[a-z][a-z0-9_-]{0,31}$"
+RESERVED_ROOT_NAMES = frozenset({"uploads", "artifacts", "code", "sessions", "data", "logs"})
+
+
+class FilesSettings(_Section):
+    # name -> directory, readable (never writable) as name/<path> by file_reader, query_database and
+    # run_python's load_file/open_file.
+    read_roots: dict[str, Path] = {}
+
+    @model_validator(mode="after")
+    def _names(self) -> FilesSettings:
+        import re
+
+        for name in self.read_roots:
+            if not re.match(READ_ROOT_NAME, name):
+                raise ValueError(
+                    f"read root name {name!r}: lowercase letters, digits, '-' and '_', starting with a letter"
+                )
+            if name in RESERVED_ROOT_NAMES or name.startswith(("upload_", "artifact_", "code_")):
+                raise ValueError(f"read root name {name!r} is taken by the workspace's own folders or ids")
+        return self
+
+
 class ToolsSettings(_Section):
     """``tools.<name>``: one section per tool of the server. Sections of tools registered by an embedding
     application (or a test) are checked by ``load_settings(tool_models=…)``."""
@@ -194,6 +230,7 @@ class ToolsSettings(_Section):
     run_python: RunPythonSettings = RunPythonSettings()
     web_search: ToolSettings = ToolSettings()
     web_reader: WebReaderSettings = WebReaderSettings()
+    use_skill: UseSkillSettings = UseSkillSettings()
 
 
 BUILTIN_TOOLS = tuple(ToolsSettings.model_fields)
@@ -217,6 +254,8 @@ class Settings(_Section):
     telemetry: TelemetrySettings = TelemetrySettings()
     databases: dict[str, DatabaseSettings] = {"demo": DatabaseSettings()}
     web: WebSettings = WebSettings()
+    skills: SkillsSettings = SkillsSettings()
+    files: FilesSettings = FilesSettings()
     tools: ToolsSettings = ToolsSettings()
 
     @property

@@ -22,7 +22,7 @@ import re
 import stat
 import urllib.parse
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Literal
@@ -37,7 +37,7 @@ CODE_ID = re.compile(r"^code_[0-9a-f]{12}$")
 UPLOAD_ID = re.compile(r"^upload_[A-Za-z0-9][A-Za-z0-9._-]{0,200}$")
 MAX_REF_LENGTH = 4096
 
-RefKind = Literal["upload", "code", "artifact", "path"]
+RefKind = Literal["upload", "code", "artifact", "path", "root", "skill"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -91,9 +91,12 @@ def upload_id_for(filename: str) -> str:
 class Workspace:
     """The confined file tree. Create with ``Workspace.open(root)`` to make its layout."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, read_roots: Mapping[str, Path] | None = None) -> None:
         self.root = Path(os.path.realpath(root))
         self._root_fd: int | None = None
+        # Read-only directories beyond the workspace (``files.read_roots``), reachable as <name>/<path>.
+        self.read_roots = {name: Path(os.path.realpath(Path(p).expanduser())) for name, p in (read_roots or {}).items()}
+        self._read_root_fds: dict[str, int] = {}
         # One handler per kind of reference: id prefixes, then URI schemes (``skill://`` will be confined
         # to its own root, not the workspace), then workspace-relative paths.
         self._prefixes: list[tuple[str, Callable[[str], Resolved]]] = [
@@ -113,8 +116,8 @@ class Workspace:
         return self._root_fd
 
     @classmethod
-    def open(cls, root: Path) -> Workspace:
-        ws = cls(root)
+    def open(cls, root: Path, read_roots: Mapping[str, Path] | None = None) -> Workspace:
+        ws = cls(root, read_roots)
         for sub in SUBDIRS:
             (ws.root / sub).mkdir(parents=True, exist_ok=True)
         return ws
@@ -188,10 +191,40 @@ class Workspace:
                     "files move from run_python to the other tools with save_artifact(obj); read uploads/ files "
                     "and artifacts by id",
                 )
-        relative = "/".join(p for p in re.split(r"[\\/]+", ref) if p not in ("", "."))
+        parts = [p for p in re.split(r"[\\/]+", ref) if p not in ("", ".")]
+        if parts and parts[0] in self.read_roots:
+            return self._in_read_root(parts[0], "/".join(parts[1:]), ref)
+        relative = "/".join(parts)
         if decoded != ref and not self._exists(relative):
             relative = "/".join(p for p in re.split(r"[\\/]+", decoded) if p not in ("", "."))
         return self._confined(relative, ref, "path", None)
+
+    def _in_read_root(self, name: str, relative: str, ref: str) -> Resolved:
+        """A file of the read root ``name``: opened beneath that directory like a workspace file, and
+        refused if it is in fact the workspace's private ``sessions/`` or ``logs/`` (a root that holds
+        the workspace), judged on the opened descriptor itself."""
+        shown = f"{name}/{relative}"
+        fd = self._read_root_fds.get(name)
+        if fd is None:
+            try:
+                fd = os.open(self.read_roots[name], os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+            except OSError as exc:
+                raise not_found(
+                    f"the read root '{name}' is not available: {exc.strerror}",
+                    "check files.read_roots (or serve --read-root) in the server's configuration",
+                ) from None
+            self._read_root_fds[name] = fd
+        if not relative:
+            raise not_found(f"'{name}/' is a directory, not a file", f"pass a file's path, e.g. {name}/data/sales.csv")
+        resolved = open_resolved(fd, relative, shown, "root", None, display=shown, where=f"{name}/")
+        try:
+            real = Path(os.readlink(f"/proc/self/fd/{resolved.fd}"))
+        except OSError:
+            real = None
+        if real is not None and any(real.is_relative_to(self.root / d) for d in PRIVATE_DIRS):
+            resolved.close()
+            raise denied(f"'{shown[:200]}' is a private folder of the workspace")
+        return resolved
 
     def _exists(self, relative: str) -> bool:
         try:
@@ -231,39 +264,7 @@ class Workspace:
 
     def _confined(self, relative: str, shown: str, kind: RefKind, ref_id: str | None) -> Resolved:
         """Open ``relative`` beneath the root without following any link, and keep it open."""
-        if not relative:
-            raise not_found(f"'{shown[:200]}' is a directory, not a file", "read the resource ba://files")
-        try:
-            fd = open_beneath(self._root(), relative)
-        except FileNotFoundError:
-            raise not_found(
-                f"'{shown[:200]}' does not exist in the workspace", "read the resource ba://files for what is available"
-            ) from None
-        except IsADirectoryError:
-            raise not_found(f"'{shown[:200]}' is a directory, not a file", "read the resource ba://files") from None
-        except OSError as exc:
-            if exc.errno in (errno.ELOOP, errno.EXDEV, errno.ENOTDIR):
-                raise denied(
-                    f"'{shown[:200]}' goes through a symbolic link or out of the workspace",
-                    "symbolic links are not followed; only files inside the workspace can be read",
-                ) from None
-            raise denied(f"'{shown[:200]}' cannot be opened") from None
-        try:
-            st = os.fstat(fd)
-            if stat.S_ISDIR(st.st_mode):
-                raise not_found(f"'{shown[:200]}' is a directory, not a file", "read the resource ba://files")
-            if not stat.S_ISREG(st.st_mode):
-                raise denied(f"'{shown[:200]}' is not a regular file (device, FIFO or socket)")
-            # Reads block normally from here on (the descriptor was opened non-blocking for FIFOs' sake).
-            os.set_blocking(fd, True)
-        except BaseException:
-            _close(fd)
-            raise
-        name = shown if ref_id else relative
-        filename = relative.rsplit("/", 1)[-1]
-        resolved = Resolved(kind, name, ref_id, filename, st.st_size, st.st_mtime_ns, st.st_ino, fd)
-        object.__setattr__(resolved, "_closer", weakref.finalize(resolved, _close, fd))  # the fd lives as long
-        return resolved
+        return open_resolved(self._root(), relative, shown, kind, ref_id)
 
     # -- listing ------------------------------------------------------------------------------
 
@@ -282,6 +283,56 @@ class Workspace:
         for uid, _, _ in files:
             counts[uid] = counts.get(uid, 0) + 1
         return [(uid if counts[uid] == 1 else "upload_" + p.name, p, st) for uid, p, st in files]
+
+
+def open_resolved(
+    root_fd: int,
+    relative: str,
+    shown: str,
+    kind: RefKind,
+    ref_id: str | None,
+    *,
+    allow_links: bool = False,
+    display: str | None = None,
+    where: str = "the workspace",
+) -> Resolved:
+    """Open ``relative`` beneath the directory ``root_fd`` and keep it open. ``shown`` names it in errors,
+    ``display`` (default: the id, else ``relative``) is the Resolved's name; ``where`` names the directory
+    in errors. No symbolic link is followed (``allow_links``: links that stay beneath the directory are),
+    nothing outside the directory is reached; directories, devices, FIFOs and sockets are refused."""
+    if not relative:
+        raise not_found(f"'{shown[:200]}' is a directory, not a file", "read the resource ba://files")
+    try:
+        fd = open_beneath(root_fd, relative, allow_links=allow_links)
+    except FileNotFoundError:
+        raise not_found(
+            f"'{shown[:200]}' does not exist in {where}", "read the resource ba://files for what is available"
+        ) from None
+    except IsADirectoryError:
+        raise not_found(f"'{shown[:200]}' is a directory, not a file", "read the resource ba://files") from None
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.EXDEV, errno.ENOTDIR):
+            raise denied(
+                f"'{shown[:200]}' goes through a symbolic link or out of {where}",
+                f"only files inside {where} can be read",
+            ) from None
+        raise denied(f"'{shown[:200]}' cannot be opened") from None
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise not_found(f"'{shown[:200]}' is a directory, not a file", "read the resource ba://files")
+        if not stat.S_ISREG(st.st_mode):
+            raise denied(f"'{shown[:200]}' is not a regular file (device, FIFO or socket)")
+        # Reads block normally from here on (the descriptor was opened non-blocking for FIFOs' sake).
+        os.set_blocking(fd, True)
+    except BaseException:
+        _close(fd)
+        raise
+    name = display or (shown if ref_id else relative)
+    filename = relative.rsplit("/", 1)[-1]
+    resolved = Resolved(kind, name, ref_id, filename, st.st_size, st.st_mtime_ns, st.st_ino, fd)
+    object.__setattr__(resolved, "_closer", weakref.finalize(resolved, _close, fd))  # the fd lives as long
+    return resolved
 
 
 def _close(fd: int) -> None:
@@ -306,15 +357,17 @@ class _OpenHow(ctypes.Structure):
 _openat2_missing = False
 
 
-def open_beneath(root_fd: int, relative: str) -> int:
+def open_beneath(root_fd: int, relative: str, *, allow_links: bool = False) -> int:
     """Open ``relative`` for reading beneath the directory ``root_fd``: no symbolic link is followed at any
     step, and nothing outside the directory can be reached. Raises OSError (ELOOP for a link, EXDEV for an
-    escape, ENOENT, …)."""
+    escape, ENOENT, …). ``allow_links``: symbolic links that resolve beneath the directory are followed
+    (the kernel refuses any that leave it); where openat2 is missing, links are refused all the same."""
     global _openat2_missing
     if not _openat2_missing:
         try:
             libc = ctypes.CDLL(None, use_errno=True)
-            how = _OpenHow(_OPEN_FLAGS, 0, _RESOLVE_BENEATH | _RESOLVE_NO_SYMLINKS | _RESOLVE_NO_MAGICLINKS)
+            resolve = _RESOLVE_BENEATH | _RESOLVE_NO_MAGICLINKS | (0 if allow_links else _RESOLVE_NO_SYMLINKS)
+            how = _OpenHow(_OPEN_FLAGS, 0, resolve)
             fd = libc.syscall(_SYS_OPENAT2, root_fd, relative.encode(), ctypes.byref(how), ctypes.sizeof(how))
             if fd >= 0:
                 return int(fd)

@@ -278,8 +278,9 @@ class Worker:
                 os.close(fd)
             return str(reply["artifact_id"])
 
-        def open_upload(upload_id: str, mode: str = "r", encoding: str | None = None) -> Any:
-            """Open an uploaded file (``upload_<name>`` or ``uploads/<file>``) for reading."""
+        def open_file(upload_id: str, mode: str = "r", encoding: str | None = None) -> Any:
+            """Open a file for reading: an upload (``upload_<name>`` or ``uploads/<file>``) or a file of a
+            read root the server was given (``project/<path>``)."""
             if mode not in ("r", "rb"):
                 raise ValueError("uploads open read-only: mode must be 'r' or 'rb'")
             _, fds = worker._call("open_upload", ref=str(upload_id))
@@ -287,9 +288,9 @@ class Worker:
                 return os.fdopen(fds[0], "rb")
             return os.fdopen(fds[0], "r", encoding=encoding or "utf-8-sig")
 
-        def load_upload(upload_id: str, **read_options: Any) -> Any:
-            """Read an uploaded table file (csv, tsv, xlsx/xls, parquet, json, jsonl) as a DataFrame;
-            ``read_options`` go to the pandas reader."""
+        def load_file(upload_id: str, **read_options: Any) -> Any:
+            """Read a table file (csv, tsv, xlsx/xls, parquet, json, jsonl) — an upload or a read root's file,
+            as for ``open_file`` — as a DataFrame; ``read_options`` go to the pandas reader."""
             import pandas as pd
 
             reply, fds = worker._call("open_upload", ref=str(upload_id))
@@ -307,7 +308,7 @@ class Worker:
                     return pd.read_json(f, lines=True, **read_options)
                 if suffix == ".json":
                     return pd.read_json(f, **read_options)
-            raise ValueError(f"load_upload reads table files; use open_upload for {reply['name']}")
+            raise ValueError(f"load_file reads table files; use open_file for {reply['name']}")
 
         def progress(done: float, total: float | None = None, message: str | None = None) -> None:
             """Report progress of a long cell to the client (shown as an MCP progress notification);
@@ -323,8 +324,10 @@ class Worker:
         return {
             "load_artifact": load_artifact,
             "save_artifact": save_artifact,
-            "open_upload": open_upload,
-            "load_upload": load_upload,
+            "open_file": open_file,
+            "load_file": load_file,
+            "open_upload": open_file,  # the first names of load_file/open_file, kept for existing code
+            "load_upload": load_file,
             "progress": progress,
         }
 

@@ -255,7 +255,7 @@ async def test_tracebacks_show_the_users_frames_and_no_paths(py: ClientSession) 
     for real in ("site-packages", ".venv", "/root", "/work", sys.prefix):
         assert real not in text, text
     hint = failed(await run(py, "import pandas as pd\npd.read_csv('uploads/sales.csv')"), "execution_error")
-    assert 'load_upload("upload_sales")' in hint and "site-packages" not in hint
+    assert 'load_file("upload_sales")' in hint and "site-packages" not in hint
     assert len(hint) < 1500
 
 

@@ -63,11 +63,13 @@ class RunPython(BaseTool):
         self.code = code
         self.sandboxes = sandboxes
         self.libraries = available_libraries(settings.allowed_imports)
+        read_roots = list(workspace.read_roots)
         self.description = (
             "Run Python in a sandboxed interpreter, one per session: variables, imports and loaded data persist "
             "between calls like a notebook (reset=true starts afresh). The last expression's value is returned "
             "(a DataFrame as a table, kept whole as an artifact) and every matplotlib figure as an image.\n"
-            "Helpers: load_upload(id, **pandas_options) → DataFrame; open_upload(id, mode='r'|'rb'); "
+            "Helpers: load_file(id_or_path, **pandas_options) → DataFrame (uploads: upload_<name>"
+            f"{''.join(', ' + n + '/<path>' for n in read_roots)}); open_file(id_or_path, mode='r'|'rb'); "
             "load_artifact(id) → DataFrame/str/JSON/bytes; save_artifact(obj, title=None) → an artifact id the "
             "other tools can use (SELECT … FROM artifact_…); progress(done, total, message).\n"
             f"stdout/stderr show the first {settings.output_head_chars:,} and last {settings.output_tail_chars:,} "
@@ -88,7 +90,7 @@ class RunPython(BaseTool):
         if len(params.code) > settings.max_code_chars:
             raise invalid(
                 f"'code' is {len(params.code):,} characters; the limit is {settings.max_code_chars:,}",
-                "send smaller cells; put data in an upload and read it with load_upload "
+                "send smaller cells; put data in an upload and read it with load_file "
                 "(the limit is the tools.run_python.max_code_chars setting)",
                 code="CODE_TOO_LONG",
             )
@@ -268,9 +270,10 @@ def _open_artifact(app: RunPython, ref: str) -> tuple[str, int]:
 
 def _open_upload(workspace: Workspace, ref: str) -> tuple[str, int]:
     resolved = workspace.resolve(ref)
-    if resolved.kind != "upload" and not resolved.name.startswith("uploads/"):
+    if resolved.kind not in ("upload", "root") and not resolved.name.startswith("uploads/"):
         raise denied(
-            f"'{ref[:80]}' is not an upload", "open_upload opens files of uploads/; use load_artifact for artifacts"
+            f"'{ref[:80]}' is not an upload or a file of a read root",
+            "open_file opens files of uploads/ and of the configured read roots; use load_artifact for artifacts",
         )
     fd = os.open(resolved.path, os.O_RDONLY | os.O_CLOEXEC)  # the very file resolved, with its own offset
     resolved.close()
@@ -463,8 +466,8 @@ def _failure(
     if etype == "FileNotFoundError" and missing:
         upload = upload_id_for(missing.group(1).split("/", 1)[1])
         hint = (
-            f'the workspace\'s files are not files of the sandbox: read it with load_upload("{upload}") '
-            f'(a DataFrame) or open_upload("{upload}"); ' + hint
+            f'the workspace\'s files are not files of the sandbox: read it with load_file("{upload}") '
+            f'(a DataFrame) or open_file("{upload}"); ' + hint
         )
     return ToolFailure(
         ErrorType.EXECUTION_ERROR, "PYTHON_EXCEPTION", f"{etype}: {error.get('message')}\n{detail}{printed}", hint

@@ -1,0 +1,123 @@
+"""use_skill: skills for hosts whose models can only call tools (Claude Desktop).
+
+Its description carries level 1 — how to use it, then the catalog (name and description of every skill
+the model may invoke) within ``skills.catalog_budget_tokens``, names only beyond. ``use_skill(name)``
+returns level 2: the skill's SKILL.md body, the list of its supporting files (not their content) and,
+after it, every skill it requires; ``use_skill(name, path)`` returns level 3: one file. What the skill
+asks of the host (``allowed-tools``, ``model``, ``disable-model-invocation``) is reported as its
+context modifier. Skill content is returned as data; nothing of it runs here.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from pydantic import Field
+
+from ba_mcp.pipeline.cache import CacheMode, CachePolicy
+from ba_mcp.pipeline.results import Document, Image, JsonValue, RawResult
+from ba_mcp.settings import ToolSettings
+from ba_mcp.skills.loader import clean_path, is_text, mime_type
+from ba_mcp.tools.base import Tool, ToolContext, ToolParams, ToolPolicy
+
+if TYPE_CHECKING:
+    from ba_mcp.skills import Skill, Skills
+
+
+class UseSkillParams(ToolParams):
+    name: str = Field(description="the skill's name, from the list in this tool's description")
+    path: str | None = Field(
+        None, description="a supporting file of the skill (e.g. references/queries.sql); omit for the instructions"
+    )
+
+
+USAGE = (
+    "Load a skill: a playbook for a business-analysis task with the steps, SQL and Python to run with these "
+    "tools and what a good deliverable looks like. Before starting a task that matches a skill below, call "
+    "use_skill(name) and follow what it returns. It returns the instructions and a list of supporting files "
+    "(scripts, references); read one with use_skill(name, path=...) when the instructions point to it, "
+    "e.g. to pass a script's text to run_python."
+)
+
+
+class UseSkill(Tool):
+    name = "use_skill"
+    title = "Use a skill"
+    Params = UseSkillParams
+    policy: ClassVar[ToolPolicy] = ToolPolicy(cache=CachePolicy(CacheMode.NEVER))
+
+    def __init__(self, settings: ToolSettings, skills: Skills, catalog_budget_tokens: int) -> None:
+        self.settings = settings
+        self.skills = skills
+        lines, names_only = skills.catalog(catalog_budget_tokens)
+        parts = [USAGE, "", "Skills:", *lines]
+        if names_only:
+            parts.append("More skills (use_skill returns their description): " + ", ".join(names_only))
+        self.description = "\n".join(parts)
+
+    def execute(self, params: Any, ctx: ToolContext) -> RawResult:
+        if params.path is None:
+            return self._instructions(params.name)
+        return self._file(self.skills.get(params.name, for_model=True), params.path)
+
+    def _instructions(self, name: str) -> Document:
+        chain = self.skills.chain(name, for_model=True)
+        root = chain[0]
+        sections = [_section(root, "Skill")]
+        if len(chain) > 1:
+            sections.insert(1, f"Requires: {', '.join(s.name for s in chain[1:])} (their instructions follow)")
+        sections += [_section(s, "Required skill") for s in chain[1:]]
+        modifier = root.context_modifier()
+        meta = {
+            "skill": root.name,
+            "uri": root.uri(),
+            "requires": [s.name for s in chain[1:]],
+            "files": [f.path for f in root.files if f.path != root.skill_file],
+            "context_modifier": modifier,
+        }
+        return Document(
+            f"skill {root.name}",
+            "\n\n---\n\n".join(sections),
+            mime="text/markdown",
+            meta=meta,
+            notes=_modifier_notes(modifier),
+        )
+
+    def _file(self, skill: Skill, path: str) -> RawResult:
+        relative = clean_path(path)
+        data = skill.read(relative)
+        mime = mime_type(relative)
+        if is_text(mime, data):
+            return Document(f"{skill.name}/{relative}", data.decode("utf-8"), mime=mime)
+        if mime in ("image/png", "image/jpeg", "image/gif", "image/webp"):
+            return Image(f"{skill.name}/{relative}", data, mime=mime)
+        return JsonValue(
+            f"{skill.name}/{relative}",
+            {
+                "file": relative,
+                "mime": mime,
+                "bytes": len(data),
+                "resource": skill.uri(relative),
+                "note": "a binary file: read the resource to get its bytes",
+            },
+        )
+
+
+def _section(skill: Skill, label: str) -> str:
+    files = [f for f in skill.files if f.path != skill.skill_file]
+    lines = [f"# {label}: {skill.name}", skill.description, "", skill.body.strip(), ""]
+    if files:
+        lines.append(f'Supporting files (read one with use_skill(name="{skill.name}", path="…")):')
+        lines += [f"- {f.path} ({f.size:,} bytes)" for f in files]
+    else:
+        lines.append("Supporting files: none")
+    return "\n".join(lines)
+
+
+def _modifier_notes(modifier: dict[str, Any]) -> list[str]:
+    notes = []
+    if modifier.get("allowed_tools"):
+        notes.append("The skill asks for these tools: " + " ".join(modifier["allowed_tools"]))
+    if modifier.get("model"):
+        notes.append(f"The skill asks for the model {modifier['model']}")
+    return notes

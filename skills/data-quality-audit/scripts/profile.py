@@ -1,0 +1,96 @@
+"""Data-quality profile of a table file.
+
+Input: SOURCE, the file's id or path (e.g. "upload_sales_2025"; run_python's load_file reads it) - or set
+DF to a DataFrame you already have. Run in run_python as:  SOURCE = "upload_..."  then this script.
+Output: the findings table (severity, column, check, rows, examples) as the cell's value; the per-column
+profile is printed.
+"""
+
+import pandas as pd
+
+df = globals().get("DF")
+if df is None:
+    df = load_file(SOURCE)  # noqa: F821 - SOURCE and load_file come from run_python
+findings = []
+
+
+def finding(severity: str, column: str, check: str, rows: int, examples=()) -> None:
+    findings.append(
+        {
+            "severity": severity,
+            "column": column,
+            "check": check,
+            "rows": int(rows),
+            "examples": ", ".join(str(e) for e in list(examples)[:3]),
+        }
+    )
+
+
+profile = []
+for col in df.columns:
+    s = df[col]
+    empty = s.isna() | (s.astype(str).str.strip() == "") if s.dtype == object else s.isna()
+    profile.append(
+        {
+            "column": col,
+            "dtype": str(s.dtype),
+            "missing": int(empty.sum()),
+            "missing_pct": round(100 * empty.mean(), 1),
+            "distinct": int(s.nunique()),
+            "example": s.dropna().iloc[0] if s.notna().any() else None,
+        }
+    )
+    if empty.any():
+        finding("high" if empty.mean() > 0.2 else "medium", col, "missing values", empty.sum(), df.index[empty][:3])
+    if s.dtype == object:
+        text = s.dropna().astype(str)
+        normalised = text.str.strip().str.lower()
+        variants = text.groupby(normalised).unique()
+        clashes = variants[variants.map(len) > 1]
+        if len(clashes):
+            rows = text[normalised.isin(clashes.index)].shape[0]
+            finding("medium", col, "same category spelled differently", rows, [list(v) for v in clashes[:3]])
+        as_dates = pd.to_datetime(text, errors="coerce", format="mixed")
+        if 0.5 < as_dates.notna().mean() < 1:
+            bad = text[as_dates.isna()]
+            finding("high", col, "values that are not dates in a date column", len(bad), bad.unique()[:3])
+        as_numbers = pd.to_numeric(text, errors="coerce")
+        if 0.5 < as_numbers.notna().mean() < 1:
+            bad = text[as_numbers.isna()]
+            finding("high", col, "values that are not numbers in a number column", len(bad), bad.unique()[:3])
+    elif pd.api.types.is_numeric_dtype(s) and s.notna().sum() >= 8:
+        name = str(col).lower()
+        if any(k in name for k in ("qty", "quantity", "price", "revenue", "amount", "cost")) and (s < 0).any():
+            finding("high", col, "negative values", (s < 0).sum(), s[s < 0].head(3))
+        if "discount" in name and ((s < 0) | (s > 1)).any():
+            finding("high", col, "discount outside 0-1", ((s < 0) | (s > 1)).sum(), s[(s < 0) | (s > 1)].head(3))
+        q1, q3 = s.quantile([0.25, 0.75])
+        iqr = q3 - q1
+        if iqr > 0:
+            far = (s < q1 - 3 * iqr) | (s > q3 + 3 * iqr)
+            if far.any():
+                finding("low", col, "outliers beyond 3 x IQR", far.sum(), s[far].head(3).round(2))
+
+duplicates = df.duplicated()
+if duplicates.any():
+    finding("high", "(all)", "exact duplicate rows", duplicates.sum(), df.index[duplicates][:3])
+first = df.columns[0]
+if "id" in str(first).lower() and df[first].duplicated().any():
+    repeated = df[first][df[first].duplicated(keep=False)]
+    finding("high", first, "duplicate ids", repeated.shape[0], repeated.unique()[:3])
+
+columns = {str(c).lower(): c for c in df.columns}
+if all(k in columns for k in ("quantity", "unit_price", "discount", "revenue")):
+    q, p, d, r = (df[columns[k]].astype(float) for k in ("quantity", "unit_price", "discount", "revenue"))
+    expected = q * p * (1 - d)
+    off = (r - expected).abs() > 0.01 * expected.abs().clip(lower=1)
+    if off.any():
+        finding("high", columns["revenue"], "revenue != quantity x unit_price x (1 - discount)", off.sum(), df.index[off][:3])
+
+print(f"{len(df):,} rows x {len(df.columns)} columns")
+print(pd.DataFrame(profile).to_string(index=False))
+order = {"high": 0, "medium": 1, "low": 2}
+findings = pd.DataFrame(findings, columns=["severity", "column", "check", "rows", "examples"])
+findings = findings.sort_values(["severity", "rows"], key=lambda c: c.map(order) if c.name == "severity" else -c)
+print(f"{len(findings)} findings" if len(findings) else "no findings: the file passed every check")
+findings.reset_index(drop=True)

@@ -1,0 +1,205 @@
+"""The bundled skills, exercised end to end on the demo data as a model would follow them, over stdio:
+load each with use_skill, run every SQL block of its instructions with query_database, read each script
+with use_skill(name, path) and run it in run_python on the artifact its query produced, then check the
+promised result in the same interpreter. Every bundled skill passes the strict validator."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from mcp import ClientSession, stdio_client
+
+from tests.conftest import ROOT, meta_of, stdio_params, text_of
+
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.skipif(not sys.platform.startswith("linux"), reason="run_python's sandbox is Linux-specific"),
+]
+
+SKILLS = ROOT / "skills"
+BUNDLED = sorted(p.name for p in SKILLS.iterdir() if (p / "SKILL.md").is_file())
+FENCE = re.compile(r"```(sql|python)\n(.*?)```", re.S)
+
+
+@pytest.fixture(scope="module")
+async def s(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[ClientSession]:
+    ws = tmp_path_factory.mktemp("skills") / "ws"
+    (ws / "uploads").mkdir(parents=True)
+    shutil.copy(ROOT / "ba_mcp" / "samples" / "sales_2025.csv", ws / "uploads" / "sales_2025.csv")
+    params = stdio_params(ws, BA_MCP_TOOLS__RUN_PYTHON__TIMEOUT_S="120")
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        yield session
+
+
+async def ok(session: ClientSession, tool: str, **arguments: Any) -> Any:
+    result = await session.call_tool(tool, arguments)
+    assert not result.is_error, text_of(result)
+    return result
+
+
+def own_section(instructions: str) -> str:
+    """The activated skill's own part of a use_skill result (required skills follow it)."""
+    return instructions.split("\n---\n\n# Required skill:")[0]
+
+
+async def follow(session: ClientSession, name: str, sources: dict[str, str] | None = None) -> dict[str, str]:
+    """Load the skill, run its SQL in order (``artifact_from_previous_query`` replaced by the previous
+    query's artifact), then each script on the artifact of the query that says it feeds it (or on
+    ``sources``). Returns every script's observation by path."""
+    loaded = text_of(await ok(session, "use_skill", name=name))
+    assert loaded.startswith("use_skill: document (full)")
+    section = own_section(loaded)
+    assert "Required skill: analysis-workflow" in loaded  # the dependency travels with it
+    feeds = dict(sources or {})
+    previous = None
+    blocks = FENCE.findall(section)
+    assert blocks, f"{name} has no SQL or Python to run"
+    for language, code in blocks:
+        assert language == "sql", f"{name}: a python block is not run by this test"
+        if "artifact_from_previous_query" in code:
+            assert previous, f"{name}: a query uses the previous query's artifact, but none came before"
+            code = code.replace("artifact_from_previous_query", previous)
+        result = await ok(session, "query_database", query=code, output_level="brief")
+        produced = meta_of(result)["artifact_id"]  # None: the query found no rows (no duplicates, say)
+        target = re.match(r"--\s*feeds\s+(scripts/\S+?):", code.strip())
+        if target:
+            assert produced, text_of(result)
+            feeds[target.group(1)] = produced
+        previous = produced or previous
+    outputs = {}
+    for script, source in feeds.items():
+        read = text_of(await ok(session, "use_skill", name=name, path=script, output_level="full"))
+        code = read.split("\n", 2)[2].rstrip("\n")
+        assert code.strip() == (SKILLS / name / script).read_text().strip()  # what the model gets is the file
+        result = await ok(session, "run_python", code=f"SOURCE = {source!r}\n{code}", output_level="standard")
+        outputs[script] = text_of(result)
+    return outputs
+
+
+async def value(session: ClientSession, expression: str) -> str:
+    """The repr of an expression evaluated in the session's interpreter (after a skill's script ran)."""
+    text = text_of(await ok(session, "run_python", code=f"print(repr({expression}))", output_level="full"))
+    return text.split("## stdout\n", 1)[1].strip().split("\n")[0]
+
+
+def test_every_bundled_skill_passes_the_strict_validator() -> None:
+    assert len(BUNDLED) >= 5
+    out = subprocess.run(
+        [sys.executable, "-m", "ba_mcp", "skills", "validate", str(SKILLS)], capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    for name in BUNDLED:
+        assert f"ok    {name}" in out.stdout
+
+
+async def test_sales_performance_review_bridge_adds_up_to_the_revenue_change(s: ClientSession) -> None:
+    out = await follow(s, "sales-performance-review")
+    assert "current period revenue" in out["scripts/price_volume_mix.py"]
+    kpi = text_of(
+        await ok(
+            s,
+            "query_database",
+            query="SELECT round(sum(net_revenue), 2) AS r FROM order_facts "
+            "WHERE status = 'completed' AND year(order_date) = 2025",
+            output_level="full",
+        )
+    )
+    revenue_2025 = float(kpi.strip().split("\n")[-1])
+    current = float(await value(s, "float(bridge.loc[bridge.step == 'current period revenue', 'revenue'].iloc[0])"))
+    assert current == pytest.approx(revenue_2025, abs=0.01)
+    steps = float(await value(s, "float(bridge.revenue.iloc[1:5].sum() + bridge.revenue.iloc[0])"))
+    assert steps == pytest.approx(current, rel=1e-9)
+
+
+async def test_customer_cohort_retention_matrix_starts_at_100_percent(s: ClientSession) -> None:
+    out = await follow(s, "customer-cohort-retention")
+    text = out["scripts/retention_matrix.py"]
+    assert "cohort sizes" in text and "## figure 1" in text
+    assert await value(s, "retention.shape[0]") == "16"  # quarterly cohorts 2022-Q1 … 2025-Q4
+    assert await value(
+        s, "bool((retention[0] == 100).all() and (retention.drop(columns=0).fillna(0) < 100).all().all())"
+    ) == ("True")
+    assert await value(s, "int(sizes.sum())") == await value(
+        s, "int(counts[counts.quarters_since == 0].active_customers.sum())"
+    )
+
+
+async def test_rfm_segments_cover_every_customer_and_abc_classes_split_revenue(s: ClientSession) -> None:
+    await follow(s, "rfm-segmentation")
+    customers = (
+        text_of(
+            await ok(
+                s,
+                "query_database",
+                query="SELECT count(DISTINCT customer_id) FROM order_facts WHERE status = 'completed'",
+                output_level="full",
+            )
+        )
+        .strip()
+        .split("\n")[-1]
+    )
+    loaded = own_section(text_of(await ok(s, "use_skill", name="rfm-segmentation")))
+    first, summary, abc = (code for _, code in FENCE.findall(loaded))
+    rfm = meta_of(await ok(s, "query_database", query=first, output_level="brief"))["artifact_id"]
+    table = text_of(
+        await ok(s, "query_database", query=summary.replace("artifact_from_previous_query", rfm), output_level="full")
+    )
+    assert "Champions" in table and "At risk" in table
+    total = text_of(
+        await ok(
+            s,
+            "query_database",
+            query=f"SELECT sum(customers) FROM ({summary.replace('artifact_from_previous_query', rfm)})",
+            output_level="full",
+        )
+    )
+    assert total.strip().split("\n")[-1] == customers
+    classes = text_of(
+        await ok(
+            s,
+            "query_database",
+            query=f"SELECT abc_class, count(*) n FROM ({abc}) GROUP BY 1 ORDER BY 1",
+            output_level="full",
+        )
+    )
+    assert [line.split(",")[0] for line in classes.strip().split("\n")[-3:]] == ["A", "B", "C"]
+
+
+async def test_demand_forecast_gives_intervals_around_a_backtested_forecast(s: ClientSession) -> None:
+    out = await follow(s, "demand-forecast")
+    text = out["scripts/forecast.py"]
+    assert "backtest on the last 6 months: model MAPE" in text and "## figure 1" in text
+    assert await value(s, "len(forecast)") == "12"
+    assert (
+        await value(
+            s,
+            "bool(((forecast.lo95 <= forecast.lo80) & (forecast.lo80 <= forecast.forecast) & "
+            "(forecast.forecast <= forecast.hi80) & (forecast.hi80 <= forecast.hi95)).all())",
+        )
+        == "True"
+    )
+    assert float(await value(s, "model_mape")) < 25  # the demo series is regular: the model must track it
+
+
+async def test_data_quality_audit_finds_the_missing_sales_reps(s: ClientSession) -> None:
+    out = await follow(s, "data-quality-audit", {"scripts/profile.py": "upload_sales_2025"})
+    assert "findings" in out["scripts/profile.py"]
+    missing = await value(
+        s, "int(findings[(findings.column == 'sales_rep') & (findings.check == 'missing values')].rows.iloc[0])"
+    )
+    assert missing == "10"  # the sample file has ten orders without a sales rep (samples/README.md)
+    assert await value(s, "int(findings[findings.check.str.startswith('revenue !=')].shape[0])") == "0"
+
+
+async def test_analysis_workflow_example_query_runs(s: ClientSession) -> None:
+    loaded = text_of(await ok(s, "use_skill", name="analysis-workflow"))
+    (query,) = (code for _, code in FENCE.findall(loaded))
+    result = await ok(s, "query_database", query=query, output_level="brief")
+    assert "48 rows × 2 columns" in text_of(result)
