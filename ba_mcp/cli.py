@@ -25,7 +25,16 @@ def _err(*parts: Any) -> None:
 
 
 def _settings(args: argparse.Namespace) -> Settings:
-    overrides = {"workspace": args.workspace} if getattr(args, "workspace", None) else {}
+    overrides: dict[str, Any] = {"workspace": args.workspace} if getattr(args, "workspace", None) else {}
+    roots = {}
+    for item in getattr(args, "read_root", None) or []:
+        name, sep, path = item.partition("=")
+        if not sep or not name or not path:
+            _err(f"ba-mcp: --read-root wants NAME=DIRECTORY, got {item!r}")
+            raise SystemExit(2)
+        roots[name] = Path(path).expanduser().absolute()
+    if roots:
+        overrides["files"] = {"read_roots": roots}
     try:
         return load_settings(args.config, **overrides)
     except ConfigError as exc:
@@ -45,6 +54,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from ba_mcp.app import App
     from ba_mcp.server import build_server
 
+    if args.transport == "stdio" and sys.stdin.isatty():
+        _err(
+            "ba-mcp: serving MCP on stdin/stdout, waiting for an MCP client (this is the command a host such as "
+            "Claude Desktop runs).\n"
+            "To try it in a terminal instead: `uv run ba-mcp demo` (a short analysis through a real client) or "
+            '`uv run ba-mcp call query_database "query=SELECT 42"`. Ctrl-C (or Ctrl-D) stops it.'
+        )
     server = build_server(App(settings))
     if args.transport == "http":
         if args.host not in ("127.0.0.1", "localhost", "::1"):
@@ -174,7 +190,7 @@ def _show_artifact(settings: Settings, aid: str, level: str) -> int:
 
     from ba_mcp.app import App
     from ba_mcp.pipeline.artifacts import ArtifactStore
-    from ba_mcp.pipeline.errors import ToolFailure, format_error
+    from ba_mcp.pipeline.errors import ToolFailure
     from ba_mcp.server import build_server
     from ba_mcp.workspace import Workspace
 
@@ -182,7 +198,7 @@ def _show_artifact(settings: Settings, aid: str, level: str) -> int:
         store = ArtifactStore(Workspace.open(settings.workspace_root()).dir("artifacts"), settings.artifacts)
         print(json.dumps(store.get(aid).public(), indent=1))
     except ToolFailure as failure:
-        _err(format_error("artifacts", failure))
+        _err(f"ba-mcp artifacts show: {failure.message}; `uv run ba-mcp artifacts list` shows the artifacts there are")
         return 1
 
     async def go() -> int:
@@ -484,6 +500,12 @@ def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--config", type=Path, help="a user YAML configuration file")
     common.add_argument("--workspace", type=Path, help="the workspace directory (overrides configuration)")
+    common.add_argument(
+        "--read-root",
+        action="append",
+        metavar="NAME=DIR",
+        help="a read-only folder the tools reach as NAME/<path> (repeatable; adds to files.read_roots)",
+    )
 
     parser = argparse.ArgumentParser(
         prog="ba-mcp", description="Business-analysis tool server for MCP. With no command: serve over stdio."
@@ -541,4 +563,14 @@ def main(argv: list[str] | None = None) -> None:
     if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help")):
         argv.insert(0, "serve")  # bare `ba-mcp [--config …]`: what MCP hosts run
     args = build_parser().parse_args(argv)
-    raise SystemExit(args.func(args))
+    try:
+        code = args.func(args)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader went away (`ba-mcp artifacts show ID | head`): stop quietly, like any Unix tool.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = 0
+    except KeyboardInterrupt:
+        _err("ba-mcp: interrupted")
+        code = 130
+    raise SystemExit(code)

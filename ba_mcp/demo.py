@@ -123,6 +123,7 @@ async def run_demo(workspace: Path | None, config: Path | None, emit: Callable[[
             )
             await _call(show, session, "query_database", {"query": "DROP TABLE orders"})
             await _python_demo(show, session)
+            await _skills_demo(show, session)
             files = await session.read_resource("ba://files")
             show("resources/read ba://files", getattr(files.contents[0], "text", ""))
             metrics = await session.read_resource("ba://metrics")
@@ -180,6 +181,31 @@ async def _python_demo(show: Callable[[str, str], None], session: ClientSession)
             {"query": f"SELECT * FROM {saved.group(0)} ORDER BY month DESC LIMIT 2", "output_level": "full"},
         )
     await _call(show, session, "run_python", {"code": "import subprocess"})
+
+
+async def _skills_demo(show: Callable[[str, str], None], session: ClientSession) -> None:
+    """Skills: the prompts they become, and one followed as a model would: load it, run its query, read its
+    script and run that on the query's artifact."""
+    prompts = await session.list_prompts()
+    if not prompts.prompts:
+        return
+    show(
+        "prompts/list (one per skill)",
+        "\n".join(f"- /{p.name}: {(p.description or '')[:90]}…" for p in prompts.prompts),
+    )
+    name, script = "sales-performance-review", "scripts/price_volume_mix.py"
+    await _call(show, session, "use_skill", {"name": name, "output_level": "brief"})
+    skill_md = await session.read_resource(f"skill://{name}/SKILL.md")
+    text = getattr(skill_md.contents[0], "text", "")
+    query = next((b for b in re.findall(r"```sql\n(.*?)```", text, re.S) if b.startswith(f"-- feeds {script}")), None)
+    if query is None:
+        return
+    bridge = await _call(show, session, "query_database", {"query": query, "output_level": "brief"})
+    aid = _meta(bridge).get("artifact_id")
+    code = await session.call_tool("use_skill", {"name": name, "path": script, "output_level": "full"})
+    body = code.content[0].text.split("\n", 2)[2] if code.content and not code.is_error else ""
+    if aid and body:
+        await _call(show, session, "run_python", {"code": f"SOURCE = {aid!r}\n" + body.split('"""', 2)[2].strip()})
 
 
 async def _call(show: Callable[[str, str], None], session: ClientSession, tool: str, arguments: dict[str, Any]) -> Any:

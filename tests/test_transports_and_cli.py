@@ -284,7 +284,24 @@ def test_artifacts_list_show_and_gc(workspace: Path) -> None:
     shown = ba("artifacts", "show", aid, workspace=workspace)
     assert shown.returncode == 0 and '"rows": 50' in shown.stdout and "file_reader: table (standard)" in shown.stdout
     missing = ba("artifacts", "show", "artifact_ffffffffffff", workspace=workspace)
-    assert missing.returncode == 1 and "not_found" in missing.stderr
+    # A CLI error speaks to a CLI user: the command to run, not a resource only a client can read.
+    assert missing.returncode == 1 and "no artifact with id artifact_ffffffffffff" in missing.stderr
+    assert "ba-mcp artifacts list" in missing.stderr and "ba://files" not in missing.stderr
+    # `ba-mcp artifacts show ID | head`: a reader that went away ends the command quietly.
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        gone = subprocess.run(
+            [sys.executable, "-m", "ba_mcp", "artifacts", "show", aid, "--workspace", str(workspace)],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+            env=server_env(workspace),
+        )
+    finally:
+        os.close(write_end)
+    assert gone.returncode == 0 and "Traceback" not in gone.stderr and "BrokenPipe" not in gone.stderr, gone.stderr
     gc = ba("artifacts", "gc", workspace=workspace)
     assert gc.returncode == 0 and "expired" in gc.stdout
 
@@ -382,6 +399,7 @@ def test_demo_runs_a_real_stdio_session(tmp_path: Path) -> None:
 
     golden = (ROOT / "tests" / "golden" / "demo_observations.txt").read_text(encoding="utf-8").splitlines()
     assert normalize(out.stdout) == golden
-    for step in ("tools/list", "tools/call file_reader", "resources/read artifact://", "ba://files", "ba://metrics"):
+    steps = ("tools/list", "tools/call file_reader", "resources/read artifact://", "ba://files", "ba://metrics")
+    for step in (*steps, "prompts/list", "tools/call use_skill", "current period revenue"):
         assert step in out.stdout, step
     assert "Error Type: permission_denied" in out.stdout
