@@ -1,0 +1,210 @@
+"""Hosts (SPEC §6): the Claude Code plugin (manifests checked by the real Claude Code CLI when it is
+installed; .mcp.json started as Claude Code starts it, from a project directory), read roots for the
+project's files, tools turned off, and the Claude Desktop entry started from another directory."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client, StdioServerParameters
+
+from tests.conftest import ROOT, in_process, meta_of, server_env, text_of
+
+pytestmark = pytest.mark.anyio
+
+
+def project_dir(root: Path) -> Path:
+    """A user's project: data files, a link out of it, and a secret beside it."""
+    project = root / "project"
+    (project / "data").mkdir(parents=True)
+    (project / "data" / "sales.csv").write_text("region,revenue\nNorth,10\nSouth,32\nNorth,5\n")
+    (root / "secret.txt").write_text("secret beside the project\n")
+    os.symlink(root / "secret.txt", project / "data" / "leak.csv")
+    return project
+
+
+# -- tools on and off -------------------------------------------------------------------------------
+
+
+async def test_a_tool_turned_off_is_not_served(tmp_path: Path) -> None:
+    env = {"BA_MCP_TOOLS__WEB_SEARCH__ENABLED": "false", "BA_MCP_TOOLS__WEB_READER__ENABLED": "false"}
+    async with in_process(tmp_path / "ws", None, **env) as client:
+        names = {t.name for t in (await client.list_tools()).tools}
+        assert {"file_reader", "query_database", "run_python", "use_skill"} <= names
+        assert not {"web_search", "web_reader"} & names
+        result = await client.call_tool("web_search", {"query": "x"})
+        assert result.is_error and "UNKNOWN_TOOL" in text_of(result)
+
+
+# -- read roots -------------------------------------------------------------------------------------
+
+
+async def test_read_roots_are_readable_as_name_slash_path_and_confined(tmp_path: Path) -> None:
+    project = project_dir(tmp_path)
+    env = {"BA_MCP_FILES__READ_ROOTS": json.dumps({"project": str(project)})}
+    async with in_process(tmp_path / "ws", ["file_reader", "query_database"], **env) as client:
+        assert "project/<path>" in (client.instructions or "")
+        read = await client.call_tool("file_reader", {"path": "project/data/sales.csv", "output_level": "full"})
+        assert not read.is_error and "North,10" in text_of(read) and "project/data/sales.csv" in text_of(read)
+        assert str(tmp_path) not in text_of(read) + json.dumps(meta_of(read))
+        query = await client.call_tool(
+            "query_database",
+            {"query": "SELECT sum(revenue) AS r FROM 'project/data/sales.csv'", "output_level": "full"},
+        )
+        assert not query.is_error and "\n47" in text_of(query)
+        for path, expected in [
+            ("project/data/leak.csv", "permission_denied"),
+            ("project/../secret.txt", "permission_denied"),
+            ("project/%2e%2e/secret.txt", "permission_denied"),
+            ("project/data", "not_found"),
+            ("project/", "not_found"),
+            ("project/nothing.csv", "not_found"),
+        ]:
+            result = await client.call_tool("file_reader", {"path": path})
+            assert result.is_error and f"Error Type: {expected}" in text_of(result), (path, text_of(result))
+            assert "secret beside" not in text_of(result) and str(tmp_path) not in text_of(result)
+        leak = await client.call_tool("query_database", {"query": "SELECT * FROM 'project/data/leak.csv'"})
+        assert leak.is_error and "secret beside" not in text_of(leak)
+
+
+async def test_a_read_root_holding_the_workspace_does_not_open_its_private_folders(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    (ws / "logs").mkdir(parents=True)
+    (ws / "logs" / "x.jsonl").write_text('{"a": 1}\n')
+    env = {"BA_MCP_FILES__READ_ROOTS": json.dumps({"home": str(tmp_path)})}
+    async with in_process(ws, ["file_reader"], **env) as client:
+        result = await client.call_tool("file_reader", {"path": "home/ws/logs/x.jsonl"})
+        assert result.is_error and "private folder of the workspace" in text_of(result)
+
+
+def test_read_root_names_are_checked_at_start(tmp_path: Path) -> None:
+    from ba_mcp.settings import ConfigError, load_settings
+
+    for bad in ("uploads", "Project", "upload_x"):
+        with pytest.raises(ConfigError, match="read root name"):
+            load_settings(environ={"BA_MCP_FILES__READ_ROOTS": json.dumps({bad: str(tmp_path)})})
+
+
+# -- Claude Code ------------------------------------------------------------------------------------
+
+
+def claude_cli() -> str | None:
+    return os.environ.get("CLAUDE_CLI") or shutil.which("claude")
+
+
+def test_plugin_and_marketplace_pass_the_claude_code_validator(tmp_path: Path) -> None:
+    cli = claude_cli()
+    if cli is None:
+        pytest.skip("the Claude Code CLI is not installed (npm i @anthropic-ai/claude-code; or set CLAUDE_CLI)")
+    for target in (ROOT / ".claude-plugin" / "plugin.json", ROOT):  # the plugin, then the marketplace
+        out = subprocess.run([cli, "plugin", "validate", "--strict", str(target)], capture_output=True, text=True)
+        assert out.returncode == 0 and "Validation passed" in out.stdout, out.stdout + out.stderr
+    # The validator does reject: a manifest with a name that is not kebab-case fails.
+    (tmp_path / ".claude-plugin").mkdir()
+    (tmp_path / ".claude-plugin" / "plugin.json").write_text('{"name": "BA MCP"}')
+    out = subprocess.run([cli, "plugin", "validate", "--strict", str(tmp_path)], capture_output=True, text=True)
+    assert out.returncode != 0
+
+
+def test_plugin_manifests_say_what_the_plugin_is() -> None:
+    plugin = json.loads((ROOT / ".claude-plugin" / "plugin.json").read_text())
+    assert re.fullmatch(r"[a-z][a-z0-9]*(-[a-z0-9]+)*", plugin["name"]) and plugin["version"] and plugin["description"]
+    from ba_mcp import __version__
+
+    assert plugin["version"] == __version__
+    market = json.loads((ROOT / ".claude-plugin" / "marketplace.json").read_text())
+    assert [p["name"] for p in market["plugins"]] == [plugin["name"]] and market["plugins"][0]["source"] == "./"
+
+
+def expand(value: str, variables: dict[str, str]) -> str:
+    """Claude Code's expansion in .mcp.json: ${VAR} and ${VAR:-default}."""
+
+    def one(m: re.Match[str]) -> str:
+        name, _, default = m.group(1).partition(":-")
+        return variables.get(name) or os.environ.get(name) or default or m.group(0)
+
+    return re.sub(r"\$\{([^}]+)\}", one, value)
+
+
+async def test_plugin_mcp_json_starts_the_server_on_the_project(tmp_path: Path) -> None:
+    if shutil.which("uv") is None:
+        pytest.skip("uv is not on PATH")
+    project = project_dir(tmp_path)
+    (entry,) = json.loads((ROOT / ".mcp.json").read_text())["mcpServers"].values()
+    variables = {"CLAUDE_PLUGIN_ROOT": str(ROOT), "CLAUDE_PROJECT_DIR": str(project)}
+    env = {**server_env(tmp_path / "ws"), **{k: expand(v, variables) for k, v in entry.get("env", {}).items()}}
+    params = StdioServerParameters(
+        command=expand(entry["command"], variables),
+        args=[expand(a, variables) for a in entry["args"]],
+        env=env,
+        cwd=str(project),  # Claude Code starts servers in the project directory
+    )
+    async with Client(params) as client:
+        names = {t.name for t in (await client.list_tools()).tools}
+        # Claude Code loads the plugin's skills/ itself: the server does not serve them a second time.
+        assert "use_skill" not in names and not (await client.list_prompts()).prompts
+        assert {"file_reader", "query_database", "run_python"} <= names
+        read = await client.call_tool("file_reader", {"path": "project/data/sales.csv"})
+        assert not read.is_error and "3 rows" in text_of(read)
+        if sys.platform.startswith("linux"):
+            code = 'df = load_file("project/data/sales.csv")\nint(df.revenue.sum())'
+            ran = await client.call_tool("run_python", {"code": code})
+            assert not ran.is_error and "\n47" in text_of(ran), text_of(ran)
+            leak = await client.call_tool("run_python", {"code": 'open_file("project/data/leak.csv").read()'})
+            assert leak.is_error and "secret beside" not in text_of(leak)
+
+
+def test_install_claude_code_writes_into_the_directory_it_is_run_from(tmp_path: Path) -> None:
+    project = project_dir(tmp_path)
+    uv = shutil.which("uv")
+    command = [uv, "run", "--frozen", "--project", str(ROOT), "ba-mcp"] if uv else [sys.executable, "-m", "ba_mcp"]
+    out = subprocess.run(
+        [*command, "install", "claude-code", "--workspace", str(tmp_path / "ws")],
+        cwd=project,
+        env=server_env(tmp_path / "ws"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    written = json.loads((project / ".mcp.json").read_text())["mcpServers"]["ba-mcp"]
+    assert Path(written["command"]).is_absolute()
+
+
+# -- Claude Desktop ---------------------------------------------------------------------------------
+
+
+async def test_claude_desktop_entry_works_when_installed_from_another_directory(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    uv = shutil.which("uv")
+    command = [uv, "run", "--frozen", "--project", str(ROOT), "ba-mcp"] if uv else [sys.executable, "-m", "ba_mcp"]
+    out = subprocess.run(
+        [*command, "install", "claude-desktop", "--print", "--workspace", str(tmp_path / "ws")],
+        cwd=elsewhere,
+        env=server_env(tmp_path / "ignored"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    entry: dict[str, Any] = json.loads(out.stdout)["mcpServers"]["ba-mcp"]
+    assert Path(entry["command"]).is_absolute() and entry["env"]["BA_MCP_WORKSPACE"] == str(tmp_path / "ws")
+    # Claude Desktop starts it with only the entry's environment, from a directory of its own.
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path), **entry["env"]}
+    env["BA_MCP_WEB__SEARCH__DUCKDUCKGO__ENDPOINT"] = "http://127.0.0.1:9/"
+    params = StdioServerParameters(command=entry["command"], args=entry["args"], env=env, cwd="/")
+    async with Client(params) as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        assert "sales-performance-review" in (tools["use_skill"].description or "")
+        loaded = await client.call_tool("use_skill", {"name": "sales-performance-review"})
+        assert not loaded.is_error and "price_volume_mix.py" in text_of(loaded)
+        assert "sales-performance-review" in {p.name for p in (await client.list_prompts()).prompts}
