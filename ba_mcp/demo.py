@@ -203,7 +203,8 @@ async def _skills_demo(show: Callable[[str, str], None], session: ClientSession)
     bridge = await _call(show, session, "query_database", {"query": query, "output_level": "brief"})
     aid = _meta(bridge).get("artifact_id")
     code = await session.call_tool("use_skill", {"name": name, "path": script, "output_level": "full"})
-    body = code.content[0].text.split("\n", 2)[2] if code.content and not code.is_error else ""
+    first = getattr(code.content[0], "text", "") if code.content and not code.is_error else ""
+    body = first.split("\n", 2)[2] if first.count("\n") >= 2 else ""
     if aid and body:
         await _call(show, session, "run_python", {"code": f"SOURCE = {aid!r}\n" + body.split('"""', 2)[2].strip()})
 
