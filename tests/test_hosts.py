@@ -93,6 +93,12 @@ def test_read_root_names_are_checked_at_start(tmp_path: Path) -> None:
             load_settings(environ={"BA_MCP_FILES__READ_ROOTS": json.dumps({bad: str(tmp_path)})})
 
 
+def ba_mcp_command() -> list[str]:
+    """ba-mcp as a newcomer runs it from another directory: through uv with --project, else this Python."""
+    uv = shutil.which("uv")
+    return [uv, "run", "--frozen", "--project", str(ROOT), "ba-mcp"] if uv else [sys.executable, "-m", "ba_mcp"]
+
+
 # -- Claude Code ------------------------------------------------------------------------------------
 
 
@@ -164,8 +170,7 @@ async def test_plugin_mcp_json_starts_the_server_on_the_project(tmp_path: Path) 
 
 def test_install_claude_code_writes_into_the_directory_it_is_run_from(tmp_path: Path) -> None:
     project = project_dir(tmp_path)
-    uv = shutil.which("uv")
-    command = [uv, "run", "--frozen", "--project", str(ROOT), "ba-mcp"] if uv else [sys.executable, "-m", "ba_mcp"]
+    command = ba_mcp_command()
     out = subprocess.run(
         [*command, "install", "claude-code", "--workspace", str(tmp_path / "ws")],
         cwd=project,
@@ -185,8 +190,7 @@ def test_install_claude_code_writes_into_the_directory_it_is_run_from(tmp_path: 
 async def test_claude_desktop_entry_works_when_installed_from_another_directory(tmp_path: Path) -> None:
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    uv = shutil.which("uv")
-    command = [uv, "run", "--frozen", "--project", str(ROOT), "ba-mcp"] if uv else [sys.executable, "-m", "ba_mcp"]
+    command = ba_mcp_command()
     out = subprocess.run(
         [*command, "install", "claude-desktop", "--print", "--workspace", str(tmp_path / "ws")],
         cwd=elsewhere,

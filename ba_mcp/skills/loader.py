@@ -185,11 +185,8 @@ class Skill:
 
     def manifest(self) -> list[SkillFile]:
         """Every file with its current size and digest (recomputed only for files that changed)."""
-        files = []
-        for f in scan_files(self.folder, self._dir(), self.warnings if not self.files else None):
-            files.append(f)
-        self.files = files
-        return files
+        self.files = scan_files(self.folder, self._dir(), self.warnings if not self.files else None)
+        return self.files
 
     def _files_hint(self) -> str:
         names = [f.path for f in self.files if f.path != self.skill_file][:20]
