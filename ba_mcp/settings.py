@@ -204,6 +204,9 @@ class FilesSettings(_Section):
     # name -> directory, readable (never writable) as name/<path> by file_reader, query_database and
     # run_python's load_file/open_file.
     read_roots: dict[str, Path] = {}
+    # Where exports land (run_python's export(), ba-mcp artifacts export): null = <workspace>/exports.
+    # Relative directories are relative to the working directory.
+    export_dir: Path | None = None
 
     @model_validator(mode="after")
     def _names(self) -> FilesSettings:
@@ -285,6 +288,11 @@ class Settings(_Section):
         import platformdirs
 
         return Path(platformdirs.user_data_dir("ba-mcp", appauthor=False))
+
+    def export_root(self) -> Path:
+        """Where exports are written: ``files.export_dir``, else ``<workspace>/exports``."""
+        chosen = self.files.export_dir
+        return (chosen.expanduser() if chosen is not None else self.workspace_root() / "exports").absolute()
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:

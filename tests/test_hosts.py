@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 
@@ -110,7 +111,7 @@ def test_plugin_and_marketplace_pass_the_claude_code_validator(tmp_path: Path) -
     cli = claude_cli()
     if cli is None:
         pytest.skip("the Claude Code CLI is not installed (npm i @anthropic-ai/claude-code; or set CLAUDE_CLI)")
-    for target in (ROOT / ".claude-plugin" / "plugin.json", ROOT):  # the plugin, then the marketplace
+    for target in (ROOT / "plugin", ROOT):  # the plugin, then the marketplace
         out = subprocess.run([cli, "plugin", "validate", "--strict", str(target)], capture_output=True, text=True)
         assert out.returncode == 0 and "Validation passed" in out.stdout, out.stdout + out.stderr
     # The validator does reject: a manifest with a name that is not kebab-case fails.
@@ -121,51 +122,89 @@ def test_plugin_and_marketplace_pass_the_claude_code_validator(tmp_path: Path) -
 
 
 def test_plugin_manifests_say_what_the_plugin_is() -> None:
-    plugin = json.loads((ROOT / ".claude-plugin" / "plugin.json").read_text())
+    plugin = json.loads((ROOT / "plugin" / ".claude-plugin" / "plugin.json").read_text())
     assert re.fullmatch(r"[a-z][a-z0-9]*(-[a-z0-9]+)*", plugin["name"]) and plugin["version"] and plugin["description"]
     from ba_mcp import __version__
 
     assert plugin["version"] == __version__
     market = json.loads((ROOT / ".claude-plugin" / "marketplace.json").read_text())
-    assert [p["name"] for p in market["plugins"]] == [plugin["name"]] and market["plugins"][0]["source"] == "./"
+    assert [p["name"] for p in market["plugins"]] == [plugin["name"]] and market["plugins"][0]["source"] == "./plugin"
+    # Claude Code substitutes only the exact text ${CLAUDE_PLUGIN_ROOT}: no ${CLAUDE_PLUGIN_ROOT:-…} form.
+    assert "${CLAUDE_PLUGIN_ROOT:-" not in (ROOT / "plugin" / ".mcp.json").read_text()
 
 
-def expand(value: str, variables: dict[str, str]) -> str:
-    """Claude Code's expansion in .mcp.json: ${VAR} and ${VAR:-default}."""
+def copy_of_the_repository(target: Path) -> Path:
+    """A user's clone: the tracked tree (links kept) plus a development .venv, as `uv sync` leaves one."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT, capture_output=True, check=True).stdout
+    for name in listed.decode().split("\0"):
+        source = ROOT / name
+        if not name or not (source.is_symlink() or source.exists()):
+            continue
+        (target / name).parent.mkdir(parents=True, exist_ok=True)
+        if source.is_symlink():
+            os.symlink(os.readlink(source), target / name)
+        else:
+            shutil.copy2(source, target / name)
+    (target / ".venv" / "lib").mkdir(parents=True)
+    (target / ".venv" / "lib" / "big.bin").write_bytes(b"\0" * (8 << 20))
+    return target
 
-    def one(m: re.Match[str]) -> str:
-        name, _, default = m.group(1).partition(":-")
-        return variables.get(name) or os.environ.get(name) or default or m.group(0)
 
-    return re.sub(r"\$\{([^}]+)\}", one, value)
-
-
-async def test_plugin_mcp_json_starts_the_server_on_the_project(tmp_path: Path) -> None:
-    if shutil.which("uv") is None:
-        pytest.skip("uv is not on PATH")
+def test_plugin_installed_with_the_claude_code_cli_connects_from_another_project(tmp_path: Path) -> None:
+    """As a user does it: marketplace add, plugin install, `claude mcp list` in a project elsewhere; then
+    the command Claude Code started answers a tool call on the project's files."""
+    cli, uv = claude_cli(), shutil.which("uv")
+    if cli is None or uv is None:
+        pytest.skip("needs the Claude Code CLI (npm i @anthropic-ai/claude-code, or CLAUDE_CLI) and uv")
+    clone = copy_of_the_repository(tmp_path / "clone")
     project = project_dir(tmp_path)
-    (entry,) = json.loads((ROOT / ".mcp.json").read_text())["mcpServers"].values()
-    variables = {"CLAUDE_PLUGIN_ROOT": str(ROOT), "CLAUDE_PROJECT_DIR": str(project)}
-    env = {**server_env(tmp_path / "ws"), **{k: expand(v, variables) for k, v in entry.get("env", {}).items()}}
-    params = StdioServerParameters(
-        command=expand(entry["command"], variables),
-        args=[expand(a, variables) for a in entry["args"]],
-        env=env,
-        cwd=str(project),  # Claude Code starts servers in the project directory
-    )
-    async with Client(params) as client:
-        names = {t.name for t in (await client.list_tools()).tools}
-        # Claude Code loads the plugin's skills/ itself: the server does not serve them a second time.
-        assert "use_skill" not in names and not (await client.list_prompts()).prompts
-        assert {"file_reader", "query_database", "run_python"} <= names
-        read = await client.call_tool("file_reader", {"path": "project/data/sales.csv"})
-        assert not read.is_error and "3 rows" in text_of(read)
-        if sys.platform.startswith("linux"):
-            code = 'df = load_file("project/data/sales.csv")\nint(df.revenue.sum())'
-            ran = await client.call_tool("run_python", {"code": code})
-            assert not ran.is_error and "\n47" in text_of(ran), text_of(ran)
-            leak = await client.call_tool("run_python", {"code": 'open_file("project/data/leak.csv").read()'})
+    uv_cache = subprocess.run([uv, "cache", "dir"], capture_output=True, text=True, check=True).stdout.strip()
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("BA_MCP_", "CLAUDE"))},
+        **server_env(tmp_path / "ws"),
+        "HOME": str(tmp_path / "home"),
+        "UV_CACHE_DIR": uv_cache,  # the machine's warm cache (`uv sync` filled it) ...
+        "UV_OFFLINE": "1",  # ... and nothing is downloaded
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",  # no telemetry or update checks off this machine
+        "DISABLE_AUTOUPDATER": "1",
+        "MCP_TIMEOUT": "120000",  # the first start installs the plugin's environment
+    }
+
+    def claude(*args: str) -> str:
+        out = subprocess.run([cli, *args], cwd=project, env=env, capture_output=True, text=True, timeout=180)
+        assert out.returncode == 0, out.stdout + out.stderr
+        return out.stdout
+
+    claude("plugin", "marketplace", "add", str(clone))
+    claude("plugin", "install", "ba-mcp@ba-mcp")
+    installed = json.loads((tmp_path / "home" / ".claude" / "plugins" / "installed_plugins.json").read_text())
+    (install,) = installed["plugins"]["ba-mcp@ba-mcp"]
+    cached = Path(install["installPath"])
+    assert (cached / ".mcp.json").is_file() and (cached / "skills" / "analysis-workflow" / "SKILL.md").is_file()
+    assert not (cached / ".venv").exists(), "the clone's .venv was copied into Claude Code's plugin cache"
+    size = sum(f.stat().st_size for f in cached.rglob("*") if f.is_file())
+    assert size < 10 << 20, f"the installed plugin holds {size} bytes"
+
+    listed = claude("mcp", "list")
+    line = next((x for x in listed.splitlines() if x.startswith("plugin:ba-mcp:ba-mcp:")), "")
+    assert "✔ Connected" in line, listed
+    command = line.split(":", 3)[3].rsplit(" - ", 1)[0].split()
+    assert "${" not in " ".join(command)
+
+    (entry,) = json.loads((cached / ".mcp.json").read_text())["mcpServers"].values()
+    started = StdioServerParameters(command=command[0], args=command[1:], env={**env, **entry["env"]}, cwd=project)
+
+    async def call() -> None:
+        async with Client(started) as client:
+            names = {t.name for t in (await client.list_tools()).tools}
+            # Claude Code loads the plugin's skills/ itself: the server does not serve them a second time.
+            assert "use_skill" not in names and {"file_reader", "query_database", "run_python"} <= names
+            read = await client.call_tool("file_reader", {"path": "project/data/sales.csv", "output_level": "full"})
+            assert not read.is_error and "3 rows" in text_of(read) and "North,10" in text_of(read), text_of(read)
+            leak = await client.call_tool("file_reader", {"path": "project/data/leak.csv"})
             assert leak.is_error and "secret beside" not in text_of(leak)
+
+    anyio.run(call)
 
 
 def test_install_claude_code_writes_into_the_directory_it_is_run_from(tmp_path: Path) -> None:

@@ -263,8 +263,11 @@ async def test_long_output_keeps_its_last_line_and_the_whole_output_as_an_artifa
     result = await run(py, "for i in range(20000):\n    print(f'line {i}')\nprint('LAST LINE')")
     text = ok(result)
     assert "LAST LINE" in text and "line 0" in text
-    aid = re.search(r"the whole output is (artifact_[0-9a-f]{12})", text)
+    aid = re.search(r"the whole text is (artifact_[0-9a-f]{12})", text)
     assert aid, text
+    # Cut in one place, continued in one way: one elision, one artifact named (issue 19).
+    assert len(set(re.findall(r"artifact_[0-9a-f]{12}", text))) == 1 and text.count("not shown") == 1, text
+    assert "omitted" not in text
     whole = ok(await py.call_tool("file_reader", {"path": aid.group(1), "nrows": 3, "offset": 0}))
     assert "line 0" in whole
     stored = ok(await py.call_tool("file_reader", {"path": aid.group(1), "output_level": "brief"}))

@@ -115,12 +115,22 @@ async def test_long_text_comes_in_windows_with_the_whole_as_an_artifact(client: 
     first = await read(client, web.url("/long.txt"), max_length=5000)
     text = text_of(first)
     assert "start_index=5000" in text, text
-    whole = re.search(r"the whole text \(([\d,]+) characters\) is (artifact_[0-9a-f]{12})", text)
+    whole = re.search(r"or read the whole text: (artifact_[0-9a-f]{12})", text)
     assert whole, text
     second = text_of(await read(client, web.url("/long.txt"), start_index=5000, max_length=5000))
     assert "characters 5,000–10,000" in second and "start_index=10000" in second
-    stored = await client.call_tool("file_reader", {"path": whole.group(2), "nrows": 3})
-    assert "Paragraph 0:" in text_of(stored)
+    stored = await client.call_tool("file_reader", {"path": whole.group(1), "output_level": "full"})
+    total = int(re.search(r"of ([\d,]+)\)", text).group(1).replace(",", ""))  # type: ignore[union-attr]
+    assert f"{total:,} characters" in text_of(stored) and "Paragraph 0:" in text_of(stored)  # the whole text
+    # The default window (20,000 characters) is more than standard shows: the one continuation starts
+    # where the shown part ends, so reading on skips nothing (issue 19).
+    page = text_of(await read(client, web.url("/long.txt")))
+    assert page.count("start_index=") == 1 and re.search(r"or read the whole text: " + whole.group(1), page), page
+    resume = int(re.search(r"start_index=(\d+)", page).group(1))  # type: ignore[union-attr]
+    shown = page.split("~2,000 tokens):\n\n", 1)[1].split("\n\nTruncated:", 1)[0]
+    assert resume == len(shown), (resume, len(shown))
+    after = text_of(await read(client, web.url("/long.txt"), start_index=resume, max_length=200))
+    assert f"characters {resume:,}–" in after
     past = await read(client, web.url("/long.txt"), start_index=10**7)
     assert error_code(past) == "INVALID_PARAMETERS" or meta_of(past)["error"]["type"] == "invalid_parameters"
 

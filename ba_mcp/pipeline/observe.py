@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ba_mcp.pipeline.encode import cell_value, encode_csv, encode_table, microseconds, plain_rows, python_values
+from ba_mcp.pipeline.errors import ToolFailure
 from ba_mcp.pipeline.levels import OutputLevel
 from ba_mcp.pipeline.results import Composite, Document, Image, JsonValue, RawResult, Table
 
@@ -83,6 +84,7 @@ class Observer:
         self.counter = counter
         self.s = settings
         self.tools = dict(tools)
+        self._whole_stats: dict[str, tuple[dict[str, dict[str, Any]], int]] = {}
 
     def observe(self, tool: str, raw: RawResult, level: OutputLevel, notes: list[str] | None = None) -> Observation:
         part = self._part(tool, raw, level)
@@ -140,7 +142,12 @@ class Observer:
             return []
         args = ", ".join(f"{k}={json.dumps(v)}" for k, v in raw.next_args.items())
         what = "rows follow" if isinstance(raw, Table) else "text follows"
-        return [f"More {what} in the source: call {tool} again with {args} (other arguments unchanged)."]
+        line = f"More {what} in the source: call {tool} again with {args} (other arguments unchanged)"
+        if isinstance(raw, Document) and raw.artifact_id:
+            line += (
+                f", or read the whole text: {raw.artifact_id} — {self._how_to_read(self.store.get(raw.artifact_id))}"
+            )
+        return [line + "."]
 
     # -- tables -------------------------------------------------------------------------------
 
@@ -212,9 +219,16 @@ class Observer:
             return _Part([line, *source_more], structured, artifacts=[kept] if kept else [])
 
         whole = self._whole_at_standard(raw, extent, columns, source_more)
-        if whole is not None:
-            structured.update(truncated=False, shown_rows=n, artifact_id=None)
-            return _Part(whole, structured)
+        if whole is not None:  # every row fetched is shown (those asked for, e.g. max_rows=20)
+            stored = self._keep(tool, raw) if prefix_of_stored else None
+            if stored:
+                whole.insert(
+                    len(whole) - len(source_more),
+                    f"Truncated: {n:,} of {raw.total_rows:,} rows shown. "
+                    f"Complete table: {stored.id} — {self._how_to_read(stored)}.",
+                )
+            structured.update(truncated=stored is not None, shown_rows=n, artifact_id=stored.id if stored else None)
+            return _Part(whole, structured, artifacts=[stored] if stored else [])
         preview, cut = plain_rows(
             table.slice(0, self.s.preview_rows), round_floats=True, max_chars=self.s.max_cell_chars
         )
@@ -258,7 +272,7 @@ class Observer:
         when that fits the standard budget, or costs no more than the summary view would. None otherwise."""
         table = raw.frame
         n = table.num_rows
-        if n > self.s.standard_whole_rows or (raw.artifact_id and raw.total_rows and raw.total_rows > raw.offset + n):
+        if n > self.s.standard_whole_rows:
             return None
         rows, _ = plain_rows(table, round_floats=True)
         lines = [
@@ -291,8 +305,9 @@ class Observer:
             preview, _ = plain_rows(
                 table.slice(0, self.s.preview_rows), round_floats=True, max_chars=self.s.max_cell_chars
             )
-        lines = [f"{raw.title}: {extent}", "Columns (name: type — summary):"]
-        lines.extend(f"- {c['name']}: {c['type']} — {_column_summary(table.column(i))}" for i, c in enumerate(columns))
+        heading, summaries = self._summaries(raw)
+        lines = [f"{raw.title}: {extent}", heading]
+        lines.extend(f"- {c['name']}: {c['type']} — {summary}" for c, summary in zip(columns, summaries, strict=True))
         if n:
             shown = len(preview)
             lines.append(f"First {shown} rows (csv):" if shown < n else f"All {n} rows (csv):")
@@ -306,6 +321,41 @@ class Observer:
         lines.extend(source_more)
         structured.update(truncated=meta is not None, shown_rows=len(preview), artifact_id=meta.id if meta else None)
         return _Part(lines, structured, artifacts=[meta] if meta else [])
+
+    def _summaries(self, raw: Table) -> tuple[str, list[str]]:
+        """The column summaries and the heading that says what they describe. A table that is all of its
+        result is summarised itself; a part of a result stored whole (a query cut at max_rows) is summarised
+        over the whole stored result (computed by DuckDB over the artifact); any other part says that its
+        summaries cover only its own rows."""
+        table = raw.frame
+        n = table.num_rows
+        own = [_column_summary(table.column(i)) for i in range(table.num_columns)]
+        if not (raw.offset or raw.more or (raw.total_rows is not None and raw.total_rows > n)):
+            return "Columns (name: type — summary):", own
+        if raw.artifact_id and raw.total_rows is not None:
+            whole = self._stored_stats(raw.artifact_id)
+            if whole is not None and whole[1] == raw.total_rows and set(table.column_names) <= set(whole[0]):
+                return (
+                    f"Columns (name: type — summary of all {raw.total_rows:,} rows):",
+                    [format_stats(whole[0][name]) for name in table.column_names],
+                )
+        rows = f"rows {raw.offset:,}–{raw.offset + n - 1:,}" if n else "no rows"
+        return f"Columns (name: type — summary of {rows} only, not of the whole source):", own
+
+    def _stored_stats(self, aid: str) -> tuple[dict[str, dict[str, Any]], int] | None:
+        """``column_stats`` figures of every column of a stored table and its row count (artifacts never
+        change: their id is their content's digest, so the figures are kept for the next call)."""
+        if aid not in self._whole_stats:
+            try:
+                with self.store.reading(aid) as meta:
+                    if meta.kind != "table":
+                        return None
+                    self._whole_stats[aid] = parquet_stats(self.store.data_path(meta))
+            except ToolFailure:
+                return None
+            while len(self._whole_stats) > 64:
+                self._whole_stats.pop(next(iter(self._whole_stats)))
+        return self._whole_stats[aid]
 
     # -- documents ----------------------------------------------------------------------------
 
@@ -352,7 +402,9 @@ class Observer:
             return _Part([f"{raw.title}: {size}", "", text, "", *source_more], structured)
 
         if raw.tail_matters:
-            return self._head_and_tail(tool, raw, budget, size, structured, source_more)
+            return self._head_and_tail(tool, raw, budget, size, structured)
+        # Cut once, continued once: at the position where the shown part ends (the source's own
+        # continuation, further on, would skip what this window read but did not show).
         cut = self.counter.prefix_chars(text, budget)
         meta = self._keep(tool, raw)
         next_offset = raw.offset + cut
@@ -361,11 +413,16 @@ class Observer:
         if outline:
             lines.append("Outline: " + " | ".join(outline))
         window_arg = self.tools.get(tool, ToolTraits()).window_arg
+        kept = (
+            "the whole text"
+            if raw.artifact_id or not (raw.more or raw.offset)
+            else f"characters {raw.offset:,}–{raw.offset + len(text):,} as one text"
+        )
         goon = (
             f"Truncated: continue with {window_arg}={next_offset} (the same call with that {window_arg}), "
-            f"or read the whole text: {meta.id} — {self._how_to_read(meta)}."
+            f"or read {kept}: {meta.id} — {self._how_to_read(meta)}."
             if window_arg
-            else f"Truncated: the whole text is {meta.id} — {self._how_to_read(meta)}."
+            else f"Truncated: {kept} is {meta.id} — {self._how_to_read(meta)}."
         )
         lines += [
             f"Window: characters {raw.offset:,}–{next_offset:,} (~{budget:,} tokens):",
@@ -373,7 +430,6 @@ class Observer:
             text[:cut],
             "",
             goon,
-            *source_more,
         ]
         structured.update(
             truncated=True, artifact_id=meta.id, shown_chars=cut, next_offset=next_offset, outline=outline
@@ -387,7 +443,6 @@ class Observer:
         budget: int,
         size: str,
         structured: dict[str, Any],
-        source_more: list[str],
     ) -> _Part:
         """Program output over the budget: its beginning and its end (which ends with the last line
         printed), half the budget each, and the whole text as an artifact."""
@@ -404,7 +459,6 @@ class Observer:
             text[len(text) - tail :].rstrip("\n"),
             "",
             f"Truncated: the whole text is {meta.id} — {self._how_to_read(meta)}.",
-            *source_more,
         ]
         structured.update(truncated=True, artifact_id=meta.id, shown_chars=head + tail)
         return _Part(lines, structured, artifacts=[meta])
@@ -533,6 +587,13 @@ def _num(value: Any) -> str:
 def _column_summary(column: pa.ChunkedArray) -> str:
     """Nulls, range and mean of numbers, span of dates, distinct count and the top value of the rest —
     computed with Arrow compute kernels (NaN counts as missing, as it always has here)."""
+    return format_stats(column_stats(column))
+
+
+def column_stats(column: pa.ChunkedArray) -> dict[str, Any]:
+    """What a column summary says, as data: ``kind`` (bool, number, time, other), ``count`` (values
+    present; NaN counts as missing), ``nulls`` and the kind's figures. The artifact store computes the
+    same figures over a whole stored table with DuckDB (``ArtifactStore.column_stats``)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -540,30 +601,118 @@ def _column_summary(column: pa.ChunkedArray) -> str:
     values = pc.drop_null(column)
     if pa.types.is_floating(t):
         values = pc.filter(values, pc.invert(pc.is_nan(values)))
-    nulls = len(column) - len(values)
-    parts: list[str] = []
+    stats: dict[str, Any] = {"kind": stats_kind(t), "count": len(values), "nulls": len(column) - len(values)}
     if not len(values):
-        pass
-    elif pa.types.is_boolean(t):
-        true = int(pc.sum(values).as_py() or 0)
-        parts.append(f"true {true}, false {len(values) - true}")
-    elif pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t):
+        return stats
+    if stats["kind"] == "bool":
+        stats["true"] = int(pc.sum(values).as_py() or 0)
+    elif stats["kind"] == "number":
         low, high = pc.min_max(values).values()
-        mean = pc.mean(values).as_py()
-        parts.append(f"min {_num(low.as_py())}, mean {_num(float(mean))}, max {_num(high.as_py())}")
-        parts.append(f"{_distinct(values)} distinct")
-    elif pa.types.is_timestamp(t) or pa.types.is_date(t):
+        stats.update(min=low.as_py(), mean=float(pc.mean(values).as_py()), max=high.as_py())
+        stats["distinct"] = _distinct(values)
+    elif stats["kind"] == "time":
         low, high = pc.min_max(microseconds(values)).values()
-        parts.append(f"{_num(low.as_py())} → {_num(high.as_py())}")
+        stats.update(min=low.as_py(), max=high.as_py())
     else:
-        distinct = _distinct(values)
-        parts.append(f"{distinct} distinct")
-        if distinct < len(values):
-            top = _top(values)
-            if top is not None:
-                parts.append(f"top {str(top[0])[:30]!r} ×{top[1]}")
-    if nulls:
-        parts.append(f"{nulls} nulls")
+        stats["distinct"] = _distinct(values)
+        if stats["distinct"] < len(values):
+            stats["top"] = _top(values)
+    return stats
+
+
+def parquet_stats(path: Any) -> tuple[dict[str, dict[str, Any]], int]:
+    """``column_stats`` figures of every column of a whole Parquet file, and its row count, computed by
+    DuckDB (streamed, spilling as it needs; never the whole table in memory). For the server's own
+    artifacts only: the file is trusted."""
+    import duckdb
+    import pyarrow.parquet as pq
+
+    schema = pq.read_schema(path)
+    con = duckdb.connect(config={"threads": 2, "memory_limit": "512MB", "autoinstall_known_extensions": False})
+    try:
+        con.read_parquet(str(path)).create_view("t")
+        aggregates = ["count(*)"]
+        plan: list[tuple[str, str, int]] = []
+        for field_ in schema:
+            kind = stats_kind(field_.type)
+            col = '"' + field_.name.replace('"', '""') + '"'
+            value = f"(CASE WHEN isnan({col}) THEN NULL ELSE {col} END)" if field_.type in _FLOATS() else col
+            wanted = {
+                "bool": [f"count({value})", f"count({value}) FILTER (WHERE {value})"],
+                "number": [f"count({value})", f"min({value})", f"avg({value})", f"max({value})"],
+                "time": [f"count({value})", f"min({value})", f"max({value})"],
+                "other": [f"count({value})"],
+            }[kind]
+            if kind in ("number", "other"):
+                wanted.append(f"count(DISTINCT {value})")
+            plan.append((field_.name, kind, len(aggregates)))
+            aggregates += wanted
+        row = con.execute(f"SELECT {', '.join(aggregates)} FROM t").fetchone() or ()
+        total = int(row[0])
+        out: dict[str, dict[str, Any]] = {}
+        for name, kind, at in plan:
+            count = int(row[at])
+            stats: dict[str, Any] = {"kind": kind, "count": count, "nulls": total - count}
+            if count and kind == "bool":
+                stats["true"] = int(row[at + 1])
+            elif count and kind == "number":
+                stats.update(min=row[at + 1], mean=row[at + 2], max=row[at + 3], distinct=int(row[at + 4]))
+            elif count and kind == "time":
+                stats.update(min=row[at + 1], max=row[at + 2])
+            elif count:
+                stats["distinct"] = int(row[at + 1])
+                if stats["distinct"] < count:
+                    col = '"' + name.replace('"', '""') + '"'
+                    top = con.execute(
+                        f"SELECT {col}, count(*) AS n FROM t WHERE {col} IS NOT NULL GROUP BY ALL "
+                        "ORDER BY n DESC LIMIT 1"
+                    ).fetchone()
+                    stats["top"] = (cell_value(top[0]), int(top[1])) if top else None
+            out[name] = stats
+        return out, total
+    finally:
+        con.close()
+
+
+def _FLOATS() -> tuple[pa.DataType, ...]:
+    import pyarrow as pa
+
+    return (pa.float16(), pa.float32(), pa.float64())
+
+
+def stats_kind(t: pa.DataType) -> str:
+    """Which figures summarise a column of Arrow type ``t``."""
+    import pyarrow as pa
+
+    if pa.types.is_boolean(t):
+        return "bool"
+    if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t):
+        return "number"
+    if pa.types.is_timestamp(t) or pa.types.is_date(t):
+        return "time"
+    return "other"
+
+
+def format_stats(stats: Mapping[str, Any]) -> str:
+    """A column summary line from ``column_stats``-shaped figures."""
+    parts: list[str] = []
+    kind, count = stats["kind"], stats["count"]
+    if not count:
+        pass
+    elif kind == "bool":
+        parts.append(f"true {stats['true']}, false {count - stats['true']}")
+    elif kind == "number":
+        parts.append(f"min {_num(stats['min'])}, mean {_num(float(stats['mean']))}, max {_num(stats['max'])}")
+        parts.append(f"{stats['distinct']} distinct")
+    elif kind == "time":
+        parts.append(f"{_num(stats['min'])} → {_num(stats['max'])}")
+    else:
+        parts.append(f"{stats['distinct']} distinct")
+        top = stats.get("top")
+        if stats["distinct"] < count and top is not None:
+            parts.append(f"top {str(top[0])[:30]!r} ×{top[1]}")
+    if stats["nulls"]:
+        parts.append(f"{stats['nulls']} nulls")
     return "; ".join(parts) or "no values"
 
 

@@ -322,6 +322,7 @@ def _result(
     table_blob = blobs.pop(0) if value and value.get("kind") == "table" else None
     stdout, stderr = _stream(reply.get("stdout")), _stream(reply.get("stderr"))
     kept: dict[str, str] = {}
+    whole_output: dict[str, tuple[str, str]] = {}  # label -> (the whole output, its artifact)
     for label in ("stdout", "stderr"):
         whole = (reply.get(label) or {}).get("whole")
         if whole:
@@ -329,11 +330,16 @@ def _result(
             stored = app.artifacts.put_text(text, title=f"{label} of {code_id}", source_tool="run_python")
             complete = "the whole output" if whole.get("complete") else f"its first {len(text):,} characters"
             kept[label] = f'{complete} is {stored.id} (file_reader(path="{stored.id}"))'
+            if whole.get("complete"):
+                whole_output[label] = (text, stored.id)
     if error:
         raise _failure(error, stdout, stderr, code_id, app.libraries, kept)
     parts: list[tuple[str, RawResult]] = []
     for label, (text, note) in (("stdout", stdout), ("stderr", stderr)):
-        if text:
+        if label in whole_output:  # cut once, by the observer, which names the one artifact holding it all
+            text, stored_id = whole_output[label]
+            parts.append((label, Document(label, text, tail_matters=True, artifact_id=stored_id)))
+        elif text:
             notes_here = [note] if note else []
             if label in kept:
                 notes_here.append(kept[label])

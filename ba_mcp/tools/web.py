@@ -239,14 +239,8 @@ class WebReader(Tool):
         end = min(total, start + length)
         notes = list(page.notes)
         more = end < total
-        if more or start:
-            if page.whole_id is None:
-                page.whole_id = self.artifacts.put_text(
-                    text, title=page.title, source_tool=self.name, mime=page.mime
-                ).id
-            notes.append(
-                f'the whole text ({total:,} characters) is {page.whole_id} (file_reader(path="{page.whole_id}"))'
-            )
+        if (more or start) and page.whole_id is None:  # the observer names it where it cuts
+            page.whole_id = self.artifacts.put_text(text, title=page.title, source_tool=self.name, mime=page.mime).id
         return Document(
             page.title,
             text[start:end],
@@ -257,6 +251,7 @@ class WebReader(Tool):
             next_args={"start_index": end} if more else None,
             notes=notes,
             meta={"url": page.url},
+            artifact_id=page.whole_id if (more or start) else None,
         )
 
     # -- what the download holds ------------------------------------------------------------------
