@@ -135,7 +135,12 @@ def test_plugin_manifests_say_what_the_plugin_is() -> None:
 
 def copy_of_the_repository(target: Path) -> Path:
     """A user's clone: the tracked tree (links kept) plus a development .venv, as `uv sync` leaves one."""
-    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT, capture_output=True, check=True).stdout
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        check=True,
+    ).stdout
     for name in listed.decode().split("\0"):
         source = ROOT / name
         if not name or not (source.is_symlink() or source.exists()):

@@ -5,6 +5,8 @@ promised result in the same interpreter. Every bundled skill passes the strict v
 
 from __future__ import annotations
 
+import csv
+import io
 import re
 import shutil
 import subprocess
@@ -27,11 +29,48 @@ BUNDLED = sorted(p.name for p in SKILLS.iterdir() if (p / "SKILL.md").is_file())
 FENCE = re.compile(r"```(sql|python)\n(.*?)```", re.S)
 
 
+def dirty_orders() -> str:
+    """41 orders with planted faults, each a finding the data-quality audit must report (DIRTY_FINDINGS)."""
+    regions = ["North", "South", "East", "West"]
+    rows: list[list[Any]] = []
+    for i in range(1, 41):
+        q, p, d = 1 + i % 5, 10.0 + i % 7, [0.0, 0.05, 0.1][i % 3]
+        rows.append([1000 + i, f"2025-03-{1 + i % 28:02d}", regions[i % 4], q, p, d, round(q * p * (1 - d), 2), "Ann"])
+    rows[4][2], rows[8][2] = "north ", "north"  # North spelled three ways: 10 + 2 rows
+    rows[10][1] = "not a date"
+    rows[12][3] = "abc"
+    rows[14][5] = 1.5  # a discount over 100 % (its revenue, computed without it, then does not add up either)
+    rows[16][6] += 50  # revenue that does not add up
+    for i in (18, 20, 22):
+        rows[i][7] = ""  # no sales rep
+    rows.append(list(rows[25]))  # an exact duplicate row, and so a duplicate id
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(["order_id", "order_date", "region", "quantity", "unit_price", "discount", "revenue", "sales_rep"])
+    writer.writerows(rows)
+    return out.getvalue()
+
+
+# (column, check) -> rows affected: every planted fault, and nothing else.
+DIRTY_FINDINGS = {
+    ("region", "same category spelled differently"): 12,
+    ("order_date", "values that are not dates in a date column"): 1,
+    ("quantity", "values that are not numbers in a number column"): 1,
+    ("discount", "discount outside 0-1"): 1,
+    ("discount", "outliers beyond 3 x IQR"): 1,
+    ("revenue", "revenue != quantity x unit_price x (1 - discount)"): 2,
+    ("sales_rep", "missing values"): 3,
+    ("(all)", "exact duplicate rows"): 1,
+    ("order_id", "duplicate ids"): 2,
+}
+
+
 @pytest.fixture(scope="module")
 async def s(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[ClientSession]:
     ws = tmp_path_factory.mktemp("skills") / "ws"
     (ws / "uploads").mkdir(parents=True)
     shutil.copy(ROOT / "ba_mcp" / "samples" / "sales_2025.csv", ws / "uploads" / "sales_2025.csv")
+    (ws / "uploads" / "dirty_orders.csv").write_text(dirty_orders())
     params = stdio_params(ws, BA_MCP_TOOLS__RUN_PYTHON__TIMEOUT_S="120")
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
@@ -95,8 +134,11 @@ def test_every_bundled_skill_passes_the_strict_validator() -> None:
         [sys.executable, "-m", "ba_mcp", "skills", "validate", str(SKILLS)], capture_output=True, text=True
     )
     assert out.returncode == 0, out.stdout + out.stderr
+    tools = ("query_database", "run_python", "file_reader", "web_reader", "web_search")
     for name in BUNDLED:
         assert f"ok    {name}" in out.stdout
+        body = (SKILLS / name / "SKILL.md").read_text().split("\n---\n", 1)[1]
+        assert any(tool in body for tool in tools), f"{name}'s instructions name none of the tools"
 
 
 async def test_sales_performance_review_bridge_adds_up_to_the_revenue_change(s: ClientSession) -> None:
@@ -196,6 +238,18 @@ async def test_data_quality_audit_finds_the_missing_sales_reps(s: ClientSession)
     )
     assert missing == "10"  # the sample file has ten orders without a sales rep (samples/README.md)
     assert await value(s, "int(findings[findings.check.str.startswith('revenue !=')].shape[0])") == "0"
+
+
+async def test_data_quality_audit_finds_every_planted_fault_and_nothing_on_a_clean_table(s: ClientSession) -> None:
+    read = text_of(await ok(s, "use_skill", name="data-quality-audit", path="scripts/profile.py", output_level="full"))
+    script = read.split("\n", 2)[2].rstrip("\n")
+    await ok(s, "run_python", code=f"SOURCE = 'upload_dirty_orders'\n{script}")
+    found = await value(s, "sorted(zip(findings.column, findings.check, findings.rows))")
+    assert found == repr(sorted((c, k, n) for (c, k), n in DIRTY_FINDINGS.items())), found
+    query = "SELECT order_id, customer_id, order_date, channel_id, status FROM orders"
+    clean = meta_of(await ok(s, "query_database", query=query, max_rows=10, output_level="brief"))["artifact_id"]
+    text = text_of(await ok(s, "run_python", code=f"SOURCE = {clean!r}\n{script}", output_level="standard"))
+    assert "no findings: the file passed every check" in text and await value(s, "len(findings)") == "0"
 
 
 async def test_analysis_workflow_example_query_runs(s: ClientSession) -> None:

@@ -1,6 +1,7 @@
 """Data-quality profile of a table file.
 
-Input: SOURCE, the file's id or path (e.g. "upload_sales_2025"; run_python's load_file reads it) - or set
+Input: SOURCE, the file's id or path (e.g. "upload_sales_2025"; run_python's load_file reads it) or a table
+artifact's id (a query result; load_artifact reads it) - or set
 DF to a DataFrame you already have. Run in run_python as:  SOURCE = "upload_..."  then this script.
 Output: the findings table (severity, column, check, rows, examples) as the cell's value; the per-column
 profile is printed.
@@ -9,8 +10,8 @@ profile is printed.
 import pandas as pd
 
 df = globals().get("DF")
-if df is None:
-    df = load_file(SOURCE)  # noqa: F821 - SOURCE and load_file come from run_python
+if df is None:  # SOURCE, load_file and load_artifact come from run_python
+    df = load_artifact(SOURCE) if str(SOURCE).startswith("artifact_") else load_file(SOURCE)  # noqa: F821
 findings = []
 
 
@@ -26,10 +27,15 @@ def finding(severity: str, column: str, check: str, rows: int, examples=()) -> N
     )
 
 
+def is_text(s: pd.Series) -> bool:
+    """Text columns: object (pandas 2) or str (pandas 3), but not booleans or categories of numbers."""
+    return pd.api.types.is_object_dtype(s) or pd.api.types.is_string_dtype(s)
+
+
 profile = []
 for col in df.columns:
     s = df[col]
-    empty = s.isna() | (s.astype(str).str.strip() == "") if s.dtype == object else s.isna()
+    empty = s.isna() | (s.astype(str).str.strip() == "") if is_text(s) else s.isna()
     profile.append(
         {
             "column": col,
@@ -42,7 +48,7 @@ for col in df.columns:
     )
     if empty.any():
         finding("high" if empty.mean() > 0.2 else "medium", col, "missing values", empty.sum(), df.index[empty][:3])
-    if s.dtype == object:
+    if is_text(s):
         text = s.dropna().astype(str)
         normalised = text.str.strip().str.lower()
         variants = text.groupby(normalised).unique()
@@ -81,9 +87,9 @@ if "id" in str(first).lower() and df[first].duplicated().any():
 
 columns = {str(c).lower(): c for c in df.columns}
 if all(k in columns for k in ("quantity", "unit_price", "discount", "revenue")):
-    q, p, d, r = (df[columns[k]].astype(float) for k in ("quantity", "unit_price", "discount", "revenue"))
+    q, p, d, r = (pd.to_numeric(df[columns[k]], errors="coerce") for k in ("quantity", "unit_price", "discount", "revenue"))
     expected = q * p * (1 - d)
-    off = (r - expected).abs() > 0.01 * expected.abs().clip(lower=1)
+    off = ((r - expected).abs() > 0.01 * expected.abs().clip(lower=1)).fillna(False)
     if off.any():
         finding("high", columns["revenue"], "revenue != quantity x unit_price x (1 - discount)", off.sum(), df.index[off][:3])
 
