@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from ba_mcp import __version__
 from ba_mcp.databases import Databases
+from ba_mcp.exports import Exports
 from ba_mcp.net import Fetcher
 from ba_mcp.pipeline.artifacts import ArtifactStore, CodeStore
 from ba_mcp.pipeline.cache import RawCache
@@ -69,6 +70,7 @@ class App:
             log.warning("skill %s", warning)
         self.workspace.add_scheme("skill", self._skill_file)
         self.artifacts = ArtifactStore(self.workspace.dir("artifacts"), settings.artifacts)
+        self.exports = Exports(settings.export_root(), self.artifacts)
         rp = settings.run_python
         self.code = CodeStore(self.workspace.dir("code"), rp.code_store_max_bytes, rp.code_ttl_hours * 3600)
         self.tokens = TokenCounter(config_dir() / "token_encoders.yaml", settings.model_family)
@@ -101,7 +103,7 @@ class App:
         return [
             FileReader(s.tools.file_reader, self.workspace, self.artifacts),
             QueryDatabase(s.tools.query_database, self.workspace, self.artifacts, self.databases, s.tools.file_reader),
-            RunPython(s.tools.run_python, self.workspace, self.artifacts, self.code, self.sandboxes),
+            RunPython(s.tools.run_python, self.workspace, self.artifacts, self.code, self.sandboxes, self.exports),
             WebSearch(s.tools.web_search, s.web.search, self.searcher),
             WebReader(s.tools.web_reader, self.fetcher, self.artifacts, s.tools.file_reader),
             *(

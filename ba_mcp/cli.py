@@ -177,9 +177,28 @@ def cmd_artifacts(args: argparse.Namespace) -> int:
         if not args.id:
             raise SystemExit("ba-mcp artifacts show: give an artifact id")
         return _show_artifact(settings, args.id, args.level)
+    if args.action == "export":
+        return _export_artifact(settings, store, args)
     _err("ba-mcp: cleaning the artifact store …")
     removed = store.cleanup()
     print(json.dumps(removed))
+    return 0
+
+
+def _export_artifact(settings: Settings, store: Any, args: argparse.Namespace) -> int:
+    """Write an artifact as a file beneath files.export_dir (CSV, XLSX, Parquet, PNG or Markdown)."""
+    from ba_mcp.exports import Exports
+    from ba_mcp.pipeline.errors import ToolFailure
+
+    if not args.id or not args.path:
+        raise SystemExit("ba-mcp artifacts export: give an artifact id and a path, e.g. artifact_0123456789ab q3.xlsx")
+    exports = Exports(settings.export_root(), store)
+    try:
+        written = exports.write(args.id, args.path, overwrite=args.overwrite)
+    except ToolFailure as failure:
+        _err(f"ba-mcp artifacts export: {failure.message}" + (f"; {failure.hint}" if failure.hint else ""))
+        return 1
+    print(f"wrote {exports.root / written.split('/', 1)[1]}")
     return 0
 
 
@@ -531,8 +550,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_call)
 
     p = sub.add_parser("artifacts", parents=[common], help="inspect and clean the artifact store")
-    p.add_argument("action", choices=["list", "show", "gc"])
+    p.add_argument("action", choices=["list", "show", "export", "gc"])
     p.add_argument("id", nargs="?")
+    p.add_argument("path", nargs="?", help="export: the file to write beneath files.export_dir (e.g. q3.xlsx)")
+    p.add_argument("--overwrite", action="store_true", help="export: replace an existing file")
     p.add_argument("--level", choices=["brief", "standard", "full"], default="standard")
     p.set_defaults(func=cmd_artifacts)
 

@@ -194,8 +194,9 @@ def files_listing(app: App) -> str:
             f"{meta.get('line_count', '?')} lines"
         )
     if app.workspace.read_roots:
-        lines += ["", "## Read roots (read-only folders beyond the workspace)"]
-        lines += [f"- {name}/ — pass paths as {name}/<path>" for name in app.workspace.read_roots]
+        lines += ["", "## Read roots (read-only folders beyond the workspace; file_reader lists a folder path)"]
+        for name in app.workspace.read_roots:
+            lines += _root_top_level(app, name)
     artifacts = app.artifacts.list()
     lines += ["", "## Artifacts (results kept by the server)"]
     if not artifacts:
@@ -204,6 +205,27 @@ def files_listing(app: App) -> str:
         desc = a.summary or a.title
         lines.append(f"- [{a.id}] {a.kind} from {a.source_tool}: {desc[:160]} | {_size(a.size)}")
     return "\n".join(lines)
+
+
+READ_ROOT_ENTRIES = 40  # entries of each read root's top level that ba://files shows
+
+
+def _root_top_level(app: App, name: str) -> list[str]:
+    """A read root's top level: its first entries with sizes, and how to list the rest."""
+    try:
+        listed = app.workspace.directory(f"{name}/")
+    except ToolFailure as failure:
+        return [f"- {name}/ — not available: {failure.message}"]
+    if listed is None:
+        return [f"- {name}/ — not available"]
+    _, entries, more = listed
+    lines = [f"- {name}/ — {len(entries):,}{'+' if more else ''} entries; pass paths as {name}/<path>"]
+    for entry in entries[:READ_ROOT_ENTRIES]:
+        size = f" | {_size(entry.size)}" if entry.size is not None else ""
+        lines.append(f"  - {entry.path} ({entry.kind}){size}")
+    if len(entries) > READ_ROOT_ENTRIES or more:
+        lines.append(f'  - … the rest: file_reader(path="{name}/", offset={READ_ROOT_ENTRIES})')
+    return lines
 
 
 def _size(n: int) -> str:

@@ -168,6 +168,18 @@ class Workspace:
         return ref.strip()
 
     def _relative(self, ref: str) -> Resolved:
+        decoded = self._refuse_escapes(ref)
+        parts = [p for p in re.split(r"[\\/]+", ref) if p not in ("", ".")]
+        if parts and parts[0] in self.read_roots:
+            return self._in_read_root(parts[0], "/".join(parts[1:]), ref)
+        relative = "/".join(parts)
+        if decoded != ref and not self._exists(relative):
+            relative = "/".join(p for p in re.split(r"[\\/]+", decoded) if p not in ("", "."))
+        return self._confined(relative, ref, "path", None)
+
+    def _refuse_escapes(self, ref: str) -> str:
+        """Refuse absolute paths, '..' and the private folders, in the text and its percent-decoded form;
+        returns the decoded form."""
         decoded = ref
         for _ in range(3):  # undo (nested) percent-encoding before judging the path
             nxt = urllib.parse.unquote(decoded)
@@ -191,29 +203,14 @@ class Workspace:
                     "files move from run_python to the other tools with save_artifact(obj); read uploads/ files "
                     "and artifacts by id",
                 )
-        parts = [p for p in re.split(r"[\\/]+", ref) if p not in ("", ".")]
-        if parts and parts[0] in self.read_roots:
-            return self._in_read_root(parts[0], "/".join(parts[1:]), ref)
-        relative = "/".join(parts)
-        if decoded != ref and not self._exists(relative):
-            relative = "/".join(p for p in re.split(r"[\\/]+", decoded) if p not in ("", "."))
-        return self._confined(relative, ref, "path", None)
+        return decoded
 
     def _in_read_root(self, name: str, relative: str, ref: str) -> Resolved:
         """A file of the read root ``name``: opened beneath that directory like a workspace file, and
         refused if it is in fact the workspace's private ``sessions/`` or ``logs/`` (a root that holds
         the workspace), judged on the opened descriptor itself."""
         shown = f"{name}/{relative}"
-        fd = self._read_root_fds.get(name)
-        if fd is None:
-            try:
-                fd = os.open(self.read_roots[name], os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
-            except OSError as exc:
-                raise not_found(
-                    f"the read root '{name}' is not available: {exc.strerror}",
-                    "check files.read_roots (or serve --read-root) in the server's configuration",
-                ) from None
-            self._read_root_fds[name] = fd
+        fd = self._read_root_fd(name)
         if not relative:
             raise not_found(f"'{name}/' is a directory, not a file", f"pass a file's path, e.g. {name}/data/sales.csv")
         resolved = open_resolved(fd, relative, shown, "root", None, display=shown, where=f"{name}/")
@@ -225,6 +222,19 @@ class Workspace:
             resolved.close()
             raise denied(f"'{shown[:200]}' is a private folder of the workspace")
         return resolved
+
+    def _read_root_fd(self, name: str) -> int:
+        fd = self._read_root_fds.get(name)
+        if fd is None:
+            try:
+                fd = os.open(self.read_roots[name], os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+            except OSError as exc:
+                raise not_found(
+                    f"the read root '{name}' is not available: {exc.strerror}",
+                    "check files.read_roots (or serve --read-root) in the server's configuration",
+                ) from None
+            self._read_root_fds[name] = fd
+        return fd
 
     def _exists(self, relative: str) -> bool:
         try:
@@ -268,6 +278,46 @@ class Workspace:
 
     # -- listing ------------------------------------------------------------------------------
 
+    def directory(self, ref: str) -> tuple[str, list[Entry], bool] | None:
+        """The entries of a directory a reference names — a read root or a folder in it (``project/``,
+        ``project/data``), or a workspace folder (``uploads/``) — as (the name to show, entries sorted by
+        name, whether more entries exist than were read). None when the reference is not a directory.
+        The directory is opened beneath its root like a file (no link followed, nothing outside reached);
+        links inside it are listed as links, never followed; ``sessions/`` and ``logs/`` are refused."""
+        if not isinstance(ref, str) or not ref.strip() or ref.startswith(("artifact_", "code_", "upload_")):
+            return None
+        if "://" in ref:
+            return None
+        ref = self._check_text(ref)
+        parts = [p for p in re.split(r"[\\/]+", ref) if p not in ("", ".")]
+        if not parts:
+            return None
+        self._refuse_escapes(ref)  # the same refusals as for a file ('..', absolute, private folders)
+        if parts[0] in self.read_roots:
+            root_fd, relative, where = self._read_root_fd(parts[0]), "/".join(parts[1:]), f"{parts[0]}/"
+        else:
+            root_fd, relative, where = self._root(), "/".join(parts), "the workspace"
+        try:
+            if relative:
+                fd = open_beneath(root_fd, relative, directory=True)
+            else:  # the read root itself: a readable descriptor of the directory its O_PATH one names
+                fd = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=root_fd)
+        except (NotADirectoryError, FileNotFoundError):
+            return None
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.EXDEV):
+                raise denied(f"'{ref[:200]}' goes through a symbolic link or out of {where}") from None
+            return None
+        try:
+            if parts[0] in self.read_roots:
+                real = Path(os.readlink(f"/proc/self/fd/{fd}"))
+                if any(real == self.root / d or real.is_relative_to(self.root / d) for d in PRIVATE_DIRS):
+                    raise denied(f"'{ref[:200]}' is a private folder of the workspace")
+            entries, more = _scan(fd, "/".join(parts))
+        finally:
+            _close(fd)
+        return "/".join(parts) + "/", entries, more
+
     def uploads(self) -> list[tuple[str, Path, os.stat_result]]:
         """(id, path, stat) of every regular file directly in uploads/. Files whose short ids collide
         (sales.csv, sales.xlsx) are listed by their full-name ids (upload_sales.csv), which resolve too."""
@@ -283,6 +333,48 @@ class Workspace:
         for uid, _, _ in files:
             counts[uid] = counts.get(uid, 0) + 1
         return [(uid if counts[uid] == 1 else "upload_" + p.name, p, st) for uid, p, st in files]
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One entry of a listed directory: the path to pass to the tools, what it is, its size and time."""
+
+    path: str
+    kind: Literal["file", "directory", "link", "other"]
+    size: int | None
+    modified_ns: int
+
+
+MAX_LISTED = 100_000  # entries read from one directory at the most
+
+
+def _scan(fd: int, shown: str) -> tuple[list[Entry], bool]:
+    """The entries of the directory ``fd`` (hidden names left out), by name; stat'ed without following links."""
+    entries: list[Entry] = []
+    more = False
+    with os.scandir(fd) as it:
+        for item in it:
+            if item.name.startswith("."):
+                continue
+            if len(entries) >= MAX_LISTED:
+                more = True
+                break
+            try:
+                st = os.stat(item.name, dir_fd=fd, follow_symlinks=False)
+            except OSError:
+                continue
+            if stat.S_ISLNK(st.st_mode):
+                kind: Literal["file", "directory", "link", "other"] = "link"
+            elif stat.S_ISDIR(st.st_mode):
+                kind = "directory"
+            elif stat.S_ISREG(st.st_mode):
+                kind = "file"
+            else:
+                kind = "other"
+            path = f"{shown}/{item.name}" + ("/" if kind == "directory" else "")
+            entries.append(Entry(path, kind, st.st_size if kind == "file" else None, st.st_mtime_ns))
+    entries.sort(key=lambda e: e.path)
+    return entries, more
 
 
 def open_resolved(
@@ -357,7 +449,7 @@ class _OpenHow(ctypes.Structure):
 _openat2_missing = False
 
 
-def open_beneath(root_fd: int, relative: str, *, allow_links: bool = False) -> int:
+def open_beneath(root_fd: int, relative: str, *, allow_links: bool = False, directory: bool = False) -> int:
     """Open ``relative`` for reading beneath the directory ``root_fd``: no symbolic link is followed at any
     step, and nothing outside the directory can be reached. Raises OSError (ELOOP for a link, EXDEV for an
     escape, ENOENT, …). ``allow_links``: symbolic links that resolve beneath the directory are followed
@@ -367,7 +459,7 @@ def open_beneath(root_fd: int, relative: str, *, allow_links: bool = False) -> i
         try:
             libc = ctypes.CDLL(None, use_errno=True)
             resolve = _RESOLVE_BENEATH | _RESOLVE_NO_MAGICLINKS | (0 if allow_links else _RESOLVE_NO_SYMLINKS)
-            how = _OpenHow(_OPEN_FLAGS, 0, resolve)
+            how = _OpenHow(_OPEN_FLAGS | (os.O_DIRECTORY if directory else 0), 0, resolve)
             fd = libc.syscall(_SYS_OPENAT2, root_fd, relative.encode(), ctypes.byref(how), ctypes.sizeof(how))
             if fd >= 0:
                 return int(fd)
@@ -377,10 +469,10 @@ def open_beneath(root_fd: int, relative: str, *, allow_links: bool = False) -> i
             _openat2_missing = True
         except AttributeError:
             _openat2_missing = True
-    return _walk_beneath(root_fd, relative)
+    return _walk_beneath(root_fd, relative, directory)
 
 
-def _walk_beneath(root_fd: int, relative: str) -> int:
+def _walk_beneath(root_fd: int, relative: str, directory: bool = False) -> int:
     """The portable form: one component at a time from ``root_fd``, each opened with O_NOFOLLOW."""
     parts = relative.split("/")
     if any(p in ("", ".", "..") for p in parts):
@@ -392,7 +484,7 @@ def _walk_beneath(root_fd: int, relative: str) -> int:
             if current != root_fd:
                 os.close(current)
             current = nxt
-        return os.open(parts[-1], _OPEN_FLAGS | os.O_NOFOLLOW, dir_fd=current)
+        return os.open(parts[-1], _OPEN_FLAGS | os.O_NOFOLLOW | (os.O_DIRECTORY if directory else 0), dir_fd=current)
     finally:
         if current != root_fd:
             os.close(current)

@@ -278,6 +278,22 @@ class Worker:
                 os.close(fd)
             return str(reply["artifact_id"])
 
+        def export(obj: Any, path: str, overwrite: bool = False) -> str:
+            """Write ``obj`` (a DataFrame, Series, figure, str, PNG bytes — or an artifact id) as a file the
+            analyst keeps, beneath the server's export folder: ``path`` ends in .csv, .xlsx, .parquet, .png
+            or .md (``"reports/q3.xlsx"``). An existing file is replaced only with ``overwrite=True``.
+            Returns the file's name in the export folder."""
+            args: dict[str, Any] = {"path": str(path), "overwrite": bool(overwrite)}
+            if isinstance(obj, str) and obj.startswith("artifact_"):
+                reply, _ = worker._call("export", ref=obj, **args)
+                return str(reply["path"])
+            meta, fd = _blob(obj)
+            try:
+                reply, _ = worker._call("export", fds=[fd], **meta, **args)
+            finally:
+                os.close(fd)
+            return str(reply["path"])
+
         def open_file(upload_id: str, mode: str = "r", encoding: str | None = None) -> Any:
             """Open a file for reading: an upload (``upload_<name>`` or ``uploads/<file>``) or a file of a
             read root the server was given (``project/<path>``)."""
@@ -324,6 +340,7 @@ class Worker:
         return {
             "load_artifact": load_artifact,
             "save_artifact": save_artifact,
+            "export": export,
             "open_file": open_file,
             "load_file": load_file,
             "open_upload": open_file,  # the first names of load_file/open_file, kept for existing code

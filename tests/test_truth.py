@@ -4,12 +4,15 @@ can be exported where the analyst sees them."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import in_process, meta_of, text_of
+from tests.conftest import in_process, meta_of, server_env, stdio_params, text_of
 
 pytestmark = pytest.mark.anyio
 
@@ -62,3 +65,119 @@ async def test_rows_asked_for_are_shown_whole_with_the_complete_result_named_onc
         assert "20 of 5,000 rows shown" in text and meta_of(result)["artifact_id"] == aid
         stored = await client.call_tool("file_reader", {"path": aid, "output_level": "brief"})
         assert "5,000 rows" in text_of(stored)
+
+
+def analysis_project(root: Path) -> Path:
+    """A read root nobody named the files of: data in folders, a link out of it, a secret beside it."""
+    project = root / "nyc"
+    (project / "flights").mkdir(parents=True)
+    (project / "flights" / "2013.csv").write_text("carrier,dep_delay\nAA,5\nUA,-2\n")
+    (project / "airlines.csv").write_text("carrier,name\nAA,American\nUA,United\n")
+    (project / "notes.md").write_text("# Notes\n")
+    (project / ".hidden").write_text("x")
+    (root / "secret").mkdir()
+    (root / "secret" / "salaries.csv").write_text("who,salary\nceo,912345\n")
+    os.symlink(root / "secret", project / "elsewhere")
+    return project
+
+
+async def test_a_folder_path_lists_the_folder_and_ba_files_shows_each_read_roots_top_level(tmp_path: Path) -> None:
+    import json
+
+    project = analysis_project(tmp_path)
+    env = {"BA_MCP_FILES__READ_ROOTS": json.dumps({"nyc": str(project)})}
+    async with in_process(tmp_path / "ws", ["file_reader"], **env) as client:
+        listed = await client.call_tool("file_reader", {"path": "nyc/", "output_level": "full"})
+        text = text_of(listed)
+        assert not listed.is_error and "directory nyc/: 2 files (1 csv, 1 markdown), 1 folders" in text, text
+        assert "nyc/airlines.csv,file,csv,35," in text and "nyc/flights/,directory" in text
+        assert "nyc/elsewhere,link" in text and ".hidden" not in text and "salaries" not in text
+        assert str(tmp_path) not in text
+        inner = text_of(await client.call_tool("file_reader", {"path": "nyc/flights", "output_level": "full"}))
+        assert "nyc/flights/2013.csv,file,csv" in inner
+        brief = text_of(await client.call_tool("file_reader", {"path": "nyc/", "output_level": "brief"}))
+        assert "2 files (1 csv, 1 markdown), 1 folders" in brief
+        page = text_of(await client.call_tool("file_reader", {"path": "nyc/", "nrows": 2, "output_level": "full"}))
+        assert "offset=2" in page and "nyc/notes.md" not in page  # paginated, continued by offset
+        read = await client.call_tool("file_reader", {"path": "nyc/flights/2013.csv", "output_level": "full"})
+        assert "AA,5" in text_of(read)
+        for escape in ("nyc/elsewhere/", "nyc/../", "nyc/elsewhere/salaries.csv"):
+            refused = await client.call_tool("file_reader", {"path": escape})
+            assert refused.is_error and "Error Type: permission_denied" in text_of(refused), (escape, text_of(refused))
+        files = await client.read_resource("ba://files")
+        listing = files.contents[0].text  # type: ignore[union-attr]
+        assert "nyc/ — 4 entries" in listing and "nyc/airlines.csv (file) | 35 B" in listing, listing
+        assert "nyc/flights/ (directory)" in listing and "salaries" not in listing
+
+
+# -- exports ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="run_python's sandbox is Linux-specific")
+async def test_exports_land_in_the_export_folder_only_and_never_overwrite_unasked(tmp_path: Path) -> None:
+    from mcp import ClientSession, stdio_client
+    from openpyxl import load_workbook
+
+    ws, exports, outside = tmp_path / "ws", tmp_path / "ba-exports", tmp_path / "outside"
+    exports.mkdir()
+    outside.mkdir()
+    (outside / "kept.csv").write_text("untouched\n")
+    os.symlink(outside, exports / "away")
+    os.symlink(outside / "kept.csv", exports / "link.csv")
+    params = stdio_params(ws, BA_MCP_FILES__EXPORT_DIR=str(exports))
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as s:
+        await s.initialize()
+
+        async def py(code: str) -> str:
+            return text_of(await s.call_tool("run_python", {"code": code, "output_level": "full"}))
+
+        made = await py(
+            "import pandas as pd\ndf = pd.DataFrame({'region': ['North', 'South'], 'revenue': [10.5, 32.0]})\n"
+            "export(df, 'reports/q3.xlsx')"
+        )
+        assert "ba-exports/reports/q3.xlsx" in made and str(tmp_path) not in made, made
+        sheet = load_workbook(exports / "reports" / "q3.xlsx").active
+        assert [list(r) for r in sheet.iter_rows(values_only=True)] == [  # type: ignore[union-attr]
+            ["region", "revenue"],
+            ["North", 10.5],
+            ["South", 32.0],
+        ]
+        again = await py("export(df, 'reports/q3.xlsx')")
+        assert "already exists" in again and "overwrite=True" in again, again
+        assert "ba-exports/reports/q3.xlsx" in await py("export(df.head(1), 'reports/q3.xlsx', overwrite=True)")
+        assert load_workbook(exports / "reports" / "q3.xlsx").active.max_row == 2  # type: ignore[union-attr]
+        for escape in ("../escape.csv", "/tmp/escape.csv", "away/x.csv", "reports/../../escape.csv"):
+            refused = await py(f"export(df, {escape!r})")
+            assert "HelperError" in refused, (escape, refused)
+        replaced = await py("export(df, 'link.csv', overwrite=True)")  # the link is replaced, not followed
+        assert "ba-exports/link.csv" in replaced and (outside / "kept.csv").read_text() == "untouched\n"
+        assert not (exports / "link.csv").is_symlink() and "North" in (exports / "link.csv").read_text()
+        assert sorted(p.name for p in outside.iterdir()) == ["kept.csv"] and not (tmp_path / "escape.csv").exists()
+        # An artifact (a query result) as CSV, Parquet and Markdown; a figure as PNG.
+        query = await s.call_tool("query_database", {"query": "SELECT range AS a FROM range(5)", "max_rows": 1})
+        aid = meta_of(query)["artifact_id"]
+        for name in ("t.csv", "t.parquet", "t.md"):
+            assert f"ba-exports/{name}" in await py(f"export({aid!r}, {name!r})")
+        assert (exports / "t.csv").read_text().split() == ['"a"', "0", "1", "2", "3", "4"]
+        assert (exports / "t.md").read_text().startswith("|a|\n|-|\n|0|")
+        png = await py("import matplotlib.pyplot as plt\nfig = plt.figure()\nplt.plot([1, 2])\nexport(fig, 'c.png')")
+        assert "ba-exports/c.png" in png and (exports / "c.png").read_bytes()[:4] == b"\x89PNG"
+        assert "cannot be exported as .png" in await py("export(df, 'table.png')")
+    # The command line writes an artifact there too.
+    stored = next(p.name.split(".")[0] for p in (ws / "artifacts").glob("artifact_*.parquet"))
+    cli = subprocess.run(
+        [sys.executable, "-m", "ba_mcp", "artifacts", "export", stored, "cli/out.csv"],
+        env={**server_env(ws), "BA_MCP_FILES__EXPORT_DIR": str(exports)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert cli.returncode == 0 and (exports / "cli" / "out.csv").is_file(), cli.stderr
+    twice = subprocess.run(
+        [sys.executable, "-m", "ba_mcp", "artifacts", "export", stored, "cli/out.csv"],
+        env={**server_env(ws), "BA_MCP_FILES__EXPORT_DIR": str(exports)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert twice.returncode == 1 and "already exists" in twice.stderr

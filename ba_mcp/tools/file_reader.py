@@ -8,6 +8,7 @@ partially, never whole. All path handling goes through ``Workspace.resolve`` (S-
 from __future__ import annotations
 
 import codecs
+from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import Field
@@ -15,13 +16,13 @@ from pydantic import Field
 from ba_mcp.formats import ARTIFACT_FORMATS, FORMATS, Reader, Window
 from ba_mcp.pipeline.cache import CacheMode, CachePolicy
 from ba_mcp.pipeline.errors import ToolFailure, invalid
-from ba_mcp.pipeline.results import RawResult
+from ba_mcp.pipeline.results import RawResult, Table
 from ba_mcp.settings import FileReaderSettings
 from ba_mcp.tools.base import Tool, ToolContext, ToolParams, ToolPolicy
 
 if TYPE_CHECKING:
     from ba_mcp.pipeline.artifacts import ArtifactStore
-    from ba_mcp.workspace import Resolved, Workspace
+    from ba_mcp.workspace import Entry, Resolved, Workspace
 
 Format = Literal["auto", "csv", "tsv", "excel", "json", "jsonl", "parquet", "text", "markdown", "python", "sql"]
 
@@ -32,7 +33,7 @@ class FileReaderParams(ToolParams):
         Field(
             min_length=1,
             max_length=4096,
-            description="upload_<name>, artifact_<id>, code_<id> or a workspace path (uploads/sales.csv)",
+            description="upload_<name>, artifact_<id>, code_<id>, a path (uploads/x.csv), or a folder to list it",
         ),
     ]
     format: Annotated[Format, Field(description="'auto': by the file's extension or artifact kind")] = "auto"
@@ -74,10 +75,13 @@ class FileReader(Tool):
         try:
             resolved = self.workspace.resolve(params.path)
         except ToolFailure:
-            return None  # let execute() report it
+            return None  # let execute() report it (or list the directory it names: never cached)
         return f"{resolved.kind}:{resolved.name}|{resolved.identity}"
 
     def execute(self, params: FileReaderParams, ctx: ToolContext) -> RawResult:
+        listed = self.workspace.directory(params.path)
+        if listed is not None:
+            return _listing(*listed, params)
         resolved = self.workspace.resolve(params.path)  # held open: every read below reads this file
         settings = self.settings
         fmt = params.format if params.format != "auto" else _detect_format(resolved, self.artifacts)
@@ -110,3 +114,49 @@ def _check_encoding(name: str | None) -> str | None:
         raise invalid(
             f"unknown encoding '{name[:40]}'", "use a Python codec name such as utf-8, latin-1, cp1252, utf-16, gb18030"
         ) from None
+
+
+LISTING_PAGE = 200  # entries a listing shows unless nrows asks otherwise
+
+
+def _listing(shown: str, entries: list[Entry], truncated: bool, params: FileReaderParams) -> Table:
+    """A directory as a table: one row per entry (path to pass back, kind, format, bytes, modified), a page of
+    ``nrows`` (default LISTING_PAGE) from ``offset``; the title counts what the whole directory holds."""
+    import pyarrow as pa
+
+    files = [e for e in entries if e.kind == "file"]
+    formats: dict[str, int] = {}
+    for e in files:
+        fmt = FORMATS.get(PurePosixPath(e.path).suffix.lower(), "other")
+        formats[fmt] = formats.get(fmt, 0) + 1
+    counts = ", ".join(f"{n} {fmt}" for fmt, n in sorted(formats.items(), key=lambda kv: (-kv[1], kv[0])))
+    dirs = sum(e.kind == "directory" for e in entries)
+    title = f"directory {shown}: {len(files):,} files" + (f" ({counts})" if counts else "") + f", {dirs:,} folders"
+    others = len(entries) - len(files) - dirs
+    if others:
+        title += f", {others:,} other entries (links are not followed)"
+    page = entries[params.offset : params.offset + (params.nrows or LISTING_PAGE)]
+    more = params.offset + len(page) < len(entries) or truncated
+    frame = pa.table(
+        {
+            "path": pa.array([e.path for e in page], pa.string()),
+            "kind": pa.array([e.kind for e in page], pa.string()),
+            "format": pa.array(
+                [FORMATS.get(PurePosixPath(e.path).suffix.lower(), "") if e.kind == "file" else "" for e in page],
+                pa.string(),
+            ),
+            "bytes": pa.array([e.size for e in page], pa.int64()),
+            "modified": pa.array([e.modified_ns // 1000 for e in page], pa.timestamp("us")),
+        }
+    )
+    notes = [f"the folder holds more than {len(entries):,} entries; only these were read"] if truncated else []
+    return Table(
+        title,
+        frame,
+        offset=params.offset,
+        total_rows=None if truncated else len(entries),
+        more=more,
+        next_args={"offset": params.offset + len(page)} if more else None,
+        notes=notes,
+        meta={"path": shown, "files": len(files), "folders": dirs},
+    )

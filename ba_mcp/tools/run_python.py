@@ -29,6 +29,7 @@ from ba_mcp.tools.base import ToolContext, ToolParams, ToolPolicy
 from ba_mcp.workspace import upload_id_for
 
 if TYPE_CHECKING:
+    from ba_mcp.exports import Exports
     from ba_mcp.pipeline.artifacts import ArtifactStore, CodeStore
     from ba_mcp.sandbox_client import Sandboxes
     from ba_mcp.workspace import Workspace
@@ -56,8 +57,10 @@ class RunPython(BaseTool):
         artifacts: ArtifactStore,
         code: CodeStore,
         sandboxes: Sandboxes,
+        exports: Exports | None = None,
     ) -> None:
         self.settings: RunPythonSettings = settings
+        self.exports = exports
         self.workspace = workspace
         self.artifacts = artifacts
         self.code = code
@@ -71,10 +74,10 @@ class RunPython(BaseTool):
             "Helpers: load_file(id_or_path, **pandas_options) → DataFrame (uploads: upload_<name>"
             f"{''.join(', ' + n + '/<path>' for n in read_roots)}); open_file(id_or_path, mode='r'|'rb'); "
             "load_artifact(id) → DataFrame/str/JSON/bytes; save_artifact(obj, title=None) → an artifact id the "
-            "other tools can use (SELECT … FROM artifact_…); progress(done, total, message).\n"
+            "other tools can use (SELECT … FROM artifact_…); export(obj_or_artifact_id, 'reports/q3.xlsx', "
+            "overwrite=False) → a file the analyst keeps (.csv .xlsx .parquet .png .md); progress(done, total).\n"
             f"stdout/stderr show the first {settings.output_head_chars:,} and last {settings.output_tail_chars:,} "
-            "characters with the total; save big output with save_artifact. No network; files written live in a "
-            "private session directory until reset.\n"
+            "characters. No network; files written live in a private session directory until reset.\n"
             f"Libraries: {', '.join(self.libraries)}. Other imports outside a safe standard-library list are "
             "refused (a guardrail, not the sandbox's boundary)."
         )
@@ -241,6 +244,8 @@ class _Cell:
                 out_fds.append(fd)
             elif method == "save_artifact" and fds:
                 reply["artifact_id"] = _save(self.app, args, fds[0])
+            elif method == "export":
+                reply["path"] = _export(self.app, args, fds[0] if fds else None)
             else:
                 reply["error"] = f"unknown helper request {method!r}"
         except ToolFailure as failure:
@@ -278,6 +283,17 @@ def _open_upload(workspace: Workspace, ref: str) -> tuple[str, int]:
     fd = os.open(resolved.path, os.O_RDONLY | os.O_CLOEXEC)  # the very file resolved, with its own offset
     resolved.close()
     return resolved.filename, fd
+
+
+def _export(app: RunPython, args: dict[str, Any], fd: int | None) -> str:
+    """export(obj_or_artifact, path): an object is stored as an artifact first (content-addressed), then the
+    artifact is written beneath the export folder."""
+    if app.exports is None:
+        raise denied("exports are not available on this server")
+    artifact_id = _save(app, args, fd) if fd is not None else str(args.get("ref", ""))
+    if not artifact_id.startswith("artifact_"):
+        raise invalid(f"'{artifact_id[:60]}' is not an artifact id", "pass an object or an artifact id")
+    return app.exports.write(artifact_id, str(args.get("path", "")), overwrite=bool(args.get("overwrite")))
 
 
 def _transfer_limit(app: RunPython) -> int:
@@ -504,8 +520,8 @@ def _frame_problem(message: dict[str, Any], fds: list[int], token: str) -> str:
         method = message.get("method")
         if not isinstance(message.get("id"), int) or not isinstance(message.get("args"), dict):
             return "a malformed helper call"
-        wanted = 1 if method == "save_artifact" else 0
-        return "" if len(fds) == wanted else "a helper call with unexpected descriptors"
+        allowed = {1} if method == "save_artifact" else {0, 1} if method == "export" else {0}
+        return "" if len(fds) in allowed else "a helper call with unexpected descriptors"
     if op == "done":
         value = message.get("value") or {}
         figures = message.get("figures") or []
