@@ -337,13 +337,23 @@ def claude_desktop_config_path() -> Path:
     return Path(os.environ.get("XDG_CONFIG_HOME", Path.home() / ".config")) / "Claude" / "claude_desktop_config.json"
 
 
-def server_entry(settings: Settings, config: Path | None) -> dict[str, Any]:
-    """The host configuration entry that starts this installation's server over stdio."""
+def server_entry(settings: Settings, config: Path | None, project: Path | None = None) -> dict[str, Any]:
+    """The host configuration entry that starts this installation's server over stdio: the configured read
+    roots travel with it; ``project`` (Claude Code's project folder) becomes the read root ``project`` and
+    its ``ba-exports/`` the export folder."""
     script = shutil.which("ba-mcp")
     command, args = (str(Path(script).resolve()), []) if script else (sys.executable, ["-m", "ba_mcp"])
+    args.append("serve")
     if config is not None:
-        args += ["serve", "--config", str(config.resolve())]
-    return {"command": command, "args": args, "env": {"BA_MCP_WORKSPACE": str(settings.workspace_root())}}
+        args += ["--config", str(config.resolve())]
+    roots = {name: Path(p).expanduser().resolve() for name, p in settings.files.read_roots.items()}
+    env = {"BA_MCP_WORKSPACE": str(settings.workspace_root())}
+    if project is not None:
+        roots.setdefault("project", project.resolve())
+        env["BA_MCP_FILES__EXPORT_DIR"] = str(project.resolve() / "ba-exports")
+    for name, root in roots.items():
+        args += ["--read-root", f"{name}={root}"]
+    return {"command": command, "args": args, "env": env}
 
 
 def merge_server_config(path: Path, name: str, entry: dict[str, Any]) -> dict[str, Any]:
@@ -369,11 +379,12 @@ def merge_server_config(path: Path, name: str, entry: dict[str, Any]) -> dict[st
 
 def cmd_install(args: argparse.Namespace) -> int:
     settings = _settings(args)
-    entry = server_entry(settings, args.config)
     if args.host == "claude-desktop":
         path = args.config_path or claude_desktop_config_path()
-    else:
+        entry = server_entry(settings, args.config)
+    else:  # a project's .mcp.json: the project's files are readable as project/<path>
         path = args.config_path or Path.cwd() / ".mcp.json"
+        entry = server_entry(settings, args.config, project=path.parent)
     merged = merge_server_config(path, args.name, entry)
     if args.print:
         print(json.dumps({"mcpServers": {args.name: entry}}, indent=2))
@@ -484,31 +495,30 @@ def _check_sandbox(settings: Settings, sessions: Path) -> list[tuple[str, bool, 
         return [("sandbox worker", False, f"did not start ({exc}): {worker.last_output(300)}")]
     finally:
         worker.kill()
-    protections = [str(p) for p in ready.get("protections", [])]
+    from sandbox import protocol
+
+    reported = [(str(p[0]), str(p[1])) for p in ready.get("protections", []) if isinstance(p, list) and len(p) == 2]
     checks = [("sandbox worker", True, f"started; numpy + pandas loaded in {ready.get('import_ms')} ms")]
     expected = {
-        "no network, no host abstract sockets": "network namespace" if not settings.run_python.network else "",
-        "processes end with the worker": "pid namespace",
-        "minimal root filesystem (no host files or sockets)": "minimal root filesystem",
-        "private /dev": "private /dev",
-        "unprivileged user": "unprivileged user",
-        "system call filter": "seccomp filter",
-        "process count limit": "processes ",
-        "memory limit for all processes": "memory ",
-        "memory limit per process": "memory (address space)",
+        "no network, no host abstract sockets": protocol.NETWORK_NAMESPACE if not settings.run_python.network else "",
+        "processes end with the worker": protocol.PID_NAMESPACE,
+        "minimal root filesystem (no host files or sockets)": protocol.READ_ONLY_ROOT,
+        "private /dev": protocol.PRIVATE_DEV,
+        "unprivileged user": protocol.UNPRIVILEGED_USER,
+        "system call filter": protocol.SECCOMP_FILTER,
+        "process count limit": protocol.PROCESS_COUNT,
+        "memory limit for all processes": protocol.MEMORY_ALL_PROCESSES,
+        "memory limit per process": protocol.MEMORY_PER_PROCESS,
     }
-    for label, marker in expected.items():
-        if not marker:
+    degraded = [text for pid, text in reported if pid == protocol.DEGRADED]
+    for label, wanted in expected.items():
+        if not wanted:
             checks.append((f"sandbox: {label}", True, "off by configuration (tools.run_python.network: true)"))
             continue
-        found = next((p for p in protections if p.startswith(marker) and "per process only" not in p), None)
-        missing = next(
-            (p for p in protections if "unavailable" in p or ("not " in p and p.split()[0] in marker)),
-            "not available here",
-        )
-        checks.append((f"sandbox: {label}", found is not None, found or missing))
-    others = [p for p in protections if not any(p.startswith(m) for m in expected.values() if m)]
-    checks += [("sandbox: also", True, p) for p in others]
+        found = next((text for pid, text in reported if pid == wanted), None)
+        checks.append((f"sandbox: {label}", found is not None, found or "; ".join(degraded) or "not available here"))
+    others = [text for pid, text in reported if pid not in expected.values() and pid != protocol.DEGRADED]
+    checks += [("sandbox: also", True, text) for text in others]
     return checks
 
 

@@ -305,18 +305,18 @@ class Reader:
         sheets = list(workbook.sheet_names)
         name = self._sheet_name(sheets)
         nrows, notes = self._row_window()
-        want = None if nrows is None else nrows + 1
-        skip = range(1, self.p.offset + 1) if self.p.offset else None
-        frame = pd.read_excel(self.r.path, sheet_name=name, engine="calamine", nrows=want, skiprows=skip)
-        height = workbook.get_sheet_by_name(name).total_height
-        more = want is not None and len(frame) > (nrows or 0)
-        if more:
-            frame = frame.iloc[:nrows]
+        # calamine holds the whole sheet in memory whatever the window (its size is bounded above), so the
+        # whole sheet is typed once and the window cut from it: a column's type and the row count are the
+        # sheet's, not the window's.
+        whole = pd.read_excel(self.r.path, sheet_name=name, engine="calamine")
+        start = min(self.p.offset, len(whole))
+        end = len(whole) if nrows is None else min(len(whole), start + nrows)
+        frame = whole.iloc[start:end].reset_index(drop=True)
+        more = end < len(whole)
         if len(sheets) > 1:
             notes.append(f"workbook sheets: {', '.join(map(repr, sheets))}; this is {name!r} (choose with sheet=)")
         self.title = f"{self.title} [sheet {name}]"
-        total = max(height - 1, 0) if not more or height else None
-        return self._table(frame, more, notes, total=total, sheet=name, sheets=sheets)
+        return self._table(frame, more, notes, total=len(whole), sheet=name, sheets=sheets)
 
     def _inflated_size(self) -> int:
         """The declared decompressed size of a zipped workbook (xlsx, xlsm, ods); 0 for other files.

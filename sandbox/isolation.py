@@ -41,6 +41,10 @@ import signal
 import sys
 from typing import Any
 
+from sandbox import protocol as P
+
+Protection = tuple[str, str]  # (an id of sandbox.protocol, what it is)
+
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUTS = 0x04000000
 CLONE_NEWIPC = 0x08000000
@@ -90,13 +94,13 @@ class _Libc:
         self.call("mount", enc[0], enc[1], enc[2], flags, enc[3])
 
 
-def confine(options: dict[str, Any]) -> list[str]:
+def confine(options: dict[str, Any]) -> list[Protection]:
     """Apply the isolation ``options`` asks for; return the protections now active.
 
     Options: ``network`` (True: keep the host network), ``uid``/``gid`` (used when running as root),
     ``disk_mb`` (size of the writable session tmpfs), and the limits ``memory_mb``, ``cpu_seconds``,
     ``max_processes``, ``max_file_mb``."""
-    active: list[str] = []
+    active: list[Protection] = []
     own_count = False  # whether RLIMIT_NPROC counts only the worker's processes
     linux = sys.platform.startswith("linux")
     options = {**options, "_root": os.geteuid() == 0}
@@ -107,10 +111,10 @@ def confine(options: dict[str, Any]) -> list[str]:
             active += _linux_namespaces(options)
             own_count = True
         except OSError as exc:
-            active.append(f"namespaces unavailable ({exc.strerror or exc})")
+            active.append((P.DEGRADED, f"namespaces unavailable ({exc.strerror or exc})"))
     elif os.geteuid() == 0:
         _drop_root(options)
-        active.append(f"unprivileged user (uid {os.getuid()})")
+        active.append((P.UNPRIVILEGED_USER, f"unprivileged user (uid {os.getuid()})"))
     active += _limits(options, own_count)
     if linux:
         active.append(_seccomp())
@@ -120,7 +124,7 @@ def confine(options: dict[str, Any]) -> list[str]:
 # -- Linux namespaces and the minimal root -------------------------------------------------------
 
 
-def _linux_namespaces(options: dict[str, Any]) -> list[str]:
+def _linux_namespaces(options: dict[str, Any]) -> list[Protection]:
     libc = _Libc()
     root = os.geteuid() == 0
     base = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | (0 if options.get("network") else CLONE_NEWNET)
@@ -133,25 +137,32 @@ def _linux_namespaces(options: dict[str, Any]) -> list[str]:
         _write("/proc/self/gid_map", f"{gid} {gid} 1")
     sources = _runtime_sources()  # descriptors of what the new root will show, opened before anything is hidden
     _fork_into_pid_namespace(options)
-    active = ["network namespace (no network, no host abstract sockets)"] if not options.get("network") else []
+    active = (
+        [(P.NETWORK_NAMESPACE, "network namespace (no network, no host abstract sockets)")]
+        if not options.get("network")
+        else []
+    )
     libc.mount(None, "/", None, MS_REC | MS_PRIVATE)
     _build_root(libc, sources, options)
     active.append(
-        "minimal root filesystem (Python runtime read-only; no host files, sockets or workspace; "
-        f"private /tmp and /session, {int(options.get('disk_mb') or 0)} MB)"
+        (
+            P.READ_ONLY_ROOT,
+            "minimal root filesystem (Python runtime read-only; no host files, sockets or workspace; "
+            f"private /tmp and /session, {int(options.get('disk_mb') or 0)} MB)",
+        )
     )
-    active.append("private /dev (null, zero, full, random, urandom)")
+    active.append((P.PRIVATE_DEV, "private /dev (null, zero, full, random, urandom)"))
     try:
         libc.mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
-        active.append("pid namespace (own /proc; processes end with the worker)")
+        active.append((P.PID_NAMESPACE, "pid namespace (own /proc; processes end with the worker)"))
     except OSError as exc:  # e.g. a container that masks parts of /proc
-        active.append(f"pid namespace (processes end with the worker; no /proc: {exc.strerror})")
+        active.append((P.PID_NAMESPACE, f"pid namespace (processes end with the worker; no /proc: {exc.strerror})"))
     libc.mount(None, "/", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
     os.chdir(SESSION_DIR)
     if root:
         _drop_root(options)
     _drop_capabilities(libc)
-    active.append(f"unprivileged user (uid {os.getuid()}), no capabilities")
+    active.append((P.UNPRIVILEGED_USER, f"unprivileged user (uid {os.getuid()}), no capabilities"))
     return active
 
 
@@ -320,7 +331,7 @@ def cgroup_dirs() -> dict[str, str]:
     return found
 
 
-def _join_cgroups(options: dict[str, Any]) -> list[str]:
+def _join_cgroups(options: dict[str, Any]) -> list[Protection]:
     """Root is exempt from RLIMIT_NPROC, and RLIMIT_AS is per process: a pids and a memory cgroup bound
     the worker and everything it starts together."""
     bases = cgroup_dirs()
@@ -350,18 +361,21 @@ def _join_cgroups(options: dict[str, Any]) -> list[str]:
         except OSError:
             with contextlib.suppress(OSError):
                 os.rmdir(path)
-    out = []
+    out: list[Protection] = []
     if "pids" in limits:
         out.append(
-            f"processes {options['max_processes']} (pids cgroup)"
+            (P.PROCESS_COUNT, f"processes {options['max_processes']} (pids cgroup)")
             if "pids" in done
-            else "process count: not limited (root is exempt from RLIMIT_NPROC and no pids cgroup is writable)"
+            else (
+                P.DEGRADED,
+                "process count: not limited (root is exempt from RLIMIT_NPROC and no pids cgroup is writable)",
+            )
         )
     if "memory" in limits:
         out.append(
-            f"memory {options['memory_mb']} MB for all the worker's processes (memory cgroup)"
+            (P.MEMORY_ALL_PROCESSES, f"memory {options['memory_mb']} MB for all the worker's processes (memory cgroup)")
             if "memory" in done
-            else "memory: per process only (no memory cgroup is writable)"
+            else (P.DEGRADED, "memory: per process only (no memory cgroup is writable)")
         )
     return out
 
@@ -444,11 +458,11 @@ DENIED_SYSCALLS = (
 )
 
 
-def _seccomp() -> str:
+def _seccomp() -> Protection:
     try:
         import pyseccomp as seccomp
     except (ImportError, OSError, RuntimeError) as exc:  # no libseccomp on this machine
-        return f"seccomp: not active (libseccomp unavailable: {exc})"
+        return (P.DEGRADED, f"seccomp: not active (libseccomp unavailable: {exc})")
     try:
         flt = seccomp.SyscallFilter(seccomp.ALLOW)
         eperm = seccomp.ERRNO(errno.EPERM)
@@ -471,8 +485,8 @@ def _seccomp() -> str:
             flt.add_rule(seccomp.ERRNO(errno.ENOSYS), "clone3")
         flt.load()
     except Exception as exc:
-        return f"seccomp: not active ({exc})"
-    return "seccomp filter (no mount, namespaces, ptrace, keyrings, bpf, perf, module loading)"
+        return (P.DEGRADED, f"seccomp: not active ({exc})")
+    return (P.SECCOMP_FILTER, "seccomp filter (no mount, namespaces, ptrace, keyrings, bpf, perf, module loading)")
 
 
 def _write(path: str, text: str) -> None:
@@ -483,29 +497,29 @@ def _write(path: str, text: str) -> None:
 # -- resource limits ------------------------------------------------------------------------------
 
 
-def _limits(options: dict[str, Any], own_count: bool) -> list[str]:
-    active = []
+def _limits(options: dict[str, Any], own_count: bool) -> list[Protection]:
+    active: list[Protection] = []
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     if options.get("memory_mb"):
         size = int(options["memory_mb"]) * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_AS, (size, size))
-        active.append(f"memory (address space) {options['memory_mb']} MB per process")
+        active.append((P.MEMORY_PER_PROCESS, f"memory (address space) {options['memory_mb']} MB per process"))
     if options.get("cpu_seconds"):
         seconds = int(options["cpu_seconds"])
         resource.setrlimit(resource.RLIMIT_CPU, (seconds, seconds + 5))
-        active.append(f"CPU time {seconds} s per worker")
+        active.append((P.CPU_TIME, f"CPU time {seconds} s per worker"))
     if options.get("max_file_mb"):
         size = int(options["max_file_mb"]) * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # an oversized write fails with EFBIG instead
-        active.append(f"file size {options['max_file_mb']} MB")
+        active.append((P.FILE_SIZE, f"file size {options['max_file_mb']} MB"))
     if options.get("max_processes") and not options.get("_root"):  # started as root: the pids cgroup, above
         if not own_count:
             # Outside a user namespace the count includes every process of the user, so the limit
             # could stop the worker's own threads.
-            active.append("process count: not limited (no user namespace)")
+            active.append((P.DEGRADED, "process count: not limited (no user namespace)"))
         else:
             n = int(options["max_processes"])
             resource.setrlimit(resource.RLIMIT_NPROC, (n, n))
-            active.append(f"processes {n}")
+            active.append((P.PROCESS_COUNT, f"processes {n}"))
     return active

@@ -17,6 +17,23 @@ MAX_FRAME = 64 * 1024 * 1024
 MAX_FDS = 64
 
 
+# The protections a worker reports in its ready frame, as [id, description] pairs. The ids are the contract
+# the server and `ba-mcp doctor` read; the descriptions are for people. A protection the machine did not
+# allow is reported with the id DEGRADED and a description saying which and why.
+NETWORK_NAMESPACE = "network-namespace"
+READ_ONLY_ROOT = "read-only-root"  # the minimal root filesystem, the Python runtime read-only
+PRIVATE_DEV = "private-dev"
+PID_NAMESPACE = "pid-namespace"
+UNPRIVILEGED_USER = "unprivileged-user"
+SECCOMP_FILTER = "seccomp-filter"
+MEMORY_ALL_PROCESSES = "memory-cgroup"
+MEMORY_PER_PROCESS = "memory-rlimit"
+PROCESS_COUNT = "process-count"
+CPU_TIME = "cpu-time"
+FILE_SIZE = "file-size"
+DEGRADED = "degraded"
+
+
 class ProtocolError(Exception):
     """The peer sent something that is not a frame (or closed the channel mid-frame)."""
 

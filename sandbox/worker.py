@@ -592,7 +592,7 @@ def main(argv: list[str]) -> int:
     options = json.loads(argv[0])
     fd = int(options["fd"])
     protections = confine({**options, "close_in_shim": [fd]})
-    options["confined"] = any(p.startswith("minimal root filesystem") for p in protections)
+    options["confined"] = any(pid == protocol.READ_ONLY_ROOT for pid, _ in protections)
     sock = socket.socket(fileno=fd)
     os.register_at_fork(after_in_child=lambda: _close_quietly(sock.detach()))
     import faulthandler

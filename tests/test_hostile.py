@@ -66,7 +66,8 @@ async def test_device_inside_the_workspace_is_denied(session: Client, workspace:
 @pytest.mark.parametrize(
     ("path", "error_type"),
     [
-        ("uploads/subdir", "not_found"),
+        ("sessions/", "permission_denied"),  # a folder path lists its folder, but never these
+        ("logs", "permission_denied"),
         ("upload_nothing_here", "not_found"),
         ("artifact_000000000000", "not_found"),
         ("code_0123456789ab", "not_found"),

@@ -224,6 +224,9 @@ def test_install_claude_code_writes_into_the_directory_it_is_run_from(tmp_path: 
     assert out.returncode == 0, out.stderr
     written = json.loads((project / ".mcp.json").read_text())["mcpServers"]["ba-mcp"]
     assert Path(written["command"]).is_absolute()
+    # The project's files are readable as project/<path>, exports land in its ba-exports/ (issue 19).
+    assert f"project={project.resolve()}" in written["args"], written
+    assert written["env"]["BA_MCP_FILES__EXPORT_DIR"] == str(project.resolve() / "ba-exports")
 
 
 # -- Claude Desktop ---------------------------------------------------------------------------------

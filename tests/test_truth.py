@@ -181,3 +181,37 @@ async def test_exports_land_in_the_export_folder_only_and_never_overwrite_unaske
         timeout=60,
     )
     assert twice.returncode == 1 and "already exists" in twice.stderr
+
+
+async def test_an_excel_sheet_is_counted_and_typed_as_a_whole_whatever_the_window(tmp_path: Path) -> None:
+    from openpyxl import Workbook
+
+    ws = tmp_path / "ws"
+    (ws / "uploads").mkdir(parents=True)
+    book = Workbook()
+    sheet = book.active
+    assert sheet is not None
+    sheet.append(["flight", "tailnum"])
+    for i in range(3322):  # the first rows' tail numbers look like numbers, later ones are text
+        sheet.append([i, str(1000 + i) if i < 50 else f"N{i}"])
+    book.save(ws / "uploads" / "flights.xlsx")
+    async with in_process(ws, ["file_reader"]) as client:
+        types = set()
+        for window in ({"nrows": 10}, {"nrows": 10, "offset": 3000}, {}):
+            result = await client.call_tool("file_reader", {"path": "upload_flights", **window})
+            text = text_of(result)
+            assert meta_of(result)["total_rows"] == 3322, text
+            types.add(next(c["type"] for c in meta_of(result)["columns"] if c["name"] == "tailnum"))
+        assert len(types) == 1, types
+
+
+async def test_a_query_on_a_file_is_named_for_the_file_and_its_errors_point_at_the_file(tmp_path: Path) -> None:
+    ws, _ = delays_workspace(tmp_path)
+    async with in_process(ws, ["query_database"]) as client:
+        on_file = await client.call_tool("query_database", {"query": "SELECT count(*) AS n FROM upload_delays"})
+        assert "query on upload_delays: 1 rows" in text_of(on_file), text_of(on_file)
+        on_demo = await client.call_tool("query_database", {"query": "SELECT count(*) AS n FROM regions"})
+        assert "query on demo: 1 rows" in text_of(on_demo)
+        wrong = await client.call_tool("query_database", {"query": "SELECT nope FROM upload_delays"})
+        text = text_of(wrong)
+        assert wrong.is_error and "DESCRIBE SELECT * FROM upload_delays" in text and "db://demo" not in text, text

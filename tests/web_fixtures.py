@@ -4,6 +4,7 @@ test can prove that a refused URL never reached it."""
 
 from __future__ import annotations
 
+import functools
 import gzip
 import io
 import json
@@ -216,6 +217,7 @@ class WebServer:
         return send(404, "not found")
 
 
+@functools.cache
 def pdf_bytes(text: str) -> bytes:
     """A one-page PDF with ``text`` in its text layer (pypdf's own writer; no fixture file needed)."""
     from pypdf import PdfWriter

@@ -145,11 +145,11 @@ class QueryDatabase(Tool):
             try:
                 relation = cur.sql(plan.sql, params=params.params)
                 reader = relation.to_arrow_reader(_BATCH_ROWS)
-                return _collect(reader, params, app, _display_types(relation))
+                return _collect(reader, params, app, _display_types(relation), plan.title(params.database))
             except ToolFailure:
                 raise
             except Exception as exc:
-                raise _sql_failure(exc, params.database, app) from None
+                raise _sql_failure(exc, params.database, app, plan) from None
         finally:
             cur.close()
 
@@ -161,6 +161,14 @@ class _Plan:
     database: Database
     files: list[tuple[str, Resolved]]
     sql: str  # the one statement that runs, as DuckDB's parser gave it
+    database_tables: bool = True  # whether it names anything but workspace data (tables, views, CTEs)
+
+    def title(self, database: str) -> str:
+        """What the result is a query on: the database, the workspace data it reads, or both."""
+        names = ", ".join(name for name, _ in self.files)[:120]
+        if not names:
+            return f"query on {database}"
+        return f"query on {database} and {names}" if self.database_tables else f"query on {names}"
 
 
 def _plan(params: QueryDatabaseParams, app: QueryDatabase) -> _Plan:
@@ -199,7 +207,7 @@ def _plan(params: QueryDatabaseParams, app: QueryDatabase) -> _Plan:
         )
     database = app.databases.get(params.database)
     files = [(name, app.workspace.resolve(name)) for name in analysis.refs if _is_workspace_ref(name)]
-    return _Plan(database, files, analysis.sql)
+    return _Plan(database, files, analysis.sql, database_tables=len(files) < len(set(analysis.refs)))
 
 
 def _is_workspace_ref(name: str) -> bool:
@@ -292,7 +300,7 @@ def _display_types(relation: Any) -> dict[str, str]:
 
 
 def _collect(
-    reader: pa.RecordBatchReader, params: QueryDatabaseParams, app: QueryDatabase, types: dict[str, str]
+    reader: pa.RecordBatchReader, params: QueryDatabaseParams, app: QueryDatabase, types: dict[str, str], title: str
 ) -> Table:
     """At most max_rows + 1 rows in memory; the rest, if any, streamed with them into a Parquet artifact."""
     import pyarrow as pa
@@ -306,7 +314,6 @@ def _collect(
         if have > limit:
             break
     schema = reader.schema
-    title = f"query on {params.database}"
     if have <= limit:
         table = pa.Table.from_batches(head, schema=schema)
         return Table(title, table, total_rows=table.num_rows, meta={"database": params.database}, column_types=types)
@@ -362,11 +369,18 @@ def _chain(head: list[Any], reader: Any) -> Any:
     yield from reader
 
 
-def _sql_failure(exc: Exception, database: str, app: QueryDatabase) -> ToolFailure:
+def _sql_failure(exc: Exception, database: str, app: QueryDatabase, plan: _Plan | None = None) -> ToolFailure:
     import duckdb
 
     message = _clean(str(exc).split("\n\nLINE")[0], app)
     schema_hint = f"read the resource db://{database}/schema for tables and columns"
+    if plan is not None and plan.files:  # the query reads workspace data: its columns are the file's
+        first = plan.files[0][0]
+        shown = (
+            f"'{first}'" if ("/" in first or "." in first) and not first.startswith(("upload_", "artifact_")) else first
+        )
+        files = f"DESCRIBE SELECT * FROM {shown} (or file_reader) shows the columns of {first}"
+        schema_hint = files if not plan.database_tables else f"{files}; db://{database}/schema has the tables"
     if isinstance(exc, duckdb.InterruptException):
         return ToolFailure(
             ErrorType.TIMEOUT,

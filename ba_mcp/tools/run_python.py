@@ -10,6 +10,7 @@ figures. It knows nothing about formatting or MCP.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import secrets
@@ -35,6 +36,9 @@ if TYPE_CHECKING:
     from ba_mcp.workspace import Workspace
 
 _PROGRESS_EVERY_S = 1.0
+
+
+log = logging.getLogger("ba_mcp.run_python")
 
 
 class RunPythonParams(ToolParams):
@@ -106,8 +110,8 @@ class RunPython(BaseTool):
         if fresh:
             notes.append("fresh interpreter: no variables from earlier calls")
             missing = _missing_protections(worker, settings.network)
-            if missing:
-                notes.append(missing)
+            if missing:  # for the operator, not the model (SPEC §3.1): the log and `ba-mcp doctor`
+                log.warning("%s", missing)
         timeout = ctx.timeout
         with worker.lock:
             worker.last_used = time.monotonic()
@@ -497,11 +501,14 @@ def _failure(
 
 
 def _missing_protections(worker: WorkerProcess, network_allowed: bool) -> str:
-    protections = " ".join((worker.ready or {}).get("protections", []))
+    """What the worker could not apply of what it should have (by the protection ids it reported)."""
+    from sandbox import protocol
+
+    ids = {str(p[0]) for p in (worker.ready or {}).get("protections", []) if isinstance(p, list) and p}
     missing = []
-    if not network_allowed and "network namespace" not in protections:
+    if not network_allowed and protocol.NETWORK_NAMESPACE not in ids:
         missing.append("network isolation")
-    if "read-only filesystem" not in protections:
+    if protocol.READ_ONLY_ROOT not in ids:
         missing.append("a read-only filesystem")
     if not missing:
         return ""
