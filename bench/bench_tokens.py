@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from ba_mcp.pipeline.artifacts import ArtifactStore
-from ba_mcp.pipeline.encode import ENCODERS
+from ba_mcp.pipeline.encode import encode_table
 from ba_mcp.pipeline.levels import OutputLevel
 from ba_mcp.pipeline.observe import Observer, ToolTraits
 from ba_mcp.pipeline.results import Table
@@ -73,6 +73,26 @@ def catalog(n: int) -> pd.DataFrame:
     )
 
 
+def tools_list_tokens(counter: TokenCounter) -> tuple[int, dict[str, int]]:
+    """cl100k tokens of tools/list as a client receives it (every tool's JSON), in all and per tool."""
+    import json
+
+    import anyio
+    from mcp import Client
+
+    from ba_mcp.app import App
+    from ba_mcp.server import build_server
+
+    async def listed() -> list[dict[str, object]]:
+        workspace = Path(tempfile.mkdtemp(prefix="ba-bench-ws-"))
+        async with Client(build_server(App(load_settings(environ={}, workspace=workspace)))) as client:
+            return [t.model_dump(mode="json", exclude_none=True) for t in (await client.list_tools()).tools]
+
+    tools = anyio.run(listed)
+    per_tool = {str(t["name"]): counter.raw_tokens(json.dumps(t, ensure_ascii=False)) for t in tools}
+    return counter.raw_tokens(json.dumps(tools, ensure_ascii=False)), per_tool
+
+
 def main() -> None:
     settings = load_settings(environ={})
     counter = TokenCounter(config_dir() / "token_encoders.yaml", "claude")
@@ -80,13 +100,17 @@ def main() -> None:
     traits = {"file_reader": ToolTraits("offset", 'file_reader(path="{id}")')}
     observer = Observer(store, counter, settings.observation, traits)
 
+    total, per_tool = tools_list_tokens(counter)
+    print(f"tools/list: {total:,} tokens cl100k for {len(per_tool)} tools (budget <= 2,000): {per_tool}")
+    print()
+
     big = Table("orders", orders(10_000))
     standard = observer.observe("file_reader", big, OutputLevel.STANDARD).text
     raw, with_margin = counter.raw_tokens(standard), counter.count_tokens(standard)
     print(
         f"P-5 standard observation of a 10,000 x 8 table: {raw} tokens cl100k, {with_margin} with the Claude "
         f"margin (target <= 700); reference pretty JSON of its 10 preview rows: "
-        f"{counter.raw_tokens(ENCODERS['json_pretty'](big.frame.head(10)))} tokens"
+        f"{counter.raw_tokens(encode_table(big.frame.slice(0, 10), 'json_pretty'))} tokens"
     )
     print()
 
@@ -102,11 +126,12 @@ def main() -> None:
     totals = dict.fromkeys(names, 0)
     total_ref = 0
     for label, frame in tables.items():
-        ref = counter.raw_tokens(ENCODERS["json_pretty"](frame))
+        arrow = Table(label, frame).frame
+        ref = counter.raw_tokens(encode_table(arrow, "json_pretty"))
         total_ref += ref
         cells = []
         for name in names:
-            tokens = counter.raw_tokens(ENCODERS[name](frame))
+            tokens = counter.raw_tokens(encode_table(arrow, name))
             totals[name] += tokens
             cells.append(f"{tokens:>8} ({tokens / ref:.2f})")
         print(f"{label:<42}{ref:>12}" + "".join(f"{c:>16}" for c in cells))
@@ -115,7 +140,7 @@ def main() -> None:
     )
     chosen = settings.observation.table_encoding
     full = observer.observe("file_reader", Table("orders", orders(100)), OutputLevel.FULL).text
-    ref = counter.raw_tokens(ENCODERS["json_pretty"](orders(100)))
+    ref = counter.raw_tokens(encode_table(Table("orders", orders(100)).frame, "json_pretty"))
     print(
         f"\nconfigured encoding: {chosen}; whole `full` observation of orders (100 x 8), header and schema "
         f"included: {counter.raw_tokens(full)} tokens = {counter.raw_tokens(full) / ref:.2f} x pretty JSON"
