@@ -165,21 +165,10 @@ async def test_exports_land_in_the_export_folder_only_and_never_overwrite_unaske
         assert "cannot be exported as .png" in await py("export(df, 'table.png')")
     # The command line writes an artifact there too.
     stored = next(p.name.split(".")[0] for p in (ws / "artifacts").glob("artifact_*.parquet"))
-    cli = subprocess.run(
-        [sys.executable, "-m", "ba_mcp", "artifacts", "export", stored, "cli/out.csv"],
-        env={**server_env(ws), "BA_MCP_FILES__EXPORT_DIR": str(exports)},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    command = [sys.executable, "-m", "ba_mcp", "artifacts", "export", stored, "cli/out.csv"]
+    env = {**server_env(ws), "BA_MCP_FILES__EXPORT_DIR": str(exports)}
+    cli, twice = (subprocess.run(command, env=env, capture_output=True, text=True, timeout=60) for _ in range(2))
     assert cli.returncode == 0 and (exports / "cli" / "out.csv").is_file(), cli.stderr
-    twice = subprocess.run(
-        [sys.executable, "-m", "ba_mcp", "artifacts", "export", stored, "cli/out.csv"],
-        env={**server_env(ws), "BA_MCP_FILES__EXPORT_DIR": str(exports)},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
     assert twice.returncode == 1 and "already exists" in twice.stderr
 
 

@@ -625,6 +625,7 @@ def parquet_stats(path: Any) -> tuple[dict[str, dict[str, Any]], int]:
     DuckDB (streamed, spilling as it needs; never the whole table in memory). For the server's own
     artifacts only: the file is trusted."""
     import duckdb
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     schema = pq.read_schema(path)
@@ -636,7 +637,8 @@ def parquet_stats(path: Any) -> tuple[dict[str, dict[str, Any]], int]:
         for field_ in schema:
             kind = stats_kind(field_.type)
             col = '"' + field_.name.replace('"', '""') + '"'
-            value = f"(CASE WHEN isnan({col}) THEN NULL ELSE {col} END)" if field_.type in _FLOATS() else col
+            floating = pa.types.is_floating(field_.type)
+            value = f"(CASE WHEN isnan({col}) THEN NULL ELSE {col} END)" if floating else col
             wanted = {
                 "bool": [f"count({value})", f"count({value}) FILTER (WHERE {value})"],
                 "number": [f"count({value})", f"min({value})", f"avg({value})", f"max({value})"],
@@ -672,12 +674,6 @@ def parquet_stats(path: Any) -> tuple[dict[str, dict[str, Any]], int]:
         return out, total
     finally:
         con.close()
-
-
-def _FLOATS() -> tuple[pa.DataType, ...]:
-    import pyarrow as pa
-
-    return (pa.float16(), pa.float32(), pa.float64())
 
 
 def stats_kind(t: pa.DataType) -> str:
