@@ -13,27 +13,26 @@ loaded here (warnings on stderr), so use_skill's description holds their catalog
 from __future__ import annotations
 
 import logging
-import threading
 import urllib.parse
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 
 from ba_mcp import __version__
 from ba_mcp.databases import Databases
 from ba_mcp.exports import Exports
 from ba_mcp.net import Fetcher
-from ba_mcp.pipeline.artifacts import ArtifactStore, CodeStore
 from ba_mcp.pipeline.cache import RawCache
-from ba_mcp.pipeline.levels import RecentTokens
 from ba_mcp.pipeline.observe import Observer, ToolTraits
 from ba_mcp.pipeline.runner import Runner
-from ba_mcp.pipeline.telemetry import Metrics, TelemetryLog
 from ba_mcp.pipeline.tokens import TokenCounter
+from ba_mcp.pipeline.usage import TelemetryLog
 from ba_mcp.sandbox_client import Sandboxes
 from ba_mcp.search import Searcher
+from ba_mcp.sessions import Sessions
 from ba_mcp.settings import Settings, config_dir
 from ba_mcp.skills import load_skills
-from ba_mcp.tools.base import Tool
+from ba_mcp.stores.artifacts import ArtifactStore
+from ba_mcp.stores.code import CodeStore
+from ba_mcp.tool import Tool
 from ba_mcp.tools.file_reader import FileReader
 from ba_mcp.tools.query_database import QueryDatabase
 from ba_mcp.tools.run_python import RunPython
@@ -42,16 +41,6 @@ from ba_mcp.tools.web import WebReader, WebSearch
 from ba_mcp.workspace import Resolved, Workspace
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class SessionState:
-    """What the server keeps per client session: its metrics (and so its token use) and log level."""
-
-    key: str
-    metrics: Metrics = field(default_factory=Metrics)
-    log_level: str = "warning"
-    recent: RecentTokens = field(default_factory=RecentTokens)  # the token budget's sliding window
 
 
 class App:
@@ -93,10 +82,9 @@ class App:
             self.tools[tool.name] = tool
         traits = {name: ToolTraits(t.window_arg, t.artifact_reader, t.artifact_kinds) for name, t in self.tools.items()}
         self.observer = Observer(self.artifacts, self.tokens, settings.observation, traits)
-        self.sessions: dict[str, SessionState] = {}
-        self._sessions_lock = threading.Lock()
+        self.sessions = Sessions()
         self.loop_lag: dict[str, float] = {"samples": 0, "max_ms": 0.0, "over_50ms": 0}  # telemetry.lag_monitor
-        self.runner = Runner(self)
+        self.runner = Runner(settings, self.observer, self.cache, self.telemetry, self.tokens, self.sessions)
 
     def _builtin_tools(self) -> list[Tool]:
         s = self.settings
@@ -118,13 +106,6 @@ class App:
         rest = ref.split("://", 1)[1]
         name, _, path = rest.partition("/")
         return self.skills.get(name).open(urllib.parse.unquote(path) or "SKILL.md")
-
-    def session(self, key: str) -> SessionState:
-        with self._sessions_lock:
-            state = self.sessions.get(key)
-            if state is None:
-                state = self.sessions[key] = SessionState(key)
-            return state
 
     def warm_up(self) -> None:
         """Import what the first calls need and load the vocabulary (run in a background thread)."""

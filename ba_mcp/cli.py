@@ -159,7 +159,7 @@ def print_result(result: Any) -> None:
 
 
 def cmd_artifacts(args: argparse.Namespace) -> int:
-    from ba_mcp.pipeline.artifacts import ArtifactStore
+    from ba_mcp.stores.artifacts import ArtifactStore
     from ba_mcp.workspace import Workspace
 
     settings = _settings(args)
@@ -187,8 +187,8 @@ def cmd_artifacts(args: argparse.Namespace) -> int:
 
 def _export_artifact(settings: Settings, store: Any, args: argparse.Namespace) -> int:
     """Write an artifact as a file beneath files.export_dir (CSV, XLSX, Parquet, PNG or Markdown)."""
+    from ba_mcp.errors import ToolFailure
     from ba_mcp.exports import Exports
-    from ba_mcp.pipeline.errors import ToolFailure
 
     if not args.id or not args.path:
         raise SystemExit("ba-mcp artifacts export: give an artifact id and a path, e.g. artifact_0123456789ab q3.xlsx")
@@ -208,9 +208,9 @@ def _show_artifact(settings: Settings, aid: str, level: str) -> int:
     from mcp import Client
 
     from ba_mcp.app import App
-    from ba_mcp.pipeline.artifacts import ArtifactStore
-    from ba_mcp.pipeline.errors import ToolFailure
+    from ba_mcp.errors import ToolFailure
     from ba_mcp.server import build_server
+    from ba_mcp.stores.artifacts import ArtifactStore
     from ba_mcp.workspace import Workspace
 
     try:
@@ -267,7 +267,7 @@ def cmd_skills(args: argparse.Namespace) -> int:
         if not args.target:
             _err("ba-mcp skills show: give a skill name (ba-mcp skills list shows them)")
             return 2
-        from ba_mcp.pipeline.errors import ToolFailure
+        from ba_mcp.errors import ToolFailure
 
         try:
             skill = skills.get(args.target)
@@ -295,13 +295,13 @@ def cmd_skills(args: argparse.Namespace) -> int:
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
-    from ba_mcp.pipeline.telemetry import Metrics, TelemetryLog
+    from ba_mcp.pipeline.usage import TelemetryLog, Usage
     from ba_mcp.workspace import Workspace
 
     settings = _settings(args)
     ws = Workspace.open(settings.workspace_root())
     since = time.time() - args.hours * 3600 if args.hours else None
-    report = Metrics.from_records(TelemetryLog(ws.dir("logs")).read(since)).report()
+    report = Usage.from_records(TelemetryLog(ws.dir("logs")).read(since)).report()
     if args.json:
         print(json.dumps(report, indent=1))
         return 0
@@ -461,8 +461,8 @@ def _check_search(settings: Settings) -> tuple[str, bool, str]:
     work without it)."""
     import anyio
 
+    from ba_mcp.errors import ToolFailure
     from ba_mcp.net import Fetcher
-    from ba_mcp.pipeline.errors import ToolFailure
     from ba_mcp.search import Searcher
 
     async def probe() -> str:

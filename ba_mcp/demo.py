@@ -226,6 +226,6 @@ async def _call(show: Callable[[str, str], None], session: ClientSession, tool: 
 
 def _meta(result: Any) -> dict[str, Any]:
     """The machine-readable metadata of a result (under _meta; the model reads the text)."""
-    from ba_mcp.pipeline.errors import META_KEY
+    from ba_mcp.server import META_KEY
 
     return dict((result.meta or {}).get(META_KEY) or {})

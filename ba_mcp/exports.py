@@ -20,11 +20,11 @@ import uuid
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
-from ba_mcp.pipeline.errors import ErrorType, ToolFailure, denied, invalid
+from ba_mcp.errors import ErrorType, ToolFailure, denied, invalid
 from ba_mcp.workspace import open_beneath
 
 if TYPE_CHECKING:
-    from ba_mcp.pipeline.artifacts import ArtifactStore
+    from ba_mcp.stores.artifacts import ArtifactStore
 
 # suffix -> the artifact kinds it can hold
 EXPORT_FORMATS: dict[str, frozenset[str]] = {

@@ -20,15 +20,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, Protocol
 
-from ba_mcp.pipeline.errors import ErrorType, ToolFailure, invalid, not_found
-from ba_mcp.pipeline.results import Document, Image, JsonValue, RawResult, Table
+from ba_mcp.errors import ErrorType, ToolFailure, invalid, not_found
+from ba_mcp.results import Document, Image, JsonValue, RawResult, Table
 
 if TYPE_CHECKING:
     import pandas as pd
     import pyarrow as pa
 
-    from ba_mcp.pipeline.artifacts import ArtifactStore
     from ba_mcp.settings import FileReaderSettings
+    from ba_mcp.stores.artifacts import ArtifactStore
 
 
 class Source(Protocol):

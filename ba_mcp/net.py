@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from ba_mcp.pipeline.errors import ErrorType, ToolFailure
+from ba_mcp.errors import ErrorType, ToolFailure
 
 if TYPE_CHECKING:
     import httpx2 as httpx

@@ -18,8 +18,9 @@ from mcp.server.lowlevel.helper_types import ReadResourceContents
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 from mcp.types import Completion, ResourceTemplateReference
 
-from ba_mcp.pipeline.errors import ToolFailure
-from ba_mcp.workspace import ARTIFACT_ID
+from ba_mcp.errors import ToolFailure
+from ba_mcp.ids import ARTIFACT_ID
+from ba_mcp.sessions import session_key
 
 if TYPE_CHECKING:
     from mcp.server import MCPServer
@@ -125,7 +126,6 @@ async def read_special(app: App, uri: str, headers: Mapping[str, str] | None) ->
     """Resources a template cannot serve: ``artifact://`` with each artifact's own MIME type, and
     ``ba://metrics`` for the calling session only (static resources get no request context). None: not one
     of these."""
-    from ba_mcp.server import session_key
 
     if uri.startswith("skill://"):
         from ba_mcp.skills.mcp import read
@@ -166,7 +166,7 @@ def read_artifact_resource(app: App, aid: str) -> tuple[str | bytes, str]:
 def metrics_report(app: App, session: str) -> str:
     """The metrics of one client session only (S-9): no other session's activity or key."""
     report: dict[str, Any] = {
-        "session": app.session(session).metrics.report(),
+        "session": app.sessions(session).usage.report(),
         "artifacts": {"count": len(app.artifacts.list()), "bytes": app.artifacts.total_bytes()},
     }
     if app.settings.telemetry.lag_monitor:

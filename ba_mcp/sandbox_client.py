@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ba_mcp.pipeline.errors import ErrorType, ToolFailure
+from ba_mcp.errors import ErrorType, ToolFailure
 from ba_mcp.settings import RunPythonSettings
 from sandbox import protocol
 from sandbox.isolation import CGROUP_PREFIX, SESSION_DIR, cgroup_dirs, cgroup_name

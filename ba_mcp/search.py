@@ -20,7 +20,7 @@ from urllib.parse import parse_qs, urlparse
 
 import anyio
 
-from ba_mcp.pipeline.errors import ErrorType, ToolFailure
+from ba_mcp.errors import ErrorType, ToolFailure
 
 if TYPE_CHECKING:
     import httpx2 as httpx

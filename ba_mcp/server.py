@@ -10,7 +10,7 @@ work, and — in ``SdkInternals``, the one place that touches them — the SDK's
 
 from __future__ import annotations
 
-import hashlib
+import base64
 import logging
 import time
 import warnings
@@ -29,20 +29,26 @@ from mcp.shared.message import SessionMessage
 from mcp.types import (
     INVALID_REQUEST,
     PARSE_ERROR,
+    CallToolResult,
     EmptyResult,
     ErrorData,
+    ImageContent,
     JSONRPCError,
+    ResourceLink,
     SetLevelRequestParams,
+    TextContent,
     ToolAnnotations,
 )
 from pydantic import ConfigDict, ValidationError
 
 from ba_mcp import __version__, resources
 from ba_mcp.app import App
-from ba_mcp.pipeline.errors import Code, ErrorType, ToolFailure, error_result
+from ba_mcp.errors import Code, ErrorType, ToolFailure, format_error
+from ba_mcp.pipeline.runner import CallOutcome
+from ba_mcp.sessions import http_session_key, session_key
 from ba_mcp.skills import mcp as skills_mcp
 from ba_mcp.skills.mcp import SkillsExtension
-from ba_mcp.tools.base import Tool
+from ba_mcp.tool import Tool
 
 log = logging.getLogger(__name__)
 
@@ -86,23 +92,6 @@ def instructions(app: App) -> str:
 
 
 _LOG_LEVELS = ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"]
-_RESOURCE_TEXT_LIMIT = 10 * 1024 * 1024
-
-
-def session_key(headers: Mapping[str, str] | None) -> str:
-    """The client session a request belongs to, within one App.
-
-    stdio and in-process connections each get their own App (the lifespan runs per connection), so
-    they need no key; on HTTP the App is shared and the ``mcp-session-id`` header tells sessions apart.
-    Stateless HTTP (no session id) shares one key."""
-    sid = headers.get("mcp-session-id") if headers else None
-    return http_session_key(sid) if sid else "default"
-
-
-def http_session_key(session_id: str) -> str:
-    """The key of an HTTP session: a digest of its id, so the id (which lets a client speak as that
-    session) never reaches logs, metrics or the sandbox."""
-    return "http-" + hashlib.sha256(session_id.encode("utf-8", "replace")).hexdigest()[:16]
 
 
 OUTPUT_SCHEMA = {
@@ -156,12 +145,13 @@ class PipelineTool(SdkTool):
 
         async def notify(level: str, message: str) -> None:
             """A log message to the client, at or above the level it chose with logging/setLevel."""
-            if _LOG_LEVELS.index(level) >= _LOG_LEVELS.index(app.session(key).log_level):
+            if _LOG_LEVELS.index(level) >= _LOG_LEVELS.index(app.sessions(key).log_level):
                 with warnings.catch_warnings():  # deprecated only in the 2026-07-28 era; hosts still use it
                     warnings.simplefilter("ignore", MCPDeprecationWarning)
                     await context.session.send_log_message(level, message, logger="ba-mcp")
 
-        return await app.runner.call(self.spec, arguments, key, progress=context.report_progress, notify=notify)
+        outcome = await app.runner.call(self.spec, arguments, key, progress=context.report_progress, notify=notify)
+        return call_result(outcome, app.settings.observation.structured_content)
 
 
 def compact_schema(schema: dict[str, Any]) -> dict[str, Any]:
@@ -373,8 +363,68 @@ def _register_logging(server: BaServer) -> None:
     async def set_level(ctx: ServerRequestContext[App, Any], params: SetLevelRequestParams) -> EmptyResult:
         app = ctx.lifespan_context
         headers = getattr(ctx.request, "headers", None) if ctx.request is not None else None
-        app.session(session_key(headers)).log_level = params.level
+        app.sessions(session_key(headers)).log_level = params.level
         return EmptyResult()
 
     # The SDK has no public hook for logging/setLevel on MCPServer; the low-level server's is the documented way.
     SdkInternals.lowlevel(server).add_request_handler("logging/setLevel", SetLevelRequestParams, set_level)
+
+
+# -- MCP results ------------------------------------------------------------------------------------
+
+META_KEY = "dev.ba-mcp/observation"  # the result's _meta key holding machine-readable metadata
+
+
+def call_result(outcome: CallOutcome, structured: bool = False) -> CallToolResult:
+    """The MCP result of a call. The observation is the text, which every host gives its model (Claude
+    Desktop: the text only; Claude Code: the text unless structuredContent exists); images follow it, and a
+    resource link per artifact the call created. Metadata goes under ``_meta``, and into structuredContent
+    — beside the full text — only when the operator asks for it (``structured``)."""
+    obs = outcome.observation
+    if outcome.failure is not None or obs is None:
+        failure = outcome.failure or ToolFailure(ErrorType.INTERNAL_ERROR, Code.INTERNAL, "no result")
+        return error_result(outcome.tool, failure, structured)
+    content: list[Any] = [TextContent(type="text", text=obs.text)]
+    content += [
+        ImageContent(type="image", data=base64.b64encode(data).decode(), mime_type=mime) for data, mime in obs.images
+    ]
+    content += [
+        ResourceLink(
+            type="resource_link",
+            name=a.id,
+            title=a.title,
+            uri=a.uri,
+            mime_type=a.mime,
+            size=a.size,
+            description=a.summary or f"{a.kind} artifact from {a.source_tool}",
+        )
+        for a in obs.artifacts
+    ]
+    return CallToolResult(
+        content=content,
+        structured_content={"text": obs.text, **obs.structured} if structured else None,
+        meta={META_KEY: obs.structured},
+        is_error=False,
+    )
+
+
+def error_result(tool: str, failure: ToolFailure, structured: bool = False) -> CallToolResult:
+    """The MCP result of a failed call: the error text — everything a model needs is in it, since some
+    hosts drop ``structuredContent`` of errors (anthropics/claude-code 86032) — and the same facts as data
+    under ``_meta`` (and in ``structuredContent`` beside the text when ``structured``)."""
+    text = format_error(tool, failure)
+    facts: dict[str, Any] = {
+        "error": {
+            "type": failure.type.value,
+            "code": failure.code,
+            "message": failure.message,
+            "hint": failure.hint,
+            "retryable": failure.type.retryable,
+        }
+    }
+    return CallToolResult(
+        content=[TextContent(type="text", text=text)],
+        structured_content={"text": text, **facts} if structured else None,
+        meta={META_KEY: facts},
+        is_error=True,
+    )

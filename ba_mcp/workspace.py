@@ -27,14 +27,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Literal
 
-from ba_mcp.pipeline.errors import denied, invalid, not_found
+from ba_mcp.errors import denied, invalid, not_found
+from ba_mcp.ids import ARTIFACT_ID, CODE_ID, UPLOAD_ID, upload_id_for
 
 SUBDIRS = ("uploads", "artifacts", "code", "sessions", "data", "logs")
 PRIVATE_DIRS = frozenset({"sessions", "logs"})  # never read through a reference
 
-ARTIFACT_ID = re.compile(r"^artifact_[0-9a-f]{12}$")
-CODE_ID = re.compile(r"^code_[0-9a-f]{12}$")
-UPLOAD_ID = re.compile(r"^upload_[A-Za-z0-9][A-Za-z0-9._-]{0,200}$")
 MAX_REF_LENGTH = 4096
 
 RefKind = Literal["upload", "code", "artifact", "path", "root", "skill"]
@@ -80,12 +78,6 @@ class Resolved:
     def close(self) -> None:
         if self._closer is not None:
             self._closer()
-
-
-def upload_id_for(filename: str) -> str:
-    """The id of an upload: ``upload_`` + its file name without the extension, made id-safe."""
-    stem = filename.rsplit(".", 1)[0] if "." in filename[1:] else filename
-    return "upload_" + re.sub(r"[^A-Za-z0-9._-]", "_", stem)
 
 
 class Workspace:

@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from ba_mcp.pipeline.artifacts import ArtifactStore
 from ba_mcp.pipeline.encode import encode_table
 from ba_mcp.pipeline.levels import OutputLevel
 from ba_mcp.pipeline.observe import Observer, ToolTraits
-from ba_mcp.pipeline.results import Table
 from ba_mcp.pipeline.tokens import TokenCounter
+from ba_mcp.results import Table
 from ba_mcp.settings import config_dir, load_settings
+from ba_mcp.stores.artifacts import ArtifactStore
 
 ROOT = Path(__file__).resolve().parent.parent
 

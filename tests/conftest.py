@@ -154,7 +154,7 @@ async def session(workspace: Path) -> AsyncIterator[Client]:
 
 def meta_of(result: Any) -> dict[str, Any]:
     """A result's machine-readable metadata (``_meta``; the model reads the text)."""
-    from ba_mcp.pipeline.errors import META_KEY
+    from ba_mcp.server import META_KEY
 
     return dict((result.meta or {}).get(META_KEY) or {})
 

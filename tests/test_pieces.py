@@ -15,13 +15,13 @@ import pyarrow as pa
 import pytest
 import toon_format
 
-from ba_mcp.pipeline.artifacts import ArtifactStore
+from ba_mcp.errors import ToolFailure
 from ba_mcp.pipeline.encode import encode_table
-from ba_mcp.pipeline.errors import ToolFailure
 from ba_mcp.pipeline.levels import OutputLevel, resolve_level
-from ba_mcp.pipeline.results import arrow_table
 from ba_mcp.pipeline.tokens import TokenCounter
+from ba_mcp.results import arrow_table
 from ba_mcp.settings import ArtifactSettings, ConfigError, config_dir, load_settings
+from ba_mcp.stores.artifacts import ArtifactStore
 from ba_mcp.workspace import Workspace, upload_id_for
 
 # -- artifact store -------------------------------------------------------------------------------
@@ -60,7 +60,7 @@ import os, sys
 sys.path.insert(0, {str(Path(__file__).resolve().parent.parent)!r})
 from pathlib import Path
 from typing import Any
-from ba_mcp.pipeline.artifacts import ArtifactStore
+from ba_mcp.stores.artifacts import ArtifactStore
 from ba_mcp.settings import ArtifactSettings
 s = ArtifactStore(Path({str(root)!r}), ArtifactSettings())
 s._write_meta = lambda meta: os.kill(os.getpid(), 9)   # die right before the metadata commit
@@ -291,7 +291,7 @@ def _observer(tmp_path: Path):
 def _shapes() -> list[Any]:
     import numpy as np
 
-    from ba_mcp.pipeline.results import Document, JsonValue, Table
+    from ba_mcp.results import Document, JsonValue, Table
 
     rng = np.random.default_rng(3)
 
@@ -318,7 +318,7 @@ def _shapes() -> list[Any]:
 
 
 def test_levels_cost_what_their_names_say_and_partial_views_name_their_artifact(tmp_path: Path) -> None:
-    from ba_mcp.pipeline.results import Table
+    from ba_mcp.results import Table
 
     observer = _observer(tmp_path)
     for raw in _shapes():
@@ -333,7 +333,7 @@ def test_levels_cost_what_their_names_say_and_partial_views_name_their_artifact(
 
 
 def test_previews_round_floats_full_drops_noise_and_times_stay_on_every_row(tmp_path: Path) -> None:
-    from ba_mcp.pipeline.results import Table
+    from ba_mcp.results import Table
 
     observer = _observer(tmp_path)
     frame = pd.DataFrame(

@@ -15,12 +15,11 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from ba_mcp.app import App
-from ba_mcp.pipeline.cache import CacheMode, CachePolicy
-from ba_mcp.pipeline.errors import ErrorType, ToolFailure
-from ba_mcp.pipeline.results import Composite, Document, Image, JsonValue, Table
+from ba_mcp.errors import ErrorType, ToolFailure
+from ba_mcp.results import Composite, Document, Image, JsonValue, Table
 from ba_mcp.server import build_server
 from ba_mcp.settings import ToolSettings, load_settings
-from ba_mcp.tools.base import Tool, ToolContext, ToolParams, ToolPolicy
+from ba_mcp.tool import CacheMode, CachePolicy, Tool, ToolContext, ToolParams, ToolPolicy
 from tests.conftest import meta_of, text_of
 
 pytestmark = pytest.mark.anyio
@@ -327,7 +326,7 @@ async def test_pipeline_attributes_are_set_on_the_sdk_span(tmp_path: Path, monke
 
 
 async def test_telemetry_is_one_jsonl_line_per_call(tmp_path: Path) -> None:
-    from ba_mcp.pipeline.telemetry import TelemetryLog
+    from ba_mcp.pipeline.usage import TelemetryLog
 
     async with Client(make_server(tmp_path, [Ticker(), Crash()])) as client:
         await client.call_tool("ticker", {"n": 3})

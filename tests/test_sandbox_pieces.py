@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ba_mcp.pipeline.artifacts import CodeStore
+from ba_mcp.stores.code import CodeStore
 from ba_mcp.workspace import Workspace
 from sandbox import protocol
 from sandbox.policy import ImportPolicyError, guarded_builtins

@@ -290,7 +290,7 @@ async def test_the_server_process_never_loads_pandas(tmp_path: Path) -> None:
     value, a Parquet artifact read back and the artifact resource, no pandas library is mapped into the
     server. (pandas lives in the sandbox worker; in the server it is loaded by CSV, Excel and JSON parsing
     and by querying workspace files: importing pyarrow.dataset and DuckDB's register() both import it.)"""
-    from ba_mcp.databases import DEMO_FILE
+    from ba_mcp.databases.duckdb import DEMO_FILE
     from ba_mcp.demo_data import ensure_demo_database
 
     ws = make_workspace(tmp_path)

@@ -9,27 +9,13 @@ happen in the worker thread that then executes the call on a miss.
 
 from __future__ import annotations
 
-import enum
 import json
 import threading
 import time
 from collections import OrderedDict
-from dataclasses import dataclass
 from typing import Any
 
-from ba_mcp.pipeline.results import RawResult, approx_size
-
-
-class CacheMode(enum.Enum):
-    NEVER = "never"
-    TTL = "ttl"  # valid for ttl_s seconds
-    IDENTITY = "identity"  # valid while what the tool read is unchanged (identity in the key)
-
-
-@dataclass(frozen=True)
-class CachePolicy:
-    mode: CacheMode = CacheMode.NEVER
-    ttl_s: float = 0.0
+from ba_mcp.results import RawResult, approx_size
 
 
 def cache_key(tool: str, version: str, arguments: dict[str, Any], identity: str | None) -> str:

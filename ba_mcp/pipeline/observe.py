@@ -14,17 +14,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ba_mcp.errors import ToolFailure
 from ba_mcp.pipeline.encode import cell_value, encode_csv, encode_table, microseconds, plain_rows, python_values
-from ba_mcp.pipeline.errors import ToolFailure
 from ba_mcp.pipeline.levels import OutputLevel
-from ba_mcp.pipeline.results import Composite, Document, Image, JsonValue, RawResult, Table
+from ba_mcp.results import Composite, Document, Image, JsonValue, RawResult, Table
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from ba_mcp.pipeline.artifacts import ArtifactMeta, ArtifactStore
     from ba_mcp.pipeline.tokens import TokenCounter
     from ba_mcp.settings import ObservationSettings
+    from ba_mcp.stores.artifacts import ArtifactMeta, ArtifactStore
 
 _INLINE_BYTES_LIMIT = 1024 * 1024  # anything over 1 MB goes to an artifact whatever the level
 _ARTIFACT_NOTE_TOKENS = 60  # what the "Truncated: … Complete table: artifact_…" line costs

@@ -1,14 +1,14 @@
 """One tool call through the pipeline (SPEC §3):
 
-validate → resolve level → cache → execute (timeout, retries; off the event loop) → observe
-→ CallToolResult → telemetry. Every failure becomes the one error format; nothing a tool raises
-escapes, so the server never stops because of a call.
+validate → resolve level → cache → execute (timeout, retries; off the event loop) → observe → usage,
+telemetry and a provenance record. The runner sequences; it does not render MCP (``server.py`` turns a
+``CallOutcome`` into a CallToolResult) and is handed its services, not the App. Every failure becomes a
+``ToolFailure``; nothing a tool raises escapes, so the server never stops because of a call.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import inspect
 import json
 import logging
@@ -22,21 +22,22 @@ from typing import TYPE_CHECKING, Any, cast
 import anyio
 import anyio.from_thread
 import anyio.to_thread
-from mcp.types import CallToolResult, ImageContent, ResourceLink, TextContent
 from opentelemetry import trace
 from pydantic import ValidationError
 
-from ba_mcp.pipeline.cache import CacheMode, cache_key
-from ba_mcp.pipeline.errors import META_KEY, Code, ErrorType, ToolFailure, classify, error_result, timed_out
-from ba_mcp.pipeline.levels import OutputLevel, resolve_level
-from ba_mcp.pipeline.observe import Observation
-from ba_mcp.pipeline.results import approx_size
-from ba_mcp.pipeline.telemetry import CallRecord
-from ba_mcp.tools.base import Tool, ToolContext
+from ba_mcp.errors import Code, ErrorType, ToolFailure, classify, format_error, timed_out
+from ba_mcp.pipeline.cache import RawCache, cache_key
+from ba_mcp.pipeline.levels import LevelChoice, OutputLevel, resolve_level
+from ba_mcp.pipeline.observe import Observation, Observer
+from ba_mcp.pipeline.tokens import TokenCounter
+from ba_mcp.pipeline.usage import CallRecord, TelemetryLog
+from ba_mcp.results import approx_size
+from ba_mcp.sessions import Sessions
+from ba_mcp.settings import Settings
+from ba_mcp.tool import CacheMode, Tool, ToolContext
 
 if TYPE_CHECKING:
-    from ba_mcp.app import App
-    from ba_mcp.pipeline.results import RawResult
+    from ba_mcp.results import RawResult
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +50,17 @@ HOST_MAX_CHARS = 48_000
 Notify = Callable[[str, str], Awaitable[None]]
 Observe = Callable[["RawResult"], Observation]
 Lookup = Callable[[], "tuple[str | None, RawResult | None]"]
+
+
+@dataclass
+class CallOutcome:
+    """What a call came to: its observation, or the failure the model reads, and its record (usage,
+    telemetry and provenance: the tool, its arguments, the artifacts it created)."""
+
+    tool: str
+    observation: Observation | None
+    failure: ToolFailure | None
+    record: CallRecord
 
 
 @dataclass
@@ -67,13 +79,29 @@ class _Outcome:
 
 
 class Runner:
-    def __init__(self, app: App) -> None:
-        self.app = app
+    """Runs calls with the services it is given: settings, the observer, the raw-result cache, telemetry,
+    the token counter and the sessions."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        observer: Observer,
+        cache: RawCache,
+        telemetry: TelemetryLog,
+        tokens: TokenCounter,
+        sessions: Sessions,
+    ) -> None:
+        self.settings = settings
+        self.observer = observer
+        self.cache = cache
+        self.telemetry = telemetry
+        self.tokens = tokens
+        self.sessions = sessions
 
     async def call(
         self, tool: Tool, arguments: dict[str, Any], session: str, progress: Any = None, notify: Notify | None = None
-    ) -> CallToolResult:
-        """Run one call; always returns a CallToolResult (``is_error`` on failure).
+    ) -> CallOutcome:
+        """Run one call; always returns a CallOutcome (with ``failure`` set when it failed).
 
         ``progress(done, total, message)`` and ``notify(level, message)`` are the client's channels
         (progress notifications and log messages); both optional."""
@@ -91,12 +119,15 @@ class Runner:
             cache_hit=False,
             retries=0,
             success=False,
+            arguments=dict(arguments),
         )
-        state = self.app.session(session)
+        state = self.sessions(session)
+        observation: Observation | None = None
+        failure: ToolFailure | None = None
         try:
-            record.input_tokens = self.app.tokens.count_tokens(json.dumps(arguments, default=str)[:200_000])
+            record.input_tokens = self.tokens.count_tokens(json.dumps(arguments, default=str)[:200_000])
             params = self._validate(tool, arguments)
-            settings = self.app.settings
+            settings = self.settings
             recent = state.recent.within(settings.budget_window_s)
             choice = resolve_level(
                 params.output_level,
@@ -108,93 +139,79 @@ class Runner:
             )
             timeout = self.timeout_for(tool, getattr(params, "timeout", None))
             ctx = ToolContext(session=session, timeout=timeout, progress=self._progress_bridge(progress))
-            window_min = settings.budget_window_s / 60
-
-            def observe(raw: RawResult) -> Observation:
-                obs = observe_at(raw)
-                if len(obs.text) <= HOST_MAX_CHARS and obs.tokens <= HOST_MAX_TOKENS:
-                    return obs
-                # Claude Code cuts results over 25,000 tokens and moves those over 50,000 characters to a
-                # file: a smaller level, with everything left out in artifacts, reaches every host whole.
-                lower = OutputLevel.STANDARD if obs.structured.get("level") == "full" else OutputLevel.BRIEF
-                return self.app.observer.observe(
-                    tool.name,
-                    raw,
-                    lower,
-                    [f"shown at {lower.value}: the {obs.structured.get('level')} view was over what hosts show inline"],
-                )
-
-            def observe_at(raw: RawResult) -> Observation:
-                if choice.downgraded and choice.asked is not None:
-                    # A small result is not worth a downgrade: brief plus the follow-up call it invites
-                    # would cost more than the observation asked for. Only a result small in memory is
-                    # observed at the asked level to find out; a large one goes straight to brief.
-                    if approx_size(raw) <= settings.downgrade_floor_tokens * 16:
-                        asked = self.app.observer.observe(tool.name, raw, choice.asked)
-                        if asked.tokens <= settings.downgrade_floor_tokens:
-                            return asked
-                    note = (
-                        f"level is brief because this session received {recent:,} observation tokens in the "
-                        f"last {window_min:.0f} minutes ({recent / settings.session_token_budget:.0%} of its "
-                        "budget); pass output_level to choose another"
-                    )
-                    return self.app.observer.observe(tool.name, raw, OutputLevel.BRIEF, [note])
-                return self.app.observer.observe(tool.name, raw, choice.level)
-
+            observe = self._observer_for(tool, choice, recent)
             outcome = await self._execute_cached(tool, params, ctx, notify, observe)
             record.cache_hit, record.retries = outcome.cache_hit, outcome.retries
-            obs = outcome.observation
-            level = str(obs.structured.get("level") or choice.level.value)
+            observation = outcome.observation
+            level = str(observation.structured.get("level") or choice.level.value)
             record.output_level = level
             record.level_downgraded = choice.downgraded and level == OutputLevel.BRIEF.value
             if record.level_downgraded:
                 await _tell(notify, "info", f"{tool.name}: output level downgraded to brief (token budget)")
             if outcome.retries:
-                obs.add_note(f"succeeded after {outcome.retries} retr{'y' if outcome.retries == 1 else 'ies'}")
-            record.success = True
-            record.output_tokens = obs.tokens
-            state.recent.add(obs.tokens)
-            record.artifacts = [a.id for a in obs.artifacts]
-            content: list[Any] = [TextContent(type="text", text=obs.text)]
-            content += [
-                ImageContent(type="image", data=base64.b64encode(data).decode(), mime_type=mime)
-                for data, mime in obs.images
-            ]
-            content += [
-                ResourceLink(
-                    type="resource_link",
-                    name=a.id,
-                    title=a.title,
-                    uri=a.uri,
-                    mime_type=a.mime,
-                    size=a.size,
-                    description=a.summary or f"{a.kind} artifact from {a.source_tool}",
+                observation.add_note(
+                    f"succeeded after {outcome.retries} retr{'y' if outcome.retries == 1 else 'ies'}"
                 )
-                for a in obs.artifacts
-            ]
-            # The observation is the text, which every host gives its model (Claude Desktop: the text only;
-            # Claude Code: the text unless structuredContent exists). Metadata goes under _meta, and into
-            # structuredContent — beside the full text — only when the operator asks for it.
-            structured = (
-                {"text": obs.text, **obs.structured} if self.app.settings.observation.structured_content else None
-            )
-            result = CallToolResult(
-                content=content, structured_content=structured, meta={META_KEY: obs.structured}, is_error=False
-            )
-        except ToolFailure as failure:
-            result = self._failed(tool.name, failure, record)
+            record.success = True
+            record.output_tokens = observation.tokens
+            state.recent.add(observation.tokens)
+            record.artifacts = [a.id for a in observation.artifacts]
+        except ToolFailure as exc:
+            failure = exc
         except Exception as exc:
             named = _tool_classification(tool, exc)
             if named is None:
                 log.exception("tool %s failed unexpectedly", tool.name)
-            result = self._failed(tool.name, named or classify(exc), record)
+            failure = named or classify(exc)
+        if failure is not None:
+            record.success = False
+            record.error_type, record.error_code = failure.type.value, failure.code
+            record.output_tokens = self.tokens.count_tokens(format_error(tool.name, failure))
         record.duration_ms = round((time.perf_counter() - started) * 1000, 3)
-        if not record.success:
-            record.output_tokens = self.app.tokens.count_tokens(result.content[0].text)  # type: ignore[union-attr]
-        state.metrics.add(record)
-        self.app.telemetry.write(record)
+        state.usage.add(record)
+        state.history.append(record)
+        self.telemetry.write(record)
         _annotate_span(record)
-        return result
+        return CallOutcome(tool.name, observation, failure, record)
+
+    def _observer_for(self, tool: Tool, choice: LevelChoice, recent: int) -> Observe:
+        """The observation of a raw result at the chosen level — a level lower when it is over what hosts
+        show inline, brief when the token budget says so (unless the result is small)."""
+        settings = self.settings
+        observer = self.observer
+
+        def observe_at(raw: RawResult) -> Observation:
+            if choice.downgraded and choice.asked is not None:
+                # A small result is not worth a downgrade: brief plus the follow-up call it invites
+                # would cost more than the observation asked for. Only a result small in memory is
+                # observed at the asked level to find out; a large one goes straight to brief.
+                if approx_size(raw) <= settings.downgrade_floor_tokens * 16:
+                    asked = observer.observe(tool.name, raw, choice.asked)
+                    if asked.tokens <= settings.downgrade_floor_tokens:
+                        return asked
+                note = (
+                    f"level is brief because this session received {recent:,} observation tokens in the "
+                    f"last {settings.budget_window_s / 60:.0f} minutes "
+                    f"({recent / settings.session_token_budget:.0%} of its budget); pass output_level to choose another"
+                )
+                return observer.observe(tool.name, raw, OutputLevel.BRIEF, [note])
+            return observer.observe(tool.name, raw, choice.level)
+
+        def observe(raw: RawResult) -> Observation:
+            obs = observe_at(raw)
+            if len(obs.text) <= HOST_MAX_CHARS and obs.tokens <= HOST_MAX_TOKENS:
+                return obs
+            # Claude Code cuts results over 25,000 tokens and moves those over 50,000 characters to a
+            # file: a smaller level, with everything left out in artifacts, reaches every host whole.
+            lower = OutputLevel.STANDARD if obs.structured.get("level") == "full" else OutputLevel.BRIEF
+            return observer.observe(
+                tool.name,
+                raw,
+                lower,
+                [f"shown at {lower.value}: the {obs.structured.get('level')} view was over what hosts show inline"],
+            )
+
+        return observe
 
     # -- steps --------------------------------------------------------------------------------
 
@@ -208,7 +225,7 @@ class Runner:
         self, tool: Tool, params: Any, ctx: ToolContext, notify: Notify | None, observe: Observe
     ) -> _Outcome:
         policy = tool.policy.cache
-        caching = policy.mode is not CacheMode.NEVER and bool(self.app.settings.cache.max_entries)
+        caching = policy.mode is not CacheMode.NEVER and bool(self.settings.cache.max_entries)
 
         def lookup() -> tuple[str | None, RawResult | None]:
             """The cache key of this call (None: not cacheable) and the cached raw result, if any."""
@@ -218,17 +235,17 @@ class Runner:
             if policy.mode is CacheMode.IDENTITY and identity is None:
                 return None, None
             key = cache_key(tool.name, tool.version, params.model_dump(exclude=set(_NOT_CACHE_ARGS)), identity)
-            return key, self.app.cache.get(key)
+            return key, self.cache.get(key)
 
         done, retries = await self._execute_with_retries(tool, params, ctx, notify, observe, lookup)
         if done.key is not None and not done.cache_hit:
-            self.app.cache.put(done.key, done.raw, policy.ttl_s if policy.mode is CacheMode.TTL else None)
+            self.cache.put(done.key, done.raw, policy.ttl_s if policy.mode is CacheMode.TTL else None)
         return _Outcome(done.observation, retries, done.cache_hit)
 
     async def _execute_with_retries(
         self, tool: Tool, params: Any, ctx: ToolContext, notify: Notify | None, observe: Observe, lookup: Lookup
     ) -> tuple[_Done, int]:
-        retry = self.app.settings.retry
+        retry = self.settings.retry
         timeout = ctx.timeout
         attempt = 0
         while True:
@@ -310,11 +327,6 @@ class Runner:
                 log.debug("progress not delivered", exc_info=True)
 
         return report
-
-    def _failed(self, tool: str, failure: ToolFailure, record: CallRecord) -> CallToolResult:
-        record.success = False
-        record.error_type, record.error_code = failure.type.value, failure.code
-        return error_result(tool, failure, self.app.settings.observation.structured_content)
 
 
 def retry_delay(base_ms: float, factor: float, max_ms: float, attempt: int, retry_after: float | None) -> float:

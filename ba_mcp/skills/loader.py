@@ -37,7 +37,7 @@ from typing import Any
 
 import yaml
 
-from ba_mcp.pipeline.errors import ErrorType, ToolFailure, denied, invalid, not_found
+from ba_mcp.errors import ErrorType, ToolFailure, denied, invalid, not_found
 from ba_mcp.workspace import Resolved, open_resolved
 
 log = logging.getLogger(__name__)

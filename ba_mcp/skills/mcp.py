@@ -23,7 +23,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_PARAMS, EmbeddedResource, PaginatedRequestParams, RequestParams, TextResourceContents
 from pydantic import Field
 
-from ba_mcp.pipeline.errors import ErrorType, ToolFailure
+from ba_mcp.errors import ErrorType, ToolFailure
 from ba_mcp.skills.loader import MAX_SKILL_BYTES, Skill, Skills, is_text, mime_type
 
 if TYPE_CHECKING:

@@ -13,15 +13,14 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import Field
 
+from ba_mcp.errors import ToolFailure, invalid
 from ba_mcp.formats import ARTIFACT_FORMATS, FORMATS, Reader, Window
-from ba_mcp.pipeline.cache import CacheMode, CachePolicy
-from ba_mcp.pipeline.errors import ToolFailure, invalid
-from ba_mcp.pipeline.results import RawResult, Table
+from ba_mcp.results import RawResult, Table
 from ba_mcp.settings import FileReaderSettings
-from ba_mcp.tools.base import Tool, ToolContext, ToolParams, ToolPolicy
+from ba_mcp.tool import CacheMode, CachePolicy, Tool, ToolContext, ToolParams, ToolPolicy
 
 if TYPE_CHECKING:
-    from ba_mcp.pipeline.artifacts import ArtifactStore
+    from ba_mcp.stores.artifacts import ArtifactStore
     from ba_mcp.workspace import Entry, Resolved, Workspace
 
 Format = Literal["auto", "csv", "tsv", "excel", "json", "jsonl", "parquet", "text", "markdown", "python", "sql"]

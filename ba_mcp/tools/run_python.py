@@ -20,19 +20,19 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from pydantic import Field
 
-from ba_mcp.pipeline.cache import CacheMode, CachePolicy
-from ba_mcp.pipeline.errors import ErrorType, ToolFailure, denied, invalid
-from ba_mcp.pipeline.results import Composite, Document, Image, RawResult, Table
+from ba_mcp.errors import ErrorType, ToolFailure, denied, invalid
+from ba_mcp.ids import upload_id_for
+from ba_mcp.results import Composite, Document, Image, RawResult, Table
 from ba_mcp.sandbox_client import BadBlob, WorkerGone, WorkerProcess, read_blob
 from ba_mcp.settings import RunPythonSettings
-from ba_mcp.tools.base import Tool as BaseTool
-from ba_mcp.tools.base import ToolContext, ToolParams, ToolPolicy
-from ba_mcp.workspace import upload_id_for
+from ba_mcp.tool import CacheMode, CachePolicy, ToolContext, ToolParams, ToolPolicy
+from ba_mcp.tool import Tool as BaseTool
 
 if TYPE_CHECKING:
     from ba_mcp.exports import Exports
-    from ba_mcp.pipeline.artifacts import ArtifactStore, CodeStore
     from ba_mcp.sandbox_client import Sandboxes
+    from ba_mcp.stores.artifacts import ArtifactStore
+    from ba_mcp.stores.code import CodeStore
     from ba_mcp.workspace import Workspace
 
 _PROGRESS_EVERY_S = 1.0

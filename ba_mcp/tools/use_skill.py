@@ -14,11 +14,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import Field
 
-from ba_mcp.pipeline.cache import CacheMode, CachePolicy
-from ba_mcp.pipeline.results import Document, Image, JsonValue, RawResult
+from ba_mcp.results import Document, Image, JsonValue, RawResult
 from ba_mcp.settings import ToolSettings
 from ba_mcp.skills.loader import clean_path, is_text, mime_type
-from ba_mcp.tools.base import Tool, ToolContext, ToolParams, ToolPolicy
+from ba_mcp.tool import CacheMode, CachePolicy, Tool, ToolContext, ToolParams, ToolPolicy
 
 if TYPE_CHECKING:
     from ba_mcp.skills import Skill, Skills

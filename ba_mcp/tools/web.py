@@ -21,16 +21,15 @@ from urllib.parse import urlparse
 import anyio.to_thread
 from pydantic import Field
 
-from ba_mcp.pipeline.cache import CacheMode, CachePolicy
-from ba_mcp.pipeline.errors import ErrorType, ToolFailure, invalid
-from ba_mcp.pipeline.results import Document, JsonValue, RawResult, Table
-from ba_mcp.tools.base import REMOTE_RETRIES, Tool, ToolContext, ToolParams, ToolPolicy
+from ba_mcp.errors import ErrorType, ToolFailure, invalid
+from ba_mcp.results import Document, JsonValue, RawResult, Table
+from ba_mcp.tool import REMOTE_RETRIES, CacheMode, CachePolicy, Tool, ToolContext, ToolParams, ToolPolicy
 
 if TYPE_CHECKING:
     from ba_mcp.net import Download, Fetcher
-    from ba_mcp.pipeline.artifacts import ArtifactStore
     from ba_mcp.search import Searcher
     from ba_mcp.settings import FileReaderSettings, SearchSettings, ToolSettings, WebReaderSettings
+    from ba_mcp.stores.artifacts import ArtifactStore
 
 
 # -- web_search -------------------------------------------------------------------------------------

@@ -12,17 +12,12 @@ The tree::
 Tools raise ``ToolFailure``. Anything else a tool raises goes first to the tool's own
 ``Tool.classify_error(exc)`` (an HTTP client's connection error is the web tools' to name), then to
 ``classify()``; internal errors never carry a stack trace or a filesystem path to the client.
-``error_result()`` builds the one MCP result of a failure, for the runner and the unknown-tool
-middleware alike; ``format_error()`` is its text.
+``format_error()`` is the one text of a failure (``server.error_result`` makes it an MCP result).
 """
 
 from __future__ import annotations
 
 import enum
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from mcp.types import CallToolResult
 
 
 class ErrorType(enum.StrEnum):
@@ -162,30 +157,3 @@ def format_error(tool: str, failure: ToolFailure) -> str:
     if failure.hint:
         lines.append(f"Hint: {failure.hint}")
     return "\n".join(lines)
-
-
-META_KEY = "dev.ba-mcp/observation"  # the result's _meta key holding machine-readable metadata
-
-
-def error_result(tool: str, failure: ToolFailure, structured: bool = False) -> CallToolResult:
-    """The MCP result of a failed call: the error text — everything a model needs is in it, since some
-    hosts drop ``structuredContent`` of errors (anthropics/claude-code 86032) — and the same facts as data
-    under ``_meta`` (and in ``structuredContent`` beside the text when ``structured``)."""
-    from mcp.types import CallToolResult, TextContent
-
-    text = format_error(tool, failure)
-    facts: dict[str, Any] = {
-        "error": {
-            "type": failure.type.value,
-            "code": failure.code,
-            "message": failure.message,
-            "hint": failure.hint,
-            "retryable": failure.type.retryable,
-        }
-    }
-    return CallToolResult(
-        content=[TextContent(type="text", text=text)],
-        structured_content={"text": text, **facts} if structured else None,
-        meta={META_KEY: facts},
-        is_error=True,
-    )

@@ -1,8 +1,9 @@
-"""Telemetry (T-T, seed 000 ToolTelemetry, seed 001 MetricsCollector). Never shown to the model.
+"""Usage statistics (T-T, seed 000 ToolTelemetry, seed 001 MetricsCollector). Never shown to the model.
 
 Every call becomes one ``CallRecord``: one JSONL line in ``logs/telemetry-YYYY-MM-DD.jsonl`` and an
-update of the in-memory ``Metrics`` of its session. ``Metrics`` also aggregates log files for
-``ba-mcp stats``.
+update of the in-memory ``Usage`` of its session (per tool: calls, latency, tokens, error and cache-hit
+rates — read as the resource ``ba://metrics``). ``Usage`` also aggregates log files for ``ba-mcp stats``.
+("Usage" in this code base means the semantic layer's business metrics; this is usage.)
 """
 
 from __future__ import annotations
@@ -36,6 +37,15 @@ class CallRecord:
     error_type: str | None = None
     error_code: str | None = None
     artifacts: list[str] = field(default_factory=list)
+    # Provenance, kept in the session's history (never written to the telemetry log: arguments are the
+    # user's queries and code): the call's arguments as the client sent them.
+    arguments: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def telemetry(self) -> dict[str, Any]:
+        """The record as a telemetry line holds it (no arguments)."""
+        line = asdict(self)
+        line.pop("arguments")
+        return line
 
 
 @dataclass
@@ -63,7 +73,7 @@ class ToolStats:
         }
 
 
-class Metrics:
+class Usage:
     """Per-tool aggregates (seed 001 MetricsCollector)."""
 
     def __init__(self) -> None:
@@ -100,7 +110,7 @@ class Metrics:
         }
 
     @classmethod
-    def from_records(cls, records: Iterable[CallRecord]) -> Metrics:
+    def from_records(cls, records: Iterable[CallRecord]) -> Usage:
         m = cls()
         for rec in records:
             m.add(rec)
@@ -118,7 +128,7 @@ class TelemetryLog:
     def write(self, rec: CallRecord) -> None:
         if not self.enabled:
             return
-        line = json.dumps(asdict(rec), separators=(",", ":")) + "\n"
+        line = json.dumps(rec.telemetry(), separators=(",", ":"), default=str) + "\n"
         path = self.folder / f"telemetry-{time.strftime('%Y-%m-%d', time.gmtime(rec.timestamp))}.jsonl"
         try:
             with self._lock, path.open("a", encoding="utf-8") as f:

@@ -1,4 +1,4 @@
-"""Configured DuckDB databases, each opened once, read-only and confined by the engine (S-3).
+"""The DuckDB engine: configured DuckDB databases, each opened once, read-only and confined by the engine (S-3).
 
 Every connection is opened with ``read_only=True`` (the database is attached READ_ONLY),
 ``enable_external_access=false`` with no allowed directories or paths (no file, URL or database other
@@ -20,40 +20,94 @@ import re
 import shutil
 import tempfile
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ba_mcp.databases.base import Analysis, Execution
 from ba_mcp.demo_data import ensure_demo_database
-from ba_mcp.pipeline.errors import ErrorType, ToolFailure, invalid
+from ba_mcp.errors import ErrorType, ToolFailure, denied, invalid
+from ba_mcp.ids import ARTIFACT_ID
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     import duckdb
 
-    from ba_mcp.settings import Settings
-    from ba_mcp.workspace import Workspace
+    from ba_mcp.settings import FileReaderSettings, Settings
+    from ba_mcp.stores.artifacts import ArtifactStore
+    from ba_mcp.tool import ToolContext
+    from ba_mcp.workspace import Resolved, Workspace
 
 DEMO_FILE = "demo.duckdb"
 
 
-@dataclass(frozen=True)
-class Analysis:
-    kinds: tuple[str, ...]  # one statement type name per statement, e.g. ("SELECT",)
-    refs: tuple[str, ...]  # unqualified table names of a single read-only statement
-    sql: str = ""  # what runs: the one statement as DuckDB's parser split it (EXPLAIN rebuilt around it)
-    refusal: str = ""  # why a lone EXPLAIN is refused (it does not explain exactly one SELECT)
+_BATCH_ROWS = 8192
 
 
 @dataclass
-class Database:
+class DuckDBDatabase:
+    """One configured DuckDB database (a ``databases.base.Database``), served from its private copy."""
+
     name: str
     path: Path  # the configured file (never opened by DuckDB)
     connection: duckdb.DuckDBPyConnection  # on the private copy
     source_identity: str  # the original's identity when it was copied
+    owner: Databases
+    dialect: str = "duckdb"
 
     @property
     def identity(self) -> str:
         return f"{self.name}:{self.source_identity}"
+
+    def analyse(self, sql: str) -> Analysis:
+        """DuckDB's parse of ``sql`` (see ``Databases.analyse``); a syntax error is SQL_SYNTAX."""
+        import duckdb
+
+        try:
+            return self.owner.analyse(sql)
+        except duckdb.Error as exc:
+            raise ToolFailure(
+                ErrorType.VALIDATION_ERROR, "SQL_SYNTAX", self.owner.clean(str(exc)), "fix the SQL (DuckDB dialect)"
+            ) from None
+
+    def run(self, sql: str, params: Any, tables: Mapping[str, Any], ctx: ToolContext) -> Execution:
+        """Execute ``sql`` on a cursor of its own, ``tables`` registered on it, once a query slot is free;
+        the call's cancellation interrupts the cursor. The slot and the cursor are held until the
+        Execution is closed."""
+        slots = self.owner.slots
+        while not slots.acquire(timeout=0.1):
+            if ctx.cancelled.is_set():
+                raise ToolFailure(
+                    ErrorType.TIMEOUT,
+                    "TIMEOUT",
+                    "every query slot was taken by earlier queries until the timeout",
+                    "retry shortly; earlier long queries are still being stopped",
+                )
+        cur = self.connection.cursor()
+
+        def close() -> None:
+            cur.close()
+            slots.release()
+
+        try:
+            ctx.on_cancel(cur.interrupt)  # the runner's timeout interrupts the query
+            for name, data in tables.items():
+                cur.register(name, data)
+            relation = cur.sql(sql, params=params)
+            return Execution(relation.to_arrow_reader(_BATCH_ROWS), _display_types(relation), close)
+        except BaseException:
+            close()
+            raise
+
+    def describe(self) -> dict[str, Any]:
+        return self.owner.schema(self.name)
+
+    def classify_error(self, exc: Exception, columns_hint: str | None = None) -> ToolFailure:
+        """DuckDB's exceptions in the spec's vocabulary; ``columns_hint`` replaces the schema hint when
+        the query reads workspace data."""
+        return _sql_failure(exc, self.name, self.owner.clean, columns_hint)
 
 
 def _file_identity(path: Path) -> str:
@@ -69,7 +123,7 @@ class Databases:
     def __init__(self, settings: Settings, workspace: Workspace) -> None:
         self.settings = settings
         self.workspace = workspace
-        self._open: dict[str, Database] = {}
+        self._open: dict[str, DuckDBDatabase] = {}
         self._lock = threading.Lock()
         self._parser: duckdb.DuckDBPyConnection | None = None
         self._analyses: dict[str, Analysis] = {}
@@ -97,7 +151,7 @@ class Databases:
         path = conf.path.expanduser()
         return path if path.is_absolute() else self.workspace.root / path
 
-    def get(self, name: str) -> Database:
+    def get(self, name: str) -> DuckDBDatabase:
         """The open database ``name``; the demo database is generated on first use."""
         if name not in self.settings.databases:
             raise invalid(f"unknown database '{name[:60]}'", "database must be one of: " + ", ".join(self.names))
@@ -119,7 +173,7 @@ class Databases:
             db = self._open.get(name)
             if db is None or db.source_identity != identity:
                 # A changed original is copied again; cursors of the old copy finish on it.
-                db = self._open[name] = Database(name, path, self._connect(name, path), identity)
+                db = self._open[name] = DuckDBDatabase(name, path, self._connect(name, path), identity, self)
             return db
 
     def _connect(self, name: str, path: Path) -> duckdb.DuckDBPyConnection:
@@ -286,6 +340,11 @@ class Databases:
             cur.close()
         return {"database": name, "description": self.settings.databases[name].description, "tables": tables}
 
+    def clean(self, message: str) -> str:
+        """DuckDB messages may quote paths it was given; never the workspace's real one (S-1)."""
+        root = str(self.workspace.root)
+        return message.replace(root + "/", "").replace(root, "<workspace>")[:600]
+
     def close(self) -> None:
         with self._lock:
             for db in self._open.values():
@@ -310,3 +369,137 @@ def _few_values(cur: duckdb.DuckDBPyConnection, table: str, column: str) -> list
     if len(rows) > _FEW:
         return None
     return sorted(str(r[0]) for r in rows)
+
+
+def workspace_table(name: str, resolved: Resolved, artifacts: ArtifactStore, bounds: FileReaderSettings) -> Any:
+    """An Arrow dataset (or table) over a workspace file or table artifact, for registration on a cursor,
+    with a file that is not a readable table reported as such (S-10: clear errors)."""
+    import pyarrow as pa
+
+    try:
+        return _dataset(resolved, artifacts, bounds)
+    except ToolFailure:
+        raise
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise _bad_data(name, str(exc)) from None
+
+
+def _bad_data(name: str, detail: str) -> ToolFailure:
+    detail = re.sub(r"'?/proc/self/fd/\d+'?", "the file", detail).split("\n")[0][:300]
+    return ToolFailure(
+        ErrorType.VALIDATION_ERROR,
+        "BAD_DATA",
+        f"{name[:200]} could not be read as a table: {detail}",
+        'check the file with file_reader (format="text" shows its lines); fix or re-export it',
+    )
+
+
+def _dataset(resolved: Resolved, artifacts: ArtifactStore, bounds: FileReaderSettings) -> Any:
+    """An Arrow dataset (or table) over a workspace file, for registration on a cursor. It reads the
+    descriptor the resolver opened (``/proc/self/fd/<n>`` reopens that very file), never a workspace path."""
+    import pyarrow.csv as pacsv
+    import pyarrow.dataset as ds
+
+    from ba_mcp.formats import detect_encoding
+
+    path, ref_id = resolved.path, resolved.ref_id
+    if ref_id and ARTIFACT_ID.match(ref_id):
+        meta = artifacts.get(ref_id)
+        if meta.kind != "table":
+            raise ToolFailure(
+                ErrorType.VALIDATION_ERROR,
+                "NOT_A_TABLE",
+                f"{ref_id} is a {meta.kind} artifact, not a table",
+                "only table artifacts can be queried; read others with file_reader",
+            )
+        return ds.dataset(str(path), format="parquet")
+    suffix = resolved.suffix
+    if suffix in (".parquet", ".pq"):
+        return ds.dataset(str(path), format="parquet")
+    if suffix in (".csv", ".tsv", ".tab"):
+        with path.open("rb") as f:
+            encoding = detect_encoding(f.read(65536)) or "utf-8"
+        delimiter = "\t" if suffix != ".csv" else ","
+        return ds.dataset(
+            str(path),
+            format=ds.CsvFileFormat(
+                parse_options=pacsv.ParseOptions(delimiter=delimiter),
+                read_options=pacsv.ReadOptions(encoding=encoding.replace("-sig", "")),
+            ),
+        )
+    if suffix in (".json", ".jsonl", ".ndjson", ".xlsx", ".xlsm", ".xls"):
+        from ba_mcp.formats import table_of
+
+        return table_of(resolved, bounds, resolved.name)
+    raise ToolFailure(
+        ErrorType.VALIDATION_ERROR,
+        "NOT_QUERYABLE",
+        f"files of type '{suffix or 'unknown'}' cannot be queried",
+        "query CSV, TSV, Parquet, JSON, JSON Lines or Excel files, or table artifacts",
+    )
+
+
+def _display_types(relation: Any) -> dict[str, str]:
+    """DuckDB types that Arrow cannot tell apart, named as the model should read them (HUGEINT arrives as
+    decimal128(38, 0))."""
+    shown: dict[str, str] = {}
+    for name, dtype in zip(relation.columns, relation.types, strict=False):
+        text = str(dtype).upper()
+        if text in ("HUGEINT", "UHUGEINT"):
+            shown[name] = "int128" if text == "HUGEINT" else "uint128"
+        elif text.startswith("DECIMAL"):
+            shown[name] = text.lower().replace(" ", "")
+    return shown
+
+
+def _sql_failure(
+    exc: Exception, database: str, clean: Callable[[str], str], columns_hint: str | None = None
+) -> ToolFailure:
+    import duckdb
+
+    message = clean(str(exc).split("\n\nLINE")[0])
+    schema_hint = columns_hint or f"read the resource db://{database}/schema for tables and columns"
+    if isinstance(exc, duckdb.InterruptException):
+        return ToolFailure(
+            ErrorType.TIMEOUT,
+            "TIMEOUT",
+            "the query was interrupted at its timeout",
+            "filter or aggregate more, or raise tools.query_database.timeout_s",
+        )
+    if isinstance(exc, duckdb.PermissionException):
+        return denied(
+            message,
+            "only the database and workspace data named in FROM (paths, upload_ and artifact_ "
+            "ids) are reachable; file functions, URLs and settings are not",
+            code="ACCESS_DENIED",
+        )
+    stream = re.search(r"reading the stream registered as '([^']*)' failed: (.*)", str(exc))
+    if stream:
+        return _bad_data(stream.group(1), stream.group(2))
+    if isinstance(exc, duckdb.InvalidInputException) and "read-only" in str(exc).lower():
+        return denied("the statement would write; query_database is read-only", "use SELECT", code="READ_ONLY")
+    if isinstance(exc, duckdb.CatalogException):
+        return ToolFailure(ErrorType.NOT_FOUND, "UNKNOWN_TABLE", message, schema_hint)
+    if isinstance(exc, duckdb.BinderException):
+        return ToolFailure(ErrorType.VALIDATION_ERROR, "BIND_ERROR", message, schema_hint)
+    if isinstance(exc, duckdb.ParserException):
+        return ToolFailure(ErrorType.VALIDATION_ERROR, "SQL_SYNTAX", message, "fix the SQL (DuckDB dialect)")
+    if isinstance(exc, duckdb.OutOfMemoryException):
+        return ToolFailure(
+            ErrorType.RESOURCE_ERROR,
+            "OUT_OF_MEMORY",
+            message.split("\n")[0],
+            "aggregate or filter more (the memory limit is tools.query_database.memory_limit)",
+        )
+    if isinstance(exc, duckdb.InvalidInputException) and "parameter" in str(exc).lower():
+        return ToolFailure(
+            ErrorType.INVALID_PARAMETERS,
+            "BAD_PARAMS",
+            message,
+            "pass params as an object for $name placeholders or an array for ? / $1",
+        )
+    if isinstance(exc, (duckdb.ConversionException, duckdb.InvalidInputException, duckdb.OutOfRangeException)):
+        return ToolFailure(ErrorType.VALIDATION_ERROR, "SQL_ERROR", message, schema_hint)
+    if isinstance(exc, duckdb.Error):
+        return ToolFailure(ErrorType.EXECUTION_ERROR, "SQL_ERROR", message, schema_hint)
+    raise exc

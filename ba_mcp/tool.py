@@ -10,6 +10,7 @@ own libraries raise.
 
 from __future__ import annotations
 
+import enum
 import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -17,12 +18,23 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ba_mcp.pipeline.cache import CachePolicy
 from ba_mcp.settings import ToolSettings
 
 if TYPE_CHECKING:
-    from ba_mcp.pipeline.errors import ToolFailure
-    from ba_mcp.pipeline.results import RawResult
+    from ba_mcp.errors import ToolFailure
+    from ba_mcp.results import RawResult
+
+class CacheMode(enum.Enum):
+    NEVER = "never"
+    TTL = "ttl"  # valid for ttl_s seconds
+    IDENTITY = "identity"  # valid while what the tool read is unchanged (identity in the key)
+
+
+@dataclass(frozen=True)
+class CachePolicy:
+    mode: CacheMode = CacheMode.NEVER
+    ttl_s: float = 0.0
+
 
 OutputLevelParam = Literal["brief", "standard", "full"]
 
@@ -68,6 +80,7 @@ class ToolContext:
     cancelled: threading.Event = field(default_factory=threading.Event)
     progress: Callable[[float, float | None, str | None], None] = lambda done, total, msg: None
     _on_cancel: list[Callable[[], Any]] = field(default_factory=list)
+    memo: dict[str, Any] = field(default_factory=dict)  # what a tool works out once per call (a plan)
 
     def on_cancel(self, callback: Callable[[], Any]) -> None:
         self._on_cancel.append(callback)

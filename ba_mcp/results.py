@@ -9,8 +9,12 @@ whole, so the pipeline refers to it instead of storing it again).
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import math
+import sys
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 if TYPE_CHECKING:
@@ -105,8 +109,6 @@ def arrow_table(frame: Any, column_types: dict[str, str] | None = None) -> pa.Ta
     text, each value as it would print, and is named ``mixed`` in ``column_types``; nothing is dropped."""
     import pyarrow as pa
 
-    from ba_mcp.pipeline.encode import cell_value
-
     names = [str(c) for c in frame.columns]
     arrays = []
     for i, name in enumerate(names):
@@ -123,3 +125,56 @@ def arrow_table(frame: Any, column_types: dict[str, str] | None = None) -> pa.Ta
             if column_types is not None:
                 column_types.setdefault(name, "mixed")
     return pa.Table.from_arrays(arrays, names=names)
+
+
+def is_missing(value: Any) -> bool:
+    """A scalar null (None, NaN, NaT, pandas NA); containers are never missing. Never imports pandas."""
+    if value is None:
+        return True
+    if isinstance(value, float):
+        return math.isnan(value)
+    if isinstance(value, (str, bytes, list, dict, tuple)) or hasattr(value, "__len__"):
+        return False
+    pd = sys.modules.get("pandas")  # NaT and NA only exist where pandas made them
+    if pd is None:
+        return False
+    try:
+        return bool(pd.isna(value))
+    except (TypeError, ValueError):
+        return False
+
+
+def cell_value(value: Any) -> Any:
+    """A pandas/numpy/arrow cell as a plain JSON-able Python value (None for missing)."""
+    if is_missing(value):
+        return None
+    if hasattr(value, "tolist") and hasattr(value, "__len__"):  # numpy arrays (list columns)
+        return cell_value(value.tolist())
+    if hasattr(value, "item") and not isinstance(value, (bytes, str)):
+        try:
+            value = value.item()
+        except (ValueError, AttributeError):
+            pass
+    if isinstance(value, float):
+        if math.isnan(value):
+            return None
+        if value.is_integer() and abs(value) < 2**53:
+            return int(value)
+        return float(f"{value:.15g}")  # 43974.710000000014 -> 43974.71: floating-point noise is not data
+    if isinstance(value, dt.datetime) and value.tzinfo is None and value.time() == dt.time():
+        return value.date().isoformat()  # a date stored as a timestamp: the time adds tokens, not information
+    if isinstance(value, (dt.datetime, dt.date, dt.time)):
+        return value.isoformat()
+    if isinstance(value, Decimal):
+        return str(value)
+    if isinstance(value, bytes):
+        return f"<{len(value)} bytes>"
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    if isinstance(value, (list, tuple)):
+        return [cell_value(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): cell_value(v) for k, v in value.items()}
+    if hasattr(value, "tolist"):
+        return cell_value(value.tolist())
+    return value
