@@ -134,15 +134,26 @@ def cmd_call(args: argparse.Namespace) -> int:
     if args.level:
         arguments["output_level"] = args.level
 
-    from ba_mcp.app import App
-
     async def go() -> int:
-        async with Client(build_server(App(settings))) as client:
+        async with Client(build_server(_app_for(settings, args.tool))) as client:
             result = await client.call_tool(args.tool, arguments)
         print_result(result)
         return 1 if result.is_error else 0
 
     return anyio.run(go)
+
+
+def _app_for(settings: Settings, tool: str) -> Any:
+    """An App serving just ``tool`` (no Python sandbox is started for a file read), or every tool when it is
+    not one the App can build alone (an unknown or disabled name gets the server's own error)."""
+    from ba_mcp.app import App
+
+    if settings.tool(tool).enabled:
+        try:
+            return App(settings, [tool])
+        except ValueError:
+            pass
+    return App(settings)
 
 
 def print_result(result: Any) -> None:
@@ -207,7 +218,6 @@ def _show_artifact(settings: Settings, aid: str, level: str) -> int:
     import anyio
     from mcp import Client
 
-    from ba_mcp.app import App
     from ba_mcp.errors import ToolFailure
     from ba_mcp.server import build_server
     from ba_mcp.stores.artifacts import ArtifactStore
@@ -221,7 +231,7 @@ def _show_artifact(settings: Settings, aid: str, level: str) -> int:
         return 1
 
     async def go() -> int:
-        async with Client(build_server(App(settings))) as client:
+        async with Client(build_server(_app_for(settings, "file_reader"))) as client:
             result = await client.call_tool("file_reader", {"path": aid, "output_level": level})
         print_result(result)
         return 1 if result.is_error else 0

@@ -403,3 +403,34 @@ def test_demo_runs_a_real_stdio_session(tmp_path: Path) -> None:
     for step in (*steps, "prompts/list", "tools/call use_skill", "current period revenue"):
         assert step in out.stdout, step
     assert "Error Type: permission_denied" in out.stdout
+
+
+def test_call_and_artifacts_show_start_no_python_sandbox(workspace: Path) -> None:
+    """A command-line call builds the one tool it calls: no sandbox worker is started for a query or a
+    file read, nor for showing an artifact."""
+    psutil = pytest.importorskip("psutil")
+
+    def watched(*command: str) -> str:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "ba_mcp", *command],
+            env=server_env(workspace),
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        seen: set[str] = set()
+        parent = psutil.Process(proc.pid)
+        while proc.poll() is None:
+            try:
+                seen |= {" ".join(c.cmdline()) for c in parent.children(recursive=True)}
+            except psutil.Error:
+                pass
+            time.sleep(0.01)
+        assert proc.returncode == 0 and not [c for c in seen if "sandbox" in c], (command, seen)
+        return proc.stdout.read() if proc.stdout else ""
+
+    out = watched("call", "query_database", "query=SELECT range AS n FROM range(30)", "max_rows=5", "--level", "brief")
+    aid = re.search(r"artifact_[0-9a-f]{12}", out)
+    assert aid, out
+    assert "30 rows" in watched("artifacts", "show", aid.group(0), "--level", "brief")
