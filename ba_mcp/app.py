@@ -60,12 +60,12 @@ class App:
         self.workspace.add_scheme("skill", self._skill_file)
         self.artifacts = ArtifactStore(self.workspace.dir("artifacts"), settings.artifacts)
         self.exports = Exports(settings.export_root(), self.artifacts)
-        rp = settings.run_python
+        rp = settings.tools.run_python
         self.code = CodeStore(self.workspace.dir("code"), rp.code_store_max_bytes, rp.code_ttl_hours * 3600)
         self.tokens = TokenCounter(config_dir() / "token_encoders.yaml", settings.model_family)
         self.cache = RawCache(settings.cache.max_entries, settings.cache.max_bytes)
         self.databases = Databases(settings, self.workspace)
-        self.sandboxes = Sandboxes(settings.run_python, self.workspace.dir("sessions"))
+        self.sandboxes = Sandboxes(settings.sandbox, self.workspace.dir("sessions"))
         self.telemetry = TelemetryLog(self.workspace.dir("logs"), settings.telemetry.enabled)
         self.fetcher = Fetcher(settings.web, __version__)
         self.searcher = Searcher(settings.web.search, lambda: self.fetcher.client)
@@ -89,11 +89,13 @@ class App:
     def _builtin_tools(self) -> list[Tool]:
         s = self.settings
         return [
-            FileReader(s.tools.file_reader, self.workspace, self.artifacts),
-            QueryDatabase(s.tools.query_database, self.workspace, self.artifacts, self.databases, s.tools.file_reader),
-            RunPython(s.tools.run_python, self.workspace, self.artifacts, self.code, self.sandboxes, self.exports),
+            FileReader(s.tools.file_reader, s.formats, self.workspace, self.artifacts),
+            QueryDatabase(s.tools.query_database, self.workspace, self.artifacts, self.databases, s.formats),
+            RunPython(
+                s.tools.run_python, s.sandbox, self.workspace, self.artifacts, self.code, self.sandboxes, self.exports
+            ),
             WebSearch(s.tools.web_search, s.web.search, self.searcher),
-            WebReader(s.tools.web_reader, self.fetcher, self.artifacts, s.tools.file_reader),
+            WebReader(s.tools.web_reader, self.fetcher, self.artifacts, s.formats),
             *(
                 [UseSkill(s.tools.use_skill, self.skills, s.skills.catalog_budget_tokens)]
                 if self.skills.model_skills()

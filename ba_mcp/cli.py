@@ -496,11 +496,11 @@ def _check_sandbox(settings: Settings, sessions: Path) -> list[tuple[str, bool, 
     from ba_mcp.sandbox_client import WorkerGone, WorkerProcess
 
     try:
-        worker = WorkerProcess(settings.run_python, sessions)
+        worker = WorkerProcess(settings.sandbox, sessions)
     except OSError as exc:
         return [("sandbox worker", False, f"could not start: {exc}")]
     try:
-        ready = worker.wait_ready(settings.run_python.start_timeout_s)
+        ready = worker.wait_ready(settings.sandbox.start_timeout_s)
     except (WorkerGone, TimeoutError) as exc:
         return [("sandbox worker", False, f"did not start ({exc}): {worker.last_output(300)}")]
     finally:
@@ -510,7 +510,7 @@ def _check_sandbox(settings: Settings, sessions: Path) -> list[tuple[str, bool, 
     reported = [(str(p[0]), str(p[1])) for p in ready.get("protections", []) if isinstance(p, list) and len(p) == 2]
     checks = [("sandbox worker", True, f"started; numpy + pandas loaded in {ready.get('import_ms')} ms")]
     expected = {
-        "no network, no host abstract sockets": protocol.NETWORK_NAMESPACE if not settings.run_python.network else "",
+        "no network, no host abstract sockets": protocol.NETWORK_NAMESPACE if not settings.sandbox.network else "",
         "processes end with the worker": protocol.PID_NAMESPACE,
         "minimal root filesystem (no host files or sockets)": protocol.READ_ONLY_ROOT,
         "private /dev": protocol.PRIVATE_DEV,
@@ -523,7 +523,7 @@ def _check_sandbox(settings: Settings, sessions: Path) -> list[tuple[str, bool, 
     degraded = [text for pid, text in reported if pid == protocol.DEGRADED]
     for label, wanted in expected.items():
         if not wanted:
-            checks.append((f"sandbox: {label}", True, "off by configuration (tools.run_python.network: true)"))
+            checks.append((f"sandbox: {label}", True, "off by configuration (sandbox.network: true)"))
             continue
         found = next((text for pid, text in reported if pid == wanted), None)
         checks.append((f"sandbox: {label}", found is not None, found or "; ".join(degraded) or "not available here"))

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     import pandas as pd
     import pyarrow as pa
 
-    from ba_mcp.settings import FileReaderSettings
+    from ba_mcp.settings import FormatsSettings
     from ba_mcp.stores.artifacts import ArtifactStore
 
 
@@ -129,7 +129,7 @@ class Reader:
         self,
         resolved: Source,
         window: Window,
-        settings: FileReaderSettings,
+        settings: FormatsSettings,
         title: str,
         encoding: str | None,
         artifacts: ArtifactStore | None = None,
@@ -296,7 +296,7 @@ class Reader:
                 ErrorType.RESOURCE_ERROR,
                 "DECOMPRESSED_TOO_LARGE",
                 f"{self.title} inflates to {inflated:,} bytes, over the {self.s.max_decompressed_bytes:,}-byte limit",
-                "export the sheet as CSV or Parquet, or raise tools.file_reader.max_decompressed_bytes",
+                "export the sheet as CSV or Parquet, or raise formats.max_decompressed_bytes",
             )
         try:
             workbook = python_calamine.CalamineWorkbook.from_path(str(self.r.path))
@@ -605,7 +605,7 @@ class Reader:
         return Image(self.title, self.r.path.read_bytes(), mime=mime)
 
 
-def check_csv_header(f: Any, sep: str, encoding: str, settings: FileReaderSettings, title: str) -> int:
+def check_csv_header(f: Any, sep: str, encoding: str, settings: FormatsSettings, title: str) -> int:
     """The number of columns of a delimited file, read from its first line only; refuses a first line over
     ``max_line_bytes`` (not a table, or a hostile one) and more than ``max_columns`` columns (S-10)."""
     import csv
@@ -631,7 +631,7 @@ def _too_many_columns(title: str, columns: int, limit: int) -> ToolFailure:
         ErrorType.VALIDATION_ERROR,
         "TOO_MANY_COLUMNS",
         f"{title} has {columns:,} columns; at most {limit:,} are read",
-        "select the columns you need in another tool first, or raise tools.file_reader.max_columns",
+        "select the columns you need in another tool first, or raise formats.max_columns",
     )
 
 
@@ -709,7 +709,7 @@ def detect_encoding(sample: bytes) -> str | None:
     return codecs.lookup(best.encoding).name
 
 
-def table_of(source: Source, settings: FileReaderSettings, title: str) -> pa.Table:
+def table_of(source: Source, settings: FormatsSettings, title: str) -> pa.Table:
     """The whole of a tabular source (JSON records, JSON Lines, a workbook's first sheet) as an Arrow table,
     within the reader's bounds; ``validation_error`` when it is not a table or is read only in part."""
 

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ba_mcp.errors import ErrorType, ToolFailure
-from ba_mcp.settings import RunPythonSettings
+from ba_mcp.settings import SandboxSettings
 from sandbox import protocol
 from sandbox.isolation import CGROUP_PREFIX, SESSION_DIR, cgroup_dirs, cgroup_name
 
@@ -68,7 +68,7 @@ def read_blob(fd: int, limit: int) -> bytes:
 
 
 class WorkerProcess:
-    def __init__(self, settings: RunPythonSettings, sessions_dir: Path) -> None:
+    def __init__(self, settings: SandboxSettings, sessions_dir: Path) -> None:
         self.settings = settings
         # Where the process starts. Confined, the worker pivots into its own root and never sees it; only
         # when the OS refuses the namespaces does the worker work here (an opaque, per-worker name).
@@ -268,7 +268,7 @@ def _running(pid: int) -> bool:
 class Sandboxes:
     """The workers of one App, by session key."""
 
-    def __init__(self, settings: RunPythonSettings, sessions_dir: Path) -> None:
+    def __init__(self, settings: SandboxSettings, sessions_dir: Path) -> None:
         self.settings = settings
         self.sessions_dir = sessions_dir
         sessions_dir.mkdir(parents=True, exist_ok=True)
@@ -313,7 +313,7 @@ class Sandboxes:
                     "TOO_MANY_WORKERS",
                     f"all {self.settings.max_workers} Python workers of this server are in use by other sessions",
                     "try again when another session has ended (idle sessions end after "
-                    "tools.run_python.idle_timeout_s), or raise tools.run_python.max_workers",
+                    "sandbox.idle_timeout_s), or raise sandbox.max_workers",
                 )
             worker, self._spare = self._spare, None
         if worker is None or not worker.alive():

@@ -341,7 +341,7 @@ async def _background(app: App) -> None:
         removed = await anyio.to_thread.run_sync(app.cleanup_artifacts, abandon_on_cancel=True)
         if any(removed.values()):
             log.info("artifact cleanup: %s", removed)
-        await anyio.to_thread.run_sync(app.sandboxes.reap_idle, app.settings.run_python.idle_timeout_s)
+        await anyio.to_thread.run_sync(app.sandboxes.reap_idle, app.settings.sandbox.idle_timeout_s)
         await anyio.sleep(app.settings.artifacts.cleanup_interval_s)
 
 

@@ -6,7 +6,9 @@ explicit arguments (command-line flags), each overriding the one before.
 and in the environment alike (``BA_MCP_WEB__X`` is an error, not ignored). Each tool's settings live
 under ``tools.<name>`` in one model per tool (timeouts, default level and its own keys); a name that is
 not a tool of the server is an error naming it. Services shared by several tools have top-level
-sections (``databases``, ``web``, ``skills``, ``files``).
+sections that follow the rooms (``formats`` — parse bounds, ``sandbox`` — the Python workers, ``databases.<name>``
+— a database and its engine's knobs, ``web``, ``skills``, ``files``); a key that moved there from
+``tools.<name>`` is an error naming its new place.
 """
 
 from __future__ import annotations
@@ -90,7 +92,9 @@ class ToolSettings(_Section):
         return self
 
 
-class FileReaderSettings(ToolSettings):
+class FormatsSettings(_Section):
+    """``formats:``: bounds on untrusted files, for every reader of them."""
+
     max_file_bytes: int = Field(256 * 1024**2, ge=1024)
     max_columns: int = Field(5000, ge=1)
     max_line_bytes: int = Field(8 * 1024**2, ge=1024)
@@ -102,29 +106,29 @@ class FileReaderSettings(ToolSettings):
 
 
 class DatabaseSettings(_Section):
+    """``databases.<name>``: a configured database and its engine's knobs."""
+
     # null: the embedded demo database (generated into data/demo.duckdb on first use)
     path: Path | None = None
     description: str = ""
+    threads: int = Field(2, ge=1, le=64)
+    memory_limit: str = Field("2GB", pattern=r"^\d+(\.\d+)?\s*(KB|MB|GB|TB|KiB|MiB|GiB|TiB)$")
+    max_concurrent: int = Field(4, ge=1, le=64)
 
 
 class QueryDatabaseSettings(ToolSettings):
     max_rows_ceiling: int = Field(100_000, ge=1)
-    threads: int = Field(2, ge=1, le=64)
-    max_concurrent: int = Field(4, ge=1, le=64)
-    memory_limit: str = Field("2GB", pattern=r"^\d+(\.\d+)?\s*(KB|MB|GB|TB|KiB|MiB|GiB|TiB)$")
 
 
-class RunPythonSettings(ToolSettings):
-    timeout_s: float = Field(60, gt=0)
-    max_timeout_s: float = Field(600, gt=0)
+class SandboxSettings(_Section):
+    """``sandbox:``: the Python workers of run_python — their limits, isolation and output capture."""
+
     memory_mb: int = Field(4096, ge=256)
     disk_mb: int = Field(1024, ge=16)
     uid: int = Field(65534, ge=1)
     gid: int = Field(65534, ge=1)
     max_workers: int = Field(8, ge=1)
     max_transfer_mb: int = Field(256, ge=1)
-    code_store_max_bytes: int = Field(64 * 1024**2, ge=1024**2)
-    code_ttl_hours: float = Field(168, gt=0)
     max_processes: int = Field(128, ge=8)
     max_file_mb: int = Field(1024, ge=1)
     cpu_seconds: int = Field(3600, ge=10)
@@ -132,13 +136,20 @@ class RunPythonSettings(ToolSettings):
     env_allowlist: list[str] = ["PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ"]
     # The shipped list is in config/default.yaml (always loaded); without it nothing may be imported.
     allowed_imports: list[str] | Literal["*"] = []
-    max_code_chars: int = Field(1_000_000, ge=1000)
     output_head_chars: int = Field(6_000, ge=100)
     output_tail_chars: int = Field(2_000, ge=0)
     interrupt_grace_s: float = Field(3.0, gt=0)
     spare_workers: int = Field(1, ge=0, le=1)
     idle_timeout_s: float = Field(3600, gt=0)
     start_timeout_s: float = Field(60, gt=0)
+
+
+class RunPythonSettings(ToolSettings):
+    timeout_s: float = Field(60, gt=0)
+    max_timeout_s: float = Field(600, gt=0)
+    code_store_max_bytes: int = Field(64 * 1024**2, ge=1024**2)
+    code_ttl_hours: float = Field(168, gt=0)
+    max_code_chars: int = Field(1_000_000, ge=1000)
 
 
 class BraveSettings(_Section):
@@ -228,7 +239,7 @@ class ToolsSettings(_Section):
 
     model_config = ConfigDict(extra="allow", frozen=True)
 
-    file_reader: FileReaderSettings = FileReaderSettings()
+    file_reader: ToolSettings = ToolSettings()
     query_database: QueryDatabaseSettings = QueryDatabaseSettings()
     run_python: RunPythonSettings = RunPythonSettings()
     web_search: ToolSettings = ToolSettings()
@@ -256,22 +267,12 @@ class Settings(_Section):
     retry: RetrySettings = RetrySettings()
     telemetry: TelemetrySettings = TelemetrySettings()
     databases: dict[str, DatabaseSettings] = {"demo": DatabaseSettings()}
+    formats: FormatsSettings = FormatsSettings()
+    sandbox: SandboxSettings = SandboxSettings()
     web: WebSettings = WebSettings()
     skills: SkillsSettings = SkillsSettings()
     files: FilesSettings = FilesSettings()
     tools: ToolsSettings = ToolsSettings()
-
-    @property
-    def file_reader(self) -> FileReaderSettings:
-        return self.tools.file_reader
-
-    @property
-    def query_database(self) -> QueryDatabaseSettings:
-        return self.tools.query_database
-
-    @property
-    def run_python(self) -> RunPythonSettings:
-        return self.tools.run_python
 
     def tool(self, name: str) -> ToolSettings:
         """The settings of one tool (defaults when it is not configured)."""
@@ -317,6 +318,28 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
         else:
             out[key] = value
     return out
+
+
+# Keys that moved when the settings took the shape of the rooms: the old place -> the new one. A
+# configuration that still uses an old place fails at start with a message naming the new one.
+_FORMAT_KEYS = tuple(FormatsSettings.model_fields)
+_SANDBOX_KEYS = tuple(SandboxSettings.model_fields)
+MOVED: dict[str, str] = {
+    **{f"tools.file_reader.{k}": f"formats.{k}" for k in _FORMAT_KEYS},
+    **{f"tools.run_python.{k}": f"sandbox.{k}" for k in _SANDBOX_KEYS},
+    **{f"tools.query_database.{k}": f"databases.<name>.{k}" for k in ("threads", "memory_limit", "max_concurrent")},
+}
+
+
+def _moved_keys(values: Mapping[str, Any], origin: Mapping[str, str]) -> list[str]:
+    problems = []
+    for old, new in MOVED.items():
+        node: Any = values
+        for part in old.split("."):
+            node = node.get(part) if isinstance(node, Mapping) else None
+        if node is not None:
+            problems.append(f"{_named(old, origin)}: moved to {new}")
+    return problems
 
 
 ENV_PREFIX = "BA_MCP_"
@@ -368,6 +391,9 @@ def load_settings(
     env, origin = environment_values(os.environ if environ is None else environ)
     values = _merge(values, env)
     values = _merge(values, {k: v for k, v in overrides.items() if v is not None})
+    moved = _moved_keys(values, origin)
+    if moved:
+        raise ConfigError("invalid configuration: " + "; ".join(moved))
     try:
         settings = Settings(**values)
     except ValidationError as exc:

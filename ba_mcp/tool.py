@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from ba_mcp.errors import ToolFailure
     from ba_mcp.results import RawResult
 
+
 class CacheMode(enum.Enum):
     NEVER = "never"
     TTL = "ttl"  # valid for ttl_s seconds

@@ -145,8 +145,8 @@ async def session(workspace: Path) -> AsyncIterator[Client]:
     """One in-process server for a whole test module (file_reader and the hostile paths)."""
     client = in_process(
         workspace,
-        BA_MCP_TOOLS__FILE_READER__MAX_FILE_BYTES="200000",
-        BA_MCP_TOOLS__FILE_READER__PARTIAL_TEXT_BYTES="50000",
+        BA_MCP_FORMATS__MAX_FILE_BYTES="200000",
+        BA_MCP_FORMATS__PARTIAL_TEXT_BYTES="50000",
     )
     async with client:
         yield client

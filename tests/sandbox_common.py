@@ -17,13 +17,13 @@ SECRET = "s3cr3t-" + uuid.uuid4().hex
 def sandbox_params(ws: Path, **env: str) -> StdioServerParameters:
     return stdio_params(
         ws,
-        BA_MCP_TOOLS__RUN_PYTHON__SPARE_WORKERS="1",
-        BA_MCP_TOOLS__RUN_PYTHON__INTERRUPT_GRACE_S="1",
-        BA_MCP_TOOLS__RUN_PYTHON__MEMORY_MB="2048",
-        BA_MCP_TOOLS__RUN_PYTHON__MAX_PROCESSES="48",
-        BA_MCP_TOOLS__RUN_PYTHON__MAX_FILE_MB="20",
-        BA_MCP_TOOLS__RUN_PYTHON__DISK_MB="64",
-        BA_MCP_TOOLS__RUN_PYTHON__MAX_TRANSFER_MB="16",
+        BA_MCP_SANDBOX__SPARE_WORKERS="1",
+        BA_MCP_SANDBOX__INTERRUPT_GRACE_S="1",
+        BA_MCP_SANDBOX__MEMORY_MB="2048",
+        BA_MCP_SANDBOX__MAX_PROCESSES="48",
+        BA_MCP_SANDBOX__MAX_FILE_MB="20",
+        BA_MCP_SANDBOX__DISK_MB="64",
+        BA_MCP_SANDBOX__MAX_TRANSFER_MB="16",
         SERVER_SECRET_TOKEN=SECRET,
         **env,
     )

@@ -207,14 +207,14 @@ def test_settings_layers_and_errors_name_the_key(tmp_path: Path, monkeypatch: py
 
 def test_precedence_is_flags_over_environment_over_user_yaml_over_defaults(tmp_path: Path) -> None:
     user = tmp_path / "user.yaml"
-    user.write_text(f"workspace: {tmp_path / 'yaml'}\ntools:\n  run_python:\n    memory_mb: 1024\n")
-    env = {"BA_MCP_WORKSPACE": str(tmp_path / "env"), "BA_MCP_TOOLS__RUN_PYTHON__MEMORY_MB": "2048"}
+    user.write_text(f"workspace: {tmp_path / 'yaml'}\nsandbox:\n  memory_mb: 1024\n")
+    env = {"BA_MCP_WORKSPACE": str(tmp_path / "env"), "BA_MCP_SANDBOX__MEMORY_MB": "2048"}
     assert load_settings(user, environ=env, workspace=tmp_path / "flag").workspace == tmp_path / "flag"
     s = load_settings(user, environ=env)
-    assert s.workspace == tmp_path / "env" and s.tools.run_python.memory_mb == 2048
+    assert s.workspace == tmp_path / "env" and s.sandbox.memory_mb == 2048
     s = load_settings(user, environ={})
-    assert s.workspace == tmp_path / "yaml" and s.tools.run_python.memory_mb == 1024
-    assert load_settings(environ={}).tools.run_python.memory_mb == 4096
+    assert s.workspace == tmp_path / "yaml" and s.sandbox.memory_mb == 1024
+    assert load_settings(environ={}).sandbox.memory_mb == 4096
 
 
 @pytest.mark.parametrize(
@@ -230,7 +230,15 @@ def test_precedence_is_flags_over_environment_over_user_yaml_over_defaults(tmp_p
         ({"BA_MCP_TOOLS__FILE_REDAER__TIMEOUT_S": "1"}, "", r"tools\.file_redaer .*not a tool of this server"),
         ({}, "tools:\n  file_redaer: {timeout_s: 5}\n", r"tools\.file_redaer: not a tool of this server"),
         ({}, "run_python:\n  memory_mb: 1024\n", r"run_python: unknown key"),  # the old place of a tool's keys
-        ({"BA_MCP_TOOLS__RUN_PYTHON__ENV_ALLOWLIST": "[PATH"}, "", r"not valid JSON"),
+        ({"BA_MCP_SANDBOX__ENV_ALLOWLIST": "[PATH"}, "", r"not valid JSON"),
+        # keys that moved to the section of their room: the error names the new place
+        (
+            {"BA_MCP_TOOLS__RUN_PYTHON__MEMORY_MB": "1"},
+            "",
+            r"tools\.run_python\.memory_mb .*moved to sandbox\.memory_mb",
+        ),
+        ({}, "tools:\n  file_reader: {max_cells: 5}\n", r"tools\.file_reader\.max_cells: moved to formats\.max_cells"),
+        ({}, "tools:\n  query_database: {threads: 1}\n", r"moved to databases\.<name>\.threads"),
     ],
 )
 def test_unknown_keys_stop_start_up_in_the_environment_and_in_yaml(
@@ -243,8 +251,8 @@ def test_unknown_keys_stop_start_up_in_the_environment_and_in_yaml(
 
 
 def test_lists_come_from_the_environment_as_json() -> None:
-    s = load_settings(environ={"BA_MCP_TOOLS__RUN_PYTHON__ENV_ALLOWLIST": '["PATH", "TZ"]'})
-    assert s.tools.run_python.env_allowlist == ["PATH", "TZ"]
+    s = load_settings(environ={"BA_MCP_SANDBOX__ENV_ALLOWLIST": '["PATH", "TZ"]'})
+    assert s.sandbox.env_allowlist == ["PATH", "TZ"]
 
 
 def test_every_setting_is_documented_in_default_yaml() -> None:

@@ -25,7 +25,7 @@ pytestmark = [
 async def raw(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[tuple[ClientSession, Path]]:
     """The guardrail off: user code may import os, ctypes, socket — the boundary must still hold."""
     ws = make_workspace(tmp_path_factory.mktemp("rawroot"))
-    params = sandbox_params(ws, BA_MCP_TOOLS__RUN_PYTHON__ALLOWED_IMPORTS="*")
+    params = sandbox_params(ws, BA_MCP_SANDBOX__ALLOWED_IMPORTS="*")
     async with stdio_client(params) as (read, write), ClientSession(read, write) as s:
         await s.initialize()
         yield s, ws

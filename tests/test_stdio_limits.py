@@ -91,12 +91,12 @@ async def ls(lworkspace: Path) -> AsyncIterator[ClientSession]:
     params = stdio_params(
         lworkspace,
         BA_MCP_TOOLS__QUERY_DATABASE__TIMEOUT_S="1",
-        BA_MCP_TOOLS__QUERY_DATABASE__MEMORY_LIMIT="512MB",
+        BA_MCP_DATABASES__DEMO__MEMORY_LIMIT="512MB",
         BA_MCP_TOOLS__FILE_READER__TIMEOUT_S="10",
         BA_MCP_ARTIFACTS__MAX_BYTES=str(4 * MB),
-        BA_MCP_TOOLS__FILE_READER__MAX_DECOMPRESSED_BYTES=str(16 * MB),
+        BA_MCP_FORMATS__MAX_DECOMPRESSED_BYTES=str(16 * MB),
         BA_MCP_TOOLS__RUN_PYTHON__CODE_STORE_MAX_BYTES=str(2 * MB),
-        BA_MCP_TOOLS__RUN_PYTHON__SPARE_WORKERS="0",
+        BA_MCP_SANDBOX__SPARE_WORKERS="0",
     )
     async with stdio_client(params) as (read, write), ClientSession(read, write) as s:
         await s.initialize()

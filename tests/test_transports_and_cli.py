@@ -145,7 +145,7 @@ async def test_live_python_workers_are_capped_with_a_clear_error(tmp_path: Path)
     clearly, and served once another session has ended."""
     ws = make_workspace(tmp_path)
     port = _free_port()
-    env = server_env(ws, BA_MCP_TOOLS__RUN_PYTHON__MAX_WORKERS="1", BA_MCP_TOOLS__RUN_PYTHON__SPARE_WORKERS="0")
+    env = server_env(ws, BA_MCP_SANDBOX__MAX_WORKERS="1", BA_MCP_SANDBOX__SPARE_WORKERS="0")
     proc = subprocess.Popen(
         [sys.executable, "-m", "ba_mcp", "serve", "--transport", "http", "--port", str(port)],
         env=env,

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
     import duckdb
 
-    from ba_mcp.settings import FileReaderSettings, Settings
+    from ba_mcp.settings import FormatsSettings, Settings
     from ba_mcp.stores.artifacts import ArtifactStore
     from ba_mcp.tool import ToolContext
     from ba_mcp.workspace import Resolved, Workspace
@@ -76,7 +76,7 @@ class DuckDBDatabase:
         """Execute ``sql`` on a cursor of its own, ``tables`` registered on it, once a query slot is free;
         the call's cancellation interrupts the cursor. The slot and the cursor are held until the
         Execution is closed."""
-        slots = self.owner.slots
+        slots = self.owner.slots(self.name)
         while not slots.acquire(timeout=0.1):
             if ctx.cancelled.is_set():
                 raise ToolFailure(
@@ -128,10 +128,7 @@ class Databases:
         self._parser: duckdb.DuckDBPyConnection | None = None
         self._analyses: dict[str, Analysis] = {}
         self._private: Path | None = None
-        # Queries executing at once. A query past its timeout is interrupted, but a few DuckDB functions
-        # (one huge repeat(), say) finish their vector before they notice: its slot stays taken until
-        # then, so abandoned work cannot pile up however often a client retries.
-        self.slots = threading.BoundedSemaphore(settings.query_database.max_concurrent)
+        self._slots = {name: threading.BoundedSemaphore(db.max_concurrent) for name, db in settings.databases.items()}
 
     @property
     def private_dir(self) -> Path:
@@ -139,6 +136,12 @@ class Databases:
         if self._private is None:
             self._private = Path(tempfile.mkdtemp(prefix="ba-mcp-db-"))
         return self._private
+
+    def slots(self, name: str) -> threading.BoundedSemaphore:
+        """Queries executing at once on database ``name`` (``databases.<name>.max_concurrent``). A query past
+        its timeout is interrupted, but a few DuckDB functions (one huge repeat(), say) finish their vector
+        before they notice: its slot stays taken until then, so abandoned work cannot pile up."""
+        return self._slots[name]
 
     @property
     def names(self) -> list[str]:
@@ -195,7 +198,7 @@ class Databases:
                 "check the `databases` setting and the file's permissions",
             ) from None
         (folder / "tmp").mkdir()
-        q = self.settings.query_database
+        q = self.settings.databases[name]
         return duckdb.connect(
             str(copy),
             read_only=True,
@@ -371,7 +374,7 @@ def _few_values(cur: duckdb.DuckDBPyConnection, table: str, column: str) -> list
     return sorted(str(r[0]) for r in rows)
 
 
-def workspace_table(name: str, resolved: Resolved, artifacts: ArtifactStore, bounds: FileReaderSettings) -> Any:
+def workspace_table(name: str, resolved: Resolved, artifacts: ArtifactStore, bounds: FormatsSettings) -> Any:
     """An Arrow dataset (or table) over a workspace file or table artifact, for registration on a cursor,
     with a file that is not a readable table reported as such (S-10: clear errors)."""
     import pyarrow as pa
@@ -394,7 +397,7 @@ def _bad_data(name: str, detail: str) -> ToolFailure:
     )
 
 
-def _dataset(resolved: Resolved, artifacts: ArtifactStore, bounds: FileReaderSettings) -> Any:
+def _dataset(resolved: Resolved, artifacts: ArtifactStore, bounds: FormatsSettings) -> Any:
     """An Arrow dataset (or table) over a workspace file, for registration on a cursor. It reads the
     descriptor the resolver opened (``/proc/self/fd/<n>`` reopens that very file), never a workspace path."""
     import pyarrow.csv as pacsv
@@ -489,7 +492,7 @@ def _sql_failure(
             ErrorType.RESOURCE_ERROR,
             "OUT_OF_MEMORY",
             message.split("\n")[0],
-            "aggregate or filter more (the memory limit is tools.query_database.memory_limit)",
+            "aggregate or filter more (the memory limit is databases.<name>.memory_limit)",
         )
     if isinstance(exc, duckdb.InvalidInputException) and "parameter" in str(exc).lower():
         return ToolFailure(

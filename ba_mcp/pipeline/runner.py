@@ -149,9 +149,7 @@ class Runner:
             if record.level_downgraded:
                 await _tell(notify, "info", f"{tool.name}: output level downgraded to brief (token budget)")
             if outcome.retries:
-                observation.add_note(
-                    f"succeeded after {outcome.retries} retr{'y' if outcome.retries == 1 else 'ies'}"
-                )
+                observation.add_note(f"succeeded after {outcome.retries} retr{'y' if outcome.retries == 1 else 'ies'}")
             record.success = True
             record.output_tokens = observation.tokens
             state.recent.add(observation.tokens)

@@ -1,7 +1,7 @@
 """file_reader (SPEC §4.1): read a workspace file, upload, code file or artifact as a table or a document.
 
 Reads only what the call needs: ``nrows``/``offset`` stop the parser early (a 100-row preview of a
-multi-GB CSV costs the same as of a small one), and files over ``tools.file_reader.max_file_bytes`` are read
+multi-GB CSV costs the same as of a small one), and files over ``formats.max_file_bytes`` are read
 partially, never whole. All path handling goes through ``Workspace.resolve`` (S-2).
 """
 
@@ -16,7 +16,7 @@ from pydantic import Field
 from ba_mcp.errors import ToolFailure, invalid
 from ba_mcp.formats import ARTIFACT_FORMATS, FORMATS, Reader, Window
 from ba_mcp.results import RawResult, Table
-from ba_mcp.settings import FileReaderSettings
+from ba_mcp.settings import FormatsSettings, ToolSettings
 from ba_mcp.tool import CacheMode, CachePolicy, Tool, ToolContext, ToolParams, ToolPolicy
 
 if TYPE_CHECKING:
@@ -65,8 +65,11 @@ class FileReader(Tool):
     window_arg = "offset"
     artifact_reader = 'file_reader(path="{id}")'
 
-    def __init__(self, settings: FileReaderSettings, workspace: Workspace, artifacts: ArtifactStore) -> None:
-        self.settings: FileReaderSettings = settings
+    def __init__(
+        self, settings: ToolSettings, bounds: FormatsSettings, workspace: Workspace, artifacts: ArtifactStore
+    ) -> None:
+        self.settings = settings
+        self.bounds = bounds  # the formats: section
         self.workspace = workspace
         self.artifacts = artifacts
 
@@ -82,14 +85,13 @@ class FileReader(Tool):
         if listed is not None:
             return _listing(*listed, params)
         resolved = self.workspace.resolve(params.path)  # held open: every read below reads this file
-        settings = self.settings
         fmt = params.format if params.format != "auto" else _detect_format(resolved, self.artifacts)
         encoding = _check_encoding(params.encoding)
         title = resolved.name if resolved.kind == "path" else f"{resolved.name} ({resolved.filename})"
         if resolved.kind in ("artifact", "code"):
             title = resolved.name
         window = Window(offset=params.offset, nrows=params.nrows, sheet=params.sheet)
-        reader = Reader(resolved, window, settings, title, encoding, self.artifacts)
+        reader = Reader(resolved, window, self.bounds, title, encoding, self.artifacts)
         raw = reader.read(fmt)
         raw.meta.setdefault("path", resolved.name)
         raw.meta.setdefault("format", fmt)

@@ -23,7 +23,7 @@ from ba_mcp.errors import ErrorType, ToolFailure, denied, invalid
 from ba_mcp.formats import FORMATS, TABLE_FORMATS
 from ba_mcp.ids import UPLOAD_ID
 from ba_mcp.results import Table
-from ba_mcp.settings import FileReaderSettings, QueryDatabaseSettings
+from ba_mcp.settings import FormatsSettings, QueryDatabaseSettings
 from ba_mcp.tool import CacheMode, CachePolicy, Tool, ToolContext, ToolParams, ToolPolicy
 
 if TYPE_CHECKING:
@@ -93,7 +93,7 @@ class QueryDatabase(Tool):
         workspace: Workspace,
         artifacts: ArtifactStore,
         databases: Databases,
-        formats: FileReaderSettings,
+        formats: FormatsSettings,
     ) -> None:
         self.settings: QueryDatabaseSettings = settings
         self.workspace = workspace

@@ -24,7 +24,7 @@ from ba_mcp.errors import ErrorType, ToolFailure, denied, invalid
 from ba_mcp.ids import upload_id_for
 from ba_mcp.results import Composite, Document, Image, RawResult, Table
 from ba_mcp.sandbox_client import BadBlob, WorkerGone, WorkerProcess, read_blob
-from ba_mcp.settings import RunPythonSettings
+from ba_mcp.settings import RunPythonSettings, SandboxSettings
 from ba_mcp.tool import CacheMode, CachePolicy, ToolContext, ToolParams, ToolPolicy
 from ba_mcp.tool import Tool as BaseTool
 
@@ -57,6 +57,7 @@ class RunPython(BaseTool):
     def __init__(
         self,
         settings: RunPythonSettings,
+        sandbox: SandboxSettings,
         workspace: Workspace,
         artifacts: ArtifactStore,
         code: CodeStore,
@@ -64,12 +65,13 @@ class RunPython(BaseTool):
         exports: Exports | None = None,
     ) -> None:
         self.settings: RunPythonSettings = settings
+        self.sandbox = sandbox  # the sandbox: section (limits, capture, the import guardrail)
         self.exports = exports
         self.workspace = workspace
         self.artifacts = artifacts
         self.code = code
         self.sandboxes = sandboxes
-        self.libraries = available_libraries(settings.allowed_imports)
+        self.libraries = available_libraries(sandbox.allowed_imports)
         read_roots = list(workspace.read_roots)
         self.description = (
             "Run Python in a sandboxed interpreter, one per session: variables, imports and loaded data persist "
@@ -80,7 +82,7 @@ class RunPython(BaseTool):
             "load_artifact(id) → DataFrame/str/JSON/bytes; save_artifact(obj, title=None) → an artifact id the "
             "other tools can use (SELECT … FROM artifact_…); export(obj_or_artifact_id, 'reports/q3.xlsx', "
             "overwrite=False) → a file the analyst keeps (.csv .xlsx .parquet .png .md); progress(done, total).\n"
-            f"stdout/stderr show the first {settings.output_head_chars:,} and last {settings.output_tail_chars:,} "
+            f"stdout/stderr show the first {sandbox.output_head_chars:,} and last {sandbox.output_tail_chars:,} "
             "characters. No network; files written live in a private session directory until reset.\n"
             f"Libraries: {', '.join(self.libraries)}. Other imports outside a safe standard-library list are "
             "refused (a guardrail, not the sandbox's boundary)."
@@ -89,7 +91,7 @@ class RunPython(BaseTool):
     def deadline_grace(self) -> float:
         """Extra seconds the runner allows beyond the call's timeout: the tool interrupts, waits and
         kills on its own, and reports which of these happened."""
-        return self.settings.interrupt_grace_s + 15
+        return self.sandbox.interrupt_grace_s + 15
 
     def execute(self, params: RunPythonParams, ctx: ToolContext) -> RawResult:
         app = self
@@ -109,7 +111,7 @@ class RunPython(BaseTool):
         worker, fresh = sandboxes.acquire(ctx.session)
         if fresh:
             notes.append("fresh interpreter: no variables from earlier calls")
-            missing = _missing_protections(worker, settings.network)
+            missing = _missing_protections(worker, self.sandbox.network)
             if missing:  # for the operator, not the model (SPEC §3.1): the log and `ba-mcp doctor`
                 log.warning("%s", missing)
         timeout = ctx.timeout
@@ -140,7 +142,7 @@ class _Cell:
         worker, ctx = self.worker, self.ctx
         worker.cells += 1
         self.token = secrets.token_hex(16)
-        grace = self.app.settings.interrupt_grace_s
+        grace = self.app.sandbox.interrupt_grace_s
         started = time.monotonic()
         interrupted_at: float | None = None
         reason = ""
@@ -301,7 +303,7 @@ def _export(app: RunPython, args: dict[str, Any], fd: int | None) -> str:
 
 
 def _transfer_limit(app: RunPython) -> int:
-    return min(app.artifacts.max_single_bytes, app.settings.max_transfer_mb * 1024 * 1024)
+    return min(app.artifacts.max_single_bytes, app.sandbox.max_transfer_mb * 1024 * 1024)
 
 
 def _save(app: RunPython, args: dict[str, Any], fd: int) -> str:
@@ -477,7 +479,7 @@ def _failure(
         return denied(
             str(error.get("message")),
             f"use the installed libraries ({', '.join(libraries)}) or the safe standard library; "
-            "an administrator can extend tools.run_python.allowed_imports",
+            "an administrator can extend sandbox.allowed_imports",
             code="IMPORT_NOT_ALLOWED",
         )
     if error.get("memory"):

@@ -28,7 +28,7 @@ from ba_mcp.tool import REMOTE_RETRIES, CacheMode, CachePolicy, Tool, ToolContex
 if TYPE_CHECKING:
     from ba_mcp.net import Download, Fetcher
     from ba_mcp.search import Searcher
-    from ba_mcp.settings import FileReaderSettings, SearchSettings, ToolSettings, WebReaderSettings
+    from ba_mcp.settings import FormatsSettings, SearchSettings, ToolSettings, WebReaderSettings
     from ba_mcp.stores.artifacts import ArtifactStore
 
 
@@ -177,7 +177,7 @@ class WebReader(Tool):
         settings: WebReaderSettings,
         fetcher: Fetcher,
         artifacts: ArtifactStore,
-        formats: FileReaderSettings,
+        formats: FormatsSettings,
     ) -> None:
         self.settings: WebReaderSettings = settings
         self.fetcher = fetcher
