@@ -3,9 +3,12 @@ server and pipeline through an MCP client) and over stdio (``stdio_params``)."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import random
+import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -42,6 +45,9 @@ def server_env(workspace: Path, **extra: str) -> dict[str, str]:
     env["BA_MCP_WORKSPACE"] = str(workspace)
     # Tests never reach the internet: the no-key search default points at a closed loopback port.
     env["BA_MCP_WEB__SEARCH__DUCKDUCKGO__ENDPOINT"] = "http://127.0.0.1:9/"
+    # No spare Python worker unless a test asks for one (sandbox_params does): most servers here never run
+    # Python, and one that does starts its worker on the first call.
+    env["BA_MCP_SANDBOX__SPARE_WORKERS"] = "0"
     env.update(extra)
     return env
 
@@ -135,7 +141,11 @@ def in_process(workspace: Path, tools: list[str] | None = None, **env: str) -> C
     from ba_mcp.server import build_server
     from ba_mcp.settings import load_settings
 
-    env = {"BA_MCP_WEB__SEARCH__DUCKDUCKGO__ENDPOINT": "http://127.0.0.1:9/", **env}  # never the internet
+    env = {  # never the internet; no spare Python worker unless asked for (see server_env)
+        "BA_MCP_WEB__SEARCH__DUCKDUCKGO__ENDPOINT": "http://127.0.0.1:9/",
+        "BA_MCP_SANDBOX__SPARE_WORKERS": "0",
+        **env,
+    }
     settings = load_settings(workspace=workspace, environ=env)
     return Client(build_server(App(settings, tools)))
 
@@ -180,3 +190,115 @@ def server_process(ws: Path) -> Any:
 def server_rss(ws: Path) -> int:
     """RSS in bytes of the spawned ``ba-mcp serve`` process serving ``ws``."""
     return int(server_process(ws).memory_info().rss)
+
+
+def ba(*args: str, workspace: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """The ba-mcp command, run in this process (the CLI is a thin layer over the library, and an import of
+    the SDK per command would cost a second each): its exit code, stdout and stderr, with ``env``'s
+    variables set while it runs. Tests where the process itself is the point spawn it."""
+    from ba_mcp.cli import main
+
+    variables = {k: v for k, v in {**server_env(workspace), **(env or {})}.items() if k.startswith("BA_MCP_")}
+    saved = dict(os.environ)
+    os.environ.update(variables)
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                main(list(args))
+                code = 0
+            except SystemExit as exc:
+                code = exc.code if isinstance(exc.code, int) else 1
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    return subprocess.CompletedProcess(list(args), code, out.getvalue(), err.getvalue())
+
+
+def test_call_prints_what_the_model_sees_and_stats_reports_it(workspace: Path) -> None:
+    out = ba("call", "file_reader", "path=upload_sales", "nrows=5", "--level", "full", workspace=workspace)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("file_reader: table (full)") and "5 rows × 5 columns" in out.stdout
+    bad = ba("call", "file_reader", "--json", '{"path": "/etc/passwd"}', workspace=workspace)
+    assert bad.returncode == 1 and "permission_denied" in bad.stdout
+    stats = ba("stats", "--json", workspace=workspace)
+    report = json.loads(stats.stdout)
+    assert report["tools"]["file_reader"]["calls"] >= 2 and report["errors_by_type"]["permission_denied"] >= 1
+    table = ba("stats", workspace=workspace)
+    assert "file_reader" in table.stdout and "avg ms" in table.stdout
+
+
+def test_artifacts_list_show_and_gc(workspace: Path) -> None:
+    made = ba("call", "file_reader", "path=upload_sales", "--level", "brief", workspace=workspace)
+    aid = next(w for w in made.stdout.replace(";", " ").split() if w.startswith("artifact_"))
+    listed = ba("artifacts", "list", workspace=workspace)
+    assert aid in listed.stdout
+    shown = ba("artifacts", "show", aid, workspace=workspace)
+    assert shown.returncode == 0 and '"rows": 50' in shown.stdout and "file_reader: table (standard)" in shown.stdout
+    missing = ba("artifacts", "show", "artifact_ffffffffffff", workspace=workspace)
+    # A CLI error speaks to a CLI user: the command to run, not a resource only a client can read.
+    assert missing.returncode == 1 and "no artifact with id artifact_ffffffffffff" in missing.stderr
+    assert "ba-mcp artifacts list" in missing.stderr and "ba://files" not in missing.stderr
+    # `ba-mcp artifacts show ID | head`: a reader that went away ends the command quietly.
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        gone = subprocess.run(
+            [sys.executable, "-m", "ba_mcp", "artifacts", "show", aid, "--workspace", str(workspace)],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+            env=server_env(workspace),
+        )
+    finally:
+        os.close(write_end)
+    assert gone.returncode == 0 and "Traceback" not in gone.stderr and "BrokenPipe" not in gone.stderr, gone.stderr
+    gc = ba("artifacts", "gc", workspace=workspace)
+    assert gc.returncode == 0 and "expired" in gc.stdout
+
+
+def test_install_claude_desktop_merges_without_losing_entries(workspace: Path, tmp_path: Path) -> None:
+    conf = tmp_path / "Claude" / "claude_desktop_config.json"
+    conf.parent.mkdir()
+    conf.write_text(json.dumps({"mcpServers": {"other": {"command": "x"}}, "theme": "dark"}))
+    out = ba("install", "claude-desktop", "--config-path", str(conf), workspace=workspace)
+    assert out.returncode == 0, out.stderr
+    data = json.loads(conf.read_text())
+    assert data["theme"] == "dark" and data["mcpServers"]["other"] == {"command": "x"}
+    entry = data["mcpServers"]["ba-mcp"]
+    assert os.path.isabs(entry["command"]) and entry["env"]["BA_MCP_WORKSPACE"] == str(workspace)
+    printed = ba("install", "claude-desktop", "--print", "--config-path", str(conf), workspace=workspace)
+    assert json.loads(printed.stdout)["mcpServers"]["ba-mcp"] == entry
+    conf.write_text("{broken")
+    broken = ba("install", "claude-desktop", "--config-path", str(conf), workspace=workspace)
+    assert broken.returncode != 0 and conf.read_text() == "{broken"
+    code = ba("install", "claude-code", "--config-path", str(tmp_path / ".mcp.json"), workspace=workspace)
+    assert code.returncode == 0 and "ba-mcp" in json.loads((tmp_path / ".mcp.json").read_text())["mcpServers"]
+
+
+# The suite runs on two processes, one test file to a process at a time (xdist's loadfile: a file's
+# module-scoped servers are started once). Files are handed out in collection order, so the longest go
+# first: a long file handed out last would leave the other process idle (the suite's wall time is what
+# counts, ≤ 75 s here).
+LONGEST_FIRST = (
+    "test_transports_and_cli.py",
+    "test_hosts.py",
+    "test_stdio_limits.py",
+    "test_stdio_run_python.py",
+    "test_sandbox_hostile.py",
+    "test_web.py",
+    "test_skills_bundled.py",
+    "test_query_database.py",
+    "test_truth.py",
+    "test_skills.py",
+    "test_hostile.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        name = item.path.name
+        return LONGEST_FIRST.index(name) if name in LONGEST_FIRST else len(LONGEST_FIRST)
+
+    items.sort(key=rank)  # stable: the order within a file is kept

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -9,6 +10,7 @@ import select
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +21,7 @@ from mcp import Client
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.conftest import ROOT, make_workspace, server_env, text_of
+from tests.conftest import ROOT, ba, make_workspace, server_env, text_of
 
 # -- HTTP -----------------------------------------------------------------------------------------
 
@@ -252,79 +254,6 @@ def test_malformed_json_rpc_lines_get_errors_and_the_server_keeps_serving(worksp
 # -- CLI ------------------------------------------------------------------------------------------
 
 
-def ba(*args: str, workspace: Path, env: dict[str, str] | None = None, timeout: float = 60):
-    return subprocess.run(
-        [sys.executable, "-m", "ba_mcp", *args],
-        env={**server_env(workspace), **(env or {})},
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-
-
-def test_call_prints_what_the_model_sees_and_stats_reports_it(workspace: Path) -> None:
-    out = ba("call", "file_reader", "path=upload_sales", "nrows=5", "--level", "full", workspace=workspace)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.startswith("file_reader: table (full)") and "5 rows × 5 columns" in out.stdout
-    bad = ba("call", "file_reader", "--json", '{"path": "/etc/passwd"}', workspace=workspace)
-    assert bad.returncode == 1 and "permission_denied" in bad.stdout
-    stats = ba("stats", "--json", workspace=workspace)
-    report = json.loads(stats.stdout)
-    assert report["tools"]["file_reader"]["calls"] >= 2 and report["errors_by_type"]["permission_denied"] >= 1
-    table = ba("stats", workspace=workspace)
-    assert "file_reader" in table.stdout and "avg ms" in table.stdout
-
-
-def test_artifacts_list_show_and_gc(workspace: Path) -> None:
-    made = ba("call", "file_reader", "path=upload_sales", "--level", "brief", workspace=workspace)
-    aid = next(w for w in made.stdout.replace(";", " ").split() if w.startswith("artifact_"))
-    listed = ba("artifacts", "list", workspace=workspace)
-    assert aid in listed.stdout
-    shown = ba("artifacts", "show", aid, workspace=workspace)
-    assert shown.returncode == 0 and '"rows": 50' in shown.stdout and "file_reader: table (standard)" in shown.stdout
-    missing = ba("artifacts", "show", "artifact_ffffffffffff", workspace=workspace)
-    # A CLI error speaks to a CLI user: the command to run, not a resource only a client can read.
-    assert missing.returncode == 1 and "no artifact with id artifact_ffffffffffff" in missing.stderr
-    assert "ba-mcp artifacts list" in missing.stderr and "ba://files" not in missing.stderr
-    # `ba-mcp artifacts show ID | head`: a reader that went away ends the command quietly.
-    read_end, write_end = os.pipe()
-    os.close(read_end)
-    try:
-        gone = subprocess.run(
-            [sys.executable, "-m", "ba_mcp", "artifacts", "show", aid, "--workspace", str(workspace)],
-            stdout=write_end,
-            stderr=subprocess.PIPE,
-            text=True,
-            timeout=60,
-            env=server_env(workspace),
-        )
-    finally:
-        os.close(write_end)
-    assert gone.returncode == 0 and "Traceback" not in gone.stderr and "BrokenPipe" not in gone.stderr, gone.stderr
-    gc = ba("artifacts", "gc", workspace=workspace)
-    assert gc.returncode == 0 and "expired" in gc.stdout
-
-
-def test_install_claude_desktop_merges_without_losing_entries(workspace: Path, tmp_path: Path) -> None:
-    conf = tmp_path / "Claude" / "claude_desktop_config.json"
-    conf.parent.mkdir()
-    conf.write_text(json.dumps({"mcpServers": {"other": {"command": "x"}}, "theme": "dark"}))
-    out = ba("install", "claude-desktop", "--config-path", str(conf), workspace=workspace)
-    assert out.returncode == 0, out.stderr
-    data = json.loads(conf.read_text())
-    assert data["theme"] == "dark" and data["mcpServers"]["other"] == {"command": "x"}
-    entry = data["mcpServers"]["ba-mcp"]
-    assert os.path.isabs(entry["command"]) and entry["env"]["BA_MCP_WORKSPACE"] == str(workspace)
-    printed = ba("install", "claude-desktop", "--print", "--config-path", str(conf), workspace=workspace)
-    assert json.loads(printed.stdout)["mcpServers"]["ba-mcp"] == entry
-    conf.write_text("{broken")
-    broken = ba("install", "claude-desktop", "--config-path", str(conf), workspace=workspace)
-    assert broken.returncode != 0 and conf.read_text() == "{broken"
-    code = ba("install", "claude-code", "--config-path", str(tmp_path / ".mcp.json"), workspace=workspace)
-    assert code.returncode == 0 and "ba-mcp" in json.loads((tmp_path / ".mcp.json").read_text())["mcpServers"]
-
-
 def test_installed_command_serves_a_real_session(workspace: Path, tmp_path: Path) -> None:
     """The entry written for hosts starts a server that answers initialize."""
     conf = tmp_path / "c.json"
@@ -390,7 +319,7 @@ def test_a_command_line_flag_wins_over_the_environment(workspace: Path, tmp_path
 
 
 def test_demo_runs_a_real_stdio_session(tmp_path: Path) -> None:
-    out = ba("demo", workspace=tmp_path / "demo", timeout=120)
+    out = ba("demo", workspace=tmp_path / "demo")
     assert out.returncode == 0, out.stderr
     # What the model sees changes only on purpose: the demo's observations equal the recorded ones
     # (tests/golden; first recorded before issue 9's restructuring, re-recorded with issue 10's deliberate
@@ -406,31 +335,41 @@ def test_demo_runs_a_real_stdio_session(tmp_path: Path) -> None:
 
 
 def test_call_and_artifacts_show_start_no_python_sandbox(workspace: Path) -> None:
-    """A command-line call builds the one tool it calls: no sandbox worker is started for a query or a
-    file read, nor for showing an artifact."""
+    """A command-line call builds the one tool it calls: no sandbox worker is started for a query or for
+    showing an artifact, even with the shipped spare worker (which a served run_python would start)."""
     psutil = pytest.importorskip("psutil")
+    me = psutil.Process()
+    before = {c.pid for c in me.children()}
+    seen: set[str] = set()
+    done = threading.Event()
 
-    def watched(*command: str) -> str:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "ba_mcp", *command],
-            env=server_env(workspace),
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
+    def watch() -> None:
+        while not done.is_set():
+            for child in me.children():
+                if child.pid not in before:
+                    with contextlib.suppress(psutil.Error):
+                        seen.add(" ".join(child.cmdline()))
+            time.sleep(0.02)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        spare = {"BA_MCP_SANDBOX__SPARE_WORKERS": "1"}
+        out = ba(
+            "call",
+            "query_database",
+            "query=SELECT range AS n FROM range(30)",
+            "max_rows=5",
+            "--level",
+            "brief",
+            workspace=workspace,
+            env=spare,
         )
-        seen: set[str] = set()
-        parent = psutil.Process(proc.pid)
-        while proc.poll() is None:
-            try:
-                seen |= {" ".join(c.cmdline()) for c in parent.children(recursive=True)}
-            except psutil.Error:
-                pass
-            time.sleep(0.01)
-        assert proc.returncode == 0 and not [c for c in seen if "sandbox" in c], (command, seen)
-        return proc.stdout.read() if proc.stdout else ""
-
-    out = watched("call", "query_database", "query=SELECT range AS n FROM range(30)", "max_rows=5", "--level", "brief")
-    aid = re.search(r"artifact_[0-9a-f]{12}", out)
-    assert aid, out
-    assert "30 rows" in watched("artifacts", "show", aid.group(0), "--level", "brief")
+        aid = re.search(r"artifact_[0-9a-f]{12}", out.stdout)
+        assert out.returncode == 0 and aid, out.stdout + out.stderr
+        shown = ba("artifacts", "show", aid.group(0), "--level", "brief", workspace=workspace, env=spare)
+        assert shown.returncode == 0 and "30 rows" in shown.stdout
+    finally:
+        done.set()
+        watcher.join()
+    assert not [c for c in seen if "sandbox" in c], seen

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import in_process, meta_of, server_env, stdio_params, text_of
+from tests.conftest import ba, in_process, meta_of, stdio_params, text_of
 
 pytestmark = pytest.mark.anyio
 
@@ -165,9 +164,8 @@ async def test_exports_land_in_the_export_folder_only_and_never_overwrite_unaske
         assert "cannot be exported as .png" in await py("export(df, 'table.png')")
     # The command line writes an artifact there too.
     stored = next(p.name.split(".")[0] for p in (ws / "artifacts").glob("artifact_*.parquet"))
-    command = [sys.executable, "-m", "ba_mcp", "artifacts", "export", stored, "cli/out.csv"]
-    env = {**server_env(ws), "BA_MCP_FILES__EXPORT_DIR": str(exports)}
-    cli, twice = (subprocess.run(command, env=env, capture_output=True, text=True, timeout=60) for _ in range(2))
+    env = {"BA_MCP_FILES__EXPORT_DIR": str(exports)}
+    cli, twice = (ba("artifacts", "export", stored, "cli/out.csv", workspace=ws, env=env) for _ in range(2))
     assert cli.returncode == 0 and (exports / "cli" / "out.csv").is_file(), cli.stderr
     assert twice.returncode == 1 and "already exists" in twice.stderr
 
