@@ -254,6 +254,68 @@ def test_malformed_json_rpc_lines_get_errors_and_the_server_keeps_serving(worksp
 # -- CLI ------------------------------------------------------------------------------------------
 
 
+def test_call_prints_what_the_model_sees_and_stats_reports_it(workspace: Path) -> None:
+    out = ba("call", "file_reader", "path=upload_sales", "nrows=5", "--level", "full", workspace=workspace)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("file_reader: table (full)") and "5 rows × 5 columns" in out.stdout
+    bad = ba("call", "file_reader", "--json", '{"path": "/etc/passwd"}', workspace=workspace)
+    assert bad.returncode == 1 and "permission_denied" in bad.stdout
+    stats = ba("stats", "--json", workspace=workspace)
+    report = json.loads(stats.stdout)
+    assert report["tools"]["file_reader"]["calls"] >= 2 and report["errors_by_type"]["permission_denied"] >= 1
+    table = ba("stats", workspace=workspace)
+    assert "file_reader" in table.stdout and "avg ms" in table.stdout
+
+
+def test_artifacts_list_show_and_gc(workspace: Path) -> None:
+    made = ba("call", "file_reader", "path=upload_sales", "--level", "brief", workspace=workspace)
+    aid = next(w for w in made.stdout.replace(";", " ").split() if w.startswith("artifact_"))
+    listed = ba("artifacts", "list", workspace=workspace)
+    assert aid in listed.stdout
+    shown = ba("artifacts", "show", aid, workspace=workspace)
+    assert shown.returncode == 0 and '"rows": 50' in shown.stdout and "file_reader: table (standard)" in shown.stdout
+    missing = ba("artifacts", "show", "artifact_ffffffffffff", workspace=workspace)
+    # A CLI error speaks to a CLI user: the command to run, not a resource only a client can read.
+    assert missing.returncode == 1 and "no artifact with id artifact_ffffffffffff" in missing.stderr
+    assert "ba-mcp artifacts list" in missing.stderr and "ba://files" not in missing.stderr
+    # `ba-mcp artifacts show ID | head`: a reader that went away ends the command quietly.
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        gone = subprocess.run(
+            [sys.executable, "-m", "ba_mcp", "artifacts", "show", aid, "--workspace", str(workspace)],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+            env=server_env(workspace),
+        )
+    finally:
+        os.close(write_end)
+    assert gone.returncode == 0 and "Traceback" not in gone.stderr and "BrokenPipe" not in gone.stderr, gone.stderr
+    gc = ba("artifacts", "gc", workspace=workspace)
+    assert gc.returncode == 0 and "expired" in gc.stdout
+
+
+def test_install_claude_desktop_merges_without_losing_entries(workspace: Path, tmp_path: Path) -> None:
+    conf = tmp_path / "Claude" / "claude_desktop_config.json"
+    conf.parent.mkdir()
+    conf.write_text(json.dumps({"mcpServers": {"other": {"command": "x"}}, "theme": "dark"}))
+    out = ba("install", "claude-desktop", "--config-path", str(conf), workspace=workspace)
+    assert out.returncode == 0, out.stderr
+    data = json.loads(conf.read_text())
+    assert data["theme"] == "dark" and data["mcpServers"]["other"] == {"command": "x"}
+    entry = data["mcpServers"]["ba-mcp"]
+    assert os.path.isabs(entry["command"]) and entry["env"]["BA_MCP_WORKSPACE"] == str(workspace)
+    printed = ba("install", "claude-desktop", "--print", "--config-path", str(conf), workspace=workspace)
+    assert json.loads(printed.stdout)["mcpServers"]["ba-mcp"] == entry
+    conf.write_text("{broken")
+    broken = ba("install", "claude-desktop", "--config-path", str(conf), workspace=workspace)
+    assert broken.returncode != 0 and conf.read_text() == "{broken"
+    code = ba("install", "claude-code", "--config-path", str(tmp_path / ".mcp.json"), workspace=workspace)
+    assert code.returncode == 0 and "ba-mcp" in json.loads((tmp_path / ".mcp.json").read_text())["mcpServers"]
+
+
 def test_installed_command_serves_a_real_session(workspace: Path, tmp_path: Path) -> None:
     """The entry written for hosts starts a server that answers initialize."""
     conf = tmp_path / "c.json"
