@@ -9,6 +9,7 @@ a discontinued product with no price. Generated with a fixed seed, so every mach
 from __future__ import annotations
 
 import os
+import shutil
 import uuid
 from pathlib import Path
 
@@ -80,18 +81,51 @@ COMMENTS = [
 
 
 def ensure_demo_database(path: Path) -> None:
-    """Create the demo database at ``path`` unless it exists. Atomic: built beside it, then renamed."""
+    """Create the demo database at ``path`` unless it exists. Atomic: built (or copied) beside it, then
+    renamed. The first build on a machine is kept in the user's cache folder, under a name that changes
+    with this module, so other workspaces get a copy instead of a second build (which imports pandas into
+    the server and takes about a second)."""
     if path.exists():
         return
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    cached = _cached_copy()
     try:
-        _build(tmp)
+        if cached is not None and cached.is_file():
+            shutil.copyfile(cached, tmp)
+        else:
+            _build(tmp)
+            if cached is not None:
+                _keep(tmp, cached)
         os.replace(tmp, path)
     finally:
         for leftover in (tmp, tmp.with_name(tmp.name + ".wal")):
             if leftover.exists():
                 leftover.unlink()
+
+
+def _cached_copy() -> Path | None:
+    """Where the built demo database is cached: the user's cache folder, named by this module's digest."""
+    import hashlib
+
+    import platformdirs
+
+    try:
+        digest = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:12]
+    except OSError:
+        return None
+    return Path(platformdirs.user_cache_dir("ba-mcp", appauthor=False)) / f"demo-{digest}.duckdb"
+
+
+def _keep(built: Path, cached: Path) -> None:
+    """Copy a fresh build into the cache, atomically; a cache that cannot be written is skipped."""
+    try:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        part = cached.with_name(f".{cached.name}.{uuid.uuid4().hex}.tmp")
+        shutil.copyfile(built, part)
+        os.replace(part, cached)
+    except OSError:
+        pass
 
 
 def _build(path: Path) -> None:

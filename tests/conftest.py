@@ -8,6 +8,7 @@ import io
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -33,6 +34,12 @@ def _hermetic_environment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     for name in [n for n in os.environ if n.startswith("BA_MCP_")]:
         del os.environ[name]
     os.environ["XDG_DATA_HOME"] = str(tmp_path_factory.mktemp("xdg-data"))
+    uv = shutil.which("uv")
+    if uv and "UV_CACHE_DIR" not in os.environ:  # uv keeps the machine's own (warm) cache
+        found = subprocess.run([uv, "cache", "dir"], capture_output=True, text=True)
+        if found.returncode == 0 and found.stdout.strip():
+            os.environ["UV_CACHE_DIR"] = found.stdout.strip()
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("xdg-cache"))  # the demo database's cache
     try:
         yield
     finally:
@@ -41,7 +48,7 @@ def _hermetic_environment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[
 
 
 def server_env(workspace: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "TMPDIR")}
+    env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "TMPDIR", "XDG_CACHE_HOME")}
     env["BA_MCP_WORKSPACE"] = str(workspace)
     # Tests never reach the internet: the no-key search default points at a closed loopback port.
     env["BA_MCP_WEB__SEARCH__DUCKDUCKGO__ENDPOINT"] = "http://127.0.0.1:9/"

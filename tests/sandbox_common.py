@@ -15,9 +15,11 @@ SECRET = "s3cr3t-" + uuid.uuid4().hex
 
 
 def sandbox_params(ws: Path, **env: str) -> StdioServerParameters:
+    """No spare worker by default (each started worker imports numpy, pandas and matplotlib: ~1.5 CPU-s,
+    and a spare is started again after each one taken); the test of the spare asks for it."""
     return stdio_params(
         ws,
-        BA_MCP_SANDBOX__SPARE_WORKERS="1",
+        BA_MCP_SANDBOX__SPARE_WORKERS=env.pop("BA_MCP_SANDBOX__SPARE_WORKERS", "0"),
         BA_MCP_SANDBOX__INTERRUPT_GRACE_S="1",
         BA_MCP_SANDBOX__MEMORY_MB="2048",
         BA_MCP_SANDBOX__MAX_PROCESSES="48",

@@ -161,12 +161,14 @@ def test_plugin_installed_with_the_claude_code_cli_connects_from_another_project
         pytest.skip("needs the Claude Code CLI (npm i @anthropic-ai/claude-code, or CLAUDE_CLI) and uv")
     clone = copy_of_the_repository(tmp_path / "clone")
     project = project_dir(tmp_path)
-    uv_cache = subprocess.run([uv, "cache", "dir"], capture_output=True, text=True, check=True).stdout.strip()
+    uv_cache = (
+        os.environ.get("UV_CACHE_DIR") or subprocess.run([uv, "cache", "dir"], capture_output=True, text=True).stdout
+    )
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith(("BA_MCP_", "CLAUDE"))},
         **server_env(tmp_path / "ws"),
         "HOME": str(tmp_path / "home"),
-        "UV_CACHE_DIR": uv_cache,  # the machine's warm cache (`uv sync` filled it) ...
+        "UV_CACHE_DIR": uv_cache.strip(),  # the machine's warm cache (`uv sync` filled it) ...
         "UV_OFFLINE": "1",  # ... and nothing is downloaded
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",  # no telemetry or update checks off this machine
         "DISABLE_AUTOUPDATER": "1",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -322,3 +323,15 @@ async def test_results_are_cached_until_the_data_changes(qs: Client, qworkspace:
     csv.write_text("a\n1\n2\n3\n")
     third = ok(await q(qs, sql, output_level="full"))
     assert first.splitlines()[-1] == "3" and third.splitlines()[-1] == "6"
+
+
+def test_the_demo_database_is_built_once_per_machine_and_copied_after(tmp_path: Path) -> None:
+    from ba_mcp.demo_data import _cached_copy, ensure_demo_database
+
+    cached = _cached_copy()
+    assert cached is not None and str(cached).startswith(os.environ["XDG_CACHE_HOME"])  # the tests' own cache
+    first, second = tmp_path / "a" / "demo.duckdb", tmp_path / "b" / "demo.duckdb"
+    ensure_demo_database(first)
+    assert cached.is_file()
+    ensure_demo_database(second)
+    assert second.read_bytes() == cached.read_bytes() and first.stat().st_size == second.stat().st_size

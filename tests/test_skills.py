@@ -19,7 +19,7 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 from pydantic import TypeAdapter
 
-from tests.conftest import ROOT, in_process, server_env, stdio_params, text_of
+from tests.conftest import ROOT, ba, in_process, server_env, stdio_params, text_of
 
 pytestmark = pytest.mark.anyio
 
@@ -94,6 +94,7 @@ async def call(client: Client, **arguments: Any) -> Any:
 
 
 def cli(*args: str, env: dict[str, str], cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    """The command as a process: its warnings go through logging to its own stderr."""
     return subprocess.run(
         [sys.executable, "-m", "ba_mcp", *args], capture_output=True, text=True, timeout=60, env=env, cwd=cwd
     )
@@ -121,8 +122,8 @@ def test_loading_is_lenient_and_says_why_on_stderr(skills_dir: Path, tmp_path: P
 
 
 def test_validate_is_strict_and_names_each_problem(skills_dir: Path, tmp_path: Path) -> None:
-    env = server_env(tmp_path / "ws")
-    good = cli("skills", "validate", str(skills_dir / "base"), env=env)
+    ws = tmp_path / "ws"
+    good = ba("skills", "validate", str(skills_dir / "base"), workspace=ws)
     assert good.returncode == 0 and "ok    base" in good.stdout
     cases = {
         "mismatch": "does not match its folder name",
@@ -134,10 +135,10 @@ def test_validate_is_strict_and_names_each_problem(skills_dir: Path, tmp_path: P
         "colon": "frontmatter is not valid YAML",
     }
     for folder, problem in cases.items():
-        out = cli("skills", "validate", str(skills_dir / folder), env=env)
+        out = ba("skills", "validate", str(skills_dir / folder), workspace=ws)
         assert out.returncode == 1, folder
         assert f"FAIL  {folder}" in out.stdout and problem in out.stdout, (folder, out.stdout)
-    whole = cli("skills", "validate", str(skills_dir), env=env)
+    whole = ba("skills", "validate", str(skills_dir), workspace=ws)
     assert whole.returncode == 1 and "ok    good" in whole.stdout and "FAIL  extras" in whole.stdout
 
 

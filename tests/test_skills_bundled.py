@@ -9,15 +9,15 @@ import csv
 import io
 import re
 import shutil
-import subprocess
 import sys
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from mcp import ClientSession, stdio_client
 
-from tests.conftest import ROOT, meta_of, stdio_params, text_of
+from tests.conftest import ROOT, ba, meta_of, stdio_params, text_of
 
 pytestmark = [
     pytest.mark.anyio,
@@ -128,11 +128,9 @@ async def value(session: ClientSession, expression: str) -> str:
     return text.split("## stdout\n", 1)[1].strip().split("\n")[0]
 
 
-def test_every_bundled_skill_passes_the_strict_validator() -> None:
+def test_every_bundled_skill_passes_the_strict_validator(tmp_path: Path) -> None:
     assert len(BUNDLED) >= 5
-    out = subprocess.run(
-        [sys.executable, "-m", "ba_mcp", "skills", "validate", str(SKILLS)], capture_output=True, text=True
-    )
+    out = ba("skills", "validate", str(SKILLS), workspace=tmp_path)
     assert out.returncode == 0, out.stdout + out.stderr
     tools = ("query_database", "run_python", "file_reader", "web_reader", "web_search")
     for name in BUNDLED:

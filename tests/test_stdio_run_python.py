@@ -201,7 +201,10 @@ async def test_invalid_arguments_name_the_field(py: ClientSession) -> None:
 async def test_the_worker_does_not_outlive_the_server(tmp_path: Path) -> None:
     psutil = pytest.importorskip("psutil")
     ws = make_workspace(tmp_path)
-    async with stdio_client(sandbox_params(ws)) as (read, write), ClientSession(read, write) as s:
+    async with (
+        stdio_client(sandbox_params(ws, BA_MCP_SANDBOX__SPARE_WORKERS="1")) as (read, write),
+        ClientSession(read, write) as s,
+    ):
         await s.initialize()
         ok(await run(s, "1"))
         workers = [p for p in psutil.process_iter(["cmdline"]) if _is_worker_of(p, ws)]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ba, in_process, meta_of, stdio_params, text_of
+from tests.conftest import ba, in_process, meta_of, text_of
 
 pytestmark = pytest.mark.anyio
 
@@ -114,7 +114,6 @@ async def test_a_folder_path_lists_the_folder_and_ba_files_shows_each_read_roots
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="run_python's sandbox is Linux-specific")
 async def test_exports_land_in_the_export_folder_only_and_never_overwrite_unasked(tmp_path: Path) -> None:
-    from mcp import ClientSession, stdio_client
     from openpyxl import load_workbook
 
     ws, exports, outside = tmp_path / "ws", tmp_path / "ba-exports", tmp_path / "outside"
@@ -123,9 +122,7 @@ async def test_exports_land_in_the_export_folder_only_and_never_overwrite_unaske
     (outside / "kept.csv").write_text("untouched\n")
     os.symlink(outside, exports / "away")
     os.symlink(outside / "kept.csv", exports / "link.csv")
-    params = stdio_params(ws, BA_MCP_FILES__EXPORT_DIR=str(exports))
-    async with stdio_client(params) as (read, write), ClientSession(read, write) as s:
-        await s.initialize()
+    async with in_process(ws, None, BA_MCP_FILES__EXPORT_DIR=str(exports)) as s:
 
         async def py(code: str) -> str:
             return text_of(await s.call_tool("run_python", {"code": code, "output_level": "full"}))

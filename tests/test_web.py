@@ -328,13 +328,7 @@ async def test_both_tools_over_stdio_at_every_level(tmp_path: Path, web: WebServ
 
 
 def test_doctor_reports_the_search_provider_and_whether_it_answers(tmp_path: Path, web: WebServer) -> None:
-    import subprocess
-    import sys
+    from tests.conftest import ba
 
-    from tests.conftest import ROOT, server_env
-
-    env = server_env(tmp_path, BA_MCP_WEB__SEARCH__SEARXNG__URL=web.url("/searxng"))
-    out = subprocess.run(
-        [sys.executable, "-m", "ba_mcp", "doctor"], env=env, cwd=ROOT, capture_output=True, text=True, timeout=120
-    )
+    out = ba("doctor", workspace=tmp_path, env={"BA_MCP_WEB__SEARCH__SEARXNG__URL": web.url("/searxng")})
     assert re.search(r"ok\s+web search\s+searxng answers \(1 result", out.stdout), out.stdout
