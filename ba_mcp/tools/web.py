@@ -22,6 +22,7 @@ import anyio.to_thread
 from pydantic import Field
 
 from ba_mcp.errors import ErrorType, ToolFailure, invalid
+from ba_mcp.formats import DATA_FILE_SUFFIX, FORMATS, MEDIA_TYPES
 from ba_mcp.results import Document, JsonValue, RawResult, Table
 from ba_mcp.tool import REMOTE_RETRIES, CacheMode, CachePolicy, Tool, ToolContext, ToolParams, ToolPolicy
 
@@ -108,19 +109,6 @@ class WebReaderParams(ToolParams):
     max_length: Annotated[int | None, Field(ge=100, le=1_000_000, description="default 20000")] = None
 
 
-_TABLE_TYPES = {
-    "text/csv": ".csv",
-    "application/csv": ".csv",
-    "text/tab-separated-values": ".tsv",
-    "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet": ".xlsx",
-    "application/vnd.ms-excel": ".xls",
-    "application/vnd.apache.parquet": ".parquet",
-    "application/x-parquet": ".parquet",
-    "application/parquet": ".parquet",
-    "application/x-ndjson": ".jsonl",
-    "application/jsonl": ".jsonl",
-}
-_TABLE_SUFFIXES = {".csv", ".tsv", ".tab", ".xlsx", ".xlsm", ".xls", ".parquet", ".pq", ".jsonl", ".ndjson"}
 _BINARY_PREFIXES = ("image/", "audio/", "video/", "font/")
 _BINARY_TYPES = {
     "application/octet-stream",
@@ -274,9 +262,12 @@ class WebReader(Tool):
             f"the page is larger than web.max_download_bytes ({self.fetcher.s.max_download_bytes:,} bytes); "
             "only its beginning was read"
         )
-        if ctype in _TABLE_TYPES or suffix in _TABLE_SUFFIXES:
+        data_format = FORMATS.get(suffix) if FORMATS.get(suffix) in DATA_FILE_SUFFIX else MEDIA_TYPES.get(ctype)
+        if data_format in DATA_FILE_SUFFIX:  # a data file, by its suffix or its media type (the one table)
             self._refuse_capped(d, "data file")
-            return self._table(d, _TABLE_TYPES.get(ctype, suffix if suffix in _TABLE_SUFFIXES else ".csv"), notes)
+            return self._table(
+                d, suffix if FORMATS.get(suffix) == data_format else DATA_FILE_SUFFIX[data_format], notes
+            )
         if ctype in ("application/json", "text/json") or ctype.endswith("+json") or (not ctype and suffix == ".json"):
             self._refuse_capped(d, "JSON document")
             import json

@@ -1,0 +1,76 @@
+"""The one table of formats: a file's suffix or a download's media type -> the format it is read as, and
+the media types a format is shown with. file_reader, query_database, web_reader, the artifact store, exports
+and the skills' files all name formats through it."""
+
+from __future__ import annotations
+
+FORMATS = {  # suffix -> format
+    ".csv": "csv",
+    ".tsv": "tsv",
+    ".tab": "tsv",
+    ".xlsx": "excel",
+    ".xlsm": "excel",
+    ".xls": "excel",
+    ".xlsb": "excel",
+    ".ods": "excel",
+    ".json": "json",
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+    ".md": "markdown",
+    ".markdown": "markdown",
+    ".py": "python",
+    ".sql": "sql",
+    ".png": "image",
+    ".jpg": "image",
+    ".jpeg": "image",
+    ".gif": "image",
+    ".webp": "image",
+}
+ARTIFACT_FORMATS = {"table": "parquet", "text": "text", "markdown": "markdown", "json": "json", "image": "image"}
+TEXT_MIME = {"markdown": "text/markdown", "python": "text/x-python", "sql": "application/sql", "text": "text/plain"}
+IMAGE_MIME = {
+    ".png": "image/png",
+    ".jpg": "image/jpeg",
+    ".jpeg": "image/jpeg",
+    ".gif": "image/gif",
+    ".webp": "image/webp",
+}
+
+
+MEDIA_TYPES = {
+    "text/csv": "csv",
+    "application/csv": "csv",
+    "text/tab-separated-values": "tsv",
+    "application/json": "json",
+    "application/x-ndjson": "jsonl",
+    "application/jsonl": "jsonl",
+    "application/vnd.apache.parquet": "parquet",
+    "application/x-parquet": "parquet",
+    "application/parquet": "parquet",
+    "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet": "excel",
+    "application/vnd.ms-excel": "excel",
+    "text/markdown": "markdown",
+    "text/x-python": "python",
+    "application/sql": "sql",
+    "text/plain": "text",
+    "image/png": "image",
+    "image/jpeg": "image",
+    "image/gif": "image",
+    "image/webp": "image",
+}
+TABLE_FORMATS = frozenset({"csv", "tsv", "excel", "json", "jsonl", "parquet"})
+
+
+def format_for(suffix: str = "", media_type: str = "") -> str:
+    """The format of a file by its suffix, else its media type; ``text`` when neither is known."""
+    by_suffix = FORMATS.get(suffix.lower())
+    if by_suffix:
+        return by_suffix
+    return MEDIA_TYPES.get(media_type.split(";")[0].strip().lower(), "text")
+
+
+# The formats a downloaded data file is read as a table in (JSON is a value of its own), and the suffix that
+# tells the table reader which one.
+DATA_FILE_SUFFIX = {"csv": ".csv", "tsv": ".tsv", "excel": ".xlsx", "parquet": ".parquet", "jsonl": ".jsonl"}
