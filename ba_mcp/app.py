@@ -19,14 +19,12 @@ from collections.abc import Iterable
 from ba_mcp import __version__
 from ba_mcp.databases import Databases
 from ba_mcp.exports import Exports
-from ba_mcp.net import Fetcher
 from ba_mcp.pipeline.cache import RawCache
 from ba_mcp.pipeline.observe import Observer, ToolTraits
 from ba_mcp.pipeline.runner import Runner
 from ba_mcp.pipeline.tokens import TokenCounter
 from ba_mcp.pipeline.usage import TelemetryLog
 from ba_mcp.sandbox_client import Sandboxes
-from ba_mcp.search import Searcher
 from ba_mcp.sessions import Sessions
 from ba_mcp.settings import Settings, config_dir
 from ba_mcp.skills import load_skills
@@ -38,6 +36,8 @@ from ba_mcp.tools.query_database import QueryDatabase
 from ba_mcp.tools.run_python import RunPython
 from ba_mcp.tools.use_skill import UseSkill
 from ba_mcp.tools.web import WebReader, WebSearch
+from ba_mcp.web.fetch import Fetcher
+from ba_mcp.web.search import Searcher
 from ba_mcp.workspace import Resolved, Workspace
 
 log = logging.getLogger(__name__)

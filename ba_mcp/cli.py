@@ -472,8 +472,8 @@ def _check_search(settings: Settings) -> tuple[str, bool, str]:
     import anyio
 
     from ba_mcp.errors import ToolFailure
-    from ba_mcp.net import Fetcher
-    from ba_mcp.search import Searcher
+    from ba_mcp.web.fetch import Fetcher
+    from ba_mcp.web.search import Searcher
 
     async def probe() -> str:
         fetcher = Fetcher(settings.web, __version__)

@@ -111,7 +111,7 @@ class Tool:
     description: str  # a class attribute, or computed per instance from live state (libraries, skills)
     version: ClassVar[str] = "1"
     Params: ClassVar[type[ToolParams]]
-    policy: ClassVar[ToolPolicy] = ToolPolicy()
+    policy: ToolPolicy = ToolPolicy()  # a class attribute, or set per instance from settings (web_search)
     settings: ToolSettings = ToolSettings()
     # What the observer may say about this tool (see pipeline.observe.ToolTraits): the argument that
     # continues a windowed result, and how it reads an artifact ({id}) of which kinds (None: all).

@@ -10,7 +10,7 @@ context modifier. Skill content is returned as data; nothing of it runs here.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
@@ -43,7 +43,7 @@ class UseSkill(Tool):
     name = "use_skill"
     title = "Use a skill"
     Params = UseSkillParams
-    policy: ClassVar[ToolPolicy] = ToolPolicy(cache=CachePolicy(CacheMode.NEVER))
+    policy = ToolPolicy(cache=CachePolicy(CacheMode.NEVER))
 
     def __init__(self, settings: ToolSettings, skills: Skills, catalog_budget_tokens: int) -> None:
         self.settings = settings

@@ -9,6 +9,7 @@ document. One download serves every window and level of a page (a small in-memor
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 import time
@@ -25,12 +26,13 @@ from ba_mcp.errors import ErrorType, ToolFailure, invalid
 from ba_mcp.formats import DATA_FILE_SUFFIX, FORMATS, MEDIA_TYPES
 from ba_mcp.results import Document, JsonValue, RawResult, Table
 from ba_mcp.tool import REMOTE_RETRIES, CacheMode, CachePolicy, Tool, ToolContext, ToolParams, ToolPolicy
+from ba_mcp.web.extract import charset, html_to_markdown, pdf_text, short_url
 
 if TYPE_CHECKING:
-    from ba_mcp.net import Download, Fetcher
-    from ba_mcp.search import Searcher
     from ba_mcp.settings import FormatsSettings, SearchSettings, ToolSettings, WebReaderSettings
     from ba_mcp.stores.artifacts import ArtifactStore
+    from ba_mcp.web.fetch import Download, Fetcher
+    from ba_mcp.web.search import Searcher
 
 
 # -- web_search -------------------------------------------------------------------------------------
@@ -50,20 +52,16 @@ class WebSearch(Tool):
 
     def __init__(self, settings: ToolSettings, search: SearchSettings, searcher: Searcher) -> None:
         self.settings = settings
-        self.search_settings = search
         self.searcher = searcher
-        self._cache: dict[tuple[str, str, int], tuple[float, Table]] = {}
-        self._lock = threading.Lock()
+        # Results are kept by the runner's raw-result cache for web.search.cache_ttl_s (the one cache).
+        ttl = search.cache_ttl_s
+        cache = CachePolicy(CacheMode.TTL, ttl_s=ttl) if ttl > 0 else CachePolicy()
+        self.policy = dataclasses.replace(type(self).policy, cache=cache)
 
     async def execute(self, params: WebSearchParams, ctx: ToolContext) -> RawResult:
         import pyarrow as pa
 
         provider = self.searcher.provider
-        key = (provider, params.query, params.num_results)
-        with self._lock:
-            cached = self._cache.get(key)
-        if cached and time.monotonic() - cached[0] < self.search_settings.cache_ttl_s:
-            return cached[1]
         hits = await self.searcher.search(params.query, params.num_results)
         extras = sorted({k for h in hits for k in h.extra})
         columns: dict[str, list[Any]] = {
@@ -85,10 +83,6 @@ class WebSearch(Tool):
             key_columns=["title", "url"],
             standard_columns=["title", "url", "snippet", "date"],
         )
-        with self._lock:
-            self._cache[key] = (time.monotonic(), result)
-            if len(self._cache) > 256:
-                self._cache.pop(next(iter(self._cache)))
         return result
 
 
@@ -200,7 +194,7 @@ class WebReader(Tool):
     def _cached(self, url: str) -> _Page | None:
         with self._lock:
             known = self._pages.get(url)
-            if known and time.monotonic() - known[0] < 600:
+            if known and time.monotonic() - known[0] < self.policy.cache.ttl_s:  # as long as the runner's
                 self._pages.move_to_end(url)
                 return known[1]
         return None
@@ -252,12 +246,12 @@ class WebReader(Tool):
                 if d.status >= 500
                 else ErrorType.DEPENDENCY_ERROR,
                 f"HTTP_{d.status}",
-                f"the server answered HTTP {d.status} for {_short(d.url)}",
+                f"the server answered HTTP {d.status} for {short_url(d.url)}",
                 "check the URL" if d.status < 500 else "the site has a problem; try again later",
             )
         ctype = d.content_type.split(";", 1)[0].strip().lower()
         suffix = PurePosixPath(urlparse(d.url).path).suffix.lower()
-        notes = [f"redirected to {_short(d.url)}"] if d.redirects else []
+        notes = [f"redirected to {short_url(d.url)}"] if d.redirects else []
         capped_note = (
             f"the page is larger than web.max_download_bytes ({self.fetcher.s.max_download_bytes:,} bytes); "
             "only its beginning was read"
@@ -273,42 +267,42 @@ class WebReader(Tool):
             import json
 
             try:
-                value = json.loads(d.body.decode(_charset(d.content_type) or "utf-8", "replace"))
+                value = json.loads(d.body.decode(charset(d.content_type) or "utf-8", "replace"))
             except ValueError as exc:
                 raise ToolFailure(
-                    ErrorType.DEPENDENCY_ERROR, "BAD_JSON", f"{_short(d.url)} is not valid JSON ({exc})"
+                    ErrorType.DEPENDENCY_ERROR, "BAD_JSON", f"{short_url(d.url)} is not valid JSON ({exc})"
                 ) from None
-            return _Page(d.url, "json", _short(d.url), value=value, notes=notes)
+            return _Page(d.url, "json", short_url(d.url), value=value, notes=notes)
         if ctype == "application/pdf" or suffix == ".pdf":
             self._refuse_capped(d, "PDF")
-            text = _pdf_text(d.body, d.url)
-            return _Page(d.url, "text", _short(d.url), text=text, mime="text/plain", notes=notes)
+            text = pdf_text(d.body, d.url)
+            return _Page(d.url, "text", short_url(d.url), text=text, mime="text/plain", notes=notes)
         if ctype.startswith(_BINARY_PREFIXES) or ctype in _BINARY_TYPES:
             raise ToolFailure(
                 ErrorType.VALIDATION_ERROR,
                 "BINARY_CONTENT",
-                f"{_short(d.url)} is {ctype} content, not text or data",
+                f"{short_url(d.url)} is {ctype} content, not text or data",
                 "web_reader reads pages, text, JSON, PDF and data files (CSV, TSV, Excel, Parquet)",
             )
-        text = d.body.decode(_charset(d.content_type) or "utf-8", "replace")
+        text = d.body.decode(charset(d.content_type) or "utf-8", "replace")
         if d.capped:
             notes.append(capped_note)
         if ctype in ("text/html", "application/xhtml+xml") or (not ctype and text.lstrip()[:1] == "<"):
-            title, markdown = _html(text, d.url)
-            return _Page(d.url, "text", title or _short(d.url), text=markdown, mime="text/markdown", notes=notes)
+            title, markdown = html_to_markdown(text, d.url)
+            return _Page(d.url, "text", title or short_url(d.url), text=markdown, mime="text/markdown", notes=notes)
         if "\x00" in text[:4096]:
             raise ToolFailure(
-                ErrorType.VALIDATION_ERROR, "BINARY_CONTENT", f"{_short(d.url)} is binary content, not text"
+                ErrorType.VALIDATION_ERROR, "BINARY_CONTENT", f"{short_url(d.url)} is binary content, not text"
             )
         mime = "text/markdown" if ctype == "text/markdown" or suffix == ".md" else "text/plain"
-        return _Page(d.url, "text", _short(d.url), text=text, mime=mime, notes=notes)
+        return _Page(d.url, "text", short_url(d.url), text=text, mime=mime, notes=notes)
 
     def _refuse_capped(self, d: Download, what: str) -> None:
         if d.capped:
             raise ToolFailure(
                 ErrorType.RESOURCE_ERROR,
                 "DOWNLOAD_TOO_LARGE",
-                f"the {what} at {_short(d.url)} is larger than web.max_download_bytes "
+                f"the {what} at {short_url(d.url)} is larger than web.max_download_bytes "
                 f"({self.fetcher.s.max_download_bytes:,} bytes); a part of it would be wrong",
                 "download it another way into uploads/, or raise web.max_download_bytes",
             )
@@ -316,7 +310,7 @@ class WebReader(Tool):
     def _table(self, d: Download, suffix: str, notes: list[str]) -> _Page:
         from ba_mcp.formats import table_of
 
-        title = _short(d.url)
+        title = short_url(d.url)
         with _MemorySource(d.body, PurePosixPath(urlparse(d.url).path).name or "download", suffix) as source:
             table = table_of(source, self.formats, title)
         meta = self.artifacts.put_table(table, title=title, source_tool=self.name)
@@ -353,91 +347,3 @@ class _MemorySource:
 
     def __exit__(self, *exc: object) -> None:
         os.close(self.fd)
-
-
-def _short(url: str) -> str:
-    return url if len(url) <= 120 else url[:119] + "…"
-
-
-def _charset(content_type: str) -> str | None:
-    for part in content_type.split(";")[1:]:
-        key, _, value = part.strip().partition("=")
-        if key.lower() == "charset" and value:
-            import codecs
-
-            try:
-                return codecs.lookup(value.strip('"')).name
-            except LookupError:
-                return None
-    return None
-
-
-def _html(html: str, url: str) -> tuple[str | None, str]:
-    """The page's title and main content as markdown (trafilatura); an error when nothing is readable."""
-    import trafilatura
-    from trafilatura.metadata import extract_metadata
-
-    if "<script" in html.lower() and len(_visible_text(html)) < 50:
-        raise ToolFailure(
-            ErrorType.VALIDATION_ERROR,
-            "NO_READABLE_TEXT",
-            f"{_short(url)} has no readable text without JavaScript (the page builds itself in a browser)",
-            "look for the data behind it (an API, a CSV or JSON link), or another source",
-        )
-    markdown = trafilatura.extract(
-        html,
-        url=url,
-        output_format="markdown",
-        include_tables=True,
-        include_links=True,
-        include_formatting=True,
-        include_comments=False,
-        favor_recall=True,
-    )
-    meta = extract_metadata(html, default_url=url)
-    title = meta.title if meta and meta.title else None
-    if not markdown or not markdown.strip():
-        body = _visible_text(html)
-        if not body:
-            raise ToolFailure(ErrorType.VALIDATION_ERROR, "NO_READABLE_TEXT", f"{_short(url)} has no readable text")
-        markdown = body
-    if title and not markdown.lstrip().startswith("#"):
-        markdown = f"# {title}\n\n{markdown}"
-    return title, markdown
-
-
-def _visible_text(html: str) -> str:
-    """The text a browser without JavaScript would show (scripts, styles, noscript and templates left out)."""
-    import lxml.html
-
-    try:
-        doc = lxml.html.fromstring(html)
-    except Exception:
-        return ""
-    for node in doc.xpath("//script|//style|//noscript|//template|//head"):
-        node.drop_tree()
-    return " ".join(doc.text_content().split())
-
-
-def _pdf_text(data: bytes, url: str) -> str:
-    import io
-
-    from pypdf import PdfReader
-    from pypdf.errors import PdfReadError
-
-    try:
-        reader = PdfReader(io.BytesIO(data))
-        pages = [page.extract_text() or "" for page in reader.pages]
-    except (PdfReadError, ValueError, KeyError, TypeError) as exc:
-        raise ToolFailure(
-            ErrorType.VALIDATION_ERROR, "BAD_PDF", f"{_short(url)} is not a readable PDF ({type(exc).__name__})"
-        ) from None
-    text = "\n\n".join(f"[page {i}]\n{t.strip()}" for i, t in enumerate(pages, 1) if t.strip())
-    if not text:
-        raise ToolFailure(
-            ErrorType.VALIDATION_ERROR,
-            "NO_READABLE_TEXT",
-            f"{_short(url)} is a PDF without a text layer (scanned pages)",
-            "it needs OCR, which this server does not do",
-        )
-    return text
