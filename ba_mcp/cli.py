@@ -16,7 +16,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ba_mcp import __version__
 from ba_mcp.settings import ConfigError, Settings, load_settings
 
 
@@ -413,123 +412,17 @@ def cmd_install(args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    checks: list[tuple[str, bool, str]] = []
     try:
         settings = _settings(args)
-        checks.append(("configuration", True, "valid"))
     except SystemExit:
         return 2
-    from ba_mcp.pipeline.tokens import TokenCounter
-    from ba_mcp.settings import config_dir
+    from ba_mcp.doctor import healthy, run_checks
 
-    counter = TokenCounter(config_dir() / "token_encoders.yaml", settings.model_family)
-    info = counter.model_info()
-    checks.append(
-        (
-            "tokenizer offline",
-            info["offline_vocabulary"],
-            f"{info['encoding']} (hash-verified), {settings.model_family} margin {info['margin']}"
-            if info["offline_vocabulary"]
-            else f"character estimate in use: {info['fallback_reason']}",
-        )
-    )
-    try:
-        import duckdb
-
-        checks.append(("duckdb", True, f"version {duckdb.__version__}"))
-    except ImportError as exc:
-        checks.append(("duckdb", False, str(exc)))
-    try:
-        import pandas
-        import pyarrow
-
-        checks.append(("pandas / pyarrow", True, f"{pandas.__version__} / {pyarrow.__version__}"))
-    except ImportError as exc:
-        checks.append(("pandas / pyarrow", False, str(exc)))
-    root = settings.workspace_root()
-    try:
-        from ba_mcp.workspace import Workspace
-
-        ws = Workspace.open(root)
-        probe = ws.dir("logs") / ".doctor-probe"
-        probe.write_text("ok")
-        probe.unlink()
-        checks.append(("workspace writable", True, str(root)))
-        checks += _check_sandbox(settings, ws.dir("sessions"))
-    except OSError as exc:
-        checks.append(("workspace writable", False, f"{root}: {exc.strerror}"))
-    checks.append(_check_search(settings))
-    width = max(len(c[0]) for c in checks)
-    for name, ok, detail in checks:
-        print(f"{'ok  ' if ok else 'FAIL'}  {name:<{width}}  {detail}")
-    essential = {"configuration", "tokenizer offline", "workspace writable", "pandas / pyarrow"}
-    return 0 if all(ok for name, ok, _ in checks if name in essential) else 1
-
-
-def _check_search(settings: Settings) -> tuple[str, bool, str]:
-    """The search provider web_search uses, and whether it answers one query (not essential: the other tools
-    work without it)."""
-    import anyio
-
-    from ba_mcp.errors import ToolFailure
-    from ba_mcp.web.fetch import Fetcher
-    from ba_mcp.web.search import Searcher
-
-    async def probe() -> str:
-        fetcher = Fetcher(settings.web, __version__)
-        try:
-            searcher = Searcher(settings.web.search, lambda: fetcher.client)
-            hits = await searcher.search("business analysis", 1)
-            return f"{searcher.provider} answers ({len(hits)} result(s) for a test query)"
-        finally:
-            await fetcher.aclose()
-
-    name = "web search"
-    try:
-        return name, True, anyio.run(probe)
-    except ToolFailure as failure:
-        return name, False, f"{failure.message}; {failure.hint}"
-
-
-def _check_sandbox(settings: Settings, sessions: Path) -> list[tuple[str, bool, str]]:
-    """Start a real worker with the configured limits and report the protections it could apply."""
-    from ba_mcp.sandbox_client import WorkerGone, WorkerProcess
-
-    try:
-        worker = WorkerProcess(settings.sandbox, sessions)
-    except OSError as exc:
-        return [("sandbox worker", False, f"could not start: {exc}")]
-    try:
-        ready = worker.wait_ready(settings.sandbox.start_timeout_s)
-    except (WorkerGone, TimeoutError) as exc:
-        return [("sandbox worker", False, f"did not start ({exc}): {worker.last_output(300)}")]
-    finally:
-        worker.kill()
-    from sandbox import protocol
-
-    reported = [(str(p[0]), str(p[1])) for p in ready.get("protections", []) if isinstance(p, list) and len(p) == 2]
-    checks = [("sandbox worker", True, f"started; numpy + pandas loaded in {ready.get('import_ms')} ms")]
-    expected = {
-        "no network, no host abstract sockets": protocol.NETWORK_NAMESPACE if not settings.sandbox.network else "",
-        "processes end with the worker": protocol.PID_NAMESPACE,
-        "minimal root filesystem (no host files or sockets)": protocol.READ_ONLY_ROOT,
-        "private /dev": protocol.PRIVATE_DEV,
-        "unprivileged user": protocol.UNPRIVILEGED_USER,
-        "system call filter": protocol.SECCOMP_FILTER,
-        "process count limit": protocol.PROCESS_COUNT,
-        "memory limit for all processes": protocol.MEMORY_ALL_PROCESSES,
-        "memory limit per process": protocol.MEMORY_PER_PROCESS,
-    }
-    degraded = [text for pid, text in reported if pid == protocol.DEGRADED]
-    for label, wanted in expected.items():
-        if not wanted:
-            checks.append((f"sandbox: {label}", True, "off by configuration (sandbox.network: true)"))
-            continue
-        found = next((text for pid, text in reported if pid == wanted), None)
-        checks.append((f"sandbox: {label}", found is not None, found or "; ".join(degraded) or "not available here"))
-    others = [text for pid, text in reported if pid not in expected.values() and pid != protocol.DEGRADED]
-    checks += [("sandbox: also", True, text) for text in others]
-    return checks
+    checks = run_checks(settings)
+    width = max(len(c.name) for c in checks)
+    for c in checks:
+        print(f"{'ok  ' if c.ok else 'FAIL'}  {c.name:<{width}}  {c.detail}")
+    return 0 if healthy(checks) else 1
 
 
 # -- parser -----------------------------------------------------------------------------------

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from ba_mcp.databases.base import Analysis, Execution
 from ba_mcp.demo_data import ensure_demo_database
-from ba_mcp.errors import ErrorType, ToolFailure, denied, invalid
+from ba_mcp.errors import Code, ErrorType, ToolFailure, denied, invalid
 from ba_mcp.ids import ARTIFACT_ID
 
 if TYPE_CHECKING:
@@ -81,7 +81,7 @@ class DuckDBDatabase:
             if ctx.cancelled.is_set():
                 raise ToolFailure(
                     ErrorType.TIMEOUT,
-                    "TIMEOUT",
+                    Code.TIMEOUT,
                     "every query slot was taken by earlier queries until the timeout",
                     "retry shortly; earlier long queries are still being stopped",
                 )
@@ -465,7 +465,7 @@ def _sql_failure(
     if isinstance(exc, duckdb.InterruptException):
         return ToolFailure(
             ErrorType.TIMEOUT,
-            "TIMEOUT",
+            Code.TIMEOUT,
             "the query was interrupted at its timeout",
             "filter or aggregate more, or raise tools.query_database.timeout_s",
         )
@@ -480,7 +480,7 @@ def _sql_failure(
     if stream:
         return _bad_data(stream.group(1), stream.group(2))
     if isinstance(exc, duckdb.InvalidInputException) and "read-only" in str(exc).lower():
-        return denied("the statement would write; query_database is read-only", "use SELECT", code="READ_ONLY")
+        return denied("the statement would write; query_database is read-only", "use SELECT", code=Code.READ_ONLY)
     if isinstance(exc, duckdb.CatalogException):
         return ToolFailure(ErrorType.NOT_FOUND, "UNKNOWN_TABLE", message, schema_hint)
     if isinstance(exc, duckdb.BinderException):
@@ -490,7 +490,7 @@ def _sql_failure(
     if isinstance(exc, duckdb.OutOfMemoryException):
         return ToolFailure(
             ErrorType.RESOURCE_ERROR,
-            "OUT_OF_MEMORY",
+            Code.OUT_OF_MEMORY,
             message.split("\n")[0],
             "aggregate or filter more (the memory limit is databases.<name>.memory_limit)",
         )

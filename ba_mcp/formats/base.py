@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, Protocol
 
-from ba_mcp.errors import ErrorType, ToolFailure, invalid
+from ba_mcp.errors import Code, ErrorType, ToolFailure, invalid
 from ba_mcp.results import RawResult, Table
 
 if TYPE_CHECKING:
@@ -127,7 +127,7 @@ class ReaderBase:
     def _decode_failed(self, encoding: str) -> ToolFailure:
         return ToolFailure(
             ErrorType.VALIDATION_ERROR,
-            "DECODE_FAILED",
+            Code.DECODE_FAILED,
             f"{self.title} is not valid {encoding} text",
             "pass encoding= (e.g. latin-1, cp1252, utf-16)",
         )

@@ -82,7 +82,7 @@ class Observer:
     ) -> None:
         self.store = store
         self.counter = counter
-        self.s = settings
+        self.settings = settings
         self.tools = dict(tools)
         self._whole_stats: dict[str, tuple[dict[str, dict[str, Any]], int]] = {}
 
@@ -180,18 +180,18 @@ class Observer:
         source_more = self._source_more(tool, raw)
 
         if level is OutputLevel.FULL:
-            body = encode_table(table, self.s.table_encoding) if n else ""
+            body = encode_table(table, self.settings.table_encoding) if n else ""
             head = [f"{raw.title}: {extent}", "Schema: " + ", ".join(f"{c['name']}: {c['type']}" for c in columns)]
-            lines = [*head, f"Rows ({self.s.table_encoding}):", body, *source_more]
+            lines = [*head, f"Rows ({self.settings.table_encoding}):", body, *source_more]
             text = "\n".join(lines)
-            if self.counter.count_tokens(text) <= self.s.inline_limit_tokens and len(text) < _INLINE_BYTES_LIMIT:
+            if self.counter.count_tokens(text) <= self.settings.inline_limit_tokens and len(text) < _INLINE_BYTES_LIMIT:
                 stored = self._keep(tool, raw) if prefix_of_stored else None  # rows beyond these live there
                 if stored:
                     lines.append(f"Complete result: {stored.id} — {self._how_to_read(stored)}.")
                 structured.update(
                     truncated=prefix_of_stored,
                     shown_rows=n,
-                    encoding=self.s.table_encoding,
+                    encoding=self.settings.table_encoding,
                     artifact_id=stored.id if stored else None,
                 )
                 return _Part(lines, structured, artifacts=[stored] if stored else [])
@@ -199,12 +199,12 @@ class Observer:
             part = self._table_standard(raw, extent, columns, meta, structured, source_more)
             part.lines.insert(
                 1,
-                f"The full table is over the inline limit of {self.s.inline_limit_tokens:,} tokens; "
+                f"The full table is over the inline limit of {self.settings.inline_limit_tokens:,} tokens; "
                 "showing the standard view.",
             )
             return part
 
-        if level is OutputLevel.BRIEF and raw.key_columns and 0 < n <= self.s.standard_whole_rows:
+        if level is OutputLevel.BRIEF and raw.key_columns and 0 < n <= self.settings.standard_whole_rows:
             return self._table_key_columns(tool, raw, extent, structured, source_more)
         if level is OutputLevel.STANDARD and raw.standard_columns and len(raw.standard_columns) < m:
             return self._table_projected(tool, raw, level, structured)
@@ -230,9 +230,9 @@ class Observer:
             structured.update(truncated=stored is not None, shown_rows=n, artifact_id=stored.id if stored else None)
             return _Part(whole, structured, artifacts=[stored] if stored else [])
         preview, cut = plain_rows(
-            table.slice(0, self.s.preview_rows), round_floats=True, max_chars=self.s.max_cell_chars
+            table.slice(0, self.settings.preview_rows), round_floats=True, max_chars=self.settings.max_cell_chars
         )
-        kept = self._keep(tool, raw) if (n > self.s.preview_rows or cut) else None
+        kept = self._keep(tool, raw) if (n > self.settings.preview_rows or cut) else None
         return self._table_standard(raw, extent, columns, kept, structured, source_more, preview)
 
     def _table_key_columns(
@@ -242,7 +242,7 @@ class Observer:
         and URLs), the complete table as an artifact when it has more."""
         keys = [c for c in raw.key_columns or [] if c in raw.frame.column_names]
         view = raw.frame.select(keys)
-        rows, _ = plain_rows(view, max_chars=self.s.max_cell_chars)
+        rows, _ = plain_rows(view, max_chars=self.settings.max_cell_chars)
         kept = self._keep(tool, raw) if raw.frame.num_columns > len(keys) else None
         lines = [f"{raw.title}: {extent}", encode_csv(keys, rows)]
         if kept:
@@ -272,7 +272,7 @@ class Observer:
         when that fits the standard budget, or costs no more than the summary view would. None otherwise."""
         table = raw.frame
         n = table.num_rows
-        if n > self.s.standard_whole_rows:
+        if n > self.settings.standard_whole_rows:
             return None
         rows, _ = plain_rows(table, round_floats=True)
         lines = [
@@ -284,7 +284,7 @@ class Observer:
             lines.append(encode_csv(table.column_names, rows))
         lines.extend(source_more)
         tokens = self.counter.count_tokens("\n".join(lines))
-        if tokens <= self.s.standard_budget_tokens:
+        if tokens <= self.settings.standard_budget_tokens:
             return lines
         summary = self._table_standard(raw, extent, columns, None, {}, source_more).lines
         return lines if tokens <= self.counter.count_tokens("\n".join(summary)) + _ARTIFACT_NOTE_TOKENS else None
@@ -303,7 +303,7 @@ class Observer:
         n = table.num_rows
         if preview is None:
             preview, _ = plain_rows(
-                table.slice(0, self.s.preview_rows), round_floats=True, max_chars=self.s.max_cell_chars
+                table.slice(0, self.settings.preview_rows), round_floats=True, max_chars=self.settings.max_cell_chars
             )
         heading, summaries = self._summaries(raw)
         lines = [f"{raw.title}: {extent}", heading]
@@ -396,7 +396,9 @@ class Observer:
             structured.update(truncated=meta is not None, artifact_id=meta.id if meta else None)
             return _Part([*lines, *source_more], structured, artifacts=[meta] if meta else [])
 
-        budget = self.s.inline_limit_tokens if level is OutputLevel.FULL else self.s.document_window_tokens
+        budget = (
+            self.settings.inline_limit_tokens if level is OutputLevel.FULL else self.settings.document_window_tokens
+        )
         if tokens <= budget and len(text) < _INLINE_BYTES_LIMIT:
             structured.update(truncated=False, artifact_id=None, shown_chars=len(text))
             return _Part([f"{raw.title}: {size}", "", text, "", *source_more], structured)
@@ -479,7 +481,7 @@ class Observer:
             structured.update(truncated=not complete, artifact_id=meta.id if meta else None)
             return _Part([line], structured, artifacts=[meta] if meta else [])
         pretty = json.dumps(value, ensure_ascii=False, indent=2, default=str)
-        budget = self.s.inline_limit_tokens if level is OutputLevel.FULL else self.s.json_budget_tokens
+        budget = self.settings.inline_limit_tokens if level is OutputLevel.FULL else self.settings.json_budget_tokens
         if self.counter.count_tokens(pretty) <= budget and len(pretty) < _INLINE_BYTES_LIMIT:
             structured.update(truncated=False, artifact_id=None)
             if level is OutputLevel.FULL:

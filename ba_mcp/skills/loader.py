@@ -86,6 +86,7 @@ class Skill:
     skill_file: str = "SKILL.md"
     warnings: list[str] = field(default_factory=list)
     files: list[SkillFile] = field(default_factory=list)
+    _digests: dict[Any, str] = field(default_factory=dict, repr=False, compare=False)  # see scan_files
     _fd: int | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -185,7 +186,7 @@ class Skill:
 
     def manifest(self) -> list[SkillFile]:
         """Every file with its current size and digest (recomputed only for files that changed)."""
-        self.files = scan_files(self.folder, self._dir(), self.warnings if not self.files else None)
+        self.files = scan_files(self.folder, self._dir(), self.warnings if not self.files else None, self._digests)
         return self.files
 
     def _files_hint(self) -> str:
@@ -243,13 +244,13 @@ def is_text(mime: str, data: bytes) -> bool:
     return True
 
 
-_digests: dict[tuple[str, int, int, int], str] = {}  # (real path, inode, size, mtime) -> sha256: a cache
-_digests_lock = threading.Lock()
-
-
-def scan_files(folder: Path, folder_fd: int, warnings: list[str] | None = None) -> list[SkillFile]:
+def scan_files(
+    folder: Path, folder_fd: int, warnings: list[str] | None = None, digests: dict[Any, str] | None = None
+) -> list[SkillFile]:
     """The files of a skill folder, sorted: regular files (and links that stay in the folder), hidden
-    names and ``__pycache__`` left out. A link that leaves the folder is left out (with a warning)."""
+    names and ``__pycache__`` left out. A link that leaves the folder is left out (with a warning).
+    ``digests`` (the skill's own: (path, inode, size, mtime) -> sha256) spares hashing unchanged files."""
+    digests = {} if digests is None else digests
     out: list[SkillFile] = []
     for dirpath, dirnames, filenames in os.walk(folder, followlinks=False):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d != "__pycache__")
@@ -265,16 +266,14 @@ def scan_files(folder: Path, folder_fd: int, warnings: list[str] | None = None) 
                 continue
             try:
                 key = (str(folder / relative), resolved.inode, resolved.size, resolved.mtime_ns)
-                with _digests_lock:
-                    digest = _digests.get(key)
+                digest = digests.get(key)
                 if digest is None:
                     h = hashlib.sha256()
                     with resolved.open() as f:
                         for chunk in iter(lambda: f.read(1 << 20), b""):
                             h.update(chunk)
                     digest = h.hexdigest()
-                    with _digests_lock:
-                        _digests[key] = digest
+                    digests[key] = digest
                 out.append(SkillFile(relative, resolved.size, digest))
             finally:
                 resolved.close()

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ba_mcp.errors import ErrorType, ToolFailure, not_found
+from ba_mcp.errors import Code, ErrorType, ToolFailure, not_found
 from ba_mcp.ids import ARTIFACT_ID
 
 if TYPE_CHECKING:
@@ -147,7 +147,7 @@ class ArtifactStore:
             if size > self.max_single_bytes:
                 raise ToolFailure(
                     ErrorType.RESOURCE_ERROR,
-                    "ARTIFACT_TOO_LARGE",
+                    Code.ARTIFACT_TOO_LARGE,
                     f"the result is {size:,} bytes, over the artifact limit of {self.max_single_bytes:,}",
                     "narrow the request (fewer rows or columns, or aggregate first)",
                 )

@@ -19,7 +19,7 @@ from pydantic import Field, field_validator
 
 from ba_mcp.databases import collect
 from ba_mcp.databases.duckdb import workspace_table
-from ba_mcp.errors import ErrorType, ToolFailure, denied, invalid
+from ba_mcp.errors import Code, ErrorType, ToolFailure, denied, invalid
 from ba_mcp.formats import FORMATS, TABLE_FORMATS
 from ba_mcp.ids import UPLOAD_ID
 from ba_mcp.results import Table
@@ -114,7 +114,7 @@ class QueryDatabase(Tool):
             raise invalid(
                 f"'max_rows' is {params.max_rows}",
                 f"max_rows must be between 1 and {ceiling}; aggregate in SQL instead of fetching more",
-                code="INVALID_ARGUMENTS",
+                code=Code.INVALID_ARGUMENTS,
             )
         plan = self._planned(params, ctx)
         database = plan.database
@@ -186,12 +186,12 @@ def _plan(params: QueryDatabaseParams, tool: QueryDatabase) -> _Plan:
         )
     kind = analysis.kinds[0]
     if analysis.refusal:
-        raise denied(analysis.refusal, "explain a SELECT, or run the SELECT itself", code="READ_ONLY")
+        raise denied(analysis.refusal, "explain a SELECT, or run the SELECT itself", code=Code.READ_ONLY)
     if kind not in _READ_ONLY_TYPES or not analysis.sql:
         raise denied(
             f"{kind} statements are not allowed: query_database is read-only",
             "use SELECT (or WITH … SELECT, DESCRIBE, SUMMARIZE, EXPLAIN)",
-            code="READ_ONLY",
+            code=Code.READ_ONLY,
         )
     files = [(name, tool.workspace.resolve(name)) for name in analysis.refs if _is_workspace_ref(name)]
     return _Plan(database, files, analysis.sql, database_tables=len(files) < len(set(analysis.refs)))

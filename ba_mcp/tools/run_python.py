@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from pydantic import Field
 
-from ba_mcp.errors import ErrorType, ToolFailure, denied, invalid
+from ba_mcp.errors import Code, ErrorType, ToolFailure, denied, invalid
 from ba_mcp.ids import upload_id_for
 from ba_mcp.results import Composite, Document, Image, RawResult, Table
 from ba_mcp.sandbox_client import BadBlob, WorkerGone, WorkerProcess, read_blob
@@ -94,7 +94,7 @@ class RunPython(BaseTool):
         return self.sandbox.interrupt_grace_s + 15
 
     def execute(self, params: RunPythonParams, ctx: ToolContext) -> RawResult:
-        app = self
+        tool = self
         settings = self.settings
         if len(params.code) > settings.max_code_chars:
             raise invalid(
@@ -104,7 +104,7 @@ class RunPython(BaseTool):
                 code="CODE_TOO_LONG",
             )
         code_id = self.code.put(params.code)
-        sandboxes = app.sandboxes
+        sandboxes = tool.sandboxes
         notes: list[str] = []
         if params.reset:
             sandboxes.discard(ctx.session)
@@ -117,11 +117,11 @@ class RunPython(BaseTool):
         timeout = ctx.timeout
         with worker.lock:
             worker.last_used = time.monotonic()
-            cell = _Cell(app, ctx, worker, code_id, params.code, timeout)
+            cell = _Cell(tool, ctx, worker, code_id, params.code, timeout)
             reply, fds = cell.run()
             worker.last_used = time.monotonic()
             try:
-                return _result(app, reply, fds, code_id, notes, worker)
+                return _result(tool, reply, fds, code_id, notes, worker)
             except BadBlob as exc:
                 cell.violation(str(exc))
 
@@ -130,9 +130,9 @@ class _Cell:
     """One cell on one worker: send it, serve helper calls, enforce the timeout."""
 
     def __init__(
-        self, app: RunPython, ctx: ToolContext, worker: WorkerProcess, code_id: str, code: str, timeout: float
+        self, tool: RunPython, ctx: ToolContext, worker: WorkerProcess, code_id: str, code: str, timeout: float
     ):
-        self.app, self.ctx, self.worker = app, ctx, worker
+        self.tool, self.ctx, self.worker = tool, ctx, worker
         self.code_id, self.code, self.timeout = code_id, code, timeout
 
     def run(self) -> tuple[dict[str, Any], list[int]]:
@@ -142,7 +142,7 @@ class _Cell:
         worker, ctx = self.worker, self.ctx
         worker.cells += 1
         self.token = secrets.token_hex(16)
-        grace = self.app.sandbox.interrupt_grace_s
+        grace = self.tool.sandbox.interrupt_grace_s
         started = time.monotonic()
         interrupted_at: float | None = None
         reason = ""
@@ -187,7 +187,7 @@ class _Cell:
     # -- endings ------------------------------------------------------------------------------
 
     def violation(self, problem: str) -> NoReturn:
-        self.app.sandboxes.discard(self.ctx.session)
+        self.tool.sandboxes.discard(self.ctx.session)
         raise ToolFailure(
             ErrorType.EXECUTION_ERROR,
             "WORKER_PROTOCOL",
@@ -199,10 +199,10 @@ class _Cell:
     def _interrupted(self, reason: str, started: float) -> NoReturn:
         elapsed = time.monotonic() - started
         if reason == "cancelled":
-            raise ToolFailure(ErrorType.EXECUTION_ERROR, "CANCELLED", "the run was cancelled; variables are kept")
+            raise ToolFailure(ErrorType.EXECUTION_ERROR, Code.CANCELLED, "the run was cancelled; variables are kept")
         raise ToolFailure(
             ErrorType.TIMEOUT,
-            "TIMEOUT",
+            Code.TIMEOUT,
             f"the code was interrupted after {elapsed:.1f} s (timeout {self.timeout:g} s); "
             "the interpreter's state (variables, imports) was kept",
             "pass a longer timeout (up to the server's ceiling), or work on a sample first; "
@@ -210,12 +210,12 @@ class _Cell:
         )
 
     def _lost(self, reason: str, started: float) -> NoReturn:
-        self.app.sandboxes.discard(self.ctx.session)
+        self.tool.sandboxes.discard(self.ctx.session)
         elapsed = time.monotonic() - started
         what = "was cancelled" if reason == "cancelled" else f"ran past its timeout of {self.timeout:g} s"
         raise ToolFailure(
             ErrorType.TIMEOUT if reason == "timeout" else ErrorType.EXECUTION_ERROR,
-            "TIMEOUT_KILLED" if reason == "timeout" else "CANCELLED",
+            "TIMEOUT_KILLED" if reason == "timeout" else Code.CANCELLED,
             f"the code {what} and did not stop when interrupted ({elapsed:.1f} s); the worker was killed and "
             "restarted, so all variables and imports were lost",
             f"re-run the cells that set up your data; code stored as {self.code_id}",
@@ -224,7 +224,7 @@ class _Cell:
     def _crashed(self) -> NoReturn:
         how = self.worker.exit_description()
         output = self.worker.last_output(600)
-        self.app.sandboxes.discard(self.ctx.session)
+        self.tool.sandboxes.discard(self.ctx.session)
         message = f"the Python worker {how} while running the code; it was restarted and its state was lost"
         if output:
             message += f". Its last output: {output}"
@@ -243,15 +243,15 @@ class _Cell:
         out_fds: list[int] = []
         try:
             if method == "load_artifact":
-                reply["kind"], fd = _open_artifact(self.app, str(args.get("ref", "")))
+                reply["kind"], fd = _open_artifact(self.tool, str(args.get("ref", "")))
                 out_fds.append(fd)
             elif method == "open_upload":
-                reply["name"], fd = _open_upload(self.app.workspace, str(args.get("ref", "")))
+                reply["name"], fd = _open_upload(self.tool.workspace, str(args.get("ref", "")))
                 out_fds.append(fd)
             elif method == "save_artifact" and fds:
-                reply["artifact_id"] = _save(self.app, args, fds[0])
+                reply["artifact_id"] = _save(self.tool, args, fds[0])
             elif method == "export":
-                reply["path"] = _export(self.app, args, fds[0] if fds else None)
+                reply["path"] = _export(self.tool, args, fds[0] if fds else None)
             else:
                 reply["error"] = f"unknown helper request {method!r}"
         except ToolFailure as failure:
@@ -271,11 +271,11 @@ class _Cell:
 # -- helpers' server side ---------------------------------------------------------------------------
 
 
-def _open_artifact(app: RunPython, ref: str) -> tuple[str, int]:
+def _open_artifact(tool: RunPython, ref: str) -> tuple[str, int]:
     if not ref.startswith("artifact_"):
         raise invalid(f"'{ref[:60]}' is not an artifact id", "artifact ids look like artifact_0123456789ab")
-    with app.artifacts.reading(ref) as meta:
-        fd = os.open(app.artifacts.data_path(meta), os.O_RDONLY | os.O_CLOEXEC)
+    with tool.artifacts.reading(ref) as meta:
+        fd = os.open(tool.artifacts.data_path(meta), os.O_RDONLY | os.O_CLOEXEC)
     return ("text" if meta.kind == "markdown" else meta.kind), fd
 
 
@@ -291,33 +291,33 @@ def _open_upload(workspace: Workspace, ref: str) -> tuple[str, int]:
     return resolved.filename, fd
 
 
-def _export(app: RunPython, args: dict[str, Any], fd: int | None) -> str:
+def _export(tool: RunPython, args: dict[str, Any], fd: int | None) -> str:
     """export(obj_or_artifact, path): an object is stored as an artifact first (content-addressed), then the
     artifact is written beneath the export folder."""
-    if app.exports is None:
+    if tool.exports is None:
         raise denied("exports are not available on this server")
-    artifact_id = _save(app, args, fd) if fd is not None else str(args.get("ref", ""))
+    artifact_id = _save(tool, args, fd) if fd is not None else str(args.get("ref", ""))
     if not artifact_id.startswith("artifact_"):
         raise invalid(f"'{artifact_id[:60]}' is not an artifact id", "pass an object or an artifact id")
-    return app.exports.write(artifact_id, str(args.get("path", "")), overwrite=bool(args.get("overwrite")))
+    return tool.exports.write(artifact_id, str(args.get("path", "")), overwrite=bool(args.get("overwrite")))
 
 
-def _transfer_limit(app: RunPython) -> int:
-    return min(app.artifacts.max_single_bytes, app.sandbox.max_transfer_mb * 1024 * 1024)
+def _transfer_limit(tool: RunPython) -> int:
+    return min(tool.artifacts.max_single_bytes, tool.sandbox.max_transfer_mb * 1024 * 1024)
 
 
-def _save(app: RunPython, args: dict[str, Any], fd: int) -> str:
-    data = read_blob(fd, _transfer_limit(app))
+def _save(tool: RunPython, args: dict[str, Any], fd: int) -> str:
+    data = read_blob(fd, _transfer_limit(tool))
     kind = args.get("kind")
     title = str(args.get("title") or f"saved from run_python ({kind})")[:200]
     if kind == "table":
-        meta = app.artifacts.put_table(_arrow_table(data), title=title, source_tool="run_python")
+        meta = tool.artifacts.put_table(_arrow_table(data), title=title, source_tool="run_python")
     elif kind == "text":
-        meta = app.artifacts.put_text(data.decode("utf-8"), title=title, source_tool="run_python")
+        meta = tool.artifacts.put_text(data.decode("utf-8"), title=title, source_tool="run_python")
     elif kind == "json":
-        meta = app.artifacts.put_json(json.loads(data), title=title, source_tool="run_python")
+        meta = tool.artifacts.put_json(json.loads(data), title=title, source_tool="run_python")
     elif kind == "image":
-        meta = app.artifacts.put_image(data, title=title, source_tool="run_python", mime=str(args.get("mime")))
+        meta = tool.artifacts.put_image(data, title=title, source_tool="run_python", mime=str(args.get("mime")))
     else:
         raise ValueError(f"cannot store kind {kind!r}")
     return meta.id
@@ -333,10 +333,10 @@ def _arrow_table(data: bytes) -> Any:
 
 
 def _result(
-    app: RunPython, reply: dict[str, Any], fds: list[int], code_id: str, notes: list[str], worker: WorkerProcess
+    tool: RunPython, reply: dict[str, Any], fds: list[int], code_id: str, notes: list[str], worker: WorkerProcess
 ) -> RawResult:
     try:
-        blobs = [read_blob(fd, _transfer_limit(app)) for fd in fds]
+        blobs = [read_blob(fd, _transfer_limit(tool)) for fd in fds]
     finally:
         _close_all(fds)
     error = reply.get("error")
@@ -349,13 +349,13 @@ def _result(
         whole = (reply.get(label) or {}).get("whole")
         if whole:
             text = blobs.pop(0).decode("utf-8", "replace")
-            stored = app.artifacts.put_text(text, title=f"{label} of {code_id}", source_tool="run_python")
+            stored = tool.artifacts.put_text(text, title=f"{label} of {code_id}", source_tool="run_python")
             complete = "the whole output" if whole.get("complete") else f"its first {len(text):,} characters"
             kept[label] = f'{complete} is {stored.id} (file_reader(path="{stored.id}"))'
             if whole.get("complete"):
                 whole_output[label] = (text, stored.id)
     if error:
-        raise _failure(error, stdout, stderr, code_id, app.libraries, kept)
+        raise _failure(error, stdout, stderr, code_id, tool.libraries, kept)
     parts: list[tuple[str, RawResult]] = []
     for label, (text, note) in (("stdout", stdout), ("stderr", stderr)):
         if label in whole_output:  # cut once, by the observer, which names the one artifact holding it all
@@ -485,7 +485,7 @@ def _failure(
     if error.get("memory"):
         return ToolFailure(
             ErrorType.RESOURCE_ERROR,
-            "OUT_OF_MEMORY",
+            Code.OUT_OF_MEMORY,
             f"{etype}: {error.get('message')} (the sandbox's memory limit)\n{detail}{printed}",
             f"work on fewer rows or columns, or in chunks; the interpreter keeps its state; code stored as {code_id}",
         )

@@ -253,7 +253,7 @@ class WebReader(Tool):
         suffix = PurePosixPath(urlparse(d.url).path).suffix.lower()
         notes = [f"redirected to {short_url(d.url)}"] if d.redirects else []
         capped_note = (
-            f"the page is larger than web.max_download_bytes ({self.fetcher.s.max_download_bytes:,} bytes); "
+            f"the page is larger than web.max_download_bytes ({self.fetcher.settings.max_download_bytes:,} bytes); "
             "only its beginning was read"
         )
         data_format = FORMATS.get(suffix) if FORMATS.get(suffix) in DATA_FILE_SUFFIX else MEDIA_TYPES.get(ctype)
@@ -303,7 +303,7 @@ class WebReader(Tool):
                 ErrorType.RESOURCE_ERROR,
                 "DOWNLOAD_TOO_LARGE",
                 f"the {what} at {short_url(d.url)} is larger than web.max_download_bytes "
-                f"({self.fetcher.s.max_download_bytes:,} bytes); a part of it would be wrong",
+                f"({self.fetcher.settings.max_download_bytes:,} bytes); a part of it would be wrong",
                 "download it another way into uploads/, or raise web.max_download_bytes",
             )
 

@@ -162,7 +162,7 @@ class Fetcher:
     """The App's one ``httpx.AsyncClient`` and the rules of S-5. Created lazily on the event loop."""
 
     def __init__(self, settings: WebSettings, version: str) -> None:
-        self.s = settings
+        self.settings = settings
         self.user_agent = settings.user_agent or f"ba-mcp/{version}"
         self._client: httpx.AsyncClient | None = None
         self._robots: dict[str, tuple[float, Any]] = {}
@@ -175,7 +175,7 @@ class Fetcher:
             self._client = httpx.AsyncClient(
                 follow_redirects=False,
                 trust_env=False,  # no proxy from the environment: the connection goes where it was vetted
-                timeout=httpx.Timeout(self.s.timeout_s),
+                timeout=httpx.Timeout(self.settings.timeout_s),
                 headers={"User-Agent": self.user_agent, "Accept-Encoding": "gzip, deflate"},
             )
         return self._client
@@ -188,13 +188,13 @@ class Fetcher:
     async def fetch(self, url: str) -> Download:
         """GET ``url`` by the rules: vetted and pinned, redirects re-vetted, robots.txt, byte cap, total timeout."""
         try:
-            with anyio.fail_after(self.s.timeout_s):
+            with anyio.fail_after(self.settings.timeout_s):
                 return await self._fetch(url)
         except TimeoutError:
             raise ToolFailure(
                 ErrorType.TIMEOUT,
                 "DOWNLOAD_TIMEOUT",
-                f"the download did not finish within {self.s.timeout_s:g} s",
+                f"the download did not finish within {self.settings.timeout_s:g} s",
                 "try again later, or raise web.timeout_s",
             ) from None
 
@@ -202,9 +202,9 @@ class Fetcher:
         import httpx2 as httpx
 
         redirects: list[str] = []
-        target = await vet(url, self.s.allow_private_networks)
+        target = await vet(url, self.settings.allow_private_networks)
         while True:
-            if self.s.respect_robots_txt:
+            if self.settings.respect_robots_txt:
                 await self._check_robots(target)
             try:
                 request = self.client.build_request("GET", target.request_url(), headers=target.headers())
@@ -215,11 +215,11 @@ class Fetcher:
                 raise _unreachable(target.url, exc) from None
             try:
                 if response.status_code in _REDIRECTS and "location" in response.headers:
-                    if len(redirects) >= self.s.max_redirects:
+                    if len(redirects) >= self.settings.max_redirects:
                         raise ToolFailure(
                             ErrorType.DEPENDENCY_ERROR,
                             "TOO_MANY_REDIRECTS",
-                            f"more than {self.s.max_redirects} redirects",
+                            f"more than {self.settings.max_redirects} redirects",
                             "give the final URL, or raise web.max_redirects",
                         )
                     try:
@@ -229,14 +229,14 @@ class Fetcher:
                             ErrorType.DEPENDENCY_ERROR, "BAD_REDIRECT", "a redirect to an invalid URL"
                         ) from None
                     redirects.append(str(nxt))
-                    target = await vet(nxt, self.s.allow_private_networks)
+                    target = await vet(nxt, self.settings.allow_private_networks)
                     continue
                 return await self._read(target, response, redirects)
             finally:
                 await response.aclose()
 
     async def _read(self, target: Target, response: httpx.Response, redirects: list[str]) -> Download:
-        cap = self.s.max_download_bytes
+        cap = self.settings.max_download_bytes
         length = response.headers.get("content-length")
         total = int(length) if length and length.isdigit() else None
         chunks: list[bytes] = []

@@ -1,0 +1,139 @@
+"""``ba-mcp doctor``: the environment's checks as typed results (``Check``), for the CLI to print.
+
+Essential checks (configuration, offline tokenizer, pandas/pyarrow, a writable workspace) decide the exit
+code; the others report what is available (the sandbox's protections by their ids, the search provider)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ba_mcp import __version__
+from ba_mcp.settings import Settings
+
+ESSENTIAL = frozenset({"configuration", "tokenizer offline", "workspace writable", "pandas / pyarrow"})
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+
+
+def run_checks(settings: Settings) -> list[Check]:
+    """Every check, in the order they are shown (the configuration was valid to get here)."""
+    from ba_mcp.pipeline.tokens import TokenCounter
+    from ba_mcp.settings import config_dir
+
+    checks = [Check("configuration", True, "valid")]
+    counter = TokenCounter(config_dir() / "token_encoders.yaml", settings.model_family)
+    info = counter.model_info()
+    checks.append(
+        Check(
+            "tokenizer offline",
+            info["offline_vocabulary"],
+            f"{info['encoding']} (hash-verified), {settings.model_family} margin {info['margin']}"
+            if info["offline_vocabulary"]
+            else f"character estimate in use: {info['fallback_reason']}",
+        )
+    )
+    try:
+        import duckdb
+
+        checks.append(Check("duckdb", True, f"version {duckdb.__version__}"))
+    except ImportError as exc:
+        checks.append(Check("duckdb", False, str(exc)))
+    try:
+        import pandas
+        import pyarrow
+
+        checks.append(Check("pandas / pyarrow", True, f"{pandas.__version__} / {pyarrow.__version__}"))
+    except ImportError as exc:
+        checks.append(Check("pandas / pyarrow", False, str(exc)))
+    root = settings.workspace_root()
+    try:
+        from ba_mcp.workspace import Workspace
+
+        ws = Workspace.open(root)
+        probe = ws.dir("logs") / ".doctor-probe"
+        probe.write_text("ok")
+        probe.unlink()
+        checks.append(Check("workspace writable", True, str(root)))
+        checks += _check_sandbox(settings, ws.dir("sessions"))
+    except OSError as exc:
+        checks.append(Check("workspace writable", False, f"{root}: {exc.strerror}"))
+    checks.append(_check_search(settings))
+    return checks
+
+
+def healthy(checks: list[Check]) -> bool:
+    return all(c.ok for c in checks if c.name in ESSENTIAL)
+
+
+def _check_search(settings: Settings) -> Check:
+    """The search provider web_search uses, and whether it answers one query (not essential: the other tools
+    work without it)."""
+    import anyio
+
+    from ba_mcp.errors import ToolFailure
+    from ba_mcp.web.fetch import Fetcher
+    from ba_mcp.web.search import Searcher
+
+    async def probe() -> str:
+        fetcher = Fetcher(settings.web, __version__)
+        try:
+            searcher = Searcher(settings.web.search, lambda: fetcher.client)
+            hits = await searcher.search("business analysis", 1)
+            return f"{searcher.provider} answers ({len(hits)} result(s) for a test query)"
+        finally:
+            await fetcher.aclose()
+
+    name = "web search"
+    try:
+        return Check(name, True, anyio.run(probe))
+    except ToolFailure as failure:
+        return Check(name, False, f"{failure.message}; {failure.hint}")
+
+
+def _check_sandbox(settings: Settings, sessions: Path) -> list[Check]:
+    """Start a real worker with the configured limits and report the protections it could apply."""
+    from ba_mcp.sandbox_client import WorkerGone, WorkerProcess
+
+    try:
+        worker = WorkerProcess(settings.sandbox, sessions)
+    except OSError as exc:
+        return [Check("sandbox worker", False, f"could not start: {exc}")]
+    try:
+        ready = worker.wait_ready(settings.sandbox.start_timeout_s)
+    except (WorkerGone, TimeoutError) as exc:
+        return [Check("sandbox worker", False, f"did not start ({exc}): {worker.last_output(300)}")]
+    finally:
+        worker.kill()
+    from sandbox import protocol
+
+    reported = [(str(p[0]), str(p[1])) for p in ready.get("protections", []) if isinstance(p, list) and len(p) == 2]
+    checks = [Check("sandbox worker", True, f"started; numpy + pandas loaded in {ready.get('import_ms')} ms")]
+    expected = {
+        "no network, no host abstract sockets": protocol.NETWORK_NAMESPACE if not settings.sandbox.network else "",
+        "processes end with the worker": protocol.PID_NAMESPACE,
+        "minimal root filesystem (no host files or sockets)": protocol.READ_ONLY_ROOT,
+        "private /dev": protocol.PRIVATE_DEV,
+        "unprivileged user": protocol.UNPRIVILEGED_USER,
+        "system call filter": protocol.SECCOMP_FILTER,
+        "process count limit": protocol.PROCESS_COUNT,
+        "memory limit for all processes": protocol.MEMORY_ALL_PROCESSES,
+        "memory limit per process": protocol.MEMORY_PER_PROCESS,
+    }
+    degraded = [text for pid, text in reported if pid == protocol.DEGRADED]
+    for label, wanted in expected.items():
+        if not wanted:
+            checks.append(Check(f"sandbox: {label}", True, "off by configuration (sandbox.network: true)"))
+            continue
+        found = next((text for pid, text in reported if pid == wanted), None)
+        checks.append(
+            Check(f"sandbox: {label}", found is not None, found or "; ".join(degraded) or "not available here")
+        )
+    others = [text for pid, text in reported if pid not in expected.values() and pid != protocol.DEGRADED]
+    checks += [Check("sandbox: also", True, text) for text in others]
+    return checks
