@@ -16,7 +16,6 @@ import logging
 import urllib.parse
 from collections.abc import Iterable
 
-from ba_mcp import __version__
 from ba_mcp.databases import Databases
 from ba_mcp.exports import Exports
 from ba_mcp.pipeline.cache import RawCache
@@ -36,6 +35,7 @@ from ba_mcp.tools.query_database import QueryDatabase
 from ba_mcp.tools.run_python import RunPython
 from ba_mcp.tools.use_skill import UseSkill
 from ba_mcp.tools.web import WebReader, WebSearch
+from ba_mcp.version import __version__
 from ba_mcp.web.fetch import Fetcher
 from ba_mcp.web.search import Searcher
 from ba_mcp.workspace import Resolved, Workspace

@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ba_mcp import __version__
 from ba_mcp.settings import Settings
+from ba_mcp.version import __version__
 
 ESSENTIAL = frozenset({"configuration", "tokenizer offline", "workspace writable", "pandas / pyarrow"})
 

@@ -41,7 +41,7 @@ from mcp.types import (
 )
 from pydantic import ConfigDict, ValidationError
 
-from ba_mcp import __version__, resources
+from ba_mcp import resources
 from ba_mcp.app import App
 from ba_mcp.errors import Code, ErrorType, ToolFailure, format_error
 from ba_mcp.pipeline.runner import CallOutcome
@@ -49,6 +49,7 @@ from ba_mcp.sessions import http_session_key, session_key
 from ba_mcp.skills import mcp as skills_mcp
 from ba_mcp.skills.mcp import SkillsExtension
 from ba_mcp.tool import Tool
+from ba_mcp.version import __version__
 
 log = logging.getLogger(__name__)
 

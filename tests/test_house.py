@@ -48,7 +48,8 @@ ROOMS: list[tuple[str, int]] = [
     ("ba_mcp.demo", 7),
     ("ba_mcp.cli", 8),
     ("ba_mcp.__main__", 9),
-    ("ba_mcp", 0),  # the package's __init__: the version only (its public names are imported lazily)
+    ("ba_mcp.version", 0),
+    ("ba_mcp", 9),  # the package's __init__: the public surface over every room (imported lazily)
 ]
 
 
@@ -129,6 +130,14 @@ def test_imports_form_no_circle() -> None:
         if not state.get(module):
             visit(module)
     assert not circles, "\n".join(circles)
+
+
+def test_the_public_surface_names_what_embedders_use() -> None:
+    import ba_mcp
+
+    for name in ba_mcp.__all__:
+        assert getattr(ba_mcp, name) is not None, name
+    assert issubclass(ba_mcp.ToolFailure, Exception) and ba_mcp.Tool.execute is not None
 
 
 def test_the_ground_floor_knows_nothing_of_mcp() -> None:

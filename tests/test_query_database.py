@@ -19,13 +19,13 @@ pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture(scope="module")
-def qworkspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def query_workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_workspace(tmp_path_factory.mktemp("qroot"))
 
 
 @pytest.fixture(scope="module")
-async def qs(qworkspace: Path) -> AsyncIterator[Client]:
-    async with in_process(qworkspace) as client:
+async def demo_client(query_workspace: Path) -> AsyncIterator[Client]:
+    async with in_process(query_workspace) as client:
         yield client
 
 
@@ -38,52 +38,52 @@ def ok(result) -> str:
     return text_of(result)
 
 
-def refused(result, qworkspace: Path, error_type: str = "permission_denied") -> str:
+def refused(result, query_workspace: Path, error_type: str = "permission_denied") -> str:
     text = text_of(result)
     assert result.is_error, text
     assert f"Error Type: {error_type}" in text, text
-    assert str(qworkspace) not in text and "root:x:" not in text and "secret beside" not in text
+    assert str(query_workspace) not in text and "root:x:" not in text and "secret beside" not in text
     return text
 
 
-def demo_digest(qworkspace: Path) -> str:
-    return hashlib.sha256((qworkspace / "data" / "demo.duckdb").read_bytes()).hexdigest()
+def demo_digest(query_workspace: Path) -> str:
+    return hashlib.sha256((query_workspace / "data" / "demo.duckdb").read_bytes()).hexdigest()
 
 
-async def test_tool_listing_and_schema_resource(qs: Client) -> None:
-    tool = {t.name: t for t in (await qs.list_tools()).tools}["query_database"]
+async def test_tool_listing_and_schema_resource(demo_client: Client) -> None:
+    tool = {t.name: t for t in (await demo_client.list_tools()).tools}["query_database"]
     assert set(tool.input_schema["properties"]) == {"query", "max_rows", "params", "database", "output_level"}
     assert tool.annotations.read_only_hint is True
-    schema = (await qs.read_resource("db://demo/schema")).contents[0].text
+    schema = (await demo_client.read_resource("db://demo/schema")).contents[0].text
     assert "## orders (table, 20,000 rows)" in schema and "## order_facts (view," in schema
     assert "- order_date: DATE" in schema or "- order_date: TIMESTAMP" in schema
-    done = await qs.complete(
+    done = await demo_client.complete(
         ResourceTemplateReference(uri="db://{database}/schema"), {"name": "database", "value": "d"}
     )
     assert done.completion.values == ["demo"]
 
 
-async def test_decimal_and_hugeint_columns_show_their_types(qs: Client) -> None:
+async def test_decimal_and_hugeint_columns_show_their_types(demo_client: Client) -> None:
     sql = "SELECT 123.45::DECIMAL(18,2) AS amount, 170141183460469231731687303715884105727::HUGEINT AS big"
-    text = ok(await q(qs, sql, output_level="standard"))
+    text = ok(await q(demo_client, sql, output_level="standard"))
     assert "amount: decimal(18,2)" in text and "big: int128" in text and "mixed" not in text
     assert "170141183460469231731687303715884105727" in text
 
 
-async def test_the_schema_resource_explains_the_database(qs: Client) -> None:
-    listed = [str(r.uri) for r in (await qs.list_resources()).resources]
+async def test_the_schema_resource_explains_the_database(demo_client: Client) -> None:
+    listed = [str(r.uri) for r in (await demo_client.list_resources()).resources]
     assert "db://demo/schema" in listed  # listed, not only a template
-    schema = (await qs.read_resource("db://demo/schema")).contents[0].text
+    schema = (await demo_client.read_resource("db://demo/schema")).contents[0].text
     assert "net_revenue" in schema and "(1 - l.discount)" in schema and "Definition:" in schema  # the view's SQL
     assert "only completed orders count as revenue" in schema  # a column comment
     assert "values: cancelled, completed, returned" in schema  # a low-cardinality text column
     assert "Public Sector" in schema and "customer_name: VARCHAR\n" in schema  # many values: not listed
 
 
-async def test_analysis_on_the_demo_data(qs: Client) -> None:
+async def test_analysis_on_the_demo_data(demo_client: Client) -> None:
     text = ok(
         await q(
-            qs,
+            demo_client,
             "SELECT year(order_date) AS year, count(*) AS orders FROM orders GROUP BY 1 ORDER BY 1",
             output_level="full",
         )
@@ -91,67 +91,89 @@ async def test_analysis_on_the_demo_data(qs: Client) -> None:
     years = [line.split(",") for line in text.splitlines() if line[:2] == "20"]
     assert [y for y, _ in years] == ["2022", "2023", "2024", "2025"]
     assert sum(int(n) for _, n in years) == 20000 and int(years[-1][1]) > int(years[0][1])  # growth
-    returns = ok(await q(qs, "SELECT status, count(*) n FROM orders GROUP BY 1 ORDER BY 1", output_level="full"))
+    returns = ok(
+        await q(demo_client, "SELECT status, count(*) n FROM orders GROUP BY 1 ORDER BY 1", output_level="full")
+    )
     assert "returned," in returns and "cancelled," in returns
-    nulls = ok(await q(qs, "SELECT count(*) FILTER (email IS NULL) AS no_email FROM customers", output_level="full"))
+    nulls = ok(
+        await q(demo_client, "SELECT count(*) FILTER (email IS NULL) AS no_email FROM customers", output_level="full")
+    )
     assert int(nulls.splitlines()[-1]) > 0
 
 
-async def test_params_bind_values(qs: Client) -> None:
+async def test_params_bind_values(demo_client: Client) -> None:
     named = ok(
-        await q(qs, "SELECT count(*) AS n FROM orders WHERE status = $s", params={"s": "returned"}, output_level="full")
+        await q(
+            demo_client,
+            "SELECT count(*) AS n FROM orders WHERE status = $s",
+            params={"s": "returned"},
+            output_level="full",
+        )
     )
     positional = ok(
-        await q(qs, "SELECT count(*) AS n FROM orders WHERE status = ?", params=["returned"], output_level="full")
+        await q(
+            demo_client, "SELECT count(*) AS n FROM orders WHERE status = ?", params=["returned"], output_level="full"
+        )
     )
     assert named.splitlines()[-1] == positional.splitlines()[-1] and int(named.splitlines()[-1]) > 100
     injection = ok(
         await q(
-            qs, "SELECT count(*) AS n FROM orders WHERE status = $s", params={"s": "x' OR '1'='1"}, output_level="full"
+            demo_client,
+            "SELECT count(*) AS n FROM orders WHERE status = $s",
+            params={"s": "x' OR '1'='1"},
+            output_level="full",
         )
     )
     assert injection.splitlines()[-1] == "0"
-    missing = await q(qs, "SELECT * FROM orders WHERE status = $s")
+    missing = await q(demo_client, "SELECT * FROM orders WHERE status = $s")
     assert missing.is_error and "params" in text_of(missing)
 
 
-async def test_large_results_fetch_max_rows_and_keep_the_rest(qs: Client) -> None:
-    result = await q(qs, "SELECT * FROM order_lines ORDER BY order_id, line_no", max_rows=100)
+async def test_large_results_fetch_max_rows_and_keep_the_rest(demo_client: Client) -> None:
+    result = await q(demo_client, "SELECT * FROM order_lines ORDER BY order_id, line_no", max_rows=100)
     sc = meta_of(result)
     assert sc["rows"] == 100 and sc["total_rows"] == 50001 and sc["truncated"] is True
     aid = sc["artifact_id"]
     assert "of 50,001 rows" in text_of(result) and aid in text_of(result)
-    again = ok(await q(qs, f"SELECT count(*) AS n, sum(quantity) AS q FROM {aid}", output_level="full"))
-    direct = ok(await q(qs, "SELECT count(*) AS n, sum(quantity) AS q FROM order_lines", output_level="full"))
+    again = ok(await q(demo_client, f"SELECT count(*) AS n, sum(quantity) AS q FROM {aid}", output_level="full"))
+    direct = ok(await q(demo_client, "SELECT count(*) AS n, sum(quantity) AS q FROM order_lines", output_level="full"))
     assert again.splitlines()[-1] == direct.splitlines()[-1]
 
 
-async def test_ten_million_rows_are_never_materialised(qs: Client) -> None:
-    result = await q(qs, "SELECT range AS i, range % 7 AS g FROM range(10000000)", max_rows=1000, output_level="brief")
+async def test_ten_million_rows_are_never_materialised(demo_client: Client) -> None:
+    result = await q(
+        demo_client, "SELECT range AS i, range % 7 AS g FROM range(10000000)", max_rows=1000, output_level="brief"
+    )
     text = ok(result)
     assert "of 10,000,000" in text
     aid = meta_of(result)["artifact_id"]
-    check = ok(await q(qs, f"SELECT count(*) AS n, max(i) AS m FROM {aid}", output_level="full"))
+    check = ok(await q(demo_client, f"SELECT count(*) AS n, max(i) AS m FROM {aid}", output_level="full"))
     assert check.splitlines()[-1] == "10000000,9999999"
 
 
-async def test_workspace_files_uploads_and_artifacts_are_queryable(qs: Client) -> None:
+async def test_workspace_files_uploads_and_artifacts_are_queryable(demo_client: Client) -> None:
     by_path = ok(
-        await q(qs, "SELECT region, count(*) AS n FROM 'uploads/sales.csv' GROUP BY 1 ORDER BY 1", output_level="full")
+        await q(
+            demo_client,
+            "SELECT region, count(*) AS n FROM 'uploads/sales.csv' GROUP BY 1 ORDER BY 1",
+            output_level="full",
+        )
     )
     assert "East,16" in by_path and "North,17" in by_path
-    by_id = ok(await q(qs, "SELECT count(*) AS n FROM upload_sales", output_level="full"))
+    by_id = ok(await q(demo_client, "SELECT count(*) AS n FROM upload_sales", output_level="full"))
     assert by_id.splitlines()[-1] == "50"
-    pq = ok(await q(qs, "SELECT sum(k) AS s FROM 'uploads/facts.parquet'", output_level="full"))
+    pq = ok(await q(demo_client, "SELECT sum(k) AS s FROM 'uploads/facts.parquet'", output_level="full"))
     assert pq.splitlines()[-1] == str(sum(range(1000)))
-    latin = ok(await q(qs, "SELECT city FROM 'uploads/latin1.csv' ORDER BY 1", output_level="full"))
+    latin = ok(await q(demo_client, "SELECT city FROM 'uploads/latin1.csv' ORDER BY 1", output_level="full"))
     assert "Málaga" in latin and "Zürich" in latin
-    js = ok(await q(qs, "SELECT count(*) AS n FROM 'uploads/records.json'", output_level="full"))
+    js = ok(await q(demo_client, "SELECT count(*) AS n FROM 'uploads/records.json'", output_level="full"))
     assert js.splitlines()[-1] == "30"
-    made = await qs.call_tool("file_reader", {"path": "uploads/sales.csv", "output_level": "brief"})
+    made = await demo_client.call_tool("file_reader", {"path": "uploads/sales.csv", "output_level": "brief"})
     aid = meta_of(made)["artifact_id"]
     joined = ok(
-        await q(qs, f"SELECT count(*) AS n FROM {aid} a JOIN upload_sales u USING (order_id)", output_level="full")
+        await q(
+            demo_client, f"SELECT count(*) AS n FROM {aid} a JOIN upload_sales u USING (order_id)", output_level="full"
+        )
     )
     assert joined.splitlines()[-1] == "50"
 
@@ -202,102 +224,108 @@ async def test_workspace_files_uploads_and_artifacts_are_queryable(qs: Client) -
         "EXPLAIN COPY orders TO '{ws}/uploads/stolen.csv'",
     ],
 )
-async def test_hostile_statements_are_refused_and_change_nothing(qs: Client, qworkspace: Path, query: str) -> None:
-    await q(qs, "SELECT 1")  # the demo database exists
-    before = demo_digest(qworkspace)
-    uploads = sorted(p.name for p in (qworkspace / "uploads").iterdir())
-    result = await q(qs, query.replace("{ws}", str(qworkspace)))
+async def test_hostile_statements_are_refused_and_change_nothing(
+    demo_client: Client, query_workspace: Path, query: str
+) -> None:
+    await q(demo_client, "SELECT 1")  # the demo database exists
+    before = demo_digest(query_workspace)
+    uploads = sorted(p.name for p in (query_workspace / "uploads").iterdir())
+    result = await q(demo_client, query.replace("{ws}", str(query_workspace)))
     text = text_of(result)
     assert result.is_error, text
     assert "Error Type: permission_denied" in text or "Error Type: not_found" in text, text
-    assert str(qworkspace) not in text and "root:x:" not in text and "secret beside" not in text
-    assert demo_digest(qworkspace) == before
-    assert sorted(p.name for p in (qworkspace / "uploads").iterdir()) == uploads
+    assert str(query_workspace) not in text and "root:x:" not in text and "secret beside" not in text
+    assert demo_digest(query_workspace) == before
+    assert sorted(p.name for p in (query_workspace / "uploads").iterdir()) == uploads
     assert not Path("/tmp/evil.csv").exists() and not Path("/tmp/evil.duckdb").exists()
     still = await q(
-        qs, "SELECT current_setting('enable_external_access') AS ext, count(*) AS n FROM regions", output_level="full"
+        demo_client,
+        "SELECT current_setting('enable_external_access') AS ext, count(*) AS n FROM regions",
+        output_level="full",
     )
     assert ok(still).splitlines()[-1] == "false,5"
 
 
 async def test_explain_of_a_select_still_works_and_no_statement_reaches_the_configured_file(
-    qs: Client, qworkspace: Path
+    demo_client: Client, query_workspace: Path
 ) -> None:
-    before = demo_digest(qworkspace)
-    plan = ok(await q(qs, "EXPLAIN SELECT count(*) FROM orders", output_level="full"))
+    before = demo_digest(query_workspace)
+    plan = ok(await q(demo_client, "EXPLAIN SELECT count(*) FROM orders", output_level="full"))
     assert "physical_plan" in plan or "explain_value" in plan
-    assert ok(await q(qs, "EXPLAIN ANALYZE SELECT count(*) FROM orders", output_level="full"))
-    assert ok(await q(qs, "explain (format json) select 1", output_level="full"))
+    assert ok(await q(demo_client, "EXPLAIN ANALYZE SELECT count(*) FROM orders", output_level="full"))
+    assert ok(await q(demo_client, "explain (format json) select 1", output_level="full"))
     # The engine serves a private copy: the path it knows is not the workspace's file.
-    where = ok(await q(qs, "SELECT path FROM duckdb_databases() WHERE NOT internal", output_level="full"))
-    assert str(qworkspace) not in where and "demo.duckdb" in where
+    where = ok(await q(demo_client, "SELECT path FROM duckdb_databases() WHERE NOT internal", output_level="full"))
+    assert str(query_workspace) not in where and "demo.duckdb" in where
     paths = "SELECT string_agg(value, ' ') AS v FROM duckdb_settings() WHERE value LIKE '%/%'"
-    settings = ok(await q(qs, paths, output_level="full"))
-    assert str(qworkspace) not in settings
-    assert demo_digest(qworkspace) == before
+    settings = ok(await q(demo_client, paths, output_level="full"))
+    assert str(query_workspace) not in settings
+    assert demo_digest(query_workspace) == before
 
 
-async def test_params_as_json_text_and_pivot_without_in(qs: Client, qworkspace: Path) -> None:
-    text = ok(await q(qs, "SELECT $y + 1 AS next_year", params='{"y": 2024}', output_level="full"))
+async def test_params_as_json_text_and_pivot_without_in(demo_client: Client, query_workspace: Path) -> None:
+    text = ok(await q(demo_client, "SELECT $y + 1 AS next_year", params='{"y": 2024}', output_level="full"))
     assert text.splitlines()[-1] == "2025"
-    positional = ok(await q(qs, "SELECT ? * 2 AS d", params="[21]", output_level="full"))
+    positional = ok(await q(demo_client, "SELECT ? * 2 AS d", params="[21]", output_level="full"))
     assert positional.splitlines()[-1] == "42"
-    bad = refused(await q(qs, "SELECT 1", params="{not json"), qworkspace, "invalid_parameters")
+    bad = refused(await q(demo_client, "SELECT 1", params="{not json"), query_workspace, "invalid_parameters")
     assert "params" in bad
-    pivot = refused(await q(qs, "PIVOT orders ON status USING count(*)"), qworkspace, "validation_error")
+    pivot = refused(await q(demo_client, "PIVOT orders ON status USING count(*)"), query_workspace, "validation_error")
     assert "PIVOT_NEEDS_IN" in pivot and "IN (" in pivot and "read-only" not in pivot
-    named = ok(await q(qs, "PIVOT orders ON status IN ('completed', 'returned') USING count(*)", output_level="full"))
+    named = ok(
+        await q(demo_client, "PIVOT orders ON status IN ('completed', 'returned') USING count(*)", output_level="full")
+    )
     assert "completed" in named and "returned" in named
 
 
-async def test_syntax_errors_unknown_tables_and_databases(qs: Client, qworkspace: Path) -> None:
-    syntax = refused(await q(qs, "SELEC * FROM orders"), qworkspace, "validation_error")
+async def test_syntax_errors_unknown_tables_and_databases(demo_client: Client, query_workspace: Path) -> None:
+    syntax = refused(await q(demo_client, "SELEC * FROM orders"), query_workspace, "validation_error")
     assert "syntax error" in syntax.lower()
-    table = refused(await q(qs, "SELECT * FROM ordersx"), qworkspace, "not_found")
+    table = refused(await q(demo_client, "SELECT * FROM ordersx"), query_workspace, "not_found")
     assert "db://demo/schema" in table
-    column = refused(await q(qs, "SELECT revenue_x FROM orders"), qworkspace, "validation_error")
+    column = refused(await q(demo_client, "SELECT revenue_x FROM orders"), query_workspace, "validation_error")
     assert "db://demo/schema" in column
-    db = refused(await q(qs, "SELECT 1", database="warehouse"), qworkspace, "invalid_parameters")
+    db = refused(await q(demo_client, "SELECT 1", database="warehouse"), query_workspace, "invalid_parameters")
     assert "demo" in db
-    rows = refused(await q(qs, "SELECT 1", max_rows=10**9), qworkspace, "invalid_parameters")
+    rows = refused(await q(demo_client, "SELECT 1", max_rows=10**9), query_workspace, "invalid_parameters")
     assert "max_rows" in rows
 
 
-async def test_a_query_past_its_timeout_is_interrupted(qworkspace: Path) -> None:
-    async with in_process(qworkspace, BA_MCP_TOOLS__QUERY_DATABASE__TIMEOUT_S="1") as short:
+async def test_a_query_past_its_timeout_is_interrupted(query_workspace: Path) -> None:
+    async with in_process(query_workspace, BA_MCP_TOOLS__QUERY_DATABASE__TIMEOUT_S="1") as short:
         result = await q(short, "SELECT count(*) FROM range(100000000000) a, range(10) b WHERE a.range % 7 = b.range")
-        refused(result, qworkspace, "timeout")
+        refused(result, query_workspace, "timeout")
         assert not (await q(short, "SELECT 1")).is_error  # the server and the database keep serving
 
 
-async def test_awkward_columns(qs: Client) -> None:
+async def test_awkward_columns(demo_client: Client) -> None:
     binary = ok(
         await q(
-            qs,
+            demo_client,
             "SELECT 'abc'::BLOB AS b, NULL::INTEGER AS n, [1, 2] AS l, {'k': 1} AS s, "
             "123.45::DECIMAL(10,2) AS d, INTERVAL 3 DAY AS iv",
             output_level="full",
         )
     )
     assert "<3 bytes>" in binary and "[1,2]" in binary and '{""k"":1}' in binary and "123.45" in binary
-    nulls = await q(qs, "SELECT CASE WHEN range % 10 = 0 THEN range END AS mostly_null FROM range(1000)")
+    nulls = await q(demo_client, "SELECT CASE WHEN range % 10 = 0 THEN range END AS mostly_null FROM range(1000)")
     assert "900 nulls" in ok(nulls)
     wide_sql = "SELECT " + ", ".join(f"repeat('x', 500) AS c{i}" for i in range(60))
-    wide = await q(qs, wide_sql)
+    wide = await q(demo_client, wide_sql)
     text = ok(wide)
     assert len(text) < 60_000 and meta_of(wide)["artifact_id"]  # long cells cut, complete row stored
-    metrics = json.loads((await qs.read_resource("ba://metrics")).contents[0].text)
+    metrics = json.loads((await demo_client.read_resource("ba://metrics")).contents[0].text)
     assert metrics["session"]["tools"]["query_database"]["calls"] >= 3
 
 
-async def test_concurrent_queries_on_one_session(qs: Client) -> None:
+async def test_concurrent_queries_on_one_session(demo_client: Client) -> None:
     import anyio
 
     results: dict[int, str] = {}
 
     async def one(i: int) -> None:
         r = await q(
-            qs,
+            demo_client,
             "SELECT count(*) AS n FROM order_facts WHERE year(order_date) = $y",
             params={"y": 2022 + i % 4},
             output_level="full",
@@ -311,17 +339,21 @@ async def test_concurrent_queries_on_one_session(qs: Client) -> None:
     assert all(results[i] == results[i % 4] for i in range(12))
 
 
-async def test_results_are_cached_until_the_data_changes(qs: Client, qworkspace: Path) -> None:
-    csv = qworkspace / "uploads" / "live.csv"
+async def test_results_are_cached_until_the_data_changes(demo_client: Client, query_workspace: Path) -> None:
+    csv = query_workspace / "uploads" / "live.csv"
     csv.write_text("a\n1\n2\n")
     sql = "SELECT sum(a) AS s FROM 'uploads/live.csv'"
-    first = ok(await q(qs, sql, output_level="full"))
-    before = json.loads((await qs.read_resource("ba://metrics")).contents[0].text)["session"]["tools"]["query_database"]
-    second = ok(await q(qs, sql, output_level="brief"))
-    after = json.loads((await qs.read_resource("ba://metrics")).contents[0].text)["session"]["tools"]["query_database"]
+    first = ok(await q(demo_client, sql, output_level="full"))
+    before = json.loads((await demo_client.read_resource("ba://metrics")).contents[0].text)["session"]["tools"][
+        "query_database"
+    ]
+    second = ok(await q(demo_client, sql, output_level="brief"))
+    after = json.loads((await demo_client.read_resource("ba://metrics")).contents[0].text)["session"]["tools"][
+        "query_database"
+    ]
     assert after["cache_hit_rate"] > before["cache_hit_rate"] and "1 rows" in second
     csv.write_text("a\n1\n2\n3\n")
-    third = ok(await q(qs, sql, output_level="full"))
+    third = ok(await q(demo_client, sql, output_level="full"))
     assert first.splitlines()[-1] == "3" and third.splitlines()[-1] == "6"
 
 

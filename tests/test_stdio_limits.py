@@ -71,7 +71,7 @@ def _xlsx_bomb(path: Path, rows: int, cols: int = 10) -> None:
 
 
 @pytest.fixture(scope="module")
-def lworkspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def limits_workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     ws = tmp_path_factory.mktemp("limits") / "ws"
     up = ws / "uploads"
     up.mkdir(parents=True)
@@ -87,9 +87,9 @@ def lworkspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-async def ls(lworkspace: Path) -> AsyncIterator[ClientSession]:
+async def limits_server(limits_workspace: Path) -> AsyncIterator[ClientSession]:
     params = stdio_params(
-        lworkspace,
+        limits_workspace,
         BA_MCP_TOOLS__QUERY_DATABASE__TIMEOUT_S="1",
         BA_MCP_DATABASES__DEMO__MEMORY_LIMIT="512MB",
         BA_MCP_TOOLS__FILE_READER__TIMEOUT_S="10",
@@ -103,55 +103,63 @@ async def ls(lworkspace: Path) -> AsyncIterator[ClientSession]:
         yield s
 
 
-async def test_an_xlsx_decompression_bomb_is_streamed_or_refused(ls: ClientSession, lworkspace: Path) -> None:
-    before = server_rss(lworkspace)
-    head = await ls.call_tool("file_reader", {"path": "uploads/bomb.xlsx", "nrows": 5, "output_level": "full"})
+async def test_an_xlsx_decompression_bomb_is_streamed_or_refused(
+    limits_server: ClientSession, limits_workspace: Path
+) -> None:
+    before = server_rss(limits_workspace)
+    head = await limits_server.call_tool(
+        "file_reader", {"path": "uploads/bomb.xlsx", "nrows": 5, "output_level": "full"}
+    )
     text = text_of(head)
     assert not head.is_error, text
     assert "colA" in text and "\n2," in text  # the first rows, streamed
-    whole = await ls.call_tool("file_reader", {"path": "uploads/bomb.xlsx", "output_level": "brief"})
+    whole = await limits_server.call_tool("file_reader", {"path": "uploads/bomb.xlsx", "output_level": "brief"})
     text = text_of(whole)
     if whole.is_error:
         assert "DECOMPRESSED" in text or "TOO_MANY_CELLS" in text, text
     else:
         assert "partial" in text or "read" in text, text
-    sql = await ls.call_tool("query_database", {"query": "SELECT count(*) FROM 'uploads/bomb.xlsx'"})
+    sql = await limits_server.call_tool("query_database", {"query": "SELECT count(*) FROM 'uploads/bomb.xlsx'"})
     assert sql.is_error or "rows" in text_of(sql)
-    assert server_rss(lworkspace) - before < 400 * MB
+    assert server_rss(limits_workspace) - before < 400 * MB
 
 
-async def test_enormous_lines_and_columns_are_bounded(ls: ClientSession, lworkspace: Path) -> None:
-    before = server_rss(lworkspace)
+async def test_enormous_lines_and_columns_are_bounded(limits_server: ClientSession, limits_workspace: Path) -> None:
+    before = server_rss(limits_workspace)
     for _ in range(3):
-        wide = await ls.call_tool("file_reader", {"path": "uploads/wide.csv", "nrows": 5, "output_level": "brief"})
+        wide = await limits_server.call_tool(
+            "file_reader", {"path": "uploads/wide.csv", "nrows": 5, "output_level": "brief"}
+        )
         failed(wide, "validation_error", "TOO_MANY_COLUMNS")
-        line = await ls.call_tool("file_reader", {"path": "uploads/oneline.txt", "output_level": "brief"})
+        line = await limits_server.call_tool("file_reader", {"path": "uploads/oneline.txt", "output_level": "brief"})
         assert not line.is_error, text_of(line)
-        full = await ls.call_tool("file_reader", {"path": "uploads/oneline.txt", "output_level": "full"})
+        full = await limits_server.call_tool("file_reader", {"path": "uploads/oneline.txt", "output_level": "full"})
         assert not full.is_error and len(text_of(full)) < 100_000
-    assert server_rss(lworkspace) - before < 300 * MB
-    assert not (await ls.call_tool("file_reader", {"path": "uploads/a.csv"})).is_error
+    assert server_rss(limits_workspace) - before < 300 * MB
+    assert not (await limits_server.call_tool("file_reader", {"path": "uploads/a.csv"})).is_error
 
 
-async def test_deep_json_and_broken_data_in_sql_get_clear_errors(ls: ClientSession) -> None:
-    deep = await ls.call_tool("file_reader", {"path": "uploads/deep.json"})
+async def test_deep_json_and_broken_data_in_sql_get_clear_errors(limits_server: ClientSession) -> None:
+    deep = await limits_server.call_tool("file_reader", {"path": "uploads/deep.json"})
     assert "nested" in failed(deep, "validation_error", "BAD_JSON")
     for query, code in (
         ("SELECT * FROM 'uploads/malformed.csv'", "BAD_DATA"),
         ("SELECT * FROM 'uploads/corrupt.parquet'", "BAD_DATA"),
         ("SELECT * FROM 'uploads/deep.json'", None),
     ):
-        result = await ls.call_tool("query_database", {"query": query})
+        result = await limits_server.call_tool("query_database", {"query": query})
         text = text_of(result)
         assert result.is_error and "internal_error" not in text, text
         if code:
             assert f"Error Code: {code}" in text, text
-    dup = await ls.call_tool("query_database", {"query": "SELECT * FROM 'uploads/dup.csv'", "output_level": "full"})
+    dup = await limits_server.call_tool(
+        "query_database", {"query": "SELECT * FROM 'uploads/dup.csv'", "output_level": "full"}
+    )
     text = text_of(dup)
     assert "internal_error" not in text, text
     if not dup.is_error:
         assert "a" in text and "b" in text
-    twice = await ls.call_tool(
+    twice = await limits_server.call_tool(
         "query_database",
         {
             "query": "SELECT x.k, y.k AS k2 FROM 'uploads/a.csv' x JOIN 'uploads//a.csv' y USING (k)",
@@ -162,7 +170,9 @@ async def test_deep_json_and_broken_data_in_sql_get_clear_errors(ls: ClientSessi
     assert "1,1" in text_of(twice) and "2,2" in text_of(twice)
 
 
-async def test_queries_past_their_timeout_stop_and_give_their_memory_back(ls: ClientSession, lworkspace: Path) -> None:
+async def test_queries_past_their_timeout_stop_and_give_their_memory_back(
+    limits_server: ClientSession, limits_workspace: Path
+) -> None:
     """Ten hostile queries in a row: each is interrupted at its timeout (or stopped by the memory limit), and
     they do not accumulate memory: DuckDB keeps its buffers up to its memory_limit (512 MB here), no more."""
     import anyio
@@ -173,7 +183,7 @@ async def test_queries_past_their_timeout_stop_and_give_their_memory_back(ls: Cl
     )
 
     async def timed_out(sql: str) -> None:
-        result = await ls.call_tool("query_database", {"query": sql})
+        result = await limits_server.call_tool("query_database", {"query": sql})
         text = text_of(result)
         assert result.is_error and ("Error Type: timeout" in text or "OUT_OF_MEMORY" in text), text
         assert "SET threads" not in text  # DuckDB's advice names settings no query may change
@@ -181,26 +191,30 @@ async def test_queries_past_their_timeout_stop_and_give_their_memory_back(ls: Cl
     for sql in hostile:
         await timed_out(sql)
     await anyio.sleep(1.0)
-    warmed = server_rss(lworkspace)
+    warmed = server_rss(limits_workspace)
     for sql in 4 * hostile:  # with the warm-up round, ten hostile calls in a row
         await timed_out(sql)
     await anyio.sleep(1.0)
-    assert server_rss(lworkspace) - warmed < 512 * MB
-    assert not (await ls.call_tool("query_database", {"query": "SELECT 1"})).is_error
+    assert server_rss(limits_workspace) - warmed < 512 * MB
+    assert not (await limits_server.call_tool("query_database", {"query": "SELECT 1"})).is_error
 
 
-async def test_the_artifact_store_cap_holds_on_every_write(ls: ClientSession, lworkspace: Path) -> None:
-    store = lworkspace / "artifacts"
+async def test_the_artifact_store_cap_holds_on_every_write(
+    limits_server: ClientSession, limits_workspace: Path
+) -> None:
+    store = limits_workspace / "artifacts"
 
     def stored() -> int:
         return sum(p.stat().st_size for p in store.glob("artifact_*") if not p.name.endswith(".meta.json"))
 
     for i in range(8):
         sql = f"SELECT range AS i, md5((range + {i * 1000003})::VARCHAR) AS h FROM range(30000)"
-        result = await ls.call_tool("query_database", {"query": sql, "max_rows": 10, "output_level": "brief"})
+        result = await limits_server.call_tool(
+            "query_database", {"query": sql, "max_rows": 10, "output_level": "brief"}
+        )
         assert not result.is_error, text_of(result)
         assert stored() <= 4 * MB
-    big = await ls.call_tool(
+    big = await limits_server.call_tool(
         "query_database",
         {"query": "SELECT md5(range::VARCHAR) || md5((range*7)::VARCHAR) AS h FROM range(2000000)", "max_rows": 10},
     )
@@ -209,10 +223,10 @@ async def test_the_artifact_store_cap_holds_on_every_write(ls: ClientSession, lw
     assert stored() <= 4 * MB
 
 
-async def test_the_code_store_is_capped(ls: ClientSession, lworkspace: Path) -> None:
-    code_dir = lworkspace / "code"
+async def test_the_code_store_is_capped(limits_server: ClientSession, limits_workspace: Path) -> None:
+    code_dir = limits_workspace / "code"
     for i in range(12):
-        result = await ls.call_tool("run_python", {"code": f"# cell {i}\nx = {i}\n" + "#" * (300 * 1024)})
+        result = await limits_server.call_tool("run_python", {"code": f"# cell {i}\nx = {i}\n" + "#" * (300 * 1024)})
         assert not result.is_error, text_of(result)
     total = sum(p.stat().st_size for p in code_dir.iterdir() if p.is_file())
     assert total <= 2 * MB

@@ -21,14 +21,14 @@ pytestmark = [
 
 
 @pytest.fixture(scope="module")
-def pworkspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def python_workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_workspace(tmp_path_factory.mktemp("proot"))
 
 
 @pytest.fixture(scope="module")
-async def py(pworkspace: Path) -> AsyncIterator[ClientSession]:
+async def python_server(python_workspace: Path) -> AsyncIterator[ClientSession]:
     """The shipped configuration (import policy on)."""
-    async with stdio_client(sandbox_params(pworkspace)) as (read, write), ClientSession(read, write) as s:
+    async with stdio_client(sandbox_params(python_workspace)) as (read, write), ClientSession(read, write) as s:
         await s.initialize()
         yield s
 
@@ -36,17 +36,17 @@ async def py(pworkspace: Path) -> AsyncIterator[ClientSession]:
 # -- the notebook -----------------------------------------------------------------------------------
 
 
-async def test_state_persists_between_calls_and_last_expression_is_returned(py: ClientSession) -> None:
-    ok(await run(py, "total = 40\nitems = ['a', 'b']"))
-    text = ok(await run(py, "total + len(items)"))
+async def test_state_persists_between_calls_and_last_expression_is_returned(python_server: ClientSession) -> None:
+    ok(await run(python_server, "total = 40\nitems = ['a', 'b']"))
+    text = ok(await run(python_server, "total + len(items)"))
     assert text.startswith("run_python: result (standard)")
     assert "## value" in text and "\n42" in text
 
 
-async def test_stdout_stderr_and_execution_time_are_reported(py: ClientSession) -> None:
-    result = await run(py, "import sys\nprint('hello', 3)\nprint('warn', file=sys.stderr)")
+async def test_stdout_stderr_and_execution_time_are_reported(python_server: ClientSession) -> None:
+    result = await run(python_server, "import sys\nprint('hello', 3)\nprint('warn', file=sys.stderr)")
     assert result.is_error  # sys is not in the shipped policy
-    result = await run(py, "import warnings\nprint('hello', 3)\nwarnings.warn('careful')")
+    result = await run(python_server, "import warnings\nprint('hello', 3)\nwarnings.warn('careful')")
     text = ok(result)
     assert "## stdout" in text and "hello 3" in text
     assert "## stderr" in text and "careful" in text
@@ -54,28 +54,32 @@ async def test_stdout_stderr_and_execution_time_are_reported(py: ClientSession) 
     assert meta_of(result)["meta"]["execution_ms"] >= 0
 
 
-async def test_dataframe_value_becomes_a_table_with_the_complete_result_as_an_artifact(py: ClientSession) -> None:
-    result = await run(py, "import pandas as pd\npd.DataFrame({'n': range(500), 'sq': [i * i for i in range(500)]})")
+async def test_dataframe_value_becomes_a_table_with_the_complete_result_as_an_artifact(
+    python_server: ClientSession,
+) -> None:
+    result = await run(
+        python_server, "import pandas as pd\npd.DataFrame({'n': range(500), 'sq': [i * i for i in range(500)]})"
+    )
     text = ok(result)
     assert "value of the last expression: 500 rows × 2 columns" in text
     aid = re.search(r"Complete table: (artifact_[0-9a-f]{12})", text).group(1)
-    back = ok(await py.call_tool("query_database", {"query": f"SELECT sum(sq) AS s FROM {aid}"}))
+    back = ok(await python_server.call_tool("query_database", {"query": f"SELECT sum(sq) AS s FROM {aid}"}))
     assert str(sum(i * i for i in range(500))) in back
 
 
-async def test_a_grouped_frame_keeps_its_index_as_columns(py: ClientSession) -> None:
+async def test_a_grouped_frame_keeps_its_index_as_columns(python_server: ClientSession) -> None:
     code = "import pandas as pd\ndf = pd.DataFrame({'k': ['a', 'b', 'a'], 'v': [1, 2, 3]})\ndf.groupby('k').v.sum()"
-    text = ok(await run(py, code))
+    text = ok(await run(python_server, code))
     assert "k,v" in text and "a,4" in text and "b,2" in text
 
 
-async def test_figures_come_back_as_image_content_and_image_artifacts(py: ClientSession) -> None:
+async def test_figures_come_back_as_image_content_and_image_artifacts(python_server: ClientSession) -> None:
     code = (
         "import matplotlib.pyplot as plt\n"
         "fig, ax = plt.subplots()\nax.bar(['a', 'b'], [3, 5])\nax.set_title('Sales by region')\n"
         "plt.figure()\nplt.plot([1, 2, 3])"
     )
-    result = await run(py, code)
+    result = await run(python_server, code)
     text = ok(result)
     images = [c for c in result.content if c.type == "image"]
     assert len(images) == 2 and all(c.mime_type == "image/png" for c in images)
@@ -83,41 +87,41 @@ async def test_figures_come_back_as_image_content_and_image_artifacts(py: Client
     links = [c for c in result.content if c.type == "resource_link"]
     assert len(links) == 2 and all(link.mime_type == "image/png" for link in links)
     # figures are closed after capture: the next cell returns none
-    again = await run(py, "1 + 1")
+    again = await run(python_server, "1 + 1")
     assert not [c for c in again.content if c.type == "image"]
 
 
-async def test_code_is_stored_under_its_code_id_and_readable_by_file_reader(py: ClientSession) -> None:
+async def test_code_is_stored_under_its_code_id_and_readable_by_file_reader(python_server: ClientSession) -> None:
     code = "# monthly revenue check\nrevenue = [1, 2, 3]\nsum(revenue)"
-    text = ok(await run(py, code))
+    text = ok(await run(python_server, code))
     code_id = re.search(r"(code_[0-9a-f]{12})", text).group(1)
-    read = ok(await py.call_tool("file_reader", {"path": code_id, "output_level": "full"}))
+    read = ok(await python_server.call_tool("file_reader", {"path": code_id, "output_level": "full"}))
     assert "revenue = [1, 2, 3]" in read
-    files = await py.read_resource("ba://files")
+    files = await python_server.read_resource("ba://files")
     assert code_id in files.contents[0].text and "monthly revenue check" in files.contents[0].text
 
 
-async def test_reset_starts_a_fresh_interpreter(py: ClientSession) -> None:
-    ok(await run(py, "kept = 1"))
-    text = ok(await run(py, "'kept' in dir()", reset=True))
+async def test_reset_starts_a_fresh_interpreter(python_server: ClientSession) -> None:
+    ok(await run(python_server, "kept = 1"))
+    text = ok(await run(python_server, "'kept' in dir()", reset=True))
     assert "False" in text and "fresh interpreter" in text
 
 
-async def test_progress_notifications_while_a_long_cell_runs(py: ClientSession) -> None:
+async def test_progress_notifications_while_a_long_cell_runs(python_server: ClientSession) -> None:
     seen: list[tuple[float, float | None, str | None]] = []
 
     async def on_progress(done: float, total: float | None, message: str | None) -> None:
         seen.append((done, total, message))
 
     code = "import time\nfor i in range(3):\n    progress(i, 3, f'step {i}')\n    time.sleep(0.8)\n'done'"
-    result = await py.call_tool("run_python", {"code": code}, progress_callback=on_progress)
+    result = await python_server.call_tool("run_python", {"code": code}, progress_callback=on_progress)
     ok(result)
     messages = [m for _, _, m in seen]
     assert "step 0" in messages and "step 2" in messages
     assert any(m and m.startswith("running for") for m in messages)
     seen.clear()
     flood = "for i in range(20000):\n    progress(i, 20000, 'flood')\n'flooded'"
-    ok(await py.call_tool("run_python", {"code": flood}, progress_callback=on_progress))
+    ok(await python_server.call_tool("run_python", {"code": flood}, progress_callback=on_progress))
     assert sum(1 for _, _, m in seen if m == "flood") <= 10  # throttled in the worker (issue 8 item 13)
 
 
@@ -125,76 +129,80 @@ async def test_progress_notifications_while_a_long_cell_runs(py: ClientSession) 
 
 
 async def test_save_artifact_is_queryable_by_other_tools_and_load_artifact_reads_their_results(
-    py: ClientSession,
+    python_server: ClientSession,
 ) -> None:
     code = "import pandas as pd\naid = save_artifact(pd.DataFrame({'x': [1, 2, 3]}), title='three rows')\naid"
-    aid = re.search(r"artifact_[0-9a-f]{12}", ok(await run(py, code))).group(0)
-    assert "6" in ok(await py.call_tool("query_database", {"query": f"SELECT sum(x) FROM {aid}"}))
-    queried = ok(await py.call_tool("query_database", {"query": "SELECT 7 AS seven", "output_level": "brief"}))
+    aid = re.search(r"artifact_[0-9a-f]{12}", ok(await run(python_server, code))).group(0)
+    assert "6" in ok(await python_server.call_tool("query_database", {"query": f"SELECT sum(x) FROM {aid}"}))
+    queried = ok(
+        await python_server.call_tool("query_database", {"query": "SELECT 7 AS seven", "output_level": "brief"})
+    )
     qid = re.search(r"artifact_[0-9a-f]{12}", queried).group(0)
-    assert "\n7" in ok(await run(py, f"load_artifact('{qid}').seven.sum()"))
-    text_id = re.search(r"artifact_[0-9a-f]{12}", ok(await run(py, "save_artifact('some notes')"))).group(0)
-    assert "some notes" in ok(await py.call_tool("file_reader", {"path": text_id}))
-    json_id = re.search(r"artifact_[0-9a-f]{12}", ok(await run(py, "save_artifact({'a': [1, 2]})"))).group(0)
-    assert "[1, 2]" in ok(await run(py, f"load_artifact('{json_id}')"))
+    assert "\n7" in ok(await run(python_server, f"load_artifact('{qid}').seven.sum()"))
+    text_id = re.search(r"artifact_[0-9a-f]{12}", ok(await run(python_server, "save_artifact('some notes')"))).group(0)
+    assert "some notes" in ok(await python_server.call_tool("file_reader", {"path": text_id}))
+    json_id = re.search(r"artifact_[0-9a-f]{12}", ok(await run(python_server, "save_artifact({'a': [1, 2]})"))).group(0)
+    assert "[1, 2]" in ok(await run(python_server, f"load_artifact('{json_id}')"))
 
 
-async def test_uploads_open_by_id_and_nothing_outside_uploads(py: ClientSession) -> None:
-    text = ok(await run(py, "df = load_upload('upload_sales')\ndf.shape"))
+async def test_uploads_open_by_id_and_nothing_outside_uploads(python_server: ClientSession) -> None:
+    text = ok(await run(python_server, "df = load_upload('upload_sales')\ndf.shape"))
     assert re.search(r"\(\d+, \d+\)", text)
-    text = ok(await run(py, "with open_upload('upload_report') as f:\n    first = f.read(200)\nlen(first) > 0"))
+    text = ok(
+        await run(python_server, "with open_upload('upload_report') as f:\n    first = f.read(200)\nlen(first) > 0")
+    )
     assert "True" in text
     for ref in ("../../etc/passwd", "/etc/passwd", "artifact_000000000000", "upload_nope", "upload_escape"):
-        text = failed(await run(py, f"open_upload({ref!r})"), "execution_error", "PYTHON_EXCEPTION")
+        text = failed(await run(python_server, f"open_upload({ref!r})"), "execution_error", "PYTHON_EXCEPTION")
         assert "HelperError" in text
         assert "root:" not in text
-    failed(await run(py, "load_artifact('artifact_000000000000')"), "execution_error")
+    failed(await run(python_server, "load_artifact('artifact_000000000000')"), "execution_error")
 
 
 # -- hostile and bad input ---------------------------------------------------------------------------
 
 
-async def test_endless_loop_is_interrupted_and_state_survives(py: ClientSession) -> None:
-    ok(await run(py, "survivor = 'still here'"))
-    text = failed(await run(py, "while True:\n    pass", timeout=1), "timeout", "TIMEOUT")
+async def test_endless_loop_is_interrupted_and_state_survives(python_server: ClientSession) -> None:
+    ok(await run(python_server, "survivor = 'still here'"))
+    text = failed(await run(python_server, "while True:\n    pass", timeout=1), "timeout", "TIMEOUT")
     assert "state" in text and "kept" in text
-    assert "still here" in ok(await run(py, "survivor"))
+    assert "still here" in ok(await run(python_server, "survivor"))
 
 
-async def test_printing_100_mb_is_trimmed_with_the_total_stated(py: ClientSession) -> None:
-    result = await run(py, "print('x' * 100_000_000)\nprint('end marker')")
+async def test_printing_100_mb_is_trimmed_with_the_total_stated(python_server: ClientSession) -> None:
+    result = await run(python_server, "print('x' * 100_000_000)\nprint('end marker')")
     text = ok(result)
     assert "100,000,012 characters were printed" in text
     assert "end marker" in text
     assert len(text) < 100_000
 
 
-async def test_imports_outside_the_policy_are_refused_naming_the_module(py: ClientSession) -> None:
+async def test_imports_outside_the_policy_are_refused_naming_the_module(python_server: ClientSession) -> None:
     for module in ("subprocess", "socket", "ctypes", "os.path"):
-        text = failed(await run(py, f"import {module}"), "permission_denied", "IMPORT_NOT_ALLOWED")
+        text = failed(await run(python_server, f"import {module}"), "permission_denied", "IMPORT_NOT_ALLOWED")
         assert f"'{module.split('.')[0]}'" in text
-    text = failed(await run(py, "from shutil import rmtree"), "permission_denied", "IMPORT_NOT_ALLOWED")
+    text = failed(await run(python_server, "from shutil import rmtree"), "permission_denied", "IMPORT_NOT_ALLOWED")
     assert "'shutil'" in text
-    assert "2" in ok(await run(py, "import math, statistics\nround(math.sqrt(4))"))
+    assert "2" in ok(await run(python_server, "import math, statistics\nround(math.sqrt(4))"))
 
 
-async def test_syntax_error_is_a_validation_error_and_nothing_runs(py: ClientSession) -> None:
-    text = failed(await run(py, "marker = 1\ndef broken(:\n    pass"), "validation_error", "SYNTAX_ERROR")
+async def test_syntax_error_is_a_validation_error_and_nothing_runs(python_server: ClientSession) -> None:
+    text = failed(await run(python_server, "marker = 1\ndef broken(:\n    pass"), "validation_error", "SYNTAX_ERROR")
     assert "line 2" in text
-    assert "False" in ok(await run(py, "'marker' in dir()"))
+    assert "False" in ok(await run(python_server, "'marker' in dir()"))
 
 
-async def test_ten_megabyte_code_is_refused_clearly(py: ClientSession) -> None:
+async def test_ten_megabyte_code_is_refused_clearly(python_server: ClientSession) -> None:
     code = "x = 1\n" + "# padding\n" * 1_100_000
-    text = failed(await run(py, code), "invalid_parameters", "CODE_TOO_LONG")
+    text = failed(await run(python_server, code), "invalid_parameters", "CODE_TOO_LONG")
     assert "11,000,006 characters" in text and "1,000,000" in text
-    assert "2" in ok(await run(py, "1 + 1"))
+    assert "2" in ok(await run(python_server, "1 + 1"))
 
 
-async def test_invalid_arguments_name_the_field(py: ClientSession) -> None:
-    text = failed(await run(py, "1", timeout=-1), "invalid_parameters")
+async def test_invalid_arguments_name_the_field(python_server: ClientSession) -> None:
+    text = failed(await run(python_server, "1", timeout=-1), "invalid_parameters")
     assert "timeout" in text
-    text = failed(await py.call_tool("run_python", {}), "invalid_parameters")
+    text = failed(await python_server.call_tool("run_python", {}), "invalid_parameters")
     assert "'code' is required" in text
 
 
@@ -252,18 +260,22 @@ async def test_concurrent_first_calls_of_a_session_share_one_interpreter(tmp_pat
 # -- run_python tells the truth (issue 10) -----------------------------------------------------------
 
 
-async def test_tracebacks_show_the_users_frames_and_no_paths(py: ClientSession) -> None:
-    text = failed(await run(py, "import pandas as pd\ndf = pd.DataFrame({'a': [1]})\ndf['missing']"), "execution_error")
+async def test_tracebacks_show_the_users_frames_and_no_paths(python_server: ClientSession) -> None:
+    text = failed(
+        await run(python_server, "import pandas as pd\ndf = pd.DataFrame({'a': [1]})\ndf['missing']"), "execution_error"
+    )
     assert 'File "code_' in text and "KeyError" in text and "frame(s) inside pandas" in text
     for real in ("site-packages", ".venv", "/root", "/work", sys.prefix):
         assert real not in text, text
-    hint = failed(await run(py, "import pandas as pd\npd.read_csv('uploads/sales.csv')"), "execution_error")
+    hint = failed(await run(python_server, "import pandas as pd\npd.read_csv('uploads/sales.csv')"), "execution_error")
     assert 'load_file("upload_sales")' in hint and "site-packages" not in hint
     assert len(hint) < 1500
 
 
-async def test_long_output_keeps_its_last_line_and_the_whole_output_as_an_artifact(py: ClientSession) -> None:
-    result = await run(py, "for i in range(20000):\n    print(f'line {i}')\nprint('LAST LINE')")
+async def test_long_output_keeps_its_last_line_and_the_whole_output_as_an_artifact(
+    python_server: ClientSession,
+) -> None:
+    result = await run(python_server, "for i in range(20000):\n    print(f'line {i}')\nprint('LAST LINE')")
     text = ok(result)
     assert "LAST LINE" in text and "line 0" in text
     aid = re.search(r"the whole text is (artifact_[0-9a-f]{12})", text)
@@ -271,19 +283,20 @@ async def test_long_output_keeps_its_last_line_and_the_whole_output_as_an_artifa
     # Cut in one place, continued in one way: one elision, one artifact named (issue 19).
     assert len(set(re.findall(r"artifact_[0-9a-f]{12}", text))) == 1 and text.count("not shown") == 1, text
     assert "omitted" not in text
-    whole = ok(await py.call_tool("file_reader", {"path": aid.group(1), "nrows": 3, "offset": 0}))
+    whole = ok(await python_server.call_tool("file_reader", {"path": aid.group(1), "nrows": 3, "offset": 0}))
     assert "line 0" in whole
-    stored = ok(await py.call_tool("file_reader", {"path": aid.group(1), "output_level": "brief"}))
+    stored = ok(await python_server.call_tool("file_reader", {"path": aid.group(1), "output_level": "brief"}))
     printed = sum(len(f"line {i}\n") for i in range(20000)) + len("LAST LINE\n")
     assert f"{printed:,} characters" in stored  # every character printed, not only the head and tail
     cut = failed(
-        await run(py, "for i in range(5000):\n    print(f'row {i}')\nraise ValueError('late')"), "execution_error"
+        await run(python_server, "for i in range(5000):\n    print(f'row {i}')\nraise ValueError('late')"),
+        "execution_error",
     )
     assert "row 4999" in cut and "ValueError: late" in cut and "artifact_" in cut  # the tail before the error
 
 
-async def test_short_output_and_values_are_shown_compactly(py: ClientSession) -> None:
-    text = ok(await run(py, "print('hello')\n6 * 7"))
+async def test_short_output_and_values_are_shown_compactly(python_server: ClientSession) -> None:
+    text = ok(await run(python_server, "print('hello')\n6 * 7"))
     assert "## stdout\nhello" in text and "## value (int)\n42" in text
     assert "characters, 1 words" not in text
 
@@ -298,28 +311,30 @@ async def test_the_server_process_never_loads_pandas(tmp_path: Path) -> None:
 
     ws = make_workspace(tmp_path)
     ensure_demo_database(ws / "data" / DEMO_FILE)
-    async with stdio_client(sandbox_params(ws)) as (read, write), ClientSession(read, write) as py:
-        await py.initialize()
-        await _lean_session(py, ws)
+    async with stdio_client(sandbox_params(ws)) as (read, write), ClientSession(read, write) as python_server:
+        await python_server.initialize()
+        await _lean_session(python_server, ws)
 
 
-async def _lean_session(py: ClientSession, ws: Path) -> None:
+async def _lean_session(python_server: ClientSession, ws: Path) -> None:
     code = (
         "import pandas as pd\n"
         "pd.DataFrame({'x': [1.5, None, 3.25], 'when': pd.to_datetime(['2025-01-01 10:00', None, '2025-01-02 00:00'])})"
     )
-    made = ok(await run(py, code))
+    made = ok(await run(python_server, code))
     assert "value of the last expression: 3 rows × 2 columns" in made and "2025-01-01T10:00:00" in made
-    query = await py.call_tool(
+    query = await python_server.call_tool(
         "query_database", {"query": "SELECT status, count(*) AS n, min(order_date) AS first FROM orders GROUP BY ALL"}
     )
     assert not query.is_error, query
-    saved = ok(await run(py, "import pandas as pd\nsave_artifact(pd.DataFrame({'n': range(300)}), title='numbers')"))
+    saved = ok(
+        await run(python_server, "import pandas as pd\nsave_artifact(pd.DataFrame({'n': range(300)}), title='numbers')")
+    )
     aid = re.search(r"artifact_[0-9a-f]{12}", saved)
     assert aid
-    read = await py.call_tool("file_reader", {"path": aid.group(0)})
+    read = await python_server.call_tool("file_reader", {"path": aid.group(0)})
     assert not read.is_error and "300 rows" in read.content[0].text  # type: ignore[union-attr]
-    resource = await py.read_resource(f"artifact://{aid.group(0)}")
+    resource = await python_server.read_resource(f"artifact://{aid.group(0)}")
     assert resource.contents[0].text.startswith("n\n0\n1\n")  # type: ignore[union-attr]
     mapped = {m.path for m in server_process(ws).memory_maps()}
     assert not [path for path in mapped if "/pandas/" in path]

