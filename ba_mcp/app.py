@@ -34,7 +34,8 @@ from ba_mcp.tools.file_reader import FileReader
 from ba_mcp.tools.query_database import QueryDatabase
 from ba_mcp.tools.run_python import RunPython
 from ba_mcp.tools.use_skill import UseSkill
-from ba_mcp.tools.web import WebReader, WebSearch
+from ba_mcp.tools.web_reader import WebReader
+from ba_mcp.tools.web_search import WebSearch
 from ba_mcp.version import __version__
 from ba_mcp.web.fetch import Fetcher
 from ba_mcp.web.search import Searcher

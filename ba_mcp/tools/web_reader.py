@@ -1,15 +1,14 @@
-"""web_search and web_reader (SPEC §4.4, §4.5): async tools on the App's one HTTP client.
+"""web_reader (SPEC §4.5): an async tool on the App's one HTTP client.
 
-web_reader downloads through ``net.Fetcher`` (the address rule, pinned connections, redirects, robots.txt,
+It downloads through ``web.fetch.Fetcher`` (the address rule, pinned connections, redirects, robots.txt,
 the byte cap, the total timeout) and turns what came back into the result its content deserves: HTML → the
-page's main content as markdown (trafilatura), JSON → a JSON result, CSV/TSV/Excel/Parquet → a table
-stored as an artifact (parsed by ``formats``, like a workspace file), PDF → its text (pypdf), text → a
-document. One download serves every window and level of a page (a small in-memory page cache).
+page's main content as markdown (``web.extract``), JSON → a JSON result, CSV/TSV/Excel/Parquet → a table
+stored as an artifact (parsed by ``formats``, like a workspace file), PDF → its text, text → a document. One
+download serves every window and level of a page (a small in-memory page cache).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import threading
 import time
@@ -29,72 +28,9 @@ from ba_mcp.tool import REMOTE_RETRIES, CacheMode, CachePolicy, Tool, ToolContex
 from ba_mcp.web.extract import charset, html_to_markdown, pdf_text, short_url
 
 if TYPE_CHECKING:
-    from ba_mcp.settings import FormatsSettings, SearchSettings, ToolSettings, WebReaderSettings
+    from ba_mcp.settings import FormatsSettings, WebReaderSettings
     from ba_mcp.stores.artifacts import ArtifactStore
     from ba_mcp.web.fetch import Download, Fetcher
-    from ba_mcp.web.search import Searcher
-
-
-# -- web_search -------------------------------------------------------------------------------------
-
-
-class WebSearchParams(ToolParams):
-    query: Annotated[str, Field(min_length=1, max_length=400)]
-    num_results: Annotated[int, Field(ge=1, le=20)] = 10
-
-
-class WebSearch(Tool):
-    name = "web_search"
-    title = "Search the web"
-    description = "Search the web: titles and URLs (brief), + snippets and dates (standard), all fields (full)."
-    Params = WebSearchParams
-    policy = ToolPolicy(idempotent=True, retry_on=REMOTE_RETRIES, read_only=True, open_world=True)
-
-    def __init__(self, settings: ToolSettings, search: SearchSettings, searcher: Searcher) -> None:
-        self.settings = settings
-        self.searcher = searcher
-        # Results are kept by the runner's raw-result cache for web.search.cache_ttl_s (the one cache).
-        ttl = search.cache_ttl_s
-        cache = CachePolicy(CacheMode.TTL, ttl_s=ttl) if ttl > 0 else CachePolicy()
-        self.policy = dataclasses.replace(type(self).policy, cache=cache)
-
-    async def execute(self, params: WebSearchParams, ctx: ToolContext) -> RawResult:
-        import pyarrow as pa
-
-        provider = self.searcher.provider
-        hits = await self.searcher.search(params.query, params.num_results)
-        extras = sorted({k for h in hits for k in h.extra})
-        columns: dict[str, list[Any]] = {
-            "title": [h.title for h in hits],
-            "url": [h.url for h in hits],
-            "snippet": [h.snippet for h in hits],
-            "date": [None if h.date is None else str(h.date) for h in hits],
-        }
-        for k in extras:
-            columns[k] = [_cell(h.extra.get(k)) for h in hits]
-        table = pa.table({k: pa.array(v, type=pa.string()) for k, v in columns.items()})
-        notes = [] if hits else [f"{provider} found nothing for this query"]
-        result = Table(
-            f"web search ({provider}): {params.query[:80]}",
-            table,
-            total_rows=len(hits),
-            notes=notes,
-            meta={"provider": provider},
-            key_columns=["title", "url"],
-            standard_columns=["title", "url", "snippet", "date"],
-        )
-        return result
-
-
-def _cell(value: Any) -> str | None:
-    import json
-
-    if value is None:
-        return None
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-
-
-# -- web_reader -------------------------------------------------------------------------------------
 
 
 class WebReaderParams(ToolParams):
