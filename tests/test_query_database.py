@@ -3,6 +3,7 @@ workspace, and the hostile list of S-3 — each refused, nothing changed, nothin
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -367,3 +368,36 @@ def test_the_demo_database_is_built_once_per_machine_and_copied_after(tmp_path: 
     assert cached.is_file()
     ensure_demo_database(second)
     assert second.read_bytes() == cached.read_bytes() and first.stat().st_size == second.stat().st_size
+
+
+def test_statements_are_parsed_on_a_cursor_of_their_own_while_duckdbs_default_connection_is_busy(
+    tmp_path: Path,
+) -> None:
+    """The module-level duckdb.extract_statements runs on DuckDB's one default connection, which refuses a
+    second thread ("connection is busy with another call"): seen when a timed-out call was still parsing."""
+    import threading
+    import time
+
+    import duckdb
+
+    from ba_mcp.databases import Databases
+    from ba_mcp.settings import load_settings
+    from ba_mcp.workspace import Workspace
+
+    settings = load_settings(environ={}, workspace=tmp_path)
+    databases = Databases(settings, Workspace.open(tmp_path))
+    default = duckdb.default_connection()
+
+    def busy() -> None:
+        with contextlib.suppress(duckdb.Error):
+            default.execute("SELECT count(*) FROM range(3000000000)").fetchall()
+
+    holder = threading.Thread(target=busy)
+    holder.start()
+    try:
+        time.sleep(0.3)
+        assert databases.analyse("SELECT 42 AS x").kinds == ("SELECT",)
+    finally:
+        default.interrupt()
+        holder.join()
+        databases.close()

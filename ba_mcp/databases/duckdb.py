@@ -236,13 +236,11 @@ class Databases:
         """What DuckDB's parser says of ``query``: its statements' types and the unqualified table names
         the first one refers to. Memoised per query text (the same query is often asked again at another
         level). Raises duckdb.Error for a syntax error."""
-        import duckdb
-
         with self._lock:
             known = self._analyses.get(query)
         if known is not None:
             return known
-        statements = duckdb.extract_statements(query)
+        statements = self._statements(query)
         kinds = tuple(st.type.name for st in statements)
         analysis = Analysis(kinds, ())
         if len(statements) == 1 and kinds[0] == "SELECT":
@@ -255,6 +253,16 @@ class Databases:
                 self._analyses.pop(next(iter(self._analyses)))
             self._analyses[query] = analysis
         return analysis
+
+    def _statements(self, sql: str) -> list[Any]:
+        """DuckDB's split of ``sql`` into statements, on a parser cursor of this call's own: the module-level
+        ``duckdb.extract_statements`` runs on DuckDB's one default connection, which refuses a second thread
+        while a first is still on it ("connection is busy with another call")."""
+        cur = self.parser()
+        try:
+            return list(cur.extract_statements(sql))
+        finally:
+            cur.close()
 
     def _explain(self, sql: str, kinds: tuple[str, ...]) -> Analysis:
         """EXPLAIN is allowed of exactly one SELECT, judged by DuckDB's parse of what follows the prefix.
@@ -270,7 +278,7 @@ class Databases:
         if match is None:
             return Analysis(kinds, (), "", refusal)
         try:
-            inner = duckdb.extract_statements(sql[match.end() :])
+            inner = self._statements(sql[match.end() :])
         except duckdb.Error:
             return Analysis(kinds, (), "", refusal)
         if len(inner) != 1 or inner[0].type.name != "SELECT":
