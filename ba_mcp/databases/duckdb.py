@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from ba_mcp.databases.base import Analysis, Execution
 from ba_mcp.demo_data import ensure_demo_database
-from ba_mcp.errors import Code, ErrorType, ToolFailure, denied, invalid
+from ba_mcp.errors import Code, ErrorType, ToolFailure, denied, invalid, timed_out
 from ba_mcp.ids import ARTIFACT_ID
 
 if TYPE_CHECKING:
@@ -95,6 +95,8 @@ class DuckDBDatabase:
             ctx.on_cancel(cur.interrupt)  # the runner's timeout interrupts the query
             for name, data in tables.items():
                 cur.register(name, data)
+            if ctx.cancelled.is_set():  # the timeout came while planning: an interrupt before the start is lost
+                raise timed_out("the query was stopped at its timeout before it started", "retry, or filter more")
             relation = cur.sql(sql, params=params)
             return Execution(relation.to_arrow_reader(_BATCH_ROWS), _display_types(relation), close)
         except BaseException:
