@@ -401,3 +401,35 @@ def test_statements_are_parsed_on_a_cursor_of_their_own_while_duckdbs_default_co
         default.interrupt()
         holder.join()
         databases.close()
+
+
+def test_closing_while_an_interrupted_query_still_unwinds_does_not_fail(tmp_path: Path) -> None:
+    """A query stopped at its timeout may still be unwinding when the server shuts down; DuckDB refuses to
+    close a busy connection, so close waits (briefly) for the query's slot to come back."""
+    import threading
+    import time
+
+    from ba_mcp.databases import Databases
+    from ba_mcp.settings import load_settings
+    from ba_mcp.tool import ToolContext
+    from ba_mcp.workspace import Workspace
+
+    databases = Databases(load_settings(environ={}, workspace=tmp_path), Workspace.open(tmp_path))
+    database = databases.get("demo")
+    ctx = ToolContext(session="t")
+    ended: list[str] = []
+
+    def long_query() -> None:
+        sql = "SELECT count(*) FROM range(100000000000) a, range(10) b WHERE a.range % 7 = b.range"
+        try:
+            database.run(sql, None, {}, ctx).close()
+        except Exception as exc:
+            ended.append(type(exc).__name__)
+
+    runner = threading.Thread(target=long_query)
+    runner.start()
+    time.sleep(0.5)
+    ctx.cancel()  # the runner's timeout: interrupt
+    databases.close()  # raised ResourceInUseException while the query was still unwinding
+    runner.join(timeout=30)
+    assert ended == ["InterruptException"] and not runner.is_alive()

@@ -16,10 +16,12 @@ original is only ever opened for reading, to copy it; nothing a statement does c
 from __future__ import annotations
 
 import json
+import logging
 import re
 import shutil
 import tempfile
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +41,8 @@ if TYPE_CHECKING:
     from ba_mcp.stores.artifacts import ArtifactStore
     from ba_mcp.tool import ToolContext
     from ba_mcp.workspace import Resolved, Workspace
+
+log = logging.getLogger(__name__)
 
 DEMO_FILE = "demo.duckdb"
 
@@ -60,6 +64,10 @@ class DuckDBDatabase:
     @property
     def identity(self) -> str:
         return f"{self.name}:{self.source_identity}"
+
+    @property
+    def max_concurrent(self) -> int:
+        return self.owner.settings.databases[self.name].max_concurrent
 
     def analyse(self, sql: str) -> Analysis:
         """DuckDB's parse of ``sql`` (see ``Databases.analyse``); a syntax error is SQL_SYNTAX."""
@@ -358,10 +366,26 @@ class Databases:
         root = str(self.workspace.root)
         return message.replace(root + "/", "").replace(root, "<workspace>")[:600]
 
-    def close(self) -> None:
+    def close(self, grace_s: float = 2.0) -> None:
+        """Close every connection once its queries have stopped: a query interrupted at its timeout may still
+        be unwinding in its thread, and DuckDB refuses to close a connection that is busy. Whatever is still
+        busy after ``grace_s`` is left to end with the process (its private copy is removed all the same)."""
+        import duckdb
+
+        deadline = time.monotonic() + grace_s
         with self._lock:
             for db in self._open.values():
-                db.connection.close()
+                slots = self._slots[db.name]
+                taken = 0
+                while taken < db.max_concurrent and slots.acquire(timeout=max(0.0, deadline - time.monotonic())):
+                    taken += 1  # every slot back: no query of this database runs any more
+                try:
+                    db.connection.close()
+                except duckdb.Error:
+                    log.warning("database %s was still busy at shutdown; it ends with the process", db.name)
+                finally:
+                    for _ in range(taken):
+                        slots.release()
             self._open.clear()
             if self._parser is not None:
                 self._parser.close()
