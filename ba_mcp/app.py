@@ -13,8 +13,10 @@ loaded here (warnings on stderr), so use_skill's description holds their catalog
 from __future__ import annotations
 
 import logging
+import os
 import urllib.parse
 from collections.abc import Iterable
+from typing import Any
 
 from ba_mcp.databases import Databases
 from ba_mcp.exports import Exports
@@ -39,6 +41,7 @@ from ba_mcp.tools.web_search import WebSearch
 from ba_mcp.version import __version__
 from ba_mcp.web.fetch import Fetcher
 from ba_mcp.web.search import Searcher
+from ba_mcp.workers.pool import Engines, table_stats
 from ba_mcp.workspace import Resolved, Workspace
 
 log = logging.getLogger(__name__)
@@ -65,7 +68,10 @@ class App:
         self.code = CodeStore(self.workspace.dir("code"), rp.code_store_max_bytes, rp.code_ttl_hours * 3600)
         self.tokens = TokenCounter(config_dir() / "token_encoders.yaml", settings.model_family)
         self.cache = RawCache(settings.cache.max_entries, settings.cache.max_bytes)
-        self.databases = Databases(settings, self.workspace)
+        readable = [self.workspace.root, *self.workspace.read_roots.values()]
+        self.engines = Engines(settings, {}, self.workspace.dir("sessions"), readable)
+        self.databases = Databases(settings, self.workspace, self.engines, self.artifacts)
+        self.engines.paths = self.databases.paths()
         self.sandboxes = Sandboxes(settings.sandbox, self.workspace.dir("sessions"))
         self.telemetry = TelemetryLog(self.workspace.dir("logs"), settings.telemetry.enabled)
         self.fetcher = Fetcher(settings.web, __version__)
@@ -82,7 +88,7 @@ class App:
                 tool.settings = settings.tool(tool.name)
             self.tools[tool.name] = tool
         traits = {name: ToolTraits(t.window_arg, t.artifact_reader, t.artifact_kinds) for name, t in self.tools.items()}
-        self.observer = Observer(self.artifacts, self.tokens, settings.observation, traits)
+        self.observer = Observer(self.artifacts, self.tokens, settings.observation, traits, self._table_stats)
         self.sessions = Sessions()
         self.loop_lag: dict[str, float] = {"samples": 0, "max_ms": 0.0, "over_50ms": 0}  # telemetry.lag_monitor
         self.runner = Runner(settings, self.observer, self.cache, self.telemetry, self.tokens, self.sessions)
@@ -90,19 +96,30 @@ class App:
     def _builtin_tools(self) -> list[Tool]:
         s = self.settings
         return [
-            FileReader(s.tools.file_reader, s.formats, self.workspace, self.artifacts),
-            QueryDatabase(s.tools.query_database, self.workspace, self.artifacts, self.databases, s.formats),
+            FileReader(s.tools.file_reader, s.formats, self.workspace, self.artifacts, self.engines),
+            QueryDatabase(s.tools.query_database, self.workspace, self.artifacts, self.databases),
             RunPython(
                 s.tools.run_python, s.sandbox, self.workspace, self.artifacts, self.code, self.sandboxes, self.exports
             ),
             WebSearch(s.tools.web_search, s.web.search, self.searcher),
-            WebReader(s.tools.web_reader, self.fetcher, self.artifacts, s.formats),
+            WebReader(s.tools.web_reader, self.fetcher, self.artifacts, s.formats, self.engines),
             *(
                 [UseSkill(s.tools.use_skill, self.skills, s.skills.catalog_budget_tokens)]
                 if self.skills.model_skills()
                 else []  # no skill the model may use: no tool (nor its description) at all
             ),
         ]
+
+    def _table_stats(self, aid: str) -> tuple[dict[str, dict[str, Any]], int] | None:
+        """Whole-column figures of a stored table, computed by an engine worker over the artifact's file."""
+        with self.artifacts.reading(aid) as meta:
+            if meta.kind != "table":
+                return None
+            fd = os.open(self.artifacts.data_path(meta), os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            return table_stats(self.engines, fd)
+        finally:
+            os.close(fd)
 
     def _skill_file(self, ref: str) -> Resolved:
         """``skill://<name>/<path>`` as a file the tools can read, confined to that skill's folder."""
@@ -121,13 +138,15 @@ class App:
             log.debug("warm-up failed", exc_info=True)
 
     def start_sandbox(self) -> None:
-        """Start the spare Python worker in the background (when run_python is served)."""
+        """Start the spare workers in the background: Python (when run_python is served) and engine."""
         if "run_python" in self.tools:
             self.sandboxes.prestart()
+        self.engines.prestart()
 
     def close(self) -> None:
         """End the sandbox workers and close the databases (idempotent)."""
         self.sandboxes.close()
+        self.engines.close()
         self.databases.close()
 
     async def aclose(self) -> None:

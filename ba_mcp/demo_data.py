@@ -94,7 +94,7 @@ def ensure_demo_database(path: Path) -> None:
         if cached is not None and cached.is_file():
             shutil.copyfile(cached, tmp)
         else:
-            _build(tmp)
+            _build_elsewhere(tmp)
             if cached is not None:
                 _keep(tmp, cached)
         os.replace(tmp, path)
@@ -102,6 +102,23 @@ def ensure_demo_database(path: Path) -> None:
         for leftover in (tmp, tmp.with_name(tmp.name + ".wal")):
             if leftover.exists():
                 leftover.unlink()
+
+
+def _build_elsewhere(path: Path) -> None:
+    """Build in a process of its own: the build imports pandas and DuckDB, which the server never holds."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-B", "-m", "ba_mcp.demo_data", str(path)],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"the demo database could not be built: {done.stderr.strip()[-600:]}")
 
 
 def _cached_copy() -> Path | None:
@@ -295,3 +312,9 @@ def _build(path: Path) -> None:
         con.execute("CHECKPOINT")
     finally:
         con.close()
+
+
+if __name__ == "__main__":
+    import sys
+
+    _build(Path(sys.argv[1]))

@@ -48,6 +48,8 @@ class Table(_Base):
     column_types: dict[str, str] = field(default_factory=dict)  # display names the Arrow types lose
     key_columns: list[str] | None = None  # shown for every row at brief (e.g. a search's title and url)
     standard_columns: list[str] | None = None  # the standard view's columns (the rest only at full)
+    # (figures by column, rows) of the whole stored table ``artifact_id``, when the engine that stored it computed them
+    whole_stats: tuple[dict[str, dict[str, Any]], int] | None = None
 
     def __post_init__(self) -> None:
         import pyarrow as pa
@@ -178,3 +180,16 @@ def cell_value(value: Any) -> Any:
     if hasattr(value, "tolist"):
         return cell_value(value.tolist())
     return value
+
+
+def stats_kind(t: pa.DataType) -> str:
+    """Which figures summarise a column of Arrow type ``t`` (bool, number, time, other)."""
+    import pyarrow as pa
+
+    if pa.types.is_boolean(t):
+        return "bool"
+    if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t):
+        return "number"
+    if pa.types.is_timestamp(t) or pa.types.is_date(t):
+        return "time"
+    return "other"

@@ -68,27 +68,41 @@ def read_blob(fd: int, limit: int) -> bytes:
 
 
 class WorkerProcess:
-    def __init__(self, settings: SandboxSettings, sessions_dir: Path) -> None:
+    """A confined worker process: ``module`` (``sandbox``, or ``ba_mcp.workers`` for an engine worker) run
+    as ``python -I -B -m <module> '<options>'``; ``options`` replaces the sandbox's options built from
+    ``settings`` (the protocol descriptor is added either way)."""
+
+    def __init__(
+        self,
+        settings: SandboxSettings,
+        sessions_dir: Path,
+        module: str = "sandbox",
+        options: dict[str, Any] | None = None,
+    ) -> None:
         self.settings = settings
         # Where the process starts. Confined, the worker pivots into its own root and never sees it; only
         # when the OS refuses the namespaces does the worker work here (an opaque, per-worker name).
         self.scratch = sessions_dir / secrets.token_hex(12)
         self.scratch.mkdir(mode=0o700)
         ours, theirs = socket.socketpair()
-        options = {
-            "fd": theirs.fileno(),
-            "network": settings.network,
-            "uid": settings.uid,
-            "gid": settings.gid,
-            "disk_mb": settings.disk_mb,
-            "memory_mb": settings.memory_mb,
-            "max_processes": settings.max_processes,
-            "max_file_mb": settings.max_file_mb,
-            "cpu_seconds": settings.cpu_seconds,
-            "allowed_imports": settings.allowed_imports,
-            "output_head": settings.output_head_chars,
-            "output_tail": settings.output_tail_chars,
-        }
+        options = (
+            {**options, "fd": theirs.fileno()}
+            if options is not None
+            else {
+                "fd": theirs.fileno(),
+                "network": settings.network,
+                "uid": settings.uid,
+                "gid": settings.gid,
+                "disk_mb": settings.disk_mb,
+                "memory_mb": settings.memory_mb,
+                "max_processes": settings.max_processes,
+                "max_file_mb": settings.max_file_mb,
+                "cpu_seconds": settings.cpu_seconds,
+                "allowed_imports": settings.allowed_imports,
+                "output_head": settings.output_head_chars,
+                "output_tail": settings.output_tail_chars,
+            }
+        )
         env = {name: os.environ[name] for name in settings.env_allowlist if name in os.environ}
         env.update(
             MPLBACKEND="Agg",
@@ -98,7 +112,7 @@ class WorkerProcess:
         )
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-I", "-B", "-m", "sandbox", json.dumps(options)],
+                [sys.executable, "-I", "-B", "-m", module, json.dumps(options)],
                 pass_fds=[theirs.fileno()],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,

@@ -120,6 +120,21 @@ class QueryDatabaseSettings(ToolSettings):
     max_rows_ceiling: int = Field(100_000, ge=1)
 
 
+class EngineSettings(_Section):
+    """``engine:``: the engine workers, where SQL runs and untrusted bytes are decoded (one per session)."""
+
+    memory_mb: int = Field(4096, ge=256)
+    disk_mb: int = Field(2048, ge=16)
+    uid: int = Field(65534, ge=1)
+    gid: int = Field(65534, ge=1)
+    cpu_seconds: int = Field(36000, ge=10)
+    max_workers: int = Field(8, ge=1)
+    spare_workers: int = Field(1, ge=0, le=1)
+    interrupt_grace_s: float = Field(1.0, gt=0, le=10)
+    max_transfer_mb: int = Field(256, ge=1)
+    start_timeout_s: float = Field(60, gt=0)
+
+
 class SandboxSettings(_Section):
     """``sandbox:``: the Python workers of run_python — their limits, isolation and output capture."""
 
@@ -268,6 +283,7 @@ class Settings(_Section):
     telemetry: TelemetrySettings = TelemetrySettings()
     databases: dict[str, DatabaseSettings] = {"demo": DatabaseSettings()}
     formats: FormatsSettings = FormatsSettings()
+    engine: EngineSettings = EngineSettings()
     sandbox: SandboxSettings = SandboxSettings()
     web: WebSettings = WebSettings()
     skills: SkillsSettings = SkillsSettings()

@@ -135,7 +135,9 @@ def _linux_namespaces(options: dict[str, Any]) -> list[Protection]:
         _write("/proc/self/setgroups", "deny")
         _write("/proc/self/uid_map", f"{uid} {uid} 1")
         _write("/proc/self/gid_map", f"{gid} {gid} 1")
-    sources = _runtime_sources()  # descriptors of what the new root will show, opened before anything is hidden
+    # descriptors of what the new root will show, opened before anything is hidden
+    sources = _runtime_sources(options.get("packages", ()))
+    sources += _bind_sources(options.get("binds", ()))
     _fork_into_pid_namespace(options)
     active = (
         [(P.NETWORK_NAMESPACE, "network namespace (no network, no host abstract sockets)")]
@@ -158,18 +160,33 @@ def _linux_namespaces(options: dict[str, Any]) -> list[Protection]:
     except OSError as exc:  # e.g. a container that masks parts of /proc
         active.append((P.PID_NAMESPACE, f"pid namespace (processes end with the worker; no /proc: {exc.strerror})"))
     libc.mount(None, "/", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+    if options.get("binds"):
+        active.append((P.READ_ONLY_FILES, "data files bound read-only (the kernel refuses every write)"))
     os.chdir(SESSION_DIR)
+    keep = tuple(options.get("keep_capabilities", ()))
     if root:
-        _drop_root(options)
-    _drop_capabilities(libc)
-    active.append((P.UNPRIVILEGED_USER, f"unprivileged user (uid {os.getuid()}), no capabilities"))
+        _drop_root(options, keep)
+    _drop_capabilities(libc, keep)
+    kept = " except reading any file it is handed (CAP_DAC_READ_SEARCH)" if CAP_DAC_READ_SEARCH in keep else ""
+    active.append((P.UNPRIVILEGED_USER, f"unprivileged user (uid {os.getuid()}), no capabilities{kept}"))
     return active
 
 
-def _runtime_sources() -> list[tuple[str, int | str]]:
+def _bind_sources(binds: Any) -> list[tuple[str, int | str]]:
+    """(where the new root shows it, O_PATH descriptor) of each data file to bind read-only: ``binds`` is a
+    list of [host path, target path]; a file that cannot be opened is left out (the worker reports it)."""
+    sources: list[tuple[str, int | str]] = []
+    for host, target in binds:
+        with contextlib.suppress(OSError):
+            sources.append((str(target), os.open(str(host), os.O_PATH | os.O_CLOEXEC)))
+    return sources
+
+
+def _runtime_sources(packages: Any = ()) -> list[tuple[str, int | str]]:
     """(absolute path, O_PATH descriptor — or the link's target for a symbolic link) of everything the
-    worker's root shows: the interpreter's prefix, the virtual environment, the sandbox package,
-    /usr and the library links, and the few files of /etc that the C library and Python read."""
+    worker's root shows: the interpreter's prefix, the virtual environment, the sandbox package (and the
+    package directories in ``packages``), /usr and the library links, and the few files of /etc that the
+    C library and Python read."""
     wanted: list[str] = ["/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin"]
     wanted += ["/etc/ld.so.cache", "/etc/localtime", "/etc/nsswitch.conf", "/etc/fonts"]
     prefixes = {os.path.realpath(p) for p in (sys.base_prefix, sys.prefix, sys.exec_prefix, sys.base_exec_prefix)}
@@ -183,8 +200,9 @@ def _runtime_sources() -> list[tuple[str, int | str]]:
             wanted.append(package)  # an editable install's project root: only the package, not the repository
         elif "site-packages" in real or "dist-packages" in real:
             wanted.append(real)
-    if not any(package.startswith(w + "/") for w in wanted):
-        wanted.append(package)
+    for extra in [package, *map(str, packages)]:
+        if not any(extra.startswith(w + "/") for w in wanted):
+            wanted.append(extra)
     sources: list[tuple[str, int | str]] = []
     for path in dict.fromkeys(wanted):
         if os.path.islink(path) and path.count("/") == 1:  # /lib -> usr/lib: the same link in the new root
@@ -394,14 +412,20 @@ def _ids(options: dict[str, Any]) -> tuple[int, int]:
     return int(options.get("uid", 65534)), int(options.get("gid", 65534))
 
 
-def _drop_root(options: dict[str, Any]) -> None:
+CAP_DAC_READ_SEARCH = 2  # read any file (and search any directory) — of those the process can reach at all
+PR_SET_KEEPCAPS = 8
+
+
+def _drop_root(options: dict[str, Any], keep: tuple[int, ...] = ()) -> None:
     uid, gid = _ids(options)
+    if keep:  # permitted capabilities survive the change of uid; _drop_capabilities keeps only ``keep``
+        _Libc().call("prctl", PR_SET_KEEPCAPS, 1, 0, 0, 0)
     os.setgroups([])
     os.setresgid(gid, gid, gid)
     os.setresuid(uid, uid, uid)
 
 
-def _drop_capabilities(libc: _Libc) -> None:
+def _drop_capabilities(libc: _Libc, keep: tuple[int, ...] = ()) -> None:
     class Header(ctypes.Structure):
         _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
 
@@ -409,12 +433,17 @@ def _drop_capabilities(libc: _Libc) -> None:
         _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
 
     for cap in range(64):  # the bounding set: nothing can be regained through execve
+        if cap in keep:
+            continue
         if libc.lib.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 and ctypes.get_errno() == errno.EINVAL:
             break
     with contextlib.suppress(OSError):  # uid 0 gets no capabilities back on execve or setuid
         libc.call("prctl", PR_SET_SECUREBITS, _SECURE_NOROOT, 0, 0, 0)
     header = Header(_LINUX_CAPABILITY_VERSION_3, 0)
     data = (Data * 2)()
+    for cap in keep:
+        data[cap // 32].effective |= 1 << (cap % 32)
+        data[cap // 32].permitted |= 1 << (cap % 32)
     libc.call("capset", ctypes.byref(header), ctypes.byref(data))
     libc.call("prctl", PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
 

@@ -31,6 +31,7 @@ MEMORY_PER_PROCESS = "memory-rlimit"
 PROCESS_COUNT = "process-count"
 CPU_TIME = "cpu-time"
 FILE_SIZE = "file-size"
+READ_ONLY_FILES = "read-only-files"  # configured data files bound read-only in the worker's own mount namespace
 DEGRADED = "degraded"
 
 

@@ -2,22 +2,24 @@
 
 A ``Database`` is one configured connection. Its contract, whatever the engine:
 
-* ``analyse(sql) -> Analysis``: what the engine's own parser says of the text (statement types, the table
-  names it reads, the one statement that would run); a syntax error is ``ToolFailure`` SQL_SYNTAX.
-* ``run(sql, params, tables, ctx) -> Execution``: the statement executed read-only by the engine's own
-  rules, ``tables`` (name → Arrow data) visible to it by name; results come as Arrow record batches from
-  ``Execution.reader``. The call's cancellation (``ctx.on_cancel``) stops the statement in the engine.
-* ``describe() -> dict``: the catalog (tables, views, columns, types, comments, row counts).
+* ``analyse(sql, session) -> Analysis``: what the engine's own parser says of the text (statement types, the
+  table names it reads, the one statement that would run); a syntax error is ``ToolFailure`` SQL_SYNTAX.
+* ``run(sql, params, files, max_rows, ctx) -> Execution``: the statement executed by the engine's own rules
+  (read-only for every configured database), the workspace ``files`` (name → resolved file) visible to it by
+  name; the first ``max_rows + 1`` rows come back as Arrow, and ``Execution.store`` writes the complete
+  result into an open file. The call's cancellation (``ctx.on_cancel``) ends the statement in the engine.
+* ``describe(session) -> dict``: the catalog (tables, views, columns, types, comments, row counts).
 * ``classify_error(exc) -> ToolFailure``: the engine's exceptions in the spec's error vocabulary.
 * ``dialect`` names the SQL dialect, ``identity`` changes whenever the data may have changed (cache keys).
 
 ``collect()`` turns an Execution into the observation's raw ``Table``, engine-agnostic: at most
-``max_rows + 1`` rows in memory, the complete result streamed batch by batch into a table artifact.
+``max_rows + 1`` rows in the server, the complete result streamed by the engine into a table artifact.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -28,8 +30,9 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from ba_mcp.errors import ToolFailure
-    from ba_mcp.stores.artifacts import ArtifactMeta, ArtifactStore
+    from ba_mcp.stores.artifacts import ArtifactStore
     from ba_mcp.tool import ToolContext
+    from ba_mcp.workspace import Resolved
 
 
 @dataclass(frozen=True)
@@ -42,11 +45,14 @@ class Analysis:
 
 @dataclass
 class Execution:
-    """A running statement: its result as Arrow batches, names for the types Arrow cannot tell apart, and
-    what to call when the result has been read."""
+    """A statement that ran: its first rows (at most ``max_rows + 1``), whether there are more, names for the
+    types Arrow cannot tell apart, and ``store(fd, limit)`` -> (rows written, complete, whole-column figures
+    or None) writing the complete result as Parquet into an open file."""
 
-    reader: pa.RecordBatchReader
+    head: pa.Table
+    more: bool
     display_types: dict[str, str] = field(default_factory=dict)
+    store: Callable[[int, int], tuple[int, bool, Any]] = lambda fd, limit: (0, False, None)
     close: Callable[[], None] = lambda: None
 
 
@@ -57,34 +63,35 @@ class Database(Protocol):
     @property
     def identity(self) -> str: ...
 
-    def analyse(self, sql: str) -> Analysis: ...
+    def analyse(self, sql: str, session: str) -> Analysis: ...
 
-    def run(self, sql: str, params: Any, tables: Mapping[str, Any], ctx: ToolContext) -> Execution: ...
+    def run(
+        self, sql: str, params: Any, files: Sequence[tuple[str, Resolved]], max_rows: int, ctx: ToolContext
+    ) -> Execution: ...
 
-    def describe(self) -> dict[str, Any]: ...
+    def describe(self, session: str) -> dict[str, Any]: ...
 
     def classify_error(self, exc: Exception) -> ToolFailure: ...
 
 
 def collect(execution: Execution, max_rows: int, artifacts: ArtifactStore, title: str, database: str) -> Table:
-    """At most max_rows + 1 rows in memory; the rest, if any, streamed with them into a Parquet artifact
+    """At most max_rows + 1 rows in the server; a larger result streamed by the engine into a Parquet artifact
     (within the artifact size limit), and the observation's Table says which."""
-    import pyarrow as pa
+    head, types = execution.head, execution.display_types
+    if not execution.more:
+        return Table(title, head, total_rows=head.num_rows, meta={"database": database}, column_types=types)
+    state: dict[str, Any] = {}
 
-    reader, types = execution.reader, execution.display_types
-    head: list[pa.RecordBatch] = []
-    have = 0
-    for batch in reader:
-        head.append(batch)
-        have += batch.num_rows
-        if have > max_rows:
-            break
-    schema = reader.schema
-    if have <= max_rows:
-        table = pa.Table.from_batches(head, schema=schema)
-        return Table(title, table, total_rows=table.num_rows, meta={"database": database}, column_types=types)
-    meta, total, complete = _stream_to_artifact(head, reader, schema, artifacts, title)
-    first = pa.Table.from_batches(head, schema=schema).slice(0, max_rows)
+    def write(path: Path) -> None:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        try:
+            state["rows"], state["complete"], state["stats"] = execution.store(fd, artifacts.max_single_bytes)
+        finally:
+            os.close(fd)
+
+    meta = artifacts.put_table_writer(write, title=title, source_tool="query_database")
+    total, complete = int(state["rows"]), bool(state["complete"])
+    first = head.slice(0, max_rows)
     if complete:
         note = (
             f"the query returned {total:,} rows; the first {max_rows:,} (max_rows) were fetched and the "
@@ -104,26 +111,5 @@ def collect(execution: Execution, max_rows: int, artifacts: ArtifactStore, title
         notes=[note],
         artifact_id=meta.id if complete else None,
         meta={"database": database, "fetched_rows": max_rows},
+        whole_stats=state.get("stats") if complete else None,
     )
-
-
-def _stream_to_artifact(
-    head: list[Any], reader: Any, schema: Any, artifacts: ArtifactStore, title: str
-) -> tuple[ArtifactMeta, int, bool]:
-    import pyarrow.parquet as pq
-
-    limit = artifacts.max_single_bytes
-    state = {"rows": 0, "complete": True}
-
-    def write(path: Path) -> None:
-        with pq.ParquetWriter(path, schema, compression="zstd") as writer:
-            for batches in (head, reader):
-                for batch in batches:
-                    writer.write_batch(batch)
-                    state["rows"] += batch.num_rows
-                    if path.stat().st_size > limit:
-                        state["complete"] = False
-                        return
-
-    meta = artifacts.put_table_writer(write, title=title, source_tool="query_database")
-    return meta, state["rows"], bool(state["complete"])

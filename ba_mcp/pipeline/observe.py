@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ba_mcp.errors import ToolFailure
 from ba_mcp.pipeline.encode import cell_value, encode_csv, encode_table, microseconds, plain_rows, python_values
 from ba_mcp.pipeline.levels import OutputLevel
-from ba_mcp.results import Composite, Document, Image, JsonValue, RawResult, Table
+from ba_mcp.results import Composite, Document, Image, JsonValue, RawResult, Table, stats_kind
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -79,8 +79,11 @@ class Observer:
         counter: TokenCounter,
         settings: ObservationSettings,
         tools: Mapping[str, ToolTraits],
+        table_stats: Callable[[str], tuple[dict[str, dict[str, Any]], int]] | None = None,
     ) -> None:
         self.store = store
+        # whole-column figures of a stored table, computed by an engine worker (never in the server)
+        self.table_stats = table_stats or (lambda aid: None)
         self.counter = counter
         self.settings = settings
         self.tools = dict(tools)
@@ -333,6 +336,8 @@ class Observer:
         if not (raw.offset or raw.more or (raw.total_rows is not None and raw.total_rows > n)):
             return "Columns (name: type — summary):", own
         if raw.artifact_id and raw.total_rows is not None:
+            if raw.whole_stats is not None and raw.artifact_id not in self._whole_stats:
+                self._whole_stats[raw.artifact_id] = (raw.whole_stats[0], int(raw.whole_stats[1]))
             whole = self._stored_stats(raw.artifact_id)
             if whole is not None and whole[1] == raw.total_rows and set(table.column_names) <= set(whole[0]):
                 return (
@@ -350,7 +355,10 @@ class Observer:
                 with self.store.reading(aid) as meta:
                     if meta.kind != "table":
                         return None
-                    self._whole_stats[aid] = parquet_stats(self.store.data_path(meta))
+                    figures = self.table_stats(aid)
+                    if figures is None:
+                        return None
+                    self._whole_stats[aid] = figures
             except ToolFailure:
                 return None
             while len(self._whole_stats) > 64:
@@ -620,75 +628,6 @@ def column_stats(column: pa.ChunkedArray) -> dict[str, Any]:
         if stats["distinct"] < len(values):
             stats["top"] = _top(values)
     return stats
-
-
-def parquet_stats(path: Any) -> tuple[dict[str, dict[str, Any]], int]:
-    """``column_stats`` figures of every column of a whole Parquet file, and its row count, computed by
-    DuckDB (streamed, spilling as it needs; never the whole table in memory). For the server's own
-    artifacts only: the file is trusted."""
-    import duckdb
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    schema = pq.read_schema(path)
-    con = duckdb.connect(config={"threads": 2, "memory_limit": "512MB", "autoinstall_known_extensions": False})
-    try:
-        con.read_parquet(str(path)).create_view("t")
-        aggregates = ["count(*)"]
-        plan: list[tuple[str, str, int]] = []
-        for field_ in schema:
-            kind = stats_kind(field_.type)
-            col = '"' + field_.name.replace('"', '""') + '"'
-            floating = pa.types.is_floating(field_.type)
-            value = f"(CASE WHEN isnan({col}) THEN NULL ELSE {col} END)" if floating else col
-            wanted = {
-                "bool": [f"count({value})", f"count({value}) FILTER (WHERE {value})"],
-                "number": [f"count({value})", f"min({value})", f"avg({value})", f"max({value})"],
-                "time": [f"count({value})", f"min({value})", f"max({value})"],
-                "other": [f"count({value})"],
-            }[kind]
-            if kind in ("number", "other"):
-                wanted.append(f"count(DISTINCT {value})")
-            plan.append((field_.name, kind, len(aggregates)))
-            aggregates += wanted
-        row = con.execute(f"SELECT {', '.join(aggregates)} FROM t").fetchone() or ()
-        total = int(row[0])
-        out: dict[str, dict[str, Any]] = {}
-        for name, kind, at in plan:
-            count = int(row[at])
-            stats: dict[str, Any] = {"kind": kind, "count": count, "nulls": total - count}
-            if count and kind == "bool":
-                stats["true"] = int(row[at + 1])
-            elif count and kind == "number":
-                stats.update(min=row[at + 1], mean=row[at + 2], max=row[at + 3], distinct=int(row[at + 4]))
-            elif count and kind == "time":
-                stats.update(min=row[at + 1], max=row[at + 2])
-            elif count:
-                stats["distinct"] = int(row[at + 1])
-                if stats["distinct"] < count:
-                    col = '"' + name.replace('"', '""') + '"'
-                    top = con.execute(
-                        f"SELECT {col}, count(*) AS n FROM t WHERE {col} IS NOT NULL GROUP BY ALL "
-                        "ORDER BY n DESC LIMIT 1"
-                    ).fetchone()
-                    stats["top"] = (cell_value(top[0]), int(top[1])) if top else None
-            out[name] = stats
-        return out, total
-    finally:
-        con.close()
-
-
-def stats_kind(t: pa.DataType) -> str:
-    """Which figures summarise a column of Arrow type ``t``."""
-    import pyarrow as pa
-
-    if pa.types.is_boolean(t):
-        return "bool"
-    if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t):
-        return "number"
-    if pa.types.is_timestamp(t) or pa.types.is_date(t):
-        return "time"
-    return "other"
 
 
 def format_stats(stats: Mapping[str, Any]) -> str:

@@ -18,9 +18,11 @@ from ba_mcp.formats import ARTIFACT_FORMATS, FORMATS, Reader, Window
 from ba_mcp.results import RawResult, Table
 from ba_mcp.settings import FormatsSettings, ToolSettings
 from ba_mcp.tool import CacheMode, CachePolicy, Tool, ToolContext, ToolParams, ToolPolicy
+from ba_mcp.workers.pool import parse
 
 if TYPE_CHECKING:
     from ba_mcp.stores.artifacts import ArtifactStore
+    from ba_mcp.workers.pool import Engines
     from ba_mcp.workspace import Entry, Resolved, Workspace
 
 Format = Literal["auto", "csv", "tsv", "excel", "json", "jsonl", "parquet", "text", "markdown", "python", "sql"]
@@ -66,9 +68,15 @@ class FileReader(Tool):
     artifact_reader = 'file_reader(path="{id}")'
 
     def __init__(
-        self, settings: ToolSettings, bounds: FormatsSettings, workspace: Workspace, artifacts: ArtifactStore
+        self,
+        settings: ToolSettings,
+        bounds: FormatsSettings,
+        workspace: Workspace,
+        artifacts: ArtifactStore,
+        engines: Engines | None = None,
     ) -> None:
         self.settings = settings
+        self.engines = engines  # where files are decoded (None: in this process — embedders' trusted files)
         self.bounds = bounds  # the formats: section
         self.workspace = workspace
         self.artifacts = artifacts
@@ -91,8 +99,10 @@ class FileReader(Tool):
         if resolved.kind in ("artifact", "code"):
             title = resolved.name
         window = Window(offset=params.offset, nrows=params.nrows, sheet=params.sheet)
-        reader = Reader(resolved, window, self.bounds, title, encoding, self.artifacts)
-        raw = reader.read(fmt)
+        if self.engines is not None and fmt != "image":  # an image is passed on as bytes, never decoded here
+            raw = parse(self.engines, ctx, resolved, fmt, window, self.bounds, title, encoding)
+        else:
+            raw = Reader(resolved, window, self.bounds, title, encoding, self.artifacts).read(fmt)
         raw.meta.setdefault("path", resolved.name)
         raw.meta.setdefault("format", fmt)
         raw.meta.setdefault("bytes", resolved.size)

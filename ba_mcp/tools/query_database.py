@@ -18,12 +18,11 @@ from typing import TYPE_CHECKING, Annotated, Any
 from pydantic import Field, field_validator
 
 from ba_mcp.databases import collect
-from ba_mcp.databases.duckdb import workspace_table
 from ba_mcp.errors import Code, ErrorType, ToolFailure, denied, invalid
 from ba_mcp.formats import FORMATS, TABLE_FORMATS
 from ba_mcp.ids import UPLOAD_ID
 from ba_mcp.results import Table
-from ba_mcp.settings import FormatsSettings, QueryDatabaseSettings
+from ba_mcp.settings import QueryDatabaseSettings
 from ba_mcp.tool import CacheMode, CachePolicy, Tool, ToolContext, ToolParams, ToolPolicy
 
 if TYPE_CHECKING:
@@ -32,6 +31,7 @@ if TYPE_CHECKING:
     from ba_mcp.workspace import Resolved, Workspace
 
 _READ_ONLY_TYPES = {"SELECT", "EXPLAIN"}
+_SESSION_TYPES = {"CREATE", "DROP"}  # the session's own TEMP tables and views (configured databases are read-only)
 _FILE_SUFFIXES = {suffix for suffix, fmt in FORMATS.items() if fmt in TABLE_FORMATS}
 
 
@@ -74,12 +74,11 @@ class QueryDatabase(Tool):
     name = "query_database"
     title = "Query a database (read-only SQL)"
     description = (
-        "Run one read-only SQL statement (DuckDB dialect) on a configured database — by default 'demo', an "
-        "office-supplies retailer 2022–2025 (orders, order_lines, customers, products, regions, channels, "
-        "calendar, view order_facts); its schema: the resource db://{database}/schema. Workspace data is "
-        "queryable too: FROM 'uploads/sales.csv', FROM upload_sales, FROM artifact_<id>; join it with tables. "
-        "Aggregate in SQL rather than fetching raw rows: results over max_rows are kept whole as an artifact. "
-        "Writes, ATTACH, COPY, INSTALL, SET and files outside the workspace are refused."
+        "Run one SQL statement (DuckDB dialect) on a configured database — by default 'demo', an office-supplies "
+        "retailer 2022–2025 (orders, order_lines, customers, products, regions, channels, calendar, view "
+        "order_facts); schema: resource db://{database}/schema. Workspace data is queryable too: FROM "
+        "'uploads/sales.csv', upload_sales, artifact_<id>. Aggregate in SQL: results over max_rows are kept "
+        "whole as an artifact. CREATE TEMP TABLE keeps a result for this session; databases are read-only."
     )
     version = "1"
     Params = QueryDatabaseParams
@@ -93,20 +92,23 @@ class QueryDatabase(Tool):
         workspace: Workspace,
         artifacts: ArtifactStore,
         databases: Databases,
-        formats: FormatsSettings,
     ) -> None:
         self.settings: QueryDatabaseSettings = settings
         self.workspace = workspace
         self.artifacts = artifacts
         self.databases = databases
-        self.formats = formats  # bounds for parsing workspace files read as tables
 
     def cache_identity(self, params: QueryDatabaseParams, ctx: ToolContext) -> str | None:
         try:
             plan = self._planned(params, ctx)
         except ToolFailure:
             return None  # execute() reports it
-        return "|".join([plan.database.identity, *(f"{name}={r.identity}" for name, r in plan.files)])
+        if plan.kind in _SESSION_TYPES:
+            return None  # changes the session's objects: always runs
+        # A session that made TEMP objects reads them by name: its results are its own, until it changes them.
+        made = self.databases.session_objects(ctx.session)
+        own = [f"session={ctx.session}#{made}"] if made else []
+        return "|".join([plan.database.identity, *own, *(f"{name}={r.identity}" for name, r in plan.files)])
 
     def execute(self, params: QueryDatabaseParams, ctx: ToolContext) -> Table:
         ceiling = self.settings.max_rows_ceiling
@@ -118,9 +120,10 @@ class QueryDatabase(Tool):
             )
         plan = self._planned(params, ctx)
         database = plan.database
-        tables = {name: workspace_table(name, r, self.artifacts, self.formats) for name, r in plan.files}
+        if plan.kind in _SESSION_TYPES:
+            self.databases.changed_objects(ctx.session)
         try:
-            execution = database.run(plan.sql, params.params, tables, ctx)
+            execution = database.run(plan.sql, params.params, plan.files, params.max_rows, ctx)
             try:
                 return collect(execution, params.max_rows, self.artifacts, plan.title(params.database), database.name)
             finally:
@@ -134,7 +137,7 @@ class QueryDatabase(Tool):
         """The call's plan, made once: the cache lookup and the execution share it (``ctx.memo``)."""
         plan = ctx.memo.get("plan")
         if not isinstance(plan, _Plan):
-            plan = ctx.memo["plan"] = _plan(params, self)
+            plan = ctx.memo["plan"] = _plan(params, self, ctx)
         return plan
 
 
@@ -146,6 +149,7 @@ class _Plan:
     files: list[tuple[str, Resolved]]
     sql: str  # the one statement that runs, as the database's parser gave it
     database_tables: bool = True  # whether it names anything but workspace data (tables, views, CTEs)
+    kind: str = "SELECT"  # the statement's type
 
     def title(self, database: str) -> str:
         """What the result is a query on: the database, the workspace data it reads, or both."""
@@ -165,10 +169,10 @@ class _Plan:
         return f"{hint}; db://{database}/schema has the tables" if self.database_tables else hint
 
 
-def _plan(params: QueryDatabaseParams, tool: QueryDatabase) -> _Plan:
+def _plan(params: QueryDatabaseParams, tool: QueryDatabase, ctx: ToolContext) -> _Plan:
     """Check the statement with the database's own parser and resolve the workspace data it names."""
     database = tool.databases.get(params.database)
-    analysis = database.analyse(params.query)
+    analysis = database.analyse(params.query, ctx.session, ctx)
     if analysis.kinds == ("MULTI",):  # what DuckDB makes of a PIVOT whose columns it must discover first
         raise ToolFailure(
             ErrorType.VALIDATION_ERROR,
@@ -187,14 +191,15 @@ def _plan(params: QueryDatabaseParams, tool: QueryDatabase) -> _Plan:
     kind = analysis.kinds[0]
     if analysis.refusal:
         raise denied(analysis.refusal, "explain a SELECT, or run the SELECT itself", code=Code.READ_ONLY)
-    if kind not in _READ_ONLY_TYPES or not analysis.sql:
+    if kind not in _READ_ONLY_TYPES | _SESSION_TYPES or not analysis.sql:
         raise denied(
             f"{kind} statements are not allowed: query_database is read-only",
-            "use SELECT (or WITH … SELECT, DESCRIBE, SUMMARIZE, EXPLAIN)",
+            "use SELECT (or WITH … SELECT, DESCRIBE, SUMMARIZE, EXPLAIN); keep intermediate results with "
+            "CREATE TEMP TABLE name AS SELECT …",
             code=Code.READ_ONLY,
         )
     files = [(name, tool.workspace.resolve(name)) for name in analysis.refs if _is_workspace_ref(name)]
-    return _Plan(database, files, analysis.sql, database_tables=len(files) < len(set(analysis.refs)))
+    return _Plan(database, files, analysis.sql, database_tables=len(files) < len(set(analysis.refs)), kind=kind)
 
 
 def _is_workspace_ref(name: str) -> bool:

@@ -26,11 +26,13 @@ from ba_mcp.formats import DATA_FILE_SUFFIX, FORMATS, MEDIA_TYPES
 from ba_mcp.results import Document, JsonValue, RawResult, Table
 from ba_mcp.tool import REMOTE_RETRIES, CacheMode, CachePolicy, Tool, ToolContext, ToolParams, ToolPolicy
 from ba_mcp.web.extract import charset, html_to_markdown, pdf_text, short_url
+from ba_mcp.workers.pool import extract, parse
 
 if TYPE_CHECKING:
     from ba_mcp.settings import FormatsSettings, WebReaderSettings
     from ba_mcp.stores.artifacts import ArtifactStore
     from ba_mcp.web.fetch import Download, Fetcher
+    from ba_mcp.workers.pool import Engines
 
 
 class WebReaderParams(ToolParams):
@@ -96,8 +98,10 @@ class WebReader(Tool):
         fetcher: Fetcher,
         artifacts: ArtifactStore,
         formats: FormatsSettings,
+        engines: Engines | None = None,
     ) -> None:
         self.settings: WebReaderSettings = settings
+        self.engines = engines  # where downloaded bytes are decoded (None: in this process)
         self.fetcher = fetcher
         self.artifacts = artifacts
         self.formats = formats
@@ -108,7 +112,7 @@ class WebReader(Tool):
         page = self._cached(params.url)
         if page is None:
             download = await self.fetcher.fetch(params.url)
-            page = await anyio.to_thread.run_sync(self._understand, download)
+            page = await anyio.to_thread.run_sync(self._understand, download, ctx)
             self._remember(params.url, page)
         if page.kind == "json":
             return JsonValue(page.title, page.value, notes=list(page.notes), meta={"url": page.url})
@@ -173,7 +177,7 @@ class WebReader(Tool):
 
     # -- what the download holds ------------------------------------------------------------------
 
-    def _understand(self, d: Download) -> _Page:
+    def _understand(self, d: Download, ctx: ToolContext) -> _Page:
         if d.status >= 400:
             raise ToolFailure(
                 ErrorType.NOT_FOUND
@@ -196,7 +200,7 @@ class WebReader(Tool):
         if data_format in DATA_FILE_SUFFIX:  # a data file, by its suffix or its media type (the one table)
             self._refuse_capped(d, "data file")
             return self._table(
-                d, suffix if FORMATS.get(suffix) == data_format else DATA_FILE_SUFFIX[data_format], notes
+                d, suffix if FORMATS.get(suffix) == data_format else DATA_FILE_SUFFIX[data_format], notes, ctx
             )
         if ctype in ("application/json", "text/json") or ctype.endswith("+json") or (not ctype and suffix == ".json"):
             self._refuse_capped(d, "JSON document")
@@ -211,7 +215,10 @@ class WebReader(Tool):
             return _Page(d.url, "json", short_url(d.url), value=value, notes=notes)
         if ctype == "application/pdf" or suffix == ".pdf":
             self._refuse_capped(d, "PDF")
-            text = pdf_text(d.body, d.url)
+            if self.engines is not None:
+                text = extract(self.engines, ctx, d.body, {"kind": "pdf", "url": d.url})["text"]
+            else:
+                text = pdf_text(d.body, d.url)
             return _Page(d.url, "text", short_url(d.url), text=text, mime="text/plain", notes=notes)
         if ctype.startswith(_BINARY_PREFIXES) or ctype in _BINARY_TYPES:
             raise ToolFailure(
@@ -224,7 +231,13 @@ class WebReader(Tool):
         if d.capped:
             notes.append(capped_note)
         if ctype in ("text/html", "application/xhtml+xml") or (not ctype and text.lstrip()[:1] == "<"):
-            title, markdown = html_to_markdown(text, d.url)
+            if self.engines is not None:  # HTML parsing of a hostile page runs where it can be killed
+                answer = extract(
+                    self.engines, ctx, d.body, {"kind": "html", "url": d.url, "charset": charset(d.content_type)}
+                )
+                title, markdown = answer.get("title"), answer["text"]
+            else:
+                title, markdown = html_to_markdown(text, d.url)
             return _Page(d.url, "text", title or short_url(d.url), text=markdown, mime="text/markdown", notes=notes)
         if "\x00" in text[:4096]:
             raise ToolFailure(
@@ -243,12 +256,25 @@ class WebReader(Tool):
                 "download it another way into uploads/, or raise web.max_download_bytes",
             )
 
-    def _table(self, d: Download, suffix: str, notes: list[str]) -> _Page:
-        from ba_mcp.formats import table_of
+    def _table(self, d: Download, suffix: str, notes: list[str], ctx: ToolContext) -> _Page:
+        from ba_mcp.formats import Window, format_for, table_of
 
         title = short_url(d.url)
         with _MemorySource(d.body, PurePosixPath(urlparse(d.url).path).name or "download", suffix) as source:
-            table = table_of(source, self.formats, title)
+            if self.engines is None:
+                table = table_of(source, self.formats, title)
+            else:
+                raw = parse(self.engines, ctx, source, format_for(suffix), Window(), self.formats, title, None)
+                if not isinstance(raw, Table) or raw.more:
+                    raise ToolFailure(
+                        ErrorType.VALIDATION_ERROR,
+                        "NOT_TABULAR",
+                        f"{title} is not a table"
+                        if not isinstance(raw, Table)
+                        else f"{title} is too large to read whole",
+                        "query CSV, Parquet, JSON arrays of objects, JSON Lines or Excel files",
+                    )
+                table = raw.frame
         meta = self.artifacts.put_table(table, title=title, source_tool=self.name)
         notes = [*notes, f"kept as {meta.id}: query it with query_database (FROM '{meta.id}') or load_artifact"]
         return _Page(d.url, "table", title, table_id=meta.id, notes=notes)

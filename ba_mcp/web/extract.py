@@ -4,6 +4,8 @@ Content-Type names. Pure functions over bytes and text."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from ba_mcp.errors import ErrorType, ToolFailure
 
 
@@ -89,6 +91,17 @@ def pdf_text(data: bytes, url: str) -> str:
             "it needs OCR, which this server does not do",
         )
     return text
+
+
+def extract_in_worker(body: bytes, request: dict[str, Any]) -> dict[str, Any]:
+    """What an engine worker answers for ``extract``: the readable text of a page (``kind`` html) or a PDF,
+    with its title when the page names one."""
+    url = str(request.get("url", ""))
+    if request.get("kind") == "pdf":
+        return {"text": pdf_text(body, url), "title": None}
+    html = body.decode(str(request.get("charset") or "utf-8"), "replace")
+    title, markdown = html_to_markdown(html, url)
+    return {"text": markdown, "title": title}
 
 
 def short_url(url: str) -> str:

@@ -1,0 +1,7 @@
+"""``python -I -B -m ba_mcp.workers '<options JSON>'``: an engine worker (see ``engine``)."""
+
+import sys
+
+from ba_mcp.workers.engine import main
+
+sys.exit(main(sys.argv[1:]))

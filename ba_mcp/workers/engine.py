@@ -1,0 +1,448 @@
+"""The engine worker: where untrusted SQL runs and untrusted bytes are decoded, in a process the server kills.
+
+Started as ``python -I -B -m ba_mcp.workers '<options JSON>'`` (see ``pool``), it confines itself first
+(``sandbox.isolation.confine``: its own mount, PID and network namespaces, a minimal read-only root, the
+configured database files bound read-only, an unprivileged uid, a memory cgroup and rlimits, seccomp), then
+opens one in-memory DuckDB with every configured database ATTACHed READ_ONLY, and serves one session:
+
+* ``analyse`` — DuckDB's parse of a statement (types, the table names it reads, what would run);
+* ``run`` — a statement on the session's connection (its TEMP tables and views persist across calls);
+  workspace files arrive as descriptors and are read by DuckDB's own readers; the first ``max_rows + 1``
+  rows come back as an uncompressed Arrow stream in a sealed memory file, and on ``store`` the complete
+  result is written as Parquet into the descriptor the server opened for the artifact;
+* ``describe`` — a database's catalog, with the session's own temporary tables and views;
+* ``parse`` — a workspace file or downloaded bytes through ``ba_mcp.formats`` (file_reader's reads);
+* ``stats`` — whole-column figures of a stored table;
+* ``extract`` — the readable text of a downloaded page or PDF (``ba_mcp.web.extract``).
+
+A SIGINT (forwarded by the shim) interrupts the running statement; the server kills the worker when that
+does not end it within its grace.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import faulthandler
+import json
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ba_mcp.workers.wire import encode_raw, write_arrow
+from sandbox import protocol
+from sandbox.isolation import SESSION_DIR, confine
+
+_BATCH_ROWS = 8192
+SLOT_FD = 200  # the descriptors of a call's files are moved to SLOT_FD, SLOT_FD + 1, …
+MAX_FILES = 60
+
+
+def slot_path(i: int) -> str:
+    return f"/proc/self/fd/{SLOT_FD + i}"
+
+
+@contextlib.contextmanager
+def slots(fds: list[int]) -> Any:
+    """The call's descriptors at the slot numbers DuckDB may open, for the duration of the call."""
+    if len(fds) > MAX_FILES:
+        raise Failure(type="validation_error", code="TOO_MANY_FILES", message=f"at most {MAX_FILES} files per query")
+    try:
+        for i, fd in enumerate(fds):
+            os.dup2(fd, SLOT_FD + i, inheritable=False)
+        yield [slot_path(i) for i in range(len(fds))]
+    finally:
+        for i in range(len(fds)):
+            with contextlib.suppress(OSError):
+                os.close(SLOT_FD + i)
+
+
+def memfile(data: bytes, name: str = "blob") -> int:
+    """A sealed memory file holding ``data`` (the server reads only sealed ones)."""
+    import fcntl
+
+    fd = os.memfd_create(name, os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+    fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SEAL)
+    return fd
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+@dataclass
+class _Source:
+    """A file handed over as a descriptor (``ba_mcp.formats.Source``)."""
+
+    name: str
+    size: int
+    suffix: str
+    kind: str
+    ref_id: str | None
+    fd: int
+
+    @property
+    def path(self) -> Path:
+        return Path(f"/proc/self/fd/{self.fd}")
+
+    def open(self) -> Any:
+        return open(self.path, "rb")
+
+
+class Failure(Exception):
+    """An answer that is an error in the spec's vocabulary (type, code, message, hint)."""
+
+    def __init__(self, **fields: Any) -> None:
+        super().__init__(fields.get("message", ""))
+        self.fields = fields
+
+
+class Engine:
+    def __init__(self, sock: socket.socket, options: dict[str, Any]) -> None:
+        import duckdb
+
+        self.sock = sock
+        self.options = options
+        self.busy = False
+        self.pending_store: Any = None  # (reader, head batches, schema) of a result cut at max_rows
+        tmp = os.path.join(SESSION_DIR if options.get("confined") else os.getcwd(), "duckdb_tmp")
+        os.makedirs(tmp, exist_ok=True)
+        self.con = duckdb.connect(
+            ":memory:",
+            config={
+                "threads": int(options.get("threads", 2)),
+                "memory_limit": str(options.get("memory_limit", "2GB")),
+                "temp_directory": tmp,
+                "autoinstall_known_extensions": False,
+                "autoload_known_extensions": False,
+                "allow_community_extensions": False,
+                "allow_unsigned_extensions": False,
+                # its cache is keyed by path and modification time: a slot's next file could be served stale
+                "enable_external_file_cache": False,
+            },
+        )
+        self.missing: dict[str, str] = {}
+        for db in options.get("databases", []):
+            try:
+                self.con.execute(f"ATTACH {_literal(db['path'])} AS {_quote(db['alias'])} (READ_ONLY)")
+            except duckdb.Error as exc:
+                self.missing[db["name"]] = str(exc).split("\n")[0][:300]
+        self.aliases = {db["name"]: db["alias"] for db in options.get("databases", [])}
+        # No file access at all but to the descriptors of the current call, which are moved to fixed numbers
+        # (DuckDB resolves a path before it checks it; the workspace path a descriptor leads to does not
+        # exist in this process's root, so only the descriptor's own name matches).
+        self.con.execute("SET allowed_paths = ?", [[slot_path(i) for i in range(MAX_FILES)]])
+        self.con.execute("SET enable_external_access = false")
+        self.con.execute("SET lock_configuration = true")
+
+    # -- the loop -----------------------------------------------------------------------------------
+
+    def serve(self) -> None:
+        while True:
+            try:
+                message, fds = protocol.recv(self.sock)
+            except (EOFError, OSError, protocol.ProtocolError):
+                return
+            op = message.get("op")
+            try:
+                handler = getattr(self, f"op_{op}", None)
+                if handler is None:
+                    raise Failure(type="execution_error", code="BAD_OP", message=f"unknown operation {op!r}")
+                self.busy = True
+                reply, out = handler(message, fds)
+            except Failure as exc:
+                reply, out = {"op": "error", "failure": exc.fields}, []
+            except BaseException as exc:
+                reply, out = _error_reply(exc), []
+            finally:
+                self.busy = False
+                for fd in fds:
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
+            try:
+                protocol.send(self.sock, reply, out)
+            finally:
+                for fd in out:
+                    os.close(fd)
+
+    def interrupt(self) -> None:
+        if self.busy:
+            self.con.interrupt()
+
+    # -- SQL ----------------------------------------------------------------------------------------
+
+    def op_analyse(self, message: dict[str, Any], fds: list[int]) -> tuple[dict[str, Any], list[int]]:
+        from ba_mcp.workers.sql import analyse
+
+        return {"op": "analysis", **analyse(self.con, message["sql"])}, []
+
+    def op_run(self, message: dict[str, Any], fds: list[int]) -> tuple[dict[str, Any], list[int]]:
+        import pyarrow as pa
+
+        self._drop_pending()
+        name = message["database"]
+        if name in self.missing:
+            raise Failure(
+                type="dependency_error",
+                code="DATABASE_MISSING",
+                message=f"database '{name}' could not be opened: {self.missing[name]}",
+                hint="check the `databases` setting",
+            )
+        self.con.execute(f"USE {_quote(self.aliases[name])}")
+        held: Any = slots(fds)
+        paths = held.__enter__()
+        created: list[str] = []
+        try:
+            created = self._register(message.get("files", []), fds, paths, message.get("bounds", {}))
+            relation = self.con.sql(message["sql"], params=message.get("params"))
+            if relation is None:  # a statement without rows (CREATE, DROP): it has run
+                done = pa.table({"result": pa.array(["done"], pa.string())})
+                return {"op": "result", "rows": 1, "more": False, "display_types": {}}, [memfile(write_arrow(done))]
+            types = _display_types(list(zip(relation.columns, relation.types, strict=False)))
+            reader = relation.to_arrow_reader(_BATCH_ROWS)
+            max_rows = int(message["max_rows"])
+            head: list[pa.RecordBatch] = []
+            have = 0
+            for batch in reader:
+                head.append(batch)
+                have += batch.num_rows
+                if have > max_rows:
+                    break
+            more = have > max_rows
+            if more:
+                self.pending_store = (reader, head, reader.schema, created, held)
+                created, held = [], None
+            blob = write_arrow(pa.Table.from_batches(head, schema=reader.schema).slice(0, max_rows + 1))
+            return {"op": "result", "rows": have, "more": more, "display_types": types}, [memfile(blob)]
+        finally:
+            self._unregister(created)
+            if held is not None:
+                held.__exit__(None, None, None)
+
+    def op_store(self, message: dict[str, Any], fds: list[int]) -> tuple[dict[str, Any], list[int]]:
+        """The complete result of the last ``run`` (cut at max_rows) as Parquet into the descriptor given,
+        stopping past ``limit`` bytes; then its whole-column figures."""
+        import pyarrow.parquet as pq
+
+        if self.pending_store is None:
+            raise Failure(type="execution_error", code="NOTHING_TO_STORE", message="no result is waiting")
+        reader, head, schema, created, held = self.pending_store
+        self.pending_store = None
+        limit = int(message["limit"])
+        rows, complete = 0, True
+        try:
+            with open(fds[0], "wb", closefd=False) as out, pq.ParquetWriter(out, schema, compression="zstd") as writer:
+                for batches in (head, reader):
+                    for batch in batches:
+                        writer.write_batch(batch)
+                        rows += batch.num_rows
+                        if out.tell() > limit:
+                            complete = False
+                            break
+                    if not complete:
+                        break
+        finally:
+            self._unregister(created)
+            held.__exit__(None, None, None)
+        reply: dict[str, Any] = {"op": "stored", "rows": rows, "complete": complete}
+        if complete:
+            from ba_mcp.workers.sql import parquet_stats
+
+            with slots(fds[:1]) as paths:
+                stats, total = parquet_stats(self.con, paths[0])
+            reply.update(stats=stats, total=total)
+        return reply, []
+
+    def op_drop(self, message: dict[str, Any], fds: list[int]) -> tuple[dict[str, Any], list[int]]:
+        self._drop_pending()
+        return {"op": "dropped"}, []
+
+    def _drop_pending(self) -> None:
+        if self.pending_store is not None:
+            self._unregister(self.pending_store[3])
+            self.pending_store[4].__exit__(None, None, None)
+        self.pending_store = None
+
+    def op_describe(self, message: dict[str, Any], fds: list[int]) -> tuple[dict[str, Any], list[int]]:
+        from ba_mcp.workers.sql import catalog
+
+        name = message["database"]
+        if name in self.missing:
+            raise Failure(
+                type="dependency_error",
+                code="DATABASE_MISSING",
+                message=f"database '{name}' could not be opened: {self.missing[name]}",
+                hint="check the `databases` setting",
+            )
+        return {"op": "catalog", **catalog(self.con, self.aliases[name])}, []
+
+    def op_stats(self, message: dict[str, Any], fds: list[int]) -> tuple[dict[str, Any], list[int]]:
+        from ba_mcp.workers.sql import parquet_stats
+
+        with slots(fds[:1]) as paths:
+            stats, total = parquet_stats(self.con, paths[0])
+        return {"op": "stats", "stats": stats, "total": total}, []
+
+    def _register(
+        self, files: list[dict[str, Any]], fds: list[int], paths: list[str], bounds: dict[str, Any]
+    ) -> list[str]:
+        """Each workspace file as a TEMP view named as the statement names it, read by DuckDB's own readers
+        (Parquet, UTF-8 CSV) or, for the formats DuckDB does not read here, by ``ba_mcp.formats`` (bounded)."""
+        created: list[str] = []
+        try:
+            for spec, fd, slot in zip(files, fds, paths, strict=False):
+                name = spec["name"]
+                path = _literal(slot)
+                suffix = spec["suffix"]
+                if spec.get("table") or suffix in (".parquet", ".pq"):
+                    scan = f"read_parquet({path})"
+                elif suffix in (".csv", ".tsv", ".tab") and _utf8(fd):
+                    delim = "','" if suffix == ".csv" else "'\\t'"
+                    scan = f"read_csv({path}, delim={delim}, header=true)"
+                else:
+                    scan = ""
+                if scan:
+                    self.con.execute(f"CREATE OR REPLACE TEMP VIEW {_quote(name)} AS SELECT * FROM {scan}")
+                else:
+                    from ba_mcp.formats import table_of
+                    from ba_mcp.settings import FormatsSettings
+
+                    source = _Source(name, spec["size"], suffix, spec["kind"], spec.get("ref_id"), fd)
+                    self.con.register(name, table_of(source, FormatsSettings(**bounds), name))
+                created.append(name)
+        except BaseException:
+            self._unregister(created)
+            raise
+        return created
+
+    def _unregister(self, names: list[str]) -> None:
+        for name in names:
+            with contextlib.suppress(Exception):
+                self.con.execute(f"DROP VIEW IF EXISTS temp.main.{_quote(name)}")
+            with contextlib.suppress(Exception):
+                self.con.unregister(name)
+
+    # -- bytes --------------------------------------------------------------------------------------
+
+    def op_parse(self, message: dict[str, Any], fds: list[int]) -> tuple[dict[str, Any], list[int]]:
+        from ba_mcp.formats import Reader, Window
+        from ba_mcp.settings import FormatsSettings
+
+        s = message["source"]
+        source = _Source(s["name"], s["size"], s["suffix"], s["kind"], s.get("ref_id"), fds[0])
+        window = Window(**message.get("window", {}))
+        reader = Reader(source, window, FormatsSettings(**message["bounds"]), message["title"], message.get("encoding"))
+        raw = reader.read(message["format"])
+        encoded, blobs = encode_raw(raw)
+        return {"op": "raw", "raw": encoded}, [memfile(b) for b in blobs]
+
+    def op_extract(self, message: dict[str, Any], fds: list[int]) -> tuple[dict[str, Any], list[int]]:
+        from ba_mcp.web.extract import extract_in_worker
+
+        with open(fds[0], "rb", closefd=False) as f:
+            f.seek(0)
+            body = f.read()
+        result = extract_in_worker(body, message)
+        text = result.pop("text").encode("utf-8", "surrogatepass")
+        return {"op": "extracted", **result}, [memfile(text)]
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _utf8(fd: int) -> bool:
+    """Whether a text file's first 64 KB are UTF-8 (or ASCII): then DuckDB's own CSV reader reads it."""
+    sample = os.pread(fd, 65536, 0)
+    if sample.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return False
+    try:
+        sample.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return exc.start > len(sample) - 4  # a character cut at the sample's end
+    return True
+
+
+def _display_types(description: list[Any]) -> dict[str, str]:
+    """DuckDB types Arrow cannot tell apart, as the model should read them (HUGEINT arrives as decimal128(38, 0))."""
+    shown: dict[str, str] = {}
+    for column in description:
+        name, text = column[0], str(column[1]).upper()
+        if text in ("HUGEINT", "UHUGEINT"):
+            shown[name] = "int128" if text == "HUGEINT" else "uint128"
+        elif text.startswith("DECIMAL"):
+            shown[name] = text.lower().replace(" ", "")
+    return shown
+
+
+def _error_reply(exc: BaseException) -> dict[str, Any]:
+    """An error as the server classifies it: a ToolFailure's fields, or the engine exception's class names."""
+    from ba_mcp.errors import ToolFailure
+
+    if isinstance(exc, ToolFailure):
+        return {
+            "op": "error",
+            "failure": {"type": exc.type.value, "code": exc.code, "message": exc.message, "hint": exc.hint},
+        }
+    classes = [c.__name__ for c in type(exc).__mro__ if c.__module__.startswith(("duckdb", "_duckdb"))]
+    if isinstance(exc, MemoryError):
+        classes = ["MemoryError"]
+    if isinstance(exc, KeyboardInterrupt):
+        classes = ["InterruptException"]
+    detail = "" if classes else traceback.format_exception_only(type(exc), exc)[-1][-300:]
+    return {"op": "error", "engine": {"classes": classes, "message": str(exc)[:2000], "detail": detail}}
+
+
+# -- entry point ----------------------------------------------------------------------------------------
+
+
+def main(argv: list[str]) -> int:
+    options = json.loads(argv[0])
+    fd = int(options["fd"])
+    protections = confine({**options, "close_in_shim": [fd]})
+    options["confined"] = any(pid == protocol.READ_ONLY_ROOT for pid, _ in protections)
+    if not options["confined"]:  # no mount namespace: the databases are opened where they are
+        for db in options.get("databases", []):
+            db["path"] = db["host_path"]
+    sock = socket.socket(fileno=fd)
+    faulthandler.enable()
+    # SIGINT is taken by a thread of its own (DuckDB's threads, started later, inherit the mask): it
+    # interrupts the statement running in the main thread.
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    started = time.perf_counter()
+    import pyarrow  # noqa: F401
+
+    engine = Engine(sock, options)
+
+    def interrupts() -> None:
+        while True:
+            signal.sigwait({signal.SIGINT})
+            with contextlib.suppress(Exception):
+                engine.interrupt()
+
+    threading.Thread(target=interrupts, name="interrupts", daemon=True).start()
+    protocol.send(
+        sock,
+        {
+            "op": "ready",
+            "pid": os.getpid(),
+            "protections": protections,
+            "missing": engine.missing,
+            "import_ms": round((time.perf_counter() - started) * 1000, 1),
+        },
+    )
+    engine.serve()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,200 @@
+"""What the engine worker asks DuckDB: a statement's parse, a database's catalog, a stored table's figures.
+Runs in the worker only (it imports DuckDB); the server gets plain JSON-able answers."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from ba_mcp.results import stats_kind
+
+# EXPLAIN [ANALYZE | (FORMAT name)] <statement>: what follows the prefix must parse as one SELECT.
+_EXPLAIN = re.compile(r"^\s*explain\s+(?:(analyze)\s+|\(\s*format\s+(json|text|html|graphviz)\s*\)\s+)?", re.I)
+# CREATE … AS <query>: where the query a CREATE TABLE/VIEW … AS reads starts.
+_CREATE_AS = re.compile(r"\bas\s*(?=\(?\s*(?:select|with|from|values|pivot|unpivot)\b)", re.I)
+_EXPLAIN_REFUSAL = (
+    "EXPLAIN is allowed only of a single SELECT (EXPLAIN SELECT …, EXPLAIN ANALYZE SELECT …, "
+    "EXPLAIN (FORMAT json) SELECT …)"
+)
+
+
+def analyse(con: Any, query: str) -> dict[str, Any]:
+    """DuckDB's parse of ``query``: its statements' types, the unqualified table names a single SELECT (or
+    the query of a CREATE … AS) reads, and the one statement that would run — an EXPLAIN rebuilt around the
+    SELECT it explains, so no EXPLAIN of anything else (EXPLAIN ANALYZE COPY …) can run. Raises the
+    engine's ParserException for a syntax error."""
+    statements = list(con.extract_statements(query))
+    kinds = [st.type.name for st in statements]
+    out: dict[str, Any] = {"kinds": kinds, "refs": [], "sql": "", "refusal": ""}
+    if len(statements) != 1:
+        return out
+    sql = statements[0].query
+    if kinds[0] == "SELECT":
+        out.update(refs=_refs(con, sql), sql=sql)
+    elif kinds[0] == "EXPLAIN":
+        match = _EXPLAIN.match(sql)
+        inner = _statements_or_none(con, sql[match.end() :]) if match else None
+        if match is None or inner is None or len(inner) != 1 or inner[0].type.name != "SELECT":
+            out["refusal"] = _EXPLAIN_REFUSAL
+            return out
+        prefix = "EXPLAIN ANALYZE " if match.group(1) else "EXPLAIN "
+        if match.group(2):
+            prefix = f"EXPLAIN (FORMAT {match.group(2).lower()}) "
+        out.update(refs=_refs(con, inner[0].query), sql=prefix + inner[0].query)
+    elif kinds[0] in ("CREATE", "DROP"):
+        found = _CREATE_AS.search(sql) if kinds[0] == "CREATE" else None
+        refs: list[str] = []
+        if found:
+            body = sql[found.end() :].strip().rstrip(";").strip()
+            while body.startswith("(") and body.endswith(")"):
+                body = body[1:-1].strip()
+            inner = _statements_or_none(con, body)
+            if inner and len(inner) == 1 and inner[0].type.name == "SELECT":
+                refs = _refs(con, inner[0].query)
+        out.update(refs=refs, sql=sql)
+    return out
+
+
+def _statements_or_none(con: Any, sql: str) -> list[Any] | None:
+    import duckdb
+
+    try:
+        return list(con.extract_statements(sql))
+    except duckdb.Error:
+        return None
+
+
+def _refs(con: Any, statement_sql: str) -> list[str]:
+    row = con.execute("SELECT json_serialize_sql(?::VARCHAR)", [statement_sql]).fetchone()
+    tree = json.loads(row[0]) if row else {"error": True}
+    if tree.get("error"):
+        return []
+    found: list[str] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            unqualified = not node.get("schema_name") and not node.get("catalog_name")
+            if node.get("type") == "BASE_TABLE" and isinstance(node.get("table_name"), str) and unqualified:
+                found.append(node["table_name"])
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(tree)
+    return list(dict.fromkeys(found))
+
+
+_FEW = 12
+
+
+def catalog(con: Any, alias: str) -> dict[str, Any]:
+    """Tables and views of database ``alias`` with columns, types, row counts, comments, view definitions and
+    the values of low-cardinality text columns; then the session's own temporary tables and views."""
+    tables: dict[str, dict[str, Any]] = {}
+    for database, temporary in ((alias, False), ("temp", True)):
+        info: dict[str, dict[str, Any]] = {
+            t: {"kind": "temporary table" if temporary else "table", "comment": c}
+            for t, c in con.execute(
+                "SELECT table_name, comment FROM duckdb_tables() WHERE database_name = ? AND schema_name = 'main' "
+                "AND NOT internal",
+                [database],
+            ).fetchall()
+        }
+        for view, comment, sql in con.execute(
+            "SELECT view_name, comment, sql FROM duckdb_views() WHERE database_name = ? AND schema_name = 'main' "
+            "AND NOT internal",
+            [database],
+        ).fetchall():
+            info[view] = {"kind": "temporary view" if temporary else "view", "comment": comment, "definition": sql}
+        columns = con.execute(
+            "SELECT table_name, column_name, data_type, is_nullable, comment FROM duckdb_columns() "
+            "WHERE database_name = ? AND schema_name = 'main' AND NOT internal ORDER BY table_name, column_index",
+            [database],
+        ).fetchall()
+        found: dict[str, dict[str, Any]] = {}
+        for table, column, dtype, nullable, comment in columns:
+            entry = found.setdefault(table, {**info.get(table, {"kind": "table"}), "columns": []})
+            entry["columns"].append(
+                {"name": column, "type": dtype, "nullable": bool(nullable), "comment": comment or ""}
+            )
+        qualified = '"' + database.replace('"', '""') + '".main.'
+        for table, entry in found.items():
+            name = qualified + '"' + table.replace('"', '""') + '"'
+            count = con.execute(f"SELECT count(*) FROM {name}").fetchone()
+            entry["rows"] = count[0] if count else 0
+            if entry["kind"] == "table":
+                for col in entry["columns"]:
+                    if col["type"] == "VARCHAR" and entry["rows"]:
+                        col["values"] = _few_values(con, name, col["name"])
+        tables.update(found)
+    return {"tables": tables}
+
+
+def _few_values(con: Any, table: str, column: str) -> list[str] | None:
+    """The distinct values of a text column when there are at most a dozen (order statuses, segments)."""
+    col = '"' + column.replace('"', '""') + '"'
+    rows = con.execute(f"SELECT DISTINCT {col} FROM {table} WHERE {col} IS NOT NULL LIMIT {_FEW + 1}").fetchall()
+    if len(rows) > _FEW:
+        return None
+    return sorted(str(r[0]) for r in rows)
+
+
+def _plain(value: Any) -> Any:
+    """A figure as JSON carries it, rendered as every summary line renders cells (``cell_value``)."""
+    from ba_mcp.results import cell_value
+
+    return cell_value(value)
+
+
+def parquet_stats(con: Any, path: str) -> tuple[dict[str, dict[str, Any]], int]:
+    """Whole-column figures (count, nulls; min/mean/max/distinct of numbers; min/max of times; distinct and
+    the top value of the rest) of a Parquet file, and its row count — streamed by DuckDB, spilling as it needs."""
+    import pyarrow.parquet as pq
+
+    schema = pq.read_schema(path)
+    source = "read_parquet('" + path.replace("'", "''") + "')"
+    aggregates = ["count(*)"]
+    plan: list[tuple[str, str, int]] = []
+    import pyarrow as pa
+
+    for field_ in schema:
+        kind = stats_kind(field_.type)
+        col = '"' + field_.name.replace('"', '""') + '"'
+        value = f"(CASE WHEN isnan({col}) THEN NULL ELSE {col} END)" if pa.types.is_floating(field_.type) else col
+        wanted = {
+            "bool": [f"count({value})", f"count({value}) FILTER (WHERE {value})"],
+            "number": [f"count({value})", f"min({value})", f"avg({value})", f"max({value})"],
+            "time": [f"count({value})", f"min({value})", f"max({value})"],
+            "other": [f"count({value})"],
+        }[kind]
+        if kind in ("number", "other"):
+            wanted.append(f"count(DISTINCT {value})")
+        plan.append((field_.name, kind, len(aggregates)))
+        aggregates += wanted
+    row = con.execute(f"SELECT {', '.join(aggregates)} FROM {source}").fetchone() or ()
+    total = int(row[0])
+    out: dict[str, dict[str, Any]] = {}
+    for name, kind, at in plan:
+        count = int(row[at])
+        stats: dict[str, Any] = {"kind": kind, "count": count, "nulls": total - count}
+        if count and kind == "bool":
+            stats["true"] = int(row[at + 1])
+        elif count and kind == "number":
+            stats.update(min=_plain(row[at + 1]), mean=_plain(row[at + 2]), max=_plain(row[at + 3]))
+            stats["distinct"] = int(row[at + 4])
+        elif count and kind == "time":
+            stats.update(min=_plain(row[at + 1]), max=_plain(row[at + 2]))
+        elif count:
+            stats["distinct"] = int(row[at + 1])
+            if stats["distinct"] < count:
+                col = '"' + name.replace('"', '""') + '"'
+                top = con.execute(
+                    f"SELECT {col}, count(*) AS n FROM {source} WHERE {col} IS NOT NULL GROUP BY ALL "
+                    "ORDER BY n DESC LIMIT 1"
+                ).fetchone()
+                stats["top"] = [_plain(top[0]), int(top[1])] if top else None
+        out[name] = stats
+    return out, total
