@@ -68,8 +68,7 @@ class App:
         self.code = CodeStore(self.workspace.dir("code"), rp.code_store_max_bytes, rp.code_ttl_hours * 3600)
         self.tokens = TokenCounter(config_dir() / "token_encoders.yaml", settings.model_family)
         self.cache = RawCache(settings.cache.max_entries, settings.cache.max_bytes)
-        readable = [self.workspace.root, *self.workspace.read_roots.values()]
-        self.engines = Engines(settings, {}, self.workspace.dir("sessions"), readable)
+        self.engines = Engines(settings, {}, self.workspace.dir("sessions"))
         self.databases = Databases(settings, self.workspace, self.engines, self.artifacts)
         self.engines.paths = self.databases.paths()
         self.sandboxes = Sandboxes(settings.sandbox, self.workspace.dir("sessions"))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import mimetypes
+import urllib.parse
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -136,6 +137,10 @@ async def read_special(app: App, uri: str, headers: Mapping[str, str] | None) ->
         return [ReadResourceContents(content=content, mime_type=mime)]
     if uri == "ba://metrics":
         return [ReadResourceContents(content=metrics_report(app, session_key(headers)), mime_type="application/json")]
+    if uri.startswith("db://") and uri.endswith("/schema"):  # the session's own TEMP tables are part of it
+        database = urllib.parse.unquote(uri[len("db://") : -len("/schema")])
+        text = await anyio.to_thread.run_sync(schema_markdown, app, database, session_key(headers))
+        return [ReadResourceContents(content=text, mime_type="text/markdown")]
     return None
 
 
@@ -236,9 +241,9 @@ def _size(n: int) -> str:
     return f"{n} B"
 
 
-def schema_markdown(app: App, database: str) -> str:
+def schema_markdown(app: App, database: str, session: str = "default") -> str:
     try:
-        schema = app.databases.schema(database)
+        schema = app.databases.schema(database, session)
     except ToolFailure as failure:
         raise ResourceNotFoundError(failure.message) from None
     lines = [f"# Database {database}", schema["description"], ""]

@@ -115,6 +115,9 @@ def confine(options: dict[str, Any]) -> list[Protection]:
     elif os.geteuid() == 0:
         _drop_root(options)
         active.append((P.UNPRIVILEGED_USER, f"unprivileged user (uid {os.getuid()})"))
+    if options.get("address_space_if_no_cgroup") and any(pid == P.MEMORY_ALL_PROCESSES for pid, _ in active):
+        # Engines (DuckDB, Arrow) reserve far more address space than they use: the cgroup bounds what they use.
+        options = {**options, "memory_mb": 0}
     active += _limits(options, own_count)
     if linux:
         active.append(_seccomp())
@@ -307,18 +310,27 @@ def _fork_into_pid_namespace(options: dict[str, Any]) -> None:
 
     signal.signal(signal.SIGINT, forward)
     signal.signal(signal.SIGTERM, forward)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})  # waited for with sigtimedwait below
     with contextlib.suppress(OSError):
         if os.geteuid() == 0:
             _drop_root(options)
         _drop_capabilities(_Libc())
+    # The server may die without a word (SIGKILL): the shim then has another parent, and ends the worker
+    # (PID 1 of its namespace: every process in it ends with it) instead of leaving it running.
+    server = os.getppid()
     while True:
         try:
-            _, status = os.waitpid(pid, 0)
-            break
+            done, status = os.waitpid(pid, os.WNOHANG)
         except ChildProcessError:
             os._exit(1)
         except InterruptedError:
             continue
+        if done:
+            break
+        if os.getppid() != server:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        signal.sigtimedwait([signal.SIGCHLD], 0.2)
     if os.WIFSIGNALED(status):
         os._exit(128 + os.WTERMSIG(status))
     os._exit(os.WEXITSTATUS(status))

@@ -3,7 +3,6 @@ workspace, and the hostile list of S-3 — each refused, nothing changed, nothin
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os

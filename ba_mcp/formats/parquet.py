@@ -19,6 +19,7 @@ class ParquetReading(ReaderBase):
         meta = pf.metadata
         total = meta.num_rows
         nrows, notes = self._row_window()
+        nrows, notes = self._cell_window(nrows, notes, meta.num_columns)
         start = self.window.offset
         stop = total if nrows is None else min(total, start + nrows)
         groups: list[int] = []

@@ -79,11 +79,13 @@ class Observer:
         counter: TokenCounter,
         settings: ObservationSettings,
         tools: Mapping[str, ToolTraits],
-        table_stats: Callable[[str], tuple[dict[str, dict[str, Any]], int]] | None = None,
+        table_stats: Callable[[str], tuple[dict[str, dict[str, Any]], int] | None] | None = None,
     ) -> None:
         self.store = store
         # whole-column figures of a stored table, computed by an engine worker (never in the server)
-        self.table_stats = table_stats or (lambda aid: None)
+        self.table_stats: Callable[[str], tuple[dict[str, dict[str, Any]], int] | None] = table_stats or (
+            lambda aid: None
+        )
         self.counter = counter
         self.settings = settings
         self.tools = dict(tools)

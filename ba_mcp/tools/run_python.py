@@ -27,6 +27,7 @@ from ba_mcp.sandbox_client import BadBlob, WorkerGone, WorkerProcess, read_blob
 from ba_mcp.settings import RunPythonSettings, SandboxSettings
 from ba_mcp.tool import CacheMode, CachePolicy, ToolContext, ToolParams, ToolPolicy
 from ba_mcp.tool import Tool as BaseTool
+from ba_mcp.workers.wire import BadStream, read_arrow
 
 if TYPE_CHECKING:
     from ba_mcp.exports import Exports
@@ -311,7 +312,9 @@ def _save(tool: RunPython, args: dict[str, Any], fd: int) -> str:
     kind = args.get("kind")
     title = str(args.get("title") or f"saved from run_python ({kind})")[:200]
     if kind == "table":
-        meta = tool.artifacts.put_table(_arrow_table(data), title=title, source_tool="run_python")
+        meta = tool.artifacts.put_table(
+            _arrow_table(data, _transfer_limit(tool)), title=title, source_tool="run_python"
+        )
     elif kind == "text":
         meta = tool.artifacts.put_text(data.decode("utf-8"), title=title, source_tool="run_python")
     elif kind == "json":
@@ -323,10 +326,18 @@ def _save(tool: RunPython, args: dict[str, Any], fd: int) -> str:
     return meta.id
 
 
-def _arrow_table(data: bytes) -> Any:
-    import pyarrow as pa
-
-    return pa.ipc.open_stream(data).read_all()
+def _arrow_table(data: bytes, limit: int) -> Any:
+    """A table the worker sent: uncompressed Arrow IPC only, its declared sizes checked before decoding (an
+    85 KB zstd stream can inflate to gigabytes)."""
+    try:
+        return read_arrow(data, limit)
+    except BadStream as exc:
+        raise ToolFailure(
+            ErrorType.RESOURCE_ERROR,
+            "BAD_VALUE",
+            f"the table the worker sent was refused: {exc}",
+            "return a smaller DataFrame (head(), an aggregate), or save it with save_artifact",
+        ) from None
 
 
 # -- the answer -------------------------------------------------------------------------------------
@@ -367,7 +378,7 @@ def _result(
                 notes_here.append(kept[label])
             parts.append((label, Document(label, text, notes=notes_here, tail_matters=True)))
     if value and value.get("kind") == "table" and table_blob is not None:
-        table = _arrow_table(table_blob)
+        table = _arrow_table(table_blob, _transfer_limit(tool))
         parts.append(("value", Table("value of the last expression", table, total_rows=table.num_rows)))
     elif value and value.get("kind") == "text":
         shown = value["text"]

@@ -85,7 +85,9 @@ class WebReader(Tool):
     Params = WebReaderParams
     policy = ToolPolicy(
         idempotent=True,
-        retry_on=REMOTE_RETRIES,
+        # Not a timeout nor a resource error: reading the page is the call's own work (a PDF that parses past
+        # the timeout, a page that ends its worker) — doing it again would fail again, and late.
+        retry_on=REMOTE_RETRIES - {"timeout", "resource_error"},
         cache=CachePolicy(CacheMode.TTL, ttl_s=600),
         read_only=True,
         open_world=True,
@@ -112,7 +114,8 @@ class WebReader(Tool):
         page = self._cached(params.url)
         if page is None:
             download = await self.fetcher.fetch(params.url)
-            page = await anyio.to_thread.run_sync(self._understand, download, ctx)
+            # abandoned at the timeout: the runner then cancels the call, which ends the worker parsing it
+            page = await anyio.to_thread.run_sync(self._understand, download, ctx, abandon_on_cancel=True)
             self._remember(params.url, page)
         if page.kind == "json":
             return JsonValue(page.title, page.value, notes=list(page.notes), meta={"url": page.url})

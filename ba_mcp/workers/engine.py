@@ -168,6 +168,22 @@ class Engine:
                 for fd in fds:
                     with contextlib.suppress(OSError):
                         os.close(fd)
+            size = sum(os.fstat(fd).st_size for fd in out)
+            limit = int(self.options.get("max_transfer_bytes") or 0)
+            if limit and size > limit:
+                for fd in out:
+                    os.close(fd)
+                out = []
+                reply = {
+                    "op": "error",
+                    "failure": {
+                        "type": "resource_error",
+                        "code": "RESULT_TOO_LARGE",
+                        "message": f"the answer is {size:,} bytes; at most {limit:,} are taken from the engine "
+                        "(engine.max_transfer_mb)",
+                        "hint": "fetch fewer or narrower rows (max_rows, LIMIT, fewer columns, substr of long text)",
+                    },
+                }
             try:
                 protocol.send(self.sock, reply, out)
             finally:

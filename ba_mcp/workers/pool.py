@@ -60,11 +60,8 @@ class Handle:
 class Engines:
     """The engine workers of one App, by session key."""
 
-    def __init__(
-        self, settings: Settings, database_paths: dict[str, Path], scratch: Path, readable: list[Path] | None = None
-    ) -> None:
+    def __init__(self, settings: Settings, database_paths: dict[str, Path], scratch: Path) -> None:
         self.settings = settings
-        self.readable = [str(p.resolve()) for p in readable or []]  # where the files handed to workers live
         self.conf = settings.engine
         self.paths = database_paths  # name -> the configured file on this machine
         self.scratch = scratch
@@ -111,6 +108,7 @@ class Engines:
             "gid": c.gid,
             "disk_mb": c.disk_mb,
             "memory_mb": c.memory_mb,
+            "address_space_if_no_cgroup": True,
             "max_processes": 64,
             "max_file_mb": c.disk_mb,
             "cpu_seconds": c.cpu_seconds,
@@ -118,7 +116,7 @@ class Engines:
             "binds": binds,
             "keep_capabilities": [2],  # CAP_DAC_READ_SEARCH: read the files it is handed, whatever their mode
             "databases": databases,
-            "allowed_directories": self.readable,
+            "max_transfer_bytes": c.max_transfer_mb * 1024 * 1024,
             "threads": max((d.threads for d in db_conf), default=2),
             "memory_limit": _smallest([d.memory_limit for d in db_conf]) or "2GB",
         }
@@ -324,7 +322,7 @@ class Call:
                     ErrorType(f.get("type", "execution_error")),
                     str(f.get("code", "ERROR")),
                     str(f.get("message", "")),
-                    f.get("hint") or None,
+                    str(f.get("hint") or ""),
                 )
             raise EngineError(reply.get("engine", {}))
         return reply, blobs

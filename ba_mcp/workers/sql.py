@@ -174,7 +174,7 @@ def parquet_stats(con: Any, path: str) -> tuple[dict[str, dict[str, Any]], int]:
             wanted.append(f"count(DISTINCT {value})")
         plan.append((field_.name, kind, len(aggregates)))
         aggregates += wanted
-    row = con.execute(f"SELECT {', '.join(aggregates)} FROM {source}").fetchone() or ()
+    row: Any = con.execute(f"SELECT {', '.join(aggregates)} FROM {source}").fetchone() or (0,)
     total = int(row[0])
     out: dict[str, dict[str, Any]] = {}
     for name, kind, at in plan:

@@ -1,0 +1,484 @@
+"""Issue 21: untrusted work runs in engine workers the server kills. Each hostile input of the red team's table
+is sent by one HTTP session of a real server process while another session asks ``SELECT 1``: the hostile
+call gets a clear error within its timeout + 2 s, the other session is answered in under 2 s, the server's
+memory stays within +100 MB, and 3 s later no process of ours burns CPU. Plus: configured DuckDB files are
+bound read-only (the kernel refuses writes — tested on the boundary itself, not through the SQL gate), never
+copied; session TEMP tables are the session's own; a server killed or closed leaves no worker behind."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import zipfile
+import zlib
+from collections.abc import AsyncIterator, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import ClientSession, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+
+from tests.conftest import ROOT, server_env, stdio_params, text_of
+
+pytestmark = pytest.mark.anyio
+psutil = pytest.importorskip("psutil")
+
+MB = 1024 * 1024
+TIMEOUT = 3.0
+
+
+# -- hostile files ------------------------------------------------------------------------------------------
+
+
+def xlsx_dimension_bomb(path: Path) -> None:
+    """1.5 KB: one cell, but a sheet dimension of A1:XFD1048576 (a reader that trusts it allocates 512 GiB)."""
+    ns = "http://schemas.openxmlformats.org"
+    files = {
+        "[Content_Types].xml": f'<?xml version="1.0"?><Types xmlns="{ns}/package/2006/content-types">'
+        f'<Default Extension="rels" ContentType="application/vnd.openxmlformats-package.relationships+xml"/>'
+        f'<Default Extension="xml" ContentType="application/xml"/><Override PartName="/xl/workbook.xml" '
+        f'ContentType="application/vnd.openxmlformats-officedocument.spreadsheetml.sheet.main+xml"/>'
+        f'<Override PartName="/xl/worksheets/sheet1.xml" '
+        f'ContentType="application/vnd.openxmlformats-officedocument.spreadsheetml.worksheet+xml"/></Types>',
+        "_rels/.rels": f'<?xml version="1.0"?><Relationships xmlns="{ns}/package/2006/relationships">'
+        f'<Relationship Id="rId1" Type="{ns}/officeDocument/2006/relationships/officeDocument" '
+        f'Target="xl/workbook.xml"/></Relationships>',
+        "xl/workbook.xml": f'<?xml version="1.0"?><workbook xmlns="{ns}/spreadsheetml/2006/main" '
+        f'xmlns:r="{ns}/officeDocument/2006/relationships"><sheets><sheet name="S" sheetId="1" r:id="rId1"/>'
+        f"</sheets></workbook>",
+        "xl/_rels/workbook.xml.rels": f'<?xml version="1.0"?><Relationships xmlns="{ns}/package/2006/'
+        f'relationships"><Relationship Id="rId1" Type="{ns}/officeDocument/2006/relationships/worksheet" '
+        f'Target="worksheets/sheet1.xml"/></Relationships>',
+        "xl/worksheets/sheet1.xml": f'<?xml version="1.0"?><worksheet xmlns="{ns}/spreadsheetml/2006/main">'
+        f'<dimension ref="A1:XFD1048576"/><sheetData><row r="1"><c r="A1"><v>1</v></c></row>'
+        f'<row r="1048576"><c r="XFD1048576"><v>2</v></c></row></sheetData></worksheet>',
+    }
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        for name, text in files.items():
+            z.writestr(name, text)
+
+
+def parquet_zero_bomb(path: Path, rows: int = 16 * MB) -> None:
+    """One zstd row group of ``rows`` int64 zeros × 5 columns: about a megabyte on disk, 640 MB decoded."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    zeros = pa.array(np.zeros(rows, dtype=np.int64))
+    table = pa.table({f"c{i}": zeros for i in range(5)})
+    pq.write_table(table, path, compression="zstd", row_group_size=rows, use_dictionary=False)
+
+
+def wide_csv(path: Path, columns: int = 1_000_000) -> None:
+    with path.open("w") as f:
+        f.write(",".join(f"c{i}" for i in range(columns)) + "\n")
+        f.write(",".join("1" for _ in range(columns)) + "\n")
+
+
+def pdf_shared_stream_bomb(pages: int = 500, stream_mb: int = 2) -> bytes:
+    """A small PDF whose ``pages`` pages all draw one ``stream_mb`` MB content stream (Flate-compressed)."""
+    ops = b"BT /F1 12 Tf 72 712 Td (" + b"x" * 60 + b") Tj ET\n"
+    content = zlib.compress(ops * (stream_mb * MB // len(ops)), 9)
+    objects: list[bytes] = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids ["
+        + b" ".join(f"{5 + i} 0 R".encode() for i in range(pages))
+        + f"] /Count {pages} >>".encode(),
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+        b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(content) + content + b"\nendstream",
+    ]
+    for _ in range(pages):
+        objects.append(
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R "
+            b"/Resources << /Font << /F1 3 0 R >> >> >>"
+        )
+    out = bytearray(b"%PDF-1.4\n")
+    offsets = []
+    for i, body in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += f"{i} 0 obj\n".encode() + body + b"\nendobj\n"
+    xref = len(out)
+    out += f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode()
+    out += b"".join(f"{o:010d} 00000 n \n".encode() for o in offsets)
+    out += f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode()
+    return bytes(out)
+
+
+ARROW_BOMB_CELL = textwrap.dedent(
+    """
+    import numpy as np
+    import pyarrow as pa
+    batch = pa.record_batch({"z": pa.array(np.zeros(8 * 1024 * 1024, dtype=np.int64))})
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, batch.schema, options=pa.ipc.IpcWriteOptions(compression="zstd")) as w:
+        w.write_batch(batch)
+    messages = list(pa.ipc.MessageReader.open_stream(sink.getvalue()))
+    body = messages[0].serialize().to_pybytes() + messages[1].serialize().to_pybytes() * 40 + b"\\xff" * 4 + b"\\0" * 4
+    worker = next(c.cell_contents for c in save_artifact.__closure__ if hasattr(c.cell_contents, "_call"))
+    memfile = worker._helpers.__globals__["_memfile"]  # the worker's own sealed memory file
+    fd = memfile(body)
+    try:
+        worker._call("save_artifact", fds=[fd], kind="table", title="bomb")
+        print("accepted", len(body))
+    except Exception as exc:
+        print("refused:", exc, len(body))
+    """
+)
+
+
+# -- the server -------------------------------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class _Pages(BaseHTTPRequestHandler):
+    pdf = b""
+
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "application/pdf")
+        self.send_header("Content-Length", str(len(self.pdf)))
+        self.end_headers()
+        self.wfile.write(self.pdf)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def hostile_ws(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    ws = tmp_path_factory.mktemp("engine") / "ws"
+    (ws / "uploads").mkdir(parents=True)
+    xlsx_dimension_bomb(ws / "uploads" / "dims.xlsx")
+    parquet_zero_bomb(ws / "uploads" / "zeros.parquet")
+    wide_csv(ws / "uploads" / "wide.csv")
+    return ws
+
+
+@pytest.fixture(scope="module")
+def page_server() -> Iterator[str]:
+    _Pages.pdf = pdf_shared_stream_bomb()
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Pages)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+
+
+@pytest.fixture(scope="module")
+def http_server(hostile_ws: Path) -> Iterator[tuple[str, Any]]:
+    port = _free_port()
+    timeouts = {f"BA_MCP_TOOLS__{t}__TIMEOUT_S": str(TIMEOUT) for t in ("QUERY_DATABASE", "FILE_READER", "WEB_READER")}
+    env = server_env(
+        hostile_ws,
+        BA_MCP_ENGINE__MEMORY_MB="1024",
+        BA_MCP_WEB__ALLOW_PRIVATE_NETWORKS="true",
+        BA_MCP_SANDBOX__MEMORY_MB="2048",
+        **timeouts,
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ba_mcp", "serve", "--transport", "http", "--port", str(port)],
+        env=env,
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError):
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            break
+        assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}/mcp", psutil.Process(proc.pid)
+    finally:
+        proc.terminate()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(10)
+        proc.kill()
+
+
+@contextlib.asynccontextmanager
+async def _session(url: str) -> AsyncIterator[ClientSession]:
+    async with streamable_http_client(url) as (read, write, *_), ClientSession(read, write) as s:
+        await s.initialize()
+        yield s
+
+
+def _cpu_of_ours(server: Any) -> float:
+    total = 0.0
+    for p in [server, *server.children(recursive=True)]:
+        with contextlib.suppress(psutil.Error):
+            t = p.cpu_times()
+            total += t.user + t.system + t.children_user + t.children_system
+    return total
+
+
+HOSTILE = [
+    ("file_reader", {"path": "uploads/dims.xlsx"}),
+    ("query_database", {"query": "SELECT * FROM 'uploads/dims.xlsx'"}),
+    ("file_reader", {"path": "uploads/zeros.parquet", "nrows": 1}),
+    ("file_reader", {"path": "uploads/wide.csv"}),
+    ("query_database", {"query": "SELECT repeat('x', 1500000000) AS s"}),
+    ("query_database", {"query": "SELECT levenshtein(repeat('a', 150000), repeat('b', 150000)) AS d"}),
+    ("query_database", {"query": "SELECT levenshtein(repeat('c', 150000), repeat('d', 150000)) AS d"}),
+    ("query_database", {"query": "SELECT levenshtein(repeat('e', 150000), repeat('f', 150000)) AS d"}),
+    ("query_database", {"query": "SELECT levenshtein(repeat('g', 150000), repeat('h', 150000)) AS d"}),
+    ("web_reader", {"url": "{pages}/shared.pdf"}),
+    ("run_python", {"code": ARROW_BOMB_CELL}),
+]
+
+
+async def test_hostile_inputs_end_in_clear_errors_while_other_sessions_are_served(
+    http_server: tuple[str, Any], page_server: str
+) -> None:
+    url, server = http_server
+    async with _session(url) as warm:  # the demo database and a worker exist before the measure starts
+        assert not (await warm.call_tool("query_database", {"query": "SELECT 1 AS one"})).is_error
+    base_rss = server.memory_info().rss
+    answers: dict[int, tuple[float, str, bool]] = {}
+    quick: list[float] = []
+
+    async def hostile(i: int, tool: str, args: dict[str, Any]) -> None:
+        args = {k: v.replace("{pages}", page_server) if isinstance(v, str) else v for k, v in args.items()}
+        async with _session(url) as s:
+            started = time.monotonic()
+            result = await s.call_tool(tool, args)
+            answers[i] = (time.monotonic() - started, text_of(result), bool(result.is_error))
+
+    async def other() -> None:
+        async with _session(url) as s:
+            await anyio.sleep(1.0)  # while the hostile calls run
+            for _ in range(3):
+                started = time.monotonic()
+                result = await s.call_tool("query_database", {"query": "SELECT 1 AS one"})
+                quick.append(time.monotonic() - started)
+                assert not result.is_error, text_of(result)
+                await anyio.sleep(0.5)
+
+    peak = [0]
+
+    async def watch() -> None:
+        while len(answers) < len(HOSTILE):
+            peak[0] = max(peak[0], server.memory_info().rss)
+            await anyio.sleep(0.1)
+
+    async with anyio.create_task_group() as tg:
+        for i, (tool, args) in enumerate(HOSTILE):
+            tg.start_soon(hostile, i, tool, args)
+        tg.start_soon(other)
+        tg.start_soon(watch)
+
+    for i, (tool, args) in enumerate(HOSTILE):
+        took, text, is_error = answers[i]
+        assert took < TIMEOUT + 2 + (8 if tool == "run_python" else 0), (tool, args, took, text)
+        if tool == "run_python":
+            assert "refused" in text and "compressed" in text, text
+        elif "nrows" in args:
+            assert not is_error, text  # one row of the bomb, read without decoding the rest
+        else:
+            assert is_error, (tool, args, text)
+            assert "Error Code:" in text and "Traceback" not in text, text
+    assert max(quick) < 2.0, quick
+    assert peak[0] - base_rss < 100 * MB, (peak[0] - base_rss) / MB
+    await anyio.sleep(3)
+    before = _cpu_of_ours(server)
+    await anyio.sleep(1)
+    assert _cpu_of_ours(server) - before < 0.3  # nothing left running: every timed-out work was ended
+    async with _session(url) as s:  # and the server serves on
+        result = await s.call_tool("query_database", {"query": "SELECT count(*) AS n FROM regions"})
+        assert not result.is_error and "5" in text_of(result)
+
+
+# -- configured files: read-only by the kernel, never copied ------------------------------------------------
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _new_big_files(roots: list[Path], at_least: int, since: float) -> list[Path]:
+    """Files of at least ``at_least`` bytes written after ``since`` beneath ``roots`` (depth ≤ 4)."""
+    found = []
+    for root in roots:
+        for dirpath, dirs, files in os.walk(root):
+            if dirpath.count(os.sep) - str(root).count(os.sep) >= 4:
+                dirs[:] = []
+            for name in files:
+                with contextlib.suppress(OSError):
+                    st = (Path(dirpath) / name).stat()
+                    if st.st_size >= at_least and st.st_mtime >= since:
+                        found.append(Path(dirpath) / name)
+    return found
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="bind mounts of the engine's root need root or user namespaces")
+def test_a_bound_database_file_refuses_every_write_at_the_kernel(tmp_path: Path) -> None:
+    """The boundary itself, without the SQL gate in front: inside a confined process the file is there, and
+    opening it for writing, truncating or renaming over it fails (EROFS), even for a process that tried."""
+    target = tmp_path / "sales.duckdb"
+    target.write_bytes(os.urandom(4096))
+    before = _digest(target)
+    probe = textwrap.dedent(
+        f"""
+        import errno, os
+        from sandbox.isolation import confine
+        active = confine({{"binds": [[{str(target)!r}, "/databases/sales.duckdb"]], "uid": 65534, "gid": 65534,
+                          "disk_mb": 16, "memory_mb": 512, "keep_capabilities": [2]}})
+        assert any(a[0] == "read-only-files" for a in active), active
+        assert len(open("/databases/sales.duckdb", "rb").read()) == 4096
+        for attempt in (lambda: os.open("/databases/sales.duckdb", os.O_RDWR),
+                        lambda: os.truncate("/databases/sales.duckdb", 0),
+                        lambda: open("/databases/sales.duckdb.wal", "wb"),
+                        lambda: os.rename("/databases/sales.duckdb", "/databases/x")):
+            try:
+                attempt()
+            except OSError as exc:
+                assert exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM), exc
+            else:
+                raise SystemExit("a write went through")
+        print("refused")
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert out.returncode == 0 and "refused" in out.stdout, out.stderr
+    assert _digest(target) == before
+
+
+async def test_a_configured_file_is_served_without_a_copy_and_the_hostile_list_changes_nothing(tmp_path: Path) -> None:
+    import duckdb
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    db = tmp_path / "sales.duckdb"
+    con = duckdb.connect(str(db))
+    con.execute("CREATE TABLE t AS SELECT range AS id, md5(range::VARCHAR) AS h FROM range(300000)")
+    con.close()
+    before, size = _digest(db), db.stat().st_size
+    hostile = [
+        f"EXPLAIN ANALYZE COPY (SELECT 'pwned' AS a) TO '{db}' (HEADER false, USE_TMP_FILE false)",
+        "EXPLAIN ANALYZE COPY (SELECT 'pwned' AS a) TO '/databases/sales.duckdb' (HEADER false)",
+        f"COPY t TO '{db}'",
+        "CHECKPOINT",
+        "CHECKPOINT sales",
+        f"ATTACH '{db}' AS w",
+        "DROP TABLE t",
+        "CREATE TABLE sales.main.x AS SELECT 1",
+        "INSERT INTO t VALUES (1, 'x')",
+        "CREATE TEMP TABLE keep AS SELECT * FROM t WHERE id < 10",
+    ]
+    params = stdio_params(ws, BA_MCP_DATABASES__SALES__PATH=str(db))
+    since = time.time()
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as s:
+        await s.initialize()
+        first = await s.call_tool("query_database", {"database": "sales", "query": "SELECT count(*) AS n FROM t"})
+        assert not first.is_error and "300000" in text_of(first).replace(",", ""), text_of(first)
+        import tempfile
+
+        # the private copy the server used to make went to the temp directory
+        roots = [ws, Path(tempfile.gettempdir()), Path(os.environ["XDG_CACHE_HOME"])]
+        assert not _new_big_files(roots, size // 2, since)
+        for query in hostile:
+            await s.call_tool("query_database", {"database": "sales", "query": query})
+        kept = await s.call_tool("query_database", {"database": "sales", "query": "SELECT count(*) AS n FROM keep"})
+        assert not kept.is_error and "10" in text_of(kept), text_of(kept)
+    assert _digest(db) == before
+    assert not list(tmp_path.glob("sales.duckdb.wal"))
+
+
+async def test_temp_tables_are_the_sessions_own(http_server: tuple[str, Any]) -> None:
+    url, _ = http_server
+    async with _session(url) as a, _session(url) as b:
+        made = await a.call_tool(
+            "query_database",
+            {"query": "CREATE TEMP TABLE mine AS SELECT region_name FROM regions ORDER BY 1 LIMIT 2"},
+        )
+        assert not made.is_error, text_of(made)
+        again = await a.call_tool("query_database", {"query": "SELECT count(*) AS n FROM mine"})
+        assert not again.is_error and text_of(again).rstrip().endswith("2"), text_of(again)
+        schema = await a.read_resource("db://demo/schema")
+        assert "## mine (temporary table, 2 rows)" in schema.contents[0].text  # type: ignore[union-attr]
+        other = await b.call_tool("query_database", {"query": "SELECT count(*) AS n FROM mine"})
+        assert other.is_error and "UNKNOWN_TABLE" in text_of(other), text_of(other)
+        schema_b = await b.read_resource("db://demo/schema")
+        assert "mine" not in schema_b.contents[0].text  # type: ignore[union-attr]
+
+
+async def test_closing_the_server_with_a_runaway_query_leaves_nothing_running(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    params = stdio_params(ws, BA_MCP_TOOLS__QUERY_DATABASE__TIMEOUT_S="120")
+    pids: list[int] = []
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as s:
+        await s.initialize()
+        server = next(
+            p
+            for p in psutil.process_iter(["cmdline"])
+            if "serve" in (p.info["cmdline"] or []) and p.environ().get("BA_MCP_WORKSPACE") == str(ws)
+        )
+
+        async def runaway() -> None:
+            with contextlib.suppress(Exception):
+                await s.call_tool(
+                    "query_database", {"query": "SELECT levenshtein(repeat('a', 150000), repeat('b', 150000))"}
+                )
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(runaway)
+            await anyio.sleep(1.5)
+            pids = [p.pid for p in server.children(recursive=True)]
+            assert pids
+            tg.cancel_scope.cancel()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(
+        psutil.pid_exists(p) and psutil.Process(p).status() != "zombie" for p in pids
+    ):
+        await anyio.sleep(0.1)
+    assert not [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != "zombie"]
+
+
+def test_a_killed_server_takes_its_workers_with_it(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    env = server_env(ws, BA_MCP_TOOLS__QUERY_DATABASE__TIMEOUT_S="120")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ba_mcp", "serve"],
+        env=env,
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        children: list[Any] = []
+        while time.monotonic() < deadline and not children:  # the spare engine worker starts on its own
+            children = psutil.Process(proc.pid).children(recursive=True)
+            time.sleep(0.1)
+        assert children
+        time.sleep(0.5)
+        children = psutil.Process(proc.pid).children(recursive=True)
+    finally:
+        proc.kill()
+        proc.wait()
+    deadline = time.monotonic() + 5
+    alive = children
+    while time.monotonic() < deadline and alive:
+        alive = [c for c in children if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
+        time.sleep(0.1)
+    assert not alive, [c.pid for c in alive]
