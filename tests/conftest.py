@@ -55,6 +55,7 @@ def server_env(workspace: Path, **extra: str) -> dict[str, str]:
     # No spare Python worker unless a test asks for one (sandbox_params does): most servers here never run
     # Python, and one that does starts its worker on the first call.
     env["BA_MCP_SANDBOX__SPARE_WORKERS"] = "0"
+    env["BA_MCP_ENGINE__SPARE_WORKERS"] = "0"  # likewise the engine's: a first query starts its worker
     env.update(extra)
     return env
 
@@ -151,6 +152,7 @@ def in_process(workspace: Path, tools: list[str] | None = None, **env: str) -> C
     env = {  # never the internet; no spare Python worker unless asked for (see server_env)
         "BA_MCP_WEB__SEARCH__DUCKDUCKGO__ENDPOINT": "http://127.0.0.1:9/",
         "BA_MCP_SANDBOX__SPARE_WORKERS": "0",
+        "BA_MCP_ENGINE__SPARE_WORKERS": "0",
         **env,
     }
     settings = load_settings(workspace=workspace, environ=env)
