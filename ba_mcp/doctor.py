@@ -61,10 +61,49 @@ def run_checks(settings: Settings) -> list[Check]:
         probe.unlink()
         checks.append(Check("workspace writable", True, str(root)))
         checks += _check_sandbox(settings, ws.dir("sessions"))
+        checks += _check_engine(settings, ws.dir("sessions"))
     except OSError as exc:
         checks.append(Check("workspace writable", False, f"{root}: {exc.strerror}"))
     checks.append(_check_search(settings))
     return checks
+
+
+def _check_engine(settings: Settings, sessions: Path) -> list[Check]:
+    """Start a real engine worker (SQL and file parsing run there) and report the boundary in force: which
+    of mount namespace, unprivileged uid, memory cgroup or rlimit the machine allowed."""
+    from sandbox import protocol
+
+    from ba_mcp.errors import ToolFailure
+    from ba_mcp.workers.pool import Engines
+
+    probe = sessions / ".doctor-engine.duckdb"
+    probe.touch()  # a stand-in database file, so the read-only binding is exercised too
+    engines = Engines(settings, {"probe": probe}, sessions)
+    try:
+        with engines.session("doctor", None) as call:
+            protections = [(str(p[0]), str(p[1])) for p in call.handle.protections]
+    except ToolFailure as failure:
+        return [Check("engine worker", False, failure.message)]
+    finally:
+        engines.close()
+        probe.unlink(missing_ok=True)
+    ids = {pid for pid, _ in protections}
+    boundary = [
+        name
+        for name, pid in (
+            ("mount namespace", protocol.READ_ONLY_ROOT),
+            ("read-only database files", protocol.READ_ONLY_FILES),
+            ("uid", protocol.UNPRIVILEGED_USER),
+            ("memory cgroup", protocol.MEMORY_ALL_PROCESSES),
+            ("rlimit", protocol.MEMORY_PER_PROCESS),
+            ("seccomp", protocol.SECCOMP_FILTER),
+        )
+        if pid in ids
+    ]
+    degraded = [text for pid, text in protections if pid == protocol.DEGRADED]
+    ok = protocol.READ_ONLY_ROOT in ids and protocol.READ_ONLY_FILES in ids
+    detail = "boundary: " + (", ".join(boundary) or "none") + ("; " + "; ".join(degraded) if degraded else "")
+    return [Check("engine worker", ok, detail)]
 
 
 def healthy(checks: list[Check]) -> bool:

@@ -1,17 +1,26 @@
 """P-8: memory of the server process alone — idle (after the background warm-up) and after one call of
-each tool — with the sandbox's processes reported separately, against a hello-world MCPServer idle.
+each tool and one query on each kind of source (the demo database, a workspace CSV, a table artifact, a
+configured DuckDB file) — with the worker processes (engine and Python sandbox) reported separately, against
+a hello-world MCPServer idle. The web tools read a page and search through a local fake on 127.0.0.1.
 
 Run: uv run python bench/bench_memory.py
 """
 
 from __future__ import annotations
 
+import json
+import re
+import sys
 import tempfile
 import time
 from pathlib import Path
 
+import duckdb
 import psutil
 from common import ROOT, call, env_for, initialize, python, spawn
+
+sys.path.insert(0, str(ROOT))
+from tests.web_fixtures import WebServer  # noqa: E402
 
 MB = 1024 * 1024
 
@@ -25,7 +34,18 @@ def main() -> None:
     ws = Path(tempfile.mkdtemp(prefix="ba-bench-"))
     (ws / "uploads").mkdir(parents=True)
     (ws / "uploads" / "sales_2025.csv").write_bytes((ROOT / "ba_mcp" / "samples" / "sales_2025.csv").read_bytes())
-    env = env_for(ws)
+    configured = ws / "sales.duckdb"
+    con = duckdb.connect(str(configured))
+    con.execute("CREATE TABLE t AS SELECT range AS id, range % 7 AS g FROM range(100000)")
+    con.close()
+    web = WebServer().__enter__()
+    env = env_for(
+        ws,
+        BA_MCP_DATABASES__SALES__PATH=str(configured),
+        BA_MCP_WEB__ALLOW_PRIVATE_NETWORKS="true",
+        BA_MCP_WEB__SEARCH__SEARXNG__URL=web.url("/searxng"),
+        BA_MCP_WEB__SEARCH__MIN_INTERVAL_S="0",
+    )
 
     hello = spawn([python(), str(ROOT / "bench" / "hello_server.py")], env)
     initialize(hello)
@@ -38,26 +58,42 @@ def main() -> None:
     initialize(server)
     time.sleep(4)  # the spare worker has started and the warm-up has finished
     idle, workers_idle = rss(server.pid)
+    _, big = call(server, 2, "query_database", {"query": "SELECT * FROM order_lines", "max_rows": 10})
+    artifact = re.search(r"artifact_[0-9a-f]{12}", json.dumps(big)).group(0)  # type: ignore[union-attr]
     for i, (tool, args) in enumerate(
         [
             ("file_reader", {"path": "upload_sales_2025"}),
             ("query_database", {"query": "SELECT status, count(*) FROM orders GROUP BY 1"}),
+            ("query_database", {"query": "SELECT count(*) FROM 'uploads/sales_2025.csv'"}),
+            ("query_database", {"query": f"SELECT count(*) FROM {artifact}"}),
+            ("query_database", {"database": "sales", "query": "SELECT g, count(*) FROM t GROUP BY 1"}),
             ("run_python", {"code": "print(1)"}),
+            ("web_reader", {"url": web.url("/article")}),
+            ("web_search", {"query": "quarterly sales"}),
         ],
-        start=2,
+        start=3,
     ):
         _, reply = call(server, i, tool, args)
         assert not reply["result"].get("isError"), reply
     time.sleep(1)
     busy, workers_busy = rss(server.pid)
+    loaded = sorted(
+        {
+            m.path.split("site-packages/")[1].split("/")[0]
+            for m in psutil.Process(server.pid).memory_maps()
+            if "site-packages/" in m.path
+        }
+    )
     assert server.stdin is not None
     server.stdin.close()
     server.wait(10)
+    web.__exit__(None, None, None)
 
     print(f"P-8 server process idle: {idle:.0f} MB RSS (hello-world idle {ref:.0f} MB)  target <= 150 MB")
     print(f"P-8 server process after one call of each tool: {busy:.0f} MB RSS  target <= 150 MB")
+    print("    native libraries in the server process: " + ", ".join(loaded))
     print(
-        "    sandbox processes, separately: idle "
+        "    worker processes (engine and sandbox), separately: idle "
         + ", ".join(f"{m:.0f}" for m in workers_idle)
         + " MB; after the calls "
         + ", ".join(f"{m:.0f}" for m in workers_busy)

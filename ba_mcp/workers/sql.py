@@ -66,7 +66,7 @@ def _statements_or_none(con: Any, sql: str) -> list[Any] | None:
 
 
 def _refs(con: Any, statement_sql: str) -> list[str]:
-    row = con.execute("SELECT json_serialize_sql(?::VARCHAR)", [statement_sql]).fetchone()
+    row = _first(con.execute("SELECT json_serialize_sql(?::VARCHAR)", [statement_sql]))
     tree = json.loads(row[0]) if row else {"error": True}
     if tree.get("error"):
         return []
@@ -88,6 +88,13 @@ def _refs(con: Any, statement_sql: str) -> list[str]:
 
 
 _FEW = 12
+
+
+def _first(result: Any) -> Any:
+    """The first row of a result, which is read to its end (DuckDB refuses other work on a connection whose
+    last result is unfinished)."""
+    rows = result.fetchall()
+    return rows[0] if rows else None
 
 
 def catalog(con: Any, alias: str) -> dict[str, Any]:
@@ -123,7 +130,7 @@ def catalog(con: Any, alias: str) -> dict[str, Any]:
         qualified = '"' + database.replace('"', '""') + '".main.'
         for table, entry in found.items():
             name = qualified + '"' + table.replace('"', '""') + '"'
-            count = con.execute(f"SELECT count(*) FROM {name}").fetchone()
+            count = _first(con.execute(f"SELECT count(*) FROM {name}"))
             entry["rows"] = count[0] if count else 0
             if entry["kind"] == "table":
                 for col in entry["columns"]:
@@ -174,7 +181,7 @@ def parquet_stats(con: Any, path: str) -> tuple[dict[str, dict[str, Any]], int]:
             wanted.append(f"count(DISTINCT {value})")
         plan.append((field_.name, kind, len(aggregates)))
         aggregates += wanted
-    row: Any = con.execute(f"SELECT {', '.join(aggregates)} FROM {source}").fetchone() or (0,)
+    row: Any = _first(con.execute(f"SELECT {', '.join(aggregates)} FROM {source}")) or (0,)
     total = int(row[0])
     out: dict[str, dict[str, Any]] = {}
     for name, kind, at in plan:
@@ -191,10 +198,12 @@ def parquet_stats(con: Any, path: str) -> tuple[dict[str, dict[str, Any]], int]:
             stats["distinct"] = int(row[at + 1])
             if stats["distinct"] < count:
                 col = '"' + name.replace('"', '""') + '"'
-                top = con.execute(
-                    f"SELECT {col}, count(*) AS n FROM {source} WHERE {col} IS NOT NULL GROUP BY ALL "
-                    "ORDER BY n DESC LIMIT 1"
-                ).fetchone()
+                top = _first(
+                    con.execute(
+                        f"SELECT {col}, count(*) AS n FROM {source} WHERE {col} IS NOT NULL GROUP BY ALL "
+                        "ORDER BY n DESC LIMIT 1"
+                    )
+                )
                 stats["top"] = [_plain(top[0]), int(top[1])] if top else None
         out[name] = stats
     return out, total
