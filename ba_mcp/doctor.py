@@ -71,10 +71,9 @@ def run_checks(settings: Settings) -> list[Check]:
 def _check_engine(settings: Settings, sessions: Path) -> list[Check]:
     """Start a real engine worker (SQL and file parsing run there) and report the boundary in force: which
     of mount namespace, unprivileged uid, memory cgroup or rlimit the machine allowed."""
-    from sandbox import protocol
-
     from ba_mcp.errors import ToolFailure
     from ba_mcp.workers.pool import Engines
+    from sandbox import protocol
 
     probe = sessions / ".doctor-engine.duckdb"
     probe.touch()  # a stand-in database file, so the read-only binding is exercised too

@@ -20,7 +20,7 @@ import psutil
 from common import ROOT, call, env_for, initialize, python, spawn
 
 sys.path.insert(0, str(ROOT))
-from tests.web_fixtures import WebServer  # noqa: E402
+from tests.web_fixtures import WebServer
 
 MB = 1024 * 1024
 
