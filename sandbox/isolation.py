@@ -203,9 +203,19 @@ def _runtime_sources(packages: Any = ()) -> list[tuple[str, int | str]]:
             wanted.append(package)  # an editable install's project root: only the package, not the repository
         elif "site-packages" in real or "dist-packages" in real:
             wanted.append(real)
-    for extra in [package, *map(str, packages)]:
+    for extra in [package, *(os.path.realpath(p) for p in packages)]:
         if not any(extra.startswith(w + "/") for w in wanted):
             wanted.append(extra)
+    # Python finds modules by the paths as it was given them; where one runs through a symbolic link (a
+    # temp folder's "current" link, a venv's folder linked elsewhere), the new root shows it there too.
+    seen = (sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix, *sys.path, *map(str, packages))
+    for given in seen:
+        if not given or not os.path.isabs(given) or not os.path.isdir(given):
+            continue
+        real = os.path.realpath(given)
+        covered = any(real == w or real.startswith(w + "/") for w in wanted)
+        if given != real and covered and not any(given == w or given.startswith(w + "/") for w in wanted):
+            wanted.append(given)
     sources: list[tuple[str, int | str]] = []
     for path in dict.fromkeys(wanted):
         if os.path.islink(path) and path.count("/") == 1:  # /lib -> usr/lib: the same link in the new root

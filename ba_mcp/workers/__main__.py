@@ -2,6 +2,6 @@
 
 import sys
 
-from ba_mcp.workers.engine import main
+from ba_mcp.workers.engine import run
 
-sys.exit(main(sys.argv[1:]))
+run(sys.argv[1:])

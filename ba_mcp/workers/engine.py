@@ -467,5 +467,18 @@ def main(argv: list[str]) -> int:
     return 0
 
 
+def run(argv: list[str]) -> None:
+    """``main``, ending the process without the interpreter's teardown (DuckDB's bindings print a page of
+    reference-leak warnings at exit, which would bury the one line that says what went wrong)."""
+    try:
+        code = main(argv)
+    except BaseException:
+        traceback.print_exc(limit=6)
+        code = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    run(sys.argv[1:])

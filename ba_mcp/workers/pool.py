@@ -112,7 +112,7 @@ class Engines:
             "max_processes": 64,
             "max_file_mb": c.disk_mb,
             "cpu_seconds": c.cpu_seconds,
-            "packages": [os.path.dirname(os.path.dirname(os.path.realpath(workers_package.__file__)))],
+            "packages": [os.path.dirname(workers_package.__path__[0])],  # ba_mcp, where Python imports it from
             "binds": binds,
             "keep_capabilities": [2],  # CAP_DAC_READ_SEARCH: read the files it is handed, whatever their mode
             "databases": databases,
@@ -344,7 +344,7 @@ class Call:
             )
         elif "SIGXCPU" in how:
             limit = f" — its CPU time limit (engine.cpu_seconds = {self.engines.conf.cpu_seconds})"
-        output = process.last_output(300)
+        output = process.last_output(1200)
         return ToolFailure(
             ErrorType.RESOURCE_ERROR,
             "ENGINE_CRASHED",
