@@ -188,11 +188,13 @@ class WorkerProcess:
     def kill(self) -> None:
         """End the worker and everything it started (its process group and PID namespace). The worker (the
         shim's child) goes first, so the shim reaps it and no zombie waits for the host's init."""
-        for child in _children(self.proc.pid):
+        children = _children(self.proc.pid)
+        for child in children:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(child, signal.SIGKILL)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.proc.wait(timeout=0.5)
+        if children:  # a worker still starting has no child yet: nothing for the shim to reap, no wait
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=0.5)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, signal.SIGKILL)
         try:

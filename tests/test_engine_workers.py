@@ -187,6 +187,7 @@ def http_server(hostile_ws: Path) -> Iterator[tuple[str, Any]]:
         BA_MCP_ENGINE__MEMORY_MB="1024",
         BA_MCP_WEB__ALLOW_PRIVATE_NETWORKS="true",
         BA_MCP_SANDBOX__MEMORY_MB="2048",
+        BA_MCP_CACHE__MAX_ENTRIES="0",  # every SELECT 1 of the bystander reaches its engine
         **timeouts,
     )
     proc = subprocess.Popen(
