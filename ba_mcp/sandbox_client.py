@@ -82,7 +82,8 @@ class WorkerProcess:
         self.settings = settings
         # Where the process starts. Confined, the worker pivots into its own root and never sees it; only
         # when the OS refuses the namespaces does the worker work here (an opaque, per-worker name).
-        self.scratch = sessions_dir / secrets.token_hex(12)
+        # named for the server's pid, so the next start can tell what a killed server left behind (``sweep``)
+        self.scratch = sessions_dir / f"{os.getpid()}-{secrets.token_hex(12)}"
         self.scratch.mkdir(mode=0o700)
         ours, theirs = socket.socketpair()
         options = (
@@ -271,6 +272,17 @@ def remove_cgroups(pids: list[int] | None = None, wait_s: float = 2.0) -> None:
                     time.sleep(0.02)
 
 
+def sweep(sessions_dir: Path) -> None:
+    """Remove what the workers of a server that was killed left: their cgroups and their starting folders
+    (named ``<server pid>-<random>``; a folder of a server still running is left alone)."""
+    remove_cgroups(None, wait_s=0)
+    with contextlib.suppress(OSError):
+        for entry in sessions_dir.iterdir():
+            owner = entry.name.split("-", 1)[0]
+            if owner.isdigit() and int(owner) != os.getpid() and not _running(int(owner)):
+                shutil.rmtree(entry, ignore_errors=True)
+
+
 def _running(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -288,7 +300,7 @@ class Sandboxes:
         self.settings = settings
         self.sessions_dir = sessions_dir
         sessions_dir.mkdir(parents=True, exist_ok=True)
-        remove_cgroups(None, wait_s=0)  # left by workers of servers that were killed
+        sweep(sessions_dir)
         self._workers: dict[str, WorkerProcess] = {}
         self._spare: WorkerProcess | None = None
         self._starting: dict[str, threading.Lock] = {}

@@ -484,3 +484,9 @@ def test_a_killed_server_takes_its_workers_with_it(tmp_path: Path) -> None:
         alive = [c for c in children if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
         time.sleep(0.1)
     assert not alive, [c.pid for c in alive]
+    left = [p.name for p in (ws / "sessions").iterdir()]
+    assert left and all(name.startswith(f"{proc.pid}-") for name in left)  # what the killed server left ...
+    from ba_mcp.sandbox_client import sweep
+
+    sweep(ws / "sessions")  # ... the next start removes
+    assert not list((ws / "sessions").iterdir())
