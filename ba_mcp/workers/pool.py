@@ -204,11 +204,15 @@ class Engines:
     # -- calling ------------------------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def session(self, session: str, ctx: ToolContext | None) -> Iterator[Call]:
+    def session(self, session: str, ctx: ToolContext | None, wait_s: float | None = None) -> Iterator[Call]:
         """The session's worker, held for one call (calls of a session take turns); ``ctx``'s timeout
-        interrupts, then kills, what the worker is doing."""
+        interrupts, then kills, what the worker is doing. ``wait_s``: give up (ENGINE_BUSY) when the session's
+        worker is not free within that many seconds."""
         handle = self.acquire(session)
+        started = time.monotonic()
         while not handle.lock.acquire(timeout=0.05):
+            if wait_s is not None and time.monotonic() - started > wait_s:
+                raise ToolFailure(ErrorType.TRANSIENT_ERROR, "ENGINE_BUSY", "the session's engine is busy")
             if ctx is not None and ctx.cancelled.is_set():
                 raise timed_out(
                     "the session's earlier call still held its engine until the timeout",
@@ -432,9 +436,10 @@ def parse(
 
 
 def table_stats(engines: Engines, fd: int) -> tuple[dict[str, dict[str, Any]], int] | None:
-    """Whole-column figures of a stored table (an open Parquet file), computed in the service worker."""
+    """Whole-column figures of a stored table (an open Parquet file), computed in the worker of the session
+    keyed "default" (the one session of stdio; over HTTP, a worker of the server's own)."""
     try:
-        with engines.session("_service", None) as call:
+        with engines.session("default", None, wait_s=0.5) as call:  # stdio's one session: its worker
             reply, _ = call.ask({"op": "stats"}, [fd])
     except (ToolFailure, EngineError) as exc:
         log.warning("column figures of a stored table could not be computed: %s", exc)
