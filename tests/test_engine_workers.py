@@ -147,13 +147,16 @@ def _free_port() -> int:
 
 class _Pages(BaseHTTPRequestHandler):
     pdf = b""
+    parquet = b""
 
     def do_GET(self) -> None:
+        parquet = self.path.endswith(".parquet")
+        body = self.parquet if parquet else self.pdf
         self.send_response(200)
-        self.send_header("Content-Type", "application/pdf")
-        self.send_header("Content-Length", str(len(self.pdf)))
+        self.send_header("Content-Type", "application/octet-stream" if parquet else "application/pdf")
+        self.send_header("Content-Length", str(len(body)))
         self.end_headers()
-        self.wfile.write(self.pdf)
+        self.wfile.write(body)
 
     def log_message(self, *args: Any) -> None:
         pass
@@ -170,8 +173,9 @@ def hostile_ws(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def page_server() -> Iterator[str]:
+def page_server(hostile_ws: Path) -> Iterator[str]:
     _Pages.pdf = pdf_shared_stream_bomb()
+    _Pages.parquet = (hostile_ws / "uploads" / "zeros.parquet").read_bytes()
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Pages)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{httpd.server_address[1]}"
@@ -240,6 +244,7 @@ HOSTILE = [
     ("query_database", {"query": "SELECT levenshtein(repeat('e', 150000), repeat('f', 150000)) AS d"}),
     ("query_database", {"query": "SELECT levenshtein(repeat('g', 150000), repeat('h', 150000)) AS d"}),
     ("web_reader", {"url": "{pages}/shared.pdf"}),
+    ("web_reader", {"url": "{pages}/zeros.parquet"}),
     ("run_python", {"code": ARROW_BOMB_CELL}),
 ]
 

@@ -267,16 +267,9 @@ class WebReader(Tool):
             if self.engines is None:
                 table = table_of(source, self.formats, title)
             else:
-                raw = parse(self.engines, ctx, source, format_for(suffix), Window(), self.formats, title, None)
-                if not isinstance(raw, Table) or raw.more:
-                    raise ToolFailure(
-                        ErrorType.VALIDATION_ERROR,
-                        "NOT_TABULAR",
-                        f"{title} is not a table"
-                        if not isinstance(raw, Table)
-                        else f"{title} is too large to read whole",
-                        "query CSV, Parquet, JSON arrays of objects, JSON Lines or Excel files",
-                    )
+                whole = True  # all of it or NOT_TABULAR, decided in the worker (no partial read is sent)
+                raw = parse(self.engines, ctx, source, format_for(suffix), Window(), self.formats, title, None, whole)
+                assert isinstance(raw, Table)
                 table = raw.frame
         meta = self.artifacts.put_table(table, title=title, source_tool=self.name)
         notes = [*notes, f"kept as {meta.id}: query it with query_database (FROM '{meta.id}') or load_artifact"]

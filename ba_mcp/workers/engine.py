@@ -365,6 +365,18 @@ class Engine:
         window = Window(**message.get("window", {}))
         reader = Reader(source, window, FormatsSettings(**message["bounds"]), message["title"], message.get("encoding"))
         raw = reader.read(message["format"])
+        if message.get("whole"):  # a downloaded data file is kept whole or not at all: checked before it is sent
+            from ba_mcp.errors import ErrorType, ToolFailure
+            from ba_mcp.results import Table
+
+            if not isinstance(raw, Table) or raw.more:
+                title = message["title"]
+                raise ToolFailure(
+                    ErrorType.VALIDATION_ERROR,
+                    "NOT_TABULAR",
+                    f"{title} is not a table" if not isinstance(raw, Table) else f"{title} is too large to read whole",
+                    "query CSV, Parquet, JSON arrays of objects, JSON Lines or Excel files",
+                )
         encoded, blobs = encode_raw(raw)
         return {"op": "raw", "raw": encoded}, [memfile(b) for b in blobs]
 

@@ -394,10 +394,12 @@ def parse(
     bounds: Any,
     title: str,
     encoding: str | None,
+    whole: bool = False,
 ) -> Any:
     """A workspace file (a resolved source, held open) read by ``ba_mcp.formats`` in the session's engine
     worker: the raw result, its Arrow data checked before it is decoded here. A worker that dies while it
-    parses (an allocation of a hostile spreadsheet, say) is PARSER_CRASHED."""
+    parses (an allocation of a hostile spreadsheet, say) is PARSER_CRASHED. ``whole``: the whole source as a
+    table, or NOT_TABULAR — decided in the worker, so no partial read is sent."""
     from ba_mcp.workers.wire import BadStream, decode_raw
 
     message = {
@@ -414,6 +416,7 @@ def parse(
         "bounds": bounds.model_dump(),
         "title": title,
         "encoding": encoding,
+        "whole": whole,  # all of it or an error, decided in the worker (nothing partial is sent)
     }
     with engines.session(ctx.session, ctx) as call:
         try:
