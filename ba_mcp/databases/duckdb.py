@@ -24,7 +24,7 @@ from ba_mcp.databases.base import Analysis, Execution
 from ba_mcp.demo_data import ensure_demo_database
 from ba_mcp.errors import Code, ErrorType, ToolFailure, denied, invalid, timed_out
 from ba_mcp.ids import ARTIFACT_ID
-from ba_mcp.workers.pool import EngineError
+from ba_mcp.workers.pool import EngineError, file_identity
 from ba_mcp.workers.wire import BadStream, read_arrow
 
 if TYPE_CHECKING:
@@ -40,14 +40,6 @@ DEMO_FILE = "demo.duckdb"
 QUERYABLE = (".parquet", ".pq", ".csv", ".tsv", ".tab", ".json", ".jsonl", ".ndjson", ".xlsx", ".xlsm", ".xls")
 
 
-def _file_identity(path: Path) -> str:
-    try:
-        st = path.stat()
-    except OSError:
-        return ""
-    return f"{st.st_ino}:{st.st_size}:{st.st_mtime_ns}"
-
-
 @dataclass
 class DuckDBDatabase:
     """One configured DuckDB database (a ``databases.base.Database``)."""
@@ -59,7 +51,7 @@ class DuckDBDatabase:
 
     @property
     def identity(self) -> str:
-        return f"{self.name}:{_file_identity(self.path)}"
+        return f"{self.name}:{file_identity(self.path)}"
 
     def analyse(self, sql: str, session: str, ctx: ToolContext | None = None) -> Analysis:
         return self.owner.analyse(sql, session, ctx)

@@ -207,13 +207,7 @@ class Engine:
 
         self._drop_pending()
         name = message["database"]
-        if name in self.missing:
-            raise Failure(
-                type="dependency_error",
-                code="DATABASE_MISSING",
-                message=f"database '{name}' could not be opened: {self.missing[name]}",
-                hint="check the `databases` setting",
-            )
+        self._opened(name)
         if self.current != name:  # USE costs a quarter of a millisecond: only when the database changes
             self.con.execute(f"USE {_quote(self.aliases[name])}")
             self.current = name
@@ -246,6 +240,15 @@ class Engine:
             self._unregister(created)
             if held is not None:
                 held.__exit__(None, None, None)
+
+    def _opened(self, name: str) -> None:
+        if name in self.missing:
+            raise Failure(
+                type="dependency_error",
+                code="DATABASE_MISSING",
+                message=f"database '{name}' could not be opened: {self.missing[name]}",
+                hint="check the `databases` setting",
+            )
 
     def op_store(self, message: dict[str, Any], fds: list[int]) -> tuple[dict[str, Any], list[int]]:
         """The complete result of the last ``run`` (cut at max_rows) as Parquet into the descriptor given,
@@ -299,13 +302,7 @@ class Engine:
         from ba_mcp.workers.sql import catalog
 
         name = message["database"]
-        if name in self.missing:
-            raise Failure(
-                type="dependency_error",
-                code="DATABASE_MISSING",
-                message=f"database '{name}' could not be opened: {self.missing[name]}",
-                hint="check the `databases` setting",
-            )
+        self._opened(name)
         return {"op": "catalog", **catalog(self.con, self.aliases[name])}, []
 
     def op_stats(self, message: dict[str, Any], fds: list[int]) -> tuple[dict[str, Any], list[int]]:

@@ -36,7 +36,8 @@ log = logging.getLogger(__name__)
 DATABASES_DIR = "/databases"  # where a worker's root shows the configured database files
 
 
-def _file_identity(path: Path) -> str:
+def file_identity(path: Path) -> str:
+    """Changes whenever the file may have changed (a new inode, size or modification time); "" if missing."""
     try:
         st = path.stat()
     except OSError:
@@ -94,7 +95,7 @@ class Engines:
         for name, alias in self._aliases().items():
             host = self.paths[name]
             target = f"{DATABASES_DIR}/{alias}.duckdb"
-            identities[name] = _file_identity(host)
+            identities[name] = file_identity(host)
             databases.append({"name": name, "alias": alias, "path": target, "host_path": str(host)})
             if host.is_file():
                 binds.append([str(host), target])
@@ -160,7 +161,7 @@ class Engines:
             self._spare = spare
 
     def _current(self, handle: Handle) -> bool:
-        return handle.process.alive() and all(_file_identity(self.paths[n]) == i for n, i in handle.identities.items())
+        return handle.process.alive() and all(file_identity(self.paths[n]) == i for n, i in handle.identities.items())
 
     def acquire(self, session: str) -> Handle:
         """The session's worker (started when it has none, or when a database file changed since)."""
@@ -418,24 +419,30 @@ def parse(
         "encoding": encoding,
         "whole": whole,  # all of it or an error, decided in the worker (nothing partial is sent)
     }
+    reply, blobs = _decode(engines, ctx, message, source.fd, title[:200], 'check the format (format="text" shows it)')
+    try:
+        return decode_raw(reply["raw"], blobs, engines.conf.max_transfer_mb * 1024 * 1024)
+    except BadStream as exc:
+        raise ToolFailure(ErrorType.EXECUTION_ERROR, "ENGINE_PROTOCOL", str(exc)) from None
+
+
+def _decode(
+    engines: Engines, ctx: ToolContext, message: dict[str, Any], fd: int, what: str, hint: str
+) -> tuple[dict[str, Any], list[bytes]]:
+    """One decoding request in the session's worker: a worker that dies doing it is PARSER_CRASHED, an error
+    of the library that decodes is BAD_DATA."""
     with engines.session(ctx.session, ctx) as call:
         try:
-            reply, blobs = call.ask(message, [source.fd])
+            return call.ask(message, [fd])
         except ToolFailure as failure:
             if failure.code == "ENGINE_CRASHED":
                 raise ToolFailure(failure.type, "PARSER_CRASHED", failure.message, failure.hint) from None
             raise
         except EngineError as exc:
+            detail = exc.message[:300] or exc.detail
             raise ToolFailure(
-                ErrorType.VALIDATION_ERROR,
-                "BAD_DATA",
-                f"{title[:200]} could not be read: {exc.message[:300] or exc.detail}",
-                'check the format (format="text" shows the raw lines)',
+                ErrorType.VALIDATION_ERROR, "BAD_DATA", f"{what} could not be read: {detail}", hint
             ) from None
-    try:
-        return decode_raw(reply["raw"], blobs, engines.conf.max_transfer_mb * 1024 * 1024)
-    except BadStream as exc:
-        raise ToolFailure(ErrorType.EXECUTION_ERROR, "ENGINE_PROTOCOL", str(exc)) from None
 
 
 def table_stats(engines: Engines, fd: int) -> tuple[dict[str, dict[str, Any]], int] | None:
@@ -461,20 +468,7 @@ def extract(engines: Engines, ctx: ToolContext, body: bytes, request: dict[str, 
         while view:
             view = view[os.write(fd, view) :]
         fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE)
-        with engines.session(ctx.session, ctx) as call:
-            try:
-                reply, blobs = call.ask({"op": "extract", **request}, [fd])
-            except ToolFailure as failure:
-                if failure.code == "ENGINE_CRASHED":
-                    raise ToolFailure(failure.type, "PARSER_CRASHED", failure.message, failure.hint) from None
-                raise
-            except EngineError as exc:
-                raise ToolFailure(
-                    ErrorType.VALIDATION_ERROR,
-                    "BAD_DATA",
-                    f"the page could not be read: {exc.message[:300] or exc.detail}",
-                    "try another address",
-                ) from None
+        reply, blobs = _decode(engines, ctx, {"op": "extract", **request}, fd, "the page", "try another address")
     finally:
         os.close(fd)
     reply["text"] = blobs[0].decode("utf-8", "replace") if blobs else ""
