@@ -397,7 +397,7 @@ async def test_a_configured_file_is_served_without_a_copy_and_the_hostile_list_c
         assert not first.is_error and "300000" in text_of(first).replace(",", ""), text_of(first)
         import tempfile
 
-        # the private copy the server used to make went to the temp directory
+        # the private copy the server used to make (before issue 21) went to the temp directory
         roots = [ws, Path(tempfile.gettempdir()), Path(os.environ["XDG_CACHE_HOME"])]
         assert not _new_big_files(roots, size // 2, since)
         for query in hostile:

@@ -254,7 +254,7 @@ async def test_explain_of_a_select_still_works_and_no_statement_reaches_the_conf
     assert "physical_plan" in plan or "explain_value" in plan
     assert ok(await q(demo_client, "EXPLAIN ANALYZE SELECT count(*) FROM orders", output_level="full"))
     assert ok(await q(demo_client, "explain (format json) select 1", output_level="full"))
-    # The engine serves a private copy: the path it knows is not the workspace's file.
+    # The engine knows the file by its read-only mount in the worker's own root, not the workspace's path.
     where = ok(await q(demo_client, "SELECT path FROM duckdb_databases() WHERE NOT internal", output_level="full"))
     assert str(query_workspace) not in where and "demo.duckdb" in where
     paths = "SELECT string_agg(value, ' ') AS v FROM duckdb_settings() WHERE value LIKE '%/%'"
