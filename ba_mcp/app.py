@@ -147,6 +147,7 @@ class App:
         self.sandboxes.close()
         self.engines.close()
         self.databases.close()
+        self.telemetry.close()
 
     async def aclose(self) -> None:
         """``close()`` off the event loop (and, later, services that must close on it)."""

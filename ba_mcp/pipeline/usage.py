@@ -124,6 +124,8 @@ class TelemetryLog:
         self.folder = folder
         self.enabled = enabled
         self._lock = threading.Lock()
+        self._file: Any = None  # the day's file, kept open (opening it per call cost a fifth of a millisecond)
+        self._path: Path | None = None
 
     def write(self, rec: CallRecord) -> None:
         if not self.enabled:
@@ -131,10 +133,21 @@ class TelemetryLog:
         line = json.dumps(rec.telemetry(), separators=(",", ":"), default=str) + "\n"
         path = self.folder / f"telemetry-{time.strftime('%Y-%m-%d', time.gmtime(rec.timestamp))}.jsonl"
         try:
-            with self._lock, path.open("a", encoding="utf-8") as f:
-                f.write(line)
+            with self._lock:
+                if path != self._path or self._file is None:
+                    if self._file is not None:
+                        self._file.close()
+                    self._file, self._path = path.open("a", encoding="utf-8"), path
+                self._file.write(line)
+                self._file.flush()  # a line is complete on disk before the answer goes out
         except OSError as exc:
             log.warning("telemetry not written: %s", exc.strerror)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._file is not None:
+                self._file.close()
+            self._file = self._path = None
 
     def read(self, since: float | None = None) -> Iterator[CallRecord]:
         """Every record in the log folder (malformed lines skipped), oldest file first."""
