@@ -506,6 +506,10 @@ DENIED_SYSCALLS = (
     "reboot",
     "acct",
     "quotactl",
+    # io_uring reaches the kernel around the filter (its operations are not system calls seccomp sees)
+    "io_uring_setup",
+    "io_uring_enter",
+    "io_uring_register",
 )
 
 
@@ -537,7 +541,10 @@ def _seccomp() -> Protection:
         flt.load()
     except Exception as exc:
         return (P.DEGRADED, f"seccomp: not active ({exc})")
-    return (P.SECCOMP_FILTER, "seccomp filter (no mount, namespaces, ptrace, keyrings, bpf, perf, module loading)")
+    return (
+        P.SECCOMP_FILTER,
+        "seccomp filter (no mount, namespaces, ptrace, keyrings, bpf, perf, io_uring, module loading)",
+    )
 
 
 def _write(path: str, text: str) -> None:

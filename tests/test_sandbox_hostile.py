@@ -205,7 +205,7 @@ async def test_root_only_files_and_the_host_tree_are_out_of_reach(raw: tuple[Cli
 
 
 async def test_the_kernel_refuses_namespaces_and_mounts(raw: tuple[ClientSession, Path]) -> None:
-    """seccomp and no capabilities: new namespaces, mounts and ptrace are refused."""
+    """seccomp and no capabilities: new namespaces, mounts, ptrace and io_uring (issue 22 item 7) are refused."""
     s, _ = raw
     code = (
         "import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
@@ -214,10 +214,11 @@ async def test_the_kernel_refuses_namespaces_and_mounts(raw: tuple[ClientSession
         "  'unshare_net': libc.unshare(0x40000000),\n"
         "  'mount': libc.mount(b'tmpfs', b'/tmp', b'tmpfs', 0, None),\n"
         "  'ptrace': libc.ptrace(16, 1, None, None),\n"
+        "  'io_uring_setup': libc.syscall(425, 8, ctypes.create_string_buffer(120)),\n"
         "}\nresults"
     )
     text = ok(await run(s, code))
-    for key in ("unshare_user", "unshare_net", "mount", "ptrace"):
+    for key in ("unshare_user", "unshare_net", "mount", "ptrace", "io_uring_setup"):
         assert f"'{key}': -1" in text, text
 
 
