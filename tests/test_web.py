@@ -206,6 +206,20 @@ async def test_loopback_in_every_spelling_is_refused_before_any_connection(guard
     assert web.hits == before  # not one connection reached the server
 
 
+async def test_ipv6_outside_global_unicast_is_refused(guarded: Client, web: WebServer) -> None:
+    """Issue 22 item 3: site-local fec0::/10 passed Python's is_global; the rule is now an allow-list."""
+    from ba_mcp.web.fetch import address_problem, numeric_host
+
+    for host in ("fec0::1", "feff::1", "fd00::1", "fc00::5", "2001:db8::1", "100::1", "4000::1", "::2"):
+        address = numeric_host(host)
+        assert address is not None and address_problem(address) is not None, host
+    assert address_problem(numeric_host("2606:4700:4700::1111")) is None  # type: ignore[arg-type]
+    before = web.hits
+    result = await read(guarded, "http://[fec0::1]:8080/internal-admin")
+    assert error_code(result) == "URL_REFUSED", text_of(result)
+    assert "site-local" in text_of(result) and web.hits == before
+
+
 # -- web_search -------------------------------------------------------------------------------------
 
 

@@ -59,6 +59,9 @@ def numeric_host(host: str) -> IP | None:
     return None
 
 
+_GLOBAL_UNICAST_V6 = ipaddress.ip_network("2000::/3")
+
+
 def address_problem(ip: IP) -> str | None:
     """Why a connection to ``ip`` is refused (None: a public address)."""
     if isinstance(ip, ipaddress.IPv6Address):
@@ -78,6 +81,9 @@ def address_problem(ip: IP) -> str | None:
         return "a link-local address (cloud metadata lives there)"
     if ip.is_multicast:
         return "a multicast address"
+    if isinstance(ip, ipaddress.IPv6Address) and ip not in _GLOBAL_UNICAST_V6:
+        # an allow-list: Python's is_global does not know site-local fec0::/10 (nor every later carve-out)
+        return "an IPv6 address outside global unicast (2000::/3): site-local, unique-local or reserved"
     if isinstance(ip, ipaddress.IPv4Address) and ip in ipaddress.ip_network("100.64.0.0/10"):
         return "a carrier-grade NAT address (cloud metadata lives there too)"
     if ip.is_private:
