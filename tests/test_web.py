@@ -206,6 +206,54 @@ async def test_loopback_in_every_spelling_is_refused_before_any_connection(guard
     assert web.hits == before  # not one connection reached the server
 
 
+async def test_a_robots_txt_bomb_is_read_capped(client: Client) -> None:
+    """Issue 22 item 2: robots.txt was read whole and inflated by httpx (3 MB of gzip, 3 GB of zeros). Now the
+    same capped raw read and capped decompression as every other body: the page is answered, memory stays."""
+    import gzip as gz
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    import psutil
+
+    bomb = gz.compress(b"\0" * (384 << 20), compresslevel=9)  # ~370 KB on the wire, 384 MB inflated
+
+    class Site(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            robots = self.path == "/robots.txt"
+            body = bomb if robots else b"<html><body><p>" + b"A readable page. " * 40 + b"</p></body></html>"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain" if robots else "text/html")
+            if robots:
+                self.send_header("Content-Encoding", "gzip")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    site = ThreadingHTTPServer(("127.0.0.1", 0), Site)
+    threading.Thread(target=site.serve_forever, daemon=True).start()
+    me = psutil.Process()  # the in-process server: this very process
+    before, peak, done = me.memory_info().rss, [0], threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            peak[0] = max(peak[0], me.memory_info().rss)
+            done.wait(0.005)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        result = await read(client, f"http://127.0.0.1:{site.server_address[1]}/page")
+    finally:
+        done.set()
+        watcher.join()
+        site.shutdown()
+    assert not result.is_error and "A readable page" in text_of(result), text_of(result)
+    assert peak[0] - before < 150 << 20, (peak[0] - before) >> 20
+
+
 async def test_ipv6_outside_global_unicast_is_refused(guarded: Client, web: WebServer) -> None:
     """Issue 22 item 3: site-local fec0::/10 passed Python's is_global; the rule is now an allow-list."""
     from ba_mcp.web.fetch import address_problem, numeric_host

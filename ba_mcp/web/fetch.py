@@ -60,6 +60,7 @@ def numeric_host(host: str) -> IP | None:
 
 
 _GLOBAL_UNICAST_V6 = ipaddress.ip_network("2000::/3")
+_ROBOTS_BYTES = 512 * 1024  # of a robots.txt, on the wire and decompressed
 
 
 def address_problem(ip: IP) -> str | None:
@@ -241,8 +242,12 @@ class Fetcher:
             finally:
                 await response.aclose()
 
-    async def _read(self, target: Target, response: httpx.Response, redirects: list[str]) -> Download:
-        cap = self.settings.max_download_bytes
+    async def _read(
+        self, target: Target, response: httpx.Response, redirects: list[str], cap: int | None = None
+    ) -> Download:
+        """The body of a streamed response: at most ``cap`` bytes (web.max_download_bytes) on the wire, and at
+        most ``cap`` bytes after decompression."""
+        cap = cap if cap is not None else self.settings.max_download_bytes
         length = response.headers.get("content-length")
         total = int(length) if length and length.isdigit() else None
         chunks: list[bytes] = []
@@ -281,15 +286,19 @@ class Fetcher:
             if target.url.scheme == "https":
                 request.extensions["sni_hostname"] = target.url.host
             try:
-                response = await self.client.send(request)
+                response = await self.client.send(request, stream=True)
             except httpx.HTTPError as exc:
                 raise _unreachable(robots_target.url, exc) from None
-            if response.status_code in (401, 403) or response.status_code >= 500:
-                rules: Any = False
-            elif response.status_code >= 300:
-                rules = True
-            else:
-                rules = Protego.parse(response.content[: 512 * 1024].decode("utf-8", "replace"))
+            try:
+                if response.status_code in (401, 403) or response.status_code >= 500:
+                    rules: Any = False
+                elif response.status_code >= 300:
+                    rules = True
+                else:  # the same capped raw read and capped decompression as every other remote body
+                    body = (await self._read(robots_target, response, [], cap=_ROBOTS_BYTES)).body
+                    rules = Protego.parse(body.decode("utf-8", "replace"))
+            finally:
+                await response.aclose()
             known = self._robots[origin] = (time.monotonic(), rules)
         rules = known[1]
         path = target.url.raw_path.decode("ascii", "replace")
