@@ -418,7 +418,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         return 2
     from ba_mcp.doctor import healthy, run_checks
 
-    checks = run_checks(settings)
+    checks = run_checks(settings, network=args.network)
     width = max(len(c.name) for c in checks)
     for c in checks:
         print(f"{'ok  ' if c.ok else 'FAIL'}  {c.name:<{width}}  {c.detail}")
@@ -487,7 +487,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config-path", type=Path, help="the host configuration file to write (default: the host's own)")
     p.set_defaults(func=cmd_install)
 
-    p = sub.add_parser("doctor", parents=[common], help="check the environment")
+    p = sub.add_parser("doctor", parents=[common], help="check the environment (nothing outside is contacted)")
+    p.add_argument("--network", action="store_true", help="also send the search provider one test query")
     p.set_defaults(func=cmd_doctor)
     return parser
 

@@ -21,8 +21,10 @@ class Check:
     detail: str
 
 
-def run_checks(settings: Settings) -> list[Check]:
-    """Every check, in the order they are shown (the configuration was valid to get here)."""
+def run_checks(settings: Settings, network: bool = False) -> list[Check]:
+    """Every check, in the order they are shown (the configuration was valid to get here). Nothing outside
+    this machine is contacted unless ``network`` (``ba-mcp doctor --network``): then the search provider is
+    sent one query."""
     from ba_mcp.pipeline.tokens import TokenCounter
     from ba_mcp.settings import config_dir
 
@@ -64,7 +66,7 @@ def run_checks(settings: Settings) -> list[Check]:
         checks += _check_engine(settings, ws.dir("sessions"))
     except OSError as exc:
         checks.append(Check("workspace writable", False, f"{root}: {exc.strerror}"))
-    checks.append(_check_search(settings))
+    checks.append(_check_search(settings) if network else _search_configured(settings))
     return checks
 
 
@@ -107,6 +109,14 @@ def _check_engine(settings: Settings, sessions: Path) -> list[Check]:
 
 def healthy(checks: list[Check]) -> bool:
     return all(c.ok for c in checks if c.name in ESSENTIAL)
+
+
+def _search_configured(settings: Settings) -> Check:
+    """Which provider web_search would use, without contacting it."""
+    from ba_mcp.web.search import Searcher
+
+    provider = Searcher(settings.web.search, lambda: None).provider
+    return Check("web search", True, f"{provider} configured; not contacted (ba-mcp doctor --network sends it a query)")
 
 
 def _check_search(settings: Settings) -> Check:

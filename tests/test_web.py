@@ -392,5 +392,12 @@ async def test_both_tools_over_stdio_at_every_level(tmp_path: Path, web: WebServ
 def test_doctor_reports_the_search_provider_and_whether_it_answers(tmp_path: Path, web: WebServer) -> None:
     from tests.conftest import ba
 
-    out = ba("doctor", workspace=tmp_path, env={"BA_MCP_WEB__SEARCH__SEARXNG__URL": web.url("/searxng")})
+    env = {"BA_MCP_WEB__SEARCH__SEARXNG__URL": web.url("/searxng")}
+    # Issue 22 item 9: without --network nothing outside the machine is contacted, and doctor says so.
+    before = web.hits
+    out = ba("doctor", workspace=tmp_path, env=env)
+    assert re.search(r"ok\s+web search\s+searxng configured; not contacted", out.stdout), out.stdout
+    assert web.hits == before
+    out = ba("doctor", "--network", workspace=tmp_path, env=env)
     assert re.search(r"ok\s+web search\s+searxng answers \(1 result", out.stdout), out.stdout
+    assert web.hits > before
