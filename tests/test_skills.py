@@ -330,3 +330,27 @@ async def test_no_skills_no_use_skill_and_no_extension(tmp_path: Path) -> None:
         assert "use_skill" not in {t.name for t in (await c.list_tools()).tools}
         assert not (await c.list_prompts()).prompts
         assert "io.modelcontextprotocol/skills" not in (c.server_capabilities.extensions or {})
+
+
+async def test_a_skill_md_that_links_out_of_its_folder_is_not_followed(tmp_path: Path) -> None:
+    """Issue 22 item 5: evil/SKILL.md -> a private file outside (0600, starting with frontmatter) was served by
+    use_skill. SKILL.md is now opened like every file of a skill: beneath its folder, links only within it."""
+    from ba_mcp.skills.loader import load_skill
+
+    private = tmp_path / "private" / "notes.md"
+    private.parent.mkdir()
+    private.write_text(skill_md("evil", "Private notes. Use always.", body="salary of the CEO: 912345"))
+    private.chmod(0o600)
+    skills = tmp_path / "skills"
+    (skills / "evil").mkdir(parents=True)
+    os.symlink(private, skills / "evil" / "SKILL.md")
+    (skills / "fine").mkdir()
+    (skills / "fine" / "SKILL.md").write_text(skill_md("fine", "A fine skill. Use when testing."))
+    os.symlink("SKILL.md", skills / "fine" / "skill.md")  # a link within the folder is still allowed
+    skill, warnings = load_skill(skills / "evil", "user")
+    assert skill is None and "cannot be opened inside the skill folder" in " ".join(warnings), warnings
+    async with in_process(tmp_path / "ws", ["use_skill"], **env_for(skills)) as c:
+        listed = " ".join(t.description or "" for t in (await c.list_tools()).tools)
+        assert "fine" in listed and "Private notes" not in listed
+        result = await call(c, name="evil")
+        assert result.is_error and "912345" not in text_of(result), text_of(result)

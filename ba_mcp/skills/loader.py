@@ -27,6 +27,7 @@ import logging
 import mimetypes
 import os
 import re
+import stat
 import threading
 import unicodedata
 import urllib.parse
@@ -38,7 +39,7 @@ from typing import Any
 import yaml
 
 from ba_mcp.errors import ErrorType, ToolFailure, denied, invalid, not_found
-from ba_mcp.workspace import Resolved, open_resolved
+from ba_mcp.workspace import Resolved, open_beneath, open_resolved
 
 log = logging.getLogger(__name__)
 
@@ -345,16 +346,35 @@ def _json_safe(value: Any) -> Any:
     return str(value)
 
 
+MAX_SKILL_MD_BYTES = 1024 * 1024
+
+
 def _read_skill_text(folder: Path) -> tuple[str, str]:
-    """(file name, text) of a folder's SKILL.md; FileNotFoundError when it has none."""
-    for name in SKILL_FILES:
-        path = folder / name
-        if path.is_file():
-            data = path.read_bytes()
+    """(file name, text) of a folder's SKILL.md, opened like every file of a skill: beneath the folder (a link
+    may point within it, never out of it — the kernel refuses), a regular file, at most MAX_SKILL_MD_BYTES.
+    FileNotFoundError when it has none; FrontmatterError when it is not a readable SKILL.md."""
+    folder_fd = os.open(folder, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for name in SKILL_FILES:
+            try:
+                fd = open_beneath(folder_fd, name, allow_links=True)
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                raise FrontmatterError(f"{name} cannot be opened inside the skill folder ({exc.strerror})") from None
+            with os.fdopen(fd, "rb") as f:
+                st = os.fstat(f.fileno())
+                if not stat.S_ISREG(st.st_mode):
+                    raise FrontmatterError(f"{name} is not a regular file")
+                if st.st_size > MAX_SKILL_MD_BYTES:
+                    raise FrontmatterError(f"{name} is {st.st_size:,} bytes; at most {MAX_SKILL_MD_BYTES:,} are read")
+                data = f.read(MAX_SKILL_MD_BYTES + 1)
             try:
                 return name, data.decode("utf-8")
             except UnicodeDecodeError:
                 raise FrontmatterError(f"{name} is not UTF-8 text") from None
+    finally:
+        os.close(folder_fd)
     raise FileNotFoundError(f"{folder.name} has no SKILL.md")
 
 
