@@ -304,6 +304,8 @@ class Sandboxes:
         self._workers: dict[str, WorkerProcess] = {}
         self._spare: WorkerProcess | None = None
         self._starting: dict[str, threading.Lock] = {}
+        self._reserved = 0  # workers being started: counted against max_workers before they are listed
+        self._evicted: set[str] = set()  # sessions whose idle worker made room for another session
         self._lock = threading.Lock()
         self._closed = False
 
@@ -328,6 +330,7 @@ class Sandboxes:
             return self._acquire(session)
 
     def _acquire(self, session: str) -> tuple[WorkerProcess, bool]:
+        victim: WorkerProcess | None = None
         with self._lock:
             worker = self._workers.get(session)
             if worker is not None and worker.alive():
@@ -335,15 +338,40 @@ class Sandboxes:
             if worker is not None:
                 self._workers.pop(session)
                 worker.kill()
-            if len(self._workers) >= self.settings.max_workers:
-                raise ToolFailure(
-                    ErrorType.RESOURCE_ERROR,
-                    "TOO_MANY_WORKERS",
-                    f"all {self.settings.max_workers} Python workers of this server are in use by other sessions",
-                    "try again when another session has ended (idle sessions end after "
-                    "sandbox.idle_timeout_s), or raise sandbox.max_workers",
-                )
+            if len(self._workers) + self._reserved >= self.settings.max_workers:
+                # Make room by ending the worker idle the longest (its session is told when it returns);
+                # refuse only when every worker is running a cell.
+                idle = [(w.last_used, key) for key, w in self._workers.items() if not w.lock.locked()]
+                if not idle:
+                    raise ToolFailure(
+                        ErrorType.RESOURCE_ERROR,
+                        "TOO_MANY_WORKERS",
+                        f"all {self.settings.max_workers} Python workers of this server are running other "
+                        "sessions' code",
+                        "try again in a moment, or raise sandbox.max_workers",
+                    )
+                _, key = min(idle)
+                victim = self._workers.pop(key)
+                self._evicted.add(key)
+            self._reserved += 1
             worker, self._spare = self._spare, None
+        if victim is not None:
+            victim.kill()
+        try:
+            return self._start(session, worker)
+        finally:
+            with self._lock:
+                self._reserved -= 1
+
+    def evicted(self, session: str) -> bool:
+        """Whether the session's idle worker was ended to make room for another session (asked once)."""
+        with self._lock:
+            if session in self._evicted:
+                self._evicted.discard(session)
+                return True
+            return False
+
+    def _start(self, session: str, worker: WorkerProcess | None) -> tuple[WorkerProcess, bool]:
         if worker is None or not worker.alive():
             if worker is not None:
                 worker.kill()

@@ -495,3 +495,21 @@ def test_a_killed_server_takes_its_workers_with_it(tmp_path: Path) -> None:
 
     sweep(ws / "sessions")  # ... the next start removes
     assert not list((ws / "sessions").iterdir())
+
+
+async def test_a_malformed_parquet_file_is_bad_data_and_a_huge_print_is_trimmed(tmp_path: Path) -> None:
+    """Issue 22 item 8: file_reader answered INTERNAL for a malformed Parquet file (query_database said
+    BAD_DATA); a 100 MB print failed the call instead of being trimmed."""
+    from tests.conftest import in_process
+
+    ws = tmp_path / "ws"
+    (ws / "uploads").mkdir(parents=True)
+    (ws / "uploads" / "broken.parquet").write_bytes(b"PAR1" + b"\0garbage" * 100 + b"PAR1")
+    async with in_process(ws) as c:
+        read = await c.call_tool("file_reader", {"path": "uploads/broken.parquet"})
+        assert read.is_error and "Error Code: BAD_DATA" in text_of(read), text_of(read)
+        queried = await c.call_tool("query_database", {"query": "SELECT * FROM 'uploads/broken.parquet'"})
+        assert queried.is_error and "Error Code: BAD_DATA" in text_of(queried), text_of(queried)
+        printed = await c.call_tool("run_python", {"code": "print('x' * 100_000_000)"})
+        text = text_of(printed)
+        assert not printed.is_error and "100,000,001 characters were printed" in text, text[-500:]

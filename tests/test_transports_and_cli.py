@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
+import psutil
 import pytest
 from mcp import Client
 from mcp.client.session import ClientSession
@@ -143,8 +144,9 @@ def _serves(proc, workspace: Path) -> bool:
 
 @pytest.mark.anyio
 async def test_live_python_workers_are_capped_with_a_clear_error(tmp_path: Path) -> None:
-    """S-9 / issue 8 item 10: at most run_python.max_workers interpreters; one more session is refused
-    clearly, and served once another session has ended."""
+    """S-9 / issue 8 item 10 / issue 22 item 8: at most sandbox.max_workers interpreters. A new session takes
+    the worker idle the longest (its session is told when it returns); only when every worker is running a
+    cell is a session refused, clearly; concurrent first calls never start more than the cap."""
     ws = make_workspace(tmp_path)
     port = _free_port()
     env = server_env(ws, BA_MCP_SANDBOX__MAX_WORKERS="1", BA_MCP_SANDBOX__SPARE_WORKERS="0")
@@ -160,17 +162,39 @@ async def test_live_python_workers_are_capped_with_a_clear_error(tmp_path: Path)
         _wait_for_port(proc, port)
         async with streamable_http_client(url) as (ra, wa, *_), ClientSession(ra, wa) as a:
             await a.initialize()
-            assert not (await a.call_tool("run_python", {"code": "1"})).is_error
+            assert not (await a.call_tool("run_python", {"code": "x = 1"})).is_error
             async with streamable_http_client(url) as (rb, wb, *_), ClientSession(rb, wb) as b:
                 await b.initialize()
-                refused = await b.call_tool("run_python", {"code": "1"})
-                text = text_of(refused)
-                assert refused.is_error and "Error Type: resource_error" in text and "TOO_MANY_WORKERS" in text
-                assert not (await b.call_tool("file_reader", {"path": "upload_sales"})).is_error  # other tools serve
-        async with streamable_http_client(url) as (rc, wc, *_), ClientSession(rc, wc) as c:
-            await c.initialize()
-            served = await c.call_tool("run_python", {"code": "40 + 2"})  # A ended, so its worker did too
-            assert not served.is_error and "42" in text_of(served), text_of(served)
+                served = await b.call_tool("run_python", {"code": "40 + 2"})  # A is idle: its worker makes room
+                assert not served.is_error and "42" in text_of(served), text_of(served)
+                back = text_of(await a.call_tool("run_python", {"code": "'x' in globals()"}))
+                assert "ended to make room for another session" in back and "False" in back, back
+
+                async def busy() -> None:
+                    await b.call_tool("run_python", {"code": "import time\ntime.sleep(3)"})
+
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(busy)  # B's cell holds the only worker ...
+                    await anyio.sleep(1.0)
+                    refused = await a.call_tool("run_python", {"code": "1"})  # ... so A is refused, clearly
+                    text = text_of(refused)
+                    assert refused.is_error and "Error Type: resource_error" in text and "TOO_MANY_WORKERS" in text
+                    assert not (await a.call_tool("file_reader", {"path": "upload_sales"})).is_error
+
+        async def first_call() -> None:  # new sessions starting at once: the cap holds while workers start
+            async with streamable_http_client(url) as (r, w, *_), ClientSession(r, w) as s:
+                await s.initialize()
+                await s.call_tool("run_python", {"code": "1"})
+
+        async with anyio.create_task_group() as tg:
+            for _ in range(4):
+                tg.start_soon(first_call)
+        shims = []
+        for child in psutil.Process(proc.pid).children():
+            with contextlib.suppress(psutil.Error):
+                if child.status() != psutil.STATUS_ZOMBIE and "sandbox" in child.cmdline():
+                    shims.append(child.pid)
+        assert len(shims) <= 1, shims  # never more Python workers than the cap
     finally:
         proc.terminate()
         proc.wait(10)

@@ -110,7 +110,12 @@ class RunPython(BaseTool):
         if params.reset:
             sandboxes.discard(ctx.session)
         worker, fresh = sandboxes.acquire(ctx.session)
-        if fresh:
+        if fresh and sandboxes.evicted(ctx.session):
+            notes.append(
+                "fresh interpreter: this session's idle interpreter was ended to make room for another session "
+                "(sandbox.max_workers); variables from earlier calls are gone"
+            )
+        elif fresh:
             notes.append("fresh interpreter: no variables from earlier calls")
             missing = _missing_protections(worker, self.sandbox.network)
             if missing:  # for the operator, not the model (SPEC §3.1): the log and `ba-mcp doctor`
