@@ -327,3 +327,38 @@ async def test_threads_do_not_outlive_their_cell_and_a_failing_repr_is_reported(
     assert "repr() failed: ValueError: nope" in bad
     assert "'still'" in ok(await run(s, "'still'"))  # the same interpreter: state kept
     assert "fresh interpreter" not in ok(await run(s, "counter[0] >= 0"))
+
+
+async def test_threads_blocked_in_c_do_not_outlive_their_cell(raw: tuple[ClientSession, Path]) -> None:
+    """Issue 22 item 6: two threads in hashlib.pbkdf2_hmac (C, no Python instruction to stop at) kept
+    burning CPU after the cell returned. The worker is now ended when such threads survive, and says so."""
+    import anyio
+    import psutil
+
+    from tests.conftest import server_process
+
+    s, ws = raw
+    code = (
+        "import hashlib, threading\n"
+        "for _ in range(2):\n"
+        "    threading.Thread(target=hashlib.pbkdf2_hmac, args=('sha256', b'p', b's', 50_000_000)).start()\n"
+        "'started'"
+    )
+    text = ok(await run(s, code))
+    assert "did not stop" in text and "interpreter was ended" in text, text
+    server = server_process(ws)
+
+    def cpu() -> float:
+        total = 0.0
+        for p in server.children(recursive=True):
+            try:
+                t = p.cpu_times()
+                total += t.user + t.system
+            except psutil.Error:
+                continue
+        return total
+
+    before = cpu()
+    await anyio.sleep(1.0)
+    assert cpu() - before < 0.3  # nothing of ours computes any more
+    assert "fresh interpreter" in ok(await run(s, "1 + 1"))

@@ -127,9 +127,12 @@ class RunPython(BaseTool):
             reply, fds = cell.run()
             worker.last_used = time.monotonic()
             try:
-                return _result(tool, reply, fds, code_id, notes, worker)
+                raw = _result(tool, reply, fds, code_id, notes, worker)
             except BadBlob as exc:
                 cell.violation(str(exc))
+            if (reply.get("threads") or {}).get("running"):
+                sandboxes.discard(ctx.session)  # threads blocked in C would burn CPU until RLIMIT_CPU
+            return raw
 
 
 class _Cell:
@@ -404,8 +407,8 @@ def _result(
         notes.append(f"{threads['stopped']} thread(s) the code started were stopped when it finished")
     if threads.get("running"):
         notes.append(
-            f"{threads['running']} thread(s) the code started did not stop (blocked outside Python); "
-            "they end when the interpreter is reset"
+            f"{threads['running']} thread(s) the code started did not stop (blocked outside Python): the "
+            "interpreter was ended to stop them, so the next call starts a fresh one (variables are gone)"
         )
     if reply.get("note"):
         notes.append(reply["note"])
