@@ -25,9 +25,9 @@ from ba_mcp.pipeline.observe import Observer, ToolTraits
 from ba_mcp.pipeline.runner import Runner
 from ba_mcp.pipeline.tokens import TokenCounter
 from ba_mcp.pipeline.usage import TelemetryLog
-from ba_mcp.sandbox_client import Sandboxes
+from ba_mcp.sandbox_client import Sandboxes, make_worker_cgroup, own_memory_limit, remove_worker_cgroup
 from ba_mcp.sessions import Sessions
-from ba_mcp.settings import Settings, config_dir
+from ba_mcp.settings import ConfigError, Settings, config_dir
 from ba_mcp.skills import load_skills
 from ba_mcp.stores.artifacts import ArtifactStore
 from ba_mcp.stores.code import CodeStore
@@ -45,6 +45,26 @@ from ba_mcp.workers.pool import Engines, table_stats
 from ba_mcp.workspace import Resolved, Workspace
 
 log = logging.getLogger(__name__)
+
+
+def _bound_the_workers(settings: Settings) -> None:
+    """One cgroup over every worker of this server, beneath the server's own: its memory is the configured
+    workers' together, at most the server's own limit and 80 % of the machine. A configuration whose workers
+    need more than a limit a supervisor put on the server is refused, naming the settings."""
+    sb, en = settings.sandbox, settings.engine
+    sandboxes, engines = sb.max_workers + sb.spare_workers, en.max_workers + en.spare_workers
+    wanted = (sb.memory_mb * sandboxes + en.memory_mb * engines) * 1024 * 1024
+    limit = own_memory_limit()
+    if limit is not None and wanted > limit:
+        raise ConfigError(
+            f"the workers may use {wanted >> 20:,} MB together (sandbox.memory_mb {sb.memory_mb} × "
+            f"{sandboxes} + engine.memory_mb {en.memory_mb} × {engines}: max_workers + spare_workers), more than "
+            f"the {limit >> 20:,} MB this server's cgroup is limited to; lower them"
+        )
+    import psutil
+
+    ram = int(psutil.virtual_memory().total * 0.8)
+    make_worker_cgroup(min(wanted, limit or wanted, ram), sb.max_processes * sandboxes + 64 * engines)
 
 
 class App:
@@ -68,6 +88,7 @@ class App:
         self.code = CodeStore(self.workspace.dir("code"), rp.code_store_max_bytes, rp.code_ttl_hours * 3600)
         self.tokens = TokenCounter(config_dir() / "token_encoders.yaml", settings.model_family)
         self.cache = RawCache(settings.cache.max_entries, settings.cache.max_bytes)
+        _bound_the_workers(settings)
         self.engines = Engines(settings, {}, self.workspace.dir("sessions"))
         self.databases = Databases(settings, self.workspace, self.engines, self.artifacts)
         self.engines.paths = self.databases.paths()
@@ -148,6 +169,7 @@ class App:
         self.engines.close()
         self.databases.close()
         self.telemetry.close()
+        remove_worker_cgroup()
 
     async def aclose(self) -> None:
         """``close()`` off the event loop (and, later, services that must close on it)."""

@@ -60,7 +60,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
             "To try it in a terminal instead: `uv run ba-mcp demo` (a short analysis through a real client) or "
             '`uv run ba-mcp call query_database "query=SELECT 42"`. Ctrl-C (or Ctrl-D) stops it.'
         )
-    server = build_server(App(settings))
+    try:
+        app = App(settings)
+    except ConfigError as exc:
+        _err(f"ba-mcp: {exc}")
+        return 2
+    server = build_server(app)
     if args.transport == "http":
         if args.host not in ("127.0.0.1", "localhost", "::1"):
             _err(f"ba-mcp: warning: serving on {args.host}, reachable from other machines; HTTP has no authentication")

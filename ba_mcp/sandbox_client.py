@@ -29,7 +29,15 @@ from typing import Any
 from ba_mcp.errors import ErrorType, ToolFailure
 from ba_mcp.settings import SandboxSettings
 from sandbox import protocol
-from sandbox.isolation import CGROUP_PREFIX, SESSION_DIR, cgroup_dirs, cgroup_name
+from sandbox.isolation import (
+    CGROUP_PREFIX,
+    PARENT_PREFIX,
+    SESSION_DIR,
+    cgroup_dirs,
+    cgroup_name,
+    mount_points,
+    parent_name,
+)
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +99,7 @@ class WorkerProcess:
             if options is not None
             else {
                 "fd": theirs.fileno(),
+                "cgroup_parent": parent_name(os.getpid()),
                 "network": settings.network,
                 "uid": settings.uid,
                 "gid": settings.gid,
@@ -248,10 +257,16 @@ def _children(pid: int) -> list[int]:
         return []
 
 
+def _worker_cgroup_bases() -> set[str]:
+    """Where this server's workers have cgroups: its parent beneath its own cgroup, or (where that parent
+    could not be made) the hierarchies' roots."""
+    return set(cgroup_dirs(parent_name(os.getpid())).values()) | set(mount_points().values())
+
+
 def remove_cgroups(pids: list[int] | None = None, wait_s: float = 2.0) -> None:
     """Remove the cgroups of ended workers (``pids=None``: of every worker no longer running).
     A cgroup can only be removed once its last process is gone, so this retries for ``wait_s``."""
-    for base in set(cgroup_dirs().values()):
+    for base in _worker_cgroup_bases():
         if pids is None:
             try:
                 pids_found = [n[len(CGROUP_PREFIX) :] for n in os.listdir(base) if n.startswith(CGROUP_PREFIX)]
@@ -261,21 +276,91 @@ def remove_cgroups(pids: list[int] | None = None, wait_s: float = 2.0) -> None:
         else:
             targets = [cgroup_name(pid) for pid in pids]
         for name in targets:
-            path = os.path.join(base, name)
-            deadline = time.monotonic() + wait_s
-            while os.path.isdir(path):
-                try:
-                    os.rmdir(path)
-                except OSError:
-                    if time.monotonic() > deadline:
-                        break
-                    time.sleep(0.02)
+            _rmdir(os.path.join(base, name), wait_s)
+
+
+def _rmdir(path: str, wait_s: float) -> None:
+    deadline = time.monotonic() + wait_s
+    while os.path.isdir(path):
+        try:
+            os.rmdir(path)
+        except OSError:
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.02)
+
+
+def make_worker_cgroup(memory_bytes: int, processes: int) -> None:
+    """The cgroup every worker of this server is made in, beneath the server's own (a supervisor's limit on
+    the server — systemd's MemoryMax, a container's — holds for its workers too), with a memory and process
+    limit over all of them together. Where it cannot be made (not root, cgroup v2 without delegation) the
+    workers' own limits still apply."""
+    if os.geteuid() != 0 or not sys.platform.startswith("linux"):
+        return
+    limits = {
+        "memory": {"memory.limit_in_bytes": str(memory_bytes)},
+        "pids": {"pids.max": str(processes)},
+        "unified": {"memory.max": str(memory_bytes), "pids.max": str(processes)},
+    }
+    for controller, path in cgroup_dirs(parent_name(os.getpid())).items():
+        try:
+            os.makedirs(path, exist_ok=True)
+            if controller == "unified":
+                with open(os.path.join(os.path.dirname(path), "cgroup.subtree_control"), "w") as f:
+                    f.write("+memory +pids")
+                with open(os.path.join(path, "cgroup.subtree_control"), "w") as f:
+                    f.write("+memory +pids")
+            for name, value in limits[controller].items():
+                if os.path.exists(os.path.join(path, name)):
+                    with open(os.path.join(path, name), "w") as f:
+                        f.write(value)
+        except OSError as exc:
+            log.info("the workers' cgroup %s could not be made: %s", path, exc.strerror)
+            with contextlib.suppress(OSError):
+                os.rmdir(path)
+
+
+def own_memory_limit() -> int | None:
+    """The memory limit on the cgroup this process is in (a supervisor's), or None when there is none."""
+    for controller, path in cgroup_dirs().items():
+        name = "memory.limit_in_bytes" if controller == "memory" else "memory.max" if controller == "unified" else ""
+        if not name:
+            continue
+        try:
+            with open(os.path.join(path, name), encoding="ascii") as f:
+                text = f.read().strip()
+        except OSError:
+            continue
+        if text.isdigit() and int(text) < 2**60:
+            return int(text)
+    return None
+
+
+def remove_worker_cgroup() -> None:
+    """Remove this server's workers' cgroup once its workers are gone (at shutdown)."""
+    for path in cgroup_dirs(parent_name(os.getpid())).values():
+        _rmdir(path, 0.5)
 
 
 def sweep(sessions_dir: Path) -> None:
-    """Remove what the workers of a server that was killed left: their cgroups and their starting folders
-    (named ``<server pid>-<random>``; a folder of a server still running is left alone)."""
+    """Remove what the workers of a server that was killed left: their cgroups (beneath a dead server's
+    parent cgroup, or at a hierarchy's root) and their starting folders (named ``<server pid>-<random>``;
+    anything of a server still running is left alone)."""
     remove_cgroups(None, wait_s=0)
+    for base in set(cgroup_dirs().values()):
+        try:
+            parents = [n for n in os.listdir(base) if n.startswith(PARENT_PREFIX) and n[len(PARENT_PREFIX) :].isdigit()]
+        except OSError:
+            continue
+        for name in parents:
+            if _running(int(name[len(PARENT_PREFIX) :])):
+                continue
+            parent = os.path.join(base, name)
+            with contextlib.suppress(OSError):
+                for child in os.listdir(parent):
+                    if child.startswith(CGROUP_PREFIX):
+                        _rmdir(os.path.join(parent, child), 0)
+            _rmdir(parent, 0)
     with contextlib.suppress(OSError):
         for entry in sessions_dir.iterdir():
             owner = entry.name.split("-", 1)[0]

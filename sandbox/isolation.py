@@ -355,8 +355,41 @@ def cgroup_name(pid: int) -> str:
     return f"{CGROUP_PREFIX}{pid}"
 
 
-def cgroup_dirs() -> dict[str, str]:
-    """Where the worker's cgroups can be made, by controller (cgroup v1 hierarchies, or v2 unified)."""
+PARENT_PREFIX = "ba-mcp-"  # + the server's pid: the one cgroup holding every worker of that server
+
+
+def parent_name(server_pid: int) -> str:
+    return f"{PARENT_PREFIX}{server_pid}"
+
+
+def cgroup_dirs(parent: str | None = None) -> dict[str, str]:
+    """Where worker cgroups are made, by controller (cgroup v1 hierarchies, or v2 unified): beneath the cgroup
+    this process is in (a supervisor's limit on the server holds for its workers too), in ``parent`` when
+    given."""
+    own = _own_cgroups()
+    found: dict[str, str] = {}
+    for line in _mounts_raw():
+        fields = line.split()
+        fstype = fields[fields.index("-") + 1]
+        options = set(fields[-1].split(","))
+        mount_root = fields[3]  # the cgroup path the mount shows as its root
+        if fstype == "cgroup":
+            for controller in ("pids", "memory"):
+                if controller in options and controller not in found:
+                    found[controller] = _beneath(fields[4], mount_root, own.get(controller, "/"), parent)
+        elif fstype == "cgroup2" and "unified" not in found:
+            found["unified"] = _beneath(fields[4], mount_root, own.get("", "/"), parent)
+    return _one_kind(found)
+
+
+def _one_kind(found: dict[str, str]) -> dict[str, str]:
+    """cgroup v1 controllers where there are any (a hybrid host also mounts an empty v2 hierarchy), else v2."""
+    v1 = {k: v for k, v in found.items() if k != "unified"}
+    return v1 or found
+
+
+def mount_points() -> dict[str, str]:
+    """The roots of the cgroup hierarchies, by controller."""
     found: dict[str, str] = {}
     for line in _mounts_raw():
         fields = line.split()
@@ -368,13 +401,36 @@ def cgroup_dirs() -> dict[str, str]:
                     found.setdefault(controller, fields[4])
         elif fstype == "cgroup2":
             found.setdefault("unified", fields[4])
+    return _one_kind(found)
+
+
+def _beneath(mount_point: str, mount_root: str, own: str, parent: str | None) -> str:
+    relative = own[len(mount_root) :] if own.startswith(mount_root) else own
+    path = os.path.join(mount_point, relative.lstrip("/"))
+    return os.path.join(path, parent) if parent else path
+
+
+def _own_cgroups() -> dict[str, str]:
+    """This process's cgroup path per controller ("" for v2), from /proc/self/cgroup."""
+    found: dict[str, str] = {}
+    try:
+        with open("/proc/self/cgroup", encoding="utf-8") as f:
+            for line in f:
+                _, controllers, path = line.rstrip("\n").split(":", 2)
+                for controller in controllers.split(",") if controllers else [""]:
+                    found[controller] = path
+    except (OSError, ValueError):
+        pass
     return found
 
 
 def _join_cgroups(options: dict[str, Any]) -> list[Protection]:
     """Root is exempt from RLIMIT_NPROC, and RLIMIT_AS is per process: a pids and a memory cgroup bound
     the worker and everything it starts together."""
-    bases = cgroup_dirs()
+    parent = options.get("cgroup_parent")
+    bases = cgroup_dirs(parent) if parent else {}
+    if not bases or not all(os.path.isdir(b) for b in bases.values()):
+        bases = mount_points()  # the server could not make its parent (cgroup v2 delegation): the hierarchy's root
     size = str(int(options.get("memory_mb") or 0) * 1024 * 1024)
     v1 = {"pids": {"pids.max": str(options.get("max_processes"))}, "memory": {"memory.limit_in_bytes": size}}
     v2 = {

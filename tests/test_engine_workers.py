@@ -472,10 +472,16 @@ def test_a_killed_server_takes_its_workers_with_it(tmp_path: Path) -> None:
         stderr=subprocess.DEVNULL,
     )
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         children: list[Any] = []
+
+        def engine_worker(p: Any) -> bool:
+            with contextlib.suppress(psutil.Error):
+                return "ba_mcp.workers" in p.cmdline()
+            return False
+
         while time.monotonic() < deadline and not children:  # the spare engine worker starts on its own
-            children = psutil.Process(proc.pid).children(recursive=True)
+            children = [p for p in psutil.Process(proc.pid).children(recursive=True) if engine_worker(p)]
             time.sleep(0.1)
         assert children
         time.sleep(0.5)
@@ -493,8 +499,11 @@ def test_a_killed_server_takes_its_workers_with_it(tmp_path: Path) -> None:
     assert left and all(name.startswith(f"{proc.pid}-") for name in left)  # what the killed server left ...
     from ba_mcp.sandbox_client import sweep
 
-    sweep(ws / "sessions")  # ... the next start removes
+    own = _memory_cgroup(os.getpid())
+    parent = Path(f"/sys/fs/cgroup/memory{own.rstrip('/')}/ba-mcp-{proc.pid}") if own else None
+    sweep(ws / "sessions")  # ... the next start removes: its folders, and its workers' cgroups
     assert not list((ws / "sessions").iterdir())
+    assert parent is None or not parent.exists()
 
 
 async def test_a_malformed_parquet_file_is_bad_data_and_a_huge_print_is_trimmed(tmp_path: Path) -> None:
@@ -513,3 +522,59 @@ async def test_a_malformed_parquet_file_is_bad_data_and_a_huge_print_is_trimmed(
         printed = await c.call_tool("run_python", {"code": "print('x' * 100_000_000)"})
         text = text_of(printed)
         assert not printed.is_error and "100,000,001 characters were printed" in text, text[-500:]
+
+
+def _memory_cgroup(pid: int) -> str:
+    with open(f"/proc/{pid}/cgroup", encoding="ascii") as f:
+        return next((line.split(":", 2)[2].strip() for line in f if ":memory:" in line), "")
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not _memory_cgroup(os.getpid()), reason="needs root and a v1 memory cgroup")
+async def test_workers_live_beneath_the_servers_cgroup_in_one_capped_parent(tmp_path: Path) -> None:
+    """Issue 22 item 4: worker cgroups were made at the hierarchy's root, outside a supervisor's limit on the
+    server. Now they are made beneath the server's own cgroup, in one parent capped over all workers; a
+    configuration that needs more than the server's own limit is refused at start, naming the settings."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    async with stdio_client(stdio_params(ws)) as (read, write), ClientSession(read, write) as s:
+        await s.initialize()
+        assert not (await s.call_tool("query_database", {"query": "SELECT 1 AS one"})).is_error
+        server = next(
+            p
+            for p in psutil.process_iter(["cmdline"])
+            if "serve" in (p.info["cmdline"] or []) and p.environ().get("BA_MCP_WORKSPACE") == str(ws)
+        )
+        own = _memory_cgroup(server.pid)
+        workers = [_memory_cgroup(c.pid) for c in server.children(recursive=True)]
+        parent = f"{own.rstrip('/')}/ba-mcp-{server.pid}"
+        assert any(w.startswith(parent + "/ba-mcp-sandbox-") for w in workers), (own, workers)
+        limit = int(Path(f"/sys/fs/cgroup/memory{parent}/memory.limit_in_bytes").read_text())
+        assert limit <= psutil.virtual_memory().total
+    # A supervisor's limit of 1 GB on the server: the default workers (many GB together) are refused.
+    box = Path(f"/sys/fs/cgroup/memory{_memory_cgroup(os.getpid()).rstrip('/')}/ba-mcp-test-{os.getpid()}")
+    box.mkdir()
+    try:
+        (box / "memory.limit_in_bytes").write_text(str(1 << 30))
+
+        def enter() -> None:
+            (box / "cgroup.procs").write_text(str(os.getpid()))
+
+        env = server_env(ws)
+        out = subprocess.run(
+            [sys.executable, "-m", "ba_mcp", "serve"],
+            env=env,
+            cwd=ROOT,
+            input="",
+            capture_output=True,
+            text=True,
+            timeout=60,
+            preexec_fn=enter,
+        )
+        assert out.returncode == 2 and "sandbox.memory_mb" in out.stderr and "engine.memory_mb" in out.stderr, out
+    finally:
+        for _ in range(50):
+            try:
+                box.rmdir()
+                break
+            except OSError:
+                time.sleep(0.05)

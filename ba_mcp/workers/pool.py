@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from ba_mcp.errors import ErrorType, ToolFailure, timed_out
 from ba_mcp.sandbox_client import BadBlob, WorkerGone, WorkerProcess, read_blob
+from sandbox.isolation import parent_name
 
 if TYPE_CHECKING:
     from ba_mcp.settings import Settings
@@ -105,6 +106,7 @@ class Engines:
         db_conf = list(self.settings.databases.values())
         options = {
             "network": False,
+            "cgroup_parent": parent_name(os.getpid()),
             "uid": c.uid,
             "gid": c.gid,
             "disk_mb": c.disk_mb,
