@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from tests.conftest import in_process, meta_of, text_of
+from tests.conftest import ROOT, in_process, meta_of, text_of
 from tests.web_fixtures import WebServer
 
 pytestmark = pytest.mark.anyio
@@ -251,6 +251,70 @@ async def test_a_robots_txt_bomb_is_read_capped(client: Client) -> None:
         watcher.join()
         site.shutdown()
     assert not result.is_error and "A readable page" in text_of(result), text_of(result)
+    assert peak[0] - before < 150 << 20, (peak[0] - before) >> 20
+
+
+def test_no_remote_body_is_read_whole() -> None:
+    """Issue 22 item 2: every remote body goes through fetch.capped_body; nothing reads a response whole."""
+    whole = re.compile(r"\b(?:response|resp|r)\.(?:content\b|text\b|json\(|read\(|aread\()")
+    found = [
+        f"{path.relative_to(ROOT)}:{n}: {line.strip()}"
+        for path in sorted((ROOT / "ba_mcp").rglob("*.py"))
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if whole.search(line) and not line.lstrip().startswith(("#", '"""'))
+    ]
+    assert not found, found
+
+
+async def test_a_search_answer_bomb_is_read_capped(tmp_path: Path) -> None:
+    """A search provider's answer is read like every body: a gzip bomb is cut, not inflated."""
+    import gzip as gz
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    import psutil
+
+    bomb = gz.compress(b'{"results": [' + b" " * (384 << 20) + b"]}", compresslevel=9)
+
+    class Provider(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Encoding", "gzip")
+            self.send_header("Content-Length", str(len(bomb)))
+            self.end_headers()
+            self.wfile.write(bomb)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    site = ThreadingHTTPServer(("127.0.0.1", 0), Provider)
+    threading.Thread(target=site.serve_forever, daemon=True).start()
+    env = {
+        "BA_MCP_WEB__ALLOW_PRIVATE_NETWORKS": "true",
+        "BA_MCP_WEB__SEARCH__SEARXNG__URL": f"http://127.0.0.1:{site.server_address[1]}",
+        "BA_MCP_WEB__SEARCH__MIN_INTERVAL_S": "0",
+        "BA_MCP_RETRY__MAX_RETRIES": "0",
+    }
+    me = psutil.Process()
+    peak, done = [0], threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            peak[0] = max(peak[0], me.memory_info().rss)
+            done.wait(0.005)
+
+    try:
+        async with in_process(tmp_path / "ws", ["web_search"], **env) as c:
+            before = me.memory_info().rss
+            watcher = threading.Thread(target=watch, daemon=True)
+            watcher.start()
+            result = await c.call_tool("web_search", {"query": "quarterly sales"})
+            done.set()
+            watcher.join()
+    finally:
+        site.shutdown()
+    assert result.is_error and "SEARCH_BAD_ANSWER" in text_of(result), text_of(result)
     assert peak[0] - before < 150 << 20, (peak[0] - before) >> 20
 
 

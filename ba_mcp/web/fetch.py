@@ -250,18 +250,8 @@ class Fetcher:
         cap = cap if cap is not None else self.settings.max_download_bytes
         length = response.headers.get("content-length")
         total = int(length) if length and length.isdigit() else None
-        chunks: list[bytes] = []
-        have = 0
-        async for chunk in response.aiter_raw():  # raw: the cap counts bytes on the wire
-            chunks.append(chunk)
-            have += len(chunk)
-            if have > cap:
-                break
-        capped = have > cap or (total is not None and total > cap)
-        body = b"".join(chunks)[:cap]
-        encoding = response.headers.get("content-encoding", "").lower()
-        if encoding and encoding != "identity":
-            body = _decompress(body, encoding, cap)
+        body, over = await capped_body(response, cap)
+        capped = over or (total is not None and total > cap)
         return Download(
             url=str(target.url),
             status=response.status_code,
@@ -319,6 +309,23 @@ def _unreachable(url: httpx.URL, exc: Exception) -> ToolFailure:
         f"{url.host[:100]} could not be reached ({type(exc).__name__})",
         "check the URL; the site may be down",
     )
+
+
+async def capped_body(response: httpx.Response, cap: int) -> tuple[bytes, bool]:
+    """The body of a streamed response — every remote body goes through here, never ``.content``: at most
+    ``cap`` bytes read on the wire and at most ``cap`` bytes after decompression; and whether it was cut."""
+    chunks: list[bytes] = []
+    have = 0
+    async for chunk in response.aiter_raw():  # raw: the cap counts bytes on the wire
+        chunks.append(chunk)
+        have += len(chunk)
+        if have > cap:
+            break
+    body = b"".join(chunks)[:cap]
+    encoding = response.headers.get("content-encoding", "").lower()
+    if encoding and encoding != "identity":
+        body = _decompress(body, encoding, cap)
+    return body, have > cap
 
 
 def _decompress(body: bytes, encoding: str, cap: int) -> bytes:

@@ -8,6 +8,7 @@ testable against a local server, and its failure is a clear dependency_error.
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qs, urlparse
 
@@ -29,12 +30,12 @@ class SearXNG:
     def configured(self) -> bool:
         return bool(self.url)
 
-    async def request(self, client: httpx.AsyncClient, query: str, n: int) -> httpx.Response:
+    def request(self, client: httpx.AsyncClient, query: str, n: int) -> httpx.Request:
         base = str(self.url).rstrip("/")
-        return await client.get(f"{base}/search", params={"q": query, "format": "json", "pageno": 1})
+        return client.build_request("GET", f"{base}/search", params={"q": query, "format": "json", "pageno": 1})
 
-    def hits(self, response: httpx.Response, n: int) -> list[Hit]:
-        return json_hits(response.json().get("results", []), n)
+    def hits(self, body: bytes, n: int) -> list[Hit]:
+        return json_hits(json.loads(body).get("results", []), n)
 
 
 class Brave:
@@ -47,12 +48,12 @@ class Brave:
     def configured(self) -> bool:
         return bool(self.key)
 
-    async def request(self, client: httpx.AsyncClient, query: str, n: int) -> httpx.Response:
+    def request(self, client: httpx.AsyncClient, query: str, n: int) -> httpx.Request:
         headers = {"X-Subscription-Token": str(self.key), "Accept": "application/json"}
-        return await client.get(self.endpoint, params={"q": query, "count": n}, headers=headers)
+        return client.build_request("GET", self.endpoint, params={"q": query, "count": n}, headers=headers)
 
-    def hits(self, response: httpx.Response, n: int) -> list[Hit]:
-        return json_hits((response.json().get("web") or {}).get("results", []), n)
+    def hits(self, body: bytes, n: int) -> list[Hit]:
+        return json_hits((json.loads(body).get("web") or {}).get("results", []), n)
 
 
 class Tavily:
@@ -65,12 +66,12 @@ class Tavily:
     def configured(self) -> bool:
         return bool(self.key)
 
-    async def request(self, client: httpx.AsyncClient, query: str, n: int) -> httpx.Response:
+    def request(self, client: httpx.AsyncClient, query: str, n: int) -> httpx.Request:
         headers = {"Authorization": f"Bearer {self.key}"}
-        return await client.post(self.endpoint, json={"query": query, "max_results": n}, headers=headers)
+        return client.build_request("POST", self.endpoint, json={"query": query, "max_results": n}, headers=headers)
 
-    def hits(self, response: httpx.Response, n: int) -> list[Hit]:
-        return json_hits(response.json().get("results", []), n)
+    def hits(self, body: bytes, n: int) -> list[Hit]:
+        return json_hits(json.loads(body).get("results", []), n)
 
 
 class DuckDuckGo:
@@ -83,11 +84,11 @@ class DuckDuckGo:
     def configured(self) -> bool:
         return True
 
-    async def request(self, client: httpx.AsyncClient, query: str, n: int) -> httpx.Response:
-        return await client.post(self.endpoint, data={"q": query, "kl": "wt-wt"})
+    def request(self, client: httpx.AsyncClient, query: str, n: int) -> httpx.Request:
+        return client.build_request("POST", self.endpoint, data={"q": query, "kl": "wt-wt"})
 
-    def hits(self, response: httpx.Response, n: int) -> list[Hit]:
-        return duckduckgo_hits(response.text)[:n]
+    def hits(self, body: bytes, n: int) -> list[Hit]:
+        return duckduckgo_hits(body.decode("utf-8", "replace"))[:n]
 
 
 PROVIDERS: dict[str, type[SearXNG | Brave | Tavily | DuckDuckGo]] = {

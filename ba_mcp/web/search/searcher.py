@@ -45,7 +45,7 @@ class Searcher:
                 if wait > 0:
                     await anyio.sleep(wait)
                 try:
-                    response = await self._send(provider, query, n)
+                    response, body = await self._send(provider, query, n)
                 finally:
                     self._last = time.monotonic()
             if response.status_code == 429:
@@ -61,18 +61,28 @@ class Searcher:
                     "wait before searching again, or raise web.search.min_interval_s",
                     retry_after=after,
                 )
-            return self._read(provider, response, n)
+            return self._read(provider, response, body, n)
         raise AssertionError("unreachable")
 
     def backend(self) -> Provider:
         """The configured provider's object."""
         return provider_for(self.provider, self.settings)
 
-    async def _send(self, provider: Provider, query: str, n: int) -> httpx.Response:
+    async def _send(self, provider: Provider, query: str, n: int) -> tuple[httpx.Response, bytes]:
+        """The provider's answer and its body, read like every remote body: streamed, capped on the wire and
+        after decompression (``_ANSWER_BYTES``)."""
         import httpx2 as httpx
 
+        from ba_mcp.web.fetch import capped_body
+
         try:
-            return await provider.request(self._client(), query, n)
+            client = self._client()
+            response = await client.send(provider.request(client, query, n), stream=True)
+            try:
+                body, _ = await capped_body(response, _ANSWER_BYTES)
+            finally:
+                await response.aclose()
+            return response, body
         except httpx.TimeoutException:
             raise ToolFailure(
                 ErrorType.TIMEOUT, "SEARCH_TIMEOUT", f"{provider.name} did not answer in time", "try again shortly"
@@ -85,7 +95,7 @@ class Searcher:
                 provider.configure,
             ) from None
 
-    def _read(self, provider: Provider, response: httpx.Response, n: int) -> list[Hit]:
+    def _read(self, provider: Provider, response: httpx.Response, body: bytes, n: int) -> list[Hit]:
         status = response.status_code
         if status in (401, 403):
             raise ToolFailure(
@@ -102,7 +112,7 @@ class Searcher:
                 "try again later" if status >= 500 else provider.configure,
             )
         try:
-            return provider.hits(response, n)
+            return provider.hits(body, n)
         except (ValueError, AttributeError, TypeError):
             raise ToolFailure(
                 ErrorType.DEPENDENCY_ERROR,
@@ -110,6 +120,9 @@ class Searcher:
                 f"{provider.name} answered with something that is not its search format",
                 provider.configure,
             ) from None
+
+
+_ANSWER_BYTES = 4 * 1024 * 1024  # of a search provider's answer, on the wire and decompressed
 
 
 def _retry_after(value: str | None) -> float | None:
