@@ -179,10 +179,12 @@ class Engines:
                 if len(self._workers) >= self.conf.max_workers:
                     self._evict_idle_locked()
                 if len(self._workers) >= self.conf.max_workers:
+                    running = sum(h.busy for h in self._workers.values())
                     raise ToolFailure(
                         ErrorType.RESOURCE_ERROR,
                         "TOO_MANY_WORKERS",
-                        f"all {self.conf.max_workers} engine workers of this server are busy with other sessions",
+                        f"all {self.conf.max_workers} engine workers of this server are busy with other sessions "
+                        f"({running} running a statement, {len(self._workers) - running} finishing a call)",
                         "try again shortly, or raise engine.max_workers",
                     )
                 spare, self._spare = self._spare, None
