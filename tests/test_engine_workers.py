@@ -401,17 +401,17 @@ async def test_a_configured_file_is_served_without_a_copy_and_the_hostile_list_c
         "INSERT INTO t VALUES (1, 'x')",
         "CREATE TEMP TABLE keep AS SELECT * FROM t WHERE id < 10",
     ]
-    params = stdio_params(ws, BA_MCP_DATABASES__SALES__PATH=str(db))
+    server_tmp = tmp_path / "server-tmp"  # the server's own temp directory: where the copies used to go
+    server_tmp.mkdir()
+    params = stdio_params(ws, BA_MCP_DATABASES__SALES__PATH=str(db), TMPDIR=str(server_tmp))
     since = time.time()
     async with stdio_client(params) as (read, write), ClientSession(read, write) as s:
         await s.initialize()
         first = await s.call_tool("query_database", {"database": "sales", "query": "SELECT count(*) AS n FROM t"})
         assert not first.is_error and "300000" in text_of(first).replace(",", ""), text_of(first)
-        import tempfile
-
-        # the private copy the server used to make (before issue 21) went to the temp directory
-        roots = [ws, Path(tempfile.gettempdir()), Path(os.environ["XDG_CACHE_HOME"])]
-        assert not [p for p in _new_big_files(roots, size // 2, since) if p.resolve() != db.resolve()]
+        # the private copy the server used to make (before issue 21) went to its temp directory
+        roots = [ws, server_tmp, Path(os.environ["XDG_CACHE_HOME"])]
+        assert not _new_big_files(roots, size // 2, since)
         for query in hostile:
             await s.call_tool("query_database", {"database": "sales", "query": query})
         kept = await s.call_tool("query_database", {"database": "sales", "query": "SELECT count(*) AS n FROM keep"})
