@@ -7,7 +7,9 @@ loopback runs in a network namespace of its own (test_web_namespace.py)."""
 
 from __future__ import annotations
 
+import contextlib
 import re
+import threading
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -206,14 +208,36 @@ async def test_loopback_in_every_spelling_is_refused_before_any_connection(guard
     assert web.hits == before  # not one connection reached the server
 
 
+@contextlib.contextmanager
+def peak_growth() -> Iterator[list[int]]:
+    """This process's peak RSS growth over the block, in bytes (sampled every 5 ms), in ``[0]`` after it."""
+    import psutil
+
+    me = psutil.Process()
+    before, peak, done = me.memory_info().rss, [0], threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            peak[0] = max(peak[0], me.memory_info().rss)
+            done.wait(0.005)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    growth = [0]
+    try:
+        yield growth
+    finally:
+        done.set()
+        watcher.join()
+        growth[0] = peak[0] - before
+
+
 async def test_a_robots_txt_bomb_is_read_capped(client: Client) -> None:
     """Issue 22 item 2: robots.txt was read whole and inflated by httpx (3 MB of gzip, 3 GB of zeros). Now the
     same capped raw read and capped decompression as every other body: the page is answered, memory stays."""
     import gzip as gz
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-    import psutil
 
     bomb = gz.compress(b"\0" * (384 << 20), compresslevel=9)  # ~370 KB on the wire, 384 MB inflated
 
@@ -234,24 +258,13 @@ async def test_a_robots_txt_bomb_is_read_capped(client: Client) -> None:
 
     site = ThreadingHTTPServer(("127.0.0.1", 0), Site)
     threading.Thread(target=site.serve_forever, daemon=True).start()
-    me = psutil.Process()  # the in-process server: this very process
-    before, peak, done = me.memory_info().rss, [0], threading.Event()
-
-    def watch() -> None:
-        while not done.is_set():
-            peak[0] = max(peak[0], me.memory_info().rss)
-            done.wait(0.005)
-
-    watcher = threading.Thread(target=watch, daemon=True)
-    watcher.start()
     try:
-        result = await read(client, f"http://127.0.0.1:{site.server_address[1]}/page")
+        with peak_growth() as growth:  # the in-process server: this very process
+            result = await read(client, f"http://127.0.0.1:{site.server_address[1]}/page")
     finally:
-        done.set()
-        watcher.join()
         site.shutdown()
     assert not result.is_error and "A readable page" in text_of(result), text_of(result)
-    assert peak[0] - before < 150 << 20, (peak[0] - before) >> 20
+    assert growth[0] < 150 << 20, growth[0] >> 20
 
 
 def test_no_remote_body_is_read_whole() -> None:
@@ -271,8 +284,6 @@ async def test_a_search_answer_bomb_is_read_capped(tmp_path: Path) -> None:
     import gzip as gz
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-    import psutil
 
     bomb = gz.compress(b'{"results": [' + b" " * (384 << 20) + b"]}", compresslevel=9)
 
@@ -296,26 +307,14 @@ async def test_a_search_answer_bomb_is_read_capped(tmp_path: Path) -> None:
         "BA_MCP_WEB__SEARCH__MIN_INTERVAL_S": "0",
         "BA_MCP_RETRY__MAX_RETRIES": "0",
     }
-    me = psutil.Process()
-    peak, done = [0], threading.Event()
-
-    def watch() -> None:
-        while not done.is_set():
-            peak[0] = max(peak[0], me.memory_info().rss)
-            done.wait(0.005)
-
     try:
         async with in_process(tmp_path / "ws", ["web_search"], **env) as c:
-            before = me.memory_info().rss
-            watcher = threading.Thread(target=watch, daemon=True)
-            watcher.start()
-            result = await c.call_tool("web_search", {"query": "quarterly sales"})
-            done.set()
-            watcher.join()
+            with peak_growth() as growth:
+                result = await c.call_tool("web_search", {"query": "quarterly sales"})
     finally:
         site.shutdown()
     assert result.is_error and "SEARCH_BAD_ANSWER" in text_of(result), text_of(result)
-    assert peak[0] - before < 150 << 20, (peak[0] - before) >> 20
+    assert growth[0] < 150 << 20, growth[0] >> 20
 
 
 async def test_ipv6_outside_global_unicast_is_refused(guarded: Client, web: WebServer) -> None:
