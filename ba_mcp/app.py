@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ba_mcp.databases import Databases
+from ba_mcp.errors import ToolFailure
 from ba_mcp.exports import Exports
 from ba_mcp.pipeline.cache import RawCache
 from ba_mcp.pipeline.observe import Observer, ToolTraits
@@ -85,7 +86,10 @@ class App:
         self.artifacts = ArtifactStore(self.workspace.dir("artifacts"), settings.artifacts)
         self.exports = Exports(settings.export_root(), self.artifacts)
         rp = settings.tools.run_python
-        self.code = CodeStore(self.workspace.dir("code"), rp.code_store_max_bytes, rp.code_ttl_hours * 3600)
+        self.code = CodeStore(
+            self.workspace.dir("code"), rp.code_store_max_bytes, rp.code_ttl_hours * 3600, settings.artifacts.shared
+        )
+        self.workspace.owned = self._owned  # ids resolve only for the sessions that own them (S-9)
         self.tokens = TokenCounter(config_dir() / "token_encoders.yaml", settings.model_family)
         self.cache = RawCache(settings.cache.max_entries, settings.cache.max_bytes)
         _bound_the_workers(settings)
@@ -129,6 +133,16 @@ class App:
                 else []  # no skill the model may use: no tool (nor its description) at all
             ),
         ]
+
+    def _owned(self, kind: str, ref_id: str) -> bool:
+        """Whether the calling session may read the stored item ``ref_id`` (an artifact or a code file)."""
+        if kind == "artifact":
+            try:
+                self.artifacts.get(ref_id)
+            except ToolFailure:
+                return False
+            return True
+        return self.code.visible(ref_id)
 
     def _table_stats(self, aid: str) -> tuple[dict[str, dict[str, Any]], int] | None:
         """Whole-column figures of a stored table, computed by an engine worker over the artifact's file."""

@@ -174,10 +174,19 @@ def print_result(result: Any) -> None:
 
 
 def cmd_artifacts(args: argparse.Namespace) -> int:
+    from ba_mcp import callers
+
+    with callers.acting_as(callers.EVERYONE):  # the operator sees every session's artifacts
+        return _artifacts(args)
+
+
+def _artifacts(args: argparse.Namespace) -> int:
     from ba_mcp.stores.artifacts import ArtifactStore
     from ba_mcp.workspace import Workspace
 
     settings = _settings(args)
+    # the operator's own look at the store: every session's artifacts, also through the tools it runs
+    settings = settings.model_copy(update={"artifacts": settings.artifacts.model_copy(update={"shared": True})})
     ws = Workspace.open(settings.workspace_root())
     store = ArtifactStore(ws.dir("artifacts"), settings.artifacts)
     if args.action == "list":

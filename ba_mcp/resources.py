@@ -19,6 +19,7 @@ from mcp.server.lowlevel.helper_types import ReadResourceContents
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 from mcp.types import Completion, ResourceTemplateReference
 
+from ba_mcp import callers
 from ba_mcp.errors import ToolFailure
 from ba_mcp.ids import ARTIFACT_ID
 from ba_mcp.sessions import session_key
@@ -169,10 +170,12 @@ def read_artifact_resource(app: App, aid: str) -> tuple[str | bytes, str]:
 
 
 def metrics_report(app: App, session: str) -> str:
-    """The metrics of one client session only (S-9): no other session's activity or key."""
+    """The metrics of one client session only (S-9): no other session's activity, key or artifacts."""
+    with callers.acting_as(session):
+        own = app.artifacts.list()
     report: dict[str, Any] = {
         "session": app.sessions(session).usage.report(),
-        "artifacts": {"count": len(app.artifacts.list()), "bytes": app.artifacts.total_bytes()},
+        "artifacts": {"count": len(own), "bytes": sum(m.size for m in own)},
     }
     if app.settings.telemetry.lag_monitor:
         report["event_loop"] = {k: round(v, 1) for k, v in app.loop_lag.items()}
@@ -180,7 +183,7 @@ def metrics_report(app: App, session: str) -> str:
 
 
 def files_listing(app: App) -> str:
-    """The unified file list (seed 002): uploads, code files and artifacts, as markdown."""
+    """The unified file list (seed 002): uploads, the calling session's code files and artifacts, as markdown."""
     lines = ["# Files in the workspace", ""]
     uploads = app.workspace.uploads()
     lines.append("## Uploads (read with file_reader; path = the id)")

@@ -41,7 +41,7 @@ from mcp.types import (
 )
 from pydantic import ConfigDict, ValidationError
 
-from ba_mcp import resources
+from ba_mcp import callers, resources
 from ba_mcp.app import App
 from ba_mcp.errors import Code, ErrorType, ToolFailure, format_error
 from ba_mcp.pipeline.runner import CallOutcome
@@ -202,6 +202,17 @@ class _UnknownToolMiddleware:
         return await call_next(ctx)
 
 
+class _SessionMiddleware:
+    """Every request is served for the client session it came from (``ba_mcp.callers``): the stores answer
+    each session with its own artifacts and code, whatever handler reads them — tools, resources,
+    completions."""
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        headers = getattr(ctx.request, "headers", None) if ctx.request is not None else None
+        with callers.acting_as(session_key(headers)):
+            return await call_next(ctx)
+
+
 class SdkInternals:
     """The one place that uses private parts of the MCP SDK (mcp 2.3), each because no public hook
     exists: the low-level server (for ``logging/setLevel`` and the stdio relay) and the HTTP session
@@ -321,7 +332,7 @@ def build_server(app: App) -> BaServer:
         instructions=instructions(app),
         lifespan=lifespan,
         tools=[PipelineTool.wrap(t, structured) for t in registered],
-        middleware=[_UnknownToolMiddleware((t.name for t in registered), structured)],
+        middleware=[_SessionMiddleware(), _UnknownToolMiddleware((t.name for t in registered), structured)],
         log_level=app.settings.log_level,
         extensions=[SkillsExtension(app.skills)] if len(app.skills) else [],
     )

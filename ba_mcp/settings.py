@@ -57,6 +57,7 @@ class ArtifactSettings(_Section):
     max_bytes: int = Field(2 * 1024**3, ge=1024 * 1024)
     cleanup_interval_s: float = Field(600, gt=0)
     max_artifact_bytes: int = Field(1024**3, ge=1024)
+    shared: bool = False  # every session reads every session's artifacts and code (single-user HTTP)
 
 
 class CacheSettings(_Section):

@@ -10,7 +10,9 @@ the workspace root, with no symbolic link followed at any step (``openat2`` with
 (``Resolved.open()``, or ``Resolved.path`` — ``/proc/self/fd/<n>``, which reopens the very file that was
 opened, not a path in the workspace — for libraries that want a path), so swapping a file for a symlink
 between a check and a read cannot redirect a tool. ``sessions/`` (written by the sandbox) and ``logs/``
-are not readable through any reference. Only ids and workspace-relative names are ever shown (S-1).
+are not readable through any reference; ``artifacts/`` and ``code/`` only by id, and an id resolves only
+when ``Workspace.owned`` says the calling session may read it (SPEC S-9: the stores own that answer, the
+App connects them). Only ids and workspace-relative names are ever shown (S-1).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from ba_mcp.ids import ARTIFACT_ID, CODE_ID, UPLOAD_ID, upload_id_for
 
 SUBDIRS = ("uploads", "artifacts", "code", "sessions", "data", "logs")
 PRIVATE_DIRS = frozenset({"sessions", "logs"})  # never read through a reference
+STORE_DIRS = frozenset({"artifacts", "code"})  # read only by id, so that each session reaches only its own
 
 MAX_REF_LENGTH = 4096
 
@@ -97,6 +100,8 @@ class Workspace:
             ("upload_", self._upload),
         ]
         self._schemes: dict[str, Callable[[str], Resolved]] = {}
+        # Whether the calling session may read the stored item (kind, id); the App connects its stores.
+        self.owned: Callable[[RefKind, str], bool] = lambda kind, ref_id: True
 
     def add_scheme(self, scheme: str, handler: Callable[[str], Resolved]) -> None:
         """Resolve ``<scheme>://…`` references with ``handler`` (which does its own confinement)."""
@@ -195,6 +200,11 @@ class Workspace:
                     "files move from run_python to the other tools with save_artifact(obj); read uploads/ files "
                     "and artifacts by id",
                 )
+            if parts and parts[0] in STORE_DIRS:
+                raise denied(
+                    f"'{parts[0]}/' is read by id only",
+                    "pass the id (artifact_… or code_…); the resource ba://files lists this session's",
+                )
         return decoded
 
     def _in_read_root(self, name: str, relative: str, ref: str) -> Resolved:
@@ -210,9 +220,9 @@ class Workspace:
             real = Path(os.readlink(f"/proc/self/fd/{resolved.fd}"))
         except OSError:
             real = None
-        if real is not None and any(real.is_relative_to(self.root / d) for d in PRIVATE_DIRS):
+        if real is not None and any(real.is_relative_to(self.root / d) for d in PRIVATE_DIRS | STORE_DIRS):
             resolved.close()
-            raise denied(f"'{shown[:200]}' is a private folder of the workspace")
+            raise denied(f"'{shown[:200]}' is a private folder of the workspace", "read artifacts and code by id")
         return resolved
 
     def _read_root_fd(self, name: str) -> int:
@@ -256,7 +266,7 @@ class Workspace:
         matches = [
             p for p in _entries(folder) if p.name.split(".", 1)[0] == ref_id and not p.name.endswith(".meta.json")
         ]
-        if not listed or not matches:
+        if not listed or not matches or not self.owned(kind, ref_id):  # another session's: as if it were not there
             what = "artifact" if kind == "artifact" else "code file"
             raise not_found(
                 f"no {what} with id {ref_id} (it may have expired)",
@@ -303,7 +313,7 @@ class Workspace:
         try:
             if parts[0] in self.read_roots:
                 real = Path(os.readlink(f"/proc/self/fd/{fd}"))
-                if any(real == self.root / d or real.is_relative_to(self.root / d) for d in PRIVATE_DIRS):
+                if any(real.is_relative_to(self.root / d) for d in PRIVATE_DIRS | STORE_DIRS):
                     raise denied(f"'{ref[:200]}' is a private folder of the workspace")
             entries, more = _scan(fd, "/".join(parts))
         finally:

@@ -9,8 +9,11 @@ import json
 import os
 import random
 import shutil
+import socket
 import subprocess
 import sys
+import tempfile
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -250,3 +253,37 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         return LONGEST_FIRST.index(name) if name in LONGEST_FIRST else len(LONGEST_FIRST)
 
     items.sort(key=rank)  # stable: the order within a file is kept
+
+
+@contextlib.contextmanager
+def http_serve(workspace: Path, **extra_env: str) -> Iterator[str]:
+    """A spawned ``ba-mcp serve --transport http`` on a free loopback port: yields its MCP URL."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    with tempfile.TemporaryFile() as log:  # what the server says, never a pipe that could fill
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "ba_mcp", "serve", "--transport", "http", "--port", str(port)],
+            env=server_env(workspace, **extra_env),
+            cwd=ROOT,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+        )
+        try:
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                    break
+                except OSError:
+                    if proc.poll() is not None or time.monotonic() > deadline:
+                        log.seek(0)
+                        raise RuntimeError(log.read().decode(errors="replace")[-4000:] or "server exited") from None
+                    time.sleep(0.05)
+            yield f"http://127.0.0.1:{port}/mcp"
+        finally:
+            proc.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(10)
+            proc.kill()

@@ -16,6 +16,7 @@ PACKAGE = ROOT / "ba_mcp"
 ROOMS: list[tuple[str, int]] = [
     # the ground vocabulary: no imports of the rooms above
     ("ba_mcp.errors", 0),
+    ("ba_mcp.callers", 0),
     ("ba_mcp.ids", 0),
     ("ba_mcp.results", 0),
     ("ba_mcp.settings", 0),

@@ -119,9 +119,11 @@ class Observer:
     # -- artifacts ----------------------------------------------------------------------------
 
     def _keep(self, tool: str, raw: RawResult) -> ArtifactMeta:
-        """Store the complete raw result (or refer to the artifact it was read from)."""
+        """Store the complete raw result (or refer to the artifact it was read from or written to). The
+        result is this session's — its call's, or a cached result of the same call — so the artifact becomes
+        the session's own too (S-9)."""
         if raw.artifact_id:
-            return self.store.get(raw.artifact_id)
+            return self.store.claim(raw.artifact_id)
         if isinstance(raw, Table):
             return self.store.put_table(raw.frame, title=raw.title, source_tool=tool)
         if isinstance(raw, Document):
@@ -150,7 +152,7 @@ class Observer:
         line = f"More {what} in the source: call {tool} again with {args} (other arguments unchanged)"
         if isinstance(raw, Document) and raw.artifact_id:
             line += (
-                f", or read the whole text: {raw.artifact_id} — {self._how_to_read(self.store.get(raw.artifact_id))}"
+                f", or read the whole text: {raw.artifact_id} — {self._how_to_read(self.store.claim(raw.artifact_id))}"
             )
         return [line + "."]
 
@@ -354,6 +356,7 @@ class Observer:
         change: their id is their content's digest, so the figures are kept for the next call)."""
         if aid not in self._whole_stats:
             try:
+                self.store.claim(aid)  # the artifact of this session's result (see _keep)
                 with self.store.reading(aid) as meta:
                     if meta.kind != "table":
                         return None

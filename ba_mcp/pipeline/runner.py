@@ -25,6 +25,7 @@ import anyio.to_thread
 from opentelemetry import trace
 from pydantic import ValidationError
 
+from ba_mcp import callers
 from ba_mcp.errors import Code, ErrorType, ToolFailure, classify, format_error, timed_out
 from ba_mcp.pipeline.cache import RawCache, cache_key
 from ba_mcp.pipeline.levels import LevelChoice, OutputLevel, resolve_level
@@ -101,10 +102,17 @@ class Runner:
     async def call(
         self, tool: Tool, arguments: dict[str, Any], session: str, progress: Any = None, notify: Notify | None = None
     ) -> CallOutcome:
-        """Run one call; always returns a CallOutcome (with ``failure`` set when it failed).
+        """Run one call for ``session``; always returns a CallOutcome (with ``failure`` set when it failed).
 
         ``progress(done, total, message)`` and ``notify(level, message)`` are the client's channels
-        (progress notifications and log messages); both optional."""
+        (progress notifications and log messages); both optional. The call acts for ``session``
+        (``ba_mcp.callers``): the stores show it its own artifacts and code, and what it stores is its own."""
+        with callers.acting_as(session):
+            return await self._call(tool, arguments, session, progress, notify)
+
+    async def _call(
+        self, tool: Tool, arguments: dict[str, Any], session: str, progress: Any, notify: Notify | None
+    ) -> CallOutcome:
         started = time.perf_counter()
         record = CallRecord(
             execution_id=uuid.uuid4().hex,

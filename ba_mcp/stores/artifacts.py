@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ba_mcp import callers
 from ba_mcp.errors import Code, ErrorType, ToolFailure, not_found
 from ba_mcp.ids import ARTIFACT_ID
 
@@ -52,6 +53,7 @@ class ArtifactMeta:
     rows: int | None = None
     columns: list[dict[str, str]] = field(default_factory=list)
     summary: str = ""
+    owners: list[str] = field(default_factory=lambda: [callers.DEFAULT])
 
     @property
     def uri(self) -> str:
@@ -61,6 +63,7 @@ class ArtifactMeta:
         """Metadata as shown to clients (no paths)."""
         data = asdict(self)
         data.pop("ext")
+        data.pop("owners")
         data["uri"] = self.uri
         return data
 
@@ -74,6 +77,7 @@ class ArtifactStore:
         self._in_use: dict[str, int] = {}
         self._lock = threading.Lock()
         self._commit_lock = threading.Lock()  # room is made and the artifact listed as one step
+        self._meta_lock = threading.Lock()  # metadata is re-read and rewritten as one step (owners, access time)
 
     @property
     def max_single_bytes(self) -> int:
@@ -157,8 +161,7 @@ class ArtifactStore:
             final = self.root / f"{aid}.{ext}"
             existing = self._read_meta(aid)
             if existing is not None and final.exists():
-                self._touch(existing, force=True)
-                return existing
+                return self._update(existing, own=True, touch=True)
             _fsync(tmp)
             with self._commit_lock:
                 self._make_room(size)
@@ -171,7 +174,7 @@ class ArtifactStore:
     def _make_room(self, incoming: int) -> None:
         """Keep the store under ``max_bytes`` on every write (S-7): least recently used artifacts go first;
         if those being read cannot go, the new one is refused."""
-        metas = self.list()
+        metas = self._all()
         total = sum(m.size for m in metas)
         for meta in sorted(metas, key=lambda m: m.last_accessed):
             if total + incoming <= self.settings.max_bytes:
@@ -215,6 +218,7 @@ class ArtifactStore:
             rows=rows,
             columns=columns or [],
             summary=summary[:500],
+            owners=callers.new_owners(),
         )
         self._write_meta(meta)
         return meta
@@ -234,8 +238,25 @@ class ArtifactStore:
         except (OSError, ValueError, TypeError):
             return None
 
+    def visible(self, meta: ArtifactMeta) -> bool:
+        """Whether the current session may read this artifact."""
+        return callers.may_read(meta.owners, self.settings.shared)
+
     def get(self, aid: str) -> ArtifactMeta:
-        """Metadata of an artifact; ``not_found`` when unknown or expired, ``invalid`` for a malformed id."""
+        """Metadata of an artifact of the current session; ``not_found`` when unknown, expired or another
+        session's, ``invalid`` for a malformed id."""
+        meta = self._found(aid)
+        if not self.visible(meta):
+            raise _missing(aid)
+        return meta
+
+    def claim(self, aid: str) -> ArtifactMeta:
+        """Make an artifact the current session's own (and return it): only for an artifact that a call of
+        this session produced or legitimately reached — a cached result of the same call, a page read
+        first by another session."""
+        return self._update(self._found(aid), own=True)
+
+    def _found(self, aid: str) -> ArtifactMeta:
         if not isinstance(aid, str) or not ARTIFACT_ID.match(aid):
             raise ToolFailure(
                 ErrorType.INVALID_PARAMETERS,
@@ -245,7 +266,7 @@ class ArtifactStore:
             )
         meta = self._read_meta(aid)
         if meta is None or not self.data_path(meta).exists():
-            raise not_found(f"no artifact with id {aid} (it may have expired)", "read the resource ba://files")
+            raise _missing(aid)
         return meta
 
     def data_path(self, meta: ArtifactMeta) -> Path:
@@ -282,20 +303,38 @@ class ArtifactStore:
                 self.data_path(meta)
             ).read()  # read_table goes through pyarrow.dataset, which imports pandas
 
-    def _touch(self, meta: ArtifactMeta, force: bool = False) -> None:
-        now = time.time()
-        if force or now - meta.last_accessed > _TOUCH_EVERY_S:
-            meta.last_accessed = now
-            with contextlib.suppress(OSError):
-                self._write_meta(meta)
+    def _touch(self, meta: ArtifactMeta) -> None:
+        if time.time() - meta.last_accessed > _TOUCH_EVERY_S:
+            self._update(meta, touch=True)
 
-    def list(self) -> list[ArtifactMeta]:
+    def _update(self, meta: ArtifactMeta, *, own: bool = False, touch: bool = False) -> ArtifactMeta:
+        """The metadata re-read and rewritten under a lock: the current session added to its owners
+        (``own``), its access time refreshed (``touch``)."""
+        with self._meta_lock:
+            fresh = self._read_meta(meta.id) or meta
+            owners = callers.with_owner(fresh.owners) if own else None
+            if owners is None and not touch:
+                return fresh
+            if owners is not None:
+                fresh.owners = owners
+            if touch:
+                fresh.last_accessed = time.time()
+            with contextlib.suppress(OSError):
+                self._write_meta(fresh)
+            return fresh
+
+    def _all(self) -> list[ArtifactMeta]:
+        """Every session's artifacts, oldest first (for the store's own upkeep)."""
         metas = []
         for p in self.root.glob("artifact_*.meta.json"):
             meta = self._read_meta(p.name[: -len(".meta.json")])
             if meta is not None:
                 metas.append(meta)
         return sorted(metas, key=lambda m: m.created)
+
+    def list(self) -> list[ArtifactMeta]:
+        """The current session's artifacts, oldest first."""
+        return [m for m in self._all() if self.visible(m)]
 
     # -- cleanup ------------------------------------------------------------------------------
 
@@ -306,7 +345,7 @@ class ArtifactStore:
         now = time.time() if now is None else now
         ttl_s = self.settings.ttl_hours * 3600
         removed = {"expired": 0, "evicted": 0, "orphans": 0, "bytes_freed": 0}
-        metas = self.list()
+        metas = self._all()
         live = []
         for meta in metas:
             if now - meta.last_accessed > ttl_s and self._remove(meta):
@@ -324,7 +363,7 @@ class ArtifactStore:
                     total -= meta.size
                     removed["evicted"] += 1
                     removed["bytes_freed"] += meta.size
-        listed = {m.id for m in self.list()}
+        listed = {m.id for m in self._all()}
         for p in list(self.root.iterdir()) + list(self._tmp.iterdir()):
             if p.is_dir():
                 continue
@@ -349,7 +388,12 @@ class ArtifactStore:
         return True
 
     def total_bytes(self) -> int:
-        return sum(m.size for m in self.list())
+        """Bytes of every session's artifacts: what ``max_bytes`` bounds."""
+        return sum(m.size for m in self._all())
+
+
+def _missing(aid: str) -> ToolFailure:
+    return not_found(f"no artifact with id {aid} (it may have expired)", "read the resource ba://files")
 
 
 def _sha256_file(path: Path) -> str:

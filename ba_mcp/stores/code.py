@@ -6,29 +6,43 @@ import contextlib
 import hashlib
 import json
 import os
+import threading
 import time
 import uuid
 from pathlib import Path
 from typing import Any
+
+from ba_mcp import callers
 
 
 class CodeStore:
     """Code run by run_python, kept as ``code_<12 hex>.py`` (content-addressed) plus ``.meta.json`` in the
     workspace's ``code/`` folder (seed 002's code store). The metadata is written last, so a half-written
     code file is never listed; the store stays under ``max_bytes`` (least recently used first) and forgets
-    files unused for ``ttl_s``. The one place that knows the folder's layout."""
+    files unused for ``ttl_s``. The one place that knows the folder's layout.
 
-    def __init__(self, folder: Path, max_bytes: int, ttl_s: float) -> None:
+    Like artifacts, code belongs to the sessions that ran it (``owners``; SPEC S-9): ``list`` and ``visible``
+    answer for the current session (``ba_mcp.callers``) unless ``shared``."""
+
+    def __init__(self, folder: Path, max_bytes: int, ttl_s: float, shared: bool = False) -> None:
         self.folder = folder
         self.max_bytes = max_bytes
         self.ttl_s = ttl_s
+        self.shared = shared
+        self._lock = threading.Lock()
         folder.mkdir(parents=True, exist_ok=True)
 
     def put(self, code: str, language: str = "python") -> str:
         """Store ``code``; returns its id (the same code gets the same id)."""
         code_id = "code_" + hashlib.sha256(code.encode("utf-8", "surrogatepass")).hexdigest()[:12]
         meta_path = self.folder / f"{code_id}.meta.json"
-        if meta_path.exists():
+        known = self._meta(code_id)
+        if known is not None:
+            with self._lock:
+                known = self._meta(code_id) or known
+                owners = callers.with_owner(known.get("owners", [callers.DEFAULT]))
+                if owners is not None:
+                    self._write(meta_path, json.dumps({**known, "owners": owners}, ensure_ascii=False).encode())
             with contextlib.suppress(OSError):
                 os.utime(meta_path)  # recently used
             return code_id
@@ -41,25 +55,38 @@ class CodeStore:
             "line_count": code.count("\n") + 1,
             "chars": len(code),
             "created": time.time(),
+            "owners": callers.new_owners(),
         }
-        for path, data in (
-            (self.folder / f"{code_id}.py", code.encode("utf-8", "surrogatepass")),
-            (meta_path, json.dumps(meta, ensure_ascii=False).encode()),
-        ):
-            tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")  # unique per writer, threads included
-            tmp.write_bytes(data)
-            os.replace(tmp, path)
+        self._write(self.folder / f"{code_id}.py", code.encode("utf-8", "surrogatepass"))
+        self._write(meta_path, json.dumps(meta, ensure_ascii=False).encode())
         self.trim(keep=code_id)
         return code_id
 
+    @staticmethod
+    def _write(path: Path, data: bytes) -> None:
+        tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")  # unique per writer, threads included
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+
+    def _meta(self, code_id: str) -> dict[str, Any] | None:
+        try:
+            meta = json.loads((self.folder / f"{code_id}.meta.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return meta if isinstance(meta, dict) else None
+
+    def visible(self, code_id: str) -> bool:
+        """Whether the code file ``code_id`` exists for the current session."""
+        meta = self._meta(code_id)
+        return meta is not None and callers.may_read(meta.get("owners", [callers.DEFAULT]), self.shared)
+
     def list(self) -> list[dict[str, Any]]:
-        """The metadata of every stored code file, by id."""
+        """The metadata of the current session's stored code files, by id (owners left out)."""
         metas = []
         for meta_path in sorted(self.folder.glob("code_*.meta.json")):
-            try:
-                metas.append(json.loads(meta_path.read_text(encoding="utf-8")))
-            except (OSError, ValueError):
-                continue
+            meta = self._meta(meta_path.name[: -len(".meta.json")])
+            if meta is not None and callers.may_read(meta.get("owners", [callers.DEFAULT]), self.shared):
+                metas.append({k: v for k, v in meta.items() if k != "owners"})
         return metas
 
     def trim(self, keep: str = "") -> int:

@@ -121,6 +121,8 @@ class WebReader(Tool):
             return JsonValue(page.title, page.value, notes=list(page.notes), meta={"url": page.url})
         if page.kind == "table":
             assert page.table_id is not None
+            # the page cache is shared: a page another session read first becomes this session's too
+            await anyio.to_thread.run_sync(self.artifacts.claim, page.table_id)
             _, table = await anyio.to_thread.run_sync(self.artifacts.read_table, page.table_id)
             return Table(
                 page.title,
