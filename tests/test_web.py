@@ -331,6 +331,40 @@ async def test_ipv6_outside_global_unicast_is_refused(guarded: Client, web: WebS
     assert "site-local" in text_of(result) and web.hits == before
 
 
+async def test_the_connected_peer_is_checked_before_anything_is_sent(
+    web: WebServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 22 item 3, the second boundary: should a vetted name ever connect to a private address (a resolver
+    that answers differently the second time, a vetting bug — here ``vet`` itself is made to lie), the socket's
+    own peer address is checked when the TCP connection is made, and nothing is written to it."""
+    import httpx2 as httpx
+
+    from ba_mcp.errors import ToolFailure
+    from ba_mcp.settings import WebSettings
+    from ba_mcp.web import fetch
+
+    port = httpx.URL(web.url("/article")).port
+
+    async def lying_vet(url: Any, allow_private: bool) -> fetch.Target:
+        return fetch.Target(httpx.URL(f"http://public.example:{port}/article"), "127.0.0.1")
+
+    monkeypatch.setattr(fetch, "vet", lying_vet)
+    for allow_private in (False, True):
+        fetcher = fetch.Fetcher(WebSettings(allow_private_networks=allow_private, timeout_s=15), "test")
+        before = web.hits
+        try:
+            if allow_private:  # the control: the same connection is made and served when private is allowed
+                assert (await fetcher.fetch("http://public.example/article")).status == 200
+                assert web.hits > before
+                continue
+            with pytest.raises(ToolFailure) as refused:
+                await fetcher.fetch("http://public.example/article")
+            assert refused.value.code == "URL_REFUSED" and "loopback" in refused.value.message
+            assert "nothing was sent" in refused.value.message and web.hits == before
+        finally:
+            await fetcher.aclose()
+
+
 # -- web_search -------------------------------------------------------------------------------------
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import ipaddress
 import socket
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -213,13 +214,7 @@ class Fetcher:
         while True:
             if self.settings.respect_robots_txt:
                 await self._check_robots(target)
-            try:
-                request = self.client.build_request("GET", target.request_url(), headers=target.headers())
-                if target.url.scheme == "https":
-                    request.extensions["sni_hostname"] = target.url.host
-                response = await self.client.send(request, stream=True)
-            except httpx.HTTPError as exc:
-                raise _unreachable(target.url, exc) from None
+            response = await self._send(target)
             try:
                 if response.status_code in _REDIRECTS and "location" in response.headers:
                     if len(redirects) >= self.settings.max_redirects:
@@ -241,6 +236,24 @@ class Fetcher:
                 return await self._read(target, response, redirects)
             finally:
                 await response.aclose()
+
+    async def _send(self, target: Target) -> httpx.Response:
+        """GET the vetted target at its vetted address, streamed. Unless private networks are allowed, the
+        connected socket's peer is checked before a byte of the request is written: it must be the vetted
+        address and a public one (the second boundary, where the connection happens)."""
+        import httpx2 as httpx
+
+        request = self.client.build_request("GET", target.request_url(), headers=target.headers())
+        if target.url.scheme == "https":
+            request.extensions["sni_hostname"] = target.url.host
+        if not self.settings.allow_private_networks:
+            request.extensions["trace"] = _peer_guard(target)
+        try:
+            return await self.client.send(request, stream=True)
+        except _PeerRefused as refusal:
+            raise refusal.failure from None
+        except httpx.HTTPError as exc:
+            raise _unreachable(target.url, exc) from None
 
     async def _read(
         self, target: Target, response: httpx.Response, redirects: list[str], cap: int | None = None
@@ -265,20 +278,13 @@ class Fetcher:
     async def _check_robots(self, target: Target) -> None:
         """robots.txt of the target's origin, fetched the same vetted way: 401/403 and 5xx mean disallow (as
         the reference fetch server does), other 4xx mean allow. Cached per origin for an hour."""
-        import httpx2 as httpx
         from protego import Protego
 
         origin = f"{target.url.scheme}://{target.url.netloc.decode('ascii')}"
         known = self._robots.get(origin)
         if known is None or time.monotonic() - known[0] > 3600:
             robots_target = Target(target.url.copy_with(path="/robots.txt", query=None, fragment=None), target.address)
-            request = self.client.build_request("GET", robots_target.request_url(), headers=robots_target.headers())
-            if target.url.scheme == "https":
-                request.extensions["sni_hostname"] = target.url.host
-            try:
-                response = await self.client.send(request, stream=True)
-            except httpx.HTTPError as exc:
-                raise _unreachable(robots_target.url, exc) from None
+            response = await self._send(robots_target)
             try:
                 if response.status_code in (401, 403) or response.status_code >= 500:
                     rules: Any = False
@@ -300,6 +306,39 @@ class Fetcher:
                 "the site's owner asked robots not to read this page; respect it, or set "
                 "web.respect_robots_txt: false if you are allowed to read it",
             )
+
+
+class _PeerRefused(Exception):
+    """A connection whose peer is not the vetted public address (raised from the transport's trace hook)."""
+
+    def __init__(self, failure: ToolFailure) -> None:
+        super().__init__(failure.message)
+        self.failure = failure
+
+
+def _peer_guard(target: Target) -> Callable[[str, dict[str, Any]], Awaitable[None]]:
+    """httpcore's ``trace`` hook: when the TCP connection is made, its peer address is read off the socket and
+    checked; a wrong one closes the socket before the request is written."""
+
+    async def trace(event: str, info: dict[str, Any]) -> None:
+        if event != "connection.connect_tcp.complete":
+            return
+        stream = info.get("return_value")
+        peer = stream.get_extra_info("server_addr") if stream is not None else None
+        try:
+            ip = ipaddress.ip_address(str(peer[0]).split("%", 1)[0])  # type: ignore[index]
+        except (TypeError, ValueError, IndexError):
+            problem: str | None = "an address that could not be read"
+        else:
+            vetted = ipaddress.ip_address(target.address)
+            problem = address_problem(ip) or (None if ip == vetted else f"{ip}, not the vetted {vetted}")
+        if problem:
+            if stream is not None:
+                await stream.aclose()
+            host = target.url.host[:100]
+            raise _PeerRefused(refused(f"the connection to {host} reached {problem}; nothing was sent"))
+
+    return trace
 
 
 def _unreachable(url: httpx.URL, exc: Exception) -> ToolFailure:
