@@ -96,6 +96,7 @@ def _check_engine(settings: Settings, sessions: Path) -> list[Check]:
             ("read-only database files", protocol.READ_ONLY_FILES),
             ("uid", protocol.UNPRIVILEGED_USER),
             ("memory cgroup", protocol.MEMORY_ALL_PROCESSES),
+            ("cpu cgroup", protocol.CPU_SHARE),
             ("rlimit", protocol.MEMORY_PER_PROCESS),
             ("seccomp", protocol.SECCOMP_FILTER),
         )

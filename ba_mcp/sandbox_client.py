@@ -108,6 +108,7 @@ class WorkerProcess:
                 "max_processes": settings.max_processes,
                 "max_file_mb": settings.max_file_mb,
                 "cpu_seconds": settings.cpu_seconds,
+                "cpus": settings.cpus or os.cpu_count() or 1,
                 "allowed_imports": settings.allowed_imports,
                 "output_head": settings.output_head_chars,
                 "output_tail": settings.output_tail_chars,
@@ -300,6 +301,7 @@ def make_worker_cgroup(memory_bytes: int, processes: int) -> None:
     limits = {
         "memory": {"memory.limit_in_bytes": str(memory_bytes)},
         "pids": {"pids.max": str(processes)},
+        "cpu": {},  # each worker has its own share (sandbox.cpus, engine.cpus); the parent only holds them
         "unified": {"memory.max": str(memory_bytes), "pids.max": str(processes)},
     }
     for controller, path in cgroup_dirs(parent_name(os.getpid())).items():
@@ -307,9 +309,9 @@ def make_worker_cgroup(memory_bytes: int, processes: int) -> None:
             os.makedirs(path, exist_ok=True)
             if controller == "unified":
                 with open(os.path.join(os.path.dirname(path), "cgroup.subtree_control"), "w") as f:
-                    f.write("+memory +pids")
+                    f.write("+memory +pids +cpu")
                 with open(os.path.join(path, "cgroup.subtree_control"), "w") as f:
-                    f.write("+memory +pids")
+                    f.write("+memory +pids +cpu")
             for name, value in limits[controller].items():
                 if os.path.exists(os.path.join(path, name)):
                     with open(os.path.join(path, name), "w") as f:

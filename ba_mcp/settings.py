@@ -129,6 +129,7 @@ class EngineSettings(_Section):
     uid: int = Field(65534, ge=1)
     gid: int = Field(65534, ge=1)
     cpu_seconds: int = Field(36000, ge=10)
+    cpus: float = Field(0, ge=0)  # cores' worth of CPU time per worker (cpu cgroup); 0: all the machine's
     max_workers: int = Field(8, ge=1)
     spare_workers: int = Field(1, ge=0, le=1)
     interrupt_grace_s: float = Field(1.0, gt=0, le=10)
@@ -148,6 +149,7 @@ class SandboxSettings(_Section):
     max_processes: int = Field(128, ge=8)
     max_file_mb: int = Field(1024, ge=1)
     cpu_seconds: int = Field(3600, ge=10)
+    cpus: float = Field(0, ge=0)  # cores' worth of CPU time per worker (cpu cgroup); 0: all the machine's
     network: bool = False
     env_allowlist: list[str] = ["PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ"]
     # The shipped list is in config/default.yaml (always loaded); without it nothing may be imported.

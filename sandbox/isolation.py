@@ -355,6 +355,8 @@ def cgroup_name(pid: int) -> str:
     return f"{CGROUP_PREFIX}{pid}"
 
 
+CONTROLLERS = ("pids", "memory", "cpu")  # the cgroup v1 controllers a worker is limited by
+CPU_PERIOD_US = 100_000
 PARENT_PREFIX = "ba-mcp-"  # + the server's pid: the one cgroup holding every worker of that server
 
 
@@ -374,7 +376,7 @@ def cgroup_dirs(parent: str | None = None) -> dict[str, str]:
         options = set(fields[-1].split(","))
         mount_root = fields[3]  # the cgroup path the mount shows as its root
         if fstype == "cgroup":
-            for controller in ("pids", "memory"):
+            for controller in CONTROLLERS:
                 if controller in options and controller not in found:
                     found[controller] = _beneath(fields[4], mount_root, own.get(controller, "/"), parent)
         elif fstype == "cgroup2" and "unified" not in found:
@@ -396,7 +398,7 @@ def mount_points() -> dict[str, str]:
         fstype = fields[fields.index("-") + 1]
         options = set(fields[-1].split(","))
         if fstype == "cgroup":
-            for controller in ("pids", "memory"):
+            for controller in CONTROLLERS:
                 if controller in options:
                     found.setdefault(controller, fields[4])
         elif fstype == "cgroup2":
@@ -432,12 +434,18 @@ def _join_cgroups(options: dict[str, Any]) -> list[Protection]:
     if not bases or not all(os.path.isdir(b) for b in bases.values()):
         bases = mount_points()  # the server could not make its parent (cgroup v2 delegation): the hierarchy's root
     size = str(int(options.get("memory_mb") or 0) * 1024 * 1024)
-    v1 = {"pids": {"pids.max": str(options.get("max_processes"))}, "memory": {"memory.limit_in_bytes": size}}
+    quota = str(max(1000, int(float(options.get("cpus") or 0) * CPU_PERIOD_US)))
+    v1 = {
+        "pids": {"pids.max": str(options.get("max_processes"))},
+        "memory": {"memory.limit_in_bytes": size},
+        "cpu": {"cpu.cfs_period_us": str(CPU_PERIOD_US), "cpu.cfs_quota_us": quota},
+    }
     v2 = {
         "pids": {"pids.max": str(options.get("max_processes"))},
         "memory": {"memory.max": size, "memory.swap.max": "0"},
+        "cpu": {"cpu.max": f"{quota} {CPU_PERIOD_US}"},
     }
-    limits = [c for c, key in (("pids", "max_processes"), ("memory", "memory_mb")) if options.get(key)]
+    limits = [c for c, key in (("pids", "max_processes"), ("memory", "memory_mb"), ("cpu", "cpus")) if options.get(key)]
     done: list[str] = []
     for controller in limits:
         base, files = bases.get(controller), v1[controller]
@@ -448,10 +456,11 @@ def _join_cgroups(options: dict[str, Any]) -> list[Protection]:
         path = os.path.join(base, cgroup_name(os.getpid()))
         try:
             os.makedirs(path, exist_ok=True)
-            for name, value in files.items():
-                target = os.path.join(path, name)
-                if os.path.exists(target):
-                    _write(target, value)
+            present = [name for name in files if os.path.exists(os.path.join(path, name))]
+            if not present:  # the controller is not enabled here (cgroup v2 without it in subtree_control)
+                raise OSError(f"no {controller} limit files")
+            for name in present:
+                _write(os.path.join(path, name), files[name])
             _write(os.path.join(path, "cgroup.procs"), str(os.getpid()))
             done.append(controller)
         except OSError:
@@ -472,6 +481,12 @@ def _join_cgroups(options: dict[str, Any]) -> list[Protection]:
             (P.MEMORY_ALL_PROCESSES, f"memory {options['memory_mb']} MB for all the worker's processes (memory cgroup)")
             if "memory" in done
             else (P.DEGRADED, "memory: per process only (no memory cgroup is writable)")
+        )
+    if "cpu" in limits:
+        out.append(
+            (P.CPU_SHARE, f"cpu {float(options['cpus']):g} cores for all the worker's processes (cpu cgroup)")
+            if "cpu" in done
+            else (P.DEGRADED, "cpu: not limited to a share of the cores (no cpu cgroup is writable)")
         )
     return out
 

@@ -30,6 +30,7 @@ MEMORY_ALL_PROCESSES = "memory-cgroup"
 MEMORY_PER_PROCESS = "memory-rlimit"
 PROCESS_COUNT = "process-count"
 CPU_TIME = "cpu-time"
+CPU_SHARE = "cpu-cgroup"  # at most so many cores' worth of time, for all the worker's processes together
 FILE_SIZE = "file-size"
 READ_ONLY_FILES = "read-only-files"  # configured data files bound read-only in the worker's own mount namespace
 DEGRADED = "degraded"

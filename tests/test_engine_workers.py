@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -592,3 +593,57 @@ async def test_workers_live_beneath_the_servers_cgroup_in_one_capped_parent(tmp_
                 break
             except OSError:
                 time.sleep(0.05)
+
+
+def _cpu_cgroup(pid: int) -> str | None:
+    for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        if "cpu" in controllers.split(","):
+            return path
+    return None
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or not Path("/sys/fs/cgroup/cpu/cpu.cfs_quota_us").exists(), reason="a cgroup v1 cpu hierarchy"
+)
+async def test_each_worker_gets_its_share_of_the_cores(tmp_path: Path) -> None:
+    """Issue 22 item 4: a cpu limit per worker (sandbox.cpus, engine.cpus), for all its threads together: two
+    threads hashing in C (they release the GIL) get half a core between them, not the machine."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    params = stdio_params(
+        ws, BA_MCP_SANDBOX__CPUS="0.5", BA_MCP_ENGINE__CPUS="1.5", BA_MCP_SANDBOX__ALLOWED_IMPORTS="*"
+    )
+    cell = textwrap.dedent(
+        """
+        import hashlib, threading, time
+        def burn():
+            end = time.monotonic() + 1.5
+            while time.monotonic() < end:
+                hashlib.pbkdf2_hmac("sha256", b"x", b"salt", 20000)
+        started, cpu = time.monotonic(), time.process_time()
+        threads = [threading.Thread(target=burn) for _ in range(2)]
+        [t.start() for t in threads]
+        [t.join() for t in threads]
+        print("cores used:", round((time.process_time() - cpu) / (time.monotonic() - started), 2))
+        """
+    )
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as s:
+        await s.initialize()
+        assert not (await s.call_tool("query_database", {"query": "SELECT 1 AS one"})).is_error
+        burnt = await s.call_tool("run_python", {"code": cell})
+        assert not burnt.is_error, text_of(burnt)
+        used = float(re.search(r"cores used: ([0-9.]+)", text_of(burnt)).group(1))  # type: ignore[union-attr]
+        assert used < 0.8, text_of(burnt)  # unlimited, two threads would use close to 2 cores here
+        server = next(
+            p
+            for p in psutil.process_iter(["cmdline"])
+            if "serve" in (p.info["cmdline"] or []) and p.environ().get("BA_MCP_WORKSPACE") == str(ws)
+        )
+        quotas = {}
+        for child in server.children(recursive=True):
+            path = _cpu_cgroup(child.pid)
+            if path and f"/ba-mcp-{server.pid}/" in path:
+                kind = "engine" if "ba_mcp.workers" in " ".join(child.cmdline()) else "sandbox"
+                quotas[kind] = int(Path(f"/sys/fs/cgroup/cpu{path}/cpu.cfs_quota_us").read_text())
+        assert quotas == {"engine": 150_000, "sandbox": 50_000}, quotas

@@ -115,6 +115,7 @@ class Engines:
             "max_processes": 64,
             "max_file_mb": c.disk_mb,
             "cpu_seconds": c.cpu_seconds,
+            "cpus": c.cpus or os.cpu_count() or 1,
             "packages": [os.path.dirname(workers_package.__path__[0])],  # ba_mcp, where Python imports it from
             "binds": binds,
             "keep_capabilities": [2],  # CAP_DAC_READ_SEARCH: read the files it is handed, whatever their mode
