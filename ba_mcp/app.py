@@ -42,6 +42,7 @@ from ba_mcp.tools.web_search import WebSearch
 from ba_mcp.version import __version__
 from ba_mcp.web.fetch import Fetcher
 from ba_mcp.web.search import Searcher
+from ba_mcp.workers.connections import Connections
 from ba_mcp.workers.pool import Engines, table_stats
 from ba_mcp.workspace import Resolved, Workspace
 
@@ -94,7 +95,8 @@ class App:
         self.cache = RawCache(settings.cache.max_entries, settings.cache.max_bytes)
         _bound_the_workers(settings)
         self.engines = Engines(settings, {}, self.workspace.dir("sessions"))
-        self.databases = Databases(settings, self.workspace, self.engines, self.artifacts)
+        self.connections = Connections(settings, self.workspace.dir("sessions"))
+        self.databases = Databases(settings, self.workspace, self.engines, self.artifacts, self.connections)
         self.engines.paths = self.databases.paths()
         self.sandboxes = Sandboxes(settings.sandbox, self.workspace.dir("sessions"))
         self.telemetry = TelemetryLog(self.workspace.dir("logs"), settings.telemetry.enabled)
@@ -181,6 +183,7 @@ class App:
         """End the sandbox workers and close the databases (idempotent)."""
         self.sandboxes.close()
         self.engines.close()
+        self.connections.close()
         self.databases.close()
         self.telemetry.close()
         remove_worker_cgroup()

@@ -249,9 +249,14 @@ def schema_markdown(app: App, database: str, session: str = "default") -> str:
         schema = app.databases.schema(database, session)
     except ToolFailure as failure:
         raise ResourceNotFoundError(failure.message) from None
-    lines = [f"# Database {database}", schema["description"], ""]
+    dialect = schema.get("dialect") or "DuckDB"
+    lines = [f"# Database {database} ({dialect}: write SQL in its dialect)", schema["description"], ""]
     for table, entry in schema["tables"].items():
-        lines.append(f"## {table} ({entry['kind']}, {entry['rows']:,} rows)")
+        if entry["kind"] == "view" and entry.get("rows_estimated"):
+            lines.append(f"## {table} (view)")
+        else:
+            about = "≈" if entry.get("rows_estimated") else ""
+            lines.append(f"## {table} ({entry['kind']}, {about}{entry['rows']:,} rows)")
         if entry.get("comment"):
             lines.append(str(entry["comment"]))
         for c in entry["columns"]:
@@ -264,7 +269,13 @@ def schema_markdown(app: App, database: str, session: str = "default") -> str:
         if entry.get("definition"):
             lines += ["Definition:", "```sql", str(entry["definition"]).strip(), "```"]
         lines.append("")
-    lines.append("Workspace data is queryable too: FROM 'uploads/<file>', FROM upload_<name>, FROM artifact_<id>.")
+    if dialect == "DuckDB":
+        lines.append("Workspace data is queryable too: FROM 'uploads/<file>', FROM upload_<name>, FROM artifact_<id>.")
+    else:
+        lines.append(
+            "Workspace files are not visible here; a result cut at max_rows is kept whole as an artifact, which a "
+            "DuckDB database (e.g. demo) joins with workspace files: FROM artifact_<id>."
+        )
     return "\n".join(lines)
 
 

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 
 LevelName = Literal["brief", "standard", "full"]
 ModelFamily = Literal["claude", "gpt", "gemini", "glm", "qwen", "unknown"]
@@ -107,14 +108,46 @@ class FormatsSettings(_Section):
 
 
 class DatabaseSettings(_Section):
-    """``databases.<name>``: a configured database and its engine's knobs."""
+    """``databases.<name>``: a configured database and its engine's knobs. A DuckDB file (``path``; null and no
+    ``url``: the embedded demo) or a connection (``url``, ``driver``, ``options``): ``postgresql://``,
+    ``sqlite:///`` or any ADBC driver. Secrets stay ``SecretStr``: never shown by a repr or a dump."""
 
     # null: the embedded demo database (generated into data/demo.duckdb on first use)
     path: Path | None = None
+    url: SecretStr | None = None
+    driver: str | None = Field(None, max_length=200, pattern=r"^[A-Za-z0-9_.\-/]+$")
+    options: dict[str, SecretStr] = {}
     description: str = ""
+    allow_privileged_role: bool = False
+    schemas: list[str] = []
     threads: int = Field(2, ge=1, le=64)
     memory_limit: str = Field("2GB", pattern=r"^\d+(\.\d+)?\s*(KB|MB|GB|TB|KiB|MiB|GiB|TiB)$")
     max_concurrent: int = Field(4, ge=1, le=64)
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> DatabaseSettings:
+        if self.path is not None and (self.url is not None or self.driver):
+            raise ValueError("give either path (a DuckDB file) or url/driver (a connection), not both")
+        if self.url is not None and not self.driver and self.kind == "adbc":
+            scheme = self.url.get_secret_value().split(":", 1)[0][:40]
+            raise ValueError(
+                f"a {scheme}: URL needs driver: (postgresql:// and sqlite:/// need none), "
+                "e.g. driver: adbc_driver_flightsql"
+            )
+        return self
+
+    @property
+    def kind(self) -> str:
+        """duckdb (a file or the demo), postgresql, sqlite, or adbc (any other driver)."""
+        url = self.url.get_secret_value() if self.url is not None else ""
+        if self.driver:
+            known = {"adbc_driver_postgresql": "postgresql", "adbc_driver_sqlite": "sqlite"}
+            return known.get(self.driver, "adbc")
+        if url.startswith(("postgresql://", "postgres://")):
+            return "postgresql"
+        if url.startswith("sqlite:"):
+            return "sqlite"
+        return "adbc" if url else "duckdb"
 
 
 class QueryDatabaseSettings(ToolSettings):
@@ -410,6 +443,7 @@ def load_settings(
     env, origin = environment_values(os.environ if environ is None else environ)
     values = _merge(values, env)
     values = _merge(values, {k: v for k, v in overrides.items() if v is not None})
+    _expand_database_variables(values, os.environ if environ is None else environ, origin)
     moved = _moved_keys(values, origin)
     if moved:
         raise ConfigError("invalid configuration: " + "; ".join(moved))
@@ -432,6 +466,32 @@ def load_settings(
     if problems:
         raise ConfigError("invalid configuration: " + "; ".join(problems))
     return settings
+
+
+_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def _expand_database_variables(values: dict[str, Any], environ: Mapping[str, str], origin: Mapping[str, str]) -> None:
+    """``${VAR}`` in a database's ``url`` and ``options`` is read from the environment now, so no secret need sit
+    in a file. A variable that is not set stops the start, naming the key and the variable (never a value)."""
+    problems = []
+    for name, conf in (values.get("databases") or {}).items():
+        if not isinstance(conf, dict):
+            continue
+        keys: list[tuple[dict[str, Any], str, str]] = [(conf, "url", f"databases.{name}.url")]
+        if isinstance(conf.get("options"), dict):
+            keys += [(conf["options"], k, f"databases.{name}.options.{k}") for k in conf["options"]]
+        for holder, key, dotted in keys:
+            text = holder.get(key)
+            if not isinstance(text, str):
+                continue
+            missing = [v for v in _VARIABLE.findall(text) if v not in environ]
+            if missing:
+                problems.append(f"{_named(dotted, origin)}: the environment variable {missing[0]} is not set")
+                continue
+            holder[key] = _VARIABLE.sub(lambda m: environ[m.group(1)], text)
+    if problems:
+        raise ConfigError("invalid configuration: " + "; ".join(problems))
 
 
 def _problems(exc: ValidationError, origin: Mapping[str, str], prefix: str = "") -> list[str]:

@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import re
 import threading
+import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ba_mcp.databases.adbc import Catalogs, ConnectedDatabase, dialect_name
 from ba_mcp.databases.base import Analysis, Execution
 from ba_mcp.demo_data import ensure_demo_database
 from ba_mcp.errors import Code, ErrorType, ToolFailure, denied, invalid, timed_out
@@ -33,6 +35,7 @@ if TYPE_CHECKING:
     from ba_mcp.settings import Settings
     from ba_mcp.stores.artifacts import ArtifactStore
     from ba_mcp.tool import ToolContext
+    from ba_mcp.workers.connections import Connections
     from ba_mcp.workers.pool import Engines
     from ba_mcp.workspace import Resolved, Workspace
 
@@ -127,11 +130,20 @@ class DuckDBDatabase:
 class Databases:
     """The configured databases of one App, served by its engine workers."""
 
-    def __init__(self, settings: Settings, workspace: Workspace, engines: Engines, artifacts: ArtifactStore) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        workspace: Workspace,
+        engines: Engines,
+        artifacts: ArtifactStore,
+        connections: Connections | None = None,
+    ) -> None:
         self.settings = settings
         self.workspace = workspace
         self.engines = engines
         self.artifacts = artifacts
+        self.connections = connections  # the connection workers of configured connections (url/driver)
+        self.catalogs = Catalogs()
         self._lock = threading.Lock()
         self._analyses: dict[str, Analysis] = {}
         self._slots = {name: threading.BoundedSemaphore(db.max_concurrent) for name, db in settings.databases.items()}
@@ -155,27 +167,52 @@ class Databases:
     def names(self) -> list[str]:
         return sorted(self.settings.databases)
 
+    def is_file(self, name: str) -> bool:
+        """Whether ``name`` is a DuckDB file (or the demo), served by the engine workers."""
+        return self.settings.databases[name].kind == "duckdb"
+
     def path_of(self, name: str) -> Path:
         conf = self.settings.databases[name]
+        if conf.kind == "sqlite":
+            # sqlite:///relative/to/the/workspace.db, sqlite:////an/absolute/path.db (SQLAlchemy's convention)
+            url = conf.url.get_secret_value() if conf.url is not None else ""
+            rest = url[len("sqlite:") :]
+            rest = rest[3:] if rest.startswith("///") else rest.lstrip("/") if rest.startswith("//") else rest
+            path = Path(urllib.parse.unquote(rest.split("?", 1)[0])).expanduser()
+            return path if path.is_absolute() else self.workspace.root / path
         if conf.path is None:
             return self.workspace.dir("data") / DEMO_FILE
         path = conf.path.expanduser()
         return path if path.is_absolute() else self.workspace.root / path
 
     def paths(self) -> dict[str, Path]:
-        return {name: self.path_of(name) for name in self.names}
+        """The DuckDB files the engine workers bind (connections are not theirs)."""
+        return {name: self.path_of(name) for name in self.names if self.is_file(name)}
 
     def prepare(self) -> None:
         """Make the demo database exist (generated on first use, in a process of its own)."""
         with self._lock:
             for name, conf in self.settings.databases.items():
-                if conf.path is None:
+                if conf.path is None and conf.kind == "duckdb":
                     ensure_demo_database(self.path_of(name))
 
-    def get(self, name: str) -> DuckDBDatabase:
+    def get(self, name: str) -> DuckDBDatabase | ConnectedDatabase:
         """The database ``name`` (the demo database is generated on first use)."""
         if name not in self.settings.databases:
             raise invalid(f"unknown database '{name[:60]}'", "database must be one of: " + ", ".join(self.names))
+        conf = self.settings.databases[name]
+        if conf.kind != "duckdb":
+            if self.connections is None:
+                raise ToolFailure(ErrorType.DEPENDENCY_ERROR, "DATABASE_UNAVAILABLE", f"'{name}' is not served here")
+            host_file = self.path_of(name) if conf.kind == "sqlite" else None
+            if host_file is not None and not host_file.is_file():
+                raise ToolFailure(
+                    ErrorType.DEPENDENCY_ERROR,
+                    "DATABASE_MISSING",
+                    f"the SQLite file of database '{name}' does not exist",
+                    f"check databases.{name}.url",
+                )
+            return ConnectedDatabase(name, conf, self.connections, self.slots(name), host_file)
         path = self.path_of(name)
         if self.settings.databases[name].path is None:
             self.prepare()
@@ -249,10 +286,15 @@ class Databases:
     def schema(self, name: str, session: str = "default") -> dict[str, Any]:
         """Tables and views with columns, types, row counts, comments, view definitions, the values of
         low-cardinality text columns — and the session's own TEMP tables and views."""
-        self.get(name)
+        db = self.get(name)
+        description = self.settings.databases[name].description
+        if isinstance(db, ConnectedDatabase):
+            version = db.version()
+            dialect = dialect_name(db.conf) + (f" {version}" if version else "")
+            return {"database": name, "description": description, "dialect": dialect, "tables": self.catalogs.of(db)}
         with self.engines.session(session, None) as call:
             reply, _ = call.ask({"op": "describe", "database": name})
-        return {"database": name, "description": self.settings.databases[name].description, "tables": reply["tables"]}
+        return {"database": name, "description": description, "dialect": "DuckDB", "tables": reply["tables"]}
 
     def clean(self, message: str) -> str:
         """Engine messages may quote paths; never the workspace's real one, nor a descriptor's (S-1)."""

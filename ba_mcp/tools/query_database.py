@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from pydantic import Field, field_validator
 
 from ba_mcp.databases import collect
+from ba_mcp.databases.adbc import dialect_name
 from ba_mcp.errors import Code, ErrorType, ToolFailure, denied, invalid
 from ba_mcp.formats import FORMATS, TABLE_FORMATS
 from ba_mcp.ids import UPLOAD_ID
@@ -26,7 +27,7 @@ from ba_mcp.settings import QueryDatabaseSettings
 from ba_mcp.tool import CacheMode, CachePolicy, Tool, ToolContext, ToolParams, ToolPolicy
 
 if TYPE_CHECKING:
-    from ba_mcp.databases import Databases, DuckDBDatabase
+    from ba_mcp.databases import ConnectedDatabase, Databases, DuckDBDatabase
     from ba_mcp.stores.artifacts import ArtifactStore
     from ba_mcp.workspace import Resolved, Workspace
 
@@ -97,6 +98,16 @@ class QueryDatabase(Tool):
         self.workspace = workspace
         self.artifacts = artifacts
         self.databases = databases
+        connected = [
+            f"{name} ({dialect_name(conf)})"
+            for name, conf in databases.settings.databases.items()
+            if conf.kind != "duckdb"
+        ]
+        if connected:  # the configured connections, each queried in its own dialect (no workspace files there)
+            self.description = (
+                f"{type(self).description} Also: {', '.join(connected)} — SQL in that database's own dialect, "
+                "params as an array for $1, $2."
+            )
 
     def cache_identity(self, params: QueryDatabaseParams, ctx: ToolContext) -> str | None:
         try:
@@ -106,6 +117,8 @@ class QueryDatabase(Tool):
         if plan.kind in _SESSION_TYPES:
             return None  # changes the session's objects: always runs
         # A session that made TEMP objects reads them by name: its results are its own, until it changes them.
+        if plan.database.identity is None:
+            return None  # a live database: its results are never cached
         made = self.databases.session_objects(ctx.session)
         own = [f"session={ctx.session}#{made}"] if made else []
         return "|".join([plan.database.identity, *own, *(f"{name}={r.identity}" for name, r in plan.files)])
@@ -145,7 +158,7 @@ class QueryDatabase(Tool):
 class _Plan:
     """The database to run on and the workspace data (name, resolved file) to register for the query."""
 
-    database: DuckDBDatabase
+    database: DuckDBDatabase | ConnectedDatabase
     files: list[tuple[str, Resolved]]
     sql: str  # the one statement that runs, as the database's parser gave it
     database_tables: bool = True  # whether it names anything but workspace data (tables, views, CTEs)

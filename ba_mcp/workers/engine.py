@@ -148,48 +148,7 @@ class Engine:
     # -- the loop -----------------------------------------------------------------------------------
 
     def serve(self) -> None:
-        while True:
-            try:
-                message, fds = protocol.recv(self.sock)
-            except (EOFError, OSError, protocol.ProtocolError):
-                return
-            op = message.get("op")
-            try:
-                handler = getattr(self, f"op_{op}", None)
-                if handler is None:
-                    raise Failure(type="execution_error", code="BAD_OP", message=f"unknown operation {op!r}")
-                self.busy = True
-                reply, out = handler(message, fds)
-            except Failure as exc:
-                reply, out = {"op": "error", "failure": exc.fields}, []
-            except BaseException as exc:
-                reply, out = _error_reply(exc), []
-            finally:
-                self.busy = False
-                for fd in fds:
-                    with contextlib.suppress(OSError):
-                        os.close(fd)
-            size = sum(os.fstat(fd).st_size for fd in out)
-            limit = int(self.options.get("max_transfer_bytes") or 0)
-            if limit and size > limit:
-                for fd in out:
-                    os.close(fd)
-                out = []
-                reply = {
-                    "op": "error",
-                    "failure": {
-                        "type": "resource_error",
-                        "code": "RESULT_TOO_LARGE",
-                        "message": f"the answer is {size:,} bytes; at most {limit:,} are taken from the engine "
-                        "(engine.max_transfer_mb)",
-                        "hint": "fetch fewer or narrower rows (max_rows, LIMIT, fewer columns, substr of long text)",
-                    },
-                }
-            try:
-                protocol.send(self.sock, reply, out)
-            finally:
-                for fd in out:
-                    os.close(fd)
+        serve(self, self.sock, self.options)
 
     def interrupt(self) -> None:
         if self.busy:
@@ -388,6 +347,53 @@ class Engine:
         return {"op": "extracted", **result}, [memfile(text)]
 
 
+def serve(target: Any, sock: socket.socket, options: dict[str, Any]) -> None:
+    """Answer requests until the server closes the channel: each ``op`` by ``target.op_<op>``; an answer over
+    ``max_transfer_bytes`` is refused here, before it is sent."""
+    while True:
+        try:
+            message, fds = protocol.recv(sock)
+        except (EOFError, OSError, protocol.ProtocolError):
+            return
+        op = message.get("op")
+        try:
+            handler = getattr(target, f"op_{op}", None)
+            if handler is None:
+                raise Failure(type="execution_error", code="BAD_OP", message=f"unknown operation {op!r}")
+            target.busy = True
+            reply, out = handler(message, fds)
+        except Failure as exc:
+            reply, out = {"op": "error", "failure": exc.fields}, []
+        except BaseException as exc:
+            reply, out = _error_reply(exc), []
+        finally:
+            target.busy = False
+            for fd in fds:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        size = sum(os.fstat(fd).st_size for fd in out)
+        limit = int(options.get("max_transfer_bytes") or 0)
+        if limit and size > limit:
+            for fd in out:
+                os.close(fd)
+            out = []
+            reply = {
+                "op": "error",
+                "failure": {
+                    "type": "resource_error",
+                    "code": "RESULT_TOO_LARGE",
+                    "message": f"the answer is {size:,} bytes; at most {limit:,} are taken from the engine "
+                    "(engine.max_transfer_mb)",
+                    "hint": "fetch fewer or narrower rows (max_rows, LIMIT, fewer columns, substr of long text)",
+                },
+            }
+        try:
+            protocol.send(sock, reply, out)
+        finally:
+            for fd in out:
+                os.close(fd)
+
+
 def _literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
@@ -425,13 +431,18 @@ def _error_reply(exc: BaseException) -> dict[str, Any]:
             "op": "error",
             "failure": {"type": exc.type.value, "code": exc.code, "message": exc.message, "hint": exc.hint},
         }
-    classes = [c.__name__ for c in type(exc).__mro__ if c.__module__.startswith(("duckdb", "_duckdb"))]
+    classes = [
+        c.__name__ for c in type(exc).__mro__ if c.__module__.startswith(("duckdb", "_duckdb", "adbc_driver_manager"))
+    ]
     if isinstance(exc, MemoryError):
         classes = ["MemoryError"]
     if isinstance(exc, KeyboardInterrupt):
         classes = ["InterruptException"]
     detail = "" if classes else traceback.format_exception_only(type(exc), exc)[-1][-300:]
-    return {"op": "error", "engine": {"classes": classes, "message": str(exc)[:2000], "detail": detail}}
+    engine = {"classes": classes, "message": str(exc)[:2000], "detail": detail}
+    if getattr(exc, "sqlstate", None):  # an ADBC driver's error: the database's own SQLSTATE
+        engine["sqlstate"] = str(exc.sqlstate)  # type: ignore[attr-defined]
+    return {"op": "error", "engine": engine}
 
 
 # -- entry point ----------------------------------------------------------------------------------------
@@ -447,6 +458,8 @@ def main(argv: list[str]) -> int:
             db["path"] = db["host_path"]
     sock = socket.socket(fileno=fd)
     faulthandler.enable()
+    if options.get("kind") == "connection":
+        return _serve_connection(sock, options, protections)
     # SIGINT is taken by a thread of its own (DuckDB's threads, started later, inherit the mask): it
     # interrupts the statement running in the main thread.
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
@@ -473,6 +486,25 @@ def main(argv: list[str]) -> int:
         },
     )
     engine.serve()
+    return 0
+
+
+def _serve_connection(sock: socket.socket, options: dict[str, Any], protections: list[Any]) -> int:
+    """A connection worker (``connection.Connector``): SIGINT cancels the running statement in the database."""
+    from ba_mcp.workers.connection import Connector
+
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    connector = Connector(sock, options)
+
+    def interrupts() -> None:
+        while True:
+            signal.sigwait({signal.SIGINT})
+            with contextlib.suppress(Exception):
+                connector.interrupt()
+
+    threading.Thread(target=interrupts, name="interrupts", daemon=True).start()
+    protocol.send(sock, {"op": "ready", "pid": os.getpid(), "protections": protections, "missing": {}})
+    serve(connector, sock, options)
     return 0
 
 

@@ -372,6 +372,7 @@ class EngineError(Exception):
         self.classes: list[str] = list(info.get("classes", []))
         self.message: str = str(info.get("message", ""))
         self.detail: str = str(info.get("detail", ""))
+        self.sqlstate: str = str(info.get("sqlstate", ""))  # a database's own error code (ADBC drivers)
 
 
 _UNITS = {"KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}

@@ -1,0 +1,347 @@
+"""The server's side of the connection workers: ADBC connections to configured databases, pooled per database.
+
+A connection worker (``connection.Connector`` in a confined process, see ``engine.main``) holds one ADBC
+connection. Connections are pooled per database and shared by sessions (no session state lives in them: each
+call is its own rolled-back transaction); how many run at once is bounded by ``databases.<name>.max_concurrent``
+(the slots of ``Databases``). Secrets — the URL and driver options — are sent over the worker's socket after it
+started, never on its command line or in its environment, and are taken out of every message that comes back.
+At a call's timeout the worker cancels the statement in the database; a worker still busy
+``engine.interrupt_grace_s`` later is killed, and a connection that died is replaced on the next call.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ba_mcp.errors import ErrorType, ToolFailure, timed_out
+from ba_mcp.sandbox_client import BadBlob, WorkerGone, WorkerProcess, read_blob
+from ba_mcp.workers.pool import EngineError
+from sandbox.isolation import parent_name
+
+if TYPE_CHECKING:
+    from ba_mcp.settings import DatabaseSettings, Settings
+    from ba_mcp.tool import ToolContext
+
+log = logging.getLogger(__name__)
+
+DRIVERS = {"postgresql": "adbc_driver_postgresql", "sqlite": "adbc_driver_sqlite"}
+DIALECTS = {"postgresql": "PostgreSQL", "sqlite": "SQLite"}
+# What a networked worker's root shows of /etc beyond the runtime's: name resolution and CA certificates.
+_NETWORK_FILES = ("/etc/resolv.conf", "/etc/hosts", "/etc/gai.conf", "/etc/ssl", "/etc/pki", "/etc/ca-certificates")
+
+
+def secrets_of(conf: DatabaseSettings) -> list[str]:
+    """Every secret text of a database's settings (the URL, its password, the options' values), longest first."""
+    found: list[str] = []
+    if conf.url is not None:
+        url = conf.url.get_secret_value()
+        found.append(url)
+        m = re.match(r"^[a-z+]+://([^:/@]*):([^@]*)@", url)
+        if m and m.group(2):
+            found.append(m.group(2))
+    found += [v.get_secret_value() for v in conf.options.values() if v.get_secret_value()]
+    return sorted({s for s in found if len(s) >= 3}, key=len, reverse=True)
+
+
+def shown_url(conf: DatabaseSettings) -> str:
+    """The URL with its password replaced (for the doctor and errors)."""
+    if conf.url is None:
+        return ""
+    return re.sub(r"^([a-z+]+://[^:/@]*):[^@]*@", r"\1:***@", conf.url.get_secret_value())
+
+
+def redact(text: str, conf: DatabaseSettings) -> str:
+    for secret in secrets_of(conf):
+        text = text.replace(secret, "***")
+    return text
+
+
+@dataclass
+class Connection:
+    """One connection worker and what its database said at connect."""
+
+    name: str
+    process: WorkerProcess
+    info: dict[str, Any] = field(default_factory=dict)
+    busy: bool = False
+    call: int = 0
+    killed: bool = False
+    last_used: float = field(default_factory=time.monotonic)
+
+
+class Connections:
+    """The connection workers of one App, pooled per configured database."""
+
+    def __init__(self, settings: Settings, scratch: Path) -> None:
+        self.settings = settings
+        self.conf = settings.engine
+        self.scratch = scratch
+        self._idle: dict[str, list[Connection]] = {}
+        self._lock = threading.Lock()
+        self._all: set[int] = set()
+        self._live: list[Connection] = []
+        self._closed = False
+        self.info: dict[str, dict[str, Any]] = {}  # what each database said at the last connect (version, role)
+
+    def _options(self, name: str, conf: DatabaseSettings, host_file: Path | None) -> dict[str, Any]:
+        import ba_mcp.workers as workers_package
+
+        c = self.conf
+        binds = [[p, p] for p in _NETWORK_FILES if os.path.exists(p)] if host_file is None else []
+        if host_file is not None:
+            binds.append([str(host_file), "/databases/" + host_file.name])
+        return {
+            "kind": "connection",
+            "network": host_file is None,  # a file needs none; a server is reached over the network
+            "cgroup_parent": parent_name(os.getpid()),
+            "uid": c.uid,
+            "gid": c.gid,
+            "disk_mb": c.disk_mb,
+            "memory_mb": c.memory_mb,
+            "address_space_if_no_cgroup": True,
+            "max_processes": 64,
+            "max_file_mb": c.disk_mb,
+            "cpu_seconds": c.cpu_seconds,
+            "cpus": c.cpus or os.cpu_count() or 1,
+            "packages": [os.path.dirname(workers_package.__path__[0])],
+            "binds": binds,
+            "keep_capabilities": [2] if host_file is not None else [],  # read the bound file whatever its mode
+            "max_transfer_bytes": c.max_transfer_mb * 1024 * 1024,
+        }
+
+    def _connect(self, name: str, conf: DatabaseSettings, host_file: Path | None) -> Connection:
+        process = WorkerProcess(
+            self.settings.sandbox, self.scratch, module="ba_mcp.workers", options=self._options(name, conf, host_file)
+        )
+        connection = Connection(name, process)
+        try:
+            process.wait_ready(self.conf.start_timeout_s)
+        except (WorkerGone, TimeoutError) as exc:
+            output = process.last_output()
+            process.kill()
+            raise ToolFailure(
+                ErrorType.DEPENDENCY_ERROR,
+                "ENGINE_UNAVAILABLE",
+                f"the connection worker could not start ({exc})" + (f"; it printed: {output[-600:]}" if output else ""),
+                "run `ba-mcp doctor` on the server's machine",
+            ) from None
+        uri = conf.url.get_secret_value() if conf.url is not None else ""
+        if conf.kind == "sqlite":
+            where = f"/databases/{host_file.name}" if host_file is not None else ""
+            uri = {"target": where, "host": str(host_file)}  # type: ignore[assignment]
+        message = {
+            "op": "connect",
+            "driver": conf.driver or DRIVERS.get(conf.kind, ""),
+            "dialect": conf.kind,
+            "uri": uri,
+            "options": {k: v.get_secret_value() for k, v in conf.options.items()},
+            "allow_privileged_role": conf.allow_privileged_role,
+        }
+        try:
+            connection.info = self._ask(connection, None, conf, message)[0]
+        except EngineError as exc:
+            process.kill()
+            raise connect_failure(exc, name, conf) from None
+        except BaseException:
+            process.kill()
+            raise
+        with self._lock:
+            self._live.append(connection)
+            self.info[name] = dict(connection.info)
+        return connection
+
+    @contextlib.contextmanager
+    def connection(
+        self, name: str, conf: DatabaseSettings, ctx: ToolContext | None, host_file: Path | None = None
+    ) -> Iterator[Session]:
+        """A connection to database ``name`` for one call (an idle one, or a new one); the caller holds one of
+        the database's slots. ``ctx``'s timeout cancels the statement in the database, then ends the worker."""
+        with self._lock:
+            if self._closed:
+                raise ToolFailure(ErrorType.TRANSIENT_ERROR, "SHUTTING_DOWN", "the server is stopping")
+            idle = self._idle.setdefault(name, [])
+            connection = None
+            while idle:
+                candidate = idle.pop()
+                if candidate.process.alive():
+                    connection = candidate
+                    break
+                self._forget(candidate)
+        if connection is None:
+            connection = self._connect(name, conf, host_file)
+        connection.call += 1
+        session = Session(self, connection, conf, ctx, connection.call)
+        if ctx is not None:
+            ctx.on_cancel(session.cancel)
+        try:
+            yield session
+        finally:
+            # a database's error leaves the connection usable (the worker rolls back before the next call);
+            # a worker that died, was ended at a timeout or spoke out of turn was discarded where that happened
+            connection.busy = False
+            connection.last_used = time.monotonic()
+            if connection.process.alive() and not connection.killed:
+                with self._lock:
+                    if not self._closed:
+                        self._idle[name].append(connection)
+                        connection = None  # type: ignore[assignment]
+            if connection is not None:
+                self._discard(connection)
+
+    def _forget(self, connection: Connection) -> None:
+        with contextlib.suppress(ValueError):
+            self._live.remove(connection)
+
+    def _discard(self, connection: Connection) -> None:
+        with self._lock:
+            self._forget(connection)
+            with contextlib.suppress(ValueError):
+                self._idle.get(connection.name, []).remove(connection)
+        connection.process.kill()
+
+    def _ask(
+        self,
+        connection: Connection,
+        ctx: ToolContext | None,
+        conf: DatabaseSettings,
+        message: dict[str, Any],
+        fds: list[int] | None = None,
+    ) -> tuple[dict[str, Any], list[bytes]]:
+        process = connection.process
+        limit = self.conf.max_transfer_mb * 1024 * 1024
+        connection.busy = True
+        try:
+            if ctx is not None and ctx.cancelled.is_set():
+                raise timed_out("the call was stopped at its timeout before it reached the database", "retry")
+            process.send(message, fds)
+            reply, got = process.receive(None)
+        except WorkerGone:
+            connection.busy = False
+            self._discard(connection)
+            if connection.killed or (ctx is not None and ctx.cancelled.is_set()):
+                raise timed_out(
+                    "the statement was stopped at its timeout (the database did not stop it in time: its "
+                    "connection was ended)",
+                    "filter or aggregate more, or pass a longer timeout",
+                ) from None
+            raise ToolFailure(
+                ErrorType.RESOURCE_ERROR,
+                "ENGINE_CRASHED",
+                f"the connection worker {process.exit_description()} — most likely its memory limit "
+                f"(engine.memory_mb = {self.conf.memory_mb} MB)",
+                "fetch fewer rows at once (max_rows, LIMIT, an aggregate)",
+            ) from None
+        connection.busy = False
+        try:
+            blobs = [read_blob(fd, limit) for fd in got]
+        except BadBlob as exc:
+            self._discard(connection)
+            raise ToolFailure(ErrorType.EXECUTION_ERROR, "ENGINE_PROTOCOL", str(exc)) from None
+        finally:
+            for fd in got:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        if reply.get("op") == "error":
+            if "failure" in reply:
+                f = reply["failure"]
+                raise ToolFailure(
+                    ErrorType(f.get("type", "execution_error")),
+                    str(f.get("code", "ERROR")),
+                    redact(str(f.get("message", "")), conf),
+                    str(f.get("hint") or ""),
+                )
+            engine = dict(reply.get("engine", {}))
+            for key in ("message", "detail"):
+                engine[key] = redact(str(engine.get(key, "")), conf)
+            raise EngineError(engine)
+        return reply, blobs
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            live, self._live = list(self._live), []
+            self._idle.clear()
+        threads = [threading.Thread(target=c.process.kill, daemon=True) for c in live]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(5)
+
+    def reap_idle(self, idle_s: float) -> int:
+        now = time.monotonic()
+        with self._lock:
+            stale = [c for idle in self._idle.values() for c in idle if now - c.last_used > idle_s]
+            for c in stale:
+                self._idle[c.name].remove(c)
+                self._forget(c)
+        for c in stale:
+            c.process.kill()
+        return len(stale)
+
+
+@dataclass
+class Session:
+    """One call's use of a connection."""
+
+    pool: Connections
+    connection: Connection
+    conf: DatabaseSettings
+    ctx: ToolContext | None
+    number: int
+
+    def ask(self, message: dict[str, Any], fds: list[int] | None = None) -> tuple[dict[str, Any], list[bytes]]:
+        return self.pool._ask(self.connection, self.ctx, self.conf, message, fds)
+
+    def cancel(self) -> None:
+        """The call's timeout: cancel in the database now; end the worker after the grace if still busy."""
+        c = self.connection
+        if not c.busy or c.call != self.number:
+            return
+        c.process.interrupt()
+        timer = threading.Timer(self.pool.conf.interrupt_grace_s, self._kill_if_still_busy)
+        timer.daemon = True
+        timer.start()
+
+    def _kill_if_still_busy(self) -> None:
+        c = self.connection
+        if c.busy and c.call == self.number:
+            c.killed = True
+            self.pool._discard(c)
+
+
+def connect_failure(exc: EngineError, name: str, conf: DatabaseSettings) -> ToolFailure:
+    """A connection that could not be made: unreachable, or refused credentials — naming the setting."""
+    text = database_message(exc)
+    state = exc.sqlstate
+    if state.startswith("28") or "password authentication failed" in text or "authentication" in text.lower():
+        return ToolFailure(
+            ErrorType.PERMISSION_DENIED,
+            "DATABASE_AUTH",
+            f"database '{name}' refused the credentials: {text}",
+            f"check the user and password in databases.{name}.url ({shown_url(conf)})",
+        )
+    return ToolFailure(
+        ErrorType.DEPENDENCY_ERROR,
+        "DATABASE_UNAVAILABLE",
+        f"database '{name}' could not be reached: {text}",
+        f"check that it is running and databases.{name}.url ({shown_url(conf) or 'its options'}) names it",
+    )
+
+
+def database_message(exc: EngineError) -> str:
+    """The database's own words out of an ADBC message (its ERROR line, and the LINE/position that follows)."""
+    raw = exc.message or exc.detail
+    m = re.search(r"ERROR:\s+(.*?)(?:\n\.\s*SQLSTATE:.*)?$", raw, re.S)
+    text = m.group(1) if m else re.sub(r"^[A-Z_]+: (\[[^\]]+\] )?", "", raw)
+    text = re.sub(r"\s*SQLSTATE: \w+\s*$", "", text)
+    text = re.sub(r"\n+Query was: .*$", "", text, flags=re.S).strip().rstrip(".")
+    return text[:600]

@@ -1,0 +1,338 @@
+"""Issue 23: your own databases — a real PostgreSQL 15 started by the tests, and a real SQLite file — through a
+spawned server over stdio.
+
+Read-only is the database's and the role's doing (one prepared statement in a READ ONLY transaction that is
+always rolled back; privileged roles refused at connect; SQLite read-only, immutable and bound read-only): the
+hostile list runs as a role that CAN write and must leave the database exactly as it was.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import re
+import sqlite3
+import time
+from collections.abc import AsyncIterator, Iterator
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+from mcp import ClientSession, stdio_client
+
+from tests import pg_server
+from tests.conftest import make_workspace, server_process, stdio_params, text_of
+
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.skipif(not pg_server.available(), reason="PostgreSQL binaries (initdb, pg_ctl) are not installed"),
+]
+
+ARTIFACT = re.compile(r"artifact_[0-9a-f]{12}")
+
+
+@pytest.fixture(scope="module")
+def pg() -> Iterator[pg_server.Postgres]:
+    with pg_server.postgres() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def ws(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    ws = make_workspace(tmp_path_factory.mktemp("pg"))
+    lines = ["customer_id,region"] + [f"{i},{'north' if i % 2 else 'south'}" for i in range(1, 31)]
+    (ws / "uploads" / "regions.csv").write_text("\n".join(lines) + "\n")
+    lite = ws / "data" / "kpis.db"
+    lite.parent.mkdir(exist_ok=True)
+    con = sqlite3.connect(lite)
+    con.executescript(
+        "CREATE TABLE kpi (month TEXT, revenue REAL); INSERT INTO kpi VALUES ('2025-01', 10.5), ('2025-02', 20.25);"
+    )
+    con.commit()
+    con.close()
+    return ws
+
+
+def _env(pg: pg_server.Postgres, **extra: str) -> dict[str, str]:
+    closed = pg.port + 1 if pg.port < 65000 else pg.port - 1
+    return {
+        "BA_MCP_DATABASES__SHOP__URL": f"postgresql://analyst:${{SHOP_PASSWORD}}@127.0.0.1:{pg.port}/shop",
+        "SHOP_PASSWORD": pg_server.PASSWORDS["analyst"],
+        "BA_MCP_DATABASES__SHOP__DESCRIPTION": "Webshop orders",
+        "BA_MCP_DATABASES__SHOP__MAX_CONCURRENT": "4",
+        "BA_MCP_DATABASES__WRITER__URL": pg.url("owner"),
+        "BA_MCP_DATABASES__SUPER__URL": pg.url("postgres"),
+        "BA_MCP_DATABASES__FILES__URL": pg.url("filereader"),
+        "BA_MCP_DATABASES__WRONG__URL": pg.url("analyst", password="not-the-password"),
+        "BA_MCP_DATABASES__DOWN__URL": f"postgresql://analyst:x@127.0.0.1:{closed}/shop",
+        "BA_MCP_DATABASES__LITE__URL": "sqlite:///data/kpis.db",
+        "BA_MCP_ENGINE__SPARE_WORKERS": "0",
+        **extra,
+    }
+
+
+@contextlib.asynccontextmanager
+async def _client(ws: Path, env: dict[str, str], errlog: Any) -> AsyncIterator[ClientSession]:
+    async with stdio_client(stdio_params(ws, **env), errlog=errlog) as (read, write), ClientSession(read, write) as s:
+        await s.initialize()
+        yield s
+
+
+@pytest.fixture(scope="module")
+def said() -> list[str]:
+    """Everything the server said in these tests (results, errors, resources): no password in it."""
+    return []
+
+
+@pytest.fixture(scope="module")
+def stderr_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("pglog") / "stderr.txt"
+
+
+@pytest.fixture(scope="module")
+async def shop(pg: pg_server.Postgres, ws: Path, stderr_log: Path) -> Any:
+    with stderr_log.open("w") as errlog:
+        async with _client(ws, _env(pg, BA_MCP_TOOLS__QUERY_DATABASE__TIMEOUT_S="4"), errlog) as s:
+            yield s
+
+
+async def _ask(s: ClientSession, said: list[str], **args: Any) -> tuple[bool, str]:
+    result = await s.call_tool("query_database", args)
+    text = text_of(result)
+    said.append(text + json.dumps(result.model_dump(mode="json")))
+    return result.is_error, text
+
+
+async def test_a_query_runs_in_postgres_with_params_exact_decimals_and_an_artifact_duckdb_joins(
+    shop: ClientSession, pg: pg_server.Postgres, said: list[str]
+) -> None:
+    failed, text = await _ask(
+        shop,
+        said,
+        database="shop",
+        query="SELECT status, count(*) AS n, sum(amount) AS revenue FROM orders GROUP BY status ORDER BY status",
+    )
+    assert not failed, text
+    for status, n, revenue in pg.sql(
+        "SELECT status, count(*), sum(amount)::text FROM orders GROUP BY status ORDER BY status"
+    ):
+        assert f"{status},{n},{revenue}" in text, text  # NUMERIC exact to the cent
+    failed, text = await _ask(
+        shop, said, database="shop", query="SELECT count(*) AS n FROM orders WHERE amount > $1", params=[400]
+    )
+    expected = pg.sql("SELECT count(*) FROM orders WHERE amount > 400")[0][0]
+    assert not failed and text.rstrip().endswith(str(expected)), text
+    # cut at max_rows: the complete result is an artifact, which DuckDB joins with an uploaded CSV
+    failed, text = await _ask(
+        shop, said, database="shop", query="SELECT customer_id, amount FROM orders ORDER BY id", max_rows=5
+    )
+    assert not failed and "Truncated: 5 of 1,000 rows shown" in text, text
+    kept = ARTIFACT.search(text).group(0)  # type: ignore[union-attr]
+    failed, text = await _ask(
+        shop,
+        said,
+        query=f"SELECT r.region, sum(o.amount) AS revenue FROM {kept} o JOIN 'uploads/regions.csv' r "
+        "USING (customer_id) GROUP BY 1 ORDER BY 1",
+    )
+    assert not failed, text
+    totals: dict[str, Decimal] = {"north": Decimal(0), "south": Decimal(0)}
+    for customer_id, amount in pg.sql("SELECT customer_id, amount::text FROM orders"):
+        totals["north" if customer_id % 2 else "south"] += Decimal(amount)
+    assert f"north,{totals['north']}" in text and f"south,{totals['south']}" in text, text
+    failed, brief = await _ask(shop, said, database="shop", query="SELECT * FROM customers", output_level="brief")
+    assert not failed and "30 rows" in brief, brief
+
+
+HOSTILE = [
+    "SELECT 1; DROP TABLE orders",
+    "DROP TABLE orders",
+    "CREATE TABLE planted (a int)",
+    "INSERT INTO audit VALUES ('x')",
+    "UPDATE orders SET amount = 0",
+    "DELETE FROM orders",
+    "TRUNCATE orders",
+    "WITH gone AS (DELETE FROM orders RETURNING *) SELECT count(*) FROM gone",
+    "SELECT scribble()",
+    "CALL wipe()",
+    "SELECT nextval('ticket')",
+    "SET TRANSACTION READ WRITE",
+    "INSERT INTO audit VALUES ('after set transaction')",
+    "SELECT set_config('transaction_read_only', 'off', false)",
+    "SELECT set_config('default_transaction_read_only', 'off', false)",
+    "INSERT INTO audit VALUES ('after set_config')",
+    "SET default_transaction_read_only = off",
+    "INSERT INTO audit VALUES ('after set')",
+    "PREPARE sneaky AS INSERT INTO audit VALUES ('prepared')",
+    "EXECUTE sneaky",
+    "DO $$ BEGIN INSERT INTO audit VALUES ('do'); END $$",
+    "COPY audit FROM PROGRAM 'echo planted'",
+    "LOCK TABLE orders IN ACCESS EXCLUSIVE MODE",
+    "VACUUM orders",
+    "COMMIT",
+    "INSERT INTO audit VALUES ('after commit')",
+    "ALTER DATABASE shop SET default_transaction_read_only = off",
+    "CREATE TEMP TABLE scratch AS SELECT 1 AS a",
+    "SELECT * FROM scratch",
+]
+
+
+async def test_a_role_that_can_write_changes_nothing(
+    shop: ClientSession, pg: pg_server.Postgres, said: list[str]
+) -> None:
+    before = pg_server.fingerprint(pg)
+    outcomes = []
+    for statement in HOSTILE:
+        failed, text = await _ask(shop, said, database="writer", query=statement)
+        outcomes.append((statement, failed, text.splitlines()[2:4]))
+    assert pg_server.fingerprint(pg) == before, outcomes
+    # every write was refused by the database, clearly; what ran changed nothing that outlives the call (a
+    # lock is released, a temp table dropped, a setting undone by the rollback that ends every call)
+    harmless = ("SELECT", "SET", "PREPARE", "COMMIT", "LOCK", "CREATE TEMP")
+    changing = [o for o in outcomes if not o[1] and not o[0].startswith(harmless)]
+    assert not changing, changing
+    refused = dict((o[0], o[2]) for o in outcomes)
+    assert "Error Code: ONE_STATEMENT" in refused["SELECT 1; DROP TABLE orders"]
+    assert "Error Code: READ_ONLY" in refused["INSERT INTO audit VALUES ('after commit')"]
+    assert "Error Code: READ_ONLY" in refused["INSERT INTO audit VALUES ('after set_config')"]
+    assert "UNKNOWN_TABLE" in " ".join(refused["SELECT * FROM scratch"])  # the temp table went with its call
+    assert pg.sql("SELECT count(*) FROM orders", role="analyst")[0][0] == 1000  # no lock outlived its call
+    failed, text = await _ask(shop, said, database="writer", query="SELECT count(*) AS n FROM orders")
+    assert not failed and text.rstrip().endswith("1000"), text  # the connection serves on
+
+
+async def test_privileged_roles_are_refused_and_no_program_runs(
+    shop: ClientSession, pg: pg_server.Postgres, said: list[str], tmp_path: Path
+) -> None:
+    planted = Path(pg.folder) / "planted-by-copy"
+    for database, what in (("super", "superuser"), ("files", "pg_read_server_files")):
+        failed, text = await _ask(shop, said, database=database, query=f"COPY (SELECT 1) TO PROGRAM 'touch {planted}'")
+        assert failed and "PRIVILEGED_ROLE" in text and what in text and "allow_privileged_role" in text, text
+    assert not planted.exists()
+
+
+async def test_a_statement_past_its_timeout_is_cancelled_in_postgres(
+    shop: ClientSession, pg: pg_server.Postgres, said: list[str]
+) -> None:
+    started = time.monotonic()
+    failed, text = await _ask(shop, said, database="shop", query="SELECT pg_sleep(30) AS slept")
+    assert failed and "timeout" in text, text
+    assert time.monotonic() - started < 15
+    running = (
+        "SELECT count(*) FROM pg_stat_activity WHERE state = 'active' AND query LIKE '%pg_sleep(30)%' "
+        "AND pid <> pg_backend_pid()"
+    )
+    deadline = time.monotonic() + 5
+    while pg.sql(running)[0][0]:
+        assert time.monotonic() < deadline, "the statement still runs in PostgreSQL"
+        await asyncio.sleep(0.1)
+    failed, text = await _ask(shop, said, database="shop", query="SELECT 7 AS seven")
+    assert not failed and text.rstrip().endswith("7"), text
+
+
+async def test_concurrent_calls_share_a_bounded_pool(
+    shop: ClientSession, pg: pg_server.Postgres, said: list[str]
+) -> None:
+    peak = 0
+
+    async def watch() -> None:
+        nonlocal peak
+        for _ in range(40):
+            n = pg.sql("SELECT count(*) FROM pg_stat_activity WHERE usename = 'analyst' AND datname = 'shop'")[0][0]
+            peak = max(peak, n)
+            await asyncio.sleep(0.05)
+
+    async def one(i: int) -> tuple[bool, str]:
+        return await _ask(shop, said, database="shop", query=f"SELECT {i} AS i, pg_sleep(0.2) IS NULL AS slept")
+
+    watcher = asyncio.ensure_future(watch())
+    results = await asyncio.gather(*(one(i) for i in range(12)))
+    await watcher
+    assert all(not failed for failed, _ in results), results
+    assert 1 <= peak <= 4, peak  # databases.shop.max_concurrent
+
+
+async def test_the_schema_resource_names_the_dialect_comments_estimates_and_values(
+    shop: ClientSession, said: list[str]
+) -> None:
+    schema = (await shop.read_resource("db://shop/schema")).contents[0].text  # type: ignore[union-attr]
+    said.append(schema)
+    assert "# Database shop (PostgreSQL 15" in schema and "Webshop orders" in schema
+    assert "## orders (table, ≈1,000 rows)" in schema and "- amount: numeric(12,2)" in schema
+    assert "Who buys" in schema and "segment: text — consumer or business — values:" in schema
+    assert "## revenue_by_segment (view)" in schema and "sum(o.amount) AS revenue" in schema
+    tools = await shop.list_tools()
+    description = next(t.description for t in tools.tools if t.name == "query_database")
+    assert "shop (PostgreSQL)" in (description or "") and "lite (SQLite)" in (description or "")
+
+
+async def test_unreachable_refused_and_unknown_databases_are_clear(shop: ClientSession, said: list[str]) -> None:
+    failed, text = await _ask(shop, said, database="down", query="SELECT 1")
+    assert failed and "DATABASE_UNAVAILABLE" in text and "databases.down.url" in text, text
+    failed, text = await _ask(shop, said, database="wrong", query="SELECT 1")
+    assert failed and "DATABASE_AUTH" in text and "databases.wrong.url" in text and "***" in text, text
+    failed, text = await _ask(shop, said, database="nowhere", query="SELECT 1")
+    assert failed and "shop" in text and "lite" in text, text
+
+
+async def test_a_sqlite_file_is_read_and_never_changed(shop: ClientSession, ws: Path, said: list[str]) -> None:
+    lite = ws / "data" / "kpis.db"
+    digest = hashlib.sha256(lite.read_bytes()).hexdigest()
+    failed, text = await _ask(shop, said, database="lite", query="SELECT month, revenue FROM kpi ORDER BY month")
+    assert not failed and "2025-02,20.25" in text, text
+    for statement in (
+        "INSERT INTO kpi VALUES ('2025-03', 1)",
+        "DROP TABLE kpi",
+        "VACUUM",
+        "PRAGMA journal_mode = WAL",
+        "CREATE TABLE x (a)",
+    ):
+        await _ask(shop, said, database="lite", query=statement)
+    assert hashlib.sha256(lite.read_bytes()).hexdigest() == digest
+    assert sorted(p.name for p in lite.parent.iterdir() if p.name.startswith("kpis")) == ["kpis.db"]
+
+
+def test_no_password_appears_anywhere(ws: Path, said: list[str], stderr_log: Path, shop: Any) -> None:
+    """After the tests above (pytest keeps the file's order): every result, error, resource, the server's
+    stderr, its logs and telemetry — no password of any role."""
+    texts = [*said, stderr_log.read_text(errors="replace")]
+    for path in (ws / "logs").rglob("*"):
+        if path.is_file():
+            texts.append(path.read_text(errors="replace"))
+    blob = "\n".join(texts)
+    assert len(blob) > 1000
+    for password in pg_server.PASSWORDS.values():
+        assert password not in blob
+
+
+async def test_three_million_rows_stream_into_a_complete_artifact_with_bounded_memory(
+    pg: pg_server.Postgres, ws: Path
+) -> None:
+    pg_server.make_big(pg)
+    with open("/dev/null", "w") as errlog:
+        async with _client(ws, _env(pg), errlog) as s:
+            failed, _ = await _ask(s, [], database="shop", query="SELECT 1 AS warm")
+            assert not failed
+            server = server_process(ws)
+            before = server.memory_info().rss
+            peak = [before]
+            stop = False
+
+            async def sample() -> None:
+                while not stop:
+                    with contextlib.suppress(psutil.Error):
+                        peak[0] = max(peak[0], server.memory_info().rss)
+                    await asyncio.sleep(0.05)
+
+            sampler = asyncio.ensure_future(sample())
+            failed, text = await _ask(s, [], database="shop", query="SELECT * FROM big", max_rows=10)
+            stop = True
+            await sampler
+            assert not failed and "Truncated: 10 of 3,000,000 rows shown" in text, text
+            kept = ARTIFACT.search(text).group(0)  # type: ignore[union-attr]
+            failed, text = await _ask(s, [], query=f"SELECT count(*) AS n, sum(id) AS s FROM {kept}")
+            assert not failed and "3000000,4500001500000" in text, text
+            assert peak[0] - before < 300 * 1024 * 1024, (before, peak[0])
