@@ -64,6 +64,7 @@ def run_checks(settings: Settings, network: bool = False) -> list[Check]:
         checks.append(Check("workspace writable", True, str(root)))
         checks += _check_sandbox(settings, ws.dir("sessions"))
         checks += _check_engine(settings, ws.dir("sessions"))
+        checks += _check_databases(settings, ws.root, ws.dir("sessions"), network)
     except OSError as exc:
         checks.append(Check("workspace writable", False, f"{root}: {exc.strerror}"))
     checks.append(_check_search(settings) if network else _search_configured(settings))
@@ -106,6 +107,52 @@ def _check_engine(settings: Settings, sessions: Path) -> list[Check]:
     ok = protocol.READ_ONLY_ROOT in ids and protocol.READ_ONLY_FILES in ids
     detail = "boundary: " + (", ".join(boundary) or "none") + ("; " + "; ".join(degraded) if degraded else "")
     return [Check("engine worker", ok, detail)]
+
+
+def _check_databases(settings: Settings, root: Path, sessions: Path, network: bool) -> list[Check]:
+    """Every configured connection: reachable or not, the server's version, the role and its privileges, and
+    advice when the role can write. One on another machine is contacted only with ``--network``."""
+    import urllib.parse
+
+    from ba_mcp.databases.adbc import dialect_name
+    from ba_mcp.databases.duckdb import sqlite_path
+    from ba_mcp.errors import ToolFailure
+    from ba_mcp.workers.connections import Connections, redact, shown_url
+
+    checks: list[Check] = []
+    pool = Connections(settings, sessions)
+    try:
+        for name, conf in settings.databases.items():
+            if conf.kind == "duckdb":
+                continue
+            label, dialect = f"database {name}", dialect_name(conf)
+            host_file = sqlite_path(conf, root) if conf.kind == "sqlite" else None
+            url = conf.url.get_secret_value() if conf.url is not None else ""
+            host = (urllib.parse.urlsplit(url).hostname or "") if host_file is None else ""
+            local = host_file is not None or host in ("localhost", "127.0.0.1", "::1") or (not host and bool(url))
+            if not local and not network:
+                where = shown_url(conf) or "its options"
+                checks.append(Check(label, True, f"{dialect} at {where}: not contacted (ba-mcp doctor --network)"))
+                continue
+            try:
+                with pool.connection(name, conf, None, host_file):
+                    info = dict(pool.info.get(name, {}))
+            except ToolFailure as failure:
+                checks.append(Check(label, False, redact(failure.message, conf)))
+                continue
+            detail = f"{dialect} {info.get('version', '')}".strip()
+            if info.get("role"):
+                privileges = ", ".join(info.get("privileges") or []) or "no server-file or program privileges"
+                detail += f"; role {info['role']} ({privileges})"
+            if info.get("role_can_write"):
+                detail += (
+                    "; the role can write — a read-only role is the safest: CREATE ROLE ba_reader LOGIN PASSWORD "
+                    "'…'; GRANT pg_read_all_data TO ba_reader;"
+                )
+            checks.append(Check(label, True, detail))
+    finally:
+        pool.close()
+    return checks
 
 
 def healthy(checks: list[Check]) -> bool:

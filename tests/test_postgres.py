@@ -25,7 +25,7 @@ import pytest
 from mcp import ClientSession, stdio_client
 
 from tests import pg_server
-from tests.conftest import make_workspace, server_process, stdio_params, text_of
+from tests.conftest import ba, make_workspace, server_process, stdio_params, text_of
 
 pytestmark = [
     pytest.mark.anyio,
@@ -96,7 +96,8 @@ def stderr_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 async def shop(pg: pg_server.Postgres, ws: Path, stderr_log: Path) -> Any:
     with stderr_log.open("w") as errlog:
-        async with _client(ws, _env(pg, BA_MCP_TOOLS__QUERY_DATABASE__TIMEOUT_S="4"), errlog) as s:
+        env = _env(pg, BA_MCP_TOOLS__QUERY_DATABASE__TIMEOUT_S="4", BA_MCP_SANDBOX__ALLOWED_IMPORTS="*")
+        async with _client(ws, env, errlog) as s:
             yield s
 
 
@@ -255,6 +256,14 @@ async def test_concurrent_calls_share_a_bounded_pool(
     assert 1 <= peak <= 4, peak  # databases.shop.max_concurrent
 
 
+async def test_connections_the_database_ended_are_replaced(
+    shop: ClientSession, pg: pg_server.Postgres, said: list[str]
+) -> None:
+    pg.sql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = 'analyst' AND datname = 'shop'")
+    failed, text = await _ask(shop, said, database="shop", query="SELECT 2 AS two")
+    assert not failed and text.rstrip().endswith("2"), text
+
+
 async def test_the_schema_resource_names_the_dialect_comments_estimates_and_values(
     shop: ClientSession, said: list[str]
 ) -> None:
@@ -295,6 +304,15 @@ async def test_a_sqlite_file_is_read_and_never_changed(shop: ClientSession, ws: 
     assert sorted(p.name for p in lite.parent.iterdir() if p.name.startswith("kpis")) == ["kpis.db"]
 
 
+async def test_the_sandbox_never_sees_a_database_secret(shop: ClientSession, said: list[str]) -> None:
+    result = await shop.call_tool("run_python", {"code": "import os\nprint(sorted(os.environ.items()))"})
+    text = text_of(result)
+    said.append(text)
+    assert not result.is_error and "PATH" in text, text
+    assert "SHOP_PASSWORD" not in text and "BA_MCP_DATABASES" not in text
+    assert all(password not in text for password in pg_server.PASSWORDS.values())
+
+
 def test_no_password_appears_anywhere(ws: Path, said: list[str], stderr_log: Path, shop: Any) -> None:
     """After the tests above (pytest keeps the file's order): every result, error, resource, the server's
     stderr, its logs and telemetry — no password of any role."""
@@ -306,6 +324,24 @@ def test_no_password_appears_anywhere(ws: Path, said: list[str], stderr_log: Pat
     assert len(blob) > 1000
     for password in pg_server.PASSWORDS.values():
         assert password not in blob
+
+
+def test_doctor_lists_every_database_with_its_role(pg: pg_server.Postgres, ws: Path) -> None:
+    env = _env(
+        pg,
+        BA_MCP_DATABASES__SHOP__URL=pg.url("analyst"),  # the CLI runs in this process: no ${VAR} from a child's env
+        BA_MCP_DATABASES__FAR__URL="postgresql://someone:far-Secret@db.example.invalid:5432/x",
+    )
+    out = ba("doctor", workspace=ws, env=env)
+    lines = {line.split()[2]: line for line in out.stdout.splitlines() if line.split()[1:2] == ["database"]}
+    assert re.search(r"^ok\s.*PostgreSQL 15[.\d]*; role analyst \(no server-file", lines["shop"]), out.stdout
+    assert "the role can write" in lines["writer"] and "GRANT pg_read_all_data" in lines["writer"]
+    assert "PRIVILEGED_ROLE" in lines["super"] or "superuser" in lines["super"]
+    assert lines["down"].startswith("FAIL") and "could not be reached" in lines["down"]
+    assert "not contacted" in lines["far"] and "someone:***@db.example.invalid" in lines["far"]
+    assert lines["lite"].startswith("ok") and "SQLite" in lines["lite"]
+    for secret in [*pg_server.PASSWORDS.values(), "far-Secret"]:
+        assert secret not in out.stdout + out.stderr
 
 
 async def test_three_million_rows_stream_into_a_complete_artifact_with_bounded_memory(

@@ -67,19 +67,26 @@ class ConnectedDatabase:
                     f"(databases.{self.name}.max_concurrent = {self.conf.max_concurrent})",
                     "retry shortly",
                 )
-        held = self.pool.connection(self.name, self.conf, ctx, self.host_file)
-        try:
-            session = held.__enter__()
-            reply, blobs = session.ask(
-                {"op": "run", "sql": sql, "params": params, "max_rows": max_rows, "timeout_s": ctx.timeout}
-            )
-            head = read_arrow(blobs[0], self.pool.conf.max_transfer_mb * 1024 * 1024)
-        except BaseException as exc:
-            held.__exit__(type(exc), exc, exc.__traceback__)
-            self.slots.release()
-            if isinstance(exc, BadStream):
-                raise ToolFailure(ErrorType.EXECUTION_ERROR, "ENGINE_PROTOCOL", str(exc)) from None
-            raise
+        request = {"op": "run", "sql": sql, "params": params, "max_rows": max_rows, "timeout_s": ctx.timeout}
+        for attempt in (1, 2):  # a connection found dead before the statement ran is replaced, once
+            held = self.pool.connection(self.name, self.conf, ctx, self.host_file)
+            try:
+                session = held.__enter__()
+                reply, blobs = session.ask(request)
+                head = read_arrow(blobs[0], self.pool.conf.max_transfer_mb * 1024 * 1024)
+                break
+            except BaseException as exc:
+                lost = isinstance(exc, ToolFailure) and exc.code == "CONNECTION_LOST"
+                if lost:  # it and its idle siblings (a restart ends them all): the retry connects anew
+                    session.discard()
+                    self.pool.drop_idle(self.name)
+                held.__exit__(type(exc), exc, exc.__traceback__)
+                if lost and attempt == 1:
+                    continue
+                self.slots.release()
+                if isinstance(exc, BadStream):
+                    raise ToolFailure(ErrorType.EXECUTION_ERROR, "ENGINE_PROTOCOL", str(exc)) from None
+                raise
         state = {"open": True, "pending": bool(reply["more"])}
 
         def store(fd: int, limit: int) -> tuple[int, bool, Any]:

@@ -32,7 +32,7 @@ from ba_mcp.workers.wire import BadStream, read_arrow
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-    from ba_mcp.settings import Settings
+    from ba_mcp.settings import DatabaseSettings, Settings
     from ba_mcp.stores.artifacts import ArtifactStore
     from ba_mcp.tool import ToolContext
     from ba_mcp.workers.connections import Connections
@@ -127,6 +127,16 @@ class DuckDBDatabase:
         return _sql_failure(exc, self.name, self.owner.clean, columns_hint)
 
 
+def sqlite_path(conf: DatabaseSettings, root: Path) -> Path:
+    """The file of a ``sqlite:`` URL: ``sqlite:///relative/to/the/workspace.db`` or ``sqlite:////absolute/path.db``
+    (SQLAlchemy's convention)."""
+    url = conf.url.get_secret_value() if conf.url is not None else ""
+    rest = url[len("sqlite:") :]
+    rest = rest[3:] if rest.startswith("///") else rest.lstrip("/") if rest.startswith("//") else rest
+    path = Path(urllib.parse.unquote(rest.split("?", 1)[0])).expanduser()
+    return path if path.is_absolute() else root / path
+
+
 class Databases:
     """The configured databases of one App, served by its engine workers."""
 
@@ -174,12 +184,7 @@ class Databases:
     def path_of(self, name: str) -> Path:
         conf = self.settings.databases[name]
         if conf.kind == "sqlite":
-            # sqlite:///relative/to/the/workspace.db, sqlite:////an/absolute/path.db (SQLAlchemy's convention)
-            url = conf.url.get_secret_value() if conf.url is not None else ""
-            rest = url[len("sqlite:") :]
-            rest = rest[3:] if rest.startswith("///") else rest.lstrip("/") if rest.startswith("//") else rest
-            path = Path(urllib.parse.unquote(rest.split("?", 1)[0])).expanduser()
-            return path if path.is_absolute() else self.workspace.root / path
+            return sqlite_path(conf, self.workspace.root)
         if conf.path is None:
             return self.workspace.dir("data") / DEMO_FILE
         path = conf.path.expanduser()

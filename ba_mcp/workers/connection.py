@@ -82,8 +82,16 @@ class Connector:
     def op_run(self, message: dict[str, Any], fds: list[int]) -> tuple[dict[str, Any], list[int]]:
         import pyarrow as pa
 
-        self._end()
-        self._begin(float(message.get("timeout_s") or 0))
+        try:
+            self._end()
+            self._begin(float(message.get("timeout_s") or 0))
+        except Exception as exc:  # before the statement: the connection is gone (a restart, an idle timeout)
+            raise Failure(
+                type="transient_error",
+                code="CONNECTION_LOST",
+                message="the connection to the database was lost: " + str(exc).split("\n")[0][:300],
+                hint="retry",
+            ) from None
         params = message.get("params")
         if isinstance(params, dict):
             raise Failure(
@@ -221,7 +229,8 @@ def _postgres_role(cur: Any, allow_privileged: bool) -> dict[str, Any]:
             hint="connect as a read-only role (see `ba-mcp doctor`), or set allow_privileged_role: true for this "
             "database if you accept that",
         )
-    return {"version": str(version), "role": user, "privileges": privileges, "role_can_write": bool(writes)}
+    version = str(version).split(" ")[0]  # 15.18, without the packager's note
+    return {"version": version, "role": user, "privileges": privileges, "role_can_write": bool(writes)}
 
 
 def _plain_schema(schema: Any) -> tuple[Any, Any]:

@@ -276,6 +276,15 @@ class Connections:
         for t in threads:
             t.join(5)
 
+    def drop_idle(self, name: str) -> None:
+        """End the idle connections of database ``name``."""
+        with self._lock:
+            idle, self._idle[name] = self._idle.get(name, []), []
+            for c in idle:
+                self._forget(c)
+        for c in idle:
+            c.process.kill()
+
     def reap_idle(self, idle_s: float) -> int:
         now = time.monotonic()
         with self._lock:
@@ -300,6 +309,11 @@ class Session:
 
     def ask(self, message: dict[str, Any], fds: list[int] | None = None) -> tuple[dict[str, Any], list[bytes]]:
         return self.pool._ask(self.connection, self.ctx, self.conf, message, fds)
+
+    def discard(self) -> None:
+        """End this connection (its database connection is gone): the next call gets a new one."""
+        self.connection.killed = True
+        self.pool._discard(self.connection)
 
     def cancel(self) -> None:
         """The call's timeout: cancel in the database now; end the worker after the grace if still busy."""
