@@ -287,6 +287,20 @@ async def test_unreachable_refused_and_unknown_databases_are_clear(shop: ClientS
     assert failed and "shop" in text and "lite" in text, text
 
 
+async def test_any_adbc_driver_by_configuration(pg: pg_server.Postgres, ws: Path) -> None:
+    """``driver:`` names an ADBC driver package (here Flight SQL, an extra): it is loaded in the connection worker
+    and an unreachable server is a clear DATABASE_UNAVAILABLE naming the setting."""
+    pytest.importorskip("adbc_driver_flightsql")
+    env = {
+        "BA_MCP_DATABASES__LAKE__DRIVER": "adbc_driver_flightsql",
+        "BA_MCP_DATABASES__LAKE__URL": "grpc://127.0.0.1:9",
+    }
+    with open("/dev/null", "w") as errlog:
+        async with _client(ws, env, errlog) as s:
+            failed, text = await _ask(s, [], database="lake", query="SELECT 1")
+    assert failed and "DATABASE_UNAVAILABLE" in text and "databases.lake" in text, text
+
+
 async def test_a_sqlite_file_is_read_and_never_changed(shop: ClientSession, ws: Path, said: list[str]) -> None:
     lite = ws / "data" / "kpis.db"
     digest = hashlib.sha256(lite.read_bytes()).hexdigest()

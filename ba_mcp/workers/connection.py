@@ -69,7 +69,7 @@ class Connector:
             self.con = lite.connect(uri, autocommit=True)
         else:
             kwargs = {"uri": uri, **options} if uri else options
-            self.con = dbapi.connect(driver=driver, db_kwargs=kwargs, autocommit=True)
+            self.con = dbapi.connect(driver=_driver_location(driver), db_kwargs=kwargs, autocommit=True)
         self.cur = self.con.cursor()
         info = {k: v for k, v in self.con.adbc_get_info().items() if isinstance(v, (str, int))}
         reply: dict[str, Any] = {"op": "connected", "vendor": info.get("vendor_name", ""), "version": ""}
@@ -203,6 +203,19 @@ class Connector:
         if self.dialect == "postgresql" and self.in_transaction:
             self.in_transaction = False
             self.cur.execute("ROLLBACK")
+
+
+def _driver_location(driver: str) -> str:
+    """An ADBC driver package's shared library (``adbc_driver_flightsql`` → its ``_driver_path()``), else the name
+    as given: a driver manifest's name or a library's path, which the driver manager finds itself."""
+    import importlib
+
+    try:
+        module = importlib.import_module(driver)
+    except ImportError:
+        return driver
+    locate = getattr(module, "_driver_path", None)
+    return str(locate()) if callable(locate) else driver
 
 
 def _postgres_role(cur: Any, allow_privileged: bool) -> dict[str, Any]:
