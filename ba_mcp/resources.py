@@ -250,7 +250,8 @@ def schema_markdown(app: App, database: str, session: str = "default") -> str:
     except ToolFailure as failure:
         raise ResourceNotFoundError(failure.message) from None
     dialect = schema.get("dialect") or "DuckDB"
-    lines = [f"# Database {database} ({dialect}: write SQL in its dialect)", schema["description"], ""]
+    heading = f"# Database {database}" + ("" if dialect == "DuckDB" else f" ({dialect}: write SQL in its dialect)")
+    lines = [heading, schema["description"], ""]
     for table, entry in schema["tables"].items():
         if entry["kind"] == "view" and entry.get("rows_estimated"):
             lines.append(f"## {table} (view)")

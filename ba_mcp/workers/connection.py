@@ -23,8 +23,7 @@ import contextlib
 import socket
 from typing import Any
 
-from ba_mcp.workers.engine import Failure, memfile
-from ba_mcp.workers.wire import write_arrow
+from ba_mcp.workers.wire import Failure, memfile, write_arrow
 
 PRIVILEGED_ROLES = ("pg_read_server_files", "pg_write_server_files", "pg_execute_server_program")
 

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ba_mcp.workers.wire import encode_raw, write_arrow
+from ba_mcp.workers.wire import Failure, encode_raw, memfile, write_arrow
 from sandbox import protocol
 from sandbox.isolation import SESSION_DIR, confine
 
@@ -63,18 +63,6 @@ def slots(fds: list[int]) -> Any:
                 os.close(SLOT_FD + i)
 
 
-def memfile(data: bytes, name: str = "blob") -> int:
-    """A sealed memory file holding ``data`` (the server reads only sealed ones)."""
-    import fcntl
-
-    fd = os.memfd_create(name, os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
-    fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SEAL)
-    return fd
-
-
 def _quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
@@ -96,14 +84,6 @@ class _Source:
 
     def open(self) -> Any:
         return open(self.path, "rb")
-
-
-class Failure(Exception):
-    """An answer that is an error in the spec's vocabulary (type, code, message, hint)."""
-
-    def __init__(self, **fields: Any) -> None:
-        super().__init__(fields.get("message", ""))
-        self.fields = fields
 
 
 class Engine:

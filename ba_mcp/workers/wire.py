@@ -5,11 +5,15 @@ A worker is untrusted (it parsed hostile bytes or ran hostile SQL), so the serve
 sends: an Arrow stream must be uncompressed IPC (its decoded size is then its size in bytes, read in place),
 and any message that declares body compression is refused before it is decoded — an 85 KB zstd stream of
 2.5 GB is an error, not 2.5 GB in the server.
+
+Also the workers' side of an answer: ``memfile`` (a sealed memory file, the only blob the server takes) and
+``Failure`` (an answer that is an error in the spec's vocabulary).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
 import struct
 from typing import TYPE_CHECKING, Any
 
@@ -158,3 +162,23 @@ def decode_raw(encoded: dict[str, Any], blobs: list[bytes], limit: int) -> RawRe
     if cls is Table and args.get("next_args") is not None:
         args["next_args"] = dict(args["next_args"])
     return cls(**args)  # type: ignore[no-any-return]
+
+
+def memfile(data: bytes, name: str = "blob") -> int:
+    """A sealed memory file holding ``data`` (the server reads only sealed ones)."""
+    import fcntl
+
+    fd = os.memfd_create(name, os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+    fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SEAL)
+    return fd
+
+
+class Failure(Exception):
+    """An answer that is an error in the spec's vocabulary (type, code, message, hint)."""
+
+    def __init__(self, **fields: Any) -> None:
+        super().__init__(fields.get("message", ""))
+        self.fields = fields
