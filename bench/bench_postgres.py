@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 from common import ROOT, call, env_for, initialize, p50, python, report, rss_mb, spawn
 
 sys.path.insert(0, str(ROOT))
-from tests.pg_server import make_big, postgres  # noqa: E402
+from tests.pg_server import make_big, postgres
 
 SMALL = "SELECT status, count(*) AS n, sum(amount) AS revenue FROM orders GROUP BY status ORDER BY status"
 

@@ -40,6 +40,7 @@ class Connector:
         self.busy = False  # set by the serving loop while an operation runs
         self.pending: Any = None  # (reader, head batches, schema) of a result cut at max_rows
         self.in_transaction = False
+        self.after_reply: Any = None  # what the serving loop runs once the answer is sent
 
     def interrupt(self) -> None:
         if self.busy and self.cur is not None:
@@ -122,7 +123,7 @@ class Connector:
         else:
             with contextlib.suppress(Exception):
                 reader.close()
-            self._end()
+            self.after_reply = self._end  # rolled back once the answer is on its way (off the call's path)
         blob = write_arrow(pa.Table.from_batches(head, schema=schema).slice(0, max_rows + 1))
         return {"op": "result", "rows": have, "more": more, "display_types": _display_types(reader.schema)}, [
             memfile(blob)

@@ -372,6 +372,15 @@ def serve(target: Any, sock: socket.socket, options: dict[str, Any]) -> None:
         finally:
             for fd in out:
                 os.close(fd)
+        follow_up, target.after_reply = getattr(target, "after_reply", None), None
+        if follow_up is not None:  # work that need not delay the answer (a connection's ROLLBACK)
+            target.busy = True
+            try:
+                follow_up()
+            except Exception:
+                pass  # the next operation starts with a rollback of its own
+            finally:
+                target.busy = False
 
 
 def _literal(text: str) -> str:
