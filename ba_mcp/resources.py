@@ -31,16 +31,19 @@ if TYPE_CHECKING:
 
 _RESOURCE_TEXT_LIMIT = 10 * 1024 * 1024
 
-Completer = Callable[["App"], list[str]]
+Completer = Callable[["App", dict[str, str]], list[str]]  # (app, the arguments already chosen) -> values
+SCHEMA_BUDGET_CHARS = 40_000  # a larger catalog is listed by name, each table a resource of its own
 
 
 def register(server: MCPServer[Any], app: App) -> None:
     """The resources of ``app`` on ``server``, and one completion handler over their completers."""
     completions: dict[tuple[str, str], Completer] = {
-        ("artifact://{id}", "id"): lambda a: [m.id for m in reversed(a.artifacts.list())],
-        ("upload://{name}", "name"): lambda a: [uid for uid, _, _ in a.workspace.uploads()],
-        ("db://{database}/schema", "database"): lambda a: a.databases.names,
-        ("skill://{name}/{path}", "name"): lambda a: [s.name for s in a.skills],
+        ("artifact://{id}", "id"): lambda a, _: [m.id for m in reversed(a.artifacts.list())],
+        ("upload://{name}", "name"): lambda a, _: [uid for uid, _, _ in a.workspace.uploads()],
+        ("db://{database}/schema", "database"): lambda a, _: a.databases.names,
+        ("db://{database}/schema/{table}", "database"): lambda a, _: a.databases.names,
+        ("db://{database}/schema/{table}", "table"): _table_names,
+        ("skill://{name}/{path}", "name"): lambda a, _: [s.name for s in a.skills],
     }
 
     @server.resource(
@@ -92,6 +95,16 @@ def register(server: MCPServer[Any], app: App) -> None:
     async def upload(name: str) -> str | bytes:
         return await anyio.to_thread.run_sync(_read_upload, app, name)
 
+    @server.resource(
+        "db://{database}/schema/{table}",
+        name="database-table",
+        title="Table of a database",
+        mime_type="text/markdown",
+        description="One table or view of a query_database connection: columns, types, comments, definition.",
+    )
+    async def db_table(database: str, table: str) -> str:
+        return await anyio.to_thread.run_sync(table_markdown, app, database, table)
+
     for name in app.databases.names:  # listed in resources/list, not only as a template
 
         def read(name: str = name) -> str:
@@ -113,7 +126,8 @@ def register(server: MCPServer[Any], app: App) -> None:
         if completer is None:
             return None
         prefix = argument.value or ""
-        matches = [v for v in await anyio.to_thread.run_sync(completer, app) if v.startswith(prefix)]
+        chosen = dict(getattr(context, "arguments", None) or {})
+        matches = [v for v in await anyio.to_thread.run_sync(completer, app, chosen) if v.startswith(prefix)]
         return Completion(values=matches[:100], total=len(matches), has_more=len(matches) > 100)
 
 
@@ -138,6 +152,11 @@ async def read_special(app: App, uri: str, headers: Mapping[str, str] | None) ->
         return [ReadResourceContents(content=content, mime_type=mime)]
     if uri == "ba://metrics":
         return [ReadResourceContents(content=metrics_report(app, session_key(headers)), mime_type="application/json")]
+    if uri.startswith("db://") and "/schema/" in uri:
+        database, _, table = uri[len("db://") :].partition("/schema/")
+        args = (app, urllib.parse.unquote(database), urllib.parse.unquote(table), session_key(headers))
+        text = await anyio.to_thread.run_sync(table_markdown, *args)
+        return [ReadResourceContents(content=text, mime_type="text/markdown")]
     if uri.startswith("db://") and uri.endswith("/schema"):  # the session's own TEMP tables are part of it
         database = urllib.parse.unquote(uri[len("db://") : -len("/schema")])
         text = await anyio.to_thread.run_sync(schema_markdown, app, database, session_key(headers))
@@ -244,40 +263,97 @@ def _size(n: int) -> str:
     return f"{n} B"
 
 
-def schema_markdown(app: App, database: str, session: str = "default") -> str:
+def _schema(app: App, database: str, session: str) -> dict[str, Any]:
     try:
-        schema = app.databases.schema(database, session)
+        return app.databases.schema(database, session)
     except ToolFailure as failure:
         raise ResourceNotFoundError(failure.message) from None
+
+
+def _table_names(app: App, chosen: dict[str, str]) -> list[str]:
+    database = chosen.get("database") or ""
+    if database not in app.databases.names:
+        return []
+    try:
+        return sorted(app.databases.schema(database, callers.current())["tables"])
+    except ToolFailure:
+        return []
+
+
+def _heading(database: str, schema: dict[str, Any]) -> tuple[str, str]:
     dialect = schema.get("dialect") or "DuckDB"
     heading = f"# Database {database}" + ("" if dialect == "DuckDB" else f" ({dialect}: write SQL in its dialect)")
+    return heading, dialect
+
+
+def _size_of(entry: dict[str, Any]) -> str:
+    if entry["kind"] == "view" and entry.get("rows_estimated"):
+        return "view"
+    about = "≈" if entry.get("rows_estimated") else ""
+    return f"{entry['kind']}, {about}{entry['rows']:,} rows"
+
+
+def table_markdown(app: App, database: str, table: str, session: str = "default") -> str:
+    """One table or view of a database (for catalogs too large to show whole)."""
+    schema = _schema(app, database, session)
+    entry = schema["tables"].get(table)
+    if entry is None:
+        raise ResourceNotFoundError(
+            f"database {database} has no table or view named {table[:100]}; db://{database}/schema lists them"
+        )
+    heading, _ = _heading(database, schema)
+    return "\n".join([heading, "", *_table_lines(table, entry)])
+
+
+def schema_markdown(app: App, database: str, session: str = "default") -> str:
+    schema = _schema(app, database, session)
+    heading, dialect = _heading(database, schema)
     lines = [heading, schema["description"], ""]
     for table, entry in schema["tables"].items():
-        if entry["kind"] == "view" and entry.get("rows_estimated"):
-            lines.append(f"## {table} (view)")
-        else:
-            about = "≈" if entry.get("rows_estimated") else ""
-            lines.append(f"## {table} ({entry['kind']}, {about}{entry['rows']:,} rows)")
-        if entry.get("comment"):
-            lines.append(str(entry["comment"]))
-        for c in entry["columns"]:
-            line = f"- {c['name']}: {c['type']}{'' if c['nullable'] else ' not null'}"
-            if c.get("comment"):
-                line += f" — {c['comment']}"
-            if c.get("values"):
-                line += " — values: " + ", ".join(c["values"])
-            lines.append(line)
-        if entry.get("definition"):
-            lines += ["Definition:", "```sql", str(entry["definition"]).strip(), "```"]
-        lines.append("")
-    if dialect == "DuckDB":
-        lines.append("Workspace data is queryable too: FROM 'uploads/<file>', FROM upload_<name>, FROM artifact_<id>.")
-    else:
-        lines.append(
-            "Workspace files are not visible here; a result cut at max_rows is kept whole as an artifact, which a "
-            "DuckDB database (e.g. demo) joins with workspace files: FROM artifact_<id>."
-        )
+        lines += _table_lines(table, entry)
+    lines.append(_closing(dialect))
+    text = "\n".join(lines)
+    if len(text) <= SCHEMA_BUDGET_CHARS:
+        return text
+    # Too large to read whole: every table by name (nothing left out), each one's columns a resource of its own.
+    tables = schema["tables"]
+    lines = [
+        heading,
+        schema["description"],
+        "",
+        f"{len(tables):,} tables and views — too many to show with their columns here. Each one's columns, "
+        f"comments and definition: the resource db://{database}/schema/{{table}} (its table argument completes).",
+        "",
+    ]
+    lines += [f"- {table} ({_size_of(entry)})" for table, entry in tables.items()]
+    lines.append(_closing(dialect))
     return "\n".join(lines)
+
+
+def _closing(dialect: str) -> str:
+    if dialect == "DuckDB":
+        return "Workspace data is queryable too: FROM 'uploads/<file>', FROM upload_<name>, FROM artifact_<id>."
+    return (
+        "Workspace files are not visible here; a result cut at max_rows is kept whole as an artifact, which a "
+        "DuckDB database (e.g. demo) joins with workspace files: FROM artifact_<id>."
+    )
+
+
+def _table_lines(table: str, entry: dict[str, Any]) -> list[str]:
+    lines = [f"## {table} ({_size_of(entry)})"]
+    if entry.get("comment"):
+        lines.append(str(entry["comment"]))
+    for c in entry["columns"]:
+        line = f"- {c['name']}: {c['type']}{'' if c['nullable'] else ' not null'}"
+        if c.get("comment"):
+            line += f" — {c['comment']}"
+        if c.get("values"):
+            line += " — values: " + ", ".join(c["values"])
+        lines.append(line)
+    if entry.get("definition"):
+        lines += ["Definition:", "```sql", str(entry["definition"]).strip(), "```"]
+    lines.append("")
+    return lines
 
 
 def _read_upload(app: App, name: str) -> str | bytes:

@@ -23,6 +23,7 @@ from typing import Any
 import psutil
 import pytest
 from mcp import ClientSession, stdio_client
+from mcp.types import ResourceTemplateReference
 
 from tests import pg_server
 from tests.conftest import ba, make_workspace, server_process, stdio_params, text_of
@@ -70,6 +71,8 @@ def _env(pg: pg_server.Postgres, **extra: str) -> dict[str, str]:
         "BA_MCP_DATABASES__WRONG__URL": pg.url("analyst", password="not-the-password"),
         "BA_MCP_DATABASES__DOWN__URL": f"postgresql://analyst:x@127.0.0.1:{closed}/shop",
         "BA_MCP_DATABASES__LITE__URL": "sqlite:///data/kpis.db",
+        "BA_MCP_DATABASES__WIDE__URL": pg.url("analyst"),
+        "BA_MCP_DATABASES__WIDE__SCHEMAS": '["wide"]',
         "BA_MCP_ENGINE__SPARE_WORKERS": "0",
         **extra,
     }
@@ -276,6 +279,31 @@ async def test_the_schema_resource_names_the_dialect_comments_estimates_and_valu
     tools = await shop.list_tools()
     description = next(t.description for t in tools.tools if t.name == "query_database")
     assert "shop (PostgreSQL)" in (description or "") and "lite (SQLite)" in (description or "")
+
+
+async def test_a_catalog_too_large_to_show_is_listed_by_name_with_a_resource_per_table(
+    shop: ClientSession, pg: pg_server.Postgres, said: list[str]
+) -> None:
+    columns = ", ".join(f"measure_{j} numeric(12,2)" for j in range(12))
+    pg.sql(
+        "CREATE SCHEMA wide",
+        *(f"CREATE TABLE wide.t_{i:03d} (id int, {columns})" for i in range(400)),
+        "GRANT USAGE ON SCHEMA wide TO analyst",
+        role="owner",
+    )
+    index = (await shop.read_resource("db://wide/schema")).contents[0].text  # type: ignore[union-attr]
+    said.append(index)
+    assert "400 tables and views" in index and "db://wide/schema/{table}" in index
+    assert all(f"- wide.t_{i:03d} (table" in index for i in range(400))  # every table, by name
+    assert "measure_3" not in index and len(index) < 40_000
+    one = (await shop.read_resource("db://wide/schema/wide.t_007")).contents[0].text  # type: ignore[union-attr]
+    assert "## wide.t_007 (table" in one and "- measure_11: numeric(12,2)" in one
+    done = await shop.complete(
+        ResourceTemplateReference(uri="db://{database}/schema/{table}"),
+        {"name": "table", "value": "wide.t_01"},
+        context_arguments={"database": "wide"},
+    )
+    assert done.completion.values == [f"wide.t_{i:03d}" for i in range(10, 20)]
 
 
 async def test_unreachable_refused_and_unknown_databases_are_clear(shop: ClientSession, said: list[str]) -> None:

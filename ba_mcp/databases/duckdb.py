@@ -294,9 +294,10 @@ class Databases:
         db = self.get(name)
         description = self.settings.databases[name].description
         if isinstance(db, ConnectedDatabase):
+            tables = self.catalogs.of(db)  # connects, so the version is known after it
             version = db.version()
             dialect = dialect_name(db.conf) + (f" {version}" if version else "")
-            return {"database": name, "description": description, "dialect": dialect, "tables": self.catalogs.of(db)}
+            return {"database": name, "description": description, "dialect": dialect, "tables": tables}
         with self.engines.session(session, None) as call:
             reply, _ = call.ask({"op": "describe", "database": name})
         return {"database": name, "description": description, "dialect": "DuckDB", "tables": reply["tables"]}
