@@ -144,6 +144,8 @@ def _check_databases(settings: Settings, root: Path, sessions: Path, network: bo
             if info.get("role"):
                 privileges = ", ".join(info.get("privileges") or []) or "no server-file or program privileges"
                 detail += f"; role {info['role']} ({privileges})"
+            if info.get("read_only_by_driver") is False:
+                detail += "; the driver cannot make the connection read-only: connect as a user that can only read"
             if info.get("role_can_write"):
                 detail += (
                     "; the role can write — a read-only role is the safest: CREATE ROLE ba_reader LOGIN PASSWORD "

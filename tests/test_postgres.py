@@ -178,6 +178,9 @@ HOSTILE = [
     "VACUUM orders",
     "COMMIT",
     "INSERT INTO audit VALUES ('after commit')",
+    "ROLLBACK",
+    "ROLLBACK",
+    "INSERT INTO audit VALUES ('after rollback')",
     "ALTER DATABASE shop SET default_transaction_read_only = off",
     "CREATE TEMP TABLE scratch AS SELECT 1 AS a",
     "SELECT * FROM scratch",
@@ -195,12 +198,13 @@ async def test_a_role_that_can_write_changes_nothing(
     assert pg_server.fingerprint(pg) == before, outcomes
     # every write was refused by the database, clearly; what ran changed nothing that outlives the call (a
     # lock is released, a temp table dropped, a setting undone by the rollback that ends every call)
-    harmless = ("SELECT", "SET", "PREPARE", "COMMIT", "LOCK", "CREATE TEMP")
+    harmless = ("SELECT", "SET", "PREPARE", "COMMIT", "ROLLBACK", "LOCK", "CREATE TEMP")
     changing = [o for o in outcomes if not o[1] and not o[0].startswith(harmless)]
     assert not changing, changing
     refused = dict((o[0], o[2]) for o in outcomes)
     assert "Error Code: ONE_STATEMENT" in refused["SELECT 1; DROP TABLE orders"]
     assert "Error Code: READ_ONLY" in refused["INSERT INTO audit VALUES ('after commit')"]
+    assert "Error Code: READ_ONLY" in refused["INSERT INTO audit VALUES ('after rollback')"]
     assert "Error Code: READ_ONLY" in refused["INSERT INTO audit VALUES ('after set_config')"]
     assert "UNKNOWN_TABLE" in " ".join(refused["SELECT * FROM scratch"])  # the temp table went with its call
     assert pg.sql("SELECT count(*) FROM orders", role="analyst")[0][0] == 1000  # no lock outlived its call

@@ -35,7 +35,8 @@ class Connector:
         self.sock = sock
         self.options = options
         self.con: Any = None
-        self.cur: Any = None
+        self.cur: Any = None  # the user's statements
+        self.frame: Any = None  # our own: BEGIN READ ONLY …, ROLLBACK
         self.dialect = ""
         self.busy = False  # set by the serving loop while an operation runs
         self.pending: Any = None  # (reader, head batches, schema) of a result cut at max_rows
@@ -77,6 +78,12 @@ class Connector:
             reply.update(_postgres_role(self.cur, bool(message.get("allow_privileged_role"))))
         else:
             reply["version"] = str(info.get("vendor_version", ""))
+        if self.dialect == "adbc":  # another driver: read-only only where it offers it (and by the user's role)
+            try:
+                self.con.adbc_connection.set_options(**{"adbc.connection.readonly": "true"})
+                reply["read_only_by_driver"] = True
+            except Exception:
+                reply["read_only_by_driver"] = False
         return reply, []
 
     def op_run(self, message: dict[str, Any], fds: list[int]) -> tuple[dict[str, Any], list[int]]:
@@ -190,10 +197,16 @@ class Connector:
         if self.dialect != "postgresql":
             return
         ms = max(1, int(timeout_s * 1000)) if timeout_s else 0
-        statement = self.cur.adbc_statement
-        statement.set_sql_query(f"BEGIN READ ONLY; SET LOCAL statement_timeout = {ms}; SELECT 1")
-        statement.execute_update()
+        self._frame(f"BEGIN READ ONLY; SET LOCAL statement_timeout = {ms}; SELECT 1")
         self.in_transaction = True
+
+    def _frame(self, sql: str) -> None:
+        """Our own fixed text, on a statement of its own: the user's cursor remembers its last query (and would
+        run a changed statement's text for an equal one), and only this text may hold several statements."""
+        if self.frame is None:
+            self.frame = self.con.cursor()  # kept: its statement lives as long as the cursor
+        self.frame.adbc_statement.set_sql_query(sql)
+        self.frame.adbc_statement.execute_update()
 
     def _end(self) -> None:
         if self.pending is not None:
@@ -202,7 +215,7 @@ class Connector:
             self.pending = None
         if self.dialect == "postgresql" and self.in_transaction:
             self.in_transaction = False
-            self.cur.execute("ROLLBACK")
+            self._frame("ROLLBACK")
 
 
 def _driver_location(driver: str) -> str:
