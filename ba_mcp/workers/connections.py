@@ -147,10 +147,17 @@ class Connections:
             "allow_privileged_role": conf.allow_privileged_role,
         }
         try:
-            connection.info = self._ask(connection, None, conf, message)[0]
-        except EngineError as exc:
-            process.kill()
-            raise connect_failure(exc, name, conf) from None
+            try:
+                connection.info = self._ask(connection, None, conf, message)[0]
+            except EngineError as exc:
+                failure = connect_failure(exc, name, conf)
+                if failure.code != "DATABASE_UNAVAILABLE":
+                    raise failure from None
+                time.sleep(0.25)  # a transient failure to connect is tried once more, by the same worker
+                try:
+                    connection.info = self._ask(connection, None, conf, message)[0]
+                except EngineError as again:
+                    raise connect_failure(again, name, conf) from None
         except BaseException:
             process.kill()
             raise
