@@ -287,8 +287,8 @@ def _heading(database: str, schema: dict[str, Any]) -> tuple[str, str]:
 
 
 def _size_of(entry: dict[str, Any]) -> str:
-    if entry["kind"] == "view" and entry.get("rows_estimated"):
-        return "view"
+    if (entry["kind"] == "view" and entry.get("rows_estimated")) or entry.get("rows") is None:
+        return entry["kind"]  # a view's rows, or a catalog that keeps no counts (Spark): nothing is scanned
     about = "≈" if entry.get("rows_estimated") else ""
     return f"{entry['kind']}, {about}{entry['rows']:,} rows"
 

@@ -119,6 +119,7 @@ class DatabaseSettings(_Section):
     options: dict[str, SecretStr] = {}
     description: str = ""
     allow_privileged_role: bool = False
+    allow_unguarded_writes: bool = False  # Spark: serve an endpoint without ba-mcp's read-only rule
     schemas: list[str] = []
     threads: int = Field(2, ge=1, le=64)
     memory_limit: str = Field("2GB", pattern=r"^\d+(\.\d+)?\s*(KB|MB|GB|TB|KiB|MiB|GiB|TiB)$")
@@ -131,7 +132,7 @@ class DatabaseSettings(_Section):
         if self.url is not None and not self.driver and self.kind == "adbc":
             scheme = self.url.get_secret_value().split(":", 1)[0][:40]
             raise ValueError(
-                f"a {scheme}: URL needs driver: (postgresql:// and sqlite:/// need none), "
+                f"a {scheme}: URL needs driver: (postgresql://, sqlite:/// and sc:// need none), "
                 "e.g. driver: adbc_driver_flightsql"
             )
         return self
@@ -141,10 +142,16 @@ class DatabaseSettings(_Section):
         """duckdb (a file or the demo), postgresql, sqlite, or adbc (any other driver)."""
         url = self.url.get_secret_value() if self.url is not None else ""
         if self.driver:
-            known = {"adbc_driver_postgresql": "postgresql", "adbc_driver_sqlite": "sqlite"}
+            known = {
+                "adbc_driver_postgresql": "postgresql",
+                "adbc_driver_sqlite": "sqlite",
+                "adbc_driver_spark": "spark",
+            }
             return known.get(self.driver, "adbc")
         if url.startswith(("postgresql://", "postgres://")):
             return "postgresql"
+        if url.startswith("sc://"):
+            return "spark"
         if url.startswith("sqlite:"):
             return "sqlite"
         return "adbc" if url else "duckdb"

@@ -159,7 +159,13 @@ def sql_failure(exc: Exception, name: str, dialect: str) -> ToolFailure:
         raise exc
     state, text = exc.sqlstate, database_message(exc)
     schema_hint = f"read the resource db://{name}/schema for tables and columns"
-    if state == "57014" or "canceling statement" in text:
+    if "BA_MCP_READ_ONLY" in text:  # ba-mcp's rule in Spark
+        return denied(
+            text.replace("BA_MCP_READ_ONLY: ", ""),
+            "use SELECT (SHOW, DESCRIBE and EXPLAIN run too); results over max_rows are kept as artifacts",
+            code=Code.READ_ONLY,
+        )
+    if state == "57014" or "canceling statement" in text or "OPERATION_CANCELED" in text or "interrupted" in text:
         return ToolFailure(
             ErrorType.TIMEOUT,
             Code.TIMEOUT,

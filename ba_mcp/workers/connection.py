@@ -42,10 +42,44 @@ class Connector:
         self.pending: Any = None  # (reader, head batches, schema) of a result cut at max_rows
         self.in_transaction = False
         self.after_reply: Any = None  # what the serving loop runs once the answer is sent
+        self.spark_session = ""
+        self.spark_uri = ""
+        self.spark_client: Any = None
 
     def interrupt(self) -> None:
         if self.busy and self.cur is not None:
+            if self.dialect == "spark":  # ADBC's cancel stops only this client: the job would run on
+                self._interrupt_spark()
             self.cur.adbc_cancel()
+
+    def _prepare_interrupts(self) -> None:
+        """Spark: a Spark Connect client attached to our session, made in advance (its import takes a while),
+        to interrupt the session's operations in the cluster at a timeout."""
+        import threading
+
+        def attach() -> None:
+            try:
+                from pyspark.sql.connect.client import SparkConnectClient
+
+                separator = "" if self.spark_uri.rstrip("/").count("/") > 2 else "/"
+                self.spark_client = SparkConnectClient(
+                    f"{self.spark_uri.rstrip('/')}{separator};session_id={self.spark_session}"
+                )
+            except Exception as exc:  # reported when an interrupt is needed
+                self.spark_client = exc
+
+        self.spark_client = None
+        threading.Thread(target=attach, name="spark-client", daemon=True).start()
+
+    def _interrupt_spark(self) -> None:
+        import time
+
+        deadline = time.monotonic() + 10
+        while self.spark_client is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        client = self.spark_client
+        if client is not None and not isinstance(client, Exception):
+            client.interrupt_all()
 
     # -- operations ----------------------------------------------------------------------------------
 
@@ -68,6 +102,14 @@ class Connector:
             path = uri["target"] if self.options.get("confined") else uri["host"]
             uri = f"file:{urllib.parse.quote(path)}?mode=ro&immutable=1"
             self.con = lite.connect(uri, autocommit=True)
+        elif self.dialect == "spark":
+            import uuid
+
+            # a Spark session of our own choosing: at a timeout its operations are interrupted in the cluster
+            self.spark_session = str(uuid.uuid4())
+            self.spark_uri = uri
+            kwargs = {"uri": uri, "adbc.spark.session_id": self.spark_session, **options}
+            self.con = dbapi.connect(driver=_driver_location(driver), db_kwargs=kwargs, autocommit=True)
         else:
             kwargs = {"uri": uri, **options} if uri else options
             self.con = dbapi.connect(driver=_driver_location(driver), db_kwargs=kwargs, autocommit=True)
@@ -76,6 +118,9 @@ class Connector:
         reply: dict[str, Any] = {"op": "connected", "vendor": info.get("vendor_name", ""), "version": ""}
         if self.dialect == "postgresql":
             reply.update(_postgres_role(self.cur, bool(message.get("allow_privileged_role"))))
+        elif self.dialect == "spark":
+            reply.update(_spark_guard(self.cur, bool(message.get("allow_unguarded_writes"))))
+            self._prepare_interrupts()
         else:
             reply["version"] = str(info.get("vendor_version", ""))
         if self.dialect == "adbc":  # another driver: read-only only where it offers it (and by the user's role)
@@ -183,6 +228,8 @@ class Connector:
                 self._end()
         elif self.dialect == "sqlite":
             tables = _sqlite_catalog(self.cur)
+        elif self.dialect == "spark":
+            tables = _spark_catalog(self.cur, schemas)
         else:
             tables = _adbc_catalog(self.con)
         return {"op": "catalog", "tables": tables}, []
@@ -229,6 +276,32 @@ def _driver_location(driver: str) -> str:
         return driver
     locate = getattr(module, "_driver_path", None)
     return str(locate()) if callable(locate) else driver
+
+
+def _spark_guard(cur: Any, allow_unguarded: bool) -> dict[str, Any]:
+    """Spark: the server's version, and whether ba-mcp's read-only rule is active — probed with a statement the
+    rule refuses and that changes nothing where it runs (dropping a table that does not exist)."""
+    import uuid
+
+    cur.execute("SELECT split(version(), ' ')[0] AS v")
+    version = str(cur.fetchone()[0])
+    try:
+        cur.execute(f"DROP TABLE IF EXISTS ba_mcp_probe_{uuid.uuid4().hex}")
+        guarded = False
+    except Exception as exc:
+        if "BA_MCP_READ_ONLY" not in str(exc):
+            raise
+        guarded = True
+    if not guarded and not allow_unguarded:
+        raise Failure(
+            type="permission_denied",
+            code="UNGUARDED_SPARK",
+            message="this Spark Connect server runs without ba-mcp's read-only rule: Spark has no read-only setting, "
+            "so any statement could write (tables, files, jars)",
+            hint="start it with the rule (README: Beyond one machine — `ba-mcp spark-local` or the flags it prints), "
+            "or set allow_unguarded_writes: true for this database if you accept that",
+        )
+    return {"version": version, "guarded": guarded}
 
 
 def _postgres_role(cur: Any, allow_privileged: bool) -> dict[str, Any]:
@@ -400,6 +473,45 @@ def _sqlite_catalog(cur: Any) -> dict[str, Any]:
             "definition": sql if kind == "view" else "",
             "columns": cols,
         }
+    return out
+
+
+def _spark_catalog(cur: Any, schemas: list[str]) -> dict[str, Any]:
+    """Spark's catalog through SHOW and DESCRIBE (what the read-only rule lets through; nothing is scanned, so
+    no row counts): the namespaces asked for (else every one), their tables and views, columns and comments."""
+    out: dict[str, Any] = {}
+    namespaces = schemas or [str(r[0]) for r in _rows(cur, "SHOW NAMESPACES")]
+    for namespace in namespaces:
+        quoted = "`" + namespace.replace("`", "``") + "`"
+        for row in _rows(cur, f"SHOW TABLES IN {quoted}"):
+            name, temporary = str(row[1]), bool(row[2]) if len(row) > 2 else False
+            if temporary:
+                continue
+            table = f"{quoted}.`{name.replace('`', '``')}`"
+            columns, kind, comment = [], "table", ""
+            for col_name, data_type, col_comment in _rows(cur, f"DESCRIBE TABLE EXTENDED {table}"):
+                if not col_name:
+                    break  # the detailed section follows an empty line
+                if str(col_name).startswith("#"):
+                    break
+                entry: dict[str, Any] = {"name": col_name, "type": data_type, "nullable": True}
+                if col_comment:
+                    entry["comment"] = col_comment
+                columns.append(entry)
+            for key, value, _ in _rows(cur, f"DESCRIBE TABLE EXTENDED {table}"):
+                if key == "Type" and str(value).upper() == "VIEW":
+                    kind = "view"
+                elif key == "Comment":
+                    comment = str(value)
+            qualified = name if namespace == "default" else f"{namespace}.{name}"
+            out[qualified] = {
+                "kind": kind,
+                "rows": None,
+                "rows_estimated": True,
+                "comment": comment,
+                "definition": "",
+                "columns": columns,
+            }
     return out
 
 

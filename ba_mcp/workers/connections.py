@@ -33,8 +33,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-DRIVERS = {"postgresql": "adbc_driver_postgresql", "sqlite": "adbc_driver_sqlite"}
-DIALECTS = {"postgresql": "PostgreSQL", "sqlite": "SQLite"}
+DRIVERS = {"postgresql": "adbc_driver_postgresql", "sqlite": "adbc_driver_sqlite", "spark": "adbc_driver_spark"}
+DIALECTS = {"postgresql": "PostgreSQL", "sqlite": "SQLite", "spark": "Spark"}
 # What a networked worker's root shows of /etc beyond the runtime's: name resolution and CA certificates.
 _NETWORK_FILES = ("/etc/resolv.conf", "/etc/hosts", "/etc/gai.conf", "/etc/ssl", "/etc/pki", "/etc/ca-certificates")
 
@@ -145,6 +145,7 @@ class Connections:
             "uri": uri,
             "options": {k: v.get_secret_value() for k, v in conf.options.items()},
             "allow_privileged_role": conf.allow_privileged_role,
+            "allow_unguarded_writes": conf.allow_unguarded_writes,
         }
         try:
             try:
@@ -361,6 +362,10 @@ def connect_failure(exc: EngineError, name: str, conf: DatabaseSettings) -> Tool
 def database_message(exc: EngineError) -> str:
     """The database's own words out of an ADBC message (its ERROR line, and the LINE/position that follows)."""
     raw = exc.message or exc.detail
+    if "[Spark]" in raw:  # INTERNAL: [Spark] [ERROR_CLASS] text SQLSTATE: 42P01; … Vendor code: 13
+        text = re.sub(r"^.*?\[Spark\]\s*", "", raw, flags=re.S)
+        text = re.sub(r"\s*Vendor code: \d+\s*$", "", text)
+        return re.sub(r"\s*SQLSTATE: \w+;?.*$", "", text, flags=re.S).strip()[:600]
     m = re.search(r"ERROR:\s+(.*?)(?:\n\.\s*SQLSTATE:.*)?$", raw, re.S)
     text = m.group(1) if m else re.sub(r"^[A-Z_]+: (\[[^\]]+\] )?", "", raw)
     text = re.sub(r"\s*SQLSTATE: \w+\s*$", "", text)

@@ -431,6 +431,12 @@ def _error_reply(exc: BaseException) -> dict[str, Any]:
     engine = {"classes": classes, "message": str(exc)[:2000], "detail": detail}
     if getattr(exc, "sqlstate", None):  # an ADBC driver's error: the database's own SQLSTATE
         engine["sqlstate"] = str(exc.sqlstate)  # type: ignore[attr-defined]
+    elif classes:  # some drivers (Spark's) give it only in the text
+        import re
+
+        found = re.search(r"SQLSTATE: ([0-9A-Z]{5})", str(exc))
+        if found:
+            engine["sqlstate"] = found.group(1)
     return {"op": "error", "engine": engine}
 
 

@@ -1,0 +1,226 @@
+"""Issue 24: query_database on Apache Spark through Spark Connect — a real Spark Connect server started here
+(pyspark 4.3 from the ``spark`` extra, Java 17), read-only by ba-mcp's rule in the engine, cancelled in the cluster.
+
+The tables are made first by a server without the rule (as an operator would), then served by one with it, on
+the same metastore and warehouse. Marked ``spark``: ``uv run pytest -m "not spark"`` skips them locally.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import re
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import ClientSession, stdio_client
+
+from tests.conftest import make_workspace, server_process, stdio_params, text_of
+
+pytestmark = [pytest.mark.anyio, pytest.mark.spark]
+
+spark = pytest.importorskip("ba_mcp.spark")
+try:
+    spark.spark_home()
+    import adbc_driver_spark  # noqa: F401
+except (spark.SparkUnavailable, ImportError) as exc:
+    pytest.skip(f"Spark Connect is not available here: {exc}", allow_module_level=True)
+
+ARTIFACT = re.compile(r"artifact_[0-9a-f]{12}")
+ROWS = 1_000_000
+
+
+def _sql(url: str, *statements: str) -> list[Any]:
+    import adbc_driver_manager.dbapi as dbapi
+    import adbc_driver_spark
+
+    with (
+        dbapi.connect(driver=adbc_driver_spark._driver_path(), db_kwargs={"uri": url}, autocommit=True) as con,
+        con.cursor() as cur,
+    ):
+        rows: list[Any] = []
+        for statement in statements:
+            cur.execute(statement)
+            rows = cur.fetchall() if cur.description else []
+        return rows
+
+
+def _digest(folder: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "dir"
+        for p in sorted(folder.rglob("*"))
+        if "metastore_db" not in p.parts and p.suffix not in (".log", ".pid") and "tmp" not in p.parts
+    }
+
+
+@pytest.fixture(scope="module")
+def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """The tables, made by an unguarded server, then one server with the rule and one without (to be refused)."""
+    workdir = tmp_path_factory.mktemp("spark")
+    with spark.local(workdir / "main", guarded=False) as setup:
+        _sql(
+            setup.url,
+            "CREATE TABLE sales USING parquet AS SELECT id, id % 1000 AS store, "
+            f"CAST(id % 97 AS DOUBLE) * 1.5 AS amount FROM range({ROWS})",
+            "CREATE TABLE regions (store INT, region STRING) USING parquet",
+            "INSERT INTO regions SELECT id, CASE WHEN id % 2 = 0 THEN 'north' ELSE 'south' END FROM range(1000)",
+            "COMMENT ON TABLE sales IS 'One row per sale'",
+        )
+    with (
+        spark.local(workdir / "main", guarded=True) as guarded,
+        spark.local(workdir / "bare", guarded=False) as bare,
+    ):
+        for server in (guarded, bare):  # a cold JVM's first session takes seconds: not inside a call's timeout
+            _sql(server.url, "SELECT 1")
+        yield {"guarded": guarded, "bare": bare, "workdir": workdir / "main"}
+
+
+@contextlib.asynccontextmanager
+async def _client(ws: Path, env: dict[str, str]) -> AsyncIterator[ClientSession]:
+    with open("/dev/null", "w") as errlog:
+        async with (
+            stdio_client(stdio_params(ws, **env), errlog=errlog) as (read, write),
+            ClientSession(read, write) as s,
+        ):
+            await s.initialize()
+            yield s
+
+
+@pytest.fixture(scope="module")
+async def lake(clusters: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Any:
+    ws = make_workspace(tmp_path_factory.mktemp("sparkws"))
+    env = {
+        "BA_MCP_DATABASES__LAKE__URL": clusters["guarded"].url,
+        "BA_MCP_DATABASES__LAKE__DRIVER": "adbc_driver_spark",
+        "BA_MCP_DATABASES__BARE__URL": clusters["bare"].url,
+        "BA_MCP_TOOLS__QUERY_DATABASE__TIMEOUT_S": "10",  # a cold JVM takes ~5 s for a first session
+        "BA_MCP_ENGINE__SPARE_WORKERS": "0",
+    }
+    async with _client(ws, env) as s:
+        deadline = time.monotonic() + 90
+        while True:  # Spark's first session in a cold JVM is slow
+            failed, text = await _ask(s, database="lake", query="SELECT count(*) FROM sales")
+            if not failed:
+                break
+            assert time.monotonic() < deadline, f"Spark Connect never answered: {text}"
+        yield s, ws
+
+
+async def _ask(s: ClientSession, **args: Any) -> tuple[bool, str]:
+    result = await s.call_tool("query_database", args)
+    return bool(result.is_error), text_of(result)
+
+
+async def test_an_aggregate_runs_in_spark_with_params_and_known_answers(lake: Any, clusters: dict[str, Any]) -> None:
+    s, _ = lake
+    query = (
+        "SELECT r.region, count(*) AS n, round(sum(s.amount), 2) AS total FROM sales s JOIN regions r "
+        "ON s.store = r.store WHERE s.id >= ? GROUP BY r.region ORDER BY r.region"
+    )
+    failed, text = await _ask(s, database="lake", query=query, params=[1000], output_level="full")  # exact floats
+    assert not failed, text
+    expected = {"north": [0, 0.0], "south": [0, 0.0]}
+    for i in range(1000, ROWS):
+        region = "north" if (i % 1000) % 2 == 0 else "south"
+        expected[region][0] += 1
+        expected[region][1] += (i % 97) * 1.5
+    shown = {
+        line.split(",")[0]: line.split(",")[1:] for line in text.splitlines() if line.startswith(("north,", "south,"))
+    }
+    for region, (n, total) in expected.items():
+        assert int(shown[region][0]) == n and abs(float(shown[region][1]) - total) < 0.01, text
+
+
+async def test_a_large_result_streams_into_an_artifact_with_bounded_server_memory(lake: Any) -> None:
+    s, ws = lake
+    failed, _ = await _ask(s, database="lake", query="SELECT 1 AS warm")
+    assert not failed
+    server = server_process(ws)
+    before = server.memory_info().rss
+    failed, text = await _ask(
+        s, database="lake", query="SELECT id, store, amount FROM sales WHERE id < 1000000", max_rows=10
+    )
+    assert not failed and "Truncated: 10 of 1,000,000 rows shown" in text, text
+    growth = server.memory_info().rss - before
+    kept = ARTIFACT.search(text).group(0)  # type: ignore[union-attr]
+    failed, text = await _ask(s, query=f"SELECT count(*) AS n, sum(id) AS total FROM {kept}")
+    assert not failed and "1000000,499999500000" in text, text
+    assert growth < 300 * 1024 * 1024, growth
+
+
+HOSTILE = [
+    "CREATE TABLE planted (a INT) USING parquet",
+    "INSERT INTO regions VALUES (5000, 'east')",
+    "INSERT OVERWRITE DIRECTORY '{dir}/exported' USING parquet SELECT * FROM regions",
+    "CREATE TABLE copied USING parquet LOCATION '{dir}/copied' AS SELECT * FROM regions",
+    "DROP TABLE regions",
+    "CACHE TABLE regions",
+    "ADD JAR /tmp/nothing.jar",
+    "SET spark.sql.runSQLOnFiles=true",
+    "EXECUTE IMMEDIATE 'DROP TABLE sales'",
+    "BEGIN INSERT INTO regions VALUES (6000, 'west'); END",
+    "SELECT reflect('java.lang.System', 'getProperty', 'user.name')",
+    "SELECT java_method('java.lang.Runtime', 'getRuntime')",
+    "SELECT * FROM text.`/etc/hostname`",
+    "TRUNCATE TABLE regions",
+    "ALTER TABLE regions ADD COLUMNS (extra INT)",
+    "CREATE TEMPORARY VIEW v AS SELECT 1 AS a",
+]
+
+
+async def test_every_write_is_refused_by_the_rule_and_nothing_is_written(
+    lake: Any, clusters: dict[str, Any], tmp_path: Path
+) -> None:
+    s, _ = lake
+    before = _digest(clusters["workdir"])
+    outcomes = []
+    for statement in HOSTILE:
+        failed, text = await _ask(s, database="lake", query=statement.format(dir=tmp_path))
+        outcomes.append((statement, failed, text.splitlines()[1:4]))
+    assert all(failed for _, failed, _ in outcomes), [o for o in outcomes if not o[1]]
+    assert sum("READ_ONLY" in " ".join(t) for _, _, t in outcomes) >= len(HOSTILE) - 2, outcomes
+    assert _digest(clusters["workdir"]) == before
+    assert not list(tmp_path.iterdir())  # no directory for INSERT OVERWRITE DIRECTORY, no table location
+    failed, text = await _ask(s, database="lake", query="SELECT count(*) AS n FROM regions")
+    assert not failed and text.rstrip().endswith("1000"), text
+    failed, text = await _ask(s, database="lake", query="SHOW TABLES")
+    assert not failed and "sales" in text, text
+
+
+async def test_a_long_query_is_cancelled_in_the_cluster_and_the_next_answers_promptly(lake: Any) -> None:
+    s, _ = lake
+    started = time.monotonic()
+    failed, text = await _ask(s, database="lake", query="SELECT count(*) FROM range(100000000000) a WHERE rand() < 0.5")
+    assert failed and "timeout" in text.lower(), text
+    timed_out = time.monotonic()
+    failed, text = await _ask(s, database="lake", query="SELECT 41 + 1 AS answer")
+    assert not failed and text.rstrip().endswith("42"), text
+    assert time.monotonic() - timed_out < 2.5, "the next query waited for the cancelled job"
+    assert timed_out - started < 15
+
+
+async def test_an_endpoint_without_the_rule_is_refused_unless_allowed(lake: Any, clusters: dict[str, Any]) -> None:
+    s, ws = lake
+    failed, text = await _ask(s, database="bare", query="SELECT 1")
+    assert failed and "UNGUARDED_SPARK" in text and "allow_unguarded_writes" in text, text
+    env = {
+        "BA_MCP_DATABASES__BARE__URL": clusters["bare"].url,
+        "BA_MCP_DATABASES__BARE__ALLOW_UNGUARDED_WRITES": "true",
+        "BA_MCP_ENGINE__SPARE_WORKERS": "0",
+    }
+    async with _client(ws, env) as allowed:
+        failed, text = await _ask(allowed, database="bare", query="SELECT 5 AS five")
+    assert not failed and text.rstrip().endswith("5"), text
+
+
+async def test_the_schema_resource_names_spark_and_lists_the_catalog(lake: Any) -> None:
+    s, _ = lake
+    schema = (await s.read_resource("db://lake/schema")).contents[0].text  # type: ignore[union-attr]
+    assert "# Database lake (Spark 4.3.0" in schema, schema[:300]
+    assert "## sales (table)" in schema and "- amount: double" in schema and "One row per sale" in schema
+    tools = await s.list_tools()
+    description = next(t.description for t in tools.tools if t.name == "query_database") or ""
+    assert "lake (Spark)" in description
