@@ -439,6 +439,32 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     return 0 if healthy(checks) else 1
 
 
+# -- spark-local ------------------------------------------------------------------------------
+
+
+def cmd_spark_local(args: argparse.Namespace) -> int:
+    """A Spark Connect server on 127.0.0.1 with ba-mcp's read-only rule, until Ctrl-C."""
+    from ba_mcp import spark
+
+    try:
+        if args.print_flags:
+            print(" ".join(spark.server_command(args.port or 15002, args.dir.expanduser().absolute())))
+            return 0
+        with spark.local(args.dir.expanduser().absolute(), port=args.port, guarded=not args.unguarded) as server:
+            rule = "without the read-only rule (setting up tables)" if args.unguarded else "with the read-only rule"
+            print(f"Spark Connect {rule} at {server.url}; tables and metastore in {args.dir}. Ctrl-C stops it.")
+            print(f'Point ba-mcp at it: databases: {{lake: {{url: "{server.url}", driver: adbc_driver_spark}}}}')
+            sys.stdout.flush()
+            try:
+                server.process.wait()
+            except KeyboardInterrupt:
+                pass
+    except spark.SparkUnavailable as exc:
+        _err(f"ba-mcp spark-local: {exc}")
+        return 2
+    return 0
+
+
 # -- parser -----------------------------------------------------------------------------------
 
 
@@ -500,6 +526,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--name", default="ba-mcp", help="the server's name in the host configuration")
     p.add_argument("--config-path", type=Path, help="the host configuration file to write (default: the host's own)")
     p.set_defaults(func=cmd_install)
+
+    p = sub.add_parser("spark-local", help="run a local Spark Connect server with the read-only rule (spark extra)")
+    p.add_argument("--port", type=int, default=15002, help="the loopback port (default 15002)")
+    p.add_argument("--dir", type=Path, default=Path("spark-local"), help="its metastore and warehouse folder")
+    p.add_argument("--unguarded", action="store_true", help="without the rule, to create the tables it will serve")
+    p.add_argument("--print-flags", action="store_true", help="print the command line for a cluster, then exit")
+    p.set_defaults(func=cmd_spark_local)
 
     p = sub.add_parser("doctor", parents=[common], help="check the environment (nothing outside is contacted)")
     p.add_argument("--network", action="store_true", help="also send the search provider one test query")

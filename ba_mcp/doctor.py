@@ -144,6 +144,12 @@ def _check_databases(settings: Settings, root: Path, sessions: Path, network: bo
             if info.get("role"):
                 privileges = ", ".join(info.get("privileges") or []) or "no server-file or program privileges"
                 detail += f"; role {info['role']} ({privileges})"
+            if "guarded" in info:  # Spark: read-only only by ba-mcp's rule in the engine
+                detail += (
+                    "; ba-mcp's read-only rule is active"
+                    if info["guarded"]
+                    else "; WITHOUT ba-mcp's read-only rule (allow_unguarded_writes: true): any statement can write"
+                )
             if info.get("read_only_by_driver") is False:
                 detail += "; the driver cannot make the connection read-only: connect as a user that can only read"
             if info.get("role_can_write"):

@@ -33,7 +33,10 @@ ROOMS: list[tuple[str, int]] = [
     ("ba_mcp.web", 2),
     ("ba_mcp.sandbox_client", 2),
     ("ba_mcp.workers", 2),
-    ("ba_mcp.spark", 2),  # the read-only rule's source and a local Spark Connect server  # the engine workers: the server's side (pool) and the worker's (engine, sql)
+    (
+        "ba_mcp.spark",
+        2,
+    ),  # the read-only rule's source and a local Spark Connect server  # the engine workers: the server's side (pool) and the worker's (engine, sql)
     ("ba_mcp.skills.mcp", 6),  # the SDK side of the skills (a part of the server)
     ("ba_mcp.skills", 2),
     ("ba_mcp.pipeline.cache", 2),

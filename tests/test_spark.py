@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from mcp import ClientSession, stdio_client
 
-from tests.conftest import make_workspace, server_process, stdio_params, text_of
+from tests.conftest import ba, make_workspace, server_process, stdio_params, text_of
 
 pytestmark = [pytest.mark.anyio, pytest.mark.spark]
 
@@ -224,3 +224,14 @@ async def test_the_schema_resource_names_spark_and_lists_the_catalog(lake: Any) 
     tools = await s.list_tools()
     description = next(t.description for t in tools.tools if t.name == "query_database") or ""
     assert "lake (Spark)" in description
+
+
+def test_doctor_reports_whether_the_rule_is_active(clusters: dict[str, Any], tmp_path: Path) -> None:
+    env = {
+        "BA_MCP_DATABASES__LAKE__URL": clusters["guarded"].url,
+        "BA_MCP_DATABASES__BARE__URL": clusters["bare"].url,
+    }
+    out = ba("doctor", workspace=tmp_path, env=env)
+    lines = {line.split()[2]: line for line in out.stdout.splitlines() if line.split()[1:2] == ["database"]}
+    assert lines["lake"].startswith("ok") and "Spark 4.3.0; ba-mcp's read-only rule is active" in lines["lake"]
+    assert lines["bare"].startswith("FAIL") and "without ba-mcp's read-only rule" in lines["bare"]
