@@ -232,7 +232,9 @@ def ba(*args: str, workspace: Path, env: dict[str, str] | None = None) -> subpro
 # first: a long file handed out last would leave the other process idle (the suite's wall time is what
 # counts, ≤ 75 s here).
 LONGEST_FIRST = (
+    "test_spark.py",
     "test_engine_workers.py",
+    "test_postgres.py",
     "test_transports_and_cli.py",
     "test_hosts.py",
     "test_stdio_limits.py",
