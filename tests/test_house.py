@@ -32,11 +32,8 @@ ROOMS: list[tuple[str, int]] = [
     ("ba_mcp.demo_data", 2),
     ("ba_mcp.web", 2),
     ("ba_mcp.sandbox_client", 2),
-    ("ba_mcp.workers", 2),
-    (
-        "ba_mcp.spark",
-        2,
-    ),  # the read-only rule's source and a local Spark Connect server  # the engine workers: the server's side (pool) and the worker's (engine, sql)
+    ("ba_mcp.workers", 2),  # the engine and connection workers: the server's side and the worker's
+    ("ba_mcp.spark", 2),  # Spark's read-only rule (its source) and a local Spark Connect server
     ("ba_mcp.skills.mcp", 6),  # the SDK side of the skills (a part of the server)
     ("ba_mcp.skills", 2),
     ("ba_mcp.pipeline.cache", 2),
