@@ -488,21 +488,24 @@ def _spark_catalog(cur: Any, schemas: list[str]) -> dict[str, Any]:
             if temporary:
                 continue
             table = f"{quoted}.`{name.replace('`', '``')}`"
-            columns, kind, comment = [], "table", ""
+            columns, kind, comment, section = [], "table", "", "columns"
             for col_name, data_type, col_comment in _rows(cur, f"DESCRIBE TABLE EXTENDED {table}"):
-                if not col_name:
-                    break  # the detailed section follows an empty line
-                if str(col_name).startswith("#"):
-                    break
+                if not col_name or str(col_name).startswith("#"):  # the columns end; other sections follow
+                    if section == "columns" or str(col_name).startswith("# "):
+                        section = "detail" if str(col_name).startswith("# Detailed") else "other"
+                    continue
+                if section == "detail":
+                    if col_name == "Type" and str(data_type).upper() == "VIEW":
+                        kind = "view"
+                    elif col_name == "Comment":
+                        comment = str(data_type)
+                    continue
+                if section != "columns":
+                    continue
                 entry: dict[str, Any] = {"name": col_name, "type": data_type, "nullable": True}
                 if col_comment:
                     entry["comment"] = col_comment
                 columns.append(entry)
-            for key, value, _ in _rows(cur, f"DESCRIBE TABLE EXTENDED {table}"):
-                if key == "Type" and str(value).upper() == "VIEW":
-                    kind = "view"
-                elif key == "Comment":
-                    comment = str(value)
             qualified = name if namespace == "default" else f"{namespace}.{name}"
             out[qualified] = {
                 "kind": kind,
