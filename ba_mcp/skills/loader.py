@@ -606,7 +606,7 @@ class Skills:
         names_only: list[str] = []
         used = 0
         for skill in self.model_skills():
-            line = f"- {skill.name}: {skill.description}"
+            line = f"- {skill.name}: {brief(skill.description)}"
             cost = estimate_tokens(line)
             if not names_only and used + cost <= budget_tokens:
                 lines.append(line)
@@ -614,6 +614,16 @@ class Skills:
             else:
                 names_only.append(skill.name)
         return lines, names_only
+
+
+def brief(description: str) -> str:
+    """A description as the catalog shows it: its headline (up to " - ", where the details start) and its
+    "Use …" sentence, which says when to load it; the whole description comes with the skill."""
+    head, sep, rest = description.partition(" - ")
+    if not sep:
+        return description
+    use = rest[rest.find("Use ") :] if "Use " in rest else ""
+    return f"{head.rstrip('.')}. {use}".strip()
 
 
 def estimate_tokens(text: str) -> int:

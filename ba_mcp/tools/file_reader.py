@@ -37,10 +37,8 @@ class FileReaderParams(ToolParams):
             description="upload_<name>, artifact_<id>, code_<id>, a path (uploads/x.csv), or a folder to list it",
         ),
     ]
-    format: Annotated[Format, Field(description="'auto': by the file's extension or artifact kind")] = "auto"
-    encoding: Annotated[
-        str | None, Field(max_length=40, description="e.g. utf-8, latin-1, utf-16 (default: detected)")
-    ] = None
+    format: Annotated[Format, Field(description="auto: by extension or artifact kind")] = "auto"
+    encoding: Annotated[str | None, Field(max_length=40, description="default: detected")] = None
     nrows: Annotated[
         int | None,
         Field(ge=1, le=10_000_000, description="rows of a table, lines of a text"),
@@ -55,11 +53,9 @@ class FileReader(Tool):
     name = "file_reader"
     title = "Read a file"
     description = (
-        "Read a file of the analysis workspace: CSV, TSV, Excel, JSON, JSON Lines, Parquet, text, markdown, "
-        "Python, SQL. Tables come back with schema, summary and rows; text as a window. path: an upload "
-        "(upload_<name>), an artifact (artifact_<id>), code (code_<id>) or a workspace path (uploads/x.csv); "
-        "the resource ba://files lists them. nrows/offset read only what is asked, so previews of huge files "
-        "are cheap; larger files are read in part and the result says how to continue."
+        "Read a workspace file, upload or artifact (tables, text, code: any format below) or list a folder; "
+        "the resource ba://files lists them. Tables come back with schema, summary and rows, text as a "
+        "window. nrows/offset read only what is asked; a larger file is read in part, saying how to continue."
     )
     version = "1"
     Params = FileReaderParams

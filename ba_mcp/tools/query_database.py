@@ -49,7 +49,7 @@ class QueryDatabaseParams(ToolParams):
         int,
         Field(
             ge=1,
-            description="rows to fetch (a larger result is kept whole as an artifact)",
+            description="rows to fetch",
         ),
     ] = 1000
     params: Annotated[
@@ -76,9 +76,9 @@ class QueryDatabase(Tool):
     title = "Query a database (read-only SQL)"
     description = (
         "Run one SQL statement (DuckDB dialect) on a configured database — by default 'demo', an office-supplies "
-        "retailer 2022–2025 (orders, order_lines, customers, products, regions, channels, calendar, view "
-        "order_facts); schema: resource db://{database}/schema. Workspace data is queryable too: FROM "
-        "'uploads/sales.csv', upload_sales, artifact_<id>. Aggregate in SQL: results over max_rows are kept "
+        "retailer 2022–2025 (orders, customers, products, view order_facts …); schema: resource "
+        "db://{database}/schema. Also workspace data: FROM 'uploads/sales.csv', upload_sales, artifact_<id>. "
+        "Aggregate in SQL: results over max_rows are kept "
         "whole as an artifact. CREATE TEMP TABLE keeps a result for this session; databases are read-only."
     )
     version = "1"

@@ -43,7 +43,7 @@ log = logging.getLogger("ba_mcp.run_python")
 
 
 class RunPythonParams(ToolParams):
-    code: str = Field(description="Python; the value of the last expression is returned")
+    code: str
     timeout: float | None = Field(None, gt=0, description="seconds (default 60; the server caps it)")
     reset: bool = Field(False, description="start a fresh interpreter first")
 
@@ -76,17 +76,17 @@ class RunPython(BaseTool):
         read_roots = list(workspace.read_roots)
         self.description = (
             "Run Python in a sandboxed interpreter, one per session: variables, imports and loaded data persist "
-            "between calls like a notebook (reset=true starts afresh). The last expression's value is returned "
+            "between calls like a notebook. The last expression's value is returned "
             "(a DataFrame as a table, kept whole as an artifact) and every matplotlib figure as an image.\n"
             "Helpers: load_file(id_or_path, **pandas_options) → DataFrame (uploads: upload_<name>"
             f"{''.join(', ' + n + '/<path>' for n in read_roots)}); open_file(id_or_path, mode='r'|'rb'); "
             "load_artifact(id) → DataFrame/str/JSON/bytes; save_artifact(obj, title=None) → an artifact id the "
             "other tools can use (SELECT … FROM artifact_…); export(obj_or_artifact_id, 'reports/q3.xlsx', "
             "overwrite=False) → a file the analyst keeps (.csv .xlsx .parquet .png .md); progress(done, total).\n"
-            f"stdout/stderr show the first {sandbox.output_head_chars:,} and last {sandbox.output_tail_chars:,} "
-            "characters. No network; files written live in a private session directory until reset.\n"
-            f"Libraries: {', '.join(self.libraries)}. Other imports outside a safe standard-library list are "
-            "refused (a guardrail, not the sandbox's boundary)."
+            f"stdout/stderr: the first {sandbox.output_head_chars:,} and last {sandbox.output_tail_chars:,} characters "
+            "shown. No network; files written stay in a private session directory until reset.\n"
+            f"Libraries: {', '.join(self.libraries)}; other imports beyond a safe standard library are refused "
+            "(a guardrail)."
         )
 
     def deadline_grace(self) -> float:

@@ -31,11 +31,9 @@ class UseSkillParams(ToolParams):
 
 
 USAGE = (
-    "Load a skill: a playbook for a business-analysis task with the steps, SQL and Python to run with these "
-    "tools and what a good deliverable looks like. Before starting a task that matches a skill below, call "
-    "use_skill(name) and follow what it returns. It returns the instructions and a list of supporting files "
-    "(scripts, references); read one with use_skill(name, path=...) when the instructions point to it, "
-    "e.g. to pass a script's text to run_python."
+    "Load a skill: a playbook for a business-analysis task (steps, SQL, Python, the deliverable). Before a task "
+    "that matches a skill below, call use_skill(name) and follow it; "
+    "read a supporting file it points to with use_skill(name, path=...)."
 )
 
 

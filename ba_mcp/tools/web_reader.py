@@ -79,8 +79,7 @@ class WebReader(Tool):
     title = "Read a web page"
     description = (
         "Read a web page or data file by URL: HTML as its main content in markdown; JSON; PDF and text; "
-        "CSV/Excel/Parquet as a table kept as an artifact (queryable). Long text comes in windows of "
-        "max_length characters from start_index. Public http(s) only; robots.txt respected."
+        "CSV/Excel/Parquet as a table kept as an artifact (queryable); long text in windows (start_index)."
     )
     Params = WebReaderParams
     policy = ToolPolicy(
