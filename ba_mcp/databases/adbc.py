@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from ba_mcp.workspace import Resolved
 
 _SCHEMA_TTL_S = 60.0
+_SCHEMA_WAIT_S = 30.0  # for a free connection to read the catalog with
 
 
 @dataclass
@@ -132,8 +133,13 @@ class Catalogs:
             kept = self._kept.get(db.name)
         if kept is not None and time.monotonic() - kept[0] < _SCHEMA_TTL_S:
             return kept[1]
-        while not db.slots.acquire(timeout=0.05):
-            pass
+        if not db.slots.acquire(timeout=_SCHEMA_WAIT_S):
+            raise ToolFailure(
+                ErrorType.TRANSIENT_ERROR,
+                "DATABASE_BUSY",
+                f"every connection to {db.name} was busy for {_SCHEMA_WAIT_S:g} s; its schema could not be read",
+                "retry shortly",
+            )
         try:
             with db.pool.connection(db.name, db.conf, None, db.host_file) as session:
                 reply, _ = session.ask({"op": "describe", "schemas": list(db.conf.schemas)})
