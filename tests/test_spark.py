@@ -57,10 +57,12 @@ def _digest(folder: Path) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    """The tables, made by an unguarded server, then one server with the rule and one without (to be refused)."""
-    workdir = tmp_path_factory.mktemp("spark")
-    with spark.local(workdir / "main", guarded=False) as setup:
+def stage(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """The tables, made by a server without the rule (as an operator would); that server also serves the tests
+    of an endpoint without the rule, which run first, before ``clusters`` ends it."""
+    workdir = tmp_path_factory.mktemp("spark") / "main"
+    with contextlib.ExitStack() as stack:
+        setup = stack.enter_context(spark.local(workdir, guarded=False))
         _sql(
             setup.url,
             "CREATE TABLE sales USING parquet AS SELECT id, id % 1000 AS store, "
@@ -69,13 +71,17 @@ def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any
             "INSERT INTO regions SELECT id, CASE WHEN id % 2 = 0 THEN 'north' ELSE 'south' END FROM range(1000)",
             "COMMENT ON TABLE sales IS 'One row per sale'",
         )
-    with (
-        spark.local(workdir / "main", guarded=True) as guarded,
-        spark.local(workdir / "bare", guarded=False) as bare,
-    ):
-        for server in (guarded, bare):  # a cold JVM's first session takes seconds: not inside a call's timeout
-            _sql(server.url, "SELECT 1")
-        yield {"guarded": guarded, "bare": bare, "workdir": workdir / "main"}
+        yield {"workdir": workdir, "bare": setup, "stack": stack}
+
+
+@pytest.fixture(scope="module")
+def clusters(stage: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """The same metastore and warehouse served with the rule (the unguarded server is ended first: one process
+    at a time opens the metastore)."""
+    stage["stack"].close()
+    with spark.local(stage["workdir"], guarded=True) as guarded:
+        _sql(guarded.url, "SELECT 1")  # a cold JVM's first session takes seconds: not inside a call's timeout
+        yield {"guarded": guarded, "workdir": stage["workdir"]}
 
 
 @contextlib.asynccontextmanager
@@ -95,7 +101,6 @@ async def lake(clusters: dict[str, Any], tmp_path_factory: pytest.TempPathFactor
     env = {
         "BA_MCP_DATABASES__LAKE__URL": clusters["guarded"].url,
         "BA_MCP_DATABASES__LAKE__DRIVER": "adbc_driver_spark",
-        "BA_MCP_DATABASES__BARE__URL": clusters["bare"].url,
         "BA_MCP_TOOLS__QUERY_DATABASE__TIMEOUT_S": "10",  # a cold JVM takes ~5 s for a first session
         "BA_MCP_ENGINE__SPARE_WORKERS": "0",
     }
@@ -112,6 +117,26 @@ async def lake(clusters: dict[str, Any], tmp_path_factory: pytest.TempPathFactor
 async def _ask(s: ClientSession, **args: Any) -> tuple[bool, str]:
     result = await s.call_tool("query_database", args)
     return bool(result.is_error), text_of(result)
+
+
+async def test_an_endpoint_without_the_rule_is_refused_unless_allowed(stage: dict[str, Any], tmp_path: Path) -> None:
+    """First in the file: the server without the rule is the one that made the tables."""
+    bare = stage["bare"].url
+    ws = make_workspace(tmp_path)
+    async with _client(ws, {"BA_MCP_DATABASES__BARE__URL": bare, "BA_MCP_ENGINE__SPARE_WORKERS": "0"}) as s:
+        failed, text = await _ask(s, database="bare", query="SELECT 1")
+    assert failed and "UNGUARDED_SPARK" in text and "allow_unguarded_writes" in text, text
+    env = {
+        "BA_MCP_DATABASES__BARE__URL": bare,
+        "BA_MCP_DATABASES__BARE__ALLOW_UNGUARDED_WRITES": "true",
+        "BA_MCP_ENGINE__SPARE_WORKERS": "0",
+    }
+    async with _client(ws, env) as allowed:
+        failed, text = await _ask(allowed, database="bare", query="SELECT 5 AS five")
+    assert not failed and text.rstrip().endswith("5"), text
+    out = ba("doctor", workspace=tmp_path / "doctor", env={"BA_MCP_DATABASES__BARE__URL": bare})
+    line = next(x for x in out.stdout.splitlines() if x.split()[1:3] == ["database", "bare"])
+    assert line.startswith("FAIL") and "without ba-mcp's read-only rule" in line, out.stdout
 
 
 async def test_an_aggregate_runs_in_spark_with_params_and_known_answers(lake: Any, clusters: dict[str, Any]) -> None:
@@ -202,20 +227,6 @@ async def test_a_long_query_is_cancelled_in_the_cluster_and_the_next_answers_pro
     assert timed_out - started < 15
 
 
-async def test_an_endpoint_without_the_rule_is_refused_unless_allowed(lake: Any, clusters: dict[str, Any]) -> None:
-    s, ws = lake
-    failed, text = await _ask(s, database="bare", query="SELECT 1")
-    assert failed and "UNGUARDED_SPARK" in text and "allow_unguarded_writes" in text, text
-    env = {
-        "BA_MCP_DATABASES__BARE__URL": clusters["bare"].url,
-        "BA_MCP_DATABASES__BARE__ALLOW_UNGUARDED_WRITES": "true",
-        "BA_MCP_ENGINE__SPARE_WORKERS": "0",
-    }
-    async with _client(ws, env) as allowed:
-        failed, text = await _ask(allowed, database="bare", query="SELECT 5 AS five")
-    assert not failed and text.rstrip().endswith("5"), text
-
-
 async def test_the_schema_resource_names_spark_and_lists_the_catalog(lake: Any) -> None:
     s, _ = lake
     schema = (await s.read_resource("db://lake/schema")).contents[0].text  # type: ignore[union-attr]
@@ -226,12 +237,7 @@ async def test_the_schema_resource_names_spark_and_lists_the_catalog(lake: Any) 
     assert "lake (Spark)" in description
 
 
-def test_doctor_reports_whether_the_rule_is_active(clusters: dict[str, Any], tmp_path: Path) -> None:
-    env = {
-        "BA_MCP_DATABASES__LAKE__URL": clusters["guarded"].url,
-        "BA_MCP_DATABASES__BARE__URL": clusters["bare"].url,
-    }
-    out = ba("doctor", workspace=tmp_path, env=env)
-    lines = {line.split()[2]: line for line in out.stdout.splitlines() if line.split()[1:2] == ["database"]}
-    assert lines["lake"].startswith("ok") and "Spark 4.3.0; ba-mcp's read-only rule is active" in lines["lake"]
-    assert lines["bare"].startswith("FAIL") and "without ba-mcp's read-only rule" in lines["bare"]
+def test_doctor_says_the_rule_is_active(clusters: dict[str, Any], tmp_path: Path) -> None:
+    out = ba("doctor", workspace=tmp_path, env={"BA_MCP_DATABASES__LAKE__URL": clusters["guarded"].url})
+    line = next(x for x in out.stdout.splitlines() if x.split()[1:3] == ["database", "lake"])
+    assert line.startswith("ok") and "Spark 4.3.0; ba-mcp's read-only rule is active" in line, out.stdout
