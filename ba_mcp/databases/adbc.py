@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ba_mcp.databases.base import Analysis, Execution
+from ba_mcp.databases.base import Analysis, Execution, in_worker
 from ba_mcp.errors import Code, ErrorType, ToolFailure, denied, timed_out
 from ba_mcp.workers.connections import DIALECTS, database_message
 from ba_mcp.workers.pool import EngineError
@@ -88,27 +88,12 @@ class ConnectedDatabase:
                 if isinstance(exc, BadStream):
                     raise ToolFailure(ErrorType.EXECUTION_ERROR, "ENGINE_PROTOCOL", str(exc)) from None
                 raise
-        state = {"open": True, "pending": bool(reply["more"])}
 
-        def store(fd: int, limit: int) -> tuple[int, bool, Any]:
-            state["pending"] = False
-            answer, _ = session.ask({"op": "store", "limit": limit}, [fd])
-            return int(answer["rows"]), bool(answer["complete"]), None
+        def release() -> None:
+            held.__exit__(None, None, None)
+            self.slots.release()
 
-        def close() -> None:
-            if not state["open"]:
-                return
-            state["open"] = False
-            try:
-                if state["pending"]:
-                    session.ask({"op": "drop"})
-            except (ToolFailure, EngineError):
-                pass
-            finally:
-                held.__exit__(None, None, None)
-                self.slots.release()
-
-        return Execution(head, bool(reply["more"]), dict(reply.get("display_types") or {}), store, close)
+        return in_worker(session.ask, reply, head, release)
 
     def describe(self, session: str = "default") -> dict[str, Any]:
         raise NotImplementedError  # Databases.schema serves it (cached per database)

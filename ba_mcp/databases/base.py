@@ -74,6 +74,36 @@ class Database(Protocol):
     def classify_error(self, exc: Exception) -> ToolFailure: ...
 
 
+def in_worker(ask: Callable[..., Any], reply: dict[str, Any], head: pa.Table, release: Callable[[], None]) -> Execution:
+    """The Execution of a statement that ran in a worker (an engine or a connection worker): ``ask`` speaks to
+    that worker, ``reply`` is its answer to ``run``; a cut result is stored (``store``) or dropped at ``close``,
+    which then calls ``release`` (the worker and the query slot go back) — once."""
+    from ba_mcp.errors import ToolFailure
+    from ba_mcp.workers.pool import EngineError
+
+    state = {"open": True, "pending": bool(reply["more"])}
+
+    def store(fd: int, limit: int) -> tuple[int, bool, Any]:
+        state["pending"] = False
+        answer, _ = ask({"op": "store", "limit": limit}, [fd])
+        stats = (answer["stats"], answer["total"]) if "stats" in answer else None
+        return int(answer["rows"]), bool(answer["complete"]), stats
+
+    def close() -> None:
+        if not state["open"]:
+            return
+        state["open"] = False
+        try:
+            if state["pending"]:
+                ask({"op": "drop"})
+        except (ToolFailure, EngineError):
+            pass
+        finally:
+            release()
+
+    return Execution(head, bool(reply["more"]), dict(reply.get("display_types") or {}), store, close)
+
+
 def collect(execution: Execution, max_rows: int, artifacts: ArtifactStore, title: str, database: str) -> Table:
     """At most max_rows + 1 rows in the server; a larger result streamed by the engine into a Parquet artifact
     (within the artifact size limit), and the observation's Table says which."""

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ba_mcp.databases.adbc import Catalogs, ConnectedDatabase, dialect_name
-from ba_mcp.databases.base import Analysis, Execution
+from ba_mcp.databases.base import Analysis, Execution, in_worker
 from ba_mcp.demo_data import ensure_demo_database
 from ba_mcp.errors import Code, ErrorType, ToolFailure, denied, invalid, timed_out
 from ba_mcp.ids import ARTIFACT_ID
@@ -95,28 +95,12 @@ class DuckDBDatabase:
             if isinstance(exc, BadStream):
                 raise ToolFailure(ErrorType.EXECUTION_ERROR, "ENGINE_PROTOCOL", str(exc)) from None
             raise
-        state = {"open": True, "pending": bool(reply["more"])}
 
-        def store(fd: int, limit: int) -> tuple[int, bool, Any]:
-            state["pending"] = False
-            answer, _ = call.ask({"op": "store", "limit": limit}, [fd])
-            stats = (answer["stats"], answer["total"]) if "stats" in answer else None
-            return int(answer["rows"]), bool(answer["complete"]), stats
+        def release() -> None:
+            held.__exit__(None, None, None)
+            slots.release()
 
-        def close() -> None:
-            if not state["open"]:
-                return
-            state["open"] = False
-            try:
-                if state["pending"]:
-                    call.ask({"op": "drop"})
-            except (ToolFailure, EngineError):
-                pass
-            finally:
-                held.__exit__(None, None, None)
-                slots.release()
-
-        return Execution(head, bool(reply["more"]), dict(reply.get("display_types") or {}), store, close)
+        return in_worker(call.ask, reply, head, release)
 
     def describe(self, session: str = "default") -> dict[str, Any]:
         return self.owner.schema(self.name, session)

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ba_mcp.errors import ErrorType, ToolFailure, timed_out
-from ba_mcp.sandbox_client import BadBlob, WorkerGone, WorkerProcess, read_blob
-from ba_mcp.workers.pool import EngineError
+from ba_mcp.sandbox_client import WorkerGone, WorkerProcess
+from ba_mcp.workers.pool import EngineError, settle
 from sandbox.isolation import parent_name
 
 if TYPE_CHECKING:
@@ -249,29 +249,7 @@ class Connections:
                 "fetch fewer rows at once (max_rows, LIMIT, an aggregate)",
             ) from None
         connection.busy = False
-        try:
-            blobs = [read_blob(fd, limit) for fd in got]
-        except BadBlob as exc:
-            self._discard(connection)
-            raise ToolFailure(ErrorType.EXECUTION_ERROR, "ENGINE_PROTOCOL", str(exc)) from None
-        finally:
-            for fd in got:
-                with contextlib.suppress(OSError):
-                    os.close(fd)
-        if reply.get("op") == "error":
-            if "failure" in reply:
-                f = reply["failure"]
-                raise ToolFailure(
-                    ErrorType(f.get("type", "execution_error")),
-                    str(f.get("code", "ERROR")),
-                    redact(str(f.get("message", "")), conf),
-                    str(f.get("hint") or ""),
-                )
-            engine = dict(reply.get("engine", {}))
-            for key in ("message", "detail"):
-                engine[key] = redact(str(engine.get(key, "")), conf)
-            raise EngineError(engine)
-        return reply, blobs
+        return settle(reply, got, limit, lambda: self._discard(connection), lambda text: redact(text, conf))
 
     def close(self) -> None:
         with self._lock:

@@ -316,26 +316,7 @@ class Call:
             self.handle.busy = False
             raise self._gone() from None
         self.handle.busy = False
-        try:
-            blobs = [read_blob(fd, limit) for fd in got]
-        except BadBlob as exc:
-            self.engines.discard(self.session, self.handle)
-            raise ToolFailure(ErrorType.EXECUTION_ERROR, "ENGINE_PROTOCOL", str(exc)) from None
-        finally:
-            for fd in got:
-                with contextlib.suppress(OSError):
-                    os.close(fd)
-        if reply.get("op") == "error":
-            if "failure" in reply:
-                f = reply["failure"]
-                raise ToolFailure(
-                    ErrorType(f.get("type", "execution_error")),
-                    str(f.get("code", "ERROR")),
-                    str(f.get("message", "")),
-                    str(f.get("hint") or ""),
-                )
-            raise EngineError(reply.get("engine", {}))
-        return reply, blobs
+        return settle(reply, got, limit, lambda: self.engines.discard(self.session, self.handle))
 
     def _gone(self) -> ToolFailure:
         process = self.handle.process
@@ -375,6 +356,38 @@ class EngineError(Exception):
         self.sqlstate: str = str(info.get("sqlstate", ""))  # a database's own error code (ADBC drivers)
 
 
+def settle(
+    reply: dict[str, Any], got: list[int], limit: int, discard: Any, clean: Any = lambda text: text
+) -> tuple[dict[str, Any], list[bytes]]:
+    """A worker's answer as the server takes it: the blobs that came with it read from their sealed memory files
+    (size-checked; anything else ends the worker through ``discard``, ENGINE_PROTOCOL), the descriptors closed,
+    and an error answer raised — a ToolFailure as it came, an engine's exception as EngineError — with ``clean``
+    applied to what a worker wrote (a connection's secrets)."""
+    try:
+        blobs = [read_blob(fd, limit) for fd in got]
+    except BadBlob as exc:
+        discard()
+        raise ToolFailure(ErrorType.EXECUTION_ERROR, "ENGINE_PROTOCOL", str(exc)) from None
+    finally:
+        for fd in got:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+    if reply.get("op") == "error":
+        if "failure" in reply:
+            f = reply["failure"]
+            raise ToolFailure(
+                ErrorType(f.get("type", "execution_error")),
+                str(f.get("code", "ERROR")),
+                clean(str(f.get("message", ""))),
+                str(f.get("hint") or ""),
+            )
+        engine = dict(reply.get("engine", {}))
+        for key in ("message", "detail"):
+            engine[key] = clean(str(engine.get(key, "")))
+        raise EngineError(engine)
+    return reply, blobs
+
+
 _UNITS = {"KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
 
 
@@ -386,7 +399,7 @@ def _smallest(limits: list[str]) -> str | None:
     return min(limits, key=size) if limits else None
 
 
-__all__ = ["Call", "EngineError", "Engines", "Handle"]
+__all__ = ["Call", "EngineError", "Engines", "Handle", "settle"]
 
 
 # -- the work the tools hand over ------------------------------------------------------------------------
