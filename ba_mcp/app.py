@@ -21,6 +21,7 @@ from typing import Any
 from ba_mcp.databases import Databases
 from ba_mcp.errors import ToolFailure
 from ba_mcp.exports import Exports
+from ba_mcp.metrics.catalog import Metrics
 from ba_mcp.pipeline.cache import RawCache
 from ba_mcp.pipeline.observe import Observer, ToolTraits
 from ba_mcp.pipeline.runner import Runner
@@ -35,6 +36,7 @@ from ba_mcp.stores.code import CodeStore
 from ba_mcp.tool import Tool
 from ba_mcp.tools.file_reader import FileReader
 from ba_mcp.tools.query_database import QueryDatabase
+from ba_mcp.tools.query_metrics import QueryMetrics
 from ba_mcp.tools.run_python import RunPython
 from ba_mcp.tools.use_skill import UseSkill
 from ba_mcp.tools.web_reader import WebReader
@@ -43,7 +45,7 @@ from ba_mcp.version import __version__
 from ba_mcp.web.fetch import Fetcher
 from ba_mcp.web.search import Searcher
 from ba_mcp.workers.connections import Connections
-from ba_mcp.workers.pool import Engines, table_stats
+from ba_mcp.workers.pool import Engines, ask_metrics, table_stats
 from ba_mcp.workspace import Resolved, Workspace
 
 log = logging.getLogger(__name__)
@@ -98,6 +100,7 @@ class App:
         self.connections = Connections(settings, self.workspace.dir("sessions"))
         self.databases = Databases(settings, self.workspace, self.engines, self.artifacts, self.connections)
         self.engines.paths = self.databases.paths()
+        self.metrics = Metrics(settings, settings.workspace_root(), self.workspace.read_roots)
         self.sandboxes = Sandboxes(settings.sandbox, self.workspace.dir("sessions"))
         self.telemetry = TelemetryLog(self.workspace.dir("logs"), settings.telemetry.enabled)
         self.fetcher = Fetcher(settings.web, __version__)
@@ -121,11 +124,28 @@ class App:
 
     def _builtin_tools(self) -> list[Tool]:
         s = self.settings
+        metrics = QueryMetrics(
+            s.tools.query_metrics,
+            s.tools.query_database,
+            self.workspace,
+            self.artifacts,
+            self.databases,
+            self.engines,
+            self.metrics,
+        )
         return [
             FileReader(s.tools.file_reader, s.formats, self.workspace, self.artifacts, self.engines),
             QueryDatabase(s.tools.query_database, self.workspace, self.artifacts, self.databases),
+            *([metrics] if self.metrics.files() else []),  # no metric file: no tool (nor its description)
             RunPython(
-                s.tools.run_python, s.sandbox, self.workspace, self.artifacts, self.code, self.sandboxes, self.exports
+                s.tools.run_python,
+                s.sandbox,
+                self.workspace,
+                self.artifacts,
+                self.code,
+                self.sandboxes,
+                self.exports,
+                metrics if s.tools.query_metrics.enabled else None,
             ),
             WebSearch(s.tools.web_search, s.web.search, self.searcher),
             WebReader(s.tools.web_reader, self.fetcher, self.artifacts, s.formats, self.engines),
@@ -135,6 +155,24 @@ class App:
                 else []  # no skill the model may use: no tool (nor its description) at all
             ),
         ]
+
+    def metrics_answer(self, action: str, **args: Any) -> dict[str, Any]:
+        """Metrics work done by the calling session's engine worker (the files are parsed there, never here):
+        a ``summary`` (kept per version of the files, its warnings logged once) or a metric's ``describe``."""
+        import ba_mcp.callers as callers
+
+        request = self.metrics.request(action, **args)
+        key = (request["digest"], action + repr(sorted(args.items())))
+        answer = self.metrics.answers.get(key)
+        if answer is None:
+            answer = ask_metrics(self.engines, None, callers.current(), request)
+            if action == "summary":
+                for warning in [*self.metrics.sources()[1], *answer.get("warnings", [])]:
+                    log.warning("metrics: %s", warning)
+            if len(self.metrics.answers) > 256:
+                self.metrics.answers.clear()
+            self.metrics.answers[key] = answer
+        return answer
 
     def _owned(self, kind: str, ref_id: str) -> bool:
         """Whether the calling session may read the stored item ``ref_id`` (an artifact or a code file)."""

@@ -314,6 +314,59 @@ def cmd_skills(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- metrics ----------------------------------------------------------------------------------
+
+
+def cmd_metrics(args: argparse.Namespace) -> int:
+    """Metric files, read here (this command is not the server): list, show one, validate strictly."""
+    from ba_mcp.errors import ToolFailure
+    from ba_mcp.metrics.catalog import Metrics, metric_text
+    from ba_mcp.metrics.model import load_model, metric_files, read_sources, validate_files
+
+    settings = _settings(args)
+    metrics = Metrics(settings, settings.workspace_root(), dict(settings.files.read_roots))
+    if args.action == "validate":
+        paths = [Path(args.target)] if args.target else metrics.files()
+        if args.target and not paths[0].exists():
+            _err(f"ba-mcp metrics validate: {args.target} does not exist")
+            return 2
+        files = metric_files(paths)
+        if not files:
+            _err("ba-mcp metrics validate: no metric files (*.yml, *.yaml) found")
+            return 1
+        sources, unreadable = read_sources(files, metrics.max_file_bytes)
+        model, problems = validate_files(sources, metrics.dialects)
+        for problem in [*unreadable, *problems]:
+            print(problem)
+        counts = f"{len(model.metrics)} metric(s), {len(model.datasets)} dataset(s) in {len(files)} file(s)"
+        if unreadable or problems:
+            print(f"{len(unreadable) + len(problems)} problem(s); {counts}")
+            return 1
+        print(f"valid: {counts}")
+        return 0
+    sources, unreadable = metrics.sources()
+    model = load_model(sources, metrics.dialects)
+    for warning in [*unreadable, *model.warnings]:
+        _err(f"warning: {warning} (left out)")
+    if args.action == "show":
+        if not args.target:
+            _err("ba-mcp metrics show: give a metric name (ba-mcp metrics list shows them)")
+            return 2
+        try:
+            print(metric_text(model, args.target))
+        except ToolFailure as failure:
+            _err(f"ba-mcp metrics show: {failure.message}; {failure.hint}")
+            return 1
+        return 0
+    if not model.metrics:
+        print("no metrics defined (add OSI files to <workspace>/metrics/; see the README)")
+        return 0
+    width = max(len(n) for n in model.metrics)
+    for metric in model.metrics.values():
+        print(f"{metric.name:<{width}}  {metric.headline()}")
+    return 0
+
+
 # -- stats ------------------------------------------------------------------------------------
 
 
@@ -515,7 +568,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("target", nargs="?", help="show: a skill name; validate: a skill folder or a folder of skills")
     p.set_defaults(func=cmd_skills)
 
-    p = sub.add_parser("stats", parents=[common], help="metrics report from the telemetry log")
+    p = sub.add_parser("metrics", parents=[common], help="list, show and strictly validate metric (OSI) files")
+    p.add_argument("action", choices=["list", "show", "validate"])
+    p.add_argument("target", nargs="?", help="show: a metric name; validate: a file or a folder of files")
+    p.set_defaults(func=cmd_metrics)
+
+    p = sub.add_parser("stats", parents=[common], help="tool-call report from the telemetry log")
     p.add_argument("--hours", type=float, help="only the last N hours")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_stats)

@@ -22,6 +22,7 @@ from mcp.types import Completion, ResourceTemplateReference
 from ba_mcp import callers
 from ba_mcp.errors import ToolFailure
 from ba_mcp.ids import ARTIFACT_ID
+from ba_mcp.metrics.catalog import catalog_text
 from ba_mcp.sessions import session_key
 
 if TYPE_CHECKING:
@@ -44,6 +45,7 @@ def register(server: MCPServer[Any], app: App) -> None:
         ("db://{database}/schema/{table}", "database"): lambda a, _: a.databases.names,
         ("db://{database}/schema/{table}", "table"): _table_names,
         ("skill://{name}/{path}", "name"): lambda a, _: [s.name for s in a.skills],
+        ("metrics://{name}", "name"): lambda a, _: [m["name"] for m in a.metrics_answer("summary")["metrics"]],
     }
 
     @server.resource(
@@ -104,6 +106,28 @@ def register(server: MCPServer[Any], app: App) -> None:
     )
     async def db_table(database: str, table: str) -> str:
         return await anyio.to_thread.run_sync(table_markdown, app, database, table)
+
+    if app.metrics.files():
+
+        @server.resource(
+            "metrics://catalog",
+            name="metrics-catalog",
+            title="Metrics catalog",
+            mime_type="text/markdown",
+            description="The defined metrics (query_metrics), one line each, and their dimensions.",
+        )
+        async def metrics_catalog() -> str:
+            return await anyio.to_thread.run_sync(metrics_catalog_text, app)
+
+        @server.resource(
+            "metrics://{name}",
+            name="metric",
+            title="Metric definition",
+            mime_type="text/markdown",
+            description="One metric: its definition, dimensions, time grains and the SQL it compiles to.",
+        )
+        async def metric(name: str) -> str:
+            return await anyio.to_thread.run_sync(metric_markdown, app, name)
 
     for name in app.databases.names:  # listed in resources/list, not only as a template
 
@@ -186,6 +210,22 @@ def read_artifact_resource(app: App, aid: str) -> tuple[str | bytes, str]:
     if meta.kind == "image":
         return data, meta.mime
     return data.decode("utf-8"), meta.mime
+
+
+def metrics_catalog_text(app: App) -> str:
+    try:
+        return catalog_text(app.metrics_answer("summary"), app.metrics.budget_chars)
+    except ToolFailure as failure:
+        raise ResourceError(f"{failure.message} ({failure.hint})" if failure.hint else failure.message) from None
+
+
+def metric_markdown(app: App, name: str) -> str:
+    try:
+        return str(app.metrics_answer("describe", name=name)["text"])
+    except ToolFailure as failure:
+        if failure.type.value == "not_found":
+            raise ResourceNotFoundError(f"{failure.message}; {failure.hint}") from None
+        raise ResourceError(f"{failure.message} ({failure.hint})" if failure.hint else failure.message) from None
 
 
 def metrics_report(app: App, session: str) -> str:

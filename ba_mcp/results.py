@@ -27,6 +27,7 @@ class _Base:
     notes: list[str] = field(default_factory=list, kw_only=True)
     meta: dict[str, Any] = field(default_factory=dict, kw_only=True)
     artifact_id: str | None = field(default=None, kw_only=True)
+    details: list[str] = field(default_factory=list, kw_only=True)  # lines shown at standard and full, not brief
 
 
 @dataclass

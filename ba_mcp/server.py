@@ -77,11 +77,20 @@ skill://<name>/SKILL.md; then follow it.
 """
 
 
+METRICS_INSTRUCTIONS = """
+Metrics: the team's agreed definitions (revenue, margin, orders …) are listed in the resource metrics://catalog.
+For a metric defined there, use query_metrics (or metric() in run_python) rather than writing its SQL, and say
+how it is defined when you report it.
+"""
+
+
 def instructions(app: App) -> str:
-    """The server's instructions: the pipeline's rules, then skills and read roots when there are any."""
+    """The server's instructions: the pipeline's rules, then skills, metrics and read roots when there are any."""
     text = INSTRUCTIONS
     if len(app.skills):
         text += SKILLS_INSTRUCTIONS
+    if "query_metrics" in app.tools:
+        text += METRICS_INSTRUCTIONS
     if app.workspace.read_roots:
         names = ", ".join(f"{n}/<path>" for n in app.workspace.read_roots)
         first = next(iter(app.workspace.read_roots))

@@ -253,6 +253,10 @@ class WebReaderSettings(ToolSettings):
     page_cache_entries: int = Field(32, ge=0)
 
 
+class QueryMetricsSettings(ToolSettings):
+    max_rows: int = Field(1000, ge=1)
+
+
 class UseSkillSettings(ToolSettings):
     timeout_s: float = Field(10, gt=0)
     max_timeout_s: float = Field(30, gt=0)
@@ -263,6 +267,15 @@ class SkillsSettings(_Section):
     paths: list[Path] = []
     bundled: bool = True
     catalog_budget_tokens: int = Field(2000, ge=0)
+
+
+class MetricsSettings(_Section):
+    """``metrics:``: OSI metric files (SPEC §4.6), beyond <workspace>/metrics/ and each read root's metrics/."""
+
+    paths: list[Path] = []
+    demo: bool = True  # serve the demo database's metrics with the built-in demo database
+    max_file_bytes: int = Field(1024 * 1024, ge=1024)
+    catalog_budget_chars: int = Field(1600, ge=200)
 
 
 READ_ROOT_NAME = r"^[a-z][a-z0-9_-]{0,31}$"
@@ -299,6 +312,7 @@ class ToolsSettings(_Section):
 
     file_reader: ToolSettings = ToolSettings()
     query_database: QueryDatabaseSettings = QueryDatabaseSettings()
+    query_metrics: QueryMetricsSettings = QueryMetricsSettings()
     run_python: RunPythonSettings = RunPythonSettings()
     web_search: ToolSettings = ToolSettings()
     web_reader: WebReaderSettings = WebReaderSettings()
@@ -330,6 +344,7 @@ class Settings(_Section):
     sandbox: SandboxSettings = SandboxSettings()
     web: WebSettings = WebSettings()
     skills: SkillsSettings = SkillsSettings()
+    metrics: MetricsSettings = MetricsSettings()
     files: FilesSettings = FilesSettings()
     tools: ToolsSettings = ToolsSettings()
 

@@ -326,6 +326,33 @@ class Worker:
                     return pd.read_json(f, **read_options)
             raise ValueError(f"load_file reads table files; use open_file for {reply['name']}")
 
+        def metric(
+            name: Any,
+            by: Any = None,
+            grain: str | None = None,
+            where: Any = None,
+            order_by: Any = None,
+            limit: int | None = None,
+        ) -> Any:
+            """A declared metric (or a list of them) by dimensions as a pandas DataFrame: the numbers
+            query_metrics gives (metrics://catalog lists the metrics and dimensions)."""
+            import pandas as pd
+
+            def listed(value: Any) -> list[str]:
+                return [value] if isinstance(value, str) else [str(v) for v in (value or [])]
+
+            _, fds = worker._call(
+                "metric",
+                metrics=listed(name),
+                dimensions=listed(by),
+                time_grain=grain,
+                where=listed(where),
+                order_by=listed(order_by),
+                limit=limit,
+            )
+            with os.fdopen(fds[0], "rb") as f:
+                return pd.read_parquet(f)
+
         def progress(done: float, total: float | None = None, message: str | None = None) -> None:
             """Report progress of a long cell to the client (shown as an MCP progress notification);
             at most four reports a second reach it."""
@@ -343,6 +370,7 @@ class Worker:
             "export": export,
             "open_file": open_file,
             "load_file": load_file,
+            "metric": metric,
             "open_upload": open_file,  # the first names of load_file/open_file, kept for existing code
             "load_upload": load_file,
             "progress": progress,

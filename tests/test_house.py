@@ -33,6 +33,7 @@ ROOMS: list[tuple[str, int]] = [
     ("ba_mcp.web", 2),
     ("ba_mcp.sandbox_client", 2),
     ("ba_mcp.workers", 2),  # the engine and connection workers: the server's side and the worker's
+    ("ba_mcp.metrics", 2),  # OSI metric files and their compiler (also run in the engine workers)
     ("ba_mcp.spark", 2),  # Spark's read-only rule (its source) and a local Spark Connect server
     ("ba_mcp.skills.mcp", 6),  # the SDK side of the skills (a part of the server)
     ("ba_mcp.skills", 2),

@@ -112,6 +112,8 @@ class Observer:
         else:
             part = self._composite(tool, raw, level)
         part.lines.extend(f"Note: {n}" for n in raw.notes)
+        if level is not OutputLevel.BRIEF:
+            part.lines.extend(raw.details)
         if raw.meta:
             part.structured["meta"] = raw.meta
         return part

@@ -18,7 +18,7 @@ import select
 import time
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from ba_mcp.errors import Code, ErrorType, ToolFailure, denied, invalid
 from ba_mcp.ids import upload_id_for
@@ -27,6 +27,7 @@ from ba_mcp.sandbox_client import BadBlob, WorkerGone, WorkerProcess, read_blob
 from ba_mcp.settings import RunPythonSettings, SandboxSettings
 from ba_mcp.tool import CacheMode, CachePolicy, ToolContext, ToolParams, ToolPolicy
 from ba_mcp.tool import Tool as BaseTool
+from ba_mcp.tools.query_metrics import QueryMetricsParams
 from ba_mcp.workers.wire import BadStream, read_arrow
 
 if TYPE_CHECKING:
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     from ba_mcp.sandbox_client import Sandboxes
     from ba_mcp.stores.artifacts import ArtifactStore
     from ba_mcp.stores.code import CodeStore
+    from ba_mcp.tools.query_metrics import QueryMetrics
     from ba_mcp.workspace import Workspace
 
 _PROGRESS_EVERY_S = 1.0
@@ -64,8 +66,10 @@ class RunPython(BaseTool):
         code: CodeStore,
         sandboxes: Sandboxes,
         exports: Exports | None = None,
+        metrics: QueryMetrics | None = None,
     ) -> None:
         self.settings: RunPythonSettings = settings
+        self.metrics = metrics  # metric(name, by=…, grain=…): query_metrics' numbers as a DataFrame
         self.sandbox = sandbox  # the sandbox: section (limits, capture, the import guardrail)
         self.exports = exports
         self.workspace = workspace
@@ -82,7 +86,13 @@ class RunPython(BaseTool):
             f"{''.join(', ' + n + '/<path>' for n in read_roots)}); open_file(id_or_path, mode='r'|'rb'); "
             "load_artifact(id) → DataFrame/str/JSON/bytes; save_artifact(obj, title=None) → an artifact id the "
             "other tools can use (SELECT … FROM artifact_…); export(obj_or_artifact_id, 'reports/q3.xlsx', "
-            "overwrite=False) → a file the analyst keeps (.csv .xlsx .parquet .png .md); progress(done, total).\n"
+            "overwrite=False) → a file the analyst keeps (.csv .xlsx .parquet .png .md); progress(done, total)"
+            + (
+                "; metric(name, by=[…], grain=None, where=[…]) → query_metrics' numbers as a DataFrame"
+                if metrics
+                else ""
+            )
+            + ".\n"
             f"stdout/stderr: the first {sandbox.output_head_chars:,} and last {sandbox.output_tail_chars:,} characters "
             "shown. No network; files written stay in a private session directory until reset.\n"
             f"Libraries: {', '.join(self.libraries)}; other imports beyond a safe standard library are refused "
@@ -254,6 +264,9 @@ class _Cell:
             if method == "load_artifact":
                 reply["kind"], fd = _open_artifact(self.tool, str(args.get("ref", "")))
                 out_fds.append(fd)
+            elif method == "metric":
+                reply["kind"], fd = _metric(self.tool, args, self.ctx)
+                out_fds.append(fd)
             elif method == "open_upload":
                 reply["name"], fd = _open_upload(self.tool.workspace, str(args.get("ref", "")))
                 out_fds.append(fd)
@@ -286,6 +299,31 @@ def _open_artifact(tool: RunPython, ref: str) -> tuple[str, int]:
     with tool.artifacts.reading(ref) as meta:
         fd = os.open(tool.artifacts.data_path(meta), os.O_RDONLY | os.O_CLOEXEC)
     return ("text" if meta.kind == "markdown" else meta.kind), fd
+
+
+def _metric(tool: RunPython, args: dict[str, Any], ctx: ToolContext) -> tuple[str, int]:
+    """metric(): a query_metrics call from the cell (same compile, same engine, same numbers); the complete
+    result as a table artifact of the session, opened for the worker."""
+    if tool.metrics is None:
+        raise denied("metrics are not available on this server", "query_metrics is disabled or no metric file exists")
+    wanted = {k: args[k] for k in ("metrics", "dimensions", "time_grain", "where", "order_by", "limit") if args.get(k)}
+    try:
+        params = QueryMetricsParams.model_validate(wanted)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:3])
+        raise invalid(f"metric(): {problems}", "metric(name, by=['region'], grain='month', where=[…])") from None
+    table = tool.metrics.execute(params, ctx)
+    if table.more and not table.artifact_id:
+        raise ToolFailure(
+            ErrorType.RESOURCE_ERROR,
+            "RESULT_TOO_LARGE",
+            "the metric's result exceeds the artifact size limit",
+            "ask by fewer dimensions, a coarser grain, or a where",
+        )
+    artifact_id = (
+        table.artifact_id or tool.artifacts.put_table(table.frame, title=table.title, source_tool="query_metrics").id
+    )
+    return _open_artifact(tool, artifact_id)
 
 
 def _open_upload(workspace: Workspace, ref: str) -> tuple[str, int]:

@@ -13,7 +13,8 @@ opens one in-memory DuckDB with every configured database ATTACHed READ_ONLY, an
 * ``describe`` — a database's catalog, with the session's own temporary tables and views;
 * ``parse`` — a workspace file or downloaded bytes through ``ba_mcp.formats`` (file_reader's reads);
 * ``stats`` — whole-column figures of a stored table;
-* ``extract`` — the readable text of a downloaded page or PDF (``ba_mcp.web.extract``).
+* ``extract`` — the readable text of a downloaded page or PDF (``ba_mcp.web.extract``);
+* ``metrics`` — metric files read, a metrics query compiled (its ``where`` is the model's text), a summary.
 
 A SIGINT (forwarded by the shim) interrupts the running statement; the server kills the worker when that
 does not end it within its grace.
@@ -111,6 +112,7 @@ class Engine:
             },
         )
         self.missing: dict[str, str] = {}
+        self.models: dict[str, Any] = {}  # the metrics model last compiled for, by its digest
         self.current = ""  # the database the session's connection USEs
         for db in options.get("databases", []):
             try:
@@ -315,6 +317,19 @@ class Engine:
                 )
         encoded, blobs = encode_raw(raw)
         return {"op": "raw", "raw": encoded}, [memfile(b) for b in blobs]
+
+    def op_metrics(self, message: dict[str, Any], fds: list[int]) -> tuple[dict[str, Any], list[int]]:
+        """Metrics work over the server's metric files (sent along; read once per digest): compile a query (its
+        ``where`` is the model's text), a summary, a metric's description (``ba_mcp.metrics.catalog.answer``)."""
+        from ba_mcp.metrics.catalog import answer
+        from ba_mcp.metrics.model import load_model
+
+        digest = str(message["digest"])
+        model = self.models.get(digest)
+        if model is None:
+            model = load_model([(str(n), str(t)) for n, t in message["files"]], dict(message["dialects"]))
+            self.models = {digest: model}
+        return {"op": "metrics", **answer(model, message)}, []
 
     def op_extract(self, message: dict[str, Any], fds: list[int]) -> tuple[dict[str, Any], list[int]]:
         from ba_mcp.web.extract import extract_in_worker

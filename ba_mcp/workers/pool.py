@@ -492,3 +492,11 @@ def extract(engines: Engines, ctx: ToolContext, body: bytes, request: dict[str, 
         os.close(fd)
     reply["text"] = blobs[0].decode("utf-8", "replace") if blobs else ""
     return reply
+
+
+def ask_metrics(engines: Engines, ctx: ToolContext | None, session: str, message: dict[str, Any]) -> dict[str, Any]:
+    """Metrics work (``Metrics.request``) in the session's engine worker: the metric files are parsed, a query's
+    predicates (text from the model) checked and compiled there, never in the server."""
+    with engines.session(session, ctx) as call:
+        reply, _ = call.ask(message)
+    return reply

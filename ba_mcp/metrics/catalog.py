@@ -1,0 +1,178 @@
+"""The metric files a server serves, and what is said about them.
+
+``Metrics`` (in the server) finds the files — the workspace's ``metrics/``, each read root's ``metrics/`` (a
+Claude Code project's ``metrics/*.yml``), ``metrics.paths``, and the demo database's file with the built-in
+demo — and keeps their texts, read again when a file changes. It never parses them: the model is read, checked
+and compiled in an engine worker (``answer``, the worker's side of the ``metrics`` operation), so sqlglot never
+loads into the server. ``catalog_text`` renders the worker's summary for ``metrics://catalog``.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ba_mcp.metrics.model import DIALECTS, Model, digest_of, metric_files, read_sources
+
+if TYPE_CHECKING:
+    from ba_mcp.settings import DatabaseSettings, Settings
+
+DEMO_FILE = Path(__file__).with_name("demo.yml")
+DEMO_NAME = "demo metrics (bundled)"
+
+
+def dialect_of(conf: DatabaseSettings) -> str | None:
+    """sqlglot's dialect for a configured database (None: metrics cannot compile for it)."""
+    if conf.kind == "adbc":
+        return DIALECTS.get(conf.driver or "")
+    return DIALECTS.get(conf.kind)
+
+
+class Metrics:
+    def __init__(self, settings: Settings, workspace_root: Path, read_roots: dict[str, Path]) -> None:
+        self.folders = [workspace_root / "metrics", *(root / "metrics" for root in read_roots.values())]
+        self.folders += [p.expanduser() for p in settings.metrics.paths]
+        demo = settings.databases.get("demo")
+        self.bundled = [DEMO_FILE] if settings.metrics.demo and demo is not None and demo.path is None else []
+        self.dialects = {
+            name: dialect for name, conf in settings.databases.items() if (dialect := dialect_of(conf)) is not None
+        }
+        self.max_file_bytes = settings.metrics.max_file_bytes
+        self.budget_chars = settings.metrics.catalog_budget_chars
+        self._lock = threading.Lock()
+        self._key: tuple[object, ...] | None = None
+        self._sources: list[tuple[str, str]] = []
+        self._warnings: list[str] = []
+        self.answers: dict[tuple[str, str], Any] = {}  # (digest, what) -> a worker's answer kept
+
+    def files(self) -> list[Path]:
+        return [*self.bundled, *metric_files(self.folders)]
+
+    def sources(self) -> tuple[list[tuple[str, str]], list[str]]:
+        """The files' (shown name, text), read again when one was added, removed or changed; and the files
+        that could not be read."""
+        files = self.files()
+        key = tuple((str(p), *_stamp(p)) for p in files)
+        with self._lock:
+            if key != self._key:
+                sources, warnings = read_sources(files, self.max_file_bytes)
+                self._sources = [(DEMO_NAME if Path(n) == DEMO_FILE else n, t) for n, t in sources]
+                self._warnings, self._key = warnings, key
+            return self._sources, self._warnings
+
+    def request(self, action: str, **args: Any) -> dict[str, Any]:
+        """The ``metrics`` operation for an engine worker: the files travel with it (read once per digest)."""
+        sources, _ = self.sources()
+        return {
+            "op": "metrics",
+            "action": action,
+            "digest": digest_of(sources, self.dialects),
+            "files": sources,
+            "dialects": self.dialects,
+            **args,
+        }
+
+
+def _stamp(path: Path) -> tuple[int, int]:
+    try:
+        st = path.stat()
+    except OSError:
+        return (0, 0)
+    return (st.st_mtime_ns, st.st_size)
+
+
+# -- the worker's side -------------------------------------------------------------------------------------
+
+
+def answer(model: Model, message: dict[str, Any]) -> dict[str, Any]:
+    """The ``metrics`` operation on a model read in the worker: ``compile`` a query, a ``summary`` (names,
+    headlines, dimensions, warnings) or ``describe`` one metric."""
+    from ba_mcp.metrics.compile import Query, compile_query
+
+    action = message.get("action")
+    if action == "compile":
+        c = compile_query(model, Query(**message["query"]))
+        return {
+            "sql": c.sql,
+            "database": c.database,
+            "dialect": c.dialect,
+            "columns": c.columns,
+            "definitions": c.definitions,
+        }
+    if action == "summary":
+        return {
+            "metrics": [{"name": m.name, "headline": m.headline()} for m in model.metrics.values()],
+            "dimensions": [
+                f"{f.dataset}.{f.name}" + (" (time)" if f.is_time else "")
+                for d in model.datasets.values()
+                for f in d.fields.values()
+                if f.is_dimension
+            ],
+            "warnings": model.warnings,
+        }
+    if action == "describe":
+        return {"text": metric_text(model, str(message.get("name", "")))}
+    raise ValueError(f"unknown metrics action {action!r}")
+
+
+def catalog_text(summary: dict[str, Any], budget_chars: int = 1600) -> str:
+    """``metrics://catalog``: one line per metric, then the dimensions once (within ``budget_chars``)."""
+    if not summary["metrics"]:
+        return "No metrics are defined. Add OSI files to the workspace's metrics/ folder (ba-mcp metrics validate)."
+    lines = ["Metrics (query_metrics; metrics://{name} defines one):"]
+    lines += [f"- {m['name']}: {m['headline']}" if m["headline"] else f"- {m['name']}" for m in summary["metrics"]]
+    if summary["dimensions"]:
+        lines.append("Dimensions: " + ", ".join(summary["dimensions"]))
+    text = "\n".join(lines)
+    if len(text) > budget_chars:
+        shown = text[:budget_chars].rsplit("\n", 1)[0]
+        left = text[len(shown) :].count("\n") + 1
+        text = f"{shown}\n… {left} more lines: read metrics://{{name}}, or run ba-mcp metrics list"
+    return text
+
+
+def dimensions_of(model: Model, name: str) -> list[str]:
+    """The declared dimensions a metric can be grouped by without an error."""
+    from ba_mcp.errors import ToolFailure
+    from ba_mcp.metrics.compile import Query, compile_query
+
+    found = []
+    for ds in model.datasets.values():
+        for f in ds.fields.values():
+            if not f.is_dimension:
+                continue
+            try:
+                compile_query(model, Query(metrics=[name], dimensions=[f"{ds.name}.{f.name}"]))
+            except ToolFailure:
+                continue
+            found.append(f"{ds.name}.{f.name}")
+    return found
+
+
+def metric_text(model: Model, name: str) -> str:
+    """``metrics://{name}``: the definition, its dimensions and grains, and the SQL it compiles to."""
+    from ba_mcp.errors import not_found
+    from ba_mcp.metrics.compile import Query, compile_query
+
+    metric = model.metrics.get(name)
+    if metric is None:
+        raise not_found(f"no metric named {name!r}", f"close names: {model.close_names(name, list(model.metrics))}")
+    compiled = compile_query(model, Query(metrics=[name]))
+    lines = [f"# {name}", "", metric.description or "(no description)", "", f"Definition: {compiled.definitions[0]}"]
+    if metric.synonyms:
+        lines.append(f"Also called: {', '.join(metric.synonyms)}")
+    lines.append(f"Database: {compiled.database} ({compiled.dialect})")
+    dims = dimensions_of(model, name)
+    if dims:
+        lines.append(f"Dimensions: {', '.join(dims)}")
+    times = [
+        f"{f.dataset}.{f.name} ({', '.join(f.grains)})"
+        for d in model.datasets.values()
+        for f in d.fields.values()
+        if f.is_time and f"{f.dataset}.{f.name}" in dims
+    ]
+    if times:
+        lines.append(f"Time grains: {'; '.join(times)}")
+    lines += ["", "SQL (no dimensions):", "```sql", compiled.sql, "```"]
+    return "\n".join(lines)
