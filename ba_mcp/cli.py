@@ -321,7 +321,8 @@ def cmd_metrics(args: argparse.Namespace) -> int:
     """Metric files, read here (this command is not the server): list, show one, validate strictly."""
     from ba_mcp.errors import ToolFailure
     from ba_mcp.metrics.catalog import Metrics, metric_text
-    from ba_mcp.metrics.model import load_model, metric_files, read_sources, validate_files
+    from ba_mcp.metrics.load import load_model, validate_files
+    from ba_mcp.metrics.model import metric_files, read_sources
 
     settings = _settings(args)
     metrics = Metrics(settings, settings.workspace_root(), dict(settings.files.read_roots))

@@ -3,6 +3,7 @@ print each call with the observation the model would read."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -122,6 +123,7 @@ async def run_demo(workspace: Path | None, config: Path | None, emit: Callable[[
                 },
             )
             await _call(show, session, "query_database", {"query": "DROP TABLE orders"})
+            await _metrics_demo(show, session)
             await _python_demo(show, session)
             await _skills_demo(show, session)
             files = await session.read_resource("ba://files")
@@ -183,9 +185,27 @@ async def _python_demo(show: Callable[[str, str], None], session: ClientSession)
     await _call(show, session, "run_python", {"code": "import subprocess"})
 
 
+async def _metrics_demo(show: Callable[[str, str], None], session: ClientSession) -> None:
+    """Metrics: the catalog, agreed metrics by a dimension (with their definitions), and a refused where."""
+    catalog = await session.read_resource("metrics://catalog")
+    show("resources/read metrics://catalog", getattr(catalog.contents[0], "text", ""))
+    await _call(
+        show,
+        session,
+        "query_metrics",
+        {"metrics": ["net_revenue", "margin_pct", "average_order_value"], "dimensions": ["region"]},
+    )
+    await _call(
+        show,
+        session,
+        "query_metrics",
+        {"metrics": ["net_revenue"], "dimensions": ["channel"], "where": ["channel = 'online'; DROP TABLE orders"]},
+    )
+
+
 async def _skills_demo(show: Callable[[str, str], None], session: ClientSession) -> None:
-    """Skills: the prompts they become, and one followed as a model would: load it, run its query, read its
-    script and run that on the query's artifact."""
+    """Skills: the prompts they become, and one followed as a model would: load it, run its metrics query, read
+    its script and run that on the query's artifact."""
     prompts = await session.list_prompts()
     if not prompts.prompts:
         return
@@ -197,10 +217,10 @@ async def _skills_demo(show: Callable[[str, str], None], session: ClientSession)
     await _call(show, session, "use_skill", {"name": name, "output_level": "brief"})
     skill_md = await session.read_resource(f"skill://{name}/SKILL.md")
     text = getattr(skill_md.contents[0], "text", "")
-    query = next((b for b in re.findall(r"```sql\n(.*?)```", text, re.S) if b.startswith(f"-- feeds {script}")), None)
-    if query is None:
+    step = re.search(rf"```query_metrics feeds {re.escape(script)}\n(.*?)```", text, re.S)
+    if step is None:
         return
-    bridge = await _call(show, session, "query_database", {"query": query, "output_level": "brief"})
+    bridge = await _call(show, session, "query_metrics", {**json.loads(step.group(1)), "output_level": "brief"})
     aid = _meta(bridge).get("artifact_id")
     code = await session.call_tool("use_skill", {"name": name, "path": script, "output_level": "full"})
     first = getattr(code.content[0], "text", "") if code.content and not code.is_error else ""

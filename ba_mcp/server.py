@@ -166,7 +166,9 @@ class PipelineTool(SdkTool):
 
 def compact_schema(schema: dict[str, Any]) -> dict[str, Any]:
     """A parameter schema as the model needs it: no generated titles, ``X | None = None`` as plain ``X``
-    (omitting it means None), no ``"default": null`` — the same constraints in fewer tokens."""
+    (omitting it means None), no ``"default": null``, no ``"type"`` beside an ``enum`` of strings, and no limits a
+    model never nears (a text's ``minLength: 1`` and ``maxLength`` of 1,000 or more, a ``maximum`` of a million
+    or more) — the server's validation still enforces every one of them (``Runner``: the Params model)."""
 
     def simplify(node: Any) -> Any:
         if isinstance(node, list):
@@ -184,6 +186,14 @@ def compact_schema(schema: dict[str, Any]) -> dict[str, Any]:
                 node["anyOf"] = rest
             if node.get("default", 0) is None:
                 node.pop("default")
+        if node.get("type") == "string" and all(isinstance(v, str) for v in node.get("enum") or [0]):
+            node.pop("type")
+        if node.get("minLength") == 1:
+            node.pop("minLength")
+        if node.get("maxLength", 0) >= 1000:
+            node.pop("maxLength")
+        if node.get("maximum", 0) >= 1_000_000:
+            node.pop("maximum")
         return node
 
     out: dict[str, Any] = simplify(schema)

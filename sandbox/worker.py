@@ -341,7 +341,7 @@ class Worker:
             def listed(value: Any) -> list[str]:
                 return [value] if isinstance(value, str) else [str(v) for v in (value or [])]
 
-            _, fds = worker._call(
+            reply, fds = worker._call(
                 "metric",
                 metrics=listed(name),
                 dimensions=listed(by),
@@ -351,7 +351,14 @@ class Worker:
                 limit=limit,
             )
             with os.fdopen(fds[0], "rb") as f:
-                return pd.read_parquet(f)
+                frame = pd.read_parquet(f)
+            if reply.get("exact_text"):  # exact numbers the database gave as text (NUMERIC): Decimals
+                from decimal import Decimal
+
+                for column in reply["exact_text"]:
+                    if column in frame.columns:
+                        frame[column] = frame[column].map(lambda v: None if v is None else Decimal(v))
+            return frame
 
         def progress(done: float, total: float | None = None, message: str | None = None) -> None:
             """Report progress of a long cell to the client (shown as an MCP progress notification);

@@ -25,6 +25,7 @@ import pytest
 from mcp import ClientSession, stdio_client
 from mcp.types import ResourceTemplateReference
 
+from ba_mcp.metrics.catalog import DEMO_FILE
 from tests import pg_server
 from tests.conftest import ba, make_workspace, server_process, stdio_params, text_of
 
@@ -418,3 +419,77 @@ async def test_three_million_rows_stream_into_a_complete_artifact_with_bounded_m
             failed, text = await _ask(s, [], query=f"SELECT count(*) AS n, sum(id) AS s FROM {kept}")
             assert not failed and "3000000,4500001500000" in text, text
             assert peak[0] - before < 300 * 1024 * 1024, (before, peak[0])
+
+
+# -- metrics on PostgreSQL: the demo's metric file re-pointed at the same data there ---------------------------
+
+SALES_SQL = """
+SELECT r.region_name AS region, sum(round(l.quantity * l.unit_price * (1 - l.discount), 2)) AS net_revenue,
+       count(DISTINCT o.order_id) AS order_count,
+       100.0 * sum(round(l.quantity * (l.unit_price * (1 - l.discount) - p.unit_cost), 2))
+             / sum(round(l.quantity * l.unit_price * (1 - l.discount), 2)) AS margin_pct
+FROM order_lines l JOIN orders o ON o.order_id = l.order_id JOIN products p ON p.product_id = l.product_id
+JOIN customers c ON c.customer_id = o.customer_id LEFT JOIN regions r ON r.region_id = c.region_id
+WHERE o.status = 'completed' GROUP BY r.region_name
+"""
+
+
+def _load_demo_into(pg: pg_server.Postgres, folder: Path) -> None:
+    """The demo database's tables in a PostgreSQL database ``sales`` (money as numeric, as warehouses keep it)."""
+    import duckdb
+
+    from ba_mcp.demo_data import ensure_demo_database
+
+    demo = folder / "demo.duckdb"
+    ensure_demo_database(demo)
+    casts = {"unit_price": "DECIMAL(10,2)", "discount": "DECIMAL(5,3)", "unit_cost": "DECIMAL(10,2)"}
+    pg.sql("CREATE DATABASE sales OWNER owner", database="postgres")
+    con = duckdb.connect(str(demo), read_only=True)
+    try:
+        with pg.connect("owner", "sales") as target, target.cursor() as cur:
+            for table in ("regions", "channels", "products", "customers", "orders", "order_lines"):
+                columns = [c[0] for c in con.execute(f"DESCRIBE {table}").fetchall()]
+                shown = ", ".join(f"CAST({c} AS {casts[c]}) AS {c}" if c in casts else c for c in columns)
+                cur.adbc_ingest(table, con.execute(f"SELECT {shown} FROM {table}").to_arrow_table(), mode="create")
+    finally:
+        con.close()
+
+
+async def test_the_same_metric_through_query_metrics_sql_and_run_python_on_postgresql(
+    pg: pg_server.Postgres, tmp_path: Path
+) -> None:
+    from tests.test_metrics import multiset, rows_of
+
+    _load_demo_into(pg, tmp_path)
+    ws = make_workspace(tmp_path / "ws")
+    (ws / "metrics").mkdir()
+    (ws / "metrics" / "sales.yml").write_text(DEMO_FILE.read_text().replace("demo.main.", "sales.public."))
+    env = _env(
+        pg,
+        BA_MCP_DATABASES__SALES__URL=pg.url("analyst", "sales"),
+        BA_MCP_METRICS__DEMO="false",
+        BA_MCP_SANDBOX__ALLOWED_IMPORTS="*",
+    )
+    with (tmp_path / "err.txt").open("w") as errlog:
+        async with _client(ws, env, errlog) as s:
+            metrics = ["net_revenue", "order_count", "margin_pct"]
+            by_metrics = await s.call_tool(
+                "query_metrics", {"metrics": metrics, "dimensions": ["region"], "output_level": "full"}
+            )
+            assert not by_metrics.is_error, text_of(by_metrics)
+            by_sql = await s.call_tool(
+                "query_database", {"database": "sales", "query": SALES_SQL, "output_level": "full"}
+            )
+            assert not by_sql.is_error, text_of(by_sql)
+            code = (
+                f"df = metric({metrics!r}, by='region')\n"
+                "import json; print(json.dumps([[None if v is None else (v if isinstance(v, str) else float(v)) "
+                "for v in row] for row in df.astype(object).where(df.notna(), None).values.tolist()]))"
+            )
+            by_python = await s.call_tool("run_python", {"code": code})
+            assert not by_python.is_error, text_of(by_python)
+    expected = multiset(rows_of(text_of(by_sql)))
+    assert len(expected) == 6
+    assert multiset(rows_of(text_of(by_metrics))) == expected, (text_of(by_metrics), text_of(by_sql))
+    printed = [line for line in text_of(by_python).splitlines() if line.startswith("[[")]
+    assert multiset([tuple(r) for r in json.loads(printed[0])]) == expected

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import re
 import shutil
 import sys
@@ -27,6 +28,9 @@ pytestmark = [
 SKILLS = ROOT / "skills"
 BUNDLED = sorted(p.name for p in SKILLS.iterdir() if (p / "SKILL.md").is_file())
 FENCE = re.compile(r"```(sql|python)\n(.*?)```", re.S)
+# a skill's step through query_metrics: its arguments as JSON; "feeds <script>" after the language names the
+# script that reads the result's artifact
+STEP = re.compile(r"```(sql|python|query_metrics)([^\n]*)\n(.*?)```", re.S)
 
 
 def dirty_orders() -> str:
@@ -98,10 +102,21 @@ async def follow(session: ClientSession, name: str, sources: dict[str, str] | No
     assert "Required skill: analysis-workflow" in loaded  # the dependency travels with it
     feeds = dict(sources or {})
     previous = None
-    blocks = FENCE.findall(section)
+    blocks = STEP.findall(section)
     assert blocks, f"{name} has no SQL or Python to run"
-    for language, code in blocks:
-        assert language == "sql", f"{name}: a python block is not run by this test"
+    for language, info, code in blocks:
+        assert language != "python", f"{name}: a python block is not run by this test"
+        if language == "query_metrics":  # the agreed metrics: arguments of a query_metrics call
+            arguments = json.loads(code)
+            result = await ok(session, "query_metrics", **{"output_level": "brief", **arguments})
+            assert "Defined:" not in text_of(result)  # brief: no definitions
+            produced = meta_of(result).get("artifact_id")
+            target = re.match(r"\s*feeds\s+(scripts/\S+)", info)
+            if target:
+                assert produced, text_of(result)
+                feeds[target.group(1)] = produced
+            previous = produced or previous
+            continue
         if "artifact_from_previous_query" in code:
             assert previous, f"{name}: a query uses the previous query's artifact, but none came before"
             code = code.replace("artifact_from_previous_query", previous)

@@ -8,7 +8,8 @@
   rows; the branch then keeps each (home row, group) once before aggregating (symmetric aggregation, T-015).
   Only distributive aggregates (SUM, COUNT, MIN, MAX) are answered so; AVG, COUNT(DISTINCT) and the like are
   refused (T-016): their answer there depends on a grain the query does not say.
-* Branches are stitched FULL OUTER on the dimensions (T-011), or CROSS joined when there are none (T-012);
+* Branches are stitched FULL OUTER on the dimensions (T-011) — the union of their keys, LEFT-joined to each —
+  or CROSS joined when there are none (T-012);
   a metric built from other metrics (a ratio) is computed from their aggregates at the query's grain.
 * Two relationships between the same datasets, or no path, are errors naming them (T-019, T-013); nothing is
   guessed. Predicates are ANDed (T-028); ORDER BY says NULLS LAST (T-026); the same query gives the same SQL.
@@ -323,11 +324,11 @@ class _Compiler:
         dialect = self.model.dialect_of(database)
         predicates = [self.predicate(text, dialect) for text in q.where]
         branches = self.branches()
-        ctes = []
+        ctes: list[tuple[str, exp.Expr]] = []
         for i, branch in enumerate(branches, 1):
             branch.alias = f"b{i}"
             ctes.append((branch.alias, self.branch_select(branch, dims, predicates, dialect)))
-        select = self.stitch(branches, dims, trees, metrics)
+        select = self.stitch(branches, dims, trees, metrics, ctes)
         statement = select
         for alias, body in ctes:
             statement = statement.with_(alias, as_=body, copy=False)
@@ -340,7 +341,7 @@ class _Compiler:
         text = f"{metric.name} = {metric.expression}"
         if metric.filter:
             text += f" where {self.model.filters.get(metric.filter, metric.filter)}"
-        return text + (f" — {metric.headline()}" if metric.description else "")
+        return text
 
     def dimensions(self, metrics: list[Metric]) -> list[_Dim]:
         q = self.query
@@ -578,7 +579,12 @@ class _Compiler:
         return joins, fans_out
 
     def stitch(
-        self, branches: list[_Branch], dims: list[_Dim], trees: dict[str, exp.Expr], metrics: list[Metric]
+        self,
+        branches: list[_Branch],
+        dims: list[_Dim],
+        trees: dict[str, exp.Expr],
+        metrics: list[Metric],
+        ctes: list[tuple[str, exp.Expr]],
     ) -> exp.Select:
         first = branches[0]
         if len(branches) > 1 and not dims:
@@ -587,27 +593,42 @@ class _Compiler:
                 if other != homes[0] and not self.paths(homes[0], other):
                     raise fail(
                         "NO_SHARED_DIMENSION",
-                        f"{homes[0]} and {other} share no dimension: no relationship connects them, so their "
+                        f"{homes[0]} and {other} have no shared dimension: no relationship connects them, so their "
                         "totals have nothing to be read together by",
                         "ask for each metric in a query of its own",
                     )
-        select = exp.select().from_(exp.table_(first.alias), copy=False)
-        for branch in branches[1:]:
-            if dims:
+        n = len(dims)
+        if len(branches) > 1 and dims:
+            # The FULL OUTER stitch, written as every branch's keys (a UNION: NULL keys meet as one) LEFT-joined to
+            # each branch on IS NOT DISTINCT FROM — PostgreSQL cannot FULL JOIN on that condition, and a plain `=`
+            # would split the NULL group (the orphan bucket) into one row per branch.
+            keys = exp.union(
+                *(
+                    exp.select(*(exp.column(f"d{i}") for i in range(1, n + 1)), copy=False).from_(b.alias, copy=False)
+                    for b in branches
+                ),
+                distinct=True,
+                copy=False,
+            )
+            ctes.append(("k", keys))
+            select = exp.select().from_(exp.table_("k"), copy=False)
+            for branch in branches:
                 condition = exp.and_(
                     *(
                         exp.NullSafeEQ(
-                            this=self.merged(branches, branch, i), expression=exp.column(f"d{i}", table=branch.alias)
+                            this=exp.column(f"d{i}", table="k"), expression=exp.column(f"d{i}", table=branch.alias)
                         )
-                        for i in range(1, len(dims) + 1)
+                        for i in range(1, n + 1)
                     )
                 )
-                select = select.join(exp.table_(branch.alias), on=condition, join_type="full outer", copy=False)
-            else:
+                select = select.join(exp.table_(branch.alias), on=condition, join_type="left", copy=False)
+            merged = [exp.column(f"d{i}", table="k") for i in range(1, n + 1)]
+        else:
+            select = exp.select().from_(exp.table_(first.alias), copy=False)
+            for branch in branches[1:]:  # no dimensions: one row each
                 select = select.join(exp.table_(branch.alias), join_type="cross", copy=False)
-        outputs: list[exp.Expr] = []
-        for i, dim in enumerate(dims, 1):
-            outputs.append(exp.alias_(self.merged(branches, None, i), dim.name))
+            merged = [exp.column(f"d{i}", table=first.alias) for i in range(1, n + 1)]
+        outputs: list[exp.Expr] = [exp.alias_(m, dim.name) for m, dim in zip(merged, dims, strict=True)]
         for metric in metrics:
 
             def to_column(node: exp.Expr) -> exp.Expr:
@@ -621,12 +642,6 @@ class _Compiler:
             tree = trees[metric.name].transform(to_column)
             outputs.append(exp.alias_(tree, metric.name))
         return select.select(*outputs, copy=False)
-
-    def merged(self, branches: list[_Branch], upto: _Branch | None, i: int) -> exp.Expr:
-        """Dimension ``i`` as the branches before ``upto`` (None: all) give it: the first that has it."""
-        before = branches if upto is None else branches[: branches.index(upto)]
-        columns = [exp.column(f"d{i}", table=b.alias) for b in before]
-        return columns[0] if len(columns) == 1 else exp.Coalesce(this=columns[0], expressions=columns[1:])
 
     def order_and_limit(self, dims: list[_Dim], metrics: list[Metric], dialect: str) -> str:
         names = [d.name for d in dims] + [m.name for m in metrics]

@@ -13,8 +13,9 @@ object), so a file stays valid OSI:
   named filter applied to the metric's rows, the time dimension ``grain`` uses, the dataset ``COUNT(*)``
   counts.
 
-``load_model`` is lenient (a broken metric is skipped with a warning, the rest is served);
-``validate_files`` is strict (every problem, as ``file:line: message``). Expressions are parsed with sqlglot in
+``read_model`` reads; ``ba_mcp.metrics.load`` adds the check that each metric compiles: ``load_model`` is lenient
+(a broken metric is skipped with a warning, the rest is served), ``validate_files`` strict (every problem, as
+``file:line: message``). Expressions are parsed with sqlglot in
 the dialect of the database their dataset lives in. Metric files are configuration, like settings: they are
 read by the server; what a model sends at query time is checked by ``compile.py`` in an engine worker.
 """
@@ -189,15 +190,11 @@ def metric_files(folders: list[Path]) -> list[Path]:
     return found
 
 
-def load_model(sources: list[tuple[str, str]], dialects: dict[str, str]) -> Model:
-    """The model of ``sources`` ((shown name, text) pairs), leniently: what is broken is left out, with a
-    warning each; ``dialects`` maps each configured database to its sqlglot dialect."""
-    return _Reader(sources, dialects, strict=False).model
-
-
-def validate_files(sources: list[tuple[str, str]], dialects: dict[str, str]) -> tuple[Model, list[str]]:
-    """Every problem of ``sources`` as ``file:line: message`` (empty: valid), and the model."""
-    reader = _Reader(sources, dialects, strict=True)
+def read_model(sources: list[tuple[str, str]], dialects: dict[str, str], strict: bool) -> tuple[Model, list[str]]:
+    """The model of ``sources`` ((shown name, text) pairs) as written — each metric not yet compiled
+    (``ba_mcp.metrics.load`` does that) — and its problems as ``file:line: message``; ``dialects`` maps each
+    configured database to its sqlglot dialect. ``strict`` also reports unknown keys and ambiguous paths."""
+    reader = _Reader(sources, dialects, strict=strict)
     return reader.model, reader.problems
 
 
@@ -223,7 +220,6 @@ class _Reader:
         for name, text in sources:
             self._file(name, text)
         self._check_graph()
-        self._check_metrics()
         self.model.warnings = list(self.problems)
 
     def problem(self, where: str, message: str) -> None:
@@ -516,28 +512,6 @@ class _Reader:
         for node in sorted(edges):
             if node not in state:
                 visit(node, [node])
-
-    def _check_metrics(self) -> None:
-        """Each metric compiles alone (its references, aggregates, filter and time dimension); one that does
-        not is left out (lenient) with its problem — and so, in turn, the metrics built on it."""
-        from ba_mcp.errors import ToolFailure
-        from ba_mcp.metrics.compile import Query, compile_query
-
-        changed = True
-        while changed:
-            changed = False
-            for name in list(self.model.metrics):
-                metric = self.model.metrics[name]
-                try:
-                    compile_query(self.model, Query(metrics=[name]))
-                except ToolFailure as exc:
-                    self.problem(metric.where, f"metric {name}: {exc.message}")
-                except RecursionError:
-                    self.problem(metric.where, f"metric {name}: its expression nests too deeply")
-                else:
-                    continue
-                del self.model.metrics[name]
-                changed = True
 
 
 def _line(data: Any) -> int:

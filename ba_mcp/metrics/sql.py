@@ -60,6 +60,10 @@ _ALLOWED_NAMES = (
 ALLOWED: tuple[type[exp.Expr], ...] = tuple(getattr(exp, n) for n in _ALLOWED_NAMES if hasattr(exp, n))
 
 
+# operators sqlglot models as functions (AND, OR, =, LIKE, IN, BETWEEN, IS, NOT, -x …): not calls of anything
+_OPERATORS: tuple[type[exp.Expr], ...] = (exp.Connector, exp.Binary, exp.Predicate, exp.Unary, exp.Paren)
+
+
 def parse_expression(text: str, dialect: str) -> exp.Expr:
     """One SQL expression (``ValueError`` with the parser's reason otherwise). Cached: treat as read-only."""
     return _parsed(text, dialect).copy()
@@ -121,7 +125,7 @@ def check_predicate(tree: exp.Expr) -> None:
             )
         if isinstance(node, (exp.Placeholder, exp.Parameter, exp.SessionParameter, exp.Star)):
             raise ValueError(f"{node.sql()[:40]!r} is not allowed in where")
-        if isinstance(node, exp.Func) and not isinstance(node, ALLOWED):
+        if isinstance(node, exp.Func) and not isinstance(node, (*ALLOWED, *_OPERATORS)):
             name = node.sql_name() if not isinstance(node, exp.Anonymous) else str(node.this)
             raise ValueError(
                 f"the function {name.upper()} is not allowed in where "

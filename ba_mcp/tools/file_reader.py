@@ -34,28 +34,26 @@ class FileReaderParams(ToolParams):
         Field(
             min_length=1,
             max_length=4096,
-            description="upload_<name>, artifact_<id>, code_<id>, a path (uploads/x.csv), or a folder to list it",
+            description="upload_<name>, artifact_<id>, code_<id>, a path or a folder",
         ),
     ]
-    format: Annotated[Format, Field(description="auto: by extension or artifact kind")] = "auto"
-    encoding: Annotated[str | None, Field(max_length=40, description="default: detected")] = None
+    format: Annotated[Format, Field(description="auto: by extension")] = "auto"
+    encoding: Annotated[str | None, Field(max_length=40)] = None
     nrows: Annotated[
         int | None,
-        Field(ge=1, le=10_000_000, description="rows of a table, lines of a text"),
+        Field(ge=1, le=10_000_000, description="rows (or lines) to read"),
     ] = None
-    offset: Annotated[int, Field(ge=0, description="first row of a table, first character of a text")] = 0
-    sheet: Annotated[str | int | None, Field(description="Excel: sheet name or 0-based index (default: the first)")] = (
-        None
-    )
+    offset: Annotated[int, Field(ge=0, description="first row (or character)")] = 0
+    sheet: Annotated[str | int | None, Field(description="Excel sheet: name or 0-based index")] = None
 
 
 class FileReader(Tool):
     name = "file_reader"
     title = "Read a file"
     description = (
-        "Read a workspace file, upload or artifact (tables, text, code: any format below) or list a folder; "
-        "the resource ba://files lists them. Tables come back with schema, summary and rows, text as a "
-        "window. nrows/offset read only what is asked; a larger file is read in part, saying how to continue."
+        "Read a workspace file, upload or artifact (tables, text, code) or list a folder; ba://files lists "
+        "them. Tables come with schema, summary and rows, text as a window; a large file is read in part, "
+        "saying how to continue."
     )
     version = "1"
     Params = FileReaderParams

@@ -42,7 +42,7 @@ class QueryDatabaseParams(ToolParams):
         Field(
             min_length=1,
             max_length=100_000,
-            description="SELECT, WITH … SELECT, DESCRIBE, SUMMARIZE or EXPLAIN; values go in params",
+            description="one read-only statement; values go in params",
         ),
     ]
     max_rows: Annotated[
@@ -76,10 +76,9 @@ class QueryDatabase(Tool):
     title = "Query a database (read-only SQL)"
     description = (
         "Run one SQL statement (DuckDB dialect) on a configured database — by default 'demo', an office-supplies "
-        "retailer 2022–2025 (orders, customers, products, view order_facts …); schema: resource "
-        "db://{database}/schema. Also workspace data: FROM 'uploads/sales.csv', upload_sales, artifact_<id>. "
-        "Aggregate in SQL: results over max_rows are kept "
-        "whole as an artifact. CREATE TEMP TABLE keeps a result for this session; databases are read-only."
+        "retailer 2022–2025 (orders, customers, products, view order_facts …); schema: db://{database}/schema. "
+        "Also workspace data: FROM 'uploads/sales.csv', upload_sales, artifact_<id>. Results over max_rows are "
+        "kept whole as an artifact. CREATE TEMP TABLE keeps results for the session; databases are read-only."
     )
     version = "1"
     Params = QueryDatabaseParams

@@ -28,19 +28,14 @@ if TYPE_CHECKING:
     from ba_mcp.workers.pool import Engines
     from ba_mcp.workspace import Workspace
 
-_Names = Annotated[list[Annotated[str, Field(min_length=1, max_length=200)]], Field(max_length=20)]
-
 
 class QueryMetricsParams(ToolParams):
-    metrics: Annotated[_Names, Field(min_length=1, description="names from metrics://catalog")]
-    dimensions: Annotated[_Names, Field(default_factory=list, description="dataset.field (or field) to group by")]
+    metrics: Annotated[list[str], Field(min_length=1, description="names (metrics://catalog)")]
+    dimensions: Annotated[list[str], Field(default_factory=list, description="dataset.field to group by")]
     time_grain: Literal["day", "week", "month", "quarter", "year"] | None = None
-    where: Annotated[
-        list[Annotated[str, Field(min_length=1, max_length=1000)]],
-        Field(default_factory=list, max_length=10, description="predicates over fields, ANDed"),
-    ]
-    order_by: Annotated[_Names, Field(default_factory=list, description="columns, optionally ' desc'")]
-    limit: Annotated[int | None, Field(ge=1, le=1_000_000)] = None
+    where: Annotated[list[str], Field(default_factory=list, description="predicates on fields, ANDed")]
+    order_by: Annotated[list[str], Field(default_factory=list, description="e.g. 'net_revenue desc'")]
+    limit: Annotated[int | None, Field(ge=1)] = None
 
     @field_validator("metrics", "dimensions", "where", "order_by", mode="before")
     @classmethod
@@ -56,14 +51,25 @@ class QueryMetricsParams(ToolParams):
             return [text] if text else []
         return value
 
+    @field_validator("metrics", "dimensions", "where", "order_by")
+    @classmethod
+    def _bounded(cls, value: list[str], info: Any) -> list[str]:
+        """At most 20 entries (where: 10), each a non-empty text of at most 200 characters (where: 1,000)."""
+        most, longest = (10, 1000) if info.field_name == "where" else (20, 200)
+        if len(value) > most:
+            raise ValueError(f"at most {most} entries")
+        for item in value:
+            if not item.strip() or len(item) > longest:
+                raise ValueError(f"each entry is a non-empty text of at most {longest:,} characters")
+        return value
+
 
 class QueryMetrics(Tool):
     name = "query_metrics"
     title = "Query agreed metrics"
     description = (
-        "The team's defined metrics (metrics://catalog: revenue, margin, orders …) by dimensions, compiled to "
-        "SQL that cannot double-count across joins; the observation says how each is defined. Prefer it to "
-        "hand-written SQL for a metric it defines."
+        "The team's agreed metrics (metrics://catalog) by dimensions, compiled so joins never double-count; "
+        "the result says how each is defined. Use it, not SQL, for a defined metric."
     )
     version = "1"
     Params = QueryMetricsParams
@@ -107,7 +113,7 @@ class QueryMetrics(Tool):
         )
         table = self.sql.execute(query, ctx)
         by = ", ".join(compiled["columns"][: len(compiled["columns"]) - len(compiled["definitions"])])
-        table.title = f"{', '.join(params.metrics)} on {compiled['database']}" + (f" by {by}" if by else "")
+        table.title = f"metrics on {compiled['database']}"
         table.details = [f"Defined: {line}" for line in compiled["definitions"]]
         return table
 

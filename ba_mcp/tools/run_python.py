@@ -46,7 +46,7 @@ log = logging.getLogger("ba_mcp.run_python")
 
 class RunPythonParams(ToolParams):
     code: str
-    timeout: float | None = Field(None, gt=0, description="seconds (default 60; the server caps it)")
+    timeout: float | None = Field(None, gt=0, description="seconds (default 60)")
     reset: bool = Field(False, description="start a fresh interpreter first")
 
 
@@ -78,25 +78,18 @@ class RunPython(BaseTool):
         self.sandboxes = sandboxes
         self.libraries = available_libraries(sandbox.allowed_imports)
         read_roots = list(workspace.read_roots)
+        helper = "; metric(name, by=[…], grain=None) → DataFrame of query_metrics" if metrics else ""
         self.description = (
-            "Run Python in a sandboxed interpreter, one per session: variables, imports and loaded data persist "
-            "between calls like a notebook. The last expression's value is returned "
-            "(a DataFrame as a table, kept whole as an artifact) and every matplotlib figure as an image.\n"
-            "Helpers: load_file(id_or_path, **pandas_options) → DataFrame (uploads: upload_<name>"
-            f"{''.join(', ' + n + '/<path>' for n in read_roots)}); open_file(id_or_path, mode='r'|'rb'); "
-            "load_artifact(id) → DataFrame/str/JSON/bytes; save_artifact(obj, title=None) → an artifact id the "
-            "other tools can use (SELECT … FROM artifact_…); export(obj_or_artifact_id, 'reports/q3.xlsx', "
-            "overwrite=False) → a file the analyst keeps (.csv .xlsx .parquet .png .md); progress(done, total)"
-            + (
-                "; metric(name, by=[…], grain=None, where=[…]) → query_metrics' numbers as a DataFrame"
-                if metrics
-                else ""
-            )
-            + ".\n"
-            f"stdout/stderr: the first {sandbox.output_head_chars:,} and last {sandbox.output_tail_chars:,} characters "
-            "shown. No network; files written stay in a private session directory until reset.\n"
-            f"Libraries: {', '.join(self.libraries)}; other imports beyond a safe standard library are refused "
-            "(a guardrail)."
+            "Run Python in a sandboxed interpreter that persists per session. Returns the last "
+            "expression's value (a DataFrame as a table artifact) and matplotlib figures as images.\n"
+            "Helpers: load_file(id_or_path, **pandas_kw) → DataFrame (upload_<name>"
+            f"{''.join(', ' + n + '/<path>' for n in read_roots)}); open_file(id_or_path, mode); "
+            "load_artifact(id); save_artifact(obj, title=None) → artifact id (SELECT … FROM it); "
+            "export(obj_or_id, 'reports/q3.xlsx') → a file for the analyst (.csv .xlsx .parquet .png .md)"
+            f"{helper}; progress(done, total).\n"
+            f"Output shows its first {sandbox.output_head_chars:,} and last {sandbox.output_tail_chars:,} characters. "
+            "No network; written files stay in a private session folder.\n"
+            f"Libraries: {', '.join(self.libraries)}; other imports but a safe standard library are refused (a guardrail)."
         )
 
     def deadline_grace(self) -> float:
@@ -265,7 +258,7 @@ class _Cell:
                 reply["kind"], fd = _open_artifact(self.tool, str(args.get("ref", "")))
                 out_fds.append(fd)
             elif method == "metric":
-                reply["kind"], fd = _metric(self.tool, args, self.ctx)
+                reply["kind"], fd, reply["exact_text"] = _metric(self.tool, args, self.ctx)
                 out_fds.append(fd)
             elif method == "open_upload":
                 reply["name"], fd = _open_upload(self.tool.workspace, str(args.get("ref", "")))
@@ -301,9 +294,10 @@ def _open_artifact(tool: RunPython, ref: str) -> tuple[str, int]:
     return ("text" if meta.kind == "markdown" else meta.kind), fd
 
 
-def _metric(tool: RunPython, args: dict[str, Any], ctx: ToolContext) -> tuple[str, int]:
+def _metric(tool: RunPython, args: dict[str, Any], ctx: ToolContext) -> tuple[str, int, list[str]]:
     """metric(): a query_metrics call from the cell (same compile, same engine, same numbers); the complete
-    result as a table artifact of the session, opened for the worker."""
+    result as a table artifact of the session, opened for the worker, and the columns that hold exact numbers
+    as text (PostgreSQL's unconstrained NUMERIC: the worker makes them Decimals)."""
     if tool.metrics is None:
         raise denied("metrics are not available on this server", "query_metrics is disabled or no metric file exists")
     wanted = {k: args[k] for k in ("metrics", "dimensions", "time_grain", "where", "order_by", "limit") if args.get(k)}
@@ -323,7 +317,8 @@ def _metric(tool: RunPython, args: dict[str, Any], ctx: ToolContext) -> tuple[st
     artifact_id = (
         table.artifact_id or tool.artifacts.put_table(table.frame, title=table.title, source_tool="query_metrics").id
     )
-    return _open_artifact(tool, artifact_id)
+    kind, fd = _open_artifact(tool, artifact_id)
+    return kind, fd, [name for name, shown in table.column_types.items() if "as text" in shown]
 
 
 def _open_upload(workspace: Workspace, ref: str) -> tuple[str, int]:

@@ -24,16 +24,13 @@ if TYPE_CHECKING:
 
 
 class UseSkillParams(ToolParams):
-    name: str = Field(description="the skill's name, from the list in this tool's description")
-    path: str | None = Field(
-        None, description="a supporting file of the skill (e.g. references/queries.sql); omit for the instructions"
-    )
+    name: str = Field(description="a skill listed below")
+    path: str | None = Field(None, description="a file the skill names; omit for its instructions")
 
 
 USAGE = (
-    "Load a skill: a playbook for a business-analysis task (steps, SQL, Python, the deliverable). Before a task "
-    "that matches a skill below, call use_skill(name) and follow it; "
-    "read a supporting file it points to with use_skill(name, path=...)."
+    "Load a skill: a playbook for an analysis task (steps, SQL, Python, deliverable). Before a task that "
+    "matches a skill below, call use_skill(name) and follow it; use_skill(name, path) reads its files."
 )
 
 

@@ -322,7 +322,7 @@ class Engine:
         """Metrics work over the server's metric files (sent along; read once per digest): compile a query (its
         ``where`` is the model's text), a summary, a metric's description (``ba_mcp.metrics.catalog.answer``)."""
         from ba_mcp.metrics.catalog import answer
-        from ba_mcp.metrics.model import load_model
+        from ba_mcp.metrics.load import load_model
 
         digest = str(message["digest"])
         model = self.models.get(digest)

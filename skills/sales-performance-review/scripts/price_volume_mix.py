@@ -1,12 +1,34 @@
 """Price / volume / mix bridge of a revenue change between two periods.
 
-Input: SOURCE, the id of a table artifact with one row per item and the columns
+Input: SOURCE, the id of a table artifact with one row per item and period — the columns <item>, <period>,
+net_revenue, units, as query_metrics(metrics=["net_revenue", "units"], dimensions=[<item>], time_grain=…)
+returns them; the last two periods are compared — or one row per item with the columns
     <item>, qty_prior, revenue_prior, qty_current, revenue_current
 (the first column names the item). Run in run_python as:  SOURCE = "artifact_..."  then this script.
 Output: the bridge as the cell's value, printed too; the steps add up to the change (checked).
 """
 
 import pandas as pd
+
+
+def two_periods(df: pd.DataFrame) -> pd.DataFrame:
+    """Rows per item and period (net_revenue, units) as one row per item: the last two periods side by side."""
+    if "qty_prior" in df.columns:
+        return df
+    item, period = df.columns[0], df.columns[1]
+    prior, current = sorted(df[period].dropna().unique())[-2:]
+    wide = df.assign(net_revenue=df.net_revenue.astype(float), units=df.units.astype(float)).pivot_table(
+        index=item, columns=period, values=["units", "net_revenue"], aggfunc="sum"
+    )
+    return pd.DataFrame(
+        {
+            item: wide.index,
+            "qty_prior": wide[("units", prior)].to_numpy(),
+            "revenue_prior": wide[("net_revenue", prior)].to_numpy(),
+            "qty_current": wide[("units", current)].to_numpy(),
+            "revenue_current": wide[("net_revenue", current)].to_numpy(),
+        }
+    )
 
 
 def price_volume_mix(df: pd.DataFrame) -> pd.DataFrame:
@@ -40,6 +62,6 @@ def price_volume_mix(df: pd.DataFrame) -> pd.DataFrame:
     return bridge
 
 
-bridge = price_volume_mix(load_artifact(SOURCE))  # noqa: F821 - SOURCE and load_artifact come from run_python
+bridge = price_volume_mix(two_periods(load_artifact(SOURCE)))  # noqa: F821 - SOURCE and load_artifact come from run_python
 print(bridge.round(2).to_string(index=False))
 bridge
