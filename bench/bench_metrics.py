@@ -96,7 +96,8 @@ def tokens() -> tuple[dict[str, tuple[int, int, int, int]], int]:
 def main() -> None:
     local, worker = compile_ms()
     print(
-        f"compile of a 3-dataset metrics query: {local:.1f} ms in process, {worker:.1f} ms through an engine worker (target <= 20 ms)"
+        f"compile of a 3-dataset metrics query: {local:.1f} ms in process, {worker:.1f} ms through an engine "
+        "worker (target <= 20 ms)"
     )
     per_level, catalog = tokens()
     for level, (metrics, sql, asked, written) in per_level.items():

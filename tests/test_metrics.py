@@ -202,7 +202,8 @@ def test_the_compiler_targets_each_database_dialect() -> None:
     ]:
         text = prelude.replace("source: osi.", "source: wh.public.").replace(
             "{name: status, expression: status, dimension: {}}",
-            "{name: status, expression: status, dimension: {}}\n      - {name: placed, expression: placed, dimension: {is_time: true}}",
+            "{name: status, expression: status, dimension: {}}\n"
+            "      - {name: placed, expression: placed, dimension: {is_time: true}}",
         )
         model = load_model([("m.yml", text)], {"wh": dialect})
         assert "revenue" in model.metrics, model.warnings
@@ -273,7 +274,8 @@ semantic_model:
           - name: id
             expression: {dialects: [{dialect: ANSI_SQL, expression: id}]}
           - name: amount
-            expression: {dialects: [{dialect: ANSI_SQL, expression: amount}, {dialect: SNOWFLAKE, expression: "amount::number"}]}
+            expression:
+              dialects: [{dialect: ANSI_SQL, expression: amount}, {dialect: SNOWFLAKE, expression: "amount::number"}]
     metrics:
       - name: big_revenue
         expression: {dialects: [{dialect: ANSI_SQL, expression: "SUM(orders.amount)"}]}
@@ -318,7 +320,7 @@ metrics:
   - {name: built_on_bad, expression: "bad / NULLIF(good, 0)"}
   - {name: nowhere, expression: "SUM(x.y)", description: unknown dataset}
 """
-    model, problems = validate_files([("m.yml", broken)], DIALECTS)
+    _, problems = validate_files([("m.yml", broken)], DIALECTS)
     text = "\n".join(problems)
     assert "m.yml:3: dataset a: unknown keys ['colour']" in text, text
     assert "m.yml:10: field a.amount: does not parse" in text, text

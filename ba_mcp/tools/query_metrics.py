@@ -112,7 +112,6 @@ class QueryMetrics(Tool):
             query=compiled["sql"], database=compiled["database"], max_rows=self.settings.max_rows
         )
         table = self.sql.execute(query, ctx)
-        by = ", ".join(compiled["columns"][: len(compiled["columns"]) - len(compiled["definitions"])])
         table.title = f"metrics on {compiled['database']}"
         table.details = [f"Defined: {line}" for line in compiled["definitions"]]
         return table

@@ -89,7 +89,8 @@ class RunPython(BaseTool):
             f"{helper}; progress(done, total).\n"
             f"Output shows its first {sandbox.output_head_chars:,} and last {sandbox.output_tail_chars:,} characters. "
             "No network; written files stay in a private session folder.\n"
-            f"Libraries: {', '.join(self.libraries)}; other imports but a safe standard library are refused (a guardrail)."
+            f"Libraries: {', '.join(self.libraries)}; other imports but a safe standard library are refused "
+            "(a guardrail)."
         )
 
     def deadline_grace(self) -> float:
