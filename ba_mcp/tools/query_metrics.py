@@ -74,8 +74,6 @@ class QueryMetrics(Tool):
     version = "1"
     Params = QueryMetricsParams
     policy = ToolPolicy(idempotent=True, cache=CachePolicy(CacheMode.IDENTITY))
-    artifact_reader = "query_database: SELECT … FROM {id}"
-    artifact_kinds = frozenset({"table"})
 
     def __init__(
         self,
