@@ -65,10 +65,28 @@ def run_checks(settings: Settings, network: bool = False) -> list[Check]:
         checks += _check_sandbox(settings, ws.dir("sessions"))
         checks += _check_engine(settings, ws.dir("sessions"))
         checks += _check_databases(settings, ws.root, ws.dir("sessions"), network)
+        checks.append(_check_metrics(settings, dict(settings.files.read_roots)))
     except OSError as exc:
         checks.append(Check("workspace writable", False, f"{root}: {exc.strerror}"))
     checks.append(_check_search(settings) if network else _search_configured(settings))
     return checks
+
+
+def _check_metrics(settings: Settings, read_roots: dict[str, Path]) -> Check:
+    """The metric files served, strictly validated (not essential: the server serves what loads)."""
+    from ba_mcp.metrics.catalog import Metrics
+
+    metrics = Metrics(settings, settings.workspace_root(), read_roots)
+    files = metrics.files()
+    if not files:
+        return Check("metrics", True, "no metric files (add OSI files to <workspace>/metrics/)")
+    model, problems = metrics.validate()
+    counts = f"{len(model.metrics)} metric(s) from {len(files)} file(s)"
+    if problems:
+        return Check(
+            "metrics", False, f"{counts}; {len(problems)} problem(s), first: {problems[0]} (ba-mcp metrics validate)"
+        )
+    return Check("metrics", True, counts)
 
 
 def _check_engine(settings: Settings, sessions: Path) -> list[Check]:

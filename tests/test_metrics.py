@@ -427,3 +427,69 @@ async def test_the_same_metric_through_query_metrics_sql_and_run_python(tmp_path
         assert "net_revenue" in catalog.contents[0].text  # type: ignore[union-attr]
         one = await s.read_resource("metrics://margin_pct")  # type: ignore[arg-type]
         assert "gross_margin / NULLIF(net_revenue, 0)" in one.contents[0].text  # type: ignore[union-attr]
+
+
+# -- where files are found; completion; SQLite ---------------------------------------------------------------
+
+
+async def test_a_read_roots_metrics_folder_is_served_and_names_complete(tmp_path: Path) -> None:
+    """The Claude Code plugin maps the project to the read root `project`: project/metrics/*.yml is found."""
+    from mcp.types import ResourceTemplateReference
+
+    from tests.conftest import in_process
+
+    ws, project = make_workspace(tmp_path / "ws"), tmp_path / "project"
+    (project / "metrics").mkdir(parents=True)
+    (project / "metrics" / "extra.yml").write_text(
+        "name: extra\nmetrics:\n"
+        "  - {name: big_orders, expression: 'COUNT(orders.order_id)', description: Orders over 1000.}\n"
+    )
+    async with in_process(ws, BA_MCP_FILES__READ_ROOTS=json.dumps({"project": str(project)})) as client:
+        catalog = await client.read_resource("metrics://catalog")
+        assert "- big_orders: Orders over 1000" in catalog.contents[0].text  # type: ignore[union-attr]
+        done = await client.complete(ResourceTemplateReference(uri="metrics://{name}"), {"name": "name", "value": "n"})
+        assert done.completion.values == ["net_revenue"], done.completion
+        result = await client.call_tool("query_metrics", {"metrics": ["big_orders"], "output_level": "full"})
+        assert rows_of(text_of(result)) == [(20000.0,)], text_of(result)
+        (project / "metrics" / "extra.yml").write_text("name: extra\n")  # a changed file is read again
+        catalog = await client.read_resource("metrics://catalog")
+        assert "big_orders" not in catalog.contents[0].text  # type: ignore[union-attr]
+
+
+async def test_the_osi_vectors_on_sqlite(tmp_path: Path) -> None:
+    """The same model on a SQLite file (its own dialect: `IS` for IS NOT DISTINCT FROM, date grains by DATE())."""
+    import sqlite3
+
+    from tests.osi_fixtures import TABLES
+
+    ws = make_workspace(tmp_path)
+    con = sqlite3.connect(ws / "osi.db")
+    for name, (columns, rows) in TABLES.items():
+        con.execute(f"CREATE TABLE {name} ({columns.replace('DECIMAL(10,2)', 'NUMERIC')})")
+        con.executemany(f"INSERT INTO {name} VALUES ({', '.join('?' * len(rows[0]))})", rows)
+    con.commit()
+    con.close()
+    (ws / "metrics").mkdir()
+    (ws / "metrics" / "prelude.yml").write_text(MODELS["prelude.yml"].replace("source: osi.", "source: lite."))
+    params = stdio_params(ws, BA_MCP_DATABASES__LITE__URL="sqlite:///osi.db", BA_MCP_METRICS__DEMO="false")
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as s:
+        await s.initialize()
+        for vector in ("T-001", "T-006", "T-011", "T-012", "T-026", "T-028"):
+            args, expected = next((a, e) for v, a, e in VECTORS if v == vector)
+            result = await s.call_tool("query_metrics", {**args, "output_level": "full"})
+            assert not result.is_error, text_of(result)
+            assert multiset(rows_of(text_of(result))) == multiset(expected), (vector, text_of(result))
+
+
+def test_the_bundled_demo_file_yields_to_the_users_names() -> None:
+    from ba_mcp.metrics.catalog import DEMO_NAME
+
+    own = "name: mine\ndatasets:\n  - name: orders\n    source: osi.orders\n    fields: [{name: id, expression: id}]\n"
+    own += "metrics:\n  - {name: orders_here, expression: 'COUNT(orders.id)'}\n"
+    dialects = {"osi": "duckdb", "demo": "duckdb"}
+    model = load_model([(DEMO_NAME, DEMO_FILE.read_text()), ("mine.yml", own)], dialects)
+    assert sorted(model.metrics) == ["orders_here"] and model.datasets["orders"].database == "osi"
+    assert any("left out, as your metric files define orders" in w for w in model.warnings), model.warnings
+    beside = own.replace("name: orders\n", "name: my_orders\n").replace("COUNT(orders.id)", "COUNT(my_orders.id)")
+    both = load_model([(DEMO_NAME, DEMO_FILE.read_text()), ("mine.yml", beside)], dialects)
+    assert "net_revenue" in both.metrics and "orders_here" in both.metrics and both.warnings == []

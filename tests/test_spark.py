@@ -241,3 +241,46 @@ def test_doctor_says_the_rule_is_active(clusters: dict[str, Any], tmp_path: Path
     out = ba("doctor", workspace=tmp_path, env={"BA_MCP_DATABASES__LAKE__URL": clusters["guarded"].url})
     line = next(x for x in out.stdout.splitlines() if x.split()[1:3] == ["database", "lake"])
     assert line.startswith("ok") and "Spark 4.3.0; ba-mcp's read-only rule is active" in line, out.stdout
+
+
+async def test_metrics_compile_to_spark_and_give_the_known_answers(lake: Any) -> None:
+    """An OSI file over the lake's tables: two facts (sales, regions) stitched by region, in Spark's dialect."""
+    s, ws = lake
+    (ws / "metrics").mkdir(exist_ok=True)
+    (ws / "metrics" / "lake.yml").write_text(
+        "name: lake\n"
+        "datasets:\n"
+        "  - name: sales\n    source: lake.default.sales\n    primary_key: [id]\n    fields:\n"
+        "      - {name: id, expression: id}\n      - {name: store, expression: store}\n"
+        "      - {name: amount, expression: amount}\n"
+        "  - name: regions\n    source: lake.default.regions\n    primary_key: [store]\n    fields:\n"
+        "      - {name: store, expression: store}\n      - {name: region, expression: region, dimension: {}}\n"
+        "relationships:\n"
+        "  - {name: sales_of_stores, from: sales, to: regions, from_columns: [store], to_columns: [store]}\n"
+        "metrics:\n"
+        "  - {name: sales_total, expression: 'SUM(sales.amount)'}\n"
+        "  - {name: sales_count, expression: 'COUNT(sales.id)'}\n"
+        "  - {name: stores, expression: 'COUNT(regions.store)'}\n"
+    )
+    result = await s.call_tool(
+        "query_metrics",
+        {
+            "metrics": ["sales_count", "sales_total", "stores"],
+            "dimensions": ["region"],
+            "where": ["sales.id >= 1000"],
+            "output_level": "full",
+        },
+    )
+    text = text_of(result)
+    assert not result.is_error, text
+    expected = {"north": [0, 0.0], "south": [0, 0.0]}
+    for i in range(1000, ROWS):
+        region = "north" if (i % 1000) % 2 == 0 else "south"
+        expected[region][0] += 1
+        expected[region][1] += (i % 97) * 1.5
+    shown = {
+        line.split(",")[0]: line.split(",")[1:] for line in text.splitlines() if line.startswith(("north,", "south,"))
+    }
+    for region, (n, total) in expected.items():
+        assert int(shown[region][0]) == n and abs(float(shown[region][1]) - total) < 0.01, text
+        assert int(shown[region][2]) == 500, text  # each region's stores: its own branch, not multiplied by sales

@@ -61,6 +61,14 @@ class Metrics:
                 self._warnings, self._key = warnings, key
             return self._sources, self._warnings
 
+    def validate(self) -> tuple[Model, list[str]]:
+        """Strict validation of every file served (this process parses them: for the CLI and the doctor)."""
+        from ba_mcp.metrics.load import validate_files
+
+        sources, unreadable = self.sources()
+        model, problems = validate_files(sources, self.dialects)
+        return model, [*unreadable, *problems]
+
     def request(self, action: str, **args: Any) -> dict[str, Any]:
         """The ``metrics`` operation for an engine worker: the files travel with it (read once per digest)."""
         sources, _ = self.sources()

@@ -217,7 +217,10 @@ class _Reader:
         self.strict = strict
         self.problems: list[str] = []
         self.model = Model(dialects=dict(dialects), files=list(sources))
-        for name, text in sources:
+        # a bundled file (its name ends in "(bundled)": the demo's) yields to the user's own: read last, and left
+        # out whole when it would redefine one of their names
+        ordered = sorted(sources, key=lambda source: source[0].endswith(BUNDLED))
+        for name, text in ordered:
             self._file(name, text)
         self._check_graph()
         self.model.warnings = list(self.problems)
@@ -236,6 +239,14 @@ class _Reader:
             return
         if data is None:
             return
+        if name.endswith(BUNDLED):
+            taken = sorted(_names(data) & {*self.model.datasets, *self.model.metrics, *self.model.filters})
+            if taken:
+                self.problems.append(
+                    f"{name}: left out, as your metric files define {', '.join(taken[:6])} too "
+                    "(metrics.demo: false leaves it out without this warning)"
+                )
+                return
         if not isinstance(data, dict):
             self.problem(f"{name}:1", "a metrics file holds a mapping (semantic_model: […] or a bare model)")
             return
@@ -512,6 +523,24 @@ class _Reader:
         for node in sorted(edges):
             if node not in state:
                 visit(node, [node])
+
+
+BUNDLED = "(bundled)"
+
+
+def _names(data: Any) -> set[str]:
+    """The dataset, metric and filter names a file's data defines (for the bundled file's yielding)."""
+    models = data.get("semantic_model") if isinstance(data, dict) and "semantic_model" in data else [data]
+    names: set[str] = set()
+    for model in models if isinstance(models, list) else []:
+        if not isinstance(model, dict):
+            continue
+        for key in ("datasets", "metrics"):
+            items = model.get(key)
+            names |= (
+                {str(i.get("name")) for i in items or [] if isinstance(i, dict)} if isinstance(items, list) else set()
+            )
+    return names
 
 
 def _line(data: Any) -> int:
