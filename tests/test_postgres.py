@@ -450,7 +450,7 @@ def _load_demo_into(pg: pg_server.Postgres, folder: Path) -> None:
             for table in ("regions", "channels", "products", "customers", "orders", "order_lines"):
                 columns = [c[0] for c in con.execute(f"DESCRIBE {table}").fetchall()]
                 shown = ", ".join(f"CAST({c} AS {casts[c]}) AS {c}" if c in casts else c for c in columns)
-                cur.adbc_ingest(table, con.execute(f"SELECT {shown} FROM {table}").to_arrow_table(), mode="create")
+                cur.adbc_ingest(table, con.sql(f"SELECT {shown} FROM {table}").to_arrow_table(), mode="create")
     finally:
         con.close()
 
