@@ -114,6 +114,22 @@ async def lake(clusters: dict[str, Any], tmp_path_factory: pytest.TempPathFactor
         yield s, ws
 
 
+def _by_region() -> dict[str, list[Any]]:
+    """The known answer: sales (count, total amount) of ids 1000 and up, by their store's region."""
+    expected: dict[str, list[Any]] = {"north": [0, 0.0], "south": [0, 0.0]}
+    for i in range(1000, ROWS):
+        region = "north" if (i % 1000) % 2 == 0 else "south"
+        expected[region][0] += 1
+        expected[region][1] += (i % 97) * 1.5
+    return expected
+
+
+def _shown_by_region(text: str) -> dict[str, list[str]]:
+    return {
+        line.split(",")[0]: line.split(",")[1:] for line in text.splitlines() if line.startswith(("north,", "south,"))
+    }
+
+
 async def _ask(s: ClientSession, **args: Any) -> tuple[bool, str]:
     result = await s.call_tool("query_database", args)
     return bool(result.is_error), text_of(result)
@@ -147,14 +163,7 @@ async def test_an_aggregate_runs_in_spark_with_params_and_known_answers(lake: An
     )
     failed, text = await _ask(s, database="lake", query=query, params=[1000], output_level="full")  # exact floats
     assert not failed, text
-    expected = {"north": [0, 0.0], "south": [0, 0.0]}
-    for i in range(1000, ROWS):
-        region = "north" if (i % 1000) % 2 == 0 else "south"
-        expected[region][0] += 1
-        expected[region][1] += (i % 97) * 1.5
-    shown = {
-        line.split(",")[0]: line.split(",")[1:] for line in text.splitlines() if line.startswith(("north,", "south,"))
-    }
+    expected, shown = _by_region(), _shown_by_region(text)
     for region, (n, total) in expected.items():
         assert int(shown[region][0]) == n and abs(float(shown[region][1]) - total) < 0.01, text
 
@@ -273,14 +282,7 @@ async def test_metrics_compile_to_spark_and_give_the_known_answers(lake: Any) ->
     )
     text = text_of(result)
     assert not result.is_error, text
-    expected = {"north": [0, 0.0], "south": [0, 0.0]}
-    for i in range(1000, ROWS):
-        region = "north" if (i % 1000) % 2 == 0 else "south"
-        expected[region][0] += 1
-        expected[region][1] += (i % 97) * 1.5
-    shown = {
-        line.split(",")[0]: line.split(",")[1:] for line in text.splitlines() if line.startswith(("north,", "south,"))
-    }
+    expected, shown = _by_region(), _shown_by_region(text)
     for region, (n, total) in expected.items():
         assert int(shown[region][0]) == n and abs(float(shown[region][1]) - total) < 0.01, text
         assert int(shown[region][2]) == 500, text  # each region's stores: its own branch, not multiplied by sales

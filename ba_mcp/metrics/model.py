@@ -283,16 +283,25 @@ class _Reader:
         for item in _list(data.get("metrics"), where, "metrics", self):
             self._metric(file, item)
 
-    def _dataset(self, file: str, data: Any, default_db: str | None) -> None:
+    def _named(self, file: str, data: Any, kind: str, keys: set[str], taken: Any) -> tuple[str, str] | None:
+        """Where an item is (file:line) and its name — or None, its problem noted: no valid name, or a name
+        already taken; unknown keys are noted (strict)."""
         where = f"{file}:{_line(data)}"
         if not isinstance(data, dict) or not _name_ok(data.get("name")):
-            self.problem(where, "a dataset needs a name (letters, digits, _)")
-            return
+            self.problem(where, f"a {kind} needs a name (letters, digits, _)")
+            return None
         name = str(data["name"])
-        self._keys(where, data, _DATASET_KEYS, f"dataset {name}")
-        if name in self.model.datasets:
-            self.problem(where, f"dataset {name} is defined twice")
+        self._keys(where, data, keys, f"{kind} {name}")
+        if name in taken:
+            self.problem(where, f"{kind} {name} is defined twice")
+            return None
+        return where, name
+
+    def _dataset(self, file: str, data: Any, default_db: str | None) -> None:
+        named = self._named(file, data, "dataset", _DATASET_KEYS, self.model.datasets)
+        if named is None:
             return
+        where, name = named
         source = data.get("source")
         if not isinstance(source, str) or not source.strip():
             self.problem(where, f"dataset {name}: source names a table, database.schema.table")
@@ -408,15 +417,10 @@ class _Reader:
         )
 
     def _metric(self, file: str, data: Any) -> None:
-        where = f"{file}:{_line(data)}"
-        if not isinstance(data, dict) or not _name_ok(data.get("name")):
-            self.problem(where, "a metric needs a name (letters, digits, _)")
+        named = self._named(file, data, "metric", _METRIC_KEYS, self.model.metrics)
+        if named is None:
             return
-        name = str(data["name"])
-        self._keys(where, data, _METRIC_KEYS, f"metric {name}")
-        if name in self.model.metrics:
-            self.problem(where, f"metric {name} is defined twice")
-            return
+        where, name = named
         expression = self._raw_expression(where, data.get("expression"), f"metric {name}")
         if expression is None:
             return
