@@ -145,7 +145,7 @@ class App:
                 self.code,
                 self.sandboxes,
                 self.exports,
-                metrics if s.tools.query_metrics.enabled else None,
+                metrics if s.tools.query_metrics.enabled and self.metrics.files() else None,
             ),
             WebSearch(s.tools.web_search, s.web.search, self.searcher),
             WebReader(s.tools.web_reader, self.fetcher, self.artifacts, s.formats, self.engines),

@@ -256,10 +256,18 @@ class _Compiler:
     def paths(self, start: str, goal: str) -> list[list[tuple[Relationship, bool]]]:
         """Every simple path (relationship, followed from its many side) from ``start`` to ``goal``."""
         found: list[list[tuple[Relationship, bool]]] = []
+        budget = [20_000]  # steps: a model dense with relationships must not make a query search forever
 
         def walk(node: str, visited: set[str], path: list[tuple[Relationship, bool]]) -> None:
             if len(path) > 6:
                 return
+            budget[0] -= 1
+            if budget[0] < 0:
+                raise fail(
+                    "TOO_MANY_PATHS",
+                    f"the relationships between {start} and {goal} are too many to search",
+                    "declare fewer relationships (a star of many-to-one steps)",
+                )
             for r in self.model.relationships:
                 for here, there, forward in ((r.source, r.target, True), (r.target, r.source, False)):
                     if here != node or there in visited:
