@@ -474,7 +474,7 @@ class _Compiler:
         for tree in [*predicates, *filters, *(a.node for a in branch.aggregates)]:
             needed |= {c.table for c in tree.find_all(exp.Column)}
         needed |= {d.field.dataset for d in dims}
-        joins, fans_out = self.join_tree(home.name, sorted(needed - {home.name}), dims, predicates, filters)
+        joins, fans_out = self.join_tree(home.name, sorted(needed - {home.name}))
         source = exp.select().from_(self.table(home), copy=False)
         for ds, condition in joins:
             source = source.join(self.table(self.dataset(ds)), on=condition, join_type="left", copy=False)
@@ -550,21 +550,14 @@ class _Compiler:
         db = parts[-2] if len(parts) >= 2 else None
         return exp.table_(name, db=db, alias=ds.name)
 
-    def join_tree(
-        self,
-        home: str,
-        targets: list[str],
-        dims: list[_Dim],
-        predicates: list[exp.Expr],
-        filters: list[exp.Expr],
-    ) -> tuple[list[tuple[str, exp.Expr]], bool]:
+    def join_tree(self, home: str, targets: list[str]) -> tuple[list[tuple[str, exp.Expr]], bool]:
         """The LEFT joins from ``home`` to each target (in a stable order), and whether any step is one-to-many."""
         reached: dict[str, str] = {home: ""}  # dataset -> the relationship it was reached by
         joins: list[tuple[str, exp.Expr]] = []
         fans_out = False
         for target in targets:
             for rel, forward in self.path(home, target):
-                near, far = (rel.source, rel.target) if forward else (rel.target, rel.source)
+                far = rel.target if forward else rel.source
                 if far in reached:
                     if reached[far] != rel.name and far != home:
                         raise fail(
@@ -583,7 +576,6 @@ class _Compiler:
                     )
                 )
                 joins.append((far, condition))
-                del near
         return joins, fans_out
 
     def stitch(

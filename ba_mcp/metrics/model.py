@@ -138,10 +138,6 @@ class Model:
     warnings: list[str] = field(default_factory=list)
     files: list[tuple[str, str]] = field(default_factory=list)  # (shown name, text): what a worker re-reads
 
-    @property
-    def digest(self) -> str:
-        return digest_of(self.files, self.dialects)
-
     def close_names(self, name: str, names: list[str]) -> str:
         close = difflib.get_close_matches(name, names, n=4, cutoff=0.5)
         return ", ".join(close or sorted(names)[:8])

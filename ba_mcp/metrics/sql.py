@@ -9,7 +9,6 @@ statement is generated from the checked tree.
 from __future__ import annotations
 
 import functools
-from typing import Any
 
 import sqlglot
 from sqlglot import exp
@@ -133,11 +132,3 @@ def check_predicate(tree: exp.Expr) -> None:
             )
         if isinstance(node, exp.Column) and len(node.parts) > 2:
             raise ValueError(f"{node.sql()[:60]} names more than dataset.field")
-
-
-def columns(tree: exp.Expr) -> list[exp.Column]:
-    return list(tree.find_all(exp.Column))
-
-
-def generate(tree: exp.Expr, dialect: str, **options: Any) -> str:
-    return tree.sql(dialect=dialect or None, **options)
