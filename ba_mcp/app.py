@@ -101,6 +101,8 @@ class App:
         self.databases = Databases(settings, self.workspace, self.engines, self.artifacts, self.connections)
         self.engines.paths = self.databases.paths()
         self.metrics = Metrics(settings, settings.workspace_root(), self.workspace.read_roots)
+        if self.metrics.files():  # each engine worker imports the metrics compiler once ready, not on a call
+            self.engines.warm = ["ba_mcp.metrics.load"]
         self.sandboxes = Sandboxes(settings.sandbox, self.workspace.dir("sessions"))
         self.telemetry = TelemetryLog(self.workspace.dir("logs"), settings.telemetry.enabled)
         self.fetcher = Fetcher(settings.web, __version__)

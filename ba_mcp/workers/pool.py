@@ -74,6 +74,7 @@ class Engines:
         self._lock = threading.Lock()
         self._closed = False
         self.prepare = lambda: None  # makes the database files exist (the demo) before a worker binds them
+        self.warm: list[str] = []  # modules a worker imports once it is ready (the metrics compiler, when in use)
 
     # -- starting -----------------------------------------------------------------------------------
 
@@ -126,9 +127,12 @@ class Engines:
         }
         return options, identities
 
-    def _spawn(self) -> Handle:
+    def _spawn(self, spare: bool = False) -> Handle:
+        """A new worker; a spare (started ahead of its session, idle until one takes it) also imports
+        ``warm`` once ready, where a worker started for a waiting call would delay that call."""
         self.prepare()
         options, identities = self._options()
+        options["warm"] = list(self.warm) if spare else []
         process = WorkerProcess(self.settings.sandbox, self.scratch, module="ba_mcp.workers", options=options)
         return Handle(process, identities)
 
@@ -153,7 +157,7 @@ class Engines:
             if self._closed or self.conf.spare_workers == 0 or self._spare is not None:
                 return
         try:
-            spare = self._spawn()
+            spare = self._spawn(spare=True)
         except (OSError, RuntimeError) as exc:
             log.warning("could not start an engine worker: %s", exc)
             return
