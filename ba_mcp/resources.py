@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import mimetypes
+import time
 import urllib.parse
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -67,6 +68,16 @@ def register(server: MCPServer[Any], app: App) -> None:
     )
     async def metrics() -> str:  # served by read_special, which knows the session
         return metrics_report(app, "default")
+
+    @server.resource(
+        "ba://history",
+        name="history",
+        title="Call history",
+        mime_type="text/markdown",
+        description="This session's tool calls, newest first: call id, tool, outcome, what it wrote.",
+    )
+    async def history() -> str:  # served by read_special, which knows the session
+        return history_markdown(app, "default")
 
     @server.resource(
         "artifact://{id}",
@@ -176,6 +187,8 @@ async def read_special(app: App, uri: str, headers: Mapping[str, str] | None) ->
         return [ReadResourceContents(content=content, mime_type=mime)]
     if uri == "ba://metrics":
         return [ReadResourceContents(content=metrics_report(app, session_key(headers)), mime_type="application/json")]
+    if uri == "ba://history":
+        return [ReadResourceContents(content=history_markdown(app, session_key(headers)), mime_type="text/markdown")]
     if uri.startswith("db://") and "/schema/" in uri:
         database, _, table = uri[len("db://") :].partition("/schema/")
         args = (app, urllib.parse.unquote(database), urllib.parse.unquote(table), session_key(headers))
@@ -210,6 +223,33 @@ def read_artifact_resource(app: App, aid: str) -> tuple[str | bytes, str]:
     if meta.kind == "image":
         return data, meta.mime
     return data.decode("utf-8"), meta.mime
+
+
+HISTORY_SHOWN = 50
+
+
+def history_markdown(app: App, session: str) -> str:
+    """``ba://history``: the session's calls, newest first, one line each — the call id (what provenance and
+    saved analyses refer to), the time, the tool, ok or the error code, what it wrote, what it was asked."""
+    records = list(app.sessions(session).history)[::-1]
+    if not records:
+        return "No calls yet in this session."
+    lines = [f"Calls of this session, newest first ({len(records)}; each result's _meta holds its provenance):"]
+    for r in records[:HISTORY_SHOWN]:
+        when = time.strftime("%H:%M:%S", time.localtime(r.timestamp))
+        outcome = "ok" if r.success else (r.error_code or "error")
+        wrote = f" → {', '.join(r.artifacts[:3])}" if r.artifacts else ""
+        lines.append(f"- {r.call_id} {when} {r.tool} {outcome}{wrote}: {_asked(r.arguments)}")
+    if len(records) > HISTORY_SHOWN:
+        lines.append(f"… {len(records) - HISTORY_SHOWN} older calls")
+    return "\n".join(lines)
+
+
+def _asked(arguments: dict[str, Any]) -> str:
+    """The gist of a call's arguments on one line (its main text argument, shortened)."""
+    shown = {k: v for k, v in arguments.items() if k != "output_level"}
+    text = " ".join(json.dumps(shown, ensure_ascii=False, default=str).split())
+    return text if len(text) <= 120 else text[:119] + "…"
 
 
 def metrics_catalog_text(app: App) -> str:

@@ -28,6 +28,9 @@ class _Base:
     meta: dict[str, Any] = field(default_factory=dict, kw_only=True)
     artifact_id: str | None = field(default=None, kw_only=True)
     details: list[str] = field(default_factory=list, kw_only=True)  # lines shown at standard and full, not brief
+    # what produced it, for the call's provenance (never shown to the model): database, dialect, sql, code id,
+    # what it read (refs with identities or digests)
+    provenance: dict[str, Any] = field(default_factory=dict, kw_only=True)
 
 
 @dataclass

@@ -416,7 +416,7 @@ def call_result(outcome: CallOutcome, structured: bool = False) -> CallToolResul
     obs = outcome.observation
     if outcome.failure is not None or obs is None:
         failure = outcome.failure or ToolFailure(ErrorType.INTERNAL_ERROR, Code.INTERNAL, "no result")
-        return error_result(outcome.tool, failure, structured)
+        return error_result(outcome.tool, failure, structured, outcome.record.provenance)
     content: list[Any] = [TextContent(type="text", text=obs.text)]
     content += [
         ImageContent(type="image", data=base64.b64encode(data).decode(), mime_type=mime) for data, mime in obs.images
@@ -436,12 +436,14 @@ def call_result(outcome: CallOutcome, structured: bool = False) -> CallToolResul
     return CallToolResult(
         content=content,
         structured_content={"text": obs.text, **obs.structured} if structured else None,
-        meta={META_KEY: obs.structured},
+        meta={META_KEY: {**obs.structured, "provenance": outcome.record.provenance}},
         is_error=False,
     )
 
 
-def error_result(tool: str, failure: ToolFailure, structured: bool = False) -> CallToolResult:
+def error_result(
+    tool: str, failure: ToolFailure, structured: bool = False, provenance: dict[str, Any] | None = None
+) -> CallToolResult:
     """The MCP result of a failed call: the error text — everything a model needs is in it, since some
     hosts drop ``structuredContent`` of errors (anthropics/claude-code 86032) — and the same facts as data
     under ``_meta`` (and in ``structuredContent`` beside the text when ``structured``)."""
@@ -458,6 +460,6 @@ def error_result(tool: str, failure: ToolFailure, structured: bool = False) -> C
     return CallToolResult(
         content=[TextContent(type="text", text=text)],
         structured_content={"text": text, **facts} if structured else None,
-        meta={META_KEY: facts},
+        meta={META_KEY: {**facts, **({"provenance": provenance} if provenance else {})}},
         is_error=True,
     )

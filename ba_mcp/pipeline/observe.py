@@ -40,6 +40,7 @@ class Observation:
     artifacts: list[ArtifactMeta] = field(default_factory=list)
     tokens: int = 0
     counter: TokenCounter | None = None
+    provenance: dict[str, Any] = field(default_factory=dict)  # the raw result's, for the call's record
 
     def add_note(self, note: str) -> None:
         line = f"\nNote: {note}"
@@ -98,7 +99,8 @@ class Observer:
             lines.append(f"Note: {note}")
         text = "\n".join(line for line in lines if line is not None).rstrip()
         structured = {"level": level.value, **part.structured}
-        return Observation(text, structured, part.images, part.artifacts, self.counter.count_tokens(text), self.counter)
+        tokens = self.counter.count_tokens(text)
+        return Observation(text, structured, part.images, part.artifacts, tokens, self.counter, dict(raw.provenance))
 
     def _part(self, tool: str, raw: RawResult, level: OutputLevel) -> _Part:
         if isinstance(raw, Table):

@@ -174,6 +174,7 @@ class Runner:
             record.error_type, record.error_code = failure.type.value, failure.code
             record.output_tokens = self.tokens.count_tokens(format_error(tool.name, failure))
         record.duration_ms = round((time.perf_counter() - started) * 1000, 3)
+        record.provenance = _provenance(record, observation)
         state.usage.add(record)
         state.history.append(record)
         self.telemetry.write(record)
@@ -341,6 +342,22 @@ def retry_delay(base_ms: float, factor: float, max_ms: float, attempt: int, retr
     neither jitter nor the cap may lower."""
     backoff = min(base_ms * factor**attempt, max_ms) / 1000 * (1 + 0.2 * random.random())
     return max(backoff, retry_after or 0.0)
+
+
+def _provenance(record: CallRecord, observation: Observation | None) -> dict[str, Any]:
+    """What produced a call's result: the call, its arguments as sent (output_level aside), what the tool
+    reported (database, dialect, SQL, code, what it read), and the artifacts it wrote with their digests."""
+    made: dict[str, Any] = {
+        "call_id": record.call_id,
+        "tool": record.tool,
+        "arguments": {k: v for k, v in record.arguments.items() if k != "output_level"},
+    }
+    if observation is None:
+        made["error"] = record.error_code
+        return made
+    made.update(observation.provenance)
+    made["wrote"] = [{"id": a.id, "sha256": a.sha256} for a in observation.artifacts]
+    return made
 
 
 def _tool_classification(tool: Tool, exc: BaseException) -> ToolFailure | None:

@@ -38,13 +38,19 @@ class CallRecord:
     error_code: str | None = None
     artifacts: list[str] = field(default_factory=list)
     # Provenance, kept in the session's history (never written to the telemetry log: arguments are the
-    # user's queries and code): the call's arguments as the client sent them.
+    # user's queries and code): the call's arguments as the client sent them, and what produced the result.
     arguments: dict[str, Any] = field(default_factory=dict, repr=False)
+    provenance: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def call_id(self) -> str:
+        return "call_" + self.execution_id[:12]
 
     def telemetry(self) -> dict[str, Any]:
-        """The record as a telemetry line holds it (no arguments)."""
+        """The record as a telemetry line holds it (no arguments, no provenance)."""
         line = asdict(self)
         line.pop("arguments")
+        line.pop("provenance")
         return line
 
 

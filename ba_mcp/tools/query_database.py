@@ -137,9 +137,17 @@ class QueryDatabase(Tool):
         try:
             execution = database.run(plan.sql, params.params, plan.files, params.max_rows, ctx)
             try:
-                return collect(execution, params.max_rows, self.artifacts, plan.title(params.database), database.name)
+                table = collect(execution, params.max_rows, self.artifacts, plan.title(params.database), database.name)
             finally:
                 execution.close()
+            table.provenance = {
+                "database": database.name,
+                "dialect": database.dialect,
+                "sql": plan.sql,
+                "params": params.params,
+                "read": [read_ref(self.artifacts, name, resolved) for name, resolved in plan.files],
+            }
+            return table
         except ToolFailure:
             raise
         except Exception as exc:
@@ -212,6 +220,17 @@ def _plan(params: QueryDatabaseParams, tool: QueryDatabase, ctx: ToolContext) ->
         )
     files = [(name, tool.workspace.resolve(name)) for name in analysis.refs if _is_workspace_ref(name)]
     return _Plan(database, files, analysis.sql, database_tables=len(files) < len(set(analysis.refs)), kind=kind)
+
+
+def read_ref(artifacts: ArtifactStore, name: str, resolved: Resolved) -> dict[str, Any]:
+    """A workspace file a call read, for its provenance: an artifact with its content digest, a file with its
+    size and modification time (a digest of a large upload would mean reading it whole once more)."""
+    ref: dict[str, Any] = {"ref": name, "size": resolved.size}
+    if resolved.kind == "artifact" and resolved.ref_id:
+        ref["sha256"] = artifacts.get(resolved.ref_id).sha256
+    else:
+        ref["mtime_ns"] = resolved.mtime_ns
+    return ref
 
 
 def _is_workspace_ref(name: str) -> bool:

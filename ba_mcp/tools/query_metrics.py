@@ -112,6 +112,10 @@ class QueryMetrics(Tool):
         table = self.sql.execute(query, ctx)
         table.title = f"metrics on {compiled['database']}"
         table.details = [f"Defined: {line}" for line in compiled["definitions"]]
+        table.provenance["metrics"] = {
+            **params.model_dump(exclude={"output_level"}),
+            "defined": compiled["definitions"],
+        }
         return table
 
     def compile(self, params: QueryMetricsParams, ctx: ToolContext) -> dict[str, Any]:

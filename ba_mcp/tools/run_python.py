@@ -134,6 +134,7 @@ class RunPython(BaseTool):
                 raw = _result(tool, reply, fds, code_id, notes, worker)
             except BadBlob as exc:
                 cell.violation(str(exc))
+            raw.provenance = {"code_id": code_id, "helpers": cell.helpers}
             if (reply.get("threads") or {}).get("running"):
                 sandboxes.discard(ctx.session)  # threads blocked in C would burn CPU until RLIMIT_CPU
             return raw
@@ -147,6 +148,7 @@ class _Cell:
     ):
         self.tool, self.ctx, self.worker = tool, ctx, worker
         self.code_id, self.code, self.timeout = code_id, code, timeout
+        self.helpers: list[dict[str, Any]] = []  # what the cell's helpers read and wrote (provenance)
 
     def run(self) -> tuple[dict[str, Any], list[int]]:
         """Send the cell and serve the worker until it answers. Every frame must carry this cell's random
@@ -250,6 +252,12 @@ class _Cell:
 
     # -- helper calls -------------------------------------------------------------------------
 
+    def _noted(self, helper: str, artifact_id: str) -> None:
+        """An artifact a helper read or wrote, with its content digest (provenance)."""
+        self.helpers.append(
+            {"helper": helper, "id": artifact_id, "sha256": self.tool.artifacts.get(artifact_id).sha256}
+        )
+
     def _serve_call(self, message: dict[str, Any], fds: list[int]) -> None:
         call_id, method, args = message.get("id"), message.get("method"), message.get("args") or {}
         reply: dict[str, Any] = {"op": "reply", "id": call_id}
@@ -258,16 +266,21 @@ class _Cell:
             if method == "load_artifact":
                 reply["kind"], fd = _open_artifact(self.tool, str(args.get("ref", "")))
                 out_fds.append(fd)
+                self._noted(method, str(args.get("ref", "")))
             elif method == "metric":
                 reply["kind"], fd, reply["exact_text"] = _metric(self.tool, args, self.ctx)
                 out_fds.append(fd)
+                self.helpers.append({"helper": method, "query": {k: v for k, v in args.items() if v}})
             elif method == "open_upload":
                 reply["name"], fd = _open_upload(self.tool.workspace, str(args.get("ref", "")))
                 out_fds.append(fd)
+                self.helpers.append({"helper": "open_file", "ref": str(args.get("ref", ""))})
             elif method == "save_artifact" and fds:
                 reply["artifact_id"] = _save(self.tool, args, fds[0])
+                self._noted(method, reply["artifact_id"])
             elif method == "export":
                 reply["path"] = _export(self.tool, args, fds[0] if fds else None)
+                self.helpers.append({"helper": method, "path": reply["path"]})
             else:
                 reply["error"] = f"unknown helper request {method!r}"
         except ToolFailure as failure:

@@ -116,6 +116,11 @@ class WebReader(Tool):
             # abandoned at the timeout: the runner then cancels the call, which ends the worker parsing it
             page = await anyio.to_thread.run_sync(self._understand, download, ctx, abandon_on_cancel=True)
             self._remember(params.url, page)
+        raw = await self._result(page, params)
+        raw.provenance = {"url": page.url}  # the address read, after redirects
+        return raw
+
+    async def _result(self, page: _Page, params: WebReaderParams) -> RawResult:
         if page.kind == "json":
             return JsonValue(page.title, page.value, notes=list(page.notes), meta={"url": page.url})
         if page.kind == "table":
