@@ -34,6 +34,7 @@ from ba_mcp.skills import load_skills
 from ba_mcp.stores.artifacts import ArtifactStore
 from ba_mcp.stores.code import CodeStore
 from ba_mcp.tool import Tool
+from ba_mcp.tools.analyses import RunAnalysis, SaveAnalysis
 from ba_mcp.tools.file_reader import FileReader
 from ba_mcp.tools.query_database import QueryDatabase
 from ba_mcp.tools.query_metrics import QueryMetrics
@@ -107,6 +108,7 @@ class App:
         self.telemetry = TelemetryLog(self.workspace.dir("logs"), settings.telemetry.enabled)
         self.fetcher = Fetcher(settings.web, __version__)
         self.searcher = Searcher(settings.web.search, lambda: self.fetcher.client)
+        self.sessions = Sessions()
         builtin = {t.name: t for t in self._builtin_tools()}
         self.tools: dict[str, Tool] = {}
         default = [name for name, t in builtin.items() if settings.tool(name).enabled]
@@ -120,7 +122,6 @@ class App:
             self.tools[tool.name] = tool
         traits = {name: ToolTraits(t.window_arg, t.artifact_reader, t.artifact_kinds) for name, t in self.tools.items()}
         self.observer = Observer(self.artifacts, self.tokens, settings.observation, traits, self._table_stats)
-        self.sessions = Sessions()
         self.loop_lag: dict[str, float] = {"samples": 0, "max_ms": 0.0, "over_50ms": 0}  # telemetry.lag_monitor
         self.runner = Runner(settings, self.observer, self.cache, self.telemetry, self.tokens, self.sessions)
 
@@ -134,6 +135,13 @@ class App:
             self.databases,
             self.engines,
             self.metrics,
+        )
+        analyses = (
+            self.workspace.dir("analyses"),
+            lambda: self.tools,
+            self.artifacts,
+            self.engines,
+            self.sessions,
         )
         return [
             FileReader(s.tools.file_reader, s.formats, self.workspace, self.artifacts, self.engines),
@@ -151,6 +159,8 @@ class App:
             ),
             WebSearch(s.tools.web_search, s.web.search, self.searcher),
             WebReader(s.tools.web_reader, self.fetcher, self.artifacts, s.formats, self.engines),
+            SaveAnalysis(s.tools.save_analysis, *analyses),
+            RunAnalysis(s.tools.run_analysis, *analyses),
             *(
                 [UseSkill(s.tools.use_skill, self.skills, s.skills.catalog_budget_tokens)]
                 if self.skills.model_skills()

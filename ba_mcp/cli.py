@@ -368,6 +368,51 @@ def cmd_metrics(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- analyses ---------------------------------------------------------------------------------
+
+
+def cmd_analyses(args: argparse.Namespace) -> int:
+    """Saved analyses (analyses/<name>/ in the workspace): list, show one, run one with no model."""
+    from ba_mcp.analyses.manifest import listed, read_manifest
+    from ba_mcp.errors import ToolFailure
+
+    folder = _settings(args).workspace_root() / "analyses"
+    if args.action == "list":
+        names = listed(folder)
+        for name in names:
+            manifest = read_manifest(folder, name)
+            params = ", ".join(f"{n}={s.get('default')!r}" for n, s in (manifest.get("parameters") or {}).items())
+            print(f"{name}  {len(manifest.get('steps') or [])} steps  {params}  {manifest.get('description') or ''}")
+        if not names:
+            print("no saved analyses (save_analysis saves one from a conversation)")
+        return 0
+    if not args.name:
+        _err(f"ba-mcp analyses {args.action}: give an analysis name (ba-mcp analyses list shows them)")
+        return 2
+    try:
+        manifest = read_manifest(folder, args.name)
+    except ToolFailure as failure:
+        _err(f"ba-mcp analyses {args.action}: {failure.message}; {failure.hint}")
+        return 1
+    if args.action == "show":
+        print((folder / args.name / "analysis.yaml").read_text(encoding="utf-8"), end="")
+        return 0
+    from ba_mcp.analyses.standalone import run_folder
+
+    given = {}
+    for pair in args.param or []:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            _err(f"ba-mcp analyses run: --param {pair!r} is not name=value")
+            return 2
+        given[key.strip()] = value
+    try:
+        return run_folder(folder / args.name, given, Path(args.out) if args.out else None)
+    except ToolFailure as failure:
+        _err(f"ba-mcp analyses run: {failure.message}" + (f"; {failure.hint}" if failure.hint else ""))
+        return 2
+
+
 # -- stats ------------------------------------------------------------------------------------
 
 
@@ -573,6 +618,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("action", choices=["list", "show", "validate"])
     p.add_argument("target", nargs="?", help="show: a metric name; validate: a file or a folder of files")
     p.set_defaults(func=cmd_metrics)
+
+    p = sub.add_parser("analyses", parents=[common], help="list, show and re-run saved analyses (no model needed)")
+    p.add_argument("action", choices=["list", "show", "run"])
+    p.add_argument("name", nargs="?")
+    p.add_argument("--param", action="append", help="run: name=value (repeatable)")
+    p.add_argument("--out", help="run: the folder for outputs and the report (default: the analysis's runs/<time>/)")
+    p.set_defaults(func=cmd_analyses)
 
     p = sub.add_parser("stats", parents=[common], help="tool-call report from the telemetry log")
     p.add_argument("--hours", type=float, help="only the last N hours")

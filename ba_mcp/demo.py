@@ -182,6 +182,18 @@ async def _python_demo(show: Callable[[str, str], None], session: ClientSession)
             "query_database",
             {"query": f"SELECT * FROM {saved.group(0)} ORDER BY month DESC LIMIT 2", "output_level": "full"},
         )
+    await _call(
+        show,
+        session,
+        "save_analysis",
+        {
+            "name": "monthly-revenue",
+            "steps": "last:4",
+            "parameters": {"year": 2025},
+            "description": "Net revenue by month and category, with a chart",
+            "overwrite": True,
+        },
+    )
     await _call(show, session, "run_python", {"code": "import subprocess"})
 
 

@@ -13,14 +13,16 @@ import mimetypes
 import time
 import urllib.parse
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import anyio.to_thread
 from mcp.server.lowlevel.helper_types import ReadResourceContents
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 from mcp.types import Completion, ResourceTemplateReference
+from pydantic import Field
 
 from ba_mcp import callers
+from ba_mcp.analyses.manifest import listed, read_manifest
 from ba_mcp.errors import ToolFailure
 from ba_mcp.ids import ARTIFACT_ID
 from ba_mcp.metrics.catalog import catalog_text
@@ -47,6 +49,7 @@ def register(server: MCPServer[Any], app: App) -> None:
         ("db://{database}/schema/{table}", "table"): _table_names,
         ("skill://{name}/{path}", "name"): lambda a, _: [s.name for s in a.skills],
         ("metrics://{name}", "name"): lambda a, _: [m["name"] for m in a.metrics_answer("summary")["metrics"]],
+        ("analysis://{name}", "name"): lambda a, _: listed(a.workspace.dir("analyses")),
     }
 
     @server.resource(
@@ -140,6 +143,9 @@ def register(server: MCPServer[Any], app: App) -> None:
         async def metric(name: str) -> str:
             return await anyio.to_thread.run_sync(metric_markdown, app, name)
 
+    if "run_analysis" in app.tools:
+        _analyses(server, app)
+
     for name in app.databases.names:  # listed in resources/list, not only as a template
 
         def read(name: str = name) -> str:
@@ -223,6 +229,85 @@ def read_artifact_resource(app: App, aid: str) -> tuple[str | bytes, str]:
     if meta.kind == "image":
         return data, meta.mime
     return data.decode("utf-8"), meta.mime
+
+
+def _analyses(server: MCPServer[Any], app: App) -> None:
+    """Saved analyses: analysis://catalog, analysis://{name} and a prompt per analysis saved when the server
+    started (one saved later is in the catalog and runs; its prompt comes with the next start)."""
+
+    @server.resource(
+        "analysis://catalog",
+        name="analysis-catalog",
+        title="Saved analyses",
+        mime_type="text/markdown",
+        description="Analyses saved with save_analysis: name, parameters, steps; run_analysis re-runs one.",
+    )
+    async def catalog() -> str:
+        return await anyio.to_thread.run_sync(analysis_catalog, app)
+
+    @server.resource(
+        "analysis://{name}",
+        name="analysis",
+        title="Saved analysis",
+        mime_type="text/markdown",
+        description="One saved analysis: parameters, steps, the outputs it recorded and how to re-run it.",
+    )
+    async def analysis(name: str) -> str:
+        return await anyio.to_thread.run_sync(analysis_markdown, app, name)
+
+    for name in listed(app.workspace.dir("analyses")):
+        manifest = read_manifest(app.workspace.dir("analyses"), name)
+        server.prompt(
+            name=f"rerun-{name}",
+            title=f"Re-run {name}",
+            description=f"Re-run the saved analysis {name} with new parameters. {manifest.get('description') or ''}",
+        )(_rerun_prompt(name))
+
+
+def _rerun_prompt(name: str) -> Any:
+    def prompt(
+        values: Annotated[str | None, Field(description="parameters as name=value, comma-separated")] = None,
+    ) -> str:
+        given = dict(p.split("=", 1) for p in (values or "").split(",") if "=" in p)
+        shown = json.dumps({k.strip(): v.strip() for k, v in given.items()})
+        return (
+            f'Re-run the saved analysis {name} with run_analysis(name="{name}", parameters={shown}), then tell '
+            "me what changed against the saved run, output by output."
+        )
+
+    return prompt
+
+
+def analysis_catalog(app: App) -> str:
+    folder = app.workspace.dir("analyses")
+    names = listed(folder)
+    if not names:
+        return "No saved analyses yet: save_analysis keeps calls of a conversation as one."
+    lines = ["Saved analyses (run_analysis(name, parameters) re-runs one; analysis://{name} shows it):"]
+    for name in names:
+        m = read_manifest(folder, name)
+        params = ", ".join(f"{n}={s.get('default')!r}" for n, s in (m.get("parameters") or {}).items())
+        lines.append(
+            f"- {name}: {m.get('description') or ''} ({len(m.get('steps') or [])} steps; {params or 'no parameters'})"
+        )
+    return "\n".join(lines)
+
+
+def analysis_markdown(app: App, name: str) -> str:
+    try:
+        m = read_manifest(app.workspace.dir("analyses"), name)
+    except ToolFailure as failure:
+        raise ResourceNotFoundError(f"{failure.message}; {failure.hint}") from None
+    lines = [f"# {name}", "", str(m.get("description") or ""), "", f"Saved {m.get('saved')}.", "", "Parameters:"]
+    lines += [f"- {n}: {s.get('type')}, default {s.get('default')!r}" for n, s in (m.get("parameters") or {}).items()]
+    lines += ["", "Steps:"]
+    for s in m.get("steps") or []:
+        text = s.get("sql") or s.get("code") or json.dumps(s.get("metrics_query") or s.get("read"))
+        first = " ".join(str(text).split())
+        lines.append(f"- {s.get('id')} {s.get('tool')}: {first[:100]}{'…' if len(first) > 100 else ''}")
+    lines += ["", "Outputs: " + ", ".join(f"{o['name']} ({o['kind']})" for o in m.get("outputs") or [])]
+    lines += ["", f'Re-run: run_analysis(name="{name}", parameters={{…}}); outside: uv run ba-mcp analyses run {name}']
+    return "\n".join(lines)
 
 
 HISTORY_SHOWN = 50

@@ -132,7 +132,7 @@ class PipelineTool(SdkTool):
         annotations = ToolAnnotations(
             read_only_hint=tool.policy.read_only,
             destructive_hint=None if tool.policy.read_only else False,
-            idempotent_hint=None if tool.policy.read_only else tool.policy.idempotent,
+            idempotent_hint=None if tool.policy.read_only or not tool.policy.idempotent else True,  # false: the default
             open_world_hint=tool.policy.open_world,
         )
         return cls(
@@ -194,6 +194,10 @@ def compact_schema(schema: dict[str, Any]) -> dict[str, Any]:
             node.pop("maxLength")
         if node.get("maximum", 0) >= 1_000_000:
             node.pop("maximum")
+        if "default" in node and node["default"] in ("", False, 0, []) and node["default"] is not None:
+            node.pop("default")  # a text's, a flag's, a count's zero: what a model assumes unsaid
+        if node.get("type") == "object" and node.get("additionalProperties") is True:
+            node.pop("additionalProperties")  # what JSON Schema assumes
         return node
 
     out: dict[str, Any] = simplify(schema)

@@ -313,6 +313,8 @@ class ToolsSettings(_Section):
     file_reader: ToolSettings = ToolSettings()
     query_database: QueryDatabaseSettings = QueryDatabaseSettings()
     query_metrics: QueryMetricsSettings = QueryMetricsSettings()
+    save_analysis: ToolSettings = ToolSettings(timeout_s=300, max_timeout_s=1800)
+    run_analysis: ToolSettings = ToolSettings(timeout_s=300, max_timeout_s=1800)
     run_python: RunPythonSettings = RunPythonSettings()
     web_search: ToolSettings = ToolSettings()
     web_reader: WebReaderSettings = WebReaderSettings()

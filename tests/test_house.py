@@ -33,6 +33,8 @@ ROOMS: list[tuple[str, int]] = [
     ("ba_mcp.web", 2),
     ("ba_mcp.sandbox_client", 2),
     ("ba_mcp.workers", 2),  # the engine and connection workers: the server's side and the worker's
+    ("ba_mcp.analyses.standalone", 7),  # a saved analysis run with an App of its own (the CLI, analysis.py)
+    ("ba_mcp.analyses", 3),  # saved analyses: the plan of a conversation's calls, the replay of its steps
     ("ba_mcp.metrics", 2),  # OSI metric files and their compiler (also run in the engine workers)
     ("ba_mcp.spark", 2),  # Spark's read-only rule (its source) and a local Spark Connect server
     ("ba_mcp.skills.mcp", 6),  # the SDK side of the skills (a part of the server)

@@ -46,7 +46,7 @@ async def test_each_result_says_what_produced_it_and_history_lists_the_calls(tmp
         ]
         (written,) = made["wrote"]
         artifact = meta_of(sql)["artifact_id"]
-        assert written["id"] == artifact and len(written["sha256"]) == 64
+        assert written["id"] == artifact and written["kind"] == "table" and len(written["sha256"]) == 64
 
         code = f"df = load_artifact('{artifact}')\nsave_artifact(df.head(2), title='two rows')"
         cell = await client.call_tool("run_python", {"code": code})

@@ -356,7 +356,7 @@ def _provenance(record: CallRecord, observation: Observation | None) -> dict[str
         made["error"] = record.error_code
         return made
     made.update(observation.provenance)
-    made["wrote"] = [{"id": a.id, "sha256": a.sha256} for a in observation.artifacts]
+    made["wrote"] = [{"id": a.id, "kind": a.kind, "sha256": a.sha256} for a in observation.artifacts]
     return made
 
 

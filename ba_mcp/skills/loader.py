@@ -617,13 +617,13 @@ class Skills:
 
 
 def brief(description: str) -> str:
-    """A description as the catalog shows it: its headline (up to " - ", where the details start) and its
-    "Use …" sentence, which says when to load it; the whole description comes with the skill."""
+    """A description as the catalog shows it: its "Use …" sentence, which says when to load it (the name says
+    what it is), else its headline (up to " - ", where the details start); the whole description comes with
+    the skill."""
     head, sep, rest = description.partition(" - ")
     if not sep:
         return description
-    use = rest[rest.find("Use ") :] if "Use " in rest else ""
-    return f"{head.rstrip('.')}. {use}".strip()
+    return rest[rest.find("Use ") :].strip() if "Use " in rest else head.rstrip(".") + "."
 
 
 def estimate_tokens(text: str) -> int:

@@ -35,10 +35,10 @@ class FileReaderParams(ToolParams):
         Field(
             min_length=1,
             max_length=4096,
-            description="upload_<name>, artifact_<id>, code_<id>, a path or a folder",
+            description="an id, a path or a folder",
         ),
     ]
-    format: Annotated[Format, Field(description="auto: by extension")] = "auto"
+    format: Annotated[Format, Field()] = "auto"
     encoding: Annotated[str | None, Field(max_length=40)] = None
     nrows: Annotated[
         int | None,
@@ -52,9 +52,8 @@ class FileReader(Tool):
     name = "file_reader"
     title = "Read a file"
     description = (
-        "Read a workspace file, upload or artifact (tables, text, code) or list a folder; ba://files lists "
-        "them. Tables come with schema, summary and rows, text as a window; a large file is read in part, "
-        "saying how to continue."
+        "Read a file, upload or artifact (ba://files lists them) or list a folder: tables with schema, summary "
+        "and rows; text, and large files, in windows."
     )
     version = "1"
     Params = FileReaderParams

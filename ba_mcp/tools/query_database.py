@@ -42,15 +42,12 @@ class QueryDatabaseParams(ToolParams):
         Field(
             min_length=1,
             max_length=100_000,
-            description="one read-only statement; values go in params",
+            description="values go in params",
         ),
     ]
     max_rows: Annotated[
         int,
-        Field(
-            ge=1,
-            description="rows to fetch",
-        ),
+        Field(ge=1),
     ] = 1000
     params: Annotated[
         dict[str, Any] | list[Any] | None,
@@ -68,17 +65,17 @@ class QueryDatabaseParams(ToolParams):
                 raise ValueError("params is text but not valid JSON; pass an object or an array") from None
         return value
 
-    database: Annotated[str, Field(max_length=100, description="a configured connection")] = "demo"
+    database: Annotated[str, Field(max_length=100)] = "demo"
 
 
 class QueryDatabase(Tool):
     name = "query_database"
-    title = "Query a database (read-only SQL)"
+    title = "Query a database"
     description = (
-        "Run one SQL statement (DuckDB dialect) on a configured database — by default 'demo', an office-supplies "
-        "retailer 2022–2025 (orders, customers, products, view order_facts …); schema: db://{database}/schema. "
-        "Also workspace data: FROM 'uploads/sales.csv', upload_sales, artifact_<id>. Results over max_rows are "
-        "kept whole as an artifact. CREATE TEMP TABLE keeps results for the session; databases are read-only."
+        "One read-only SQL statement (DuckDB) on a database — default 'demo', an office-supplies retailer "
+        "2022–2025 (orders, customers, products, view order_facts …); schema: db://{database}/schema — or on "
+        "workspace data: FROM 'uploads/sales.csv', upload_sales, artifact_<id>. Results over max_rows are kept "
+        "whole as an artifact; CREATE TEMP TABLE keeps one."
     )
     version = "1"
     Params = QueryDatabaseParams

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 
 class QueryMetricsParams(ToolParams):
-    metrics: Annotated[list[str], Field(min_length=1, description="names (metrics://catalog)")]
+    metrics: Annotated[list[str], Field(min_length=1)]
     dimensions: Annotated[list[str], Field(default_factory=list, description="dataset.field to group by")]
     time_grain: Literal["day", "week", "month", "quarter", "year"] | None = None
     where: Annotated[list[str], Field(default_factory=list, description="predicates on fields, ANDed")]
@@ -68,8 +68,8 @@ class QueryMetrics(Tool):
     name = "query_metrics"
     title = "Query agreed metrics"
     description = (
-        "The team's agreed metrics (metrics://catalog) by dimensions, compiled so joins never double-count; "
-        "the result says how each is defined. Use it, not SQL, for a defined metric."
+        "Agreed metrics (metrics://catalog) by dimensions, compiled so joins never double-count, each defined in "
+        "the result. Use it, not SQL, for a defined metric."
     )
     version = "1"
     Params = QueryMetricsParams

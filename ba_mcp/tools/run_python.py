@@ -80,17 +80,17 @@ class RunPython(BaseTool):
         read_roots = list(workspace.read_roots)
         helper = "; metric(name, by=[…], grain=None) → DataFrame of query_metrics" if metrics else ""
         self.description = (
-            "Run Python in a sandboxed interpreter that persists per session. Returns the last "
-            "expression's value (a DataFrame as a table artifact) and matplotlib figures as images.\n"
+            "Python in a sandboxed interpreter that persists per session; returns the last expression's value (a "
+            "DataFrame as a table artifact) and matplotlib figures.\n"
             "Helpers: load_file(id_or_path, **pandas_kw) → DataFrame (upload_<name>"
             f"{''.join(', ' + n + '/<path>' for n in read_roots)}); open_file(id_or_path, mode); "
-            "load_artifact(id); save_artifact(obj, title=None) → artifact id (SELECT … FROM it); "
-            "export(obj_or_id, 'reports/q3.xlsx') → a file for the analyst (.csv .xlsx .parquet .png .md)"
-            f"{helper}; progress(done, total).\n"
+            "load_artifact(id); save_artifact(obj, title=None) → artifact id; "
+            "export(obj_or_id, 'reports/q3.xlsx') → a file for the analyst"
+            f"{helper}.\n"
             f"Output shows its first {sandbox.output_head_chars:,} and last {sandbox.output_tail_chars:,} characters. "
-            "No network; written files stay in a private session folder.\n"
-            f"Libraries: {', '.join(self.libraries)}; other imports but a safe standard library are refused "
-            "(a guardrail)."
+            "No network.\n"
+            f"Libraries: {', '.join(self.libraries[:5])}{' …' if len(self.libraries) > 5 else ''}; other imports "
+            "but a safe standard library are refused (a guardrail)."
         )
 
     def deadline_grace(self) -> float:

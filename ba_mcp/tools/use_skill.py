@@ -12,8 +12,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pydantic import Field
-
 from ba_mcp.results import Document, Image, JsonValue, RawResult
 from ba_mcp.settings import ToolSettings
 from ba_mcp.skills.loader import clean_path, is_text, mime_type
@@ -24,13 +22,13 @@ if TYPE_CHECKING:
 
 
 class UseSkillParams(ToolParams):
-    name: str = Field(description="a skill listed below")
-    path: str | None = Field(None, description="a file the skill names; omit for its instructions")
+    name: str
+    path: str | None = None  # a file the skill names; None: its instructions
 
 
 USAGE = (
-    "Load a skill: a playbook for an analysis task (steps, SQL, Python, deliverable). Before a task that "
-    "matches a skill below, call use_skill(name) and follow it; use_skill(name, path) reads its files."
+    "Load a skill (an analysis playbook) with use_skill(name) before a task that matches one below, and "
+    "follow it; use_skill(name, path) reads its files."
 )
 
 
@@ -44,7 +42,7 @@ class UseSkill(Tool):
         self.settings = settings
         self.skills = skills
         lines, names_only = skills.catalog(catalog_budget_tokens)
-        parts = [USAGE, "", "Skills:", *lines]
+        parts = [USAGE, "Skills:", *lines]
         if names_only:
             parts.append("More skills (use_skill returns their description): " + ", ".join(names_only))
         self.description = "\n".join(parts)

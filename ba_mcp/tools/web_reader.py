@@ -37,8 +37,8 @@ if TYPE_CHECKING:
 
 class WebReaderParams(ToolParams):
     url: Annotated[str, Field(min_length=1, max_length=8192)]
-    start_index: Annotated[int, Field(ge=0, description="first character of the text")] = 0
-    max_length: Annotated[int | None, Field(ge=100, le=1_000_000, description="default 20000")] = None
+    start_index: Annotated[int, Field(ge=0)] = 0
+    max_length: Annotated[int | None, Field(ge=100, le=1_000_000)] = None
 
 
 _BINARY_PREFIXES = ("image/", "audio/", "video/", "font/")
@@ -78,8 +78,8 @@ class WebReader(Tool):
     name = "web_reader"
     title = "Read a web page"
     description = (
-        "Read a web page or data file by URL: HTML as its main content in markdown; JSON; PDF and text; "
-        "CSV/Excel/Parquet as a table kept as an artifact (queryable); long text in windows (start_index)."
+        "Read a page or data file by URL: HTML's main content as markdown; JSON; PDF, text; CSV/Excel/Parquet "
+        "as a table artifact; long text in windows."
     )
     Params = WebReaderParams
     policy = ToolPolicy(

@@ -24,7 +24,7 @@ class WebSearchParams(ToolParams):
 class WebSearch(Tool):
     name = "web_search"
     title = "Search the web"
-    description = "Search the web: titles and URLs (brief), + snippets and dates (standard), all fields (full)."
+    description = "Search the web: titles and URLs (brief), with snippets and dates (standard)."
     Params = WebSearchParams
     policy = ToolPolicy(idempotent=True, retry_on=REMOTE_RETRIES, read_only=True, open_world=True)
 

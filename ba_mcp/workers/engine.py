@@ -14,7 +14,8 @@ opens one in-memory DuckDB with every configured database ATTACHed READ_ONLY, an
 * ``parse`` — a workspace file or downloaded bytes through ``ba_mcp.formats`` (file_reader's reads);
 * ``stats`` — whole-column figures of a stored table;
 * ``extract`` — the readable text of a downloaded page or PDF (``ba_mcp.web.extract``);
-* ``metrics`` — metric files read, a metrics query compiled (its ``where`` is the model's text), a summary.
+* ``metrics`` — metric files read, a metrics query compiled (its ``where`` is the model's text), a summary;
+* ``placeholders`` — a saved analysis's parameter values found in a step's SQL or code and replaced.
 
 A SIGINT (forwarded by the shim) interrupts the running statement; the server kills the worker when that
 does not end it within its grace.
@@ -330,6 +331,17 @@ class Engine:
             model = load_model([(str(n), str(t)) for n, t in message["files"]], dict(message["dialects"]))
             self.models = {digest: model}
         return {"op": "metrics", **answer(model, message)}, []
+
+    def op_placeholders(self, message: dict[str, Any], fds: list[int]) -> tuple[dict[str, Any], list[int]]:
+        """A saved analysis's parameters found in a step's SQL or code and replaced (``workers.params``)."""
+        from ba_mcp.workers.params import code_placeholders, sql_placeholders
+
+        values = dict(message.get("values") or {})
+        if message.get("sql") is not None:
+            text, found = sql_placeholders(str(message["sql"]), values)
+        else:
+            text, found = code_placeholders(str(message.get("code", "")), values)
+        return {"op": "placeholders", "text": text, "found": found}, []
 
     def op_extract(self, message: dict[str, Any], fds: list[int]) -> tuple[dict[str, Any], list[int]]:
         from ba_mcp.web.extract import extract_in_worker

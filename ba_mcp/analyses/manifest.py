@@ -1,0 +1,365 @@
+"""A saved analysis (SPEC §4.7): the calls of a conversation chosen as steps, their literal values turned into
+parameters, written as ``analyses/<name>/`` — ``analysis.py`` (a script a person reads: the SQL and code in
+order, run through ba-mcp's own engines and sandbox, parameters as ``--flags``) and ``analysis.yaml`` (steps,
+parameters, databases and inputs used, the expected outputs with their digests) — atomically.
+
+``plan`` turns the session's provenance records into steps (no parsing here: finding a parameter's literal in a
+step's SQL or code is the engine worker's ``placeholders`` operation, given as ``place``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ba_mcp.errors import ErrorType, ToolFailure
+
+NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+PARAM = re.compile(r"^[a-z_][a-z0-9_]{0,39}$")
+REPLAYABLE = ("query_database", "query_metrics", "file_reader", "run_python")
+
+Place = Callable[[str, str, dict[str, Any]], tuple[str, list[str]]]  # (kind sql|code, text, values) -> text, found
+
+
+def bad(message: str, hint: str = "", code: str = "BAD_ANALYSIS") -> ToolFailure:
+    return ToolFailure(ErrorType.VALIDATION_ERROR, code, message, hint)
+
+
+@dataclass
+class Step:
+    id: str
+    call_id: str
+    tool: str
+    arguments: dict[str, Any]  # what the replay passes (sql/code carry the placeholders)
+    inputs: list[str] = field(default_factory=list)  # artifact ids of earlier steps its code names
+    links: dict[str, str] = field(default_factory=dict)  # artifact id of the conversation -> output name
+
+    def manifest(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "call_id": self.call_id,
+            "tool": self.tool,
+            **self.arguments,
+            "inputs": self.inputs,
+            "links": self.links,
+        }
+
+
+@dataclass
+class Plan:
+    name: str
+    description: str
+    parameters: dict[str, dict[str, Any]]
+    steps: list[Step]
+    databases: list[str]
+    inputs: list[dict[str, Any]]  # workspace files the steps read (refs with size and time)
+
+
+def check_name(name: str) -> str:
+    if not NAME.match(name):
+        raise bad(
+            f"analysis name {name[:80]!r}: lowercase letters, digits, '-' and '_' (no '/', no '..'), 64 at most",
+            "e.g. monthly-review",
+            code="BAD_NAME",
+        )
+    return name
+
+
+def chosen(history: list[Any], steps: list[str] | str) -> list[Any]:
+    """The records ``steps`` names — call ids, artifact ids (the call that wrote it), or ``last:N`` (the last N
+    successful replayable calls) — in the order they ran; an unknown id is an error naming it."""
+    done = [r for r in history if r.success]
+    wanted = [steps] if isinstance(steps, str) else list(steps)
+    picked: dict[str, Any] = {}
+    for item in wanted:
+        item = str(item).strip()
+        if m := re.fullmatch(r"last:(\d{1,3})", item):
+            n = int(m.group(1))
+            recent = [r for r in done if r.tool in REPLAYABLE][-n:] if n else []
+            if len(recent) < n:
+                raise bad(f"'{item}': this session has {len(recent)} successful calls to save", code="UNKNOWN_STEP")
+            picked.update({r.call_id: r for r in recent})
+            continue
+        found = [r for r in done if r.call_id == item or item in r.artifacts or _saved(r, item)]
+        if not found:
+            raise bad(
+                f"step '{item[:60]}' is no successful call of this session (nor an artifact one wrote)",
+                "read ba://history for the call ids, or use last:N",
+                code="UNKNOWN_STEP",
+            )
+        picked[found[-1].call_id] = found[-1]
+    records = sorted(picked.values(), key=lambda r: r.timestamp)
+    for r in records:
+        if r.tool not in REPLAYABLE:
+            raise bad(
+                f"step {r.call_id} is a {r.tool} call, which a saved analysis cannot re-run",
+                f"steps are calls of {', '.join(REPLAYABLE)}",
+                code="UNKNOWN_STEP",
+            )
+    return records
+
+
+def _saved(record: Any, artifact_id: str) -> bool:
+    return any(h.get("id") == artifact_id for h in record.provenance.get("helpers", []))
+
+
+def plan(name: str, description: str, records: list[Any], parameters: dict[str, Any], place: Place) -> Plan:
+    """The steps of ``records`` with ``parameters`` (name -> the literal value it replaces) found in them."""
+    for pname, value in parameters.items():
+        if not PARAM.match(pname):
+            raise bad(f"parameter name {pname!r}: lowercase letters, digits and '_'", code="BAD_PARAMETER")
+        if not isinstance(value, str | int | float) or isinstance(value, bool):
+            raise bad(f"parameter {pname}: a text or a number, the literal it replaces", code="BAD_PARAMETER")
+    steps: list[Step] = []
+    made: dict[str, str] = {}  # artifact id of the conversation -> the step that made it
+    found: set[str] = set()
+    databases: list[str] = []
+    inputs: list[dict[str, Any]] = []
+    for i, r in enumerate(records, 1):
+        sid = f"s{i}"
+        prov = r.provenance
+        args = {k: v for k, v in r.arguments.items() if k not in ("output_level", "timeout", "reset")}
+        step = Step(sid, r.call_id, r.tool, {})
+        if r.tool == "query_database":
+            sql, names = place("sql", str(prov.get("sql") or args.get("query", "")), parameters)
+            found.update(names)
+            step.arguments = {"database": prov.get("database", "demo"), "sql": sql, "params": prov.get("params")}
+            databases.append(str(step.arguments["database"]))
+        elif r.tool == "query_metrics":
+            step.arguments = {"metrics_query": args}
+            databases.append(str(prov.get("database", "")))
+        elif r.tool == "file_reader":
+            step.arguments = {"read": args}
+        else:  # run_python
+            code, names = place("code", str(args.get("code", "")), parameters)
+            found.update(names)
+            step.arguments = {"code": code}
+        for ref in prov.get("read", []):
+            ref_id = str(ref.get("ref", ""))
+            if ref_id.startswith("artifact_"):
+                _needs(made, ref_id, sid)
+                step.inputs.append(ref_id)
+            else:
+                inputs.append({**ref, "step": sid})
+        for helper in prov.get("helpers", []):
+            if helper.get("helper") == "load_artifact":
+                _needs(made, str(helper["id"]), sid)
+                step.inputs.append(str(helper["id"]))
+        step.links = _links(sid, r)
+        made.update({old: sid for old in step.links})
+        steps.append(step)
+    missing = sorted(set(parameters) - found)
+    if missing:
+        raise bad(
+            f"parameter {missing[0]}: its value {parameters[missing[0]]!r} occurs in no step's SQL or code",
+            "a parameter names a literal the steps contain (a date, a region, a number)",
+            code="BAD_PARAMETER",
+        )
+    typed = {p: {"type": type(v).__name__, "default": v} for p, v in parameters.items()}
+    return Plan(name, description, typed, steps, sorted(set(d for d in databases if d)), inputs)
+
+
+def _needs(made: dict[str, str], artifact_id: str, step: str) -> None:
+    if artifact_id not in made:
+        raise bad(
+            f"step {step} reads {artifact_id}, which no earlier step of the analysis made",
+            "add the call that made it to the steps (ba://history names it)",
+            code="MISSING_STEP",
+        )
+
+
+def _links(sid: str, record: Any) -> dict[str, str]:
+    """The artifacts the conversation's call wrote, each paired with the name of the replay's output."""
+    links: dict[str, str] = {}
+    wrote = record.provenance.get("wrote", [])
+    if record.tool != "run_python":
+        for w in wrote[:1]:
+            links[w["id"]] = f"{sid}_table"
+        return links
+    saved = [h["id"] for h in record.provenance.get("helpers", []) if h.get("helper") == "save_artifact"]
+    for k, aid in enumerate(saved, 1):
+        links[aid] = f"{sid}_saved{k}"
+    figures = 0
+    for w in wrote:
+        if w["id"] in links:
+            continue
+        kind = w.get("kind")
+        if kind == "table":
+            links[w["id"]] = f"{sid}_value"
+        elif kind == "image":
+            figures += 1
+            links[w["id"]] = f"{sid}_figure{figures}"
+    return links
+
+
+# -- the folder -------------------------------------------------------------------------------------------
+
+
+def script(p: Plan) -> str:
+    """``analysis.py``: the steps as a script (its SQL and code as constants, run in order)."""
+    lines = [
+        "#!/usr/bin/env python3",
+        f'"""Analysis {p.name!r}: {p.description or "saved from a ba-mcp conversation"}',
+        "",
+        f"Saved by ba-mcp on {time.strftime('%Y-%m-%d')} from the calls {', '.join(s.call_id for s in p.steps)}.",
+        f"Re-run:  uv run ba-mcp analyses run {p.name}"
+        + "".join(f" [--param {n}=…]" for n in p.parameters)
+        + "   or:  python analysis.py --help",
+        '"""',
+        "",
+        "from __future__ import annotations",
+        "",
+        "import sys",
+        "",
+        "from ba_mcp.analyses.standalone import run_script",
+        "",
+        f"PARAMETERS = {_py(p.parameters)}",
+        "",
+    ]
+    body = []
+    for s in p.steps:
+        body.append(f"    # {s.id}: {s.tool} ({s.call_id})")
+        a = s.arguments
+        if s.tool == "query_database":
+            lines += [f"SQL_{s.id.upper()} = {_text(a['sql'])}", ""]
+            extra = (
+                f", {_py(a.get('params'))}, {_py(s.inputs)}"
+                if s.inputs
+                else (f", {_py(a['params'])}" if a.get("params") else "")
+            )
+            body.append(f"    run.sql({s.id!r}, {a['database']!r}, SQL_{s.id.upper()}{extra})")
+        elif s.tool == "query_metrics":
+            body.append(f"    run.metrics({s.id!r}, {_py(a['metrics_query'])})")
+        elif s.tool == "file_reader":
+            body.append(f"    run.read({s.id!r}, {_py(a['read'])})")
+        else:
+            lines += [f"CODE_{s.id.upper()} = {_text(a['code'])}", ""]
+            body.append(f"    run.python({s.id!r}, CODE_{s.id.upper()}, {_py(s.inputs)})")
+        if s.links:
+            body.append(f"    run.link({_py(s.links)})")
+    lines += [
+        "",
+        "def steps(run):",
+        *body,
+        "",
+        "",
+        'if __name__ == "__main__":',
+        "    sys.exit(run_script(__file__, PARAMETERS, steps))",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _py(value: Any) -> str:
+    return repr(value)
+
+
+def _text(text: str) -> str:
+    """A string constant a person reads: triple-quoted when that is exact, else a plain literal."""
+    if '"""' not in text and "\\" not in text and not text.endswith('"'):
+        return '"""\n' + text.strip("\n") + '\n"""'
+    return repr(text)
+
+
+def write(folder: Path, p: Plan, outputs: list[dict[str, Any]], overwrite: bool) -> Path:
+    """``analyses/<name>/`` written whole or not at all: a temporary folder beside it, renamed into place."""
+    target = folder / p.name
+    if target.exists() and not overwrite:
+        raise bad(f"an analysis named {p.name} exists", "choose another name, or pass overwrite: true", code="EXISTS")
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{p.name}.", dir=folder))
+    try:
+        (tmp / "analysis.py").write_text(script(p), encoding="utf-8")
+        os.chmod(tmp / "analysis.py", 0o755)  # a script with a #! line
+        manifest = {
+            "name": p.name,
+            "description": p.description,
+            "saved": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "parameters": p.parameters,
+            "databases": p.databases,
+            "inputs": p.inputs,
+            "steps": [s.manifest() for s in p.steps],
+            "outputs": outputs,
+        }
+        (tmp / "analysis.yaml").write_text(
+            yaml.safe_dump(manifest, sort_keys=False, allow_unicode=True), encoding="utf-8"
+        )
+        os.chmod(tmp, 0o755)
+        if target.exists():
+            old = folder / f".{p.name}.old.{os.getpid()}"
+            os.replace(target, old)
+            os.replace(tmp, target)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return target
+
+
+def read_manifest(folder: Path, name: str) -> dict[str, Any]:
+    check_name(name)
+    path = folder / name / "analysis.yaml"
+    if not path.is_file():
+        known = ", ".join(listed(folder)) or "none"
+        raise ToolFailure(ErrorType.NOT_FOUND, "UNKNOWN_ANALYSIS", f"no analysis named {name}", f"saved: {known}")
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    return data if isinstance(data, dict) else {}
+
+
+def listed(folder: Path) -> list[str]:
+    if not folder.is_dir():
+        return []
+    return sorted(p.name for p in folder.iterdir() if (p / "analysis.yaml").is_file() and NAME.match(p.name))
+
+
+def typed_values(parameters: dict[str, dict[str, Any]], given: dict[str, Any]) -> dict[str, Any]:
+    """The run's parameter values: defaults, then ``given`` converted to each parameter's type (an unknown name
+    or a value of the wrong type is an error naming it)."""
+    values = {n: spec.get("default") for n, spec in parameters.items()}
+    for n, raw in given.items():
+        if n not in parameters:
+            raise bad(f"no parameter named {n}", f"parameters: {', '.join(parameters) or 'none'}", code="BAD_PARAMETER")
+        kind = parameters[n].get("type", "str")
+        try:
+            values[n] = {"int": int, "float": float}.get(kind, str)(raw)
+        except (TypeError, ValueError):
+            raise bad(f"parameter {n} is a {kind}; {str(raw)[:40]!r} is not", code="BAD_PARAMETER") from None
+    return values
+
+
+def describe_change(expected: dict[str, Any] | None, got: dict[str, Any], same_parameters: bool) -> str:
+    """One output's line: ``same``, or what changed (rows, numeric totals) against the saved run."""
+    if expected is None:
+        return "new (the saved run had no such output)"
+    if expected.get("sha256") == got.get("sha256"):
+        return "same" if same_parameters else "same as the saved run"
+    if got.get("kind") != "table":
+        return "changed"
+    parts = []
+    if expected.get("rows") != got.get("rows"):
+        parts.append(f"rows {expected.get('rows')} → {got.get('rows')}")
+    for column, total in (got.get("totals") or {}).items():
+        before = (expected.get("totals") or {}).get(column)
+        if before is not None and abs(float(before) - float(total)) > 1e-9 * max(1.0, abs(float(before))):
+            parts.append(f"{column} total {_num(before)} → {_num(total)}")
+    return "changed: " + ("; ".join(parts) if parts else "values differ, totals and rows the same")
+
+
+def _num(value: Any) -> str:
+    return f"{float(value):,.2f}".rstrip("0").rstrip(".")
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)

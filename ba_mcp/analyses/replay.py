@@ -1,0 +1,225 @@
+"""Running a saved analysis's steps again, with no model: each step through the same tool the conversation
+used (query_database, query_metrics, file_reader, run_python — so the same engines, boundaries and sandbox),
+its parameters bound, the artifact ids of earlier steps replaced by the ones this run made.
+
+``Replay`` is what a generated ``analysis.py`` calls (``ba_mcp.analyses.standalone`` gives it the tools of an
+App of its own); the tools ``save_analysis`` (a verifying first run) and ``run_analysis`` use it with the
+server's tools, in a session of the analysis's own (the conversation's interpreter is never reset).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ba_mcp.errors import ToolFailure
+from ba_mcp.results import Composite, Image, Table
+from ba_mcp.tool import ToolContext
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from ba_mcp.stores.artifacts import ArtifactStore
+    from ba_mcp.tool import Tool
+
+
+class StepFailed(Exception):
+    """A step that failed, named."""
+
+    def __init__(self, step: str, failure: ToolFailure) -> None:
+        super().__init__(f"step {step} failed: {failure.message}")
+        self.step = step
+        self.failure = failure
+
+
+@dataclass
+class Output:
+    step: str
+    name: str  # s1_table, s3_figure1 …
+    kind: str  # table | image
+    artifact_id: str
+    sha256: str
+    rows: int | None = None
+    totals: dict[str, float] = field(default_factory=dict)  # numeric columns' sums
+
+    def facts(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"name": self.name, "kind": self.kind, "sha256": self.sha256}
+        if self.kind == "table":
+            data["rows"] = self.rows
+            data["totals"] = self.totals
+        return data
+
+
+class Replay:
+    """One run of an analysis: ``sql``, ``metrics``, ``read`` and ``python`` steps in order, each returning the
+    artifact ids it produced (a table step: its complete table)."""
+
+    def __init__(
+        self,
+        tools: dict[str, Tool],
+        artifacts: ArtifactStore,
+        session: str,
+        values: dict[str, Any],
+        progress: Any = None,
+        timeout: float = 300.0,
+    ) -> None:
+        self.tools = tools
+        self.artifacts = artifacts
+        self.session = session
+        self.values = dict(values)
+        self.progress = progress or (lambda step, text: None)
+        self.timeout = timeout
+        self.outputs: list[Output] = []
+        self.ids: dict[str, str] = {}  # an artifact id of the saved run -> the one this run made
+        self.started = time.monotonic()
+        self._python_steps = 0
+
+    # -- steps ------------------------------------------------------------------------------------------
+
+    def sql(
+        self,
+        step: str,
+        database: str,
+        sql: str,
+        params: dict[str, Any] | list[Any] | None = None,
+        inputs: list[str] | None = None,
+    ) -> list[str]:
+        """A query_database step: ``$name`` placeholders bound to this run's parameter values; the artifacts of
+        earlier steps it reads are this run's."""
+        sql = self._inputs(step, sql, inputs)
+        bound: dict[str, Any] | list[Any] | None = params
+        used = {name: value for name, value in self.values.items() if f"${name}" in sql}
+        if used:
+            if isinstance(params, list):
+                raise StepFailed(step, _invalid("positional params and named parameters in one statement"))
+            bound = {**(params or {}), **used}
+        tool = self._tool(step, "query_database")
+        raw = self._run(step, tool, {"query": sql, "database": database, "params": bound, "max_rows": 1000})
+        return [self._table(step, raw, 1)]
+
+    def metrics(self, step: str, arguments: dict[str, Any]) -> list[str]:
+        raw = self._run(step, self._tool(step, "query_metrics"), arguments)
+        return [self._table(step, raw, 1)]
+
+    def read(self, step: str, arguments: dict[str, Any]) -> list[str]:
+        raw = self._run(step, self._tool(step, "file_reader"), arguments)
+        if not isinstance(raw, Table):
+            raise StepFailed(step, _invalid("the file read is not a table"))
+        return [self._table(step, raw, 1)]
+
+    def python(self, step: str, code: str, inputs: list[str] | None = None) -> list[str]:
+        """A run_python step: the earlier steps' artifact ids in its code replaced by this run's, the parameters
+        given as ``PARAMS``; the first Python step starts a fresh interpreter."""
+        code = f"PARAMS = {self.values!r}\n{self._inputs(step, code, inputs)}"
+        self._python_steps += 1
+        tool = self._tool(step, "run_python")
+        raw = self._run(step, tool, {"code": code, "reset": self._python_steps == 1})
+        made: list[str] = []
+        saved = [h["id"] for h in raw.provenance.get("helpers", []) if h.get("helper") == "save_artifact"]
+        for aid in saved:
+            made.append(self._add(step, f"{step}_saved{len(made) + 1}", aid))
+        figures = 0
+        for label, part in raw.parts if isinstance(raw, Composite) else []:
+            if label == "value" and isinstance(part, Table):
+                meta = self.artifacts.put_table(part.frame, title=f"{step}: value", source_tool="run_analysis")
+                made.append(self._add(step, f"{step}_value", meta.id, part.frame))
+            elif isinstance(part, Image):
+                figures += 1
+                meta = self.artifacts.put_image(part.data, title=part.title, source_tool="run_analysis", mime=part.mime)
+                made.append(self._add(step, f"{step}_figure{figures}", meta.id))
+        return made
+
+    def link(self, names: dict[str, str]) -> None:
+        """Artifact ids of the saved conversation, each the output of this run named (``s1_table``, …): a later
+        step's code that names the old id reads this run's."""
+        made = {o.name: o.artifact_id for o in self.outputs}
+        for old, name in names.items():
+            if name in made:
+                self.ids[old] = made[name]
+
+    # -- pieces -----------------------------------------------------------------------------------------
+
+    def _inputs(self, step: str, text: str, inputs: list[str] | None) -> str:
+        """``text`` with each artifact id of an earlier step replaced by the one this run made."""
+        for old in inputs or []:
+            if old not in self.ids:
+                raise StepFailed(step, _invalid(f"{old} comes from no earlier step"))
+            text = text.replace(old, self.ids[old])
+        return text
+
+    def _tool(self, step: str, name: str) -> Tool:
+        tool = self.tools.get(name)
+        if tool is None:
+            raise StepFailed(step, _invalid(f"{name} is not served here (tools.{name}.enabled)"))
+        return tool
+
+    def _run(self, step: str, tool: Tool, arguments: dict[str, Any]) -> Any:
+        self.progress(step, f"{tool.name} …")
+        try:
+            params = tool.Params.model_validate({k: v for k, v in arguments.items() if v is not None})
+            ctx = ToolContext(session=self.session, timeout=self.timeout)
+            raw = tool.execute(params, ctx)
+        except ToolFailure as failure:
+            raise StepFailed(step, failure) from None
+        except ValueError as exc:
+            raise StepFailed(step, _invalid(str(exc)[:300])) from None
+        return raw
+
+    def _table(self, step: str, raw: Any, n: int) -> str:
+        if not isinstance(raw, Table):
+            raise StepFailed(step, _invalid("the step did not give a table"))
+        if raw.more and not raw.artifact_id:
+            raise StepFailed(step, _invalid("the step's result exceeds the artifact size limit"))
+        if raw.artifact_id:
+            _, frame = self.artifacts.read_table(raw.artifact_id)
+            return self._add(step, f"{step}_table", raw.artifact_id, frame)
+        meta = self.artifacts.put_table(raw.frame, title=raw.title, source_tool="run_analysis")
+        return self._add(step, f"{step}_table", meta.id, raw.frame)
+
+    def _add(self, step: str, name: str, artifact_id: str, frame: pa.Table | None = None) -> str:
+        meta = self.artifacts.get(artifact_id)
+        output = Output(step, name, "table" if meta.kind == "table" else meta.kind, artifact_id, meta.sha256)
+        if frame is None and meta.kind == "table":
+            _, frame = self.artifacts.read_table(artifact_id)
+        if frame is not None:
+            output.rows = frame.num_rows
+            output.totals = _totals(frame)
+        self.outputs.append(output)
+        return artifact_id
+
+
+def run_steps(run: Replay, steps: list[dict[str, Any]]) -> None:
+    """The steps of a manifest (``analysis.yaml``), run as the generated ``analysis.py`` runs them."""
+    for step in steps:
+        sid, tool = str(step["id"]), step["tool"]
+        if tool == "query_database":
+            run.sql(sid, str(step["database"]), str(step["sql"]), step.get("params"), list(step.get("inputs") or []))
+        elif tool == "query_metrics":
+            run.metrics(sid, dict(step["metrics_query"]))
+        elif tool == "file_reader":
+            run.read(sid, dict(step["read"]))
+        elif tool == "run_python":
+            run.python(sid, str(step["code"]), list(step.get("inputs") or []))
+        else:
+            raise StepFailed(sid, _invalid(f"a {tool} step cannot be re-run"))
+        run.link(dict(step.get("links") or {}))
+
+
+def _totals(frame: pa.Table) -> dict[str, float]:
+    """The sum of each numeric column (what a changed output is described by)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    totals: dict[str, float] = {}
+    for name, column in zip(frame.column_names, frame.columns, strict=True):
+        if pa.types.is_integer(column.type) or pa.types.is_floating(column.type) or pa.types.is_decimal(column.type):
+            value = pc.sum(column).as_py()
+            totals[name] = round(float(value), 6) if value is not None else 0.0
+    return totals
+
+
+def _invalid(message: str) -> ToolFailure:
+    from ba_mcp.errors import ErrorType
+
+    return ToolFailure(ErrorType.VALIDATION_ERROR, "ANALYSIS_STEP", message)

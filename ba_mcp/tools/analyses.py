@@ -1,0 +1,180 @@
+"""save_analysis and run_analysis (SPEC §4.7): a conversation's calls kept as a re-runnable analysis, and one
+re-run from the conversation.
+
+save_analysis picks the session's calls (call ids, artifact ids, ``last:N``), finds each parameter's literal in
+their SQL or code (in the session's engine worker: the text is the model's), runs the steps once — through the
+same tools, in a session of the analysis's own, so the conversation's interpreter is left alone — and writes
+``analyses/<name>/`` with the outputs' digests. run_analysis runs the saved steps again with new parameters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+from pydantic import Field, field_validator
+
+from ba_mcp.analyses.manifest import check_name, chosen, describe_change, plan, read_manifest, typed_values, write
+from ba_mcp.analyses.replay import Replay, StepFailed, run_steps
+from ba_mcp import callers
+from ba_mcp.errors import ToolFailure
+from ba_mcp.results import Composite, Document, Image, RawResult, Table
+from ba_mcp.settings import ToolSettings
+from ba_mcp.tool import CacheMode, CachePolicy, Tool, ToolContext, ToolParams, ToolPolicy
+
+if TYPE_CHECKING:
+    from ba_mcp.sessions import Sessions
+    from ba_mcp.stores.artifacts import ArtifactStore
+    from ba_mcp.workers.pool import Engines
+
+
+class SaveAnalysisParams(ToolParams):
+    name: str
+    steps: Annotated[list[str], Field(description="call ids (ba://history) or 'last:N'")]
+    parameters: Annotated[dict[str, Any], Field(default_factory=dict)]
+    description: str = ""
+    overwrite: bool = False
+
+    @field_validator("steps", mode="before")
+    @classmethod
+    def _one(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
+
+    @field_validator("parameters")
+    @classmethod
+    def _literals(cls, value: dict[str, Any]) -> dict[str, Any]:
+        for name, literal in value.items():
+            if not isinstance(literal, str | int | float) or isinstance(literal, bool):
+                raise ValueError(f"parameter {name}: a text or a number, the literal it replaces")
+        return value
+
+
+class RunAnalysisParams(ToolParams):
+    name: str
+    parameters: Annotated[dict[str, Any], Field(default_factory=dict)]
+
+
+class _Analyses(Tool):
+    """What both tools need: the workspace's analyses/, the sibling tools, the artifact store."""
+
+    policy = ToolPolicy(idempotent=False, read_only=False, cache=CachePolicy(CacheMode.NEVER))
+
+    def __init__(
+        self,
+        settings: ToolSettings,
+        folder: Path,
+        tools: Callable[[], dict[str, Tool]],
+        artifacts: ArtifactStore,
+        engines: Engines,
+        sessions: Sessions,
+    ) -> None:
+        self.settings = settings
+        self.folder = folder
+        self.tools = tools
+        self.artifacts = artifacts
+        self.engines = engines
+        self.sessions = sessions
+
+    def replay(self, ctx: ToolContext, values: dict[str, Any]) -> Replay:
+        """A run in a session of the analysis's own (its interpreter, its engine worker; what it stores is that
+        session's until the observer hands the outputs a call returns to the caller)."""
+        return Replay(self.tools(), self.artifacts, f"{ctx.session}~analysis", values, timeout=ctx.timeout)
+
+    def steps(self, run: Replay, steps: list[dict[str, Any]]) -> None:
+        with callers.acting_as(run.session):
+            run_steps(run, steps)
+
+    def deadline_grace(self) -> float:
+        return 5.0
+
+
+class SaveAnalysis(_Analyses):
+    name = "save_analysis"
+    title = "Save an analysis"
+    description = (
+        "Save this session's calls as an analysis the analyst re-runs without you; parameters are literals "
+        'of the steps to vary: {"since": "2024-01-01"}.'
+    )
+    Params = SaveAnalysisParams
+
+    def execute(self, params: SaveAnalysisParams, ctx: ToolContext) -> RawResult:
+        name = check_name(params.name)
+        if (self.folder / name).exists() and not params.overwrite:
+            from ba_mcp.analyses.manifest import bad
+
+            raise bad(f"an analysis named {name} exists", "choose another name, or pass overwrite: true", code="EXISTS")
+        records = chosen(list(self.sessions(ctx.session).history), params.steps)
+        p = plan(name, params.description, records, dict(params.parameters), self._placer(ctx))
+        run = self.replay(ctx, {n: spec["default"] for n, spec in p.parameters.items()})
+        try:
+            self.steps(run, [s.manifest() for s in p.steps])
+        except StepFailed as failed:
+            raise ToolFailure(
+                failed.failure.type,
+                "STEP_FAILED",
+                f"the analysis was not saved: step {failed.step} failed when run again: {failed.failure.message}",
+                failed.failure.hint,
+            ) from None
+        outputs = [o.facts() for o in run.outputs]
+        target = write(self.folder, p, outputs, params.overwrite)
+        lines = [
+            f"Saved analysis {name} in analyses/{name}/ (analysis.py, analysis.yaml): {len(p.steps)} steps "
+            f"({', '.join(f'{s.id} {s.tool}' for s in p.steps)}), run once to record its outputs.",
+            "Parameters: "
+            + (", ".join(f"{n} ({s['type']}, default {s['default']!r})" for n, s in p.parameters.items()) or "none"),
+            "Outputs: " + ", ".join(f"{o['name']} ({o['kind']})" for o in outputs),
+            f"Re-run without a model: uv run ba-mcp analyses run {name}"
+            + "".join(f" --param {n}=…" for n in p.parameters)
+            + f'; here: run_analysis(name="{name}", parameters={{…}}).',
+        ]
+        del target
+        return Document(f"analysis {name}", "\n".join(lines), meta={"analysis": name})
+
+    def _placer(self, ctx: ToolContext) -> Callable[[str, str, dict[str, Any]], tuple[str, list[str]]]:
+        def place(kind: str, text: str, values: dict[str, Any]) -> tuple[str, list[str]]:
+            if not values:
+                return text, []
+            message: dict[str, Any] = {"op": "placeholders", "values": values, kind: text}
+            with self.engines.session(ctx.session, ctx) as call:
+                reply, _ = call.ask(message)
+            return str(reply["text"]), list(reply["found"])
+
+        return place
+
+
+class RunAnalysis(_Analyses):
+    name = "run_analysis"
+    title = "Run a saved analysis"
+    description = "Re-run a saved analysis (analysis://catalog) with new parameters; says what changed."
+    Params = RunAnalysisParams
+
+    def execute(self, params: RunAnalysisParams, ctx: ToolContext) -> RawResult:
+        manifest = read_manifest(self.folder, params.name)
+        parameters = manifest.get("parameters") or {}
+        values = typed_values(parameters, dict(params.parameters))
+        defaults = {n: s.get("default") for n, s in parameters.items()}
+        run = self.replay(ctx, values)
+        try:
+            self.steps(run, list(manifest.get("steps") or []))
+        except StepFailed as failed:
+            raise ToolFailure(
+                failed.failure.type, "STEP_FAILED", f"step {failed.step} failed: {failed.failure.message}"
+            ) from None
+        expected = {o["name"]: o for o in manifest.get("outputs") or []}
+        changes = [
+            f"{o.name}: {describe_change(expected.get(o.name), o.facts(), values == defaults)}" for o in run.outputs
+        ]
+        parts: list[tuple[str, RawResult]] = [("summary", Document("what changed", "\n".join(changes)))]
+        for o in run.outputs:
+            meta = self.artifacts.claim(o.artifact_id)  # this call made it: the caller's now
+            if o.kind == "table":
+                _, frame = self.artifacts.read_table(o.artifact_id)
+                parts.append((o.name, Table(o.name, frame, total_rows=frame.num_rows, artifact_id=o.artifact_id)))
+            elif o.kind == "image":
+                data = self.artifacts.data_path(meta).read_bytes()
+                parts.append((o.name, Image(o.name, data, artifact_id=o.artifact_id)))
+        shown = ", ".join(f"{n}={v!r}" for n, v in values.items())
+        return Composite(
+            f"analysis {params.name}" + (f" ({shown})" if shown else ""), parts, meta={"analysis": params.name}
+        )

@@ -1,0 +1,205 @@
+"""Saved analyses (issue 26, SPEC §4.7): a conversation's calls saved over stdio, re-run in a fresh process with
+no MCP client and no model (`ba-mcp analyses run`), the same digests with the same parameters and a report of
+what changed with others; the generated script passes ruff and answers --help; bad input is refused, nothing
+half-written; report.html opened in a real headless Chromium."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from mcp import ClientSession, stdio_client
+
+from tests.conftest import ROOT, ba, make_workspace, meta_of, text_of
+from tests.sandbox_common import sandbox_params
+
+pytestmark = pytest.mark.anyio
+
+QUERY = (
+    "SELECT month(order_date) AS month, category, round(sum(net_revenue), 2) AS revenue FROM order_facts "
+    "WHERE status = 'completed' AND order_date >= DATE '2025-01-01' GROUP BY ALL ORDER BY ALL"
+)
+PIVOT = (
+    "monthly = load_artifact('{aid}')\n"
+    "pivot = monthly.pivot_table(index='month', columns='category', values='revenue', aggfunc='sum')\n"
+    "pivot.round(0)"
+)
+CHART = "import matplotlib.pyplot as plt\nax = pivot.plot(figsize=(6, 3), title='Net revenue by category')"
+
+
+@pytest.fixture(scope="module")
+def ws(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_workspace(tmp_path_factory.mktemp("analyses"))
+
+
+@pytest.fixture(scope="module")
+async def s(ws: Path) -> AsyncIterator[ClientSession]:
+    params = sandbox_params(ws, BA_MCP_SANDBOX__ALLOWED_IMPORTS="*")
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        yield session
+
+
+async def ok(s: ClientSession, tool: str, **args: Any) -> Any:
+    result = await s.call_tool(tool, args)
+    assert not result.is_error, text_of(result)
+    return result
+
+
+async def refused(s: ClientSession, tool: str, **args: Any) -> str:
+    result = await s.call_tool(tool, args)
+    assert result.is_error, text_of(result)
+    return text_of(result)
+
+
+@pytest.fixture(scope="module")
+async def saved(s: ClientSession, ws: Path) -> Path:
+    """Three calls (a query with a date literal, pandas on its artifact, a chart), saved with `since`."""
+    queried = await ok(s, "query_database", query=QUERY, output_level="brief")
+    aid = meta_of(queried)["artifact_id"]
+    await ok(s, "run_python", code=PIVOT.format(aid=aid))
+    await ok(s, "run_python", code=CHART)
+    text = text_of(
+        await ok(
+            s,
+            "save_analysis",
+            name="monthly-review",
+            steps="last:3",
+            parameters={"since": "2025-01-01"},
+            description="Monthly net revenue by category",
+        )
+    )
+    assert "Saved analysis monthly-review" in text and "s3_figure1 (image)" in text, text
+    return ws / "analyses" / "monthly-review"
+
+
+async def test_a_saved_analysis_replays_in_a_fresh_process_with_equal_digests(
+    saved: Path, ws: Path, tmp_path: Path
+) -> None:
+    manifest = yaml.safe_load((saved / "analysis.yaml").read_text())
+    assert manifest["parameters"] == {"since": {"type": "str", "default": "2025-01-01"}}
+    assert [o["name"] for o in manifest["outputs"]] == ["s1_table", "s2_value", "s3_figure1"]
+    step = manifest["steps"][0]
+    assert "CAST($since AS DATE)" in step["sql"] and "2025-01-01" not in step["sql"]  # bound, never pasted
+    # a fresh workspace holding only the analysis: nothing of the conversation (no artifact) is needed
+    fresh = make_workspace(tmp_path / "fresh")
+    shutil.copytree(saved, fresh / "analyses" / "monthly-review")
+    out = tmp_path / "run-same"
+    same = ba("analyses", "run", "monthly-review", "--out", str(out), workspace=fresh)
+    assert same.returncode == 0, same.stdout + same.stderr
+    for name in ("s1_table", "s2_value", "s3_figure1"):
+        assert f"{name}: same" in same.stdout, same.stdout
+    for made in ("s1_table.parquet", "s1_table.csv", "s2_value.parquet", "s3_figure1.png", "report.md", "report.html"):
+        assert (out / made).is_file(), made
+    changed = ba(
+        "analyses", "run", "monthly-review", "--param", "since=2025-07-01", "--out", str(ws / "run-h2"), workspace=ws
+    )
+    assert changed.returncode == 0, changed.stdout + changed.stderr
+    assert re.search(r"s1_table: changed: rows 48 → 24; month total 312 → 228; revenue total", changed.stdout), (
+        changed.stdout
+    )
+    assert "s3_figure1: changed" in changed.stdout
+    report = (ws / "run-h2" / "report.md").read_text()
+    assert "since = '2025-07-01'" in report and "changed: rows 48 → 24" in report
+
+
+def test_the_generated_script_passes_ruff_and_answers_help(saved: Path) -> None:
+    script = saved / "analysis.py"
+    lint = subprocess.run(
+        [sys.executable, "-m", "ruff", "check", "--isolated", "--no-cache", str(script)], capture_output=True, text=True
+    )
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    helped = subprocess.run([sys.executable, str(script), "--help"], capture_output=True, text=True, cwd=ROOT)
+    assert helped.returncode == 0, helped.stderr
+    assert "--since SINCE" in helped.stdout and "default '2025-01-01'" in helped.stdout and "--out" in helped.stdout
+
+
+async def test_run_analysis_resources_and_history_from_the_conversation(s: ClientSession, saved: Path) -> None:
+    del saved
+    result = await ok(s, "run_analysis", name="monthly-review", parameters={"since": "2025-10-01"})
+    text = text_of(result)
+    assert "s1_table: changed: rows 48 → 12" in text and "s3_figure1: changed" in text, text
+    assert any(b.type == "image" for b in result.content)
+    catalog = (await s.read_resource("analysis://catalog")).contents[0].text  # type: ignore[union-attr]
+    assert "- monthly-review: Monthly net revenue by category (3 steps; since='2025-01-01')" in catalog, catalog
+    shown = (await s.read_resource("analysis://monthly-review")).contents[0].text  # type: ignore[union-attr]
+    assert "since: str, default '2025-01-01'" in shown and "s1 query_database" in shown, shown
+    history = (await s.read_resource("ba://history")).contents[0].text  # type: ignore[union-attr]
+    assert " run_analysis ok" in history and " save_analysis ok" in history, history
+
+
+async def test_bad_input_is_refused_and_nothing_is_half_written(s: ClientSession, saved: Path, ws: Path) -> None:
+    del saved
+    said = await refused(s, "save_analysis", name="x", steps=["call_000000000000"])
+    assert "UNKNOWN_STEP" in said and "call_000000000000" in said
+    said = await refused(s, "save_analysis", name="x", steps="last:1", parameters={"region": "Atlantis"})
+    assert "BAD_PARAMETER" in said and "Atlantis" in said and "occurs in no step" in said
+    for name in ("../evil", "a/b", "..", "Upper"):
+        assert "BAD_NAME" in await refused(s, "save_analysis", name=name, steps="last:1")
+    said = await refused(s, "save_analysis", name="monthly-review", steps="last:1")
+    assert "EXISTS" in said and "overwrite" in said
+    said = await refused(s, "save_analysis", name="x", steps="last:1", parameters={"since": True})
+    assert "since" in said
+    said = await refused(s, "run_analysis", name="monthly-review", parameters={"until": "2025-01-01"})
+    assert "BAD_PARAMETER" in said and "until" in said
+    # a step that fails when run again: nothing is saved
+    upload = ws / "uploads" / "gone.csv"
+    upload.write_text("a,b\n1,2\n")
+    await ok(s, "query_database", query="SELECT sum(b) AS b FROM 'uploads/gone.csv'")
+    upload.unlink()
+    said = await refused(s, "save_analysis", name="gone", steps="last:1")
+    assert "STEP_FAILED" in said and "step s1" in said, said
+    assert not (ws / "analyses" / "gone").exists()
+    assert not [p for p in (ws / "analyses").iterdir() if p.name.startswith(".")]  # no temporary folder left
+
+
+def test_a_database_no_longer_configured_is_named(saved: Path, ws: Path, tmp_path: Path) -> None:
+    copy = make_workspace(tmp_path / "other")
+    shutil.copytree(saved, copy / "analyses" / "monthly-review")
+    manifest = yaml.safe_load((copy / "analyses" / "monthly-review" / "analysis.yaml").read_text())
+    manifest["databases"] = ["warehouse"]
+    (copy / "analyses" / "monthly-review" / "analysis.yaml").write_text(yaml.safe_dump(manifest))
+    run = ba("analyses", "run", "monthly-review", workspace=copy)
+    assert run.returncode != 0 and "database 'warehouse', which is not configured" in run.stdout, run.stdout
+    listed = ba("analyses", "list", workspace=ws)
+    assert "monthly-review  3 steps  since='2025-01-01'" in listed.stdout, listed.stdout
+
+
+def test_the_report_opens_in_headless_chromium_with_its_table_and_chart(saved: Path, ws: Path, tmp_path: Path) -> None:
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.skip("Chromium is not installed (.ci/run installs Debian's package where it can)")
+    out = ws / "run-browser"
+    assert ba("analyses", "run", "monthly-review", "--out", str(out), workspace=ws).returncode == 0
+    page = (out / "report.html").as_uri()
+    flags = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        f"--user-data-dir={tmp_path / 'profile'}",
+    ]
+    dom = subprocess.run([chromium, *flags, "--dump-dom", page], capture_output=True, text=True, timeout=120)
+    assert "<table>" in dom.stdout and "s1_table" in dom.stdout and "<img" in dom.stdout, dom.stderr[-500:]
+    shot = tmp_path / "report.png"
+    subprocess.run(
+        [chromium, *flags, f"--screenshot={shot}", "--window-size=1200,3000", page],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    from PIL import Image
+
+    image = Image.open(shot).convert("RGB")
+    colours = image.getcolors(maxcolors=1_000_000) or []
+    # the chart's lines are coloured (matplotlib's blue, orange, green, red): a page whose image did not load
+    # has only greys
+    coloured = sum(n for n, (r, g, b) in colours if max(r, g, b) - min(r, g, b) > 80)
+    assert coloured > 500, f"{coloured} coloured pixels: the chart did not render"
