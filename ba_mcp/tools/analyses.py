@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import Field, field_validator
 
+from ba_mcp import callers
 from ba_mcp.analyses.manifest import check_name, chosen, describe_change, plan, read_manifest, typed_values, write
 from ba_mcp.analyses.replay import Replay, StepFailed, run_steps
-from ba_mcp import callers
 from ba_mcp.errors import ToolFailure
 from ba_mcp.results import Composite, Document, Image, RawResult, Table
 from ba_mcp.settings import ToolSettings
