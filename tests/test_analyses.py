@@ -203,3 +203,23 @@ def test_the_report_opens_in_headless_chromium_with_its_table_and_chart(saved: P
     # has only greys
     coloured = sum(n for n, (r, g, b) in colours if max(r, g, b) - min(r, g, b) > 80)
     assert coloured > 500, f"{coloured} coloured pixels: the chart did not render"
+
+
+async def test_a_saved_analysis_is_a_prompt_and_a_wrong_type_is_named(saved: Path, ws: Path) -> None:
+    from tests.conftest import in_process
+
+    async with in_process(ws) as client:  # a server started after the save
+        prompts = {p.name: p for p in (await client.list_prompts()).prompts}
+        assert "rerun-monthly-review" in prompts, list(prompts)
+        got = await client.get_prompt("rerun-monthly-review", {"values": "since=2025-03-01"})
+        text = got.messages[0].content.text  # type: ignore[union-attr]
+        assert 'run_analysis(name="monthly-review", parameters={"since": "2025-03-01"})' in text, text
+    typed = saved.parent / "typed"
+    shutil.copytree(saved, typed)
+    manifest = yaml.safe_load((typed / "analysis.yaml").read_text())
+    manifest["name"] = "typed"
+    manifest["parameters"] = {"since": {"type": "int", "default": 2025}}
+    (typed / "analysis.yaml").write_text(yaml.safe_dump(manifest))
+    run = ba("analyses", "run", "typed", "--param", "since=soon", workspace=ws)
+    assert run.returncode == 2 and "parameter since takes a int value; 'soon' is not one" in run.stderr, run.stderr
+    shutil.rmtree(typed)

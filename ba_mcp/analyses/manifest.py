@@ -335,7 +335,7 @@ def typed_values(parameters: dict[str, dict[str, Any]], given: dict[str, Any]) -
         try:
             values[n] = {"int": int, "float": float}.get(kind, str)(raw)
         except (TypeError, ValueError):
-            raise bad(f"parameter {n} is a {kind}; {str(raw)[:40]!r} is not", code="BAD_PARAMETER") from None
+            raise bad(f"parameter {n} takes a {kind} value; {str(raw)[:40]!r} is not one", code="BAD_PARAMETER") from None
     return values
 
 
