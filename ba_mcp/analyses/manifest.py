@@ -335,7 +335,8 @@ def typed_values(parameters: dict[str, dict[str, Any]], given: dict[str, Any]) -
         try:
             values[n] = {"int": int, "float": float}.get(kind, str)(raw)
         except (TypeError, ValueError):
-            raise bad(f"parameter {n} takes a {kind} value; {str(raw)[:40]!r} is not one", code="BAD_PARAMETER") from None
+            shown = repr(str(raw)[:40])
+            raise bad(f"parameter {n} takes a {kind} value; {shown} is not one", code="BAD_PARAMETER") from None
     return values
 
 
