@@ -129,7 +129,8 @@ async def run_demo(workspace: Path | None, config: Path | None, emit: Callable[[
             files = await session.read_resource("ba://files")
             show("resources/read ba://files", getattr(files.contents[0], "text", ""))
             metrics = await session.read_resource("ba://metrics")
-            show("resources/read ba://metrics", getattr(metrics.contents[0], "text", "")[:1500])
+            lines = getattr(metrics.contents[0], "text", "").splitlines()  # whole lines: their widths vary
+            show("resources/read ba://metrics", "\n".join(lines[:40]) + ("\n…" if len(lines) > 40 else ""))
     finally:
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)
