@@ -270,3 +270,35 @@ async def test_analysis_workflow_example_query_runs(s: ClientSession) -> None:
     (query,) = (code for _, code in FENCE.findall(loaded))
     result = await ok(s, "query_database", query=query, output_level="brief")
     assert "48 rows × 2 columns" in text_of(result)
+
+
+PLANTED_SERIES = """
+import numpy as np, pandas as pd
+months = pd.date_range("2023-01-01", periods={n}, freq="MS")
+profile = np.array([95, 90, 100, 100, 100, 105, 100, 100, 105, 110, 115, 140], dtype=float)  # December peaks
+values = np.array([profile[m.month - 1] * (1 + 0.005 * i) for i, m in enumerate(months)])
+values[[i for i, m in enumerate(months) if m.year == months[-1].year and m.month == 5]] *= {spike}
+SOURCE = save_artifact(pd.DataFrame({{"month": months, "value": values}}))
+"""
+
+
+async def test_demand_forecast_runs_with_26_months_and_says_the_backtest_is_skipped(s: ClientSession) -> None:
+    """Issue 27 fault 4: the playbook says 24 months suffice; with 24-29 the backtest's fit crashed."""
+    script = (SKILLS / "demand-forecast" / "scripts" / "forecast.py").read_text()
+    await ok(s, "run_python", code=PLANTED_SERIES.format(n=26, spike=1.0))
+    text = text_of(await ok(s, "run_python", code=script, output_level="standard"))
+    assert "backtest skipped: 26 months leave fewer than 24 before the last 6 (it needs 30)" in text, text
+    assert await value(s, "len(forecast)") == "12"
+    assert await value(s, "forecast.month[forecast.forecast.idxmax()][-2:]") == "'12'"  # December, as planted
+
+
+async def test_demand_forecast_does_not_turn_one_noisy_month_into_next_years_peak(s: ClientSession) -> None:
+    """Issue 27 fault 4: one May 80 % above its pattern (in the last year) must not make May the forecast peak;
+    the planted pattern peaks in December."""
+    script = (SKILLS / "demand-forecast" / "scripts" / "forecast.py").read_text()
+    await ok(s, "run_python", code=PLANTED_SERIES.format(n=36, spike=1.8))
+    await ok(s, "run_python", code=script, output_level="brief")
+    assert await value(s, "forecast.month[forecast.forecast.idxmax()][-2:]") == "'12'"
+    may = float(await value(s, "float(forecast.forecast[forecast.month.str.endswith('-05')].iloc[0])"))
+    april = float(await value(s, "float(forecast.forecast[forecast.month.str.endswith('-04')].iloc[0])"))
+    assert may < april * 1.25, (may, april)  # a bump at most, not a peak
