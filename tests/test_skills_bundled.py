@@ -302,3 +302,43 @@ async def test_demand_forecast_does_not_turn_one_noisy_month_into_next_years_pea
     may = float(await value(s, "float(forecast.forecast[forecast.month.str.endswith('-05')].iloc[0])"))
     april = float(await value(s, "float(forecast.forecast[forecast.month.str.endswith('-04')].iloc[0])"))
     assert may < april * 1.25, (may, april)  # a bump at most, not a peak
+
+
+async def test_rfm_scores_ties_alike_and_new_means_newly_acquired(s: ClientSession) -> None:
+    """Issue 27 fault 2: ntile split 905 customers with equal order counts across F scores (and moved customers
+    between segments from run to run); "New or promising" held customers of 479 days' median tenure."""
+    loaded = own_section(text_of(await ok(s, "use_skill", name="rfm-segmentation")))
+    first = FENCE.findall(loaded)[0][1]
+    rfm = meta_of(await ok(s, "query_database", query=first, output_level="brief"))["artifact_id"]
+    for value, score in (("orders", "f"), ("recency_days", "r"), ("revenue", "m")):
+        split = text_of(
+            await ok(
+                s,
+                "query_database",
+                query=f"SELECT count(*) AS split FROM (SELECT {value} FROM {rfm} GROUP BY {value} "
+                f"HAVING count(DISTINCT {score}) > 1)",
+                output_level="full",
+            )
+        )
+        assert split.strip().split("\n")[-1] == "0", (value, split)
+    again = meta_of(await ok(s, "query_database", query=first + " ", output_level="brief"))["artifact_id"]
+    same = text_of(
+        await ok(
+            s,
+            "query_database",
+            query=f"SELECT count(*) FROM {rfm} a JOIN {again} b USING (customer_id) WHERE a.segment <> b.segment",
+            output_level="full",
+        )
+    )
+    assert same.strip().split("\n")[-1] == "0"
+    new = text_of(
+        await ok(
+            s,
+            "query_database",
+            query=f"SELECT count(*) FILTER (WHERE segment = 'New' AND tenure_days > 180) AS wrong, "
+            f"count(*) FILTER (WHERE segment = 'New') AS new FROM {rfm}",
+            output_level="full",
+        )
+    )
+    wrong, count = new.strip().split("\n")[-1].split(",")
+    assert wrong == "0" and int(count) > 0, new
