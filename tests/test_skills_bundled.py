@@ -342,3 +342,29 @@ async def test_rfm_scores_ties_alike_and_new_means_newly_acquired(s: ClientSessi
     )
     wrong, count = new.strip().split("\n")[-1].split(",")
     assert wrong == "0" and int(count) > 0, new
+
+
+DIRTY = """
+import pandas as pd
+DF = pd.DataFrame({
+    "order_id": range(1, 21),
+    "quantity": [*range(1, 20), "ten"],
+    "unit_price": [10.0] * 20,
+    "discount": [0.0] * 20,
+    "revenue": [*(10.0 * q for q in range(1, 20)), "1.234,50"],
+    "paid": [True, False] * 10,
+})
+"""
+
+
+async def test_data_quality_audit_reports_dirty_values_instead_of_crashing(s: ClientSession) -> None:
+    """Issue 27 fault 1: a True/False column made the outlier step fail (TypeError); a text value in a number
+    column must be a finding, not an error."""
+    script = (SKILLS / "data-quality-audit" / "scripts" / "profile.py").read_text()
+    await ok(s, "run_python", code=DIRTY + "SOURCE = None")
+    await ok(s, "run_python", code=script, output_level="brief")
+    found = await value(
+        s, "sorted(findings[findings.check == 'values that are not numbers in a number column'].column)"
+    )
+    assert found == "['quantity', 'revenue']", found
+    assert await value(s, "'paid' in set(findings.column)") == "False"  # a flag column is not an outlier source

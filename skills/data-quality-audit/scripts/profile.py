@@ -64,7 +64,8 @@ for col in df.columns:
         if 0.5 < as_numbers.notna().mean() < 1:
             bad = text[as_numbers.isna()]
             finding("high", col, "values that are not numbers in a number column", len(bad), bad.unique()[:3])
-    elif pd.api.types.is_numeric_dtype(s) and s.notna().sum() >= 8:
+    elif pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s) and s.notna().sum() >= 8:
+        s = s.astype(float)  # a flag column is no quantity: True/False has no quartiles (it crashed here)
         name = str(col).lower()
         if any(k in name for k in ("qty", "quantity", "price", "revenue", "amount", "cost")) and (s < 0).any():
             finding("high", col, "negative values", (s < 0).sum(), s[s < 0].head(3))
@@ -87,7 +88,10 @@ if "id" in str(first).lower() and df[first].duplicated().any():
 
 columns = {str(c).lower(): c for c in df.columns}
 if all(k in columns for k in ("quantity", "unit_price", "discount", "revenue")):
-    q, p, d, r = (pd.to_numeric(df[columns[k]], errors="coerce") for k in ("quantity", "unit_price", "discount", "revenue"))
+    q, p, d, r = (
+        pd.to_numeric(df[columns[k]].astype(str).str.strip(), errors="coerce").astype(float)
+        for k in ("quantity", "unit_price", "discount", "revenue")
+    )  # a value that is not a number ("ten", "1.234,50") is reported above, not a crash here
     expected = q * p * (1 - d)
     off = ((r - expected).abs() > 0.01 * expected.abs().clip(lower=1)).fillna(False)
     if off.any():
