@@ -1,9 +1,12 @@
 """The embedded demo database: a deterministic office-supplies retailer, 2022–2025.
 
-Tables (see README): regions, channels, customers, products, orders, order_lines, calendar.
-20,000 orders with growth, Q4 seasonality and weekday effects; quirks analysts meet: customers
-without e-mail or region, cancelled orders without a ship date, returned orders, discounted lines,
-a discontinued product with no price. Generated with a fixed seed, so every machine gets the same data.
+Tables (see README): regions, channels, customers, products, orders, order_lines, calendar, budget
+(the 2025 plan) and experiments (two A/B tests). 20,000 orders with growth from new customers, Q4
+seasonality and weekday effects; no order before its customer signed up; quirks analysts meet: customers
+without e-mail or region, cancelled orders without a ship date, returned orders, discounted lines, a
+discontinued product with no price. Answers the skills' tests know are planted: the Ergo Chair's returns,
+a key account sold below cost, a plan target for a deal that never closed, one A/B test with an effect and
+one without. Generated with a fixed seed, so every machine gets the same data.
 """
 
 from __future__ import annotations
@@ -57,6 +60,13 @@ PRODUCTS = [
     ("Fax Machine", "Computers", "Printers", None, 120.0),  # discontinued: no list price
 ]
 SEGMENTS = ["Consumer", "Small Business", "Corporate", "Public Sector"]
+LOSS_MAKING_CUSTOMER = 442  # a key account sold everything at 45 % off
+# a key-account rollout planned at 60,000 a month in April-June 2025 that never closed
+BUDGET_MISS = ("West", "Computers", ("2025-04-01", "2025-05-01", "2025-06-01"), 60_000)
+EXPERIMENTS = [  # name, start, visitors per variant, conversion of control and treatment
+    ("one_page_checkout", "2025-10-01", 7000, 0.080, 0.092),  # a real lift of 1.2 points (15 %)
+    ("green_buy_button", "2025-11-03", 6000, 0.080, 0.080),  # no effect
+]
 
 
 # What an analyst would want to know before writing SQL (shown by the db://demo/schema resource).
@@ -74,6 +84,9 @@ COMMENTS = [
     "COMMENT ON TABLE regions IS 'Sales regions (markets) with a country code'",
     "COMMENT ON TABLE channels IS 'Where an order was placed: online, retail, partner or b2b'",
     "COMMENT ON TABLE calendar IS 'One row per day of 2022-2025 with year, quarter, month, ISO week, weekday'",
+    "COMMENT ON TABLE budget IS 'The 2025 plan: monthly net-revenue targets (completed orders) by region and category'",
+    "COMMENT ON TABLE experiments IS 'A/B tests on the web shop: one row per visitor with the variant shown, "
+    "whether they ordered (converted) and the revenue of that order'",
     "COMMENT ON VIEW order_facts IS 'One row per order line joined with its order, customer, product, region "
     "and channel; net_revenue = quantity × unit_price × (1 − discount); gross_margin = quantity × "
     "(discounted unit price − unit_cost)'",
@@ -204,13 +217,17 @@ def _build(path: Path) -> None:
     ]
     names = [f"{rng.choice(first)} {rng.choice(last)}" for _ in range(n_cust)]
     segment = rng.choice(SEGMENTS, n_cust, p=[0.45, 0.3, 0.2, 0.05])
+    # Half the customers existed before the orders start (signed up 2019-2021), half join during 2022-2025;
+    # no customer orders before signing up, each buys at a steady rate of their own, and nobody churns.
+    existed = rng.random(n_cust) < 0.5
+    signup_day = np.where(existed, rng.integers(-1096, 0, n_cust), rng.integers(0, 1461, n_cust))  # from 2022-01-01
     customers = pd.DataFrame(
         {
             "customer_id": range(1, n_cust + 1),
             "customer_name": names,
             "segment": segment,
             "region_id": rng.choice(regions.region_id, n_cust, p=[0.15, 0.2, 0.2, 0.2, 0.25]).astype("float"),
-            "signup_date": pd.to_datetime("2021-01-01") + pd.to_timedelta(rng.integers(0, 1700, n_cust), "D"),
+            "signup_date": pd.to_datetime("2022-01-01") + pd.to_timedelta(signup_day, "D"),
             "email": [f"{n.split()[0].lower()}.{i}@example.com" for i, n in enumerate(names, 1)],
         }
     )
@@ -218,23 +235,28 @@ def _build(path: Path) -> None:
     customers.loc[rng.random(n_cust) < 0.02, "region_id"] = np.nan  # unassigned region
     customers["region_id"] = customers["region_id"].astype("Int64")
 
-    # Orders: growth over the years, Q4 peak, fewer orders at weekends.
+    # Orders: demand grows with the customer base, peaks in Q4, dips in summer, drops at weekends.
     days = pd.date_range("2022-01-01", "2025-12-31", freq="D")
-    t = np.arange(len(days)) / len(days)
+    cust_weight = rng.pareto(1.6, n_cust) + 0.2  # a few customers buy a lot
+    by_signup = np.argsort(signup_day, kind="stable")
+    cumulative = np.cumsum(cust_weight[by_signup])
+    signed_up = np.searchsorted(signup_day[by_signup], np.arange(len(days)), side="right")  # customers per day
+    base = cumulative[signed_up - 1]  # the buying weight of everyone signed up by that day
     month = days.month.to_numpy()
     seasonal = 1 + 0.35 * np.isin(month, [11, 12]) + 0.15 * (month == 9) - 0.2 * np.isin(month, [7, 8])
     weekday = np.where(days.day_of_week.to_numpy() >= 5, 0.55, 1.0)
-    weight = (1 + 0.9 * t) * seasonal * weekday
-    order_days = rng.choice(len(days), N_ORDERS, p=weight / weight.sum())
-    order_dates = days[np.sort(order_days)]
-    cust_weight = rng.pareto(1.6, n_cust) + 0.2  # a few customers buy a lot
+    weight = base * seasonal * weekday
+    order_days = np.sort(rng.choice(len(days), N_ORDERS, p=weight / weight.sum()))
+    order_dates = days[order_days]
+    # each order's customer: one of those signed up by its day, in proportion to their buying weight
+    buyer = by_signup[np.searchsorted(cumulative, rng.random(N_ORDERS) * base[order_days], side="right")]
     channel = rng.choice(channels.channel_id, N_ORDERS, p=[0.45, 0.25, 0.2, 0.1])
     status = rng.choice(["completed", "returned", "cancelled"], N_ORDERS, p=[0.9, 0.06, 0.04])
     ship_lag = rng.integers(0, 6, N_ORDERS)
     orders = pd.DataFrame(
         {
             "order_id": range(100001, 100001 + N_ORDERS),
-            "customer_id": rng.choice(customers.customer_id, N_ORDERS, p=cust_weight / cust_weight.sum()),
+            "customer_id": customers.customer_id.to_numpy()[buyer],
             "order_date": order_dates,
             "channel_id": channel,
             "status": status,
@@ -270,6 +292,19 @@ def _build(path: Path) -> None:
         }
     )
 
+    # Planted answers the skills' tests know (README, "What the demo data hides"):
+    # the Ergo Chair comes back: a completed order with one is returned 1 time in 5 more ...
+    chair = products.product_id[products.product_name == "Ergo Chair"].iloc[0]
+    with_chair = orders.order_id.isin(order_lines.order_id[order_lines.product_id == chair])
+    orders.loc[with_chair & (orders.status == "completed") & (rng.random(N_ORDERS) < 0.2), "status"] = "returned"
+    # ... and one key account buys everything at 45 % off, below cost.
+    key_account = LOSS_MAKING_CUSTOMER
+    of_key_account = orders.customer_id == key_account
+    orders.loc[of_key_account, "channel_id"] = 4
+    order_lines.loc[order_lines.order_id.isin(orders.order_id[of_key_account]), "discount"] = 0.45
+    budget = _budget(orders, order_lines, products, customers, regions, days, weight)
+    experiments = _experiments(rng)
+
     calendar = pd.DataFrame({"date": days})
     calendar["year"] = calendar.date.dt.year
     calendar["quarter"] = calendar.date.dt.quarter
@@ -290,6 +325,8 @@ def _build(path: Path) -> None:
             ("orders", orders),
             ("order_lines", order_lines),
             ("calendar", calendar),
+            ("budget", budget),
+            ("experiments", experiments),
         ]:
             con.register("frame", frame)
             con.execute(f"CREATE TABLE {name} AS SELECT * FROM frame")
@@ -312,6 +349,61 @@ def _build(path: Path) -> None:
         con.execute("CHECKPOINT")
     finally:
         con.close()
+
+
+def _budget(orders, order_lines, products, customers, regions, days, weight):  # type: ignore[no-untyped-def]
+    """The 2025 plan: monthly net-revenue targets by region and category. Each month's total follows the
+    demand curve, split by each region and category's share of the year; 2 % stretch. BUDGET_MISS plants
+    targets raised for a deal that never closed."""
+    import pandas as pd
+
+    lines = order_lines.merge(orders, on="order_id").merge(products, on="product_id")
+    lines = lines.merge(customers[["customer_id", "region_id"]], on="customer_id").merge(regions, on="region_id")
+    lines = lines[(lines.status == "completed") & (lines.order_date.dt.year == 2025)]
+    revenue = (
+        (lines.quantity * lines.unit_price * (1 - lines.discount)).groupby([lines.region_name, lines.category]).sum()
+    )
+    in_2025 = days.year == 2025
+    month_share = pd.Series(weight[in_2025], index=days[in_2025]).groupby(lambda d: d.month).sum()
+    month_share = month_share / month_share.sum()
+    rows = []
+    for (region, category), total in revenue.items():
+        for month, share in month_share.items():
+            rows.append((pd.Timestamp(2025, month, 1), region, category, round(float(total * share * 1.02), -2)))
+    budget = pd.DataFrame(rows, columns=["month", "region_name", "category", "target_revenue"])
+    region, category, months, extra = BUDGET_MISS
+    planted = (budget.region_name == region) & (budget.category == category) & budget.month.isin(pd.to_datetime(months))
+    budget.loc[planted, "target_revenue"] += extra
+    return budget.sort_values(["month", "region_name", "category"], ignore_index=True)
+
+
+def _experiments(rng):  # type: ignore[no-untyped-def]
+    """Two A/B tests on the web shop, one row per visitor: one with a real effect, one without."""
+    import numpy as np
+    import pandas as pd
+
+    frames = []
+    next_visitor = 1
+    for name, start, per_variant, control, treatment in EXPERIMENTS:
+        n = 2 * per_variant
+        variant = rng.permutation(np.repeat(["control", "treatment"], per_variant))
+        rate = np.where(variant == "control", control, treatment)
+        converted = rng.random(n) < rate
+        revenue = np.where(converted, np.round(rng.lognormal(4.6, 0.8, n), 2), 0.0)
+        frames.append(
+            pd.DataFrame(
+                {
+                    "experiment": name,
+                    "visitor_id": np.arange(next_visitor, next_visitor + n),
+                    "variant": variant,
+                    "visited_on": pd.to_datetime(start) + pd.to_timedelta(rng.integers(0, 28, n), "D"),
+                    "converted": converted,
+                    "revenue": revenue,
+                }
+            )
+        )
+        next_visitor += n
+    return pd.concat(frames, ignore_index=True)
 
 
 if __name__ == "__main__":

@@ -472,7 +472,10 @@ def _table_blob(obj: Any) -> tuple[dict[str, Any], int]:
     import pyarrow as pa
 
     frame = obj.to_frame(name=obj.name if obj.name is not None else "value") if isinstance(obj, pd.Series) else obj
-    if not isinstance(frame.index, pd.RangeIndex) or frame.index.name is not None:
+    # An unnamed integer index is row positions (a filtered or sorted frame's): not data. A named one, or one
+    # of labels (a groupby's keys, dates), becomes columns.
+    positional = frame.index.nlevels == 1 and frame.index.name is None and pd.api.types.is_integer_dtype(frame.index)
+    if not positional:
         frame = frame.reset_index()
     names: list[str] = []
     seen: dict[str, int] = {}

@@ -57,7 +57,7 @@ def dirty_orders() -> str:
 
 # (column, check) -> rows affected: every planted fault, and nothing else.
 DIRTY_FINDINGS = {
-    ("region", "same category spelled differently"): 12,
+    ("region", "same category spelled differently"): 2,  # the two rows to fix, not the 10 spelled right
     ("order_date", "values that are not dates in a date column"): 1,
     ("quantity", "values that are not numbers in a number column"): 1,
     ("discount", "discount outside 0-1"): 1,
@@ -169,21 +169,112 @@ async def test_sales_performance_review_bridge_adds_up_to_the_revenue_change(s: 
     revenue_2025 = float(kpi.strip().split("\n")[-1])
     current = float(await value(s, "float(bridge.loc[bridge.step == 'current period revenue', 'revenue'].iloc[0])"))
     assert current == pytest.approx(revenue_2025, abs=0.01)
-    steps = float(await value(s, "float(bridge.revenue.iloc[1:5].sum() + bridge.revenue.iloc[0])"))
+    steps = float(await value(s, "float(bridge.revenue.iloc[1:-1].sum() + bridge.revenue.iloc[0])"))
     assert steps == pytest.approx(current, rel=1e-9)
 
 
-async def test_customer_cohort_retention_matrix_starts_at_100_percent(s: ClientSession) -> None:
+PENS_PER_PIECE = """
+frame = load_artifact(BRIDGE_SOURCE)
+item = frame.columns[0]
+frame.loc[frame[item] == "Gel Pens 12-pack", "units"] = frame.units.astype(float) * 12
+SOURCE = save_artifact(frame)
+"""
+
+NEW_AND_GONE = """
+frame = load_artifact(BRIDGE_SOURCE)
+item, period = frame.columns[0], frame.columns[1]
+prior, current = sorted(frame[period].unique())[-2:]
+frame = frame[~((frame[item] == "Fax Machine") & (frame[period] == prior))]
+frame = frame[~((frame[item] == "Ergo Mouse") & (frame[period] == current))]
+fax_now = float(frame[(frame[item] == "Fax Machine") & (frame[period] == current)].net_revenue.astype(float).sum())
+mouse_before = float(frame[(frame[item] == "Ergo Mouse") & (frame[period] == prior)].net_revenue.astype(float).sum())
+SOURCE = save_artifact(frame)
+"""
+
+
+async def test_sales_review_bridge_is_unit_free_and_says_new_discontinued_and_incomplete(s: ClientSession) -> None:
+    """Issue 27 fault 5, planted: the same sales with gel pens counted per pen instead of per 12-pack leave
+    volume and price unchanged (the old bridge moved ~220k from mix to volume); an item sold only this year
+    and one sold only last year get their own lines; step 0 says a year cut short is incomplete."""
+    loaded = own_section(text_of(await ok(s, "use_skill", name="sales-performance-review")))
+    steps = STEP.findall(loaded)
+    arguments = next(json.loads(code) for language, info, code in steps if "feeds" in info)
+    source = meta_of(await ok(s, "query_metrics", **arguments))["artifact_id"]
+    script = (SKILLS / "sales-performance-review" / "scripts" / "price_volume_mix.py").read_text()
+    await ok(s, "run_python", code=f"BRIDGE_SOURCE = {source!r}\nSOURCE = BRIDGE_SOURCE\n{script}")
+    packs = await value(s, "bridge.revenue.round(6).tolist()")
+    await ok(s, "run_python", code=PENS_PER_PIECE)
+    await ok(s, "run_python", code=script, output_level="brief")
+    assert await value(s, "bridge.revenue.round(6).tolist()") == packs
+    await ok(s, "run_python", code=NEW_AND_GONE)
+    shown = text_of(await ok(s, "run_python", code=script, output_level="standard"))
+    new = float(await value(s, "float(bridge.set_index('step').revenue['new items'])"))
+    gone = float(await value(s, "float(bridge.set_index('step').revenue['discontinued items'])"))
+    assert new == pytest.approx(float(await value(s, "fax_now"))) and new > 0, shown
+    assert gone == pytest.approx(-float(await value(s, "mouse_before"))) and gone < 0
+    completeness = next(code for language, _, code in steps if language == "sql")
+    whole = text_of(await ok(s, "query_database", query=completeness, output_level="full"))
+    assert [line.split(",")[-1] for line in whole.strip().split("\n")[-4:]] == ["true"] * 4, whole
+    cut = completeness.replace("FROM orders", "FROM (SELECT * FROM orders WHERE order_date < DATE '2025-10-01')")
+    short = text_of(await ok(s, "query_database", query=cut, output_level="full"))
+    assert short.strip().split("\n")[-1].split(",")[::4] == ["2025", "false"], short
+
+
+async def test_customer_cohort_retention_on_steady_buyers_is_flat_and_alike(s: ClientSession) -> None:
+    """Issue 27 fault 3: the demo's customers buy at steady rates and never churn (ba_mcp/demo_data.py), half of
+    them existed before the orders start. The known answer: a flat average curve and newer cohorts retaining
+    as well as older ones. The old playbook (first in-window order, pooled curve) showed a curve rising with
+    tenure and newer cohorts much worse."""
     out = await follow(s, "customer-cohort-retention")
     text = out["scripts/retention_matrix.py"]
     assert "cohort sizes" in text and "## figure 1" in text
     assert await value(s, "retention.shape[0]") == "16"  # quarterly cohorts 2022-Q1 … 2025-Q4
-    assert await value(
-        s, "bool((retention[0] == 100).all() and (retention.drop(columns=0).fillna(0) < 100).all().all())"
-    ) == ("True")
-    assert await value(s, "int(sizes.sum())") == await value(
-        s, "int(counts[counts.quarters_since == 0].active_customers.sum())"
+    assert await value(s, "list(curve.index)") == repr(list(range(9)))
+    flat = float(await value(s, "float(curve.loc[1:].max() - curve.loc[1:].min())"))
+    assert flat < 6, text  # steady buyers: no rise with tenure
+    assert abs(float(await value(s, "change"))) < 5, text  # newer cohorts are not worse
+    # one cell against a plain count: the 2023-Q1 signups who bought in 2024-Q1 (4 quarters on)
+    plain = text_of(
+        await ok(
+            s,
+            "query_database",
+            query="SELECT round(100.0 * count(DISTINCT o.customer_id) / (SELECT count(*) FROM customers "
+            "WHERE signup_date >= DATE '2023-01-01' AND signup_date < DATE '2023-04-01'), 1) FROM orders o "
+            "JOIN customers c USING (customer_id) WHERE o.status = 'completed' AND c.signup_date >= "
+            "DATE '2023-01-01' AND c.signup_date < DATE '2023-04-01' AND o.order_date >= DATE '2024-01-01' "
+            "AND o.order_date < DATE '2024-04-01'",
+            output_level="full",
+        )
     )
+    assert await value(s, "float(retention.loc['2023-Q1', 4])") == plain.strip().split("\n")[-1]
+
+
+PLANTED_COHORTS = """
+import pandas as pd
+rows = []
+for i in range(12):  # 12 quarterly cohorts, each flat after acquisition
+    cohort, size, level = f"{{2022 + i // 4}}-Q{{i % 4 + 1}}", 100 * ({first} if i == 0 else 1), {level}
+    rows += [(cohort, k, size if k == 0 else round(size * level / 100), size) for k in range(12 - i)]
+SOURCE = save_artifact(pd.DataFrame(rows, columns=["cohort", "quarters_since", "active_customers", "cohort_size"]))
+"""
+
+
+async def test_customer_cohort_retention_averages_a_fixed_set_and_sees_a_real_decline(s: ClientSession) -> None:
+    """Issue 27 fault 3, planted: (a) the oldest cohort retains 60 %, the others 30 %, every curve flat — the old
+    pooled average rose toward 60 % where only the oldest cohort is left; over a fixed set it stays flat.
+    (b) quarter-1 retention falling from 45 % to 20 % across cohorts is reported as newer cohorts retaining
+    less. (c) a first cohort four times the size of the next is warned about as left-censoring."""
+    script = (SKILLS / "customer-cohort-retention" / "scripts" / "retention_matrix.py").read_text()
+    await ok(s, "run_python", code=PLANTED_COHORTS.format(level="60 if i == 0 else 30", first=1))
+    await ok(s, "run_python", code=script, output_level="brief")
+    assert float(await value(s, "float(curve.loc[1:].max() - curve.loc[1:].min())")) < 1
+    await ok(s, "run_python", code=PLANTED_COHORTS.format(level="45 - 25 * i / 10", first=1))
+    text = text_of(await ok(s, "run_python", code=script, output_level="standard"))
+    assert float(await value(s, "change")) < -15, text
+    assert await value(s, "trend.startswith('newer cohorts retain less')") == "True"
+    await ok(s, "run_python", code=PLANTED_COHORTS.format(level="30", first=4))
+    text = text_of(await ok(s, "run_python", code=script, output_level="standard"))
+    assert "WARNING: the first cohort (2022-Q1: 400)" in text, text
 
 
 async def test_rfm_segments_cover_every_customer_and_abc_classes_split_revenue(s: ClientSession) -> None:
@@ -368,3 +459,35 @@ async def test_data_quality_audit_reports_dirty_values_instead_of_crashing(s: Cl
     )
     assert found == "['quantity', 'revenue']", found
     assert await value(s, "'paid' in set(findings.column)") == "False"  # a flag column is not an outlier source
+
+
+NOISY = """
+import pandas as pd
+products = [("Laptop Pro 14", 1299.0)] * 16 + [("Wireless Mouse", 24.5)] * 30 + [("Gel Pens 12-pack", 9.9)] * 30
+months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+DF = pd.DataFrame({
+    "order_id": range(1, 77),
+    "product": [p for p, _ in products],
+    "unit_price": [v for _, v in products],
+    "month": [months[i % 12] for i in range(76)],
+    "quarter": [f"Q{i % 4 + 1}" for i in range(76)],
+    "region": ["North"] * 74 + ["north", "North "],
+})
+DF.loc[20, "unit_price"] = 245.0  # a mouse typed at ten times its price
+"""
+
+
+async def test_data_quality_audit_reports_what_needs_fixing_and_not_the_genuine(s: ClientSession) -> None:
+    """Issue 27 fault 1, the noise, planted: 16 laptops at a genuine 1,299 among 24.50 mice and 9.90 pens are
+    not outliers, the mouse typed at 245 is; month and quarter labels are not broken dates; 'north' and
+    'North ' are the two rows to fix, not the 74 spelled right."""
+    script = (SKILLS / "data-quality-audit" / "scripts" / "profile.py").read_text()
+    await ok(s, "run_python", code=NOISY + "SOURCE = None")
+    await ok(s, "run_python", code=script, output_level="brief")
+    found = await value(s, "sorted(zip(findings.column, findings.check, findings.rows))")
+    expected = [
+        ("region", "same category spelled differently", 2),
+        ("unit_price", "outliers beyond 3 x IQR within each product", 1),
+    ]
+    assert found == repr(expected), found
+    assert await value(s, "findings.examples[findings.column == 'unit_price'].iloc[0]") == "'245.0'"

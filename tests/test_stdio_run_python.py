@@ -73,6 +73,16 @@ async def test_a_grouped_frame_keeps_its_index_as_columns(python_server: ClientS
     assert "k,v" in text and "a,4" in text and "b,2" in text
 
 
+async def test_a_filtered_frame_is_saved_without_its_row_positions(python_server: ClientSession) -> None:
+    """A filtered or sorted frame's unnamed integer index is not data: saved and loaded back, the frame has
+    its own columns only (an 'index' column put the item one column over in a skill's script)."""
+    code = (
+        "import pandas as pd\ndf = pd.DataFrame({'k': ['a', 'b', 'c'], 'v': [1, 2, 3]})\n"
+        "back = load_artifact(save_artifact(df[df.v > 1].sort_values('v', ascending=False)))\nlist(back.columns)"
+    )
+    assert "['k', 'v']" in ok(await run(python_server, code))
+
+
 async def test_figures_come_back_as_image_content_and_image_artifacts(python_server: ClientSession) -> None:
     code = (
         "import matplotlib.pyplot as plt\n"

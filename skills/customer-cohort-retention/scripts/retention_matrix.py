@@ -1,36 +1,65 @@
 """Retention matrix from cohort activity counts.
 
-Input: SOURCE, the id of a table artifact with the columns cohort, quarters_since, active_customers
-(one row per cohort and period since the first order; period 0 = the cohort's size).
+Input: SOURCE, the id of a table artifact with the columns cohort, quarters_since, active_customers and
+cohort_size (one row per cohort and period since acquisition; cohort_size = customers acquired).
 Run in run_python as:  SOURCE = "artifact_..."  then this script.
 Output: the retention matrix in percent (cohorts x periods) as the cell's value; sizes, the average curve
-and a heatmap are printed / drawn.
+over a fixed set of cohorts, the cohorts compared at period 1 and a heatmap are printed / drawn.
 """
 
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
+
+CURVE_PERIODS = 8  # the average curve covers periods 0..CURVE_PERIODS, over the cohorts observed that long
 
 counts = load_artifact(SOURCE)  # noqa: F821 - SOURCE and load_artifact come from run_python
 matrix = counts.pivot_table(index="cohort", columns="quarters_since", values="active_customers", aggfunc="sum")
-sizes = matrix[0]
+sizes = counts.groupby("cohort").cohort_size.max().reindex(matrix.index)
 retention = (matrix.div(sizes, axis=0) * 100).round(1)
-assert (retention[0] == 100).all(), "every cohort must be whole in its first period"
+assert (retention.fillna(0) <= 100).all().all(), "a cohort cannot have more active customers than members"
 
-# The average curve, weighted by cohort size, over the cohorts observed long enough for each period.
-weighted = {}
-for period in retention.columns:
-    observed = matrix[period].notna()
-    weighted[period] = round(100 * matrix.loc[observed, period].sum() / sizes[observed].sum(), 1)
-curve = pd.Series(weighted, name="avg_retention_pct")
+# The average curve over ONE set of cohorts (those observed for CURVE_PERIODS periods), weighted by size: pooling
+# each period over whichever cohorts reach it mixes different cohorts into one line and invents a trend.
+last = matrix.notna().iloc[:, ::-1].idxmax(axis=1)  # the last period each cohort was observed
+horizon = min(CURVE_PERIODS, int(last.max()))
+fixed = last[last >= horizon].index
+curve = (matrix.loc[fixed, range(horizon + 1)].sum() / sizes[fixed].sum() * 100).round(1)
+curve.name = "avg_retention_pct"
 
+# Are newer cohorts worse? Compare period 1 across cohorts that have it: the slope per cohort.
+first = retention[1].dropna() if 1 in retention.columns else pd.Series(dtype=float)
+slope = float(np.polyfit(np.arange(len(first)), first.to_numpy(), 1)[0]) if len(first) >= 4 else float("nan")
+spread = float(first.std()) if len(first) >= 4 else float("nan")
+change = slope * (len(first) - 1)  # the fitted change from the oldest to the newest cohort, in points
+if np.isnan(slope):
+    trend = "too few cohorts to compare"
+elif abs(change) <= max(5.0, 1.5 * spread):
+    trend = f"newer cohorts retain about the same (period-1 retention {change:+.1f} points oldest to newest)"
+else:
+    word = "less" if change < 0 else "more"
+    trend = f"newer cohorts retain {word} (period-1 retention {change:+.1f} points oldest to newest)"
+
+# Left-censoring: a first cohort far larger than the next ones holds customers who existed before the data.
+if len(sizes) >= 4 and sizes.iloc[0] > 1.5 * sizes.iloc[1:5].median():
+    print(
+        f"WARNING: the first cohort ({sizes.index[0]}: {int(sizes.iloc[0])}) is over 1.5x the next ones: it holds "
+        "customers who bought before the data starts (left-censoring); cohort by signup date, or leave out "
+        "the customers first seen in the first periods"
+    )
 print("cohort sizes:", sizes.astype(int).to_dict())
-print("average retention by periods since first order (%):", curve.to_dict())
+print(
+    f"average retention by periods since acquisition (%), over the {len(fixed)} cohorts observed "
+    f"{horizon} periods ({fixed[0]}..{fixed[-1]}):",
+    curve.to_dict(),
+)
+print("cohorts compared:", trend)
 
 fig, ax = plt.subplots(figsize=(9, 5))
 im = ax.imshow(retention.values, aspect="auto", cmap="Blues", vmin=0, vmax=100)
 ax.set_xticks(range(len(retention.columns)), retention.columns)
 ax.set_yticks(range(len(retention.index)), retention.index)
-ax.set_xlabel("periods since first order")
+ax.set_xlabel("periods since acquisition")
 ax.set_ylabel("cohort")
 ax.set_title("Customer retention by cohort (%)")
 fig.colorbar(im, ax=ax)

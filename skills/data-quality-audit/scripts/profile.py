@@ -7,6 +7,8 @@ Output: the findings table (severity, column, check, rows, examples) as the cell
 profile is printed.
 """
 
+import re
+
 import pandas as pd
 
 df = globals().get("DF")
@@ -32,6 +34,35 @@ def is_text(s: pd.Series) -> bool:
     return pd.api.types.is_object_dtype(s) or pd.api.types.is_string_dtype(s)
 
 
+# a full date (2025-03-01, 01/03/2025, 1.3.2025, with a time or not); period labels (Jan, Q1, 2025-Q1, H2,
+# FY25) are labels, not broken dates
+FULL_DATE = re.compile(r"^\s*(\d{4}[-/.]\d{1,2}[-/.]\d{1,2}|\d{1,2}[-/.]\d{1,2}[-/.]\d{2,4})([ T].*)?$")
+
+
+def groups_for(col):
+    """The text column that explains most of a number column's spread (a product for its price), if it
+    explains at least half: outliers are then judged within each group."""
+    s = pd.to_numeric(df[col], errors="coerce")
+    best, share = None, 0.5
+    total = ((s - s.mean()) ** 2).sum()
+    for other in df.columns:
+        kinds = df[other].nunique()
+        if other == col or not is_text(df[other]) or not 2 <= kinds <= min(50, len(df) / 5) or total <= 0:
+            continue
+        within = ((s - s.groupby(df[other]).transform("mean")) ** 2).sum()
+        if 1 - within / total > share:
+            best, share = other, 1 - within / total
+    return best
+
+
+def far_out(s: pd.Series) -> pd.Series:
+    """Beyond 3 x IQR from the quartiles (robust: a few extremes do not move the fences). Where most values
+    are equal (IQR 0, a list price), the spread is taken as a quarter of the median."""
+    q1, q3 = s.quantile([0.25, 0.75])
+    iqr = q3 - q1 if q3 > q1 else 0.25 * abs(s.median())
+    return (s < q1 - 3 * iqr) | (s > q3 + 3 * iqr) if iqr > 0 else pd.Series(False, index=s.index)
+
+
 profile = []
 for col in df.columns:
     s = df[col]
@@ -51,15 +82,18 @@ for col in df.columns:
     if is_text(s):
         text = s.dropna().astype(str)
         normalised = text.str.strip().str.lower()
-        variants = text.groupby(normalised).unique()
-        clashes = variants[variants.map(len) > 1]
-        if len(clashes):
-            rows = text[normalised.isin(clashes.index)].shape[0]
-            finding("medium", col, "same category spelled differently", rows, [list(v) for v in clashes[:3]])
-        as_dates = pd.to_datetime(text, errors="coerce", format="mixed")
-        if 0.5 < as_dates.notna().mean() < 1:
+        spellings = text.groupby([normalised, text]).size()
+        clashing = spellings[spellings.groupby(level=0).transform("size") > 1]
+        if len(clashing):  # the rows to fix: every spelling but the most common one of each value
+            to_fix = int(clashing.sum() - clashing.groupby(level=0).max().sum())
+            examples = [list(v.index.get_level_values(1)) for _, v in clashing.groupby(level=0)]
+            finding("medium", col, "same category spelled differently", to_fix, examples[:3])
+        full_dates = text.str.match(FULL_DATE)
+        if full_dates.mean() > 0.5:
+            as_dates = pd.to_datetime(text.where(full_dates), errors="coerce", format="mixed")
             bad = text[as_dates.isna()]
-            finding("high", col, "values that are not dates in a date column", len(bad), bad.unique()[:3])
+            if len(bad):
+                finding("high", col, "values that are not dates in a date column", len(bad), bad.unique()[:3])
         as_numbers = pd.to_numeric(text, errors="coerce")
         if 0.5 < as_numbers.notna().mean() < 1:
             bad = text[as_numbers.isna()]
@@ -71,12 +105,14 @@ for col in df.columns:
             finding("high", col, "negative values", (s < 0).sum(), s[s < 0].head(3))
         if "discount" in name and ((s < 0) | (s > 1)).any():
             finding("high", col, "discount outside 0-1", ((s < 0) | (s > 1)).sum(), s[(s < 0) | (s > 1)].head(3))
-        q1, q3 = s.quantile([0.25, 0.75])
-        iqr = q3 - q1
-        if iqr > 0:
-            far = (s < q1 - 3 * iqr) | (s > q3 + 3 * iqr)
-            if far.any():
-                finding("low", col, "outliers beyond 3 x IQR", far.sum(), s[far].head(3).round(2))
+        group = groups_for(col)
+        if group is None:
+            far, rule = far_out(s), "outliers beyond 3 x IQR"
+        else:  # a laptop's price is far from a pen's, not from other laptops'
+            far = s.groupby(df[group].fillna("(missing)")).transform(lambda g: far_out(g) if len(g) >= 5 else g != g)
+            far, rule = far.astype(bool), f"outliers beyond 3 x IQR within each {group}"
+        if far.any():
+            finding("low", col, rule, far.sum(), s[far].head(3).round(2))
 
 duplicates = df.duplicated()
 if duplicates.any():

@@ -5,7 +5,8 @@ net_revenue, units, as query_metrics(metrics=["net_revenue", "units"], dimension
 returns them; the last two periods are compared — or one row per item with the columns
     <item>, qty_prior, revenue_prior, qty_current, revenue_current
 (the first column names the item). Run in run_python as:  SOURCE = "artifact_..."  then this script.
-Output: the bridge as the cell's value, printed too; the steps add up to the change (checked).
+Output: the bridge as the cell's value, printed too; the steps add up to the change (checked). Volume is
+valued at each item's prior price, so the unit an item is counted in (pack or piece) does not move it.
 """
 
 import pandas as pd
@@ -32,36 +33,45 @@ def two_periods(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def price_volume_mix(df: pd.DataFrame) -> pd.DataFrame:
+    """Volume is valued at each item's own prior-period price, so it does not depend on the unit an item is
+    counted in (a pack or a piece); the mix between items is part of it (run the bridge per category for
+    the mix between categories)."""
     numbers = ["qty_prior", "revenue_prior", "qty_current", "revenue_current"]
     d = df.copy()
     d[numbers] = d[numbers].fillna(0).astype(float)
     both = d[(d.qty_prior > 0) & (d.qty_current > 0)]
-    only_one = d.drop(both.index)
-    q0, q1 = both.qty_prior.sum(), both.qty_current.sum()
+    new = d[(d.qty_prior <= 0) & (d.qty_current > 0)]
+    gone = d[(d.qty_prior > 0) & (d.qty_current <= 0)]
+    rest = d.drop(both.index.union(new.index).union(gone.index))  # revenue without units (e.g. fees)
     p0 = both.revenue_prior / both.qty_prior  # unit price per item, prior period
     p1 = both.revenue_current / both.qty_current
-    avg_price_prior = both.revenue_prior.sum() / q0
-    volume = (q1 - q0) * avg_price_prior
-    mix = ((both.qty_current / q1 - both.qty_prior / q0) * q1 * p0).sum()
+    at_prior_prices = (both.qty_current * p0).sum()
+    volume = at_prior_prices - both.revenue_prior.sum()
     price = ((p1 - p0) * both.qty_current).sum()
-    new_and_lost = only_one.revenue_current.sum() - only_one.revenue_prior.sum()
     prior, current = d.revenue_prior.sum(), d.revenue_current.sum()
-    change = current - prior
-    gap = prior + volume + mix + price + new_and_lost - current
-    assert abs(gap) <= 1e-6 * max(1.0, abs(current)), f"bridge does not add up: off by {gap}"
+    other = rest.revenue_current.sum() - rest.revenue_prior.sum()
     steps = [
         ("prior period revenue", prior),
-        ("volume", volume),
-        ("mix", mix),
+        ("volume at prior prices", volume),
         ("price and discount", price),
-        ("new and discontinued items", new_and_lost),
-        ("current period revenue", current),
+        ("new items", new.revenue_current.sum()),
+        ("discontinued items", -gone.revenue_prior.sum()),
     ]
+    if other:
+        steps.append(("revenue without units", other))
+    steps.append(("current period revenue", current))
+    gap = sum(v for _, v in steps[:-1]) - current
+    assert abs(gap) <= 1e-6 * max(1.0, abs(current)), f"bridge does not add up: off by {gap}"
+    change = current - prior
     bridge = pd.DataFrame(steps, columns=["step", "revenue"])
-    bridge["share_of_change_pct"] = [None, *(100 * v / change if change else None for _, v in steps[1:5]), None]
+    bridge["share_of_change_pct"] = [None, *(100 * v / change if change else None for _, v in steps[1:-1]), None]
+    bridge.attrs["volume_index"] = 100 * at_prior_prices / both.revenue_prior.sum() if len(both) else None
     return bridge
 
 
-bridge = price_volume_mix(two_periods(load_artifact(SOURCE)))  # noqa: F821 - SOURCE and load_artifact come from run_python
+items = two_periods(load_artifact(SOURCE))  # noqa: F821 - SOURCE and load_artifact come from run_python
+bridge = price_volume_mix(items)
 print(bridge.round(2).to_string(index=False))
+if bridge.attrs["volume_index"] is not None:
+    print(f"volume index, continuing items at prior prices (prior = 100): {bridge.attrs['volume_index']:.1f}")
 bridge
