@@ -491,3 +491,109 @@ async def test_data_quality_audit_reports_what_needs_fixing_and_not_the_genuine(
     ]
     assert found == repr(expected), found
     assert await value(s, "findings.examples[findings.column == 'unit_price'].iloc[0]") == "'245.0'"
+
+
+def metric_step_and_sql(section: str) -> tuple[dict[str, Any], list[str]]:
+    """A skill's query_metrics arguments (its first such step) and its SQL blocks, in order."""
+    steps = STEP.findall(section)
+    metrics = next(json.loads(code) for language, _, code in steps if language == "query_metrics")
+    return metrics, [code for language, _, code in steps if language == "sql"]
+
+
+async def run_script(session: ClientSession, skill: str, script: str, source: str, **variables: Any) -> str:
+    """A skill's script, as the model reads it, run on ``source`` with extra variables set first."""
+    read = text_of(await ok(session, "use_skill", name=skill, path=script, output_level="full"))
+    code = read.split("\n", 2)[2].rstrip("\n")
+    head = "".join(f"{k} = {v!r}\n" for k, v in {"SOURCE": source, **variables}.items())
+    return text_of(await ok(session, "run_python", code=head + code, output_level="standard"))
+
+
+async def test_budget_vs_actual_finds_the_planted_miss_and_nothing_on_a_clean_plan(s: ClientSession) -> None:
+    """The demo's 2025 plan counts a 60,000-a-month deal for West x Computers in April-June that never closed
+    (ba_mcp/demo_data.py BUDGET_MISS): the one miss beyond normal variation, about -180,000. With that deal
+    taken out of the plan, nothing is flagged."""
+    out = await follow(s, "budget-vs-actual")
+    assert "misses beyond normal variation" in out["scripts/budget_variance.py"]
+    found = await value(s, "[(f.quarter, f.region, f.category) for f in flags.itertuples()]")
+    assert found == "[('2025-Q2', 'West', 'Computers')]", out
+    shortfall = float(await value(s, "float(flags.variance.iloc[0])"))
+    plain = text_of(
+        await ok(
+            s,
+            "query_database",
+            query="SELECT (SELECT sum(net_revenue) FROM order_facts WHERE status = 'completed' AND region_name = "
+            "'West' AND category = 'Computers' AND order_date >= DATE '2025-04-01' AND order_date < DATE "
+            "'2025-07-01') - (SELECT sum(target_revenue) FROM budget WHERE region_name = 'West' AND category = "
+            "'Computers' AND month BETWEEN DATE '2025-04-01' AND DATE '2025-06-01')",
+            output_level="full",
+        )
+    )
+    assert shortfall == pytest.approx(float(plain.strip().split("\n")[-1]), abs=0.01)
+    assert -240_000 < shortfall < -120_000  # the 180,000 that never came, give or take the quarter's noise
+    section = own_section(text_of(await ok(s, "use_skill", name="budget-vs-actual")))
+    metrics, (sql,) = metric_step_and_sql(section)
+    actuals = meta_of(await ok(s, "query_metrics", **metrics))["artifact_id"]
+    clean_plan = (
+        "(SELECT month, region_name, category, target_revenue - CASE WHEN region_name = 'West' AND category = "
+        "'Computers' AND month BETWEEN DATE '2025-04-01' AND DATE '2025-06-01' THEN 60000 ELSE 0 END "
+        "AS target_revenue FROM budget)"
+    )
+    clean_sql = sql.replace("FROM budget b", f"FROM {clean_plan} b").replace("artifact_from_previous_query", actuals)
+    assert clean_sql != sql
+    clean = meta_of(await ok(s, "query_database", query=clean_sql, output_level="brief"))["artifact_id"]
+    text = await run_script(s, "budget-vs-actual", "scripts/budget_variance.py", clean)
+    assert await value(s, "len(flags)") == "0", text
+
+
+async def test_returns_and_cancellations_flag_the_ergo_chair_and_nothing_else(s: ClientSession) -> None:
+    """The demo's Ergo Chair orders are returned about four times as often as the rest (a planted 20 % on
+    top of the 6 % every order has); every other product and all cancellations are chance."""
+    out = await follow(s, "returns-and-cancellations")
+    text = out["scripts/return_outliers.py"]
+    assert await value(s, "[(f.item, f.kind) for f in flags.itertuples()]") == "[('Ergo Chair', 'returned')]", text
+    rate = float(await value(s, "float(flags.rate_pct.iloc[0])"))
+    plain = text_of(
+        await ok(
+            s,
+            "query_database",
+            query="SELECT round(100.0 * count(DISTINCT order_id) FILTER (WHERE status = 'returned') / "
+            "count(DISTINCT order_id) FILTER (WHERE status IN ('completed', 'returned')), 2) FROM order_facts "
+            "WHERE product_name = 'Ergo Chair'",
+            output_level="full",
+        )
+    )
+    assert rate == float(plain.strip().split("\n")[-1]) and rate > 20
+    assert int(await value(s, "len(rates)")) == 50  # 25 products x (returns, cancellations) compared
+
+
+async def test_profitability_finds_the_key_account_sold_below_cost(s: ClientSession) -> None:
+    """The demo's customer 162 buys everything at 45 % off (ba_mcp/demo_data.py LOSS_MAKING_CUSTOMER): the one
+    customer who loses money, and the discount is why; no other customer, channel or product loses money."""
+    out = await follow(s, "profitability")
+    text = out["scripts/customer_profit.py"]
+    assert await value(s, "loss_makers.customer_id.tolist()") == "[162]", text
+    assert await value(s, "float(loss_makers.avg_discount.iloc[0])") == "0.45"
+    plain = text_of(
+        await ok(
+            s,
+            "query_database",
+            query="SELECT round(sum(gross_margin), 2) FROM order_facts WHERE status = 'completed' AND customer_id = 162",
+            output_level="full",
+        )
+    )
+    margin = float(await value(s, "float(loss_makers.margin.iloc[0])"))
+    assert margin == float(plain.strip().split("\n")[-1]) < 0
+    assert float(await value(s, "peak_pct")) > 100  # the curve rises above the total, then falls back to 100
+    section = own_section(text_of(await ok(s, "use_skill", name="profitability")))
+    for language, _, code in STEP.findall(section)[:2]:
+        assert language == "query_metrics"
+        result = meta_of(await ok(s, "query_metrics", **{**json.loads(code), "output_level": "brief"}))["artifact_id"]
+        losing = text_of(
+            await ok(
+                s,
+                "query_database",
+                query=f"SELECT count(*) FILTER (WHERE gross_margin <= 0) || '/' || count(*) FROM {result}",
+                output_level="full",
+            )
+        )
+        assert re.fullmatch(r"0/[1-9]\d*", losing.strip().split("\n")[-1]), losing
