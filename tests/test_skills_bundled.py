@@ -597,3 +597,62 @@ async def test_profitability_finds_the_key_account_sold_below_cost(s: ClientSess
             )
         )
         assert re.fullmatch(r"0/[1-9]\d*", losing.strip().split("\n")[-1]), losing
+
+
+PLANTED_LIFT = """
+import numpy as np, pandas as pd
+rng = np.random.default_rng(7)
+n = 6000
+product = rng.choice(["pens", "paper", "toner", "chairs"], n)
+channel = rng.choice(["online", "b2b"], n)
+# discounts go mostly to paper, which sells in large quantities anyway: a naive comparison is biased
+discount = np.where(product == "paper", rng.choice([0.1, 0.2], n), rng.choice([0, 0, 0, 0.1, 0.2], n))
+base = pd.Series(product).map({"pens": 3.0, "paper": 12.0, "toner": 2.0, "chairs": 1.5}).to_numpy()
+quantity = base * np.exp(2.0 * discount + rng.normal(0, 0.5, n))  # +22.1 % per 10 points of discount
+SOURCE = save_artifact(pd.DataFrame({"product": product, "channel": channel, "discount": discount,
+                                     "quantity": quantity}))
+"""
+
+
+async def test_discount_effectiveness_finds_a_planted_lift_and_none_in_the_demo(s: ClientSession) -> None:
+    """The demo's discounts are drawn independently of the quantity bought: no lift (and the key accounts'
+    contract discount is compared within the channel). Planted: quantity x exp(2 x discount), a lift of
+    +22.1 % per 10 points, with discounts concentrated on a high-quantity product."""
+    out = await follow(s, "discount-effectiveness")
+    text = out["scripts/discount_lift.py"]
+    assert await value(s, "detectable") == "False", text
+    assert abs(float(await value(s, "lift_pct"))) < 2, text
+    script = (SKILLS / "discount-effectiveness" / "scripts" / "discount_lift.py").read_text()
+    await ok(s, "run_python", code=PLANTED_LIFT)
+    text = text_of(await ok(s, "run_python", code=script, output_level="standard"))
+    assert await value(s, "detectable") == "True", text
+    assert float(await value(s, "lift_pct")) == pytest.approx(22.14, abs=3), text
+    low, high = (float(v) for v in (await value(s, "lift_ci")).strip("()").split(","))
+    assert 0 < low < high < 30  # an interval, clear of zero
+
+
+async def test_ab_test_readout_finds_the_real_effect_and_not_the_null_one(s: ClientSession) -> None:
+    """The demo's one_page_checkout converts 8.0 % vs 9.2 % by construction (a 1.2-point lift); the
+    green_buy_button's variants convert alike (ba_mcp/demo_data.py EXPERIMENTS). Both split 50/50."""
+    out = await follow(s, "ab-test-readout")
+    text = out["scripts/ab_readout.py"]
+    assert await value(s, "significant") == "True", text
+    low, high = (float(v) for v in (await value(s, "diff_ci")).strip("()").split(","))
+    assert low < 1.2 < high and low > 0, text
+    assert float(await value(s, "srm_p")) > 0.01
+    section = own_section(text_of(await ok(s, "use_skill", name="ab-test-readout")))
+    totals = FENCE.findall(section)[1][1].replace("one_page_checkout", "green_buy_button")
+    null = meta_of(await ok(s, "query_database", query=totals, output_level="brief"))["artifact_id"]
+    text = await run_script(s, "ab-test-readout", "scripts/ab_readout.py", null)
+    assert await value(s, "significant") == "False", text
+    low, high = (float(v) for v in (await value(s, "diff_ci")).strip("()").split(","))
+    assert low < 0 < high, text
+    # a broken split (7,000 vs 6,500 planned 50/50) is reported and voids a large difference
+    await ok(
+        s,
+        "run_python",
+        code="import pandas as pd\nSOURCE = save_artifact(pd.DataFrame({'variant': ['control', 'treatment'], "
+        "'visitors': [7000, 6500], 'conversions': [560, 700]}))",
+    )
+    text = await run_script(s, "ab-test-readout", "scripts/ab_readout.py", (await value(s, "SOURCE")).strip("'"))
+    assert "SAMPLE RATIO MISMATCH" in text and await value(s, "significant") == "False", text
