@@ -656,3 +656,64 @@ async def test_ab_test_readout_finds_the_real_effect_and_not_the_null_one(s: Cli
     )
     text = await run_script(s, "ab-test-readout", "scripts/ab_readout.py", (await value(s, "SOURCE")).strip("'"))
     assert "SAMPLE RATIO MISMATCH" in text and await value(s, "significant") == "False", text
+
+
+async def test_customer_lifetime_value_predicts_a_steady_year_and_warns_when_customers_churn(
+    s: ClientSession,
+) -> None:
+    """The demo's customers buy at steady rates and never churn (ba_mcp/demo_data.py): the model's
+    assumptions hold, so fitted on 2022-2024 it predicts 2025's margin within 15 % and ranks customers
+    well. Planted churn (half the customers stop at the cut-off) makes the check fail and say so."""
+    out = await follow(s, "customer-lifetime-value")
+    text = out["scripts/clv.py"]
+    assert abs(float(await value(s, "check_ratio")) - 1) < 0.15, text
+    assert float(await value(s, "rank_correlation")) > 0.45, text  # one year's margin is noisy (laptop orders)
+    top = float(await value(s, "float(holdout.actual.loc[10] / holdout.actual.sum())"))
+    assert top > 0.4, text  # the tenth of customers predicted best made over 40 % of next year's margin
+    plain = text_of(
+        await ok(
+            s,
+            "query_database",
+            query="SELECT round(sum(f.gross_margin), 2) FROM order_facts f JOIN customers c USING (customer_id) "
+            "WHERE f.status = 'completed' AND f.order_date >= DATE '2025-01-01' AND c.signup_date < DATE '2025-01-01'",
+            output_level="full",
+        )
+    )
+    actual = float(await value(s, "float(holdout.actual.sum())"))
+    assert actual == pytest.approx(float(plain.strip().split("\n")[-1]), abs=len(text))  # rounded per decile
+    assert await value(s, "int(clv.customer_id.nunique())") == "2500"
+    churn = (
+        "frame = load_artifact(SOURCE)\n"
+        "gone = frame.customer_id % 2 == 0\n"
+        "frame.loc[gone, ['orders_after', 'margin_after']] = 0\n"
+        "SOURCE = save_artifact(frame)"
+    )
+    await ok(s, "run_python", code=churn)
+    script = (SKILLS / "customer-lifetime-value" / "scripts" / "clv.py").read_text()
+    text = text_of(await ok(s, "run_python", code=script, output_level="standard"))
+    assert float(await value(s, "check_ratio")) > 1.6 and "WARNING: the model over-predicts" in text, text
+
+
+PLANTED_ANOMALIES = """
+frame = load_artifact(SOURCE)
+day = frame.columns[0]
+dates = frame[day].astype(str).str[:10]
+frame.loc[dates == "2025-11-28", "order_count"] = 0  # the shop is down on its busiest Friday
+frame.loc[dates == "2025-03-05", "order_count"] = frame.loc[dates == "2025-03-05", "order_count"] * 3  # bots
+SOURCE = save_artifact(frame)
+"""
+
+
+async def test_kpi_anomaly_detection_finds_the_planted_days_and_no_seasonal_false_alarm(s: ClientSession) -> None:
+    """The demo's daily orders have weekends, a November-December peak, a summer dip and growth, and no
+    anomaly: none is flagged. Planted in the same series: no orders on 2025-11-28 and three times the orders
+    on 2025-03-05 - exactly those two days are found."""
+    out = await follow(s, "kpi-anomaly-detection")
+    text = out["scripts/kpi_anomalies.py"]
+    assert await value(s, "len(anomalies)") == "0", text
+    assert await value(s, "len(expected)") == "1461"  # every day of 2022-2025, a day without orders too
+    await ok(s, "run_python", code=PLANTED_ANOMALIES)
+    script = (SKILLS / "kpi-anomaly-detection" / "scripts" / "kpi_anomalies.py").read_text()
+    text = text_of(await ok(s, "run_python", code=script, output_level="standard"))
+    found = await value(s, "list(zip(anomalies.period, anomalies.direction))")
+    assert found == "[('2025-03-05', 'high'), ('2025-11-28', 'low')]", text
