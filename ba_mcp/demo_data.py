@@ -369,7 +369,8 @@ def _budget(orders, order_lines, products, customers, regions, days, weight):  #
     rows = []
     for (region, category), total in revenue.items():
         for month, share in month_share.items():
-            rows.append((pd.Timestamp(2025, month, 1), region, category, round(float(total * share * 1.02), -2)))
+            target = round(float(total * share * 1.02), -2)
+            rows.append((pd.Timestamp(f"2025-{month:02d}-01"), region, category, target))
     budget = pd.DataFrame(rows, columns=["month", "region_name", "category", "target_revenue"])
     region, category, months, extra = BUDGET_MISS
     planted = (budget.region_name == region) & (budget.category == category) & budget.month.isin(pd.to_datetime(months))

@@ -168,7 +168,8 @@ def compact_schema(schema: dict[str, Any]) -> dict[str, Any]:
     """A parameter schema as the model needs it: no generated titles, ``X | None = None`` as plain ``X``
     (omitting it means None), no ``"default": null``, no ``"type"`` beside an ``enum`` of strings, and no limits a
     model never nears (a text's ``minLength: 1`` and ``maxLength`` of 1,000 or more, a ``maximum`` of a million
-    or more) — the server's validation still enforces every one of them (``Runner``: the Params model)."""
+    or more, an integer's ``minimum`` of 0 or 1, ``exclusiveMinimum: 0``, ``minItems: 1``) — the server's
+    validation still enforces every one of them (``Runner``: the Params model)."""
 
     def simplify(node: Any) -> Any:
         if isinstance(node, list):
@@ -194,6 +195,12 @@ def compact_schema(schema: dict[str, Any]) -> dict[str, Any]:
             node.pop("maxLength")
         if node.get("maximum", 0) >= 1_000_000:
             node.pop("maximum")
+        if node.get("minimum") in (0, 1) and node.get("type") == "integer":
+            node.pop("minimum")  # a count, an index: no model sends a negative one
+        if node.get("exclusiveMinimum") == 0:
+            node.pop("exclusiveMinimum")  # a duration: more than zero goes without saying
+        if node.get("minItems") == 1:
+            node.pop("minItems")
         if "default" in node and node["default"] in ("", False, 0, []) and node["default"] is not None:
             node.pop("default")  # a text's, a flag's, a count's zero: what a model assumes unsaid
         if node.get("type") == "object" and node.get("additionalProperties") is True:

@@ -262,9 +262,9 @@ async def test_each_user_invocable_skill_is_a_prompt_embedding_its_skill_and_the
 async def test_use_skill_description_holds_the_catalog_after_how_to_use_it(client: Client) -> None:
     tool = next(t for t in (await client.list_tools()).tools if t.name == "use_skill")
     description = tool.description or ""
-    assert description.startswith("Load a skill")
-    assert description.index("use_skill(name)") < description.index("- good: Summarise sales")
-    assert "- model-only: Only for the model." in description
+    assert description.startswith("Analysis playbooks: before a task one fits, load it with use_skill(name)")
+    assert description.index("use_skill(name)") < description.index("\ngood: Summarise sales")
+    assert "\nmodel-only: Only for the model." in description
     assert "hidden-skill" not in description  # disable-model-invocation: not for the model
 
 
@@ -320,7 +320,7 @@ async def test_catalog_over_budget_lists_names_only_and_stays_within_it(skills_d
     ) as c:
         description = (await c.list_tools()).tools[0].description or ""
     catalog = description.split("Skills:\n", 1)[1]
-    lines = [line for line in catalog.splitlines() if line.startswith("- ")]
+    lines = [line for line in catalog.splitlines() if not line.startswith("More skills")]
     assert lines and counter.raw_tokens("\n".join(lines)) <= 60
     assert "More skills (use_skill returns their description): " in catalog and "tools-list" in catalog
 

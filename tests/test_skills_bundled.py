@@ -577,7 +577,8 @@ async def test_profitability_finds_the_key_account_sold_below_cost(s: ClientSess
         await ok(
             s,
             "query_database",
-            query="SELECT round(sum(gross_margin), 2) FROM order_facts WHERE status = 'completed' AND customer_id = 162",
+            query="SELECT round(sum(gross_margin), 2) FROM order_facts "
+            "WHERE status = 'completed' AND customer_id = 162",
             output_level="full",
         )
     )

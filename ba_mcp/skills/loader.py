@@ -599,14 +599,14 @@ class Skills:
         return order
 
     def catalog(self, budget_tokens: int) -> tuple[list[str], list[str]]:
-        """Level 1 for the model: ``- name: description`` lines for the skills that fit ``budget_tokens``,
+        """Level 1 for the model: ``name: when to use it`` lines for the skills that fit ``budget_tokens``,
         then the names of those that did not. Tokens are estimated on the safe side (a token per three
         bytes: real text averages about four)."""
         lines: list[str] = []
         names_only: list[str] = []
         used = 0
         for skill in self.model_skills():
-            line = f"- {skill.name}: {brief(skill.description)}"
+            line = f"{skill.name}: {brief(skill.description)}"
             cost = estimate_tokens(line)
             if not names_only and used + cost <= budget_tokens:
                 lines.append(line)
@@ -618,12 +618,12 @@ class Skills:
 
 def brief(description: str) -> str:
     """A description as the catalog shows it: its "Use …" sentence, which says when to load it (the name says
-    what it is), else its headline (up to " - ", where the details start); the whole description comes with
-    the skill."""
+    what it is), without the "Use" ("for A/B tests."), else its headline (up to " - ", where the details
+    start); the whole description comes with the skill."""
     head, sep, rest = description.partition(" - ")
     if not sep:
         return description
-    return rest[rest.find("Use ") :].strip() if "Use " in rest else head.rstrip(".") + "."
+    return rest[rest.find("Use ") + 4 :].strip() if "Use " in rest else head.rstrip(".") + "."
 
 
 def estimate_tokens(text: str) -> int:

@@ -93,8 +93,8 @@ class SaveAnalysis(_Analyses):
     name = "save_analysis"
     title = "Save an analysis"
     description = (
-        "Save this session's calls as an analysis the analyst re-runs without you; parameters are literals "
-        'of the steps to vary: {"since": "2024-01-01"}.'
+        "Save this session's calls as an analysis to re-run without you; parameters: literals of the steps "
+        'to vary, {"since": "2024-01-01"}.'
     )
     Params = SaveAnalysisParams
 

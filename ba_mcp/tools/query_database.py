@@ -72,8 +72,8 @@ class QueryDatabase(Tool):
     name = "query_database"
     title = "Query a database"
     description = (
-        "One read-only SQL statement (DuckDB) on a database — default 'demo', an office-supplies retailer "
-        "2022–2025 (orders, customers, products, view order_facts …); schema: db://{database}/schema — or on "
+        "One read-only SQL statement (DuckDB) on a database — default 'demo', a retailer 2022–2025 (orders, "
+        "customers, products, budget, view order_facts …); schema: db://{database}/schema — or on "
         "workspace data: FROM 'uploads/sales.csv', upload_sales, artifact_<id>. Results over max_rows are kept "
         "whole as an artifact; CREATE TEMP TABLE keeps one."
     )

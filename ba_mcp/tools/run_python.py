@@ -85,7 +85,7 @@ class RunPython(BaseTool):
             "Helpers: load_file(id_or_path, **pandas_kw) → DataFrame (upload_<name>"
             f"{''.join(', ' + n + '/<path>' for n in read_roots)}); open_file(id_or_path, mode); "
             "load_artifact(id); save_artifact(obj, title=None) → artifact id; "
-            "export(obj_or_id, 'reports/q3.xlsx') → a file for the analyst"
+            "export(obj_or_id, 'reports/q3.xlsx') → the analyst's file"
             f"{helper}.\n"
             f"Output shows its first {sandbox.output_head_chars:,} and last {sandbox.output_tail_chars:,} characters. "
             "No network.\n"

@@ -27,8 +27,8 @@ class UseSkillParams(ToolParams):
 
 
 USAGE = (
-    "Load a skill (an analysis playbook) with use_skill(name) before a task that matches one below, and "
-    "follow it; use_skill(name, path) reads its files."
+    "Analysis playbooks: before a task one fits, load it with use_skill(name) and follow it; use_skill(name, "
+    "path) reads its files."
 )
 
 

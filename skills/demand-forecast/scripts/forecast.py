@@ -1,7 +1,8 @@
 """Monthly forecast with prediction intervals and a backtest.
 
-Input: SOURCE, the id of a table artifact with a month column (dates) and a value column; optional
-HORIZON (months ahead, default 12). Run in run_python as:  SOURCE = "artifact_..."  then this script.
+Input: SOURCE, the id of a table artifact with a month column (dates: `month`, else the first column) and
+a value column (`value`, else VALUE names it, else the second column: query_metrics' first metric);
+optional HORIZON (months ahead, default 12). Run in run_python as:  SOURCE = "artifact_..."  then this script.
 Output: the forecast table (month, forecast, lo80, hi80, lo95, hi95) as the cell's value; the backtest and
 a chart are printed / drawn.
 """
@@ -15,7 +16,11 @@ from statsmodels.tsa.exponential_smoothing.ets import ETSModel
 
 horizon = int(globals().get("HORIZON", 12))
 data = load_artifact(SOURCE)  # noqa: F821 - SOURCE and load_artifact come from run_python
-series = pd.Series(data["value"].astype(float).values, index=pd.DatetimeIndex(pd.to_datetime(data["month"])))
+month_column = "month" if "month" in data.columns else data.columns[0]
+value_column = globals().get("VALUE") or ("value" if "value" in data.columns else data.columns[1])
+series = pd.Series(
+    data[value_column].astype(float).values, index=pd.DatetimeIndex(pd.to_datetime(data[month_column]))
+)
 series = series.asfreq("MS")
 assert series.notna().all(), "the series has missing months: fill or explain them first"
 assert len(series) >= 24, f"{len(series)} months: a seasonal model needs at least 24"
