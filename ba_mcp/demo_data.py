@@ -292,14 +292,13 @@ def _build(path: Path) -> None:
         }
     )
 
-    # Planted answers the skills' tests know (README, "What the demo data hides"):
-    # the Ergo Chair comes back: a completed order with one is returned 1 time in 5 more ...
+    # Answers planted for the skills' tests (README, "The demo database and your own"): a completed order with
+    # an Ergo Chair becomes a return 1 time in 5, on top of the 6 % every order has ...
     chair = products.product_id[products.product_name == "Ergo Chair"].iloc[0]
     with_chair = orders.order_id.isin(order_lines.order_id[order_lines.product_id == chair])
     orders.loc[with_chair & (orders.status == "completed") & (rng.random(N_ORDERS) < 0.2), "status"] = "returned"
     # ... and one key account buys everything at 45 % off, below cost.
-    key_account = LOSS_MAKING_CUSTOMER
-    of_key_account = orders.customer_id == key_account
+    of_key_account = orders.customer_id == LOSS_MAKING_CUSTOMER
     orders.loc[of_key_account, "channel_id"] = 4
     order_lines.loc[order_lines.order_id.isin(orders.order_id[of_key_account]), "discount"] = 0.45
     budget = _budget(orders, order_lines, products, customers, regions, days, weight)
