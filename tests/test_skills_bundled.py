@@ -713,3 +713,38 @@ async def test_the_demo_has_no_order_before_its_customer_signed_up(s: ClientSess
     )
     assert early == "0"
     assert await scalar(s, "SELECT count(*) FROM orders") == "20000"
+
+
+PLANTED_CUSTOMERS = """
+import pandas as pd
+end, rows = pd.Timestamp("2025-12-31"), []
+def add(customer, days_ago, revenue):
+    rows.append((customer, len(rows) + 1, end - pd.Timedelta(days=days_ago), "completed", revenue))
+for c in range(1, 101):  # 100 ordinary customers: 1-5 orders, 200-700 days ago, modest revenue
+    for k in range(1 + c % 5):
+        add(c, 200 + (c * 7 + k * 53) % 500, 50 + (c * 13) % 200)
+for k in range(30):
+    add(1001, 5 + 20 * k, 900)  # buys often, a lot, and recently
+    add(1002, 500 + 10 * k, 900)  # bought often and a lot, but not for 500 days
+add(1003, 30, 100)
+add(1003, 10, 100)  # first order a month ago
+add(1004, 700, 20)  # one small order two years ago
+SOURCE = save_artifact(pd.DataFrame(rows, columns=["customer_id", "order_id", "order_date", "status", "net_revenue"]))
+"""
+
+
+async def test_rfm_puts_planted_customers_in_their_segments(s: ClientSession) -> None:
+    """Planted among 100 ordinary customers: a frequent, big, recent buyer (Champions), the same buyer gone
+    quiet 500 days ago (At risk), a customer whose first order was a month ago (New) and one small order two
+    years ago (Hibernating)."""
+    loaded = own_section(text_of(await ok(s, "use_skill", name="rfm-segmentation")))
+    first = FENCE.findall(loaded)[0][1]
+    await ok(s, "run_python", code=PLANTED_CUSTOMERS)
+    planted = (await value(s, "SOURCE")).strip("'")
+    scored = meta_of(await ok(s, "query_database", query=first.replace("order_facts", planted), output_level="brief"))
+    segments = await scalar(
+        s,
+        f"SELECT string_agg(customer_id || '=' || segment, ' ' ORDER BY customer_id) FROM {scored['artifact_id']} "
+        "WHERE customer_id > 1000",
+    )
+    assert segments == "1001=Champions 1002=At risk 1003=New 1004=Hibernating", segments
