@@ -177,6 +177,10 @@ async def test_sales_performance_review_bridge_adds_up_to_the_revenue_change(s: 
     assert current == pytest.approx(revenue_2025, abs=0.01)
     steps = float(await value(s, "float(bridge.revenue.iloc[1:-1].sum() + bridge.revenue.iloc[0])"))
     assert steps == pytest.approx(current, rel=1e-9)
+    # the clean demo sells all 25 products in both years: no item is new or discontinued
+    assert await value(s, "bridge.set_index('step').revenue[['new items', 'discontinued items']].tolist()") == (
+        "[0.0, 0.0]"
+    )
 
 
 PENS_PER_PIECE = """

@@ -34,8 +34,8 @@ def two_periods(df: pd.DataFrame) -> pd.DataFrame:
 
 def price_volume_mix(df: pd.DataFrame) -> pd.DataFrame:
     """Volume is valued at each item's own prior-period price, so it does not depend on the unit an item is
-    counted in (a pack or a piece); the mix between items is part of it (run the bridge per category for
-    the mix between categories)."""
+    counted in (a pack or a piece); the mix between items is part of it (a split into more units and mix
+    needs a common unit across items)."""
     numbers = ["qty_prior", "revenue_prior", "qty_current", "revenue_current"]
     d = df.copy()
     d[numbers] = d[numbers].fillna(0).astype(float)
@@ -55,7 +55,7 @@ def price_volume_mix(df: pd.DataFrame) -> pd.DataFrame:
         ("volume at prior prices", volume),
         ("price and discount", price),
         ("new items", new.revenue_current.sum()),
-        ("discontinued items", -gone.revenue_prior.sum()),
+        ("discontinued items", 0.0 - gone.revenue_prior.sum()),  # 0.0 - : no "-0.0"
     ]
     if other:
         steps.append(("revenue without units", other))
