@@ -137,3 +137,37 @@ class Tool:
         """For CacheMode.IDENTITY: a string that changes whenever what the call reads changes.
         None means: do not cache this call."""
         return None
+
+
+def execute_bounded(tool: Tool, params: Any, ctx: ToolContext, parent: ToolContext | None = None) -> RawResult:
+    """One sync call of ``tool`` the way the runner bounds a live call, for callers that are not the runner (a
+    saved analysis's replay): the call runs in a thread of its own; at ``ctx.timeout`` plus the tool's
+    grace — or when ``parent`` is cancelled — ``ctx`` is cancelled (what the tool registered interrupts or
+    kills its worker) and the work is waited for, so a step that timed out does not keep running behind the
+    caller. Raises the tool's ToolFailure, or ``timeout``."""
+    from ba_mcp import callers
+    from ba_mcp.errors import timed_out
+
+    box: dict[str, Any] = {}
+    acting = callers.current()
+
+    def work() -> None:
+        with callers.acting_as(acting):
+            try:
+                box["raw"] = tool.execute(params, ctx)
+            except BaseException as exc:
+                box["error"] = exc
+
+    if parent is not None:
+        parent.on_cancel(ctx.cancel)
+    thread = threading.Thread(target=work, name=f"bounded-{tool.name}", daemon=True)
+    thread.start()
+    thread.join(ctx.timeout + tool.deadline_grace())
+    if thread.is_alive() or (parent is not None and parent.cancelled.is_set()):
+        ctx.cancel()
+        thread.join(30.0)  # the engine is interrupted, then its worker killed: the work ends
+        raise timed_out(f"{tool.name} did not finish within {ctx.timeout:g} s")
+    if "error" in box:
+        raise box["error"]
+    raw: RawResult = box["raw"]
+    return raw

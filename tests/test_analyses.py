@@ -223,3 +223,79 @@ async def test_a_saved_analysis_is_a_prompt_and_a_wrong_type_is_named(saved: Pat
     run = ba("analyses", "run", "typed", "--param", "since=soon", workspace=ws)
     assert run.returncode == 2 and "parameter since takes a int value; 'soon' is not one" in run.stderr, run.stderr
     shutil.rmtree(typed)
+
+
+# -- S-13: nothing the model writes becomes code run on the host -------------------------------------------------
+
+
+def hostile(marker: Path) -> str:
+    """Python that writes ``marker`` wherever a text is pasted into a ``\"\"\"`` or ``'''`` string of a script."""
+    act = f"__import__('pathlib').Path({str(marker)!r}).write_text('ran on the host')"
+    return f"x\"\"\"\n{act}\n\"\"\"'''\n{act}\n'''\\"
+
+
+async def test_model_written_texts_never_run_as_host_code_when_an_analysis_is_re_run(
+    s: ClientSession, ws: Path, tmp_path: Path
+) -> None:
+    marker = tmp_path / "marker"
+    evil = hostile(marker)
+    # a metrics filter whose literal holds ''' (a SQL string of quotes), SQL and code holding """, ''', \\ and lines
+    where = "regions.region = '''+__import__(\"pathlib\").Path(\"" + str(marker) + "\").write_text(\"x\")+'''"
+    await ok(s, "query_metrics", metrics=["net_revenue"], where=[where], output_level="brief")
+    await ok(s, "query_database", query=f"SELECT 1 AS one, '{evil.replace(chr(39), chr(39) * 2)}' AS t /* {evil} */")
+    await ok(s, "run_python", code=f"text = {evil!r}  # {evil[:3]}\nlen(text)")
+    saved = await ok(s, "save_analysis", name="evil", steps="last:3", description=evil)
+    assert "Saved analysis evil" in text_of(saved)
+    folder = ws / "analyses" / "evil"
+    from ba_mcp.analyses.manifest import SCRIPT
+
+    assert (folder / "analysis.py").read_text() == SCRIPT  # the one fixed launcher: nothing of the model in it
+    manifest = yaml.safe_load((folder / "analysis.yaml").read_text())
+    assert manifest["description"] == evil and manifest["steps"][0]["metrics_query"]["where"] == [where]
+    ran = ba("analyses", "run", "evil", "--out", str(tmp_path / "out"), workspace=ws)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    for argv in (["--help"], ["--out", str(tmp_path / "out2")]):
+        script = subprocess.run(
+            [sys.executable, str(folder / "analysis.py"), *argv], capture_output=True, text=True, cwd=ROOT
+        )
+        assert script.returncode == 0, script.stdout + script.stderr
+    said = text_of(await ok(s, "run_analysis", name="evil"))
+    assert "s1_table: same" in said, said
+    assert not marker.exists(), "model-written text ran as Python on the host"
+    shutil.rmtree(folder)
+
+
+async def test_a_timed_out_run_analysis_ends_its_running_step(ws: Path) -> None:
+    """run_analysis's timeout cancels the step that is running in its engine, not only the wait for it."""
+    import time
+
+    import psutil
+
+    from tests.conftest import in_process
+
+    slow = "SELECT count(*) AS n FROM range(3000) a, range(3000) b, range(3000) c WHERE a.range + b.range > c.range"
+    folder = ws / "analyses" / "slow"
+    folder.mkdir(parents=True)
+    manifest = {
+        "name": "slow",
+        "description": "",
+        "parameters": {},
+        "databases": ["demo"],
+        "steps": [{"id": "s1", "tool": "query_database", "database": "demo", "sql": slow}],
+        "outputs": [],
+    }
+    (folder / "analysis.yaml").write_text(yaml.safe_dump(manifest))
+    try:
+        async with in_process(ws, BA_MCP_TOOLS__RUN_ANALYSIS__TIMEOUT_S="2") as client:
+            started = time.monotonic()
+            result = await client.call_tool("run_analysis", {"name": "slow"})
+            assert result.is_error and "Error Type: timeout" in text_of(result), text_of(result)
+            assert time.monotonic() - started < 20
+            workers = psutil.Process().children(recursive=True)
+            for w in workers:
+                w.cpu_percent(None)
+            time.sleep(1.5)
+            busy = sum(w.cpu_percent(None) for w in workers if w.is_running())
+            assert busy < 30, f"the step's engine still runs after the timeout: {busy:.0f} % CPU"
+    finally:
+        shutil.rmtree(folder)

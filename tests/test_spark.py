@@ -207,7 +207,14 @@ HOSTILE = [
     "TRUNCATE TABLE regions",
     "ALTER TABLE regions ADD COLUMNS (extra INT)",
     "CREATE TEMPORARY VIEW v AS SELECT 1 AS a",
+    # S-15: nothing that runs a program or user code, and no EXECUTE IMMEDIATE at all
+    "SELECT TRANSFORM(region) USING 'sh -c \"id > {dir}/pwned; cat /etc/passwd\"' AS (line STRING) FROM regions",
+    "SELECT TRANSFORM(*) USING 'cat' FROM (SELECT 1 AS a)",
+    "EXECUTE IMMEDIATE 'SELECT 1'",
+    "CREATE TEMPORARY FUNCTION plus1(x INT) RETURNS INT RETURN x + 1",
+    "SELECT try_reflect('java.lang.System', 'getenv', 'HOME')",
 ]
+ALWAYS_BY_THE_RULE = ("TRANSFORM", "EXECUTE IMMEDIATE 'SELECT 1'", "try_reflect")
 
 
 async def test_every_write_is_refused_by_the_rule_and_nothing_is_written(
@@ -221,6 +228,9 @@ async def test_every_write_is_refused_by_the_rule_and_nothing_is_written(
         outcomes.append((statement, failed, text.splitlines()[1:4]))
     assert all(failed for _, failed, _ in outcomes), [o for o in outcomes if not o[1]]
     assert sum("READ_ONLY" in " ".join(t) for _, _, t in outcomes) >= len(HOSTILE) - 2, outcomes
+    for statement, _, text in outcomes:
+        if any(mark in statement for mark in ALWAYS_BY_THE_RULE):
+            assert "READ_ONLY" in " ".join(text), (statement, text)
     assert _digest(clusters["workdir"]) == before
     assert not list(tmp_path.iterdir())  # no directory for INSERT OVERWRITE DIRECTORY, no table location
     failed, text = await _ask(s, database="lake", query="SELECT count(*) AS n FROM regions")
@@ -291,3 +301,26 @@ async def test_metrics_compile_to_spark_and_give_the_known_answers(lake: Any) ->
     for region, (n, total) in expected.items():
         assert int(shown[region][0]) == n and abs(float(shown[region][1]) - total) < 0.01, text
         assert int(shown[region][2]) == 500, text  # each region's stores: its own branch, not multiplied by sales
+
+
+def test_the_rule_refuses_user_code_sent_by_any_spark_connect_client(clusters: dict[str, Any]) -> None:
+    """S-15 in the engine, whoever the client: pyspark's own Connect client registers a Python UDF and maps with
+    pandas — plans that would run user code on the cluster — and the rule refuses both."""
+    from pyspark.sql import SparkSession
+    from pyspark.sql.functions import udf
+
+    session = SparkSession.builder.remote(clusters["guarded"].url).getOrCreate()
+    try:
+        session.udf.register("plus_one", lambda x: x + 1, "int")
+        attempts = {
+            "registered UDF": lambda: session.sql("SELECT plus_one(1)").collect(),
+            "inline UDF": lambda: session.range(3).select(udf(lambda x: x * 2, "long")("id")).collect(),
+            "mapInPandas": lambda: session.range(3).mapInPandas(lambda it: it, "id long").collect(),
+        }
+        for what, attempt in attempts.items():
+            with pytest.raises(Exception, match="BA_MCP_READ_ONLY") as refused:
+                attempt()
+            assert "PythonUDF" in str(refused.value) or "MapInPandas" in str(refused.value), what
+        assert session.sql("SELECT count(*) AS n FROM regions").collect()[0][0] == 1000
+    finally:
+        session.stop()

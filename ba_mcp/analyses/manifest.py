@@ -1,7 +1,8 @@
 """A saved analysis (SPEC §4.7): the calls of a conversation chosen as steps, their literal values turned into
-parameters, written as ``analyses/<name>/`` — ``analysis.py`` (a script a person reads: the SQL and code in
-order, run through ba-mcp's own engines and sandbox, parameters as ``--flags``) and ``analysis.yaml`` (steps,
-parameters, databases and inputs used, the expected outputs with their digests) — atomically.
+parameters, written as ``analyses/<name>/`` — ``analysis.yaml`` (steps with their SQL and code, parameters,
+databases and inputs used, the expected outputs with their digests: data, never code run on the host) and
+``analysis.py`` (one fixed launcher that replays the manifest beside it, parameters as ``--flags``) —
+atomically.
 
 ``plan`` turns the session's provenance records into steps (no parsing here: finding a parameter's literal in a
 step's SQL or code is the engine worker's ``placeholders`` operation, given as ``place``).
@@ -205,70 +206,24 @@ def _links(sid: str, record: Any) -> dict[str, str]:
 # -- the folder -------------------------------------------------------------------------------------------
 
 
-def script(p: Plan) -> str:
-    """``analysis.py``: the steps as a script (its SQL and code as constants, run in order)."""
-    lines = [
-        "#!/usr/bin/env python3",
-        f'"""Analysis {p.name!r}: {p.description or "saved from a ba-mcp conversation"}',
-        "",
-        f"Saved by ba-mcp on {time.strftime('%Y-%m-%d')} from the calls {', '.join(s.call_id for s in p.steps)}.",
-        f"Re-run:  uv run ba-mcp analyses run {p.name}"
-        + "".join(f" [--param {n}=…]" for n in p.parameters)
-        + "   or:  python analysis.py --help",
-        '"""',
-        "",
-        "from __future__ import annotations",
-        "",
-        "import sys",
-        "",
-        "from ba_mcp.analyses.standalone import run_script",
-        "",
-        f"PARAMETERS = {_py(p.parameters)}",
-        "",
-    ]
-    body = []
-    for s in p.steps:
-        body.append(f"    # {s.id}: {s.tool} ({s.call_id})")
-        a = s.arguments
-        if s.tool == "query_database":
-            lines += [f"SQL_{s.id.upper()} = {_text(a['sql'])}", ""]
-            extra = (
-                f", {_py(a.get('params'))}, {_py(s.inputs)}"
-                if s.inputs
-                else (f", {_py(a['params'])}" if a.get("params") else "")
-            )
-            body.append(f"    run.sql({s.id!r}, {a['database']!r}, SQL_{s.id.upper()}{extra})")
-        elif s.tool == "query_metrics":
-            body.append(f"    run.metrics({s.id!r}, {_py(a['metrics_query'])})")
-        elif s.tool == "file_reader":
-            body.append(f"    run.read({s.id!r}, {_py(a['read'])})")
-        else:
-            lines += [f"CODE_{s.id.upper()} = {_text(a['code'])}", ""]
-            body.append(f"    run.python({s.id!r}, CODE_{s.id.upper()}, {_py(s.inputs)})")
-        if s.links:
-            body.append(f"    run.link({_py(s.links)})")
-    lines += [
-        "",
-        "def steps(run):",
-        *body,
-        "",
-        "",
-        'if __name__ == "__main__":',
-        "    sys.exit(run_script(__file__, PARAMETERS, steps))",
-        "",
-    ]
-    return "\n".join(lines)
+SCRIPT = """#!/usr/bin/env python3
+\"\"\"A saved ba-mcp analysis. Its steps, SQL, code and parameters are data in analysis.yaml beside this file;
+this launcher reads them and replays them through ba-mcp's engines and sandbox (the same as
+`ba-mcp analyses run NAME`). Parameters are --flags: python analysis.py --help lists them.\"\"\"
+
+import sys
+
+from ba_mcp.analyses.standalone import main
+
+if __name__ == "__main__":
+    sys.exit(main(__file__))
+"""
 
 
-def _py(value: Any) -> str:
-    return repr(value)
-
-
-def _text(text: str) -> str:
-    """A string constant a person reads: triple-quoted when that is exact, else a plain literal."""
-    if '"""' not in text and "\\" not in text and not text.endswith('"'):
-        return '"""\n' + text.strip("\n") + '\n"""'
-    return repr(text)
+def script() -> str:
+    """``analysis.py``: the same launcher for every analysis — nothing the model wrote (a name, a description,
+    SQL, code, a literal) is ever Python source; it all stays data in ``analysis.yaml`` (S-13)."""
+    return SCRIPT
 
 
 def write(folder: Path, p: Plan, outputs: list[dict[str, Any]], overwrite: bool) -> Path:
@@ -279,7 +234,7 @@ def write(folder: Path, p: Plan, outputs: list[dict[str, Any]], overwrite: bool)
     folder.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{p.name}.", dir=folder))
     try:
-        (tmp / "analysis.py").write_text(script(p), encoding="utf-8")
+        (tmp / "analysis.py").write_text(script(), encoding="utf-8")
         os.chmod(tmp / "analysis.py", 0o755)  # a script with a #! line
         manifest = {
             "name": p.name,

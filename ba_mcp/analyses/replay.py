@@ -1,10 +1,13 @@
-"""Running a saved analysis's steps again, with no model: each step through the same tool the conversation
-used (query_database, query_metrics, file_reader, run_python — so the same engines, boundaries and sandbox),
-its parameters bound, the artifact ids of earlier steps replaced by the ones this run made.
+"""Running a saved analysis's steps again, with no model: the manifest's steps (data — ``analysis.yaml``) each
+through the same tool the conversation used (query_database, query_metrics, file_reader, run_python — so the
+same engines, boundaries and sandbox), bounded like a live call (``tool.execute_bounded``: the timeout cancels
+the step's work in its engine or sandbox), its parameters bound, the artifact ids of earlier steps replaced by
+the ones this run made. Nothing of a saved analysis is ever imported or executed as Python on the host (S-13).
 
-``Replay`` is what a generated ``analysis.py`` calls (``ba_mcp.analyses.standalone`` gives it the tools of an
-App of its own); the tools ``save_analysis`` (a verifying first run) and ``run_analysis`` use it with the
-server's tools, in a session of the analysis's own (the conversation's interpreter is never reset).
+``run_steps`` is what ``ba-mcp analyses run`` and ``analysis.py`` run (``ba_mcp.analyses.standalone`` gives the
+Replay the tools of an App of its own); the tools ``save_analysis`` (a verifying first run) and ``run_analysis``
+use it with the server's tools, in a session of the analysis's own (the conversation's interpreter is never
+reset), the call's context as the parent (the call's timeout ends the step that is running).
 """
 
 from __future__ import annotations
@@ -13,9 +16,9 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ba_mcp.errors import ToolFailure
+from ba_mcp.errors import ErrorType, ToolFailure, timed_out
 from ba_mcp.results import Composite, Image, Table
-from ba_mcp.tool import ToolContext
+from ba_mcp.tool import ToolContext, execute_bounded
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -63,6 +66,7 @@ class Replay:
         values: dict[str, Any],
         progress: Any = None,
         timeout: float = 300.0,
+        parent: ToolContext | None = None,
     ) -> None:
         self.tools = tools
         self.artifacts = artifacts
@@ -70,6 +74,7 @@ class Replay:
         self.values = dict(values)
         self.progress = progress or (lambda step, text: None)
         self.timeout = timeout
+        self.parent = parent
         self.outputs: list[Output] = []
         self.ids: dict[str, str] = {}  # an artifact id of the saved run -> the one this run made
         self.started = time.monotonic()
@@ -158,9 +163,14 @@ class Replay:
         self.progress(step, f"{tool.name} …")
         try:
             params = tool.Params.model_validate({k: v for k, v in arguments.items() if v is not None})
-            ctx = ToolContext(session=self.session, timeout=self.timeout)
-            raw = tool.execute(params, ctx)
+            left = self.timeout - (time.monotonic() - self.started)
+            if left <= 0 or (self.parent is not None and self.parent.cancelled.is_set()):
+                raise timed_out(f"the analysis did not finish within {self.timeout:g} s")
+            ctx = ToolContext(session=self.session, timeout=left)
+            raw = execute_bounded(tool, params, ctx, self.parent)
         except ToolFailure as failure:
+            if failure.type is ErrorType.TIMEOUT:
+                failure = timed_out(f"the analysis did not finish within {self.timeout:g} s ({tool.name} stopped)")
             raise StepFailed(step, failure) from None
         except ValueError as exc:
             raise StepFailed(step, _invalid(str(exc)[:300])) from None
@@ -189,10 +199,13 @@ class Replay:
         return artifact_id
 
 
-def run_steps(run: Replay, steps: list[dict[str, Any]]) -> None:
-    """The steps of a manifest (``analysis.yaml``), run as the generated ``analysis.py`` runs them."""
-    for step in steps:
-        sid, tool = str(step["id"]), step["tool"]
+def run_steps(run: Replay, steps: list[Any]) -> None:
+    """The steps of a manifest (``analysis.yaml``) in order — data only: each names one of four tools and its
+    arguments; anything else is refused, naming the step."""
+    for number, step in enumerate(steps, 1):
+        if not isinstance(step, dict) or not isinstance(step.get("id"), str | int):
+            raise StepFailed(f"#{number}", _invalid("a step of analysis.yaml is not a mapping with an id"))
+        sid, tool = str(step["id"]), step.get("tool")
         if tool == "query_database":
             run.sql(sid, str(step["database"]), str(step["sql"]), step.get("params"), list(step.get("inputs") or []))
         elif tool == "query_metrics":
@@ -220,6 +233,4 @@ def _totals(frame: pa.Table) -> dict[str, float]:
 
 
 def _invalid(message: str) -> ToolFailure:
-    from ba_mcp.errors import ErrorType
-
     return ToolFailure(ErrorType.VALIDATION_ERROR, "ANALYSIS_STEP", message)

@@ -1,7 +1,8 @@
 """A saved analysis run with no MCP client and no model: ``python analysis.py`` and ``ba-mcp analyses run``.
 
 An App of its own over the analysis's workspace (the same settings, engines, sandbox and boundaries as the
-server) runs the steps (``replay.Replay``); the outputs are written beneath ``--out`` (default
+server) replays the steps of ``analysis.yaml`` (``replay.run_steps``: data, never imported code); the outputs
+are written beneath ``--out`` (default
 ``analyses/<name>/runs/<time>/``) — tables as Parquet and CSV, figures as PNG — with ``report.md`` and a
 self-contained ``report.html``, and one line per output says whether it is the same as the saved run.
 """
@@ -17,32 +18,34 @@ from pathlib import Path
 from typing import Any
 
 from ba_mcp.analyses.manifest import describe_change, read_manifest, typed_values
-from ba_mcp.analyses.replay import Output, Replay, StepFailed
-
-Steps = Callable[[Replay], None]
+from ba_mcp.analyses.replay import Output, Replay, StepFailed, run_steps
 
 
-def run_script(path: str, parameters: dict[str, dict[str, Any]], steps: Steps, argv: list[str] | None = None) -> int:
-    """``analysis.py``'s entry point: its parameters as ``--flags`` (``--help`` lists them), then a run."""
+def main(path: str, argv: list[str] | None = None) -> int:
+    """``analysis.py``'s entry point: the parameters of the ``analysis.yaml`` beside it as ``--flags``
+    (``--help`` lists them), then a run."""
+    from ba_mcp.analyses.manifest import PARAM
+
     folder = Path(path).resolve().parent
+    parameters = read_manifest(folder.parent, folder.name).get("parameters") or {}
     parser = argparse.ArgumentParser(
         prog="analysis.py", description=f"Re-run the saved analysis {folder.name} (ba-mcp, no model needed)."
     )
     for name, spec in parameters.items():
-        parser.add_argument(
-            f"--{name}", default=None, help=f"{spec.get('type', 'str')}, default {spec.get('default')!r}"
-        )
+        if PARAM.match(str(name)):
+            parser.add_argument(
+                f"--{name}", default=None, help=f"{spec.get('type', 'str')}, default {spec.get('default')!r}"
+            )
     parser.add_argument("--out", default=None, help="where outputs and the report go (default: runs/<time>/)")
     args = parser.parse_args(argv)
-    given = {n: getattr(args, n) for n in parameters if getattr(args, n) is not None}
-    return run_folder(folder, given, Path(args.out) if args.out else None, steps=steps)
+    given = {n: getattr(args, n) for n in parameters if getattr(args, n, None) is not None}
+    return run_folder(folder, given, Path(args.out) if args.out else None)
 
 
 def run_folder(
     folder: Path,
     given: dict[str, Any],
     out: Path | None = None,
-    steps: Steps | None = None,
     echo: Callable[[str], None] = print,
 ) -> int:
     """Run the analysis in ``folder`` (``<workspace>/analyses/<name>``): 0 when every step ran."""
@@ -53,7 +56,6 @@ def run_folder(
     manifest = read_manifest(folder.parent, folder.name)
     values = typed_values(manifest.get("parameters") or {}, given)
     defaults = {n: s.get("default") for n, s in (manifest.get("parameters") or {}).items()}
-    steps = steps or _steps_of(folder / "analysis.py")
     settings = load_settings(workspace=folder.parent.parent)
     for name in manifest.get("databases") or []:
         if name not in settings.databases:
@@ -66,7 +68,7 @@ def run_folder(
     try:
         run = Replay(app.tools, app.artifacts, f"analysis-{folder.name}", values, progress=_progress(echo))
         try:
-            steps(run)
+            run_steps(run, list(manifest.get("steps") or []))
         except StepFailed as failed:
             echo(f"FAILED at step {failed.step}: {failed.failure.message}")
             return 1
@@ -80,18 +82,6 @@ def run_folder(
         echo(line)
     echo(f"report: {out / 'report.html'}")
     return 0
-
-
-def _steps_of(path: Path) -> Steps:
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("ba_mcp_saved_analysis", path)
-    if spec is None or spec.loader is None:
-        raise FileNotFoundError(path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    steps: Steps = module.steps
-    return steps
 
 
 def _progress(echo: Callable[[str], None]) -> Callable[[str, str], None]:

@@ -79,7 +79,7 @@ class _Analyses(Tool):
     def replay(self, ctx: ToolContext, values: dict[str, Any]) -> Replay:
         """A run in a session of the analysis's own (its interpreter, its engine worker; what it stores is that
         session's until the observer hands the outputs a call returns to the caller)."""
-        return Replay(self.tools(), self.artifacts, f"{ctx.session}~analysis", values, timeout=ctx.timeout)
+        return Replay(self.tools(), self.artifacts, f"{ctx.session}~analysis", values, timeout=ctx.timeout, parent=ctx)
 
     def steps(self, run: Replay, steps: list[dict[str, Any]]) -> None:
         with callers.acting_as(run.session):

@@ -279,25 +279,29 @@ def _driver_location(driver: str) -> str:
 
 
 def _spark_guard(cur: Any, allow_unguarded: bool) -> dict[str, Any]:
-    """Spark: the server's version, and whether ba-mcp's read-only rule is active — probed with a statement the
-    rule refuses and that changes nothing where it runs (dropping a table that does not exist)."""
+    """Spark: the server's version, and whether ba-mcp's read-only rule — this version of it, the allow-list of
+    read plan nodes — is active: probed with statements the rule refuses and that change nothing where they run
+    (dropping a table that does not exist; EXECUTE IMMEDIATE of a SELECT, which an older rule let through)."""
     import uuid
 
     cur.execute("SELECT split(version(), ' ')[0] AS v")
     version = str(cur.fetchone()[0])
-    try:
-        cur.execute(f"DROP TABLE IF EXISTS ba_mcp_probe_{uuid.uuid4().hex}")
-        guarded = False
-    except Exception as exc:
-        if "BA_MCP_READ_ONLY" not in str(exc):
-            raise
-        guarded = True
+    guarded = True
+    for probe in (f"DROP TABLE IF EXISTS ba_mcp_probe_{uuid.uuid4().hex}", "EXECUTE IMMEDIATE 'SELECT 1'"):
+        try:
+            cur.execute(probe)
+            if cur.description:
+                cur.fetchall()
+            guarded = False
+        except Exception as exc:
+            if "BA_MCP_READ_ONLY" not in str(exc):
+                raise
     if not guarded and not allow_unguarded:
         raise Failure(
             type="permission_denied",
             code="UNGUARDED_SPARK",
-            message="this Spark Connect server runs without ba-mcp's read-only rule: Spark has no read-only setting, "
-            "so any statement could write (tables, files, jars)",
+            message="this Spark Connect server runs without ba-mcp's read-only rule (or with an older version of it): "
+            "Spark has no read-only setting, so a statement could write (tables, files, jars) or run programs",
             hint="start it with the rule (README: Beyond one machine — `ba-mcp spark-local` or the flags it prints), "
             "or set allow_unguarded_writes: true for this database if you accept that",
         )
