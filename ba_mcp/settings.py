@@ -119,6 +119,8 @@ class DatabaseSettings(_Section):
     options: dict[str, SecretStr] = {}
     description: str = ""
     allow_privileged_role: bool = False
+    # PostgreSQL: serve a role that can write a table, create objects or use dblink / postgres_fdw (S-14)
+    allow_writable_role: bool = False
     allow_unguarded_writes: bool = False  # Spark: serve an endpoint without ba-mcp's read-only rule
     schemas: list[str] = []
     threads: int = Field(2, ge=1, le=64)

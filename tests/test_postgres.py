@@ -40,6 +40,10 @@ ARTIFACT = re.compile(r"artifact_[0-9a-f]{12}")
 @pytest.fixture(scope="module")
 def pg() -> Iterator[pg_server.Postgres]:
     with pg_server.postgres() as server:
+        # a database with dblink installed (its functions are PUBLIC's to execute): S-14's attack
+        server.sql("CREATE DATABASE linked OWNER owner", database="postgres")
+        server.sql("CREATE EXTENSION dblink", database="linked")
+        server.sql("CREATE TABLE ledger (note text)", role="owner", database="linked")
         yield server
 
 
@@ -67,6 +71,13 @@ def _env(pg: pg_server.Postgres, **extra: str) -> dict[str, str]:
         "BA_MCP_DATABASES__SHOP__DESCRIPTION": "Webshop orders",
         "BA_MCP_DATABASES__SHOP__MAX_CONCURRENT": "4",
         "BA_MCP_DATABASES__WRITER__URL": pg.url("owner"),
+        "BA_MCP_DATABASES__WRITER__ALLOW_WRITABLE_ROLE": "true",
+        "BA_MCP_DATABASES__OWNED__URL": pg.url("owner"),  # a role that can write: refused unless allowed
+        "BA_MCP_DATABASES__LINKED__URL": pg.url("analyst", "linked"),
+        "BA_MCP_DATABASES__LINKEDOK__URL": pg.url("analyst", "linked"),
+        "BA_MCP_DATABASES__LINKEDOK__ALLOW_WRITABLE_ROLE": "true",
+        "BA_MCP_DATABASES__QUERYPW__URL": f"postgresql://analyst@127.0.0.1:{pg.port}/shop?password=Query-Secret-9",
+        "BA_MCP_DATABASES__QUERYDOWN__URL": f"postgresql://analyst@127.0.0.1:{closed}/shop?sslmode=disable&password=Query-Secret-9",
         "BA_MCP_DATABASES__SUPER__URL": pg.url("postgres"),
         "BA_MCP_DATABASES__FILES__URL": pg.url("filereader"),
         "BA_MCP_DATABASES__WRONG__URL": pg.url("analyst", password="not-the-password"),
@@ -223,6 +234,79 @@ async def test_privileged_roles_are_refused_and_no_program_runs(
     assert not planted.exists()
 
 
+async def test_a_role_that_can_write_or_use_dblink_is_refused_and_dblink_never_commits(
+    shop: ClientSession, pg: pg_server.Postgres, said: list[str]
+) -> None:
+    """S-14: a read-only transaction does not stop dblink_exec committing on a connection of its own."""
+    failed, text = await _ask(shop, said, database="owned", query="SELECT count(*) FROM orders")
+    assert failed and "WRITABLE_ROLE" in text and "write to tables" in text and "allow_writable_role" in text, text
+    secret = pg_server.PASSWORDS["owner"]
+    attack = (
+        f"SELECT dblink_exec('host=127.0.0.1 port={pg.port} dbname=linked user=owner password={secret}', "
+        "'INSERT INTO ledger VALUES (''planted'')')"
+    )
+    failed, text = await _ask(shop, said, database="linked", query=attack)
+    assert failed and "WRITABLE_ROLE" in text and "dblink" in text, text
+    said.pop()  # the attack's own text holds the owner's password (the model wrote it, not the server)
+    failed, text = await _ask(shop, said, database="linkedok", query=attack)  # allowed by name: the plan is vetted
+    assert failed and "OTHER_SESSIONS" in text and "dblink_exec" in text, text
+    said.pop()
+    assert pg.sql("SELECT count(*) FROM ledger", database="linked")[0][0] == 0
+
+
+async def test_no_lock_or_session_state_outlives_a_call(
+    shop: ClientSession, pg: pg_server.Postgres, said: list[str]
+) -> None:
+    """S-14: session-level advisory locks (a rollback keeps them) filling the lock table blocked every new
+    connection to the server, a superuser's too; prepared statements outlived the call."""
+    failed, text = await _ask(
+        shop, said, database="shop", query="SELECT count(pg_advisory_lock(k)) FROM generate_series(1, 100000) k"
+    )
+    assert failed, text  # out of shared memory, within the call
+    failed, text = await _ask(shop, said, database="shop", query="SELECT pg_advisory_lock(7) AS held")
+    assert not failed, text
+    failed, text = await _ask(shop, said, database="shop", query="PREPARE kept AS SELECT 1")
+    assert pg.sql("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'")[0][0] == 0
+    assert pg.sql("SELECT 1", role="analyst")[0][0] == 1  # a new connection is served
+    failed, text = await _ask(shop, said, database="shop", query="SELECT count(*) AS n FROM pg_prepared_statements")
+    assert not failed and text.rstrip().endswith("0"), text
+
+
+async def test_one_session_cannot_see_or_end_anothers_statements(
+    shop: ClientSession, pg: pg_server.Postgres, said: list[str]
+) -> None:
+    """S-14: every session shares the role, and a role reads its own backends' SQL and may end them; each
+    session's statements carry an application_name of their own for the operator."""
+    running = asyncio.create_task(
+        _ask(shop, said, database="shop", query="SELECT pg_sleep(2) AS slept, 'secret plan' AS s")
+    )
+    deadline = time.monotonic() + 10
+    names: list[Any] = []
+    while not names and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+        names = pg.sql(
+            "SELECT application_name FROM pg_stat_activity WHERE query LIKE '%secret plan%' AND pid <> pg_backend_pid()"
+        )
+    assert names and re.fullmatch(r"ba-mcp [0-9a-f]{8}", names[0][0]), names
+    for attack in (
+        "SELECT query FROM pg_stat_activity",
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name LIKE 'ba-mcp%'",
+        "SELECT pg_cancel_backend(pid) FROM pg_stat_activity",
+        "SELECT pg_stat_get_backend_activity(b) FROM pg_stat_get_backend_idset() b",
+    ):
+        failed, text = await _ask(shop, said, database="writer", query=attack)
+        assert failed and "OTHER_SESSIONS" in text, (attack, text)
+    failed, text = await running
+    assert not failed and "secret plan" in text, text  # the other session's statement ran to its end
+
+
+async def test_a_password_in_the_url_query_is_never_shown(shop: ClientSession, said: list[str]) -> None:
+    failed, text = await _ask(shop, said, database="querydown", query="SELECT 1")
+    assert failed and "DATABASE_UNAVAILABLE" in text and "password=***" in text, text
+    failed, text = await _ask(shop, said, database="querypw", query="SELECT 1 AS one")  # a wrong password
+    assert failed and "DATABASE_AUTH" in text and "password=***" in text, text
+
+
 async def test_a_statement_past_its_timeout_is_cancelled_in_postgres(
     shop: ClientSession, pg: pg_server.Postgres, said: list[str]
 ) -> None:
@@ -349,6 +433,17 @@ async def test_a_sqlite_file_is_read_and_never_changed(shop: ClientSession, ws: 
         await _ask(shop, said, database="lite", query=statement)
     assert hashlib.sha256(lite.read_bytes()).hexdigest() == digest
     assert sorted(p.name for p in lite.parent.iterdir() if p.name.startswith("kpis")) == ["kpis.db"]
+    # S-14: a TEMP view or an ATTACH made by one call changes no later call (the connections are the pool's, shared
+    # by every session): each call has a fresh connection
+    for statement in (
+        "CREATE TEMP VIEW kpi AS SELECT '2025-01' AS month, -999999 AS revenue",
+        "ATTACH DATABASE ':memory:' AS planted",
+    ):
+        await _ask(shop, said, database="lite", query=statement)
+        failed, text = await _ask(shop, said, database="lite", query="SELECT sum(revenue) AS total FROM kpi")
+        assert not failed and text.rstrip().endswith("30.75"), (statement, text)
+        failed, text = await _ask(shop, said, database="lite", query="SELECT name FROM pragma_database_list")
+        assert not failed and "planted" not in text, text
 
 
 async def test_the_sandbox_never_sees_a_database_secret(shop: ClientSession, said: list[str]) -> None:
@@ -369,7 +464,7 @@ def test_no_password_appears_anywhere(ws: Path, said: list[str], stderr_log: Pat
             texts.append(path.read_text(errors="replace"))
     blob = "\n".join(texts)
     assert len(blob) > 1000
-    for password in pg_server.PASSWORDS.values():
+    for password in [*pg_server.PASSWORDS.values(), "Query-Secret-9"]:
         assert password not in blob
 
 

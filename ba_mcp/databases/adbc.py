@@ -11,6 +11,7 @@ files and other databases' results (``FROM artifact_<id>``).
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import time
 from dataclasses import dataclass
@@ -68,7 +69,15 @@ class ConnectedDatabase:
                     f"(databases.{self.name}.max_concurrent = {self.conf.max_concurrent})",
                     "retry shortly",
                 )
-        request = {"op": "run", "sql": sql, "params": params, "max_rows": max_rows, "timeout_s": ctx.timeout}
+        label = hashlib.sha256(ctx.session.encode()).hexdigest()[:8]  # application_name: sessions told apart
+        request = {
+            "op": "run",
+            "sql": sql,
+            "params": params,
+            "max_rows": max_rows,
+            "timeout_s": ctx.timeout,
+            "label": label,
+        }
         for attempt in (1, 2):  # a connection found dead before the statement ran is replaced, once
             held = self.pool.connection(self.name, self.conf, ctx, self.host_file)
             try:

@@ -26,6 +26,12 @@ from typing import Any
 from ba_mcp.workers.wire import Failure, memfile, write_arrow
 
 PRIVILEGED_ROLES = ("pg_read_server_files", "pg_write_server_files", "pg_execute_server_program")
+# functions that reach other backends: ending or signalling them, reading their statements (pg_stat_activity is
+# pg_stat_get_activity in a plan), and dblink's connections
+OTHER_SESSIONS = (
+    r"\b(pg_terminate_backend|pg_cancel_backend|pg_signal_backend|pg_stat_get_activity|pg_stat_get_backend_\w+"
+    r"|pg_stat_statements\w*|dblink\w*)\b"
+)
 
 
 class Connector:
@@ -37,6 +43,10 @@ class Connector:
         self.con: Any = None
         self.cur: Any = None  # the user's statements
         self.frame: Any = None  # our own: BEGIN READ ONLY …, ROLLBACK
+        self.vet: Any = None  # PostgreSQL: our EXPLAIN of the user's statement
+        self.label = ""  # the calling session's, as application_name
+        self.sqlite_uri = ""
+        self.used = False  # SQLite: a statement ran on this connection since it was opened
         self.dialect = ""
         self.busy = False  # set by the serving loop while an operation runs
         self.pending: Any = None  # (reader, head batches, schema) of a result cut at max_rows
@@ -101,6 +111,7 @@ class Connector:
             # opened read-only and immutable: SQLite writes nothing, not even a journal or a lock
             path = uri["target"] if self.options.get("confined") else uri["host"]
             uri = f"file:{urllib.parse.quote(path)}?mode=ro&immutable=1"
+            self.sqlite_uri = uri
             self.con = lite.connect(uri, autocommit=True)
         elif self.dialect == "spark":
             import uuid
@@ -117,7 +128,13 @@ class Connector:
         info = {k: v for k, v in self.con.adbc_get_info().items() if isinstance(v, (str, int))}
         reply: dict[str, Any] = {"op": "connected", "vendor": info.get("vendor_name", ""), "version": ""}
         if self.dialect == "postgresql":
-            reply.update(_postgres_role(self.cur, bool(message.get("allow_privileged_role"))))
+            reply.update(
+                _postgres_role(
+                    self.cur, bool(message.get("allow_privileged_role")), bool(message.get("allow_writable_role"))
+                )
+            )
+            self.vet = self.con.cursor()  # EXPLAIN of the user's statement: plain protocol, not COPY
+            self.vet.adbc_statement.set_options(**{"adbc.postgresql.use_copy": "false"})
         elif self.dialect == "spark":
             reply.update(_spark_guard(self.cur, bool(message.get("allow_unguarded_writes"))))
             self._prepare_interrupts()
@@ -136,7 +153,7 @@ class Connector:
 
         try:
             self._end()
-            self._begin(float(message.get("timeout_s") or 0))
+            self._begin(float(message.get("timeout_s") or 0), str(message.get("label") or ""))
         except Exception as exc:  # before the statement: the connection is gone (a restart, an idle timeout)
             raise Failure(
                 type="transient_error",
@@ -152,6 +169,9 @@ class Connector:
                 message=f"{self.dialect} takes positional parameters ($1, $2, …), not named ones",
                 hint="pass params as an array, in the order of $1, $2, …",
             )
+        if self.dialect == "postgresql":
+            self._vet(message["sql"], tuple(params) if params else None, float(message.get("timeout_s") or 0))
+        self.used = True
         self.cur.execute(message["sql"], tuple(params) if params else None)
         reader = self.cur.fetch_record_batch()
         if not len(reader.schema):  # a statement without rows (SET, LOCK …): it ran, and is rolled back with the call
@@ -236,16 +256,45 @@ class Connector:
 
     # -- the read-only frame of a call -----------------------------------------------------------------
 
-    def _begin(self, timeout_s: float) -> None:
+    def _begin(self, timeout_s: float, label: str = "") -> None:
         """PostgreSQL: a READ ONLY transaction whose mode is fixed by a first query of ours (``SET TRANSACTION
-        READ WRITE`` is refused after any query), with the call's timeout as ``statement_timeout``; always
-        rolled back (``_end``), so nothing the statement sets outlives the call. Our own fixed text goes in one
-        round trip; the user's statement is then one prepared statement (it cannot carry a second one)."""
+        READ WRITE`` is refused after any query), with the call's timeout as ``statement_timeout`` and the
+        calling session's label as ``application_name`` (an operator tells sessions apart in pg_stat_activity);
+        always rolled back and the connection's session state discarded (``_end``), so nothing the statement
+        sets, locks or prepares outlives the call. Our own fixed text goes in one round trip; the user's
+        statement is then one prepared statement (it cannot carry a second one)."""
         if self.dialect != "postgresql":
             return
         ms = max(1, int(timeout_s * 1000)) if timeout_s else 0
-        self._frame(f"BEGIN READ ONLY; SET LOCAL statement_timeout = {ms}; SELECT 1")
+        self.label = label if label.isalnum() and len(label) <= 16 else ""
+        name = "ba-mcp" + (f" {self.label}" if self.label else "")
+        self._frame(
+            f"BEGIN READ ONLY; SET LOCAL statement_timeout = {ms}; SET LOCAL application_name = '{name}'; SELECT 1"
+        )
         self.in_transaction = True
+
+    def _vet(self, sql: str, params: tuple[Any, ...] | None, timeout_s: float) -> None:
+        """PostgreSQL: the statement's plan (``EXPLAIN (VERBOSE)``, nothing runs) may call no function that reaches
+        other connections — every session of ba-mcp shares the role, and a role may end, or read the SQL of, its
+        own role's backends (S-14). A statement PostgreSQL cannot explain is left to fail on its own."""
+        import re
+
+        try:
+            self.vet.execute("EXPLAIN (VERBOSE, FORMAT JSON) " + sql, params)
+            plan = str(self.vet.fetchall())
+        except Exception:
+            self._end()  # the explain failed: the transaction is aborted; the statement's own error follows
+            self._begin(timeout_s, self.label)
+            return
+        found = re.search(OTHER_SESSIONS, plan)
+        if found:
+            raise Failure(
+                type="permission_denied",
+                code="OTHER_SESSIONS",
+                message=f"{found.group(0)} reaches other connections to the database (their statements, or ending "
+                "them), and every ba-mcp session shares this role: it is not allowed",
+                hint="query the tables; an operator sees sessions by their application_name (ba-mcp …)",
+            )
 
     def _frame(self, sql: str) -> None:
         """Our own fixed text, on a statement of its own: the user's cursor remembers its last query (and would
@@ -260,9 +309,28 @@ class Connector:
             with contextlib.suppress(Exception):
                 self.pending[0].close()
             self.pending = None
+        if self.dialect == "sqlite" and self.used:
+            # SQLite keeps TEMP objects, ATTACHed files and PRAGMAs on the connection: every call gets a fresh one
+            import adbc_driver_sqlite.dbapi as lite
+
+            self.used = False
+            with contextlib.suppress(Exception):
+                self.cur.close()
+                self.con.close()
+            self.con = lite.connect(self.sqlite_uri, autocommit=True)
+            self.cur = self.con.cursor()
         if self.dialect == "postgresql" and self.in_transaction:
             self.in_transaction = False
-            self._frame("ROLLBACK")
+            try:
+                self._frame("ROLLBACK")
+                # what a rollback leaves: session-level advisory locks, prepared statements, LISTEN, cursors
+                self._frame("DISCARD ALL")
+            except Exception:
+                # a connection whose session state cannot be reset serves no other call: the worker ends (the
+                # pool starts a new one), and the database releases whatever it held
+                import os
+
+                os._exit(3)
 
 
 def _driver_location(driver: str) -> str:
@@ -308,20 +376,31 @@ def _spark_guard(cur: Any, allow_unguarded: bool) -> dict[str, Any]:
     return {"version": version, "guarded": guarded}
 
 
-def _postgres_role(cur: Any, allow_privileged: bool) -> dict[str, Any]:
-    """The role's privileges; a privileged role is refused unless allowed by name."""
+def _postgres_role(cur: Any, allow_privileged: bool, allow_writable: bool) -> dict[str, Any]:
+    """The role's privileges; a privileged role is refused unless allowed by name, and so is a role that can write a
+    table, create objects or use dblink / postgres_fdw (a read-only transaction does not stop ``dblink_exec``
+    committing on another connection)."""
+    user_tables = (
+        "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f') "
+        "AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg_toast%'"
+    )
+    written = " OR ".join(f"has_table_privilege(c.oid, '{p}')" for p in ("INSERT", "UPDATE", "DELETE", "TRUNCATE"))
     cur.execute(
         "SELECT current_user::text, r.rolsuper, "
         + ", ".join(f"pg_has_role(current_user, '{role}', 'MEMBER')" for role in PRIVILEGED_ROLES)
         + ", current_setting('server_version'), "
-        "EXISTS (SELECT 1 FROM information_schema.table_privileges WHERE grantee = current_user "
-        "AND privilege_type IN ('INSERT', 'UPDATE', 'DELETE', 'TRUNCATE')) "
-        "OR EXISTS (SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
-        "WHERE pg_get_userbyid(c.relowner) = current_user AND n.nspname NOT IN ('pg_catalog', 'information_schema')) "
+        f"(SELECT min(quote_ident(n.nspname) || '.' || quote_ident(c.relname)) {user_tables} AND ({written})), "
+        "CASE WHEN has_database_privilege(current_database(), 'CREATE') THEN 'database ' || current_database() "
+        "ELSE (SELECT 'schema ' || min(n.nspname) FROM pg_namespace n WHERE n.nspname NOT LIKE 'pg\\_%' "
+        "AND n.nspname <> 'information_schema' AND has_schema_privilege(n.oid, 'CREATE')) END, "
+        "(SELECT min(e.extname) FROM pg_proc p JOIN pg_depend d ON d.objid = p.oid AND d.classid = 'pg_proc'::regclass "
+        "AND d.deptype = 'e' JOIN pg_extension e ON e.oid = d.refobjid WHERE e.extname = 'dblink' "
+        "AND has_function_privilege(p.oid, 'EXECUTE') AND has_schema_privilege(p.pronamespace, 'USAGE')), "
+        "(SELECT min(s.srvname) FROM pg_foreign_server s WHERE has_server_privilege(s.oid, 'USAGE')) "
         "FROM pg_roles r WHERE r.rolname = current_user"
     )
     row = cur.fetchone()
-    user, superuser, *members, version, writes = row
+    user, superuser, *members, version, table, creates, dblink, server = row
     privileges = (["superuser"] if superuser else []) + [r for r, m in zip(PRIVILEGED_ROLES, members, strict=True) if m]
     if privileges and not allow_privileged:
         raise Failure(
@@ -332,8 +411,22 @@ def _postgres_role(cur: Any, allow_privileged: bool) -> dict[str, Any]:
             hint="connect as a read-only role (see `ba-mcp doctor`), or set allow_privileged_role: true for this "
             "database if you accept that",
         )
+    powers = (
+        ([f"write to tables (e.g. {table})"] if table else [])
+        + ([f"create objects in {creates}"] if creates else [])
+        + (["use dblink (its connections commit outside the read-only transaction)"] if dblink else [])
+        + ([f"use the foreign server {server} (postgres_fdw)"] if server else [])
+    )
+    if powers and not allow_writable and not (privileges and allow_privileged):
+        raise Failure(
+            type="permission_denied",
+            code="WRITABLE_ROLE",
+            message=f"the role {user} can {'; '.join(powers)}: ba-mcp serves a role that can only read",
+            hint="connect as a read-only role (README: CREATE ROLE ba_reader …; GRANT pg_read_all_data), or set "
+            "allow_writable_role: true for this database if you accept that",
+        )
     version = str(version).split(" ")[0]  # 15.18, without the packager's note
-    return {"version": version, "role": user, "privileges": privileges, "role_can_write": bool(writes)}
+    return {"version": version, "role": user, "privileges": privileges, "role_can_write": bool(powers)}
 
 
 def _plain_schema(schema: Any) -> tuple[Any, Any]:

@@ -39,8 +39,15 @@ DIALECTS = {"postgresql": "PostgreSQL", "sqlite": "SQLite", "spark": "Spark"}
 _NETWORK_FILES = ("/etc/resolv.conf", "/etc/hosts", "/etc/gai.conf", "/etc/ssl", "/etc/pki", "/etc/ca-certificates")
 
 
+# a URL's query parameter that carries a credential (password=, sslpassword=, token=, client_secret=, …)
+_SECRET_PARAM = re.compile(r"([?&;](?:[\w.-]*(?:pass|pwd|secret|token|key|auth|credential)[\w.-]*)=)([^&;#]*)", re.I)
+
+
 def secrets_of(conf: DatabaseSettings) -> list[str]:
-    """Every secret text of a database's settings (the URL, its password, the options' values), longest first."""
+    """Every secret text of a database's settings (the URL, its password — in the user part or a query
+    parameter, raw and percent-decoded —, the options' values), longest first."""
+    from urllib.parse import unquote
+
     found: list[str] = []
     if conf.url is not None:
         url = conf.url.get_secret_value()
@@ -48,15 +55,19 @@ def secrets_of(conf: DatabaseSettings) -> list[str]:
         m = re.match(r"^[a-z+]+://([^:/@]*):([^@]*)@", url)
         if m and m.group(2):
             found.append(m.group(2))
+        found += [m.group(2) for m in _SECRET_PARAM.finditer(url) if m.group(2)]
+        found += [unquote(s) for s in found[1:]]
     found += [v.get_secret_value() for v in conf.options.values() if v.get_secret_value()]
     return sorted({s for s in found if len(s) >= 3}, key=len, reverse=True)
 
 
 def shown_url(conf: DatabaseSettings) -> str:
-    """The URL with its password replaced (for the doctor and errors)."""
+    """The URL with its credentials replaced (for the doctor and errors): the password of its user part and the
+    value of every query parameter that carries one."""
     if conf.url is None:
         return ""
-    return re.sub(r"^([a-z+]+://[^:/@]*):[^@]*@", r"\1:***@", conf.url.get_secret_value())
+    url = re.sub(r"^([a-z+]+://[^:/@]*):[^@]*@", r"\1:***@", conf.url.get_secret_value())
+    return _SECRET_PARAM.sub(r"\1***", url)
 
 
 def redact(text: str, conf: DatabaseSettings) -> str:
@@ -145,6 +156,7 @@ class Connections:
             "uri": uri,
             "options": {k: v.get_secret_value() for k, v in conf.options.items()},
             "allow_privileged_role": conf.allow_privileged_role,
+            "allow_writable_role": conf.allow_writable_role,
             "allow_unguarded_writes": conf.allow_unguarded_writes,
         }
         try:
