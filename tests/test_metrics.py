@@ -493,3 +493,42 @@ def test_the_bundled_demo_file_yields_to_the_users_names() -> None:
     beside = own.replace("name: orders\n", "name: my_orders\n").replace("COUNT(orders.id)", "COUNT(my_orders.id)")
     both = load_model([(DEMO_NAME, DEMO_FILE.read_text()), ("mine.yml", beside)], dialects)
     assert "net_revenue" in both.metrics and "orders_here" in both.metrics and both.warnings == []
+
+
+async def test_metric_files_are_never_read_through_links_devices_or_past_the_cap(tmp_path: Path) -> None:
+    """S-2 for metric files: a link in a project's metrics/ to a file outside every root, to /proc/kallsyms (past
+    the cap, whatever stat says) or to /proc/kmsg (a read that blocks), a FIFO, and a metrics/ folder that is
+    itself a link: none is read; the project's own file is, and query_metrics answers."""
+    import os
+
+    from tests.conftest import in_process
+
+    ws, project, outside = make_workspace(tmp_path / "ws"), tmp_path / "project", tmp_path / "outside"
+    (project / "metrics").mkdir(parents=True)
+    outside.mkdir()
+    leaked = "name: leaked\nmetrics:\n  - {name: leaked_secret, expression: 'COUNT(orders.order_id)'}\n"
+    (outside / "secret.yml").write_text(leaked)
+    (project / "metrics" / "own.yml").write_text(
+        "name: own\nmetrics:\n  - {name: own_orders, expression: 'COUNT(orders.order_id)', description: Ours.}\n"
+    )
+    (project / "metrics" / "leak.yml").symlink_to(outside / "secret.yml")
+    (project / "metrics" / "kallsyms.yml").symlink_to("/proc/kallsyms")
+    (project / "metrics" / "kmsg.yml").symlink_to("/proc/kmsg")
+    os.mkfifo(project / "metrics" / "fifo.yml")
+    other = tmp_path / "other"  # a second root whose metrics/ folder is a link to the outside
+    other.mkdir()
+    (other / "metrics").symlink_to(outside)
+    roots = json.dumps({"project": str(project), "other": str(other)})
+    async with in_process(ws, BA_MCP_FILES__READ_ROOTS=roots, BA_MCP_TOOLS__QUERY_METRICS__TIMEOUT_S="20") as client:
+        catalog = (await client.read_resource("metrics://catalog")).contents[0].text  # type: ignore[union-attr]
+        assert "own_orders" in catalog and "leaked_secret" not in catalog, catalog
+        result = await client.call_tool("query_metrics", {"metrics": ["own_orders"], "output_level": "full"})
+        assert not result.is_error and rows_of(text_of(result)) == [(20000.0,)], text_of(result)
+    from ba_mcp.metrics.model import metric_files, read_sources
+
+    sources, warnings = read_sources(metric_files([project / "metrics", other / "metrics"]), 1024 * 1024)
+    assert [Path(name).name for name, _ in sources] == ["own.yml"]
+    said = "\n".join(warnings)
+    for name in ("leak.yml", "kallsyms.yml", "kmsg.yml"):
+        assert f"{name}: cannot be read (a symbolic link, not followed)" in said, said
+    assert "fifo.yml: not a regular file" in said, said
