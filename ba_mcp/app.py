@@ -142,6 +142,7 @@ class App:
             self.artifacts,
             self.engines,
             self.sessions,
+            s.artifacts.shared,
         )
         return [
             FileReader(s.tools.file_reader, s.formats, self.workspace, self.artifacts, self.engines),

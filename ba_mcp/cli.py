@@ -378,9 +378,9 @@ def cmd_analyses(args: argparse.Namespace) -> int:
 
     folder = _settings(args).workspace_root() / "analyses"
     if args.action == "list":
-        names = listed(folder)
+        names = listed(folder, shared=True)  # the operator sees every session's
         for name in names:
-            manifest = read_manifest(folder, name)
+            manifest = read_manifest(folder, name, shared=True)
             params = ", ".join(f"{n}={s.get('default')!r}" for n, s in (manifest.get("parameters") or {}).items())
             print(f"{name}  {len(manifest.get('steps') or [])} steps  {params}  {manifest.get('description') or ''}")
         if not names:
@@ -390,7 +390,7 @@ def cmd_analyses(args: argparse.Namespace) -> int:
         _err(f"ba-mcp analyses {args.action}: give an analysis name (ba-mcp analyses list shows them)")
         return 2
     try:
-        manifest = read_manifest(folder, args.name)
+        manifest = read_manifest(folder, args.name, shared=True)
     except ToolFailure as failure:
         _err(f"ba-mcp analyses {args.action}: {failure.message}; {failure.hint}")
         return 1

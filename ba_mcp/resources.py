@@ -49,7 +49,7 @@ def register(server: MCPServer[Any], app: App) -> None:
         ("db://{database}/schema/{table}", "table"): _table_names,
         ("skill://{name}/{path}", "name"): lambda a, _: [s.name for s in a.skills],
         ("metrics://{name}", "name"): lambda a, _: [m["name"] for m in a.metrics_answer("summary")["metrics"]],
-        ("analysis://{name}", "name"): lambda a, _: listed(a.workspace.dir("analyses")),
+        ("analysis://{name}", "name"): lambda a, _: listed(a.workspace.dir("analyses"), a.settings.artifacts.shared),
     }
 
     @server.resource(
@@ -255,8 +255,10 @@ def _analyses(server: MCPServer[Any], app: App) -> None:
     async def analysis(name: str) -> str:
         return await anyio.to_thread.run_sync(analysis_markdown, app, name)
 
-    for name in listed(app.workspace.dir("analyses")):
-        manifest = read_manifest(app.workspace.dir("analyses"), name)
+    # the prompts are the server's, listed to every client: those of the analyses the stdio session (``default``)
+    # saved, or every one when artifacts.shared
+    for name in listed(app.workspace.dir("analyses"), app.settings.artifacts.shared):
+        manifest = read_manifest(app.workspace.dir("analyses"), name, app.settings.artifacts.shared)
         server.prompt(
             name=f"rerun-{name}",
             title=f"Re-run {name}",
@@ -280,12 +282,13 @@ def _rerun_prompt(name: str) -> Any:
 
 def analysis_catalog(app: App) -> str:
     folder = app.workspace.dir("analyses")
-    names = listed(folder)
+    shared = app.settings.artifacts.shared
+    names = listed(folder, shared)
     if not names:
         return "No saved analyses yet: save_analysis keeps calls of a conversation as one."
     lines = ["Saved analyses (run_analysis(name, parameters) re-runs one; analysis://{name} shows it):"]
     for name in names:
-        m = read_manifest(folder, name)
+        m = read_manifest(folder, name, shared)
         params = ", ".join(f"{n}={s.get('default')!r}" for n, s in (m.get("parameters") or {}).items())
         lines.append(
             f"- {name}: {m.get('description') or ''} ({len(m.get('steps') or [])} steps; {params or 'no parameters'})"
@@ -295,7 +298,7 @@ def analysis_catalog(app: App) -> str:
 
 def analysis_markdown(app: App, name: str) -> str:
     try:
-        m = read_manifest(app.workspace.dir("analyses"), name)
+        m = read_manifest(app.workspace.dir("analyses"), name, app.settings.artifacts.shared)
     except ToolFailure as failure:
         raise ResourceNotFoundError(f"{failure.message}; {failure.hint}") from None
     lines = [f"# {name}", "", str(m.get("description") or ""), "", f"Saved {m.get('saved')}.", "", "Parameters:"]

@@ -167,3 +167,31 @@ def test_the_stores_answer_for_the_calling_session(tmp_path: Path) -> None:
     assert store.get(mine.id).id == mine.id  # "default": the session outside any request
     with callers.acting_as("http-a"), pytest.raises(Exception, match="no artifact"):
         store.get(mine.id)
+
+
+async def test_a_session_sees_runs_and_overwrites_only_its_own_saved_analyses(tmp_path: Path) -> None:
+    """S-9 / S-13 (issue 34 item 7): session B can neither list, read, complete, re-run nor overwrite the analysis A
+    saved; the operator's command sees it."""
+    from tests.conftest import ba
+
+    ws = make_workspace(tmp_path)
+    with http_serve(ws) as url:
+        async with _session(url) as a, _session(url) as b:
+            await _ok(a, "query_database", query=QUERY + " WHERE range < 5")
+            await _ok(a, "save_analysis", name="payroll", steps="last:1", description="A's own")
+            assert "payroll" in (await a.read_resource("analysis://catalog")).contents[0].text  # type: ignore[union-attr]
+            catalog = (await b.read_resource("analysis://catalog")).contents[0].text  # type: ignore[union-attr]
+            assert "payroll" not in catalog, catalog
+            with pytest.raises(MCPError):
+                await b.read_resource("analysis://payroll")
+            done = await b.complete(ResourceTemplateReference(uri="analysis://{name}"), {"name": "name", "value": "p"})
+            assert "payroll" not in done.completion.values
+            said = await _refused(b, "run_analysis", name="payroll")
+            assert "UNKNOWN_ANALYSIS" in said and "A's own" not in said, said
+            await _ok(b, "query_database", query="SELECT 1 AS planted")
+            said = await _refused(b, "save_analysis", name="payroll", steps="last:1", overwrite=True)
+            assert "EXISTS" in said and "overwrite" not in said, said
+            assert "payroll" in await _ok(a, "run_analysis", name="payroll")
+    manifest = (ws / "analyses" / "payroll" / "analysis.yaml").read_text()
+    assert "A's own" in manifest and "planted" not in manifest
+    assert "payroll" in ba("analyses", "list", workspace=ws).stdout

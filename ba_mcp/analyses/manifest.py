@@ -23,6 +23,7 @@ from typing import Any
 
 import yaml
 
+from ba_mcp import callers
 from ba_mcp.errors import ErrorType, ToolFailure
 
 NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
@@ -238,6 +239,7 @@ def write(folder: Path, p: Plan, outputs: list[dict[str, Any]], overwrite: bool)
         os.chmod(tmp / "analysis.py", 0o755)  # a script with a #! line
         manifest = {
             "name": p.name,
+            "owner": callers.new_owners()[0],  # the session that saved it (S-9: another session does not see it)
             "description": p.description,
             "saved": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "parameters": p.parameters,
@@ -263,20 +265,43 @@ def write(folder: Path, p: Plan, outputs: list[dict[str, Any]], overwrite: bool)
     return target
 
 
-def read_manifest(folder: Path, name: str) -> dict[str, Any]:
+def read_manifest(folder: Path, name: str, shared: bool = False) -> dict[str, Any]:
+    """The manifest of the analysis ``name`` — when the calling session may see it: the one that saved it, any
+    session when ``shared`` (``artifacts.shared``), the operator always (``callers.EVERYONE``). Another session's
+    analysis is as unknown as one never saved."""
     check_name(name)
     path = folder / name / "analysis.yaml"
-    if not path.is_file():
-        known = ", ".join(listed(folder)) or "none"
+    data = _load(path)
+    if data is None or not visible(data, shared):
+        known = ", ".join(listed(folder, shared)) or "none"
         raise ToolFailure(ErrorType.NOT_FOUND, "UNKNOWN_ANALYSIS", f"no analysis named {name}", f"saved: {known}")
+    return data
+
+
+def _load(path: Path) -> dict[str, Any] | None:
+    if not path.is_file():
+        return None
     data = yaml.safe_load(path.read_text(encoding="utf-8"))
     return data if isinstance(data, dict) else {}
 
 
-def listed(folder: Path) -> list[str]:
+def visible(manifest: dict[str, Any], shared: bool = False) -> bool:
+    """Whether the calling session may see (list, read, run, overwrite) an analysis: one saved before owners were
+    recorded belongs to the stdio session (``default``)."""
+    return callers.may_read([str(manifest.get("owner") or callers.DEFAULT)], shared)
+
+
+def exists(folder: Path, name: str) -> bool:
+    """Whether any session saved an analysis named ``name`` (a name is the workspace's, not a session's)."""
+    return (folder / name).exists()
+
+
+def listed(folder: Path, shared: bool = False) -> list[str]:
+    """The analyses the calling session may see."""
     if not folder.is_dir():
         return []
-    return sorted(p.name for p in folder.iterdir() if (p / "analysis.yaml").is_file() and NAME.match(p.name))
+    names = [p.name for p in folder.iterdir() if NAME.match(p.name) and (p / "analysis.yaml").is_file()]
+    return sorted(n for n in names if visible(_load(folder / n / "analysis.yaml") or {}, shared))
 
 
 def typed_values(parameters: dict[str, dict[str, Any]], given: dict[str, Any]) -> dict[str, Any]:

@@ -27,7 +27,7 @@ def main(path: str, argv: list[str] | None = None) -> int:
     from ba_mcp.analyses.manifest import PARAM
 
     folder = Path(path).resolve().parent
-    parameters = read_manifest(folder.parent, folder.name).get("parameters") or {}
+    parameters = read_manifest(folder.parent, folder.name, shared=True).get("parameters") or {}
     parser = argparse.ArgumentParser(
         prog="analysis.py", description=f"Re-run the saved analysis {folder.name} (ba-mcp, no model needed)."
     )
@@ -53,7 +53,7 @@ def run_folder(
     from ba_mcp.errors import ToolFailure
     from ba_mcp.settings import load_settings
 
-    manifest = read_manifest(folder.parent, folder.name)
+    manifest = read_manifest(folder.parent, folder.name, shared=True)  # the operator runs it
     values = typed_values(manifest.get("parameters") or {}, given)
     defaults = {n: s.get("default") for n, s in (manifest.get("parameters") or {}).items()}
     settings = load_settings(workspace=folder.parent.parent)

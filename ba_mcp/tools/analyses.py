@@ -16,7 +16,17 @@ from typing import TYPE_CHECKING, Annotated, Any
 from pydantic import Field, field_validator
 
 from ba_mcp import callers
-from ba_mcp.analyses.manifest import check_name, chosen, describe_change, plan, read_manifest, typed_values, write
+from ba_mcp.analyses.manifest import (
+    bad,
+    check_name,
+    chosen,
+    describe_change,
+    exists,
+    plan,
+    read_manifest,
+    typed_values,
+    write,
+)
 from ba_mcp.analyses.replay import Replay, StepFailed, run_steps
 from ba_mcp.errors import ToolFailure
 from ba_mcp.results import Composite, Document, Image, RawResult, Table
@@ -68,6 +78,7 @@ class _Analyses(Tool):
         artifacts: ArtifactStore,
         engines: Engines,
         sessions: Sessions,
+        shared: bool = False,
     ) -> None:
         self.settings = settings
         self.folder = folder
@@ -75,6 +86,7 @@ class _Analyses(Tool):
         self.artifacts = artifacts
         self.engines = engines
         self.sessions = sessions
+        self.shared = shared  # artifacts.shared: every session sees every session's analyses
 
     def replay(self, ctx: ToolContext, values: dict[str, Any]) -> Replay:
         """A run in a session of the analysis's own (its interpreter, its engine worker; what it stores is that
@@ -100,10 +112,15 @@ class SaveAnalysis(_Analyses):
 
     def execute(self, params: SaveAnalysisParams, ctx: ToolContext) -> RawResult:
         name = check_name(params.name)
-        if (self.folder / name).exists() and not params.overwrite:
-            from ba_mcp.analyses.manifest import bad
-
-            raise bad(f"an analysis named {name} exists", "choose another name, or pass overwrite: true", code="EXISTS")
+        if exists(self.folder, name):
+            try:
+                read_manifest(self.folder, name, self.shared)
+            except ToolFailure:  # another session's: never overwritten, whatever was asked
+                raise bad(f"an analysis named {name} exists", "choose another name", code="EXISTS") from None
+            if not params.overwrite:
+                raise bad(
+                    f"an analysis named {name} exists", "choose another name, or pass overwrite: true", code="EXISTS"
+                )
         records = chosen(list(self.sessions(ctx.session).history), params.steps)
         p = plan(name, params.description, records, dict(params.parameters), self._placer(ctx))
         run = self.replay(ctx, {n: spec["default"] for n, spec in p.parameters.items()})
@@ -150,7 +167,7 @@ class RunAnalysis(_Analyses):
     Params = RunAnalysisParams
 
     def execute(self, params: RunAnalysisParams, ctx: ToolContext) -> RawResult:
-        manifest = read_manifest(self.folder, params.name)
+        manifest = read_manifest(self.folder, params.name, self.shared)
         parameters = manifest.get("parameters") or {}
         values = typed_values(parameters, dict(params.parameters))
         defaults = {n: s.get("default") for n, s in parameters.items()}
