@@ -108,7 +108,7 @@ class App:
         self.telemetry = TelemetryLog(self.workspace.dir("logs"), settings.telemetry.enabled)
         self.fetcher = Fetcher(settings.web, __version__)
         self.searcher = Searcher(settings.web.search, lambda: self.fetcher.client)
-        self.sessions = Sessions()
+        self.sessions = Sessions(settings.sessions)
         builtin = {t.name: t for t in self._builtin_tools()}
         self.tools: dict[str, Tool] = {}
         default = [name for name, t in builtin.items() if settings.tool(name).enabled]

@@ -60,6 +60,26 @@ def read_blob(fd: int, limit: int) -> bytes:
     """The bytes of a memory file the worker sent, read only if it is sealed (its size can no longer
     change) and at most ``limit`` bytes long. Anything else — a descriptor of /dev/zero, a pipe, an
     unsealed or oversized (even sparse) memory file — is refused before a byte is read (S-4)."""
+    size = sealed_size(fd, limit)
+    data = os.pread(fd, size, 0)
+    if len(data) != size:
+        raise BadBlob("the memory file is shorter than it says")
+    return data
+
+
+def map_blob(fd: int, limit: int) -> memoryview:
+    """A memory file the worker sent, checked like ``read_blob`` and mapped read-only instead of copied: a large
+    value is read in place (its pages are the memory file's) and let go when the last view of it goes."""
+    import mmap
+
+    size = sealed_size(fd, limit)
+    if size == 0:
+        return memoryview(b"")
+    return memoryview(mmap.mmap(fd, size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ))
+
+
+def sealed_size(fd: int, limit: int) -> int:
+    """The size of a sealed memory file of at most ``limit`` bytes (BadBlob for anything else)."""
     try:
         seals = fcntl.fcntl(fd, fcntl.F_GET_SEALS)
     except OSError:
@@ -69,10 +89,7 @@ def read_blob(fd: int, limit: int) -> bytes:
     size = os.fstat(fd).st_size
     if size > limit:
         raise BadBlob(f"the object is {size:,} bytes; at most {limit:,} bytes are taken from the sandbox")
-    data = os.pread(fd, size, 0)
-    if len(data) != size:
-        raise BadBlob("the memory file is shorter than it says")
-    return data
+    return size
 
 
 class WorkerProcess:

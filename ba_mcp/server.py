@@ -282,12 +282,20 @@ class BaServer(MCPServer[App]):
         return await super().read_resource(uri, context)
 
     def streamable_http_app(self, **kwargs: Any) -> Any:
-        """The SDK's HTTP app, plus: when an HTTP session ends (client DELETE, the SDK's idle timeout),
-        its Python worker ends too."""
+        """The SDK's HTTP app, plus: when an HTTP session ends (client DELETE, or no request for
+        ``sessions.http_idle_timeout_s``), its Python and engine workers end and what the server kept for it
+        (history, usage) is forgotten (S-16)."""
+        kwargs["session_idle_timeout"] = self.app.settings.sessions.http_idle_timeout_s
         starlette = super().streamable_http_app(**kwargs)
 
+        def end(key: str) -> None:
+            for session in (key, f"{key}~analysis"):  # run_analysis works in a session of its own
+                self.app.sandboxes.discard(session)
+                self.app.engines.end_session(session)
+            self.app.sessions.forget(key)
+
         async def ended(session_id: str) -> None:
-            await anyio.to_thread.run_sync(self.app.sandboxes.discard, http_session_key(session_id))
+            await anyio.to_thread.run_sync(end, http_session_key(session_id))
 
         if not SdkInternals.on_http_session_end(self, ended):
             log.warning("HTTP session ends cannot be observed; idle sessions' workers end after idle_timeout_s")

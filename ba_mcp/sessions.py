@@ -9,6 +9,7 @@ never reaches logs, usage statistics or the sandbox. Stateless HTTP (no session 
 from __future__ import annotations
 
 import hashlib
+import json
 import threading
 from collections import deque
 from collections.abc import Mapping
@@ -17,26 +18,65 @@ from typing import Any
 
 from ba_mcp.pipeline.levels import RecentTokens
 from ba_mcp.pipeline.usage import CallRecord, Usage
-
-HISTORY = 200  # provenance records a session keeps (the latest calls)
+from ba_mcp.settings import SessionsSettings
 
 
 @dataclass
 class SessionState:
     """What the server keeps per client session: its usage (and so its token use), its log level, the
-    token budget's sliding window, and the provenance of its latest calls."""
+    token budget's sliding window, and the provenance of its latest calls — bounded (S-16): at most
+    ``history_calls`` calls and ``history_bytes`` in all, a call's arguments kept only up to
+    ``history_call_bytes``."""
 
     key: str
+    limits: SessionsSettings = field(default_factory=SessionsSettings)
     usage: Usage = field(default_factory=Usage)
     log_level: str = "warning"
     recent: RecentTokens = field(default_factory=RecentTokens)
-    history: deque[CallRecord] = field(default_factory=lambda: deque(maxlen=HISTORY))
+    history: deque[CallRecord] = field(default_factory=deque)
+    _sizes: deque[int] = field(default_factory=deque)
+    _kept_bytes: int = 0
+
+    def remember(self, record: CallRecord) -> None:
+        """Keep ``record`` in the history, within the limits: arguments (and the SQL or code they hold) over
+        ``history_call_bytes`` are dropped from it, their size noted; the oldest calls go first."""
+        size = _size(record.arguments) + _size(record.provenance)
+        if size > self.limits.history_call_bytes:
+            record.arguments = {}
+            record.provenance = {
+                "call_id": record.call_id,
+                "tool": record.tool,
+                "dropped": f"its arguments ({size:,} bytes) were too large to keep (sessions.history_call_bytes)",
+                **{k: v for k, v in record.provenance.items() if k in ("error", "wrote")},
+            }
+            size = _size(record.provenance)
+        self.history.append(record)
+        self._sizes.append(size)
+        self._kept_bytes += size
+        while self.history and (
+            len(self.history) > self.limits.history_calls or self._kept_bytes > self.limits.history_bytes
+        ):
+            self.history.popleft()
+            self._kept_bytes -= self._sizes.popleft()
+
+    @property
+    def kept_bytes(self) -> int:
+        return self._kept_bytes
+
+
+def _size(value: Any) -> int:
+    try:
+        return len(json.dumps(value, default=str))
+    except (TypeError, ValueError):
+        return len(repr(value))
 
 
 class Sessions:
-    """The sessions of one App, created on first use."""
+    """The sessions of one App, created on first use and forgotten when they end (an HTTP session closed or
+    idle past ``sessions.http_idle_timeout_s``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, limits: SessionsSettings | None = None) -> None:
+        self.limits = limits or SessionsSettings()
         self._states: dict[str, SessionState] = {}
         self._lock = threading.Lock()
 
@@ -44,12 +84,16 @@ class Sessions:
         with self._lock:
             state = self._states.get(key)
             if state is None:
-                state = self._states[key] = SessionState(key)
+                state = self._states[key] = SessionState(key, self.limits)
             return state
 
     def keys(self) -> list[str]:
         with self._lock:
             return list(self._states)
+
+    def forget(self, key: str) -> None:
+        with self._lock:
+            self._states.pop(key, None)
 
 
 def session_key(headers: Mapping[str, Any] | None) -> str:

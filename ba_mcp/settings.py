@@ -79,6 +79,15 @@ class TelemetrySettings(_Section):
     otlp_endpoint: str | None = None
 
 
+class SessionsSettings(_Section):
+    """``sessions:``: what the server keeps per client session (S-16)."""
+
+    http_idle_timeout_s: float = Field(1800, gt=0)  # an HTTP session with no request for this long is ended
+    history_calls: int = Field(200, ge=1)  # the latest calls kept in a session's history (ba://history, saving)
+    history_call_bytes: int = Field(256 * 1024, ge=1024)  # a call's arguments over this are kept as their size
+    history_bytes: int = Field(16 * 1024**2, ge=64 * 1024)  # a session's history in all; the oldest go first
+
+
 class ToolSettings(_Section):
     """What every tool has: its default timeout, the ceiling a call may ask for, its default level."""
 
@@ -342,6 +351,7 @@ class Settings(_Section):
     cache: CacheSettings = CacheSettings()
     retry: RetrySettings = RetrySettings()
     telemetry: TelemetrySettings = TelemetrySettings()
+    sessions: SessionsSettings = SessionsSettings()
     databases: dict[str, DatabaseSettings] = {"demo": DatabaseSettings()}
     formats: FormatsSettings = FormatsSettings()
     engine: EngineSettings = EngineSettings()

@@ -130,6 +130,8 @@ def plan(name: str, description: str, records: list[Any], parameters: dict[str, 
     for i, r in enumerate(records, 1):
         sid = f"s{i}"
         prov = r.provenance
+        if prov.get("dropped"):
+            raise bad(f"step {r.call_id} cannot be saved: {prov['dropped']}", code="UNKNOWN_STEP")
         args = {k: v for k, v in r.arguments.items() if k not in ("output_level", "timeout", "reset")}
         step = Step(sid, r.call_id, r.tool, {})
         if r.tool == "query_database":

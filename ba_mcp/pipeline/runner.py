@@ -176,7 +176,7 @@ class Runner:
         record.duration_ms = round((time.perf_counter() - started) * 1000, 3)
         record.provenance = _provenance(record, observation)
         state.usage.add(record)
-        state.history.append(record)
+        state.remember(record)
         self.telemetry.write(record)
         _annotate_span(record)
         return CallOutcome(tool.name, observation, failure, record)

@@ -23,7 +23,7 @@ from pydantic import Field, ValidationError
 from ba_mcp.errors import Code, ErrorType, ToolFailure, denied, invalid
 from ba_mcp.ids import upload_id_for
 from ba_mcp.results import Composite, Document, Image, RawResult, Table
-from ba_mcp.sandbox_client import BadBlob, WorkerGone, WorkerProcess, read_blob
+from ba_mcp.sandbox_client import BadBlob, WorkerGone, WorkerProcess, map_blob, read_blob
 from ba_mcp.settings import RunPythonSettings, SandboxSettings
 from ba_mcp.tool import CacheMode, CachePolicy, ToolContext, ToolParams, ToolPolicy
 from ba_mcp.tool import Tool as BaseTool
@@ -381,7 +381,29 @@ def _save(tool: RunPython, args: dict[str, Any], fd: int) -> str:
     return meta.id
 
 
-def _arrow_table(data: bytes, limit: int) -> Any:
+STREAMED_VALUE_BYTES = 8 * 1024 * 1024  # a table value larger than this is stored by the tool, not held whole
+HEAD_ROWS = 1000  # the rows of such a value the observation is made from (the complete one is the artifact)
+
+
+def _value_table(tool: RunPython, data: memoryview) -> Table:
+    """The value of the last expression: a small table as it is; a large one written to its artifact straight from
+    the worker's memory file (never copied whole into the server), with a copy of its first rows for the
+    observation — which summarises the complete artifact."""
+    import pyarrow as pa
+
+    table = _arrow_table(data, _transfer_limit(tool))
+    title = "value of the last expression"
+    if len(data) <= STREAMED_VALUE_BYTES:
+        return Table(title, table, total_rows=table.num_rows)
+    total = table.num_rows
+    meta = tool.artifacts.put_table(table, title=title, source_tool="run_python")
+    head = table.take(pa.array(range(min(HEAD_ROWS, total)), pa.int64()))  # a copy: the mapping can go
+    del table
+    pa.default_memory_pool().release_unused()  # the Parquet writer's buffers go back to the system
+    return Table(title, head, total_rows=total, artifact_id=meta.id)
+
+
+def _arrow_table(data: bytes | memoryview, limit: int) -> Any:
     """A table the worker sent: uncompressed Arrow IPC only, its declared sizes checked before decoding (an
     85 KB zstd stream can inflate to gigabytes)."""
     try:
@@ -401,13 +423,14 @@ def _arrow_table(data: bytes, limit: int) -> Any:
 def _result(
     tool: RunPython, reply: dict[str, Any], fds: list[int], code_id: str, notes: list[str], worker: WorkerProcess
 ) -> RawResult:
+    error = reply.get("error")
+    value = reply.get("value")
     try:
+        # a table value is mapped, not copied: a large one is stored from the worker's pages (S-16)
+        table_blob = map_blob(fds.pop(0), _transfer_limit(tool)) if value and value.get("kind") == "table" else None
         blobs = [read_blob(fd, _transfer_limit(tool)) for fd in fds]
     finally:
         _close_all(fds)
-    error = reply.get("error")
-    value = reply.get("value")
-    table_blob = blobs.pop(0) if value and value.get("kind") == "table" else None
     stdout, stderr = _stream(reply.get("stdout")), _stream(reply.get("stderr"))
     kept: dict[str, str] = {}
     whole_output: dict[str, tuple[str, str]] = {}  # label -> (the whole output, its artifact)
@@ -433,8 +456,8 @@ def _result(
                 notes_here.append(kept[label])
             parts.append((label, Document(label, text, notes=notes_here, tail_matters=True)))
     if value and value.get("kind") == "table" and table_blob is not None:
-        table = _arrow_table(table_blob, _transfer_limit(tool))
-        parts.append(("value", Table("value of the last expression", table, total_rows=table.num_rows)))
+        parts.append(("value", _value_table(tool, table_blob)))
+        del table_blob
     elif value and value.get("kind") == "text":
         shown = value["text"]
         more = [f"the value's repr is {value['total']:,} characters; the first {len(shown):,} are shown"]

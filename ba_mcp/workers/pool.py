@@ -239,6 +239,13 @@ class Engines:
             handle.last_used = time.monotonic()
             handle.lock.release()
 
+    def end_session(self, session: str) -> None:
+        """The session ended: its worker (and what its TEMP objects held) goes with it."""
+        with self._lock:
+            handle = self._workers.pop(session, None)
+        if handle is not None:
+            handle.process.kill()
+
     def discard(self, session: str, handle: Handle) -> None:
         with self._lock:
             if self._workers.get(session) is handle:
