@@ -87,8 +87,7 @@ class Exports:
     def _folder(self, relative: str) -> tuple[int, str]:
         """A descriptor of the folder that will hold ``relative`` (made as needed, beneath the export folder,
         no link followed), and the file's name."""
-        self.root.mkdir(parents=True, exist_ok=True)  # the folder itself is the operator's choice
-        fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        fd = self._open_root()
         *folders, name = relative.split("/")
         try:
             for part in folders:
@@ -111,6 +110,30 @@ class Exports:
             os.close(fd)
             raise
         return fd, name
+
+    def _open_root(self) -> int:
+        """The export folder itself, opened beneath its parent without following a link (a project that ships
+        ``ba-exports`` as a symbolic link does not send exports elsewhere); its parent is the operator's
+        choice (``files.export_dir``), made as needed."""
+        parent, name = self.root.parent, self.root.name
+        parent.mkdir(parents=True, exist_ok=True)
+        parent_fd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            try:
+                os.mkdir(name, 0o755, dir_fd=parent_fd)
+            except FileExistsError:
+                pass
+            try:
+                return os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent_fd)
+            except OSError as exc:
+                if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+                    raise
+                raise denied(
+                    f"the export folder {self.shown_root} is a symbolic link or a file, which exports never follow",
+                    "make it a plain folder, or point files.export_dir at one",
+                ) from None
+        finally:
+            os.close(parent_fd)
 
 
 def _checked(path: str) -> str:

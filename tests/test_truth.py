@@ -199,3 +199,19 @@ async def test_a_query_on_a_file_is_named_for_the_file_and_its_errors_point_at_t
         wrong = await client.call_tool("query_database", {"query": "SELECT nope FROM upload_delays"})
         text = text_of(wrong)
         assert wrong.is_error and "DESCRIBE SELECT * FROM upload_delays" in text and "db://demo" not in text, text
+
+
+async def test_an_export_folder_that_is_a_link_is_never_followed(tmp_path: Path) -> None:
+    """Issue 34 item 10: a project shipping `ba-exports` as a symbolic link to another project's folder could
+    have `export(…, overwrite=True)` replace that project's README.md."""
+    ws, project, other = tmp_path / "ws", tmp_path / "project", tmp_path / "other"
+    project.mkdir()
+    other.mkdir()
+    (other / "README.md").write_text("the other project's readme\n")
+    os.symlink(other, project / "ba-exports")
+    async with in_process(ws, None, BA_MCP_FILES__EXPORT_DIR=str(project / "ba-exports")) as s:
+        result = await s.call_tool("run_python", {"code": "export('planted', 'README.md', overwrite=True)"})
+        said = text_of(result)
+    assert "symbolic link" in said, said
+    assert (other / "README.md").read_text() == "the other project's readme\n"
+    assert sorted(p.name for p in other.iterdir()) == ["README.md"]
