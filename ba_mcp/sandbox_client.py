@@ -124,6 +124,7 @@ class WorkerProcess:
                 "memory_mb": settings.memory_mb,
                 "max_processes": settings.max_processes,
                 "max_file_mb": settings.max_file_mb,
+                "max_transfer_mb": settings.max_transfer_mb,
                 "cpu_seconds": settings.cpu_seconds,
                 "cpus": settings.cpus or os.cpu_count() or 1,
                 "allowed_imports": settings.allowed_imports,
@@ -423,42 +424,49 @@ class Sandboxes:
             except OSError as exc:
                 log.warning("could not start a sandbox worker: %s", exc)
 
-    def acquire(self, session: str) -> tuple[WorkerProcess, bool]:
+    def acquire(self, session: str, wait_s: float = 0.0) -> tuple[WorkerProcess, bool]:
         """The session's worker, started if needed; ``fresh`` says it has no state yet. A session has one
-        interpreter: concurrent first calls wait for the one being started instead of starting their own.
+        interpreter: concurrent first calls wait for the one being started instead of starting their own. At
+        ``max_workers`` the worker idle the longest makes room; when every worker is starting or running a
+        cell, the call waits up to ``wait_s`` for one to finish.
 
-        Raises ToolFailure(dependency_error) when no worker can be started."""
+        Raises ToolFailure(dependency_error) when no worker can be started, (resource_error) when none
+        became free in time."""
         with self._lock:
             starting = self._starting.setdefault(session, threading.Lock())
         with starting:
-            return self._acquire(session)
+            return self._acquire(session, time.monotonic() + wait_s)
 
-    def _acquire(self, session: str) -> tuple[WorkerProcess, bool]:
+    def _acquire(self, session: str, deadline: float) -> tuple[WorkerProcess, bool]:
         victim: WorkerProcess | None = None
-        with self._lock:
-            worker = self._workers.get(session)
-            if worker is not None and worker.alive():
-                return worker, False
-            if worker is not None:
-                self._workers.pop(session)
-                worker.kill()
-            if len(self._workers) + self._reserved >= self.settings.max_workers:
-                # Make room by ending the worker idle the longest (its session is told when it returns);
-                # refuse only when every worker is running a cell.
-                idle = [(w.last_used, key) for key, w in self._workers.items() if not w.lock.locked()]
-                if not idle:
-                    raise ToolFailure(
-                        ErrorType.RESOURCE_ERROR,
-                        "TOO_MANY_WORKERS",
-                        f"all {self.settings.max_workers} Python workers of this server are running other "
-                        "sessions' code",
-                        "try again in a moment, or raise sandbox.max_workers",
-                    )
-                _, key = min(idle)
-                victim = self._workers.pop(key)
-                self._evicted.add(key)
-            self._reserved += 1
-            worker, self._spare = self._spare, None
+        while True:
+            with self._lock:
+                worker = self._workers.get(session)
+                if worker is not None and worker.alive():
+                    return worker, False
+                if worker is not None:
+                    self._workers.pop(session)
+                    worker.kill()
+                if len(self._workers) + self._reserved >= self.settings.max_workers:
+                    # Make room by ending the worker idle the longest (its session is told when it returns)
+                    idle = [(w.last_used, key) for key, w in self._workers.items() if not w.lock.locked()]
+                    if idle:
+                        _, key = min(idle)
+                        victim = self._workers.pop(key)
+                        self._evicted.add(key)
+                if victim is not None or len(self._workers) + self._reserved < self.settings.max_workers:
+                    self._reserved += 1
+                    worker, self._spare = self._spare, None
+                    break
+            if time.monotonic() >= deadline:
+                raise ToolFailure(
+                    ErrorType.RESOURCE_ERROR,
+                    "TOO_MANY_WORKERS",
+                    f"all {self.settings.max_workers} Python workers of this server were running other "
+                    "sessions' code until the timeout",
+                    "try again in a moment, or raise sandbox.max_workers",
+                )
+            time.sleep(0.05)  # every worker is starting or running a cell: one becomes idle when it ends
         if victim is not None:
             victim.kill()
         try:

@@ -120,7 +120,9 @@ class Worker:
         preloaded = False
         while True:
             try:
-                if not preloaded:
+                # a spare (no session yet) imports matplotlib while it waits; a worker serving a session never
+                # spends CPU between its answers (its code imports what it uses)
+                if not preloaded and not self.started:
                     ready, _, _ = select.select([self.sock], [], [], 1.0)
                     if not ready:
                         _preload_matplotlib()
@@ -214,8 +216,9 @@ class Worker:
         for name, stream in (("stdout", out), ("stderr", err)):  # descriptors in this order: value, stdout, stderr
             whole = stream.whole()
             if whole is not None:
-                reply[name]["whole"] = {"complete": whole[1]}
-                fds.append(_memfile(whole[0].encode("utf-8", "replace")))
+                data, complete = _within_file_limit(whole[0].encode("utf-8", "replace"), self.options)
+                reply[name]["whole"] = {"complete": whole[1] and complete}
+                fds.append(_memfile(data))
         stopped, running = _stop_threads(threads_before)
         if stopped or running:
             reply["threads"] = {"stopped": stopped, "running": running}
@@ -500,6 +503,17 @@ def _table_blob(obj: Any) -> tuple[dict[str, Any], int]:
 
 
 _SEALS = fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE
+
+
+def _within_file_limit(data: bytes, options: dict[str, Any]) -> tuple[bytes, bool]:
+    """``data`` cut (at a character's edge) to what this process may write to a file (RLIMIT_FSIZE, which
+    memory files obey too: a longer write would fail and lose the interpreter) and the server takes from it
+    (``max_transfer_mb``), and whether it is whole."""
+    limits = [int(options.get(k) or 0) * 1024 * 1024 for k in ("max_file_mb", "max_transfer_mb")]
+    limit = min([n for n in limits if n] or [0])
+    if not limit or len(data) < limit:
+        return data, True
+    return data[: limit - 1].decode("utf-8", "ignore").encode("utf-8"), False
 
 
 def _memfile(data: bytes) -> int:

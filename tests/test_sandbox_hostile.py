@@ -362,3 +362,15 @@ async def test_threads_blocked_in_c_do_not_outlive_their_cell(raw: tuple[ClientS
     await anyio.sleep(1.0)
     assert cpu() - before < 0.3  # nothing of ours computes any more
     assert "fresh interpreter" in ok(await run(s, "1 + 1"))
+
+
+async def test_output_larger_than_the_file_size_limit_is_trimmed_and_the_state_kept(
+    raw: tuple[ClientSession, Path],
+) -> None:
+    """Issue 34 item 11: the whole output is handed over in a memory file, which obeys RLIMIT_FSIZE (20 MB here):
+    30 MB of output cost the interpreter its state (OSError: File too large) instead of a trimmed result."""
+    s, _ = raw
+    ok(await run(s, "kept = 41"))
+    text = ok(await run(s, "print('é' * 15_000_000)"))
+    assert "15,000,001" in text and "artifact_" in text, text[-600:]
+    assert "42" in ok(await run(s, "kept + 1"))

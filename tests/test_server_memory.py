@@ -116,3 +116,25 @@ async def test_a_large_value_from_run_python_is_stored_without_being_held_whole(
     # the gigabyte the whole-copy path took, and little kept after
     assert peak[0] - before < 450 * MB, f"peak +{(peak[0] - before) / MB:.0f} MB"
     assert after - before < 100 * MB, f"kept +{(after - before) / MB:.0f} MB"
+
+
+async def test_a_refused_compressed_value_leaves_nothing_running(tmp_path: Path) -> None:
+    """Issue 34 item 11: a compressed Arrow IPC stream handed over by run_python is refused before it is decoded,
+    and no process of ours burns CPU after the answer (with no spare interpreter to start: sandbox.spare_workers 0;
+    a spare, when configured, is started for the next session by design)."""
+    from tests.test_engine_workers import ARROW_BOMB_CELL, _cpu_of_ours
+
+    ws = make_workspace(tmp_path)
+    async with (
+        stdio_client(stdio_params(ws, BA_MCP_SANDBOX__ALLOWED_IMPORTS="*")) as (read, write),
+        ClientSession(read, write) as s,
+    ):
+        await s.initialize()
+        await s.call_tool("run_python", {"code": "1"})
+        result = await s.call_tool("run_python", {"code": ARROW_BOMB_CELL})
+        server = server_process(ws)
+        before = _cpu_of_ours(server)
+        time.sleep(4)
+        burnt = _cpu_of_ours(server) - before
+    assert "refused" in text_of(result) and "compressed" in text_of(result), text_of(result)
+    assert burnt < 0.3, f"{burnt:.2f} CPU-s after the answer"

@@ -176,19 +176,24 @@ async def test_live_python_workers_are_capped_with_a_clear_error(tmp_path: Path)
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(busy)  # B's cell holds the only worker ...
                     await anyio.sleep(1.0)
-                    refused = await a.call_tool("run_python", {"code": "1"})  # ... so A is refused, clearly
+                    # ... so A waits for it, and is refused, clearly, when its own timeout comes first
+                    refused = await a.call_tool("run_python", {"code": "1", "timeout": 1})
                     text = text_of(refused)
                     assert refused.is_error and "Error Type: resource_error" in text and "TOO_MANY_WORKERS" in text
                     assert not (await a.call_tool("file_reader", {"path": "upload_sales"})).is_error
 
-        async def first_call() -> None:  # new sessions starting at once: the cap holds while workers start
-            async with streamable_http_client(url) as (r, w, *_), ClientSession(r, w) as s:
+        answers: list[str] = []
+
+        async def first_call() -> None:  # new sessions starting at once: the cap holds while workers start,
+            async with streamable_http_client(url) as (r, w, *_), ClientSession(r, w) as s:  # and none is refused
                 await s.initialize()
-                await s.call_tool("run_python", {"code": "1"})
+                answer = await s.call_tool("run_python", {"code": "6 * 7"})
+                answers.append(text_of(answer) if answer.is_error else "42" * ("42" in text_of(answer)))
 
         async with anyio.create_task_group() as tg:
             for _ in range(4):
                 tg.start_soon(first_call)
+        assert answers == ["42"] * 4, answers  # each waited for an idle worker to make room
         shims = []
         for child in psutil.Process(proc.pid).children():
             with contextlib.suppress(psutil.Error):

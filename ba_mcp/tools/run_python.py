@@ -113,7 +113,7 @@ class RunPython(BaseTool):
         notes: list[str] = []
         if params.reset:
             sandboxes.discard(ctx.session)
-        worker, fresh = sandboxes.acquire(ctx.session)
+        worker, fresh = sandboxes.acquire(ctx.session, wait_s=ctx.timeout)
         if fresh and sandboxes.evicted(ctx.session):
             notes.append(
                 "fresh interpreter: this session's idle interpreter was ended to make room for another session "
