@@ -30,17 +30,18 @@ async def test_history_keeps_no_large_arguments_refused_calls_included(tmp_path:
         await s.call_tool("query_database", {"query": "SELECT 1 AS warm"})
         server = server_process(ws)
         padding = "x" * (8 * MB)
-        for i in range(8):
+        for i in range(24):
             if i == 2:  # the transport's buffers have grown to the largest line: what follows is what is kept
                 before = server.memory_info().rss
-            ran = await s.call_tool("query_database", {"query": f"SELECT {i} AS n /* {padding[:90_000]} */"})
-            assert not ran.is_error, text_of(ran)
             refused = await s.call_tool("query_database", {"query": padding})  # over the query's limit: refused
             assert refused.is_error
         grown = server.memory_info().rss - before
+        ran = await s.call_tool("query_database", {"query": f"SELECT 1 AS n /* {padding[:90_000]} */"})
+        assert not ran.is_error, text_of(ran)
         history = (await s.read_resource("ba://history")).contents[0].text  # type: ignore[union-attr]
         saved = await s.call_tool("save_analysis", {"name": "big", "steps": "last:1"})
-    assert grown < 30 * MB, f"6 more refused calls of 8 MB grew the server by {grown / MB:.0f} MB"
+    # kept, they would be 176 MB; garbage the cycle collector frees in its own time comes and goes (~40 MB)
+    assert grown < 90 * MB, f"22 more refused calls of 8 MB grew the server by {grown / MB:.0f} MB"
     assert "query_database" in history
     assert saved.is_error and "too large to keep" in text_of(saved), text_of(saved)
 

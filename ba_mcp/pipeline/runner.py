@@ -226,7 +226,10 @@ class Runner:
         try:
             return tool.Params.model_validate(arguments)
         except ValidationError as exc:
-            raise invalid_arguments(tool, exc) from None
+            failure = invalid_arguments(tool, exc)
+        # raised outside the handler: the failure holds no reference to the ValidationError (and so to the
+        # arguments it quotes, megabytes perhaps) that only the cycle collector would free
+        raise failure
 
     async def _execute_cached(
         self, tool: Tool, params: Any, ctx: ToolContext, notify: Notify | None, observe: Observe
