@@ -158,6 +158,7 @@ class WorkerProcess:
         self.sock = ours
         self.ready: dict[str, Any] | None = None
         self.lock = threading.Lock()  # one cell at a time
+        self.users = 0  # calls that acquired this worker and have not released it (never evicted while > 0)
         self.last_used = time.monotonic()
         self.cells = 0
         self.noise = bytearray()
@@ -443,13 +444,18 @@ class Sandboxes:
             with self._lock:
                 worker = self._workers.get(session)
                 if worker is not None and worker.alive():
+                    worker.users += 1
                     return worker, False
                 if worker is not None:
                     self._workers.pop(session)
                     worker.kill()
                 if len(self._workers) + self._reserved >= self.settings.max_workers:
                     # Make room by ending the worker idle the longest (its session is told when it returns)
-                    idle = [(w.last_used, key) for key, w in self._workers.items() if not w.lock.locked()]
+                    idle = [
+                        (w.last_used, key)
+                        for key, w in self._workers.items()
+                        if not w.users and not w.lock.locked()
+                    ]
                     if idle:
                         _, key = min(idle)
                         victim = self._workers.pop(key)
@@ -474,6 +480,11 @@ class Sandboxes:
         finally:
             with self._lock:
                 self._reserved -= 1
+
+    def release(self, worker: WorkerProcess) -> None:
+        """The call that acquired ``worker`` is done with it: it may make room for another session again."""
+        with self._lock:
+            worker.users = max(0, worker.users - 1)
 
     def evicted(self, session: str) -> bool:
         """Whether the session's idle worker was ended to make room for another session (asked once)."""
@@ -501,6 +512,7 @@ class Sandboxes:
             ) from None
         with self._lock:
             self._workers[session] = worker
+            worker.users += 1
         threading.Thread(target=self.prestart, name="sandbox-spare", daemon=True).start()
         return worker, True
 
@@ -518,7 +530,7 @@ class Sandboxes:
             stale = [
                 key
                 for key, w in self._workers.items()
-                if key != "default" and now - w.last_used > idle_s and not w.lock.locked()
+                if key != "default" and now - w.last_used > idle_s and not w.users and not w.lock.locked()
             ]
         for key in stale:
             self.discard(key)

@@ -110,10 +110,20 @@ class RunPython(BaseTool):
             )
         code_id = self.code.put(params.code)
         sandboxes = tool.sandboxes
-        notes: list[str] = []
         if params.reset:
             sandboxes.discard(ctx.session)
         worker, fresh = sandboxes.acquire(ctx.session, wait_s=ctx.timeout)
+        try:
+            return self._run(params, ctx, worker, fresh, code_id)
+        finally:
+            sandboxes.release(worker)
+
+    def _run(
+        self, params: RunPythonParams, ctx: ToolContext, worker: WorkerProcess, fresh: bool, code_id: str
+    ) -> RawResult:
+        tool = self
+        sandboxes = tool.sandboxes
+        notes: list[str] = []
         if fresh and sandboxes.evicted(ctx.session):
             notes.append(
                 "fresh interpreter: this session's idle interpreter was ended to make room for another session "
