@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ba_mcp.settings import Settings
+from ba_mcp.settings import DatabaseSettings, Settings
 from ba_mcp.version import __version__
 
 ESSENTIAL = frozenset({"configuration", "tokenizer offline", "workspace writable", "pandas / pyarrow"})
@@ -131,54 +131,55 @@ def _check_databases(settings: Settings, root: Path, sessions: Path, network: bo
     """Every configured connection: reachable or not, the server's version, the role and its privileges, and
     advice when the role can write. One on another machine is contacted only with ``--network``."""
     import urllib.parse
+    from concurrent.futures import ThreadPoolExecutor
 
     from ba_mcp.databases.adbc import dialect_name
     from ba_mcp.databases.duckdb import sqlite_path
     from ba_mcp.errors import ToolFailure
     from ba_mcp.workers.connections import Connections, redact, shown_url
 
-    checks: list[Check] = []
     pool = Connections(settings, sessions)
+
+    def check(name: str, conf: DatabaseSettings) -> Check:
+        """One database (in a thread of its own: the databases are contacted at once, each by its worker)."""
+        label, dialect = f"database {name}", dialect_name(conf)
+        host_file = sqlite_path(conf, root) if conf.kind == "sqlite" else None
+        url = conf.url.get_secret_value() if conf.url is not None else ""
+        host = (urllib.parse.urlsplit(url).hostname or "") if host_file is None else ""
+        local = host_file is not None or host in ("localhost", "127.0.0.1", "::1") or (not host and bool(url))
+        if not local and not network:
+            where = shown_url(conf) or "its options"
+            return Check(label, True, f"{dialect} at {where}: not contacted (ba-mcp doctor --network)")
+        try:
+            with pool.connection(name, conf, None, host_file):
+                info = dict(pool.info.get(name, {}))
+        except ToolFailure as failure:
+            return Check(label, False, redact(failure.message, conf))
+        detail = f"{dialect} {info.get('version', '')}".strip()
+        if info.get("role"):
+            privileges = ", ".join(info.get("privileges") or []) or "no server-file or program privileges"
+            detail += f"; role {info['role']} ({privileges})"
+        if "guarded" in info:  # Spark: read-only only by ba-mcp's rule in the engine
+            detail += (
+                "; ba-mcp's read-only rule is active"
+                if info["guarded"]
+                else "; WITHOUT ba-mcp's read-only rule (allow_unguarded_writes: true): any statement can write"
+            )
+        if info.get("read_only_by_driver") is False:
+            detail += "; the driver cannot make the connection read-only: connect as a user that can only read"
+        if info.get("role_can_write"):
+            detail += (
+                "; the role can write — a read-only role is the safest: CREATE ROLE ba_reader LOGIN PASSWORD "
+                "'…'; GRANT pg_read_all_data TO ba_reader;"
+            )
+        return Check(label, True, detail)
+
+    connected = [(name, conf) for name, conf in settings.databases.items() if conf.kind != "duckdb"]
     try:
-        for name, conf in settings.databases.items():
-            if conf.kind == "duckdb":
-                continue
-            label, dialect = f"database {name}", dialect_name(conf)
-            host_file = sqlite_path(conf, root) if conf.kind == "sqlite" else None
-            url = conf.url.get_secret_value() if conf.url is not None else ""
-            host = (urllib.parse.urlsplit(url).hostname or "") if host_file is None else ""
-            local = host_file is not None or host in ("localhost", "127.0.0.1", "::1") or (not host and bool(url))
-            if not local and not network:
-                where = shown_url(conf) or "its options"
-                checks.append(Check(label, True, f"{dialect} at {where}: not contacted (ba-mcp doctor --network)"))
-                continue
-            try:
-                with pool.connection(name, conf, None, host_file):
-                    info = dict(pool.info.get(name, {}))
-            except ToolFailure as failure:
-                checks.append(Check(label, False, redact(failure.message, conf)))
-                continue
-            detail = f"{dialect} {info.get('version', '')}".strip()
-            if info.get("role"):
-                privileges = ", ".join(info.get("privileges") or []) or "no server-file or program privileges"
-                detail += f"; role {info['role']} ({privileges})"
-            if "guarded" in info:  # Spark: read-only only by ba-mcp's rule in the engine
-                detail += (
-                    "; ba-mcp's read-only rule is active"
-                    if info["guarded"]
-                    else "; WITHOUT ba-mcp's read-only rule (allow_unguarded_writes: true): any statement can write"
-                )
-            if info.get("read_only_by_driver") is False:
-                detail += "; the driver cannot make the connection read-only: connect as a user that can only read"
-            if info.get("role_can_write"):
-                detail += (
-                    "; the role can write — a read-only role is the safest: CREATE ROLE ba_reader LOGIN PASSWORD "
-                    "'…'; GRANT pg_read_all_data TO ba_reader;"
-                )
-            checks.append(Check(label, True, detail))
+        with ThreadPoolExecutor(max_workers=max(1, min(8, len(connected)))) as threads:
+            return list(threads.map(lambda item: check(*item), connected))
     finally:
         pool.close()
-    return checks
 
 
 def healthy(checks: list[Check]) -> bool:

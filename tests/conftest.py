@@ -21,6 +21,8 @@ from typing import Any
 import pytest
 from mcp import Client, StdioServerParameters
 
+from tests import background, pg_server, spark_server
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -42,7 +44,11 @@ def _hermetic_environment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         found = subprocess.run([uv, "cache", "dir"], capture_output=True, text=True)
         if found.returncode == 0 and found.stdout.strip():
             os.environ["UV_CACHE_DIR"] = found.stdout.strip()
-    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("xdg-cache"))  # the demo database's cache
+    # the demo database's cache: one per machine for the tests (named by the generator's digest, so a change
+    # builds anew), not one per run — the build takes seconds of CPU
+    cache = spark_server.cache_root() / "xdg-cache"
+    cache.mkdir(parents=True, exist_ok=True)
+    os.environ["XDG_CACHE_HOME"] = str(cache)
     try:
         yield
     finally:
@@ -228,21 +234,25 @@ def ba(*args: str, workspace: Path, env: dict[str, str] | None = None) -> subpro
 
 
 # The suite runs on two processes, one test file to a process at a time (xdist's loadfile: a file's
-# module-scoped servers are started once). Files are handed out in collection order, so the longest go
-# first: a long file handed out last would leave the other process idle (the suite's wall time is what
-# counts, ≤ 75 s here).
+# module-scoped servers are started once), handed out in this order (--no-loadscope-reorder): the longest files
+# first, so that no long file is left for the end with the other process idle — except Spark's, which comes once
+# the run's Spark Connect (started in the background when the run began) has had time to start.
 LONGEST_FIRST = (
-    "test_spark.py",
-    "test_engine_workers.py",
     "test_postgres.py",
     "test_transports_and_cli.py",
-    "test_hosts.py",
+    "test_web.py",
+    "test_analyses.py",
+    "test_spark.py",
+    "test_engine_workers.py",
     "test_stdio_limits.py",
+    "test_server_memory.py",
+    "test_hosts.py",
     "test_stdio_run_python.py",
     "test_sandbox_hostile.py",
-    "test_web.py",
     "test_skills_bundled.py",
+    "test_metrics.py",
     "test_query_database.py",
+    "test_session_isolation.py",
     "test_truth.py",
     "test_skills.py",
     "test_hostile.py",
@@ -255,6 +265,46 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         return LONGEST_FIRST.index(name) if name in LONGEST_FIRST else len(LONGEST_FIRST)
 
     items.sort(key=rank)  # stable: the order within a file is kept
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """In the process that hands out the work: start the run's PostgreSQL and Spark Connect in the background
+    when their tests will run (they start while other tests run; the tests wait for them)."""
+    if hasattr(config, "workerinput") or config.option.collectonly:
+        return
+    markers = config.option.markexpr or ""
+    targets = [str(a).split("::")[0] for a in config.args] or ["tests"]
+
+    def runs(file: str, marker: str | None = None) -> bool:
+        if marker and f"not {marker}" in markers:
+            return False
+        return any(t.endswith(file) or Path(t).is_dir() for t in targets)
+
+    services = []
+    if runs("test_postgres.py") and pg_server.available() and not os.environ.get(background.variable("postgres")):
+        services.append(background.Service("postgres", pg_server.service, _service_folder()))
+    if (
+        runs("test_spark.py", "spark")
+        and not spark_server.available()
+        and not os.environ.get(background.variable("spark"))
+    ):
+        services.append(background.Service("spark", spark_server.guarded, _service_folder()))
+    for service in services:
+        service.start()
+    config.stash[_SERVICES] = services
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    for service in config.stash.get(_SERVICES, []):
+        service.stop()
+        shutil.rmtree(service.folder, ignore_errors=True)
+
+
+def _service_folder() -> Path:
+    return Path(tempfile.mkdtemp(prefix="ba-mcp-test-service-"))
+
+
+_SERVICES = pytest.StashKey[list[background.Service]]()
 
 
 @contextlib.contextmanager

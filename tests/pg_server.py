@@ -3,7 +3,9 @@ port (as the ``postgres`` OS user when the tests run as root), with the roles an
 
 Roles: ``postgres`` (superuser), ``owner`` (owns the tables: it CAN write), ``analyst`` (``pg_read_all_data``
 only), ``filereader`` (a member of ``pg_read_server_files``). Database ``shop``: ``customers``, ``orders`` (with a
-NUMERIC(12,2) amount), ``big`` (3,000,000 rows, made on request), a view, comments, a sequence, statistics.
+NUMERIC(12,2) amount), ``big`` (3,000,000 rows, made on request), a view, comments, a sequence, statistics;
+database ``linked``: dblink installed, a ``ledger`` table. One server per run (``service``, started in the
+background by tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import subprocess
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 PASSWORDS = {
@@ -88,6 +91,14 @@ def postgres() -> Iterator[Postgres]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+@contextlib.contextmanager
+def service(folder: Path) -> Iterator[dict[str, Any]]:
+    """The run's PostgreSQL (tests/background.py): its port and folder."""
+    del folder
+    with postgres() as server:
+        yield {"port": server.port, "folder": server.folder}
+
+
 def _populate(pg: Postgres) -> None:
     p = PASSWORDS
     pg.sql(
@@ -119,6 +130,10 @@ def _populate(pg: Postgres) -> None:
         "ANALYZE",
         role="owner",
     )
+    # a database with dblink installed (its functions are PUBLIC's to execute): S-14's attack
+    pg.sql("CREATE DATABASE linked OWNER owner", database="postgres")
+    pg.sql("CREATE EXTENSION dblink", database="linked")
+    pg.sql("CREATE TABLE ledger (note text)", role="owner", database="linked")
 
 
 def make_big(pg: Postgres, rows: int = 3_000_000) -> None:

@@ -172,6 +172,7 @@ def test_a_database_no_longer_configured_is_named(saved: Path, ws: Path, tmp_pat
     assert "monthly-review  3 steps  since='2025-01-01'" in listed.stdout, listed.stdout
 
 
+@pytest.mark.slow
 def test_the_report_opens_in_headless_chromium_with_its_table_and_chart(saved: Path, ws: Path, tmp_path: Path) -> None:
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
@@ -234,6 +235,7 @@ def hostile(marker: Path) -> str:
     return f"x\"\"\"\n{act}\n\"\"\"'''\n{act}\n'''\\"
 
 
+@pytest.mark.slow
 async def test_model_written_texts_never_run_as_host_code_when_an_analysis_is_re_run(
     s: ClientSession, ws: Path, tmp_path: Path
 ) -> None:
@@ -265,6 +267,7 @@ async def test_model_written_texts_never_run_as_host_code_when_an_analysis_is_re
     shutil.rmtree(folder)
 
 
+@pytest.mark.slow
 async def test_a_timed_out_run_analysis_ends_its_running_step(ws: Path) -> None:
     """run_analysis's timeout cancels the step that is running in its engine, not only the wait for it."""
     import time

@@ -31,7 +31,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from tests.conftest import ROOT, server_env, stdio_params, text_of
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]  # the engine workers' process and kernel boundaries
 psutil = pytest.importorskip("psutil")
 
 MB = 1024 * 1024

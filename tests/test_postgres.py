@@ -15,7 +15,7 @@ import json
 import re
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -26,7 +26,7 @@ from mcp import ClientSession, stdio_client
 from mcp.types import ResourceTemplateReference
 
 from ba_mcp.metrics.catalog import DEMO_FILE
-from tests import pg_server
+from tests import background, pg_server
 from tests.conftest import ba, make_workspace, server_process, stdio_params, text_of
 
 pytestmark = [
@@ -38,13 +38,12 @@ ARTIFACT = re.compile(r"artifact_[0-9a-f]{12}")
 
 
 @pytest.fixture(scope="module")
-def pg() -> Iterator[pg_server.Postgres]:
-    with pg_server.postgres() as server:
-        # a database with dblink installed (its functions are PUBLIC's to execute): S-14's attack
-        server.sql("CREATE DATABASE linked OWNER owner", database="postgres")
-        server.sql("CREATE EXTENSION dblink", database="linked")
-        server.sql("CREATE TABLE ledger (note text)", role="owner", database="linked")
-        yield server
+def pg() -> pg_server.Postgres:
+    """The run's PostgreSQL, started in the background when the run began (tests/background.py)."""
+    state = background.wait("postgres")
+    if "error" in state:
+        pytest.fail(f"the run's PostgreSQL did not start: {state['error']}")
+    return pg_server.Postgres(int(state["port"]), str(state["folder"]))
 
 
 @pytest.fixture(scope="module")
@@ -272,6 +271,7 @@ async def test_no_lock_or_session_state_outlives_a_call(
     assert not failed and text.rstrip().endswith("0"), text
 
 
+@pytest.mark.slow
 async def test_one_session_cannot_see_or_end_anothers_statements(
     shop: ClientSession, pg: pg_server.Postgres, said: list[str]
 ) -> None:
@@ -307,6 +307,7 @@ async def test_a_password_in_the_url_query_is_never_shown(shop: ClientSession, s
     assert failed and "DATABASE_AUTH" in text and "password=***" in text, text
 
 
+@pytest.mark.slow
 async def test_a_statement_past_its_timeout_is_cancelled_in_postgres(
     shop: ClientSession, pg: pg_server.Postgres, said: list[str]
 ) -> None:
@@ -326,6 +327,7 @@ async def test_a_statement_past_its_timeout_is_cancelled_in_postgres(
     assert not failed and text.rstrip().endswith("7"), text
 
 
+@pytest.mark.slow
 async def test_concurrent_calls_share_a_bounded_pool(
     shop: ClientSession, pg: pg_server.Postgres, said: list[str]
 ) -> None:
@@ -486,6 +488,7 @@ def test_doctor_lists_every_database_with_its_role(pg: pg_server.Postgres, ws: P
         assert secret not in out.stdout + out.stderr
 
 
+@pytest.mark.slow
 async def test_three_million_rows_stream_into_a_complete_artifact_with_bounded_memory(
     pg: pg_server.Postgres, ws: Path
 ) -> None:

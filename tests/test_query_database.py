@@ -140,6 +140,7 @@ async def test_large_results_fetch_max_rows_and_keep_the_rest(demo_client: Clien
     assert again.splitlines()[-1] == direct.splitlines()[-1]
 
 
+@pytest.mark.slow
 async def test_ten_million_rows_are_never_materialised(demo_client: Client) -> None:
     result = await q(
         demo_client, "SELECT range AS i, range % 7 AS g FROM range(10000000)", max_rows=1000, output_level="brief"
@@ -291,6 +292,7 @@ async def test_syntax_errors_unknown_tables_and_databases(demo_client: Client, q
     assert "max_rows" in rows
 
 
+@pytest.mark.slow
 async def test_a_query_past_its_timeout_is_interrupted(query_workspace: Path) -> None:
     async with in_process(query_workspace, BA_MCP_TOOLS__QUERY_DATABASE__TIMEOUT_S="1") as short:
         result = await q(short, "SELECT count(*) FROM range(100000000000) a, range(10) b WHERE a.range % 7 = b.range")

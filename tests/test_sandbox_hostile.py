@@ -17,6 +17,7 @@ from tests.sandbox_common import SECRET, failed, ok, run, sandbox_params
 
 pytestmark = [
     pytest.mark.anyio,
+    pytest.mark.slow,  # the sandbox's kernel boundaries, attacked
     pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the sandbox's isolation is Linux-specific"),
 ]
 

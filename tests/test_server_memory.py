@@ -17,7 +17,7 @@ from mcp import ClientSession, stdio_client
 
 from tests.conftest import http_serve, make_workspace, server_process, stdio_params, text_of
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]  # a process's memory and CPU, measured
 
 MB = 1024 * 1024
 

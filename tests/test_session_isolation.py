@@ -62,6 +62,7 @@ async def _completed_ids(s: ClientSession) -> list[str]:
     return list(done.completion.values)
 
 
+@pytest.mark.slow
 async def test_a_session_reaches_only_its_own_artifacts_and_code(tmp_path: Path) -> None:
     ws = make_workspace(tmp_path)
     with http_serve(ws) as url:
@@ -117,6 +118,7 @@ async def test_a_session_reaches_only_its_own_artifacts_and_code(tmp_path: Path)
                 await _refused(a, "file_reader", path=secret)
 
 
+@pytest.mark.slow
 async def test_an_operator_shares_a_single_user_servers_artifacts(tmp_path: Path) -> None:
     ws = make_workspace(tmp_path)
     with http_serve(ws, BA_MCP_ARTIFACTS__SHARED="true") as url:
@@ -169,6 +171,7 @@ def test_the_stores_answer_for_the_calling_session(tmp_path: Path) -> None:
         store.get(mine.id)
 
 
+@pytest.mark.slow
 async def test_a_session_sees_runs_and_overwrites_only_its_own_saved_analyses(tmp_path: Path) -> None:
     """S-9 / S-13 (issue 34 item 7): session B can neither list, read, complete, re-run nor overwrite the analysis A
     saved; the operator's command sees it."""

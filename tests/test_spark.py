@@ -1,8 +1,9 @@
-"""Issue 24: query_database on Apache Spark through Spark Connect — a real Spark Connect server started here
-(pyspark 4.3 from the ``spark`` extra, Java 17), read-only by ba-mcp's rule in the engine, cancelled in the cluster.
+"""Issue 24: query_database on Apache Spark through Spark Connect — a real Spark Connect server (pyspark 4.3,
+installed with the dev dependencies; Java 17), read-only by ba-mcp's rule in the engine, cancelled in the cluster.
 
-The tables are made first by a server without the rule (as an operator would), then served by one with it, on
-the same metastore and warehouse. Marked ``spark``: ``uv run pytest -m "not spark"`` skips them locally.
+The run's one guarded server is started in the background when the run begins (``tests/spark_server.py``), on a
+copy of tables made once per machine by a server without the rule (as an operator would). Marked ``spark``:
+``uv run pytest -m "not spark"`` leaves them out (and starts no JVM).
 """
 
 from __future__ import annotations
@@ -11,77 +12,43 @@ import contextlib
 import hashlib
 import re
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from mcp import ClientSession, stdio_client
 
+from ba_mcp import spark
+from tests import background, spark_server
 from tests.conftest import ba, make_workspace, server_process, stdio_params, text_of
 
 pytestmark = [pytest.mark.anyio, pytest.mark.spark]
 
-spark = pytest.importorskip("ba_mcp.spark")
-try:
-    spark.spark_home()
-    import adbc_driver_spark  # noqa: F401
-except (spark.SparkUnavailable, ImportError) as exc:
-    pytest.skip(f"Spark Connect is not available here: {exc}", allow_module_level=True)
-
 ARTIFACT = re.compile(r"artifact_[0-9a-f]{12}")
-ROWS = 1_000_000
-
-
-def _sql(url: str, *statements: str) -> list[Any]:
-    import adbc_driver_manager.dbapi as dbapi
-    import adbc_driver_spark
-
-    with (
-        dbapi.connect(driver=adbc_driver_spark._driver_path(), db_kwargs={"uri": url}, autocommit=True) as con,
-        con.cursor() as cur,
-    ):
-        rows: list[Any] = []
-        for statement in statements:
-            cur.execute(statement)
-            rows = cur.fetchall() if cur.description else []
-        return rows
+ROWS = spark_server.ROWS
+_sql = spark_server.sql
 
 
 def _digest(folder: Path) -> dict[str, str]:
     return {
         str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "dir"
         for p in sorted(folder.rglob("*"))
-        if "metastore_db" not in p.parts and p.suffix not in (".log", ".pid") and "tmp" not in p.parts
+        if "metastore_db" not in p.parts and p.suffix not in (".log", ".pid", ".json") and "tmp" not in p.parts
     }
 
 
 @pytest.fixture(scope="module")
-def stage(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    """The tables, made by a server without the rule (as an operator would); that server also serves the tests
-    of an endpoint without the rule, which run first, before ``clusters`` ends it."""
-    workdir = tmp_path_factory.mktemp("spark") / "main"
-    with contextlib.ExitStack() as stack:
-        setup = stack.enter_context(spark.local(workdir, guarded=False))
-        _sql(
-            setup.url,
-            "CREATE TABLE sales USING parquet AS SELECT id, id % 1000 AS store, "
-            f"CAST(id % 97 AS DOUBLE) * 1.5 AS amount FROM range({ROWS})",
-            "CREATE TABLE regions (store INT, region STRING) USING parquet",
-            "INSERT INTO regions SELECT id, CASE WHEN id % 2 = 0 THEN 'north' ELSE 'south' END FROM range(1000)",
-            "COMMENT ON TABLE sales IS 'One row per sale'",
-        )
-        yield {"workdir": workdir, "bare": setup, "stack": stack}
-
-
-@pytest.fixture(scope="module")
-def clusters(stage: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    """The same metastore and warehouse served with the rule (the unguarded server is ended first: one process
-    at a time opens the metastore)."""
-    stage["stack"].close()
-    with spark.local(stage["workdir"], guarded=True) as guarded:
-        _sql(guarded.url, "SELECT 1")  # a cold JVM's first session takes seconds: not inside a call's timeout
-        yield {"guarded": guarded, "workdir": stage["workdir"]}
+def clusters() -> dict[str, Any]:
+    """The run's guarded Spark Connect (tests/spark_server.py: started in the background when the run began,
+    on a copy of the tables made once per machine by a server without the rule)."""
+    why = spark_server.available()
+    if why:  # never a silent skip: the README's set-up installs pyspark and the ADBC driver, the machine Java 17
+        pytest.fail(why)
+    state = background.wait("spark")
+    if "error" in state:
+        pytest.fail(f"the run's Spark Connect did not start: {state['error']}")
+    return {"url": state["url"], "workdir": Path(state["workdir"])}
 
 
 @contextlib.asynccontextmanager
@@ -99,19 +66,14 @@ async def _client(ws: Path, env: dict[str, str]) -> AsyncIterator[ClientSession]
 async def lake(clusters: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Any:
     ws = make_workspace(tmp_path_factory.mktemp("sparkws"))
     env = {
-        "BA_MCP_DATABASES__LAKE__URL": clusters["guarded"].url,
+        "BA_MCP_DATABASES__LAKE__URL": clusters["url"],
         "BA_MCP_DATABASES__LAKE__DRIVER": "adbc_driver_spark",
-        "BA_MCP_TOOLS__QUERY_DATABASE__TIMEOUT_S": "10",  # a cold JVM takes ~5 s for a first session
+        "BA_MCP_TOOLS__QUERY_DATABASE__TIMEOUT_S": "10",
         "BA_MCP_ENGINE__SPARE_WORKERS": "0",
     }
-    # Spark's first session through the ADBC driver in a cold JVM takes seconds, many more on a loaded machine: a
-    # server with a long timeout makes it first (a query cancelled at 10 s would start the next one cold again)
-    async with _client(ws, {**env, "BA_MCP_TOOLS__QUERY_DATABASE__TIMEOUT_S": "120"}) as warm:
-        failed, text = await _ask(warm, database="lake", query="SELECT count(*) FROM sales")
-        assert not failed, f"Spark Connect never answered: {text}"
     async with _client(ws, env) as s:
         deadline = time.monotonic() + 90
-        while True:  # and the tests' own server's first session
+        while True:  # the server's first Spark session (the JVM itself was warmed when it started)
             failed, text = await _ask(s, database="lake", query="SELECT count(*) FROM sales")
             if not failed:
                 break
@@ -140,24 +102,26 @@ async def _ask(s: ClientSession, **args: Any) -> tuple[bool, str]:
     return bool(result.is_error), text_of(result)
 
 
-async def test_an_endpoint_without_the_rule_is_refused_unless_allowed(stage: dict[str, Any], tmp_path: Path) -> None:
-    """First in the file: the server without the rule is the one that made the tables."""
-    bare = stage["bare"].url
-    ws = make_workspace(tmp_path)
-    async with _client(ws, {"BA_MCP_DATABASES__BARE__URL": bare, "BA_MCP_ENGINE__SPARE_WORKERS": "0"}) as s:
-        failed, text = await _ask(s, database="bare", query="SELECT 1")
-    assert failed and "UNGUARDED_SPARK" in text and "allow_unguarded_writes" in text, text
-    env = {
-        "BA_MCP_DATABASES__BARE__URL": bare,
-        "BA_MCP_DATABASES__BARE__ALLOW_UNGUARDED_WRITES": "true",
-        "BA_MCP_ENGINE__SPARE_WORKERS": "0",
-    }
-    async with _client(ws, env) as allowed:
-        failed, text = await _ask(allowed, database="bare", query="SELECT 5 AS five")
-    assert not failed and text.rstrip().endswith("5"), text
-    out = ba("doctor", workspace=tmp_path / "doctor", env={"BA_MCP_DATABASES__BARE__URL": bare})
-    line = next(x for x in out.stdout.splitlines() if x.split()[1:3] == ["database", "bare"])
-    assert line.startswith("FAIL") and "without ba-mcp's read-only rule" in line, out.stdout
+@pytest.mark.slow
+async def test_an_endpoint_without_the_rule_is_refused_unless_allowed(tmp_path: Path) -> None:
+    """A second JVM, without the rule (and without tables: it only has to answer)."""
+    with spark.local(tmp_path / "bare", guarded=False) as server:
+        bare = server.url
+        ws = make_workspace(tmp_path)
+        async with _client(ws, {"BA_MCP_DATABASES__BARE__URL": bare, "BA_MCP_ENGINE__SPARE_WORKERS": "0"}) as s:
+            failed, text = await _ask(s, database="bare", query="SELECT 1")
+        assert failed and "UNGUARDED_SPARK" in text and "allow_unguarded_writes" in text, text
+        env = {
+            "BA_MCP_DATABASES__BARE__URL": bare,
+            "BA_MCP_DATABASES__BARE__ALLOW_UNGUARDED_WRITES": "true",
+            "BA_MCP_ENGINE__SPARE_WORKERS": "0",
+        }
+        async with _client(ws, env) as allowed:
+            failed, text = await _ask(allowed, database="bare", query="SELECT 5 AS five")
+        assert not failed and text.rstrip().endswith("5"), text
+        out = ba("doctor", workspace=tmp_path / "doctor", env={"BA_MCP_DATABASES__BARE__URL": bare})
+        line = next(x for x in out.stdout.splitlines() if x.split()[1:3] == ["database", "bare"])
+        assert line.startswith("FAIL") and "without ba-mcp's read-only rule" in line, out.stdout
 
 
 async def test_an_aggregate_runs_in_spark_with_params_and_known_answers(lake: Any, clusters: dict[str, Any]) -> None:
@@ -173,6 +137,7 @@ async def test_an_aggregate_runs_in_spark_with_params_and_known_answers(lake: An
         assert int(shown[region][0]) == n and abs(float(shown[region][1]) - total) < 0.01, text
 
 
+@pytest.mark.slow
 async def test_a_large_result_streams_into_an_artifact_with_bounded_server_memory(lake: Any) -> None:
     s, ws = lake
     failed, _ = await _ask(s, database="lake", query="SELECT 1 AS warm")
@@ -239,6 +204,7 @@ async def test_every_write_is_refused_by_the_rule_and_nothing_is_written(
     assert not failed and "sales" in text, text
 
 
+@pytest.mark.slow
 async def test_a_long_query_is_cancelled_in_the_cluster_and_the_next_answers_promptly(lake: Any) -> None:
     s, _ = lake
     started = time.monotonic()
@@ -262,7 +228,7 @@ async def test_the_schema_resource_names_spark_and_lists_the_catalog(lake: Any) 
 
 
 def test_doctor_says_the_rule_is_active(clusters: dict[str, Any], tmp_path: Path) -> None:
-    out = ba("doctor", workspace=tmp_path, env={"BA_MCP_DATABASES__LAKE__URL": clusters["guarded"].url})
+    out = ba("doctor", workspace=tmp_path, env={"BA_MCP_DATABASES__LAKE__URL": clusters["url"]})
     line = next(x for x in out.stdout.splitlines() if x.split()[1:3] == ["database", "lake"])
     assert line.startswith("ok") and "Spark 4.3.0; ba-mcp's read-only rule is active" in line, out.stdout
 
@@ -309,7 +275,7 @@ def test_the_rule_refuses_user_code_sent_by_any_spark_connect_client(clusters: d
     from pyspark.sql import SparkSession
     from pyspark.sql.functions import udf
 
-    session = SparkSession.builder.remote(clusters["guarded"].url).getOrCreate()
+    session = SparkSession.builder.remote(clusters["url"]).getOrCreate()
     try:
         session.udf.register("plus_one", lambda x: x + 1, "int")
         attempts = {

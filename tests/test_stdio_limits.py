@@ -16,7 +16,7 @@ from mcp import ClientSession, stdio_client
 from tests.conftest import server_rss, stdio_params, text_of
 from tests.sandbox_common import failed
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]  # hostile input over a real stdio process
 
 MB = 1024 * 1024
 

@@ -117,6 +117,7 @@ async def test_reset_starts_a_fresh_interpreter(python_server: ClientSession) ->
     assert "False" in text and "fresh interpreter" in text
 
 
+@pytest.mark.slow
 async def test_progress_notifications_while_a_long_cell_runs(python_server: ClientSession) -> None:
     seen: list[tuple[float, float | None, str | None]] = []
 
@@ -172,6 +173,7 @@ async def test_uploads_open_by_id_and_nothing_outside_uploads(python_server: Cli
 # -- hostile and bad input ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_endless_loop_is_interrupted_and_state_survives(python_server: ClientSession) -> None:
     ok(await run(python_server, "survivor = 'still here'"))
     text = failed(await run(python_server, "while True:\n    pass", timeout=1), "timeout", "TIMEOUT")
@@ -179,6 +181,7 @@ async def test_endless_loop_is_interrupted_and_state_survives(python_server: Cli
     assert "still here" in ok(await run(python_server, "survivor"))
 
 
+@pytest.mark.slow
 async def test_printing_100_mb_is_trimmed_with_the_total_stated(python_server: ClientSession) -> None:
     result = await run(python_server, "print('x' * 100_000_000)\nprint('end marker')")
     text = ok(result)
@@ -216,6 +219,7 @@ async def test_invalid_arguments_name_the_field(python_server: ClientSession) ->
     assert "'code' is required" in text
 
 
+@pytest.mark.slow
 async def test_the_worker_does_not_outlive_the_server(tmp_path: Path) -> None:
     psutil = pytest.importorskip("psutil")
     ws = make_workspace(tmp_path)
@@ -246,6 +250,7 @@ def _is_worker_of(proc, ws: Path) -> bool:
 # -- the worker's channel and what comes through it (issue 8 items 6 and 11) ---------------------------
 
 
+@pytest.mark.slow
 async def test_concurrent_first_calls_of_a_session_share_one_interpreter(tmp_path: Path) -> None:
     """Issue 10: three parallel first calls each set a variable; all three survive in one interpreter,
     and only one call reports a fresh interpreter (the others queued on it)."""
@@ -311,6 +316,7 @@ async def test_short_output_and_values_are_shown_compactly(python_server: Client
     assert "characters, 1 words" not in text
 
 
+@pytest.mark.slow
 async def test_the_server_process_never_loads_pandas(tmp_path: Path) -> None:
     """Tables are Arrow from DuckDB, Parquet and the sandbox to the observer: after a query, a DataFrame
     value, a Parquet artifact read back and the artifact resource, no pandas library is mapped into the

@@ -66,6 +66,7 @@ def http_server(workspace: Path) -> Iterator[str]:
 
 
 @pytest.mark.anyio
+@pytest.mark.slow
 async def test_http_sessions_are_served_concurrently_and_kept_apart(http_server: str) -> None:
     async def one_session(level: str) -> tuple[str, str]:
         async with streamable_http_client(http_server) as (read, write, *_), ClientSession(read, write) as s:
@@ -95,6 +96,7 @@ async def test_http_sessions_are_served_concurrently_and_kept_apart(http_server:
 
 
 @pytest.mark.anyio
+@pytest.mark.slow
 async def test_http_sessions_have_their_own_python_worker_which_ends_with_the_session(
     http_server: str, workspace: Path
 ) -> None:
@@ -143,6 +145,7 @@ def _serves(proc, workspace: Path) -> bool:
 
 
 @pytest.mark.anyio
+@pytest.mark.slow
 async def test_live_python_workers_are_capped_with_a_clear_error(tmp_path: Path) -> None:
     """S-9 / issue 8 item 10 / issue 22 item 8: at most sandbox.max_workers interpreters. A new session takes
     the worker idle the longest (its session is told when it returns); only when every worker is running a
@@ -233,6 +236,7 @@ def _send(proc: subprocess.Popen[bytes], payload: str) -> None:
     proc.stdin.flush()
 
 
+@pytest.mark.slow
 def test_malformed_json_rpc_lines_get_errors_and_the_server_keeps_serving(workspace: Path) -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "ba_mcp"],
@@ -345,6 +349,7 @@ def test_install_claude_desktop_merges_without_losing_entries(workspace: Path, t
     assert code.returncode == 0 and "ba-mcp" in json.loads((tmp_path / ".mcp.json").read_text())["mcpServers"]
 
 
+@pytest.mark.slow
 def test_installed_command_serves_a_real_session(workspace: Path, tmp_path: Path) -> None:
     """The entry written for hosts starts a server that answers initialize."""
     conf = tmp_path / "c.json"

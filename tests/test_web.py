@@ -164,6 +164,7 @@ async def test_downloads_are_capped(client: Client, web: WebServer) -> None:
     assert "only its beginning was read" in text_of(nolength)
 
 
+@pytest.mark.slow
 async def test_downloads_are_timed_as_a_whole(tmp_path: Path, web: WebServer) -> None:
     async with in_process(tmp_path, ["web_reader"], **_env(web, BA_MCP_WEB__TIMEOUT_S="1")) as client:
         assert error_code(await read(client, web.url("/slow?s=4"))) == "DOWNLOAD_TIMEOUT"
@@ -232,6 +233,7 @@ def peak_growth() -> Iterator[list[int]]:
         growth[0] = peak[0] - before
 
 
+@pytest.mark.slow
 async def test_a_robots_txt_bomb_is_read_capped(client: Client) -> None:
     """Issue 22 item 2: robots.txt was read whole and inflated by httpx (3 MB of gzip, 3 GB of zeros). Now the
     same capped raw read and capped decompression as every other body: the page is answered, memory stays."""
@@ -279,6 +281,7 @@ def test_no_remote_body_is_read_whole() -> None:
     assert not found, found
 
 
+@pytest.mark.slow
 async def test_a_search_answer_bomb_is_read_capped(tmp_path: Path) -> None:
     """A search provider's answer is read like every body: a gzip bomb is cut, not inflated."""
     import gzip as gz
@@ -446,6 +449,7 @@ async def test_both_tools_are_read_only_and_open_world(client: Client) -> None:
         assert ann is not None and ann.read_only_hint is True and ann.open_world_hint is True
 
 
+@pytest.mark.slow
 def test_a_public_page_is_read_and_its_redirect_to_loopback_refused_in_a_namespace() -> None:
     """The honest version of "public origin redirects to an internal address": in a network namespace of the
     test's own (only lo, with 8.8.8.8 on it), under the shipped address rule."""
