@@ -16,6 +16,7 @@ import logging
 import os
 import urllib.parse
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from ba_mcp.databases import Databases
@@ -101,7 +102,7 @@ class App:
         self.connections = Connections(settings, self.workspace.dir("sessions"))
         self.databases = Databases(settings, self.workspace, self.engines, self.artifacts, self.connections)
         self.engines.paths = self.databases.paths()
-        self.metrics = Metrics(settings, settings.workspace_root(), self.workspace.read_roots)
+        self.metrics = metrics_of(settings, self.workspace.read_roots)
         if self.metrics.files():  # each engine worker imports the metrics compiler once ready, not on a call
             self.engines.warm = ["ba_mcp.metrics.load"]
         self.sandboxes = Sandboxes(settings.sandbox, self.workspace.dir("sessions"))
@@ -127,15 +128,7 @@ class App:
 
     def _builtin_tools(self) -> list[Tool]:
         s = self.settings
-        metrics = QueryMetrics(
-            s.tools.query_metrics,
-            s.tools.query_database,
-            self.workspace,
-            self.artifacts,
-            self.databases,
-            self.engines,
-            self.metrics,
-        )
+        metrics = QueryMetrics(s.tools.query_metrics, self.databases, self.metrics)
         analyses = (
             self.workspace.dir("analyses"),
             lambda: self.tools,
@@ -156,7 +149,9 @@ class App:
                 self.code,
                 self.sandboxes,
                 self.exports,
-                metrics if s.tools.query_metrics.enabled and self.metrics.files() else None,
+                (self.metrics, self.databases, s.tools.query_metrics.max_rows)
+                if s.tools.query_metrics.enabled and self.metrics.files()
+                else None,
             ),
             WebSearch(s.tools.web_search, s.web.search, self.searcher),
             WebReader(s.tools.web_reader, self.fetcher, self.artifacts, s.formats, self.engines),
@@ -255,3 +250,16 @@ class App:
         except OSError as exc:
             log.warning("artifact cleanup failed: %s", exc.strerror)
             return {}
+
+
+def metrics_of(settings: Settings, read_roots: dict[str, Path]) -> Metrics:
+    """The metric files served with ``settings``, their dialects from the database registry."""
+    from ba_mcp.databases import registry
+
+    return Metrics(
+        settings,
+        settings.workspace_root(),
+        dict(read_roots),
+        registry.dialects(settings.databases),
+        registry.grain_sql(),
+    )

@@ -336,13 +336,14 @@ def cmd_skills(args: argparse.Namespace) -> int:
 
 def cmd_metrics(args: argparse.Namespace) -> int:
     """Metric files, read here (this command is not the server): list, show one, validate strictly."""
+    from ba_mcp.app import metrics_of
     from ba_mcp.errors import ToolFailure
-    from ba_mcp.metrics.catalog import Metrics, metric_text
+    from ba_mcp.metrics.catalog import metric_text
     from ba_mcp.metrics.load import load_model, validate_files
     from ba_mcp.metrics.model import metric_files, read_sources
 
     settings = _settings(args)
-    metrics = Metrics(settings, settings.workspace_root(), dict(settings.files.read_roots))
+    metrics = metrics_of(settings, dict(settings.files.read_roots))
     if args.action == "validate":
         paths = [Path(args.target)] if args.target else metrics.files()
         if args.target and not paths[0].exists():
@@ -353,7 +354,7 @@ def cmd_metrics(args: argparse.Namespace) -> int:
             _err("ba-mcp metrics validate: no metric files (*.yml, *.yaml) found")
             return 1
         sources, unreadable = read_sources(files, metrics.max_file_bytes)
-        model, problems = validate_files(sources, metrics.dialects)
+        model, problems = validate_files(sources, metrics.dialects, metrics.grains)
         for problem in [*unreadable, *problems]:
             print(problem)
         counts = f"{len(model.metrics)} metric(s), {len(model.datasets)} dataset(s) in {len(files)} file(s)"
@@ -363,7 +364,7 @@ def cmd_metrics(args: argparse.Namespace) -> int:
         print(f"valid: {counts}")
         return 0
     sources, unreadable = metrics.sources()
-    model = load_model(sources, metrics.dialects)
+    model = load_model(sources, metrics.dialects, metrics.grains)
     for warning in [*unreadable, *model.warnings]:
         _err(f"warning: {warning} (left out)")
     if args.action == "show":
@@ -555,33 +556,15 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     return 0 if healthy(checks) else 1
 
 
-# -- spark-local ------------------------------------------------------------------------------
-
-
-def cmd_spark_local(args: argparse.Namespace) -> int:
-    """A Spark Connect server on 127.0.0.1 with ba-mcp's read-only rule, until Ctrl-C."""
-    from ba_mcp import spark
-
-    try:
-        if args.print_flags:
-            print(" ".join(spark.server_command(args.port or 15002, args.dir.expanduser().absolute())))
-            return 0
-        with spark.local(args.dir.expanduser().absolute(), port=args.port, guarded=not args.unguarded) as server:
-            rule = "without the read-only rule (setting up tables)" if args.unguarded else "with the read-only rule"
-            print(f"Spark Connect {rule} at {server.url}; tables and metastore in {args.dir}. Ctrl-C stops it.")
-            print(f'Point ba-mcp at it: databases: {{lake: {{url: "{server.url}", driver: adbc_driver_spark}}}}')
-            sys.stdout.flush()
-            try:
-                server.process.wait()
-            except KeyboardInterrupt:
-                pass
-    except spark.SparkUnavailable as exc:
-        _err(f"ba-mcp spark-local: {exc}")
-        return 2
-    return 0
-
-
 # -- parser -----------------------------------------------------------------------------------
+
+
+def engine_commands() -> list[Any]:
+    """The engines that add commands of their own (the registry says which)."""
+    from ba_mcp.databases import registry
+    from ba_mcp.databases.base import engine_of
+
+    return [engine_of(info.kind) for info in registry.engines() if info.commands]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -655,12 +638,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config-path", type=Path, help="the host configuration file to write (default: the host's own)")
     p.set_defaults(func=cmd_install)
 
-    p = sub.add_parser("spark-local", help="run a local Spark Connect server with the read-only rule (spark extra)")
-    p.add_argument("--port", type=int, default=15002, help="the loopback port (default 15002)")
-    p.add_argument("--dir", type=Path, default=Path("spark-local"), help="its metastore and warehouse folder")
-    p.add_argument("--unguarded", action="store_true", help="without the rule, to create the tables it will serve")
-    p.add_argument("--print-flags", action="store_true", help="print the command line for a cluster, then exit")
-    p.set_defaults(func=cmd_spark_local)
+    for engine in engine_commands():  # an engine's own commands (a local server to try it with, …)
+        engine.add_commands(sub, common)
 
     p = sub.add_parser("doctor", parents=[common], help="check the environment (nothing outside is contacted)")
     p.add_argument("--network", action="store_true", help="also send the search provider one test query")

@@ -74,9 +74,9 @@ def run_checks(settings: Settings, network: bool = False) -> list[Check]:
 
 def _check_metrics(settings: Settings, read_roots: dict[str, Path]) -> Check:
     """The metric files served, strictly validated (not essential: the server serves what loads)."""
-    from ba_mcp.metrics.catalog import Metrics
+    from ba_mcp.app import metrics_of
 
-    metrics = Metrics(settings, settings.workspace_root(), read_roots)
+    metrics = metrics_of(settings, read_roots)
     files = metrics.files()
     if not files:
         return Check("metrics", True, "no metric files (add OSI files to <workspace>/metrics/)")
@@ -133,17 +133,17 @@ def _check_databases(settings: Settings, root: Path, sessions: Path, network: bo
     import urllib.parse
     from concurrent.futures import ThreadPoolExecutor
 
-    from ba_mcp.databases.adbc import dialect_name
-    from ba_mcp.databases.duckdb import sqlite_path
+    from ba_mcp.databases.base import engine_of
+    from ba_mcp.databases.connector import ConnectedEngine, label_of
     from ba_mcp.errors import ToolFailure
     from ba_mcp.workers.connections import Connections, redact, shown_url
 
     pool = Connections(settings, sessions)
 
-    def check(name: str, conf: DatabaseSettings) -> Check:
+    def check(name: str, conf: DatabaseSettings, engine: ConnectedEngine) -> Check:
         """One database (in a thread of its own: the databases are contacted at once, each by its worker)."""
-        label, dialect = f"database {name}", dialect_name(conf)
-        host_file = sqlite_path(conf, root) if conf.kind == "sqlite" else None
+        label, dialect = f"database {name}", label_of(conf)
+        host_file = engine.host_file(conf, root)
         url = conf.url.get_secret_value() if conf.url is not None else ""
         host = (urllib.parse.urlsplit(url).hostname or "") if host_file is None else ""
         local = host_file is not None or host in ("localhost", "127.0.0.1", "::1") or (not host and bool(url))
@@ -151,7 +151,7 @@ def _check_databases(settings: Settings, root: Path, sessions: Path, network: bo
             where = shown_url(conf) or "its options"
             return Check(label, True, f"{dialect} at {where}: not contacted (ba-mcp doctor --network)")
         try:
-            with pool.connection(name, conf, None, host_file):
+            with pool.connection(name, conf, engine, None, host_file):
                 info = dict(pool.info.get(name, {}))
         except ToolFailure as failure:
             return Check(label, False, redact(failure.message, conf))
@@ -159,22 +159,18 @@ def _check_databases(settings: Settings, root: Path, sessions: Path, network: bo
         if info.get("role"):
             privileges = ", ".join(info.get("privileges") or []) or "no server-file or program privileges"
             detail += f"; role {info['role']} ({privileges})"
-        if "guarded" in info:  # Spark: read-only only by ba-mcp's rule in the engine
-            detail += (
-                "; ba-mcp's read-only rule is active"
-                if info["guarded"]
-                else "; WITHOUT ba-mcp's read-only rule (allow_unguarded_writes: true): any statement can write"
-            )
+        if info.get("detail"):  # what the engine says of its read-only boundary
+            detail += f"; {info['detail']}"
         if info.get("read_only_by_driver") is False:
             detail += "; the driver cannot make the connection read-only: connect as a user that can only read"
-        if info.get("role_can_write"):
-            detail += (
-                "; the role can write — a read-only role is the safest: CREATE ROLE ba_reader LOGIN PASSWORD "
-                "'…'; GRANT pg_read_all_data TO ba_reader;"
-            )
         return Check(label, True, detail)
 
-    connected = [(name, conf) for name, conf in settings.databases.items() if conf.kind != "duckdb"]
+    engines = {name: engine_of(conf.kind) for name, conf in settings.databases.items()}
+    connected = [
+        (name, conf, engines[name])
+        for name, conf in settings.databases.items()
+        if isinstance(engines[name], ConnectedEngine)
+    ]
     try:
         with ThreadPoolExecutor(max_workers=max(1, min(8, len(connected)))) as threads:
             return list(threads.map(lambda item: check(*item), connected))

@@ -452,9 +452,7 @@ class Sandboxes:
                 if len(self._workers) + self._reserved >= self.settings.max_workers:
                     # Make room by ending the worker idle the longest (its session is told when it returns)
                     idle = [
-                        (w.last_used, key)
-                        for key, w in self._workers.items()
-                        if not w.users and not w.lock.locked()
+                        (w.last_used, key) for key, w in self._workers.items() if not w.users and not w.lock.locked()
                     ]
                     if idle:
                         _, key = min(idle)

@@ -23,6 +23,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 
+from ba_mcp.databases import registry
+
 LevelName = Literal["brief", "standard", "full"]
 ModelFamily = Literal["claude", "gpt", "gemini", "glm", "qwen", "unknown"]
 
@@ -118,8 +120,8 @@ class FormatsSettings(_Section):
 
 class DatabaseSettings(_Section):
     """``databases.<name>``: a configured database and its engine's knobs. A DuckDB file (``path``; null and no
-    ``url``: the embedded demo) or a connection (``url``, ``driver``, ``options``): ``postgresql://``,
-    ``sqlite:///`` or any ADBC driver. Secrets stay ``SecretStr``: never shown by a repr or a dump."""
+    ``url``: the embedded demo) or a connection (``url``, ``driver``, ``options``) to an engine of the registry, or
+    any ADBC driver. Secrets stay ``SecretStr``: never shown by a repr or a dump."""
 
     # null: the embedded demo database (generated into data/demo.duckdb on first use)
     path: Path | None = None
@@ -127,10 +129,9 @@ class DatabaseSettings(_Section):
     driver: str | None = Field(None, max_length=200, pattern=r"^[A-Za-z0-9_.\-/]+$")
     options: dict[str, SecretStr] = {}
     description: str = ""
-    allow_privileged_role: bool = False
-    # PostgreSQL: serve a role that can write a table, create objects or use dblink / postgres_fdw (S-14)
-    allow_writable_role: bool = False
-    allow_unguarded_writes: bool = False  # Spark: serve an endpoint without ba-mcp's read-only rule
+    allow_privileged_role: bool = False  # serve a role with server-file or program privileges
+    allow_writable_role: bool = False  # serve a role that can write, create objects or reach other databases (S-14)
+    allow_unguarded_writes: bool = False  # serve an endpoint whose engine runs without ba-mcp's read-only rule
     schemas: list[str] = []
     threads: int = Field(2, ge=1, le=64)
     memory_limit: str = Field("2GB", pattern=r"^\d+(\.\d+)?\s*(KB|MB|GB|TB|KiB|MiB|GiB|TiB)$")
@@ -143,29 +144,15 @@ class DatabaseSettings(_Section):
         if self.url is not None and not self.driver and self.kind == "adbc":
             scheme = self.url.get_secret_value().split(":", 1)[0][:40]
             raise ValueError(
-                f"a {scheme}: URL needs driver: (postgresql://, sqlite:/// and sc:// need none), "
+                f"a {scheme}: URL needs driver: ({', '.join(registry.schemes())} need none), "
                 "e.g. driver: adbc_driver_flightsql"
             )
         return self
 
     @property
     def kind(self) -> str:
-        """duckdb (a file or the demo), postgresql, sqlite, or adbc (any other driver)."""
-        url = self.url.get_secret_value() if self.url is not None else ""
-        if self.driver:
-            known = {
-                "adbc_driver_postgresql": "postgresql",
-                "adbc_driver_sqlite": "sqlite",
-                "adbc_driver_spark": "spark",
-            }
-            return known.get(self.driver, "adbc")
-        if url.startswith(("postgresql://", "postgres://")):
-            return "postgresql"
-        if url.startswith("sc://"):
-            return "spark"
-        if url.startswith("sqlite:"):
-            return "sqlite"
-        return "adbc" if url else "duckdb"
+        """Its engine (``databases/registry.py``): duckdb for a file or the demo, else by driver or URL scheme."""
+        return registry.kind_of(self.url.get_secret_value() if self.url is not None else "", self.driver)
 
 
 class QueryDatabaseSettings(ToolSettings):

@@ -16,7 +16,7 @@ from pathlib import Path
 from common import ROOT, call, env_for, initialize, p50, python, report, spawn
 
 sys.path.insert(0, str(ROOT))
-from ba_mcp import spark
+from ba_mcp.databases import spark
 from tests.test_spark import _sql
 
 QUERY = "SELECT store, count(*) AS n, sum(amount) AS total FROM sales GROUP BY store ORDER BY store"

@@ -30,7 +30,7 @@ TABLES = (
 def available() -> str:
     """'' when a local Spark Connect can run here, else why not."""
     try:
-        from ba_mcp import spark
+        from ba_mcp.databases import spark
 
         spark.spark_home()
         import adbc_driver_spark  # noqa: F401
@@ -69,7 +69,7 @@ def lake() -> Path:
 
     import pyspark
 
-    from ba_mcp import spark
+    from ba_mcp.databases import spark
 
     digest = hashlib.sha256(json.dumps([TABLES, pyspark.__version__]).encode()).hexdigest()[:12]
     kept = cache_root() / f"spark-lake-{digest}"
@@ -88,7 +88,7 @@ def lake() -> Path:
 def guarded(folder: Path) -> Iterator[dict[str, Any]]:
     """The run's guarded Spark Connect on the lake, warmed by a first query (a cold JVM's first session takes
     seconds): its URL and the lake's folder."""
-    from ba_mcp import spark
+    from ba_mcp.databases import spark
 
     workdir = lake()
     with spark.local(workdir, guarded=True, log=folder / "spark.log") as server:

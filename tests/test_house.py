@@ -16,6 +16,7 @@ PACKAGE = ROOT / "ba_mcp"
 ROOMS: list[tuple[str, int]] = [
     # the ground vocabulary: no imports of the rooms above
     ("ba_mcp.errors", 0),
+    ("ba_mcp.databases.registry", 0),  # the table of engines: what settings and the metrics' dialects read
     ("ba_mcp.callers", 0),
     ("ba_mcp.ids", 0),
     ("ba_mcp.results", 0),
@@ -36,7 +37,6 @@ ROOMS: list[tuple[str, int]] = [
     ("ba_mcp.analyses.standalone", 7),  # a saved analysis run with an App of its own (the CLI, analysis.py)
     ("ba_mcp.analyses", 3),  # saved analyses: the plan of a conversation's calls, the replay of its steps
     ("ba_mcp.metrics", 2),  # OSI metric files and their compiler (also run in the engine workers)
-    ("ba_mcp.spark", 2),  # Spark's read-only rule (its source) and a local Spark Connect server
     ("ba_mcp.skills.mcp", 6),  # the SDK side of the skills (a part of the server)
     ("ba_mcp.skills", 2),
     ("ba_mcp.pipeline.cache", 2),

@@ -21,6 +21,7 @@ import pytest
 from mcp import ClientSession, stdio_client
 
 from ba_mcp.errors import ToolFailure
+from ba_mcp.databases import registry
 from ba_mcp.metrics.catalog import DEMO_FILE, catalog_text
 from ba_mcp.metrics.compile import Query, compile_query
 from ba_mcp.metrics.load import load_model, validate_files
@@ -205,7 +206,7 @@ def test_the_compiler_targets_each_database_dialect() -> None:
             "{name: status, expression: status, dimension: {}}\n"
             "      - {name: placed, expression: placed, dimension: {is_time: true}}",
         )
-        model = load_model([("m.yml", text)], {"wh": dialect})
+        model = load_model([("m.yml", text)], {"wh": dialect}, registry.grain_sql())
         assert "revenue" in model.metrics, model.warnings
         sql = compile_query(model, Query(metrics=["revenue"], dimensions=["region"], time_grain="month")).sql
         assert expect in sql and "public.orders AS orders" in sql, (dialect, sql)

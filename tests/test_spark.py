@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from mcp import ClientSession, stdio_client
 
-from ba_mcp import spark
+from ba_mcp.databases import spark
 from tests import background, spark_server
 from tests.conftest import ba, make_workspace, server_process, stdio_params, text_of
 

@@ -12,8 +12,9 @@ A ``Database`` is one configured connection. Its contract, whatever the engine:
 * ``classify_error(exc) -> ToolFailure``: the engine's exceptions in the spec's error vocabulary.
 * ``dialect`` names the SQL dialect, ``identity`` changes whenever the data may have changed (cache keys).
 
-``collect()`` turns an Execution into the observation's raw ``Table``, engine-agnostic: at most
-``max_rows + 1`` rows in the server, the complete result streamed by the engine into a table artifact.
+An ``Engine`` (``databases/<kind>.py``, named by ``registry.py``) makes the Database of a configured database of
+its kind. ``query()`` is the one call users make (run, then ``collect()``: at most ``max_rows + 1`` rows in the
+server, the complete result streamed by the engine into a table artifact, as the observation's raw ``Table``).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from ba_mcp.errors import ToolFailure
+    from ba_mcp.settings import DatabaseSettings
     from ba_mcp.stores.artifacts import ArtifactStore
     from ba_mcp.tool import ToolContext
     from ba_mcp.workspace import Resolved
@@ -58,20 +60,86 @@ class Execution:
 
 class Database(Protocol):
     name: str
-    dialect: str
 
     @property
-    def identity(self) -> str: ...
+    def dialect(self) -> str: ...
 
-    def analyse(self, sql: str, session: str) -> Analysis: ...
+    @property
+    def identity(self) -> str | None: ...
+
+    def analyse(self, sql: str, session: str, ctx: ToolContext | None = None) -> Analysis: ...
 
     def run(
         self, sql: str, params: Any, files: Sequence[tuple[str, Resolved]], max_rows: int, ctx: ToolContext
     ) -> Execution: ...
 
-    def describe(self, session: str) -> dict[str, Any]: ...
+    def query(
+        self,
+        sql: str,
+        params: Any,
+        max_rows: int,
+        files: Sequence[tuple[str, Resolved]],
+        ctx: ToolContext,
+        title: str = "",
+        columns_hint: str | None = None,
+    ) -> Table: ...
 
-    def classify_error(self, exc: Exception) -> ToolFailure: ...
+    def describe(self, session: str = "default") -> dict[str, Any]: ...
+
+    def classify_error(self, exc: Exception, columns_hint: str | None = None) -> ToolFailure: ...
+
+
+class Engine(Protocol):
+    """One database engine (``databases/<kind>.py``'s ``ENGINE``, named by the registry): what makes a configured
+    database of its kind. Engines served by connection workers also implement the worker's hooks
+    (``connector.ConnectedEngine``: connect, the read-only frame of a call, the catalog, interrupt, failure)."""
+
+    def database(self, name: str, conf: DatabaseSettings, owner: Any) -> Database:
+        """The configured database ``name`` (``owner``: the App's ``Databases``, with its pools and slots)."""
+        ...
+
+    def host_file(self, conf: DatabaseSettings, root: Path) -> Path | None:
+        """The file on this machine the database lives in (None: a server reached over the network)."""
+        ...
+
+
+def engine_of(kind: str) -> Engine:
+    """The engine the registry names for ``kind`` (its module imported on first use)."""
+    import importlib
+
+    from ba_mcp.databases import registry
+
+    engine: Engine = importlib.import_module(registry.info(kind).module).ENGINE
+    return engine
+
+
+def query(
+    database: Database,
+    sql: str,
+    params: Any,
+    max_rows: int,
+    files: Sequence[tuple[str, Resolved]],
+    ctx: ToolContext,
+    artifacts: ArtifactStore,
+    title: str,
+    columns_hint: str | None = None,
+) -> Table:
+    """``Database.query`` of every engine: the one call every user of a database makes (query_database,
+    query_metrics, a saved analysis's replay): run ``sql`` read-only and collect the result — at most
+    ``max_rows`` rows in the server, the complete result kept as a table artifact — as the observation's raw
+    ``Table``. The engine's errors are ToolFailures."""
+    from ba_mcp.errors import ToolFailure
+
+    try:
+        execution = database.run(sql, params, files, max_rows, ctx)
+        try:
+            return collect(execution, max_rows, artifacts, title, database.name)
+        finally:
+            execution.close()
+    except ToolFailure:
+        raise
+    except Exception as exc:
+        raise database.classify_error(exc, columns_hint) from None
 
 
 def in_worker(ask: Callable[..., Any], reply: dict[str, Any], head: pa.Table, release: Callable[[], None]) -> Execution:

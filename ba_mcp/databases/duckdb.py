@@ -15,32 +15,24 @@ own objects), the per-database query slots, and the classification of the engine
 from __future__ import annotations
 
 import re
-import threading
-import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ba_mcp.databases.adbc import Catalogs, ConnectedDatabase, dialect_name
-from ba_mcp.databases.base import Analysis, Execution, in_worker
-from ba_mcp.demo_data import ensure_demo_database
-from ba_mcp.errors import Code, ErrorType, ToolFailure, denied, invalid, timed_out
-from ba_mcp.ids import ARTIFACT_ID
+from ba_mcp.databases.base import Analysis, Execution, in_worker, query
+from ba_mcp.errors import Code, ErrorType, ToolFailure, denied, timed_out
 from ba_mcp.workers.pool import EngineError, file_identity
 from ba_mcp.workers.wire import BadStream, read_arrow
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-    from ba_mcp.settings import DatabaseSettings, Settings
-    from ba_mcp.stores.artifacts import ArtifactStore
+    from ba_mcp.results import Table
+    from ba_mcp.settings import DatabaseSettings
     from ba_mcp.tool import ToolContext
-    from ba_mcp.workers.connections import Connections
-    from ba_mcp.workers.pool import Engines
     from ba_mcp.workspace import Resolved, Workspace
 
 DEMO_FILE = "demo.duckdb"
-QUERYABLE = (".parquet", ".pq", ".csv", ".tsv", ".tab", ".json", ".jsonl", ".ndjson", ".xlsx", ".xlsm", ".xls")
 
 
 @dataclass
@@ -49,7 +41,7 @@ class DuckDBDatabase:
 
     name: str
     path: Path  # the configured file (bound read-only into each engine worker)
-    owner: Databases
+    owner: Any  # the App's databases.configured.Databases: its engine workers, slots, parse, workspace data
     dialect: str = "duckdb"
 
     @property
@@ -102,8 +94,35 @@ class DuckDBDatabase:
 
         return in_worker(call.ask, reply, head, release)
 
+    def query(
+        self,
+        sql: str,
+        params: Any,
+        max_rows: int,
+        files: Sequence[tuple[str, Resolved]],
+        ctx: ToolContext,
+        title: str = "",
+        columns_hint: str | None = None,
+    ) -> Table:
+        return query(
+            self,
+            sql,
+            params,
+            max_rows,
+            files,
+            ctx,
+            self.owner.artifacts,
+            title or f"query on {self.name}",
+            columns_hint,
+        )
+
     def describe(self, session: str = "default") -> dict[str, Any]:
-        return self.owner.schema(self.name, session)
+        """Tables and views with columns, types, row counts, comments, view definitions, the values of
+        low-cardinality text columns — and the session's own TEMP tables and views."""
+        with self.owner.engines.session(session, None) as call:
+            reply, _ = call.ask({"op": "describe", "database": self.name})
+        description = self.owner.settings.databases[self.name].description
+        return {"database": self.name, "description": description, "dialect": "DuckDB", "tables": reply["tables"]}
 
     def classify_error(self, exc: Exception, columns_hint: str | None = None) -> ToolFailure:
         """The engine's errors in the spec's vocabulary; ``columns_hint`` replaces the schema hint when the
@@ -111,100 +130,13 @@ class DuckDBDatabase:
         return _sql_failure(exc, self.name, self.owner.clean, columns_hint)
 
 
-def sqlite_path(conf: DatabaseSettings, root: Path) -> Path:
-    """The file of a ``sqlite:`` URL: ``sqlite:///relative/to/the/workspace.db`` or ``sqlite:////absolute/path.db``
-    (SQLAlchemy's convention)."""
-    url = conf.url.get_secret_value() if conf.url is not None else ""
-    rest = url[len("sqlite:") :]
-    rest = rest[3:] if rest.startswith("///") else rest.lstrip("/") if rest.startswith("//") else rest
-    path = Path(urllib.parse.unquote(rest.split("?", 1)[0])).expanduser()
-    return path if path.is_absolute() else root / path
+class DuckDBEngine:
+    """DuckDB files (``databases.<name>.path``) and the embedded demo (no path): served by the engine workers."""
 
-
-class Databases:
-    """The configured databases of one App, served by its engine workers."""
-
-    def __init__(
-        self,
-        settings: Settings,
-        workspace: Workspace,
-        engines: Engines,
-        artifacts: ArtifactStore,
-        connections: Connections | None = None,
-    ) -> None:
-        self.settings = settings
-        self.workspace = workspace
-        self.engines = engines
-        self.artifacts = artifacts
-        self.connections = connections  # the connection workers of configured connections (url/driver)
-        self.catalogs = Catalogs()
-        self._lock = threading.Lock()
-        self._analyses: dict[str, Analysis] = {}
-        self._slots = {name: threading.BoundedSemaphore(db.max_concurrent) for name, db in settings.databases.items()}
-        self._changes: dict[str, int] = {}  # session -> CREATE/DROP statements it ran
-        engines.prepare = self.prepare
-
-    def session_objects(self, session: str) -> int:
-        """How many times the session changed its own TEMP objects (0: never; its reads are anyone's)."""
-        return self._changes.get(session, 0)
-
-    def changed_objects(self, session: str) -> None:
-        with self._lock:
-            self._changes[session] = self._changes.get(session, 0) + 1
-
-    def slots(self, name: str) -> threading.BoundedSemaphore:
-        """Queries in flight on database ``name`` across sessions (``databases.<name>.max_concurrent``); a
-        session has one engine worker, so one session holds at most one slot at a time."""
-        return self._slots[name]
-
-    @property
-    def names(self) -> list[str]:
-        return sorted(self.settings.databases)
-
-    def is_file(self, name: str) -> bool:
-        """Whether ``name`` is a DuckDB file (or the demo), served by the engine workers."""
-        return self.settings.databases[name].kind == "duckdb"
-
-    def path_of(self, name: str) -> Path:
-        conf = self.settings.databases[name]
-        if conf.kind == "sqlite":
-            return sqlite_path(conf, self.workspace.root)
+    def database(self, name: str, conf: DatabaseSettings, owner: Any) -> DuckDBDatabase:
+        path = self.file_of(conf, owner.workspace)
         if conf.path is None:
-            return self.workspace.dir("data") / DEMO_FILE
-        path = conf.path.expanduser()
-        return path if path.is_absolute() else self.workspace.root / path
-
-    def paths(self) -> dict[str, Path]:
-        """The DuckDB files the engine workers bind (connections are not theirs)."""
-        return {name: self.path_of(name) for name in self.names if self.is_file(name)}
-
-    def prepare(self) -> None:
-        """Make the demo database exist (generated on first use, in a process of its own)."""
-        with self._lock:
-            for name, conf in self.settings.databases.items():
-                if conf.path is None and conf.kind == "duckdb":
-                    ensure_demo_database(self.path_of(name))
-
-    def get(self, name: str) -> DuckDBDatabase | ConnectedDatabase:
-        """The database ``name`` (the demo database is generated on first use)."""
-        if name not in self.settings.databases:
-            raise invalid(f"unknown database '{name[:60]}'", "database must be one of: " + ", ".join(self.names))
-        conf = self.settings.databases[name]
-        if conf.kind != "duckdb":
-            if self.connections is None:
-                raise ToolFailure(ErrorType.DEPENDENCY_ERROR, "DATABASE_UNAVAILABLE", f"'{name}' is not served here")
-            host_file = self.path_of(name) if conf.kind == "sqlite" else None
-            if host_file is not None and not host_file.is_file():
-                raise ToolFailure(
-                    ErrorType.DEPENDENCY_ERROR,
-                    "DATABASE_MISSING",
-                    f"the SQLite file of database '{name}' does not exist",
-                    f"check databases.{name}.url",
-                )
-            return ConnectedDatabase(name, conf, self.connections, self.slots(name), host_file)
-        path = self.path_of(name)
-        if self.settings.databases[name].path is None:
-            self.prepare()
+            owner.prepare()
         if not path.is_file():
             raise ToolFailure(
                 ErrorType.DEPENDENCY_ERROR,
@@ -212,88 +144,19 @@ class Databases:
                 f"the file of database '{name}' does not exist",
                 "check the `databases` setting",
             )
-        return DuckDBDatabase(name, path, self)
+        return DuckDBDatabase(name, path, owner)
 
-    def analyse(self, query: str, session: str = "default", ctx: ToolContext | None = None) -> Analysis:
-        """What DuckDB's parser (in the session's engine worker) says of ``query``: its statements' types and
-        the unqualified table names it reads. Memoised per query text. A syntax error is SQL_SYNTAX."""
-        with self._lock:
-            known = self._analyses.get(query)
-        if known is not None:
-            return known
-        try:
-            with self.engines.session(session, ctx) as call:
-                reply, _ = call.ask({"op": "analyse", "sql": query})
-        except EngineError as exc:
-            raise ToolFailure(
-                ErrorType.VALIDATION_ERROR, "SQL_SYNTAX", self.clean(exc.message), "fix the SQL (DuckDB dialect)"
-            ) from None
-        analysis = Analysis(
-            tuple(reply["kinds"]), tuple(reply["refs"]), str(reply.get("sql", "")), str(reply.get("refusal", ""))
-        )
-        with self._lock:
-            if len(self._analyses) >= 512:
-                self._analyses.pop(next(iter(self._analyses)))
-            self._analyses[query] = analysis
-        return analysis
+    def host_file(self, conf: DatabaseSettings, root: Path) -> Path | None:
+        if conf.path is None:
+            return None  # the demo: in the workspace's data/
+        path = conf.path.expanduser()
+        return path if path.is_absolute() else root / path
 
-    def file_specs(self, files: Sequence[tuple[str, Resolved]]) -> tuple[list[dict[str, Any]], list[int]]:
-        """What the worker needs to read each workspace file (its descriptor goes along)."""
-        specs, fds = [], []
-        for name, resolved in files:
-            table = False
-            if resolved.ref_id and ARTIFACT_ID.match(resolved.ref_id):
-                meta = self.artifacts.get(resolved.ref_id)
-                if meta.kind != "table":
-                    raise ToolFailure(
-                        ErrorType.VALIDATION_ERROR,
-                        "NOT_A_TABLE",
-                        f"{resolved.ref_id} is a {meta.kind} artifact, not a table",
-                        "only table artifacts can be queried; read others with file_reader",
-                    )
-                table = True
-            elif resolved.suffix not in QUERYABLE:
-                raise ToolFailure(
-                    ErrorType.VALIDATION_ERROR,
-                    "NOT_QUERYABLE",
-                    f"files of type '{resolved.suffix or 'unknown'}' cannot be queried",
-                    "query CSV, TSV, Parquet, JSON, JSON Lines or Excel files, or table artifacts",
-                )
-            specs.append(
-                {
-                    "name": name,
-                    "suffix": resolved.suffix,
-                    "size": resolved.size,
-                    "kind": resolved.kind,
-                    "ref_id": resolved.ref_id,
-                    "table": table,
-                }
-            )
-            fds.append(resolved.fd)
-        return specs, fds
+    def file_of(self, conf: DatabaseSettings, workspace: Workspace) -> Path:
+        return self.host_file(conf, workspace.root) or workspace.dir("data") / DEMO_FILE
 
-    def schema(self, name: str, session: str = "default") -> dict[str, Any]:
-        """Tables and views with columns, types, row counts, comments, view definitions, the values of
-        low-cardinality text columns — and the session's own TEMP tables and views."""
-        db = self.get(name)
-        description = self.settings.databases[name].description
-        if isinstance(db, ConnectedDatabase):
-            tables = self.catalogs.of(db)  # connects, so the version is known after it
-            version = db.version()
-            dialect = dialect_name(db.conf) + (f" {version}" if version else "")
-            return {"database": name, "description": description, "dialect": dialect, "tables": tables}
-        with self.engines.session(session, None) as call:
-            reply, _ = call.ask({"op": "describe", "database": name})
-        return {"database": name, "description": description, "dialect": "DuckDB", "tables": reply["tables"]}
 
-    def clean(self, message: str) -> str:
-        """Engine messages may quote paths; never the workspace's real one, nor a descriptor's (S-1)."""
-        root = str(self.workspace.root)
-        message = re.sub(r"/proc/self/fd/\d+", "the file", message)
-        return message.replace(root + "/", "").replace(root, "<workspace>")[:600]
-
-    def close(self) -> None:
-        """Nothing of the databases lives in the server; the engine workers are ended by their pool."""
+ENGINE = DuckDBEngine()
 
 
 def _bad_data(name: str, detail: str) -> ToolFailure:

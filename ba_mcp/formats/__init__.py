@@ -26,6 +26,7 @@ from ba_mcp.formats.table import (
     IMAGE_MIME,
     MEDIA_TYPES,
     TABLE_FORMATS,
+    TABLE_SUFFIXES,
     TEXT_MIME,
     format_for,
 )
@@ -44,6 +45,7 @@ __all__ = [
     "IMAGE_MIME",
     "MEDIA_TYPES",
     "TABLE_FORMATS",
+    "TABLE_SUFFIXES",
     "TEXT_MIME",
     "Reader",
     "Source",

@@ -61,6 +61,7 @@ MEDIA_TYPES = {
     "image/webp": "image",
 }
 TABLE_FORMATS = frozenset({"csv", "tsv", "excel", "json", "jsonl", "parquet"})
+TABLE_SUFFIXES = frozenset(suffix for suffix, fmt in FORMATS.items() if fmt in TABLE_FORMATS)  # SQL reads these
 
 
 def format_for(suffix: str = "", media_type: str = "") -> str:

@@ -13,31 +13,33 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ba_mcp.metrics.model import DIALECTS, Model, digest_of, metric_files, read_sources
+from ba_mcp.metrics.model import Model, digest_of, metric_files, read_sources
 
 if TYPE_CHECKING:
-    from ba_mcp.settings import DatabaseSettings, Settings
+    from ba_mcp.settings import Settings
 
 DEMO_FILE = Path(__file__).with_name("demo.yml")
 DEMO_NAME = "demo metrics (bundled)"
 
 
-def dialect_of(conf: DatabaseSettings) -> str | None:
-    """sqlglot's dialect for a configured database (None: metrics cannot compile for it)."""
-    if conf.kind == "adbc":
-        return DIALECTS.get(conf.driver or "")
-    return DIALECTS.get(conf.kind)
-
-
 class Metrics:
-    def __init__(self, settings: Settings, workspace_root: Path, read_roots: dict[str, Path]) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        workspace_root: Path,
+        read_roots: dict[str, Path],
+        dialects: dict[str, str],
+        grains: dict[str, dict[str, str]] | None = None,
+    ) -> None:
+        """``dialects``: sqlglot's dialect per configured database whose engine has one, and ``grains`` the time-grain
+        SQL of dialects sqlglot writes no DATE_TRUNC for — both from the database registry, which the App reads
+        (this room imports nothing of the databases')."""
         self.folders = [workspace_root / "metrics", *(root / "metrics" for root in read_roots.values())]
         self.folders += [p.expanduser() for p in settings.metrics.paths]
         demo = settings.databases.get("demo")
         self.bundled = [DEMO_FILE] if settings.metrics.demo and demo is not None and demo.path is None else []
-        self.dialects = {
-            name: dialect for name, conf in settings.databases.items() if (dialect := dialect_of(conf)) is not None
-        }
+        self.dialects = dict(dialects)
+        self.grains = dict(grains or {})
         self.max_file_bytes = settings.metrics.max_file_bytes
         self.budget_chars = settings.metrics.catalog_budget_chars
         self._lock = threading.Lock()
@@ -66,7 +68,7 @@ class Metrics:
         from ba_mcp.metrics.load import validate_files
 
         sources, unreadable = self.sources()
-        model, problems = validate_files(sources, self.dialects)
+        model, problems = validate_files(sources, self.dialects, self.grains)
         return model, [*unreadable, *problems]
 
     def request(self, action: str, **args: Any) -> dict[str, Any]:
@@ -75,9 +77,10 @@ class Metrics:
         return {
             "op": "metrics",
             "action": action,
-            "digest": digest_of(sources, self.dialects),
+            "digest": digest_of(sources, self.dialects, self.grains),
             "files": sources,
             "dialects": self.dialects,
+            "grains": self.grains,
             **args,
         }
 

@@ -32,13 +32,6 @@ if TYPE_CHECKING:
     from ba_mcp.metrics.model import Dataset, Field, Metric, Model, Relationship
 
 _DISTRIBUTIVE = (exp.Sum, exp.Min, exp.Max, exp.Count)
-_SQLITE_GRAINS = {
-    "day": "DATE(__x__)",
-    "week": "DATE(__x__, '-' || ((CAST(STRFTIME('%w', __x__) AS INTEGER) + 6) % 7) || ' days')",
-    "month": "DATE(__x__, 'start of month')",
-    "quarter": "DATE(__x__, 'start of month', '-' || ((CAST(STRFTIME('%m', __x__) AS INTEGER) - 1) % 3) || ' months')",
-    "year": "DATE(__x__, 'start of year')",
-}
 
 
 @dataclass
@@ -461,8 +454,9 @@ class _Compiler:
         value = self.field_expression(dim.field, dialect)
         if not dim.grain:
             return value
-        if dialect == "sqlite":
-            tree = parse_expression(_SQLITE_GRAINS[dim.grain], "sqlite")
+        own = self.model.grains.get(dialect, {}).get(dim.grain)  # a dialect sqlglot writes no DATE_TRUNC for
+        if own:
+            tree = parse_expression(own, dialect)
             return tree.transform(lambda n: value.copy() if isinstance(n, exp.Column) and n.name == "__x__" else n)
         trunc = exp.TimestampTrunc(this=value, unit=exp.Var(this=dim.grain.upper()))
         return exp.Cast(this=trunc, to=exp.DataType.build("DATE"))

@@ -9,15 +9,19 @@ from ba_mcp.errors import ToolFailure
 from ba_mcp.metrics.compile import Query, compile_query
 from ba_mcp.metrics.model import Model, read_model
 
+Grains = dict[str, dict[str, str]]  # dialect -> time grain -> SQL (the registry's, for dialects without DATE_TRUNC)
 
-def load_model(sources: list[tuple[str, str]], dialects: dict[str, str]) -> Model:
-    model, problems = read_model(sources, dialects, strict=False)
+
+def load_model(sources: list[tuple[str, str]], dialects: dict[str, str], grains: Grains | None = None) -> Model:
+    model, problems = read_model(sources, dialects, strict=False, grains=grains)
     model.warnings = [*problems, *_check_metrics(model)]
     return model
 
 
-def validate_files(sources: list[tuple[str, str]], dialects: dict[str, str]) -> tuple[Model, list[str]]:
-    model, problems = read_model(sources, dialects, strict=True)
+def validate_files(
+    sources: list[tuple[str, str]], dialects: dict[str, str], grains: Grains | None = None
+) -> tuple[Model, list[str]]:
+    model, problems = read_model(sources, dialects, strict=True, grains=grains)
     problems += _check_metrics(model)
     model.warnings = list(problems)
     return model, problems

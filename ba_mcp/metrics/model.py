@@ -37,15 +37,6 @@ from typing import Any
 import yaml
 
 GRAINS = ("day", "week", "month", "quarter", "year")
-# sqlglot's dialect per database kind (databases.<name>.kind) or ADBC driver
-DIALECTS = {
-    "duckdb": "duckdb",
-    "postgresql": "postgres",
-    "sqlite": "sqlite",
-    "spark": "spark",
-    "adbc_driver_snowflake": "snowflake",
-    "adbc_driver_bigquery": "bigquery",
-}
 # OSI's dialect names -> sqlglot's (ANSI_SQL: sqlglot's own, the most general)
 OSI_DIALECTS = {"ANSI_SQL": "", "SNOWFLAKE": "snowflake", "DATABRICKS": "databricks"}
 NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
@@ -138,7 +129,8 @@ class Model:
     relationships: list[Relationship] = field(default_factory=list)
     metrics: dict[str, Metric] = field(default_factory=dict)
     filters: dict[str, str] = field(default_factory=dict)
-    dialects: dict[str, str] = field(default_factory=dict)  # database -> sqlglot dialect
+    dialects: dict[str, str] = field(default_factory=dict)  # database -> sqlglot dialect (from the registry)
+    grains: dict[str, dict[str, str]] = field(default_factory=dict)  # dialect -> grain -> SQL where DATE_TRUNC fails
     warnings: list[str] = field(default_factory=list)
     files: list[tuple[str, str]] = field(default_factory=list)  # (shown name, text): what a worker re-reads
 
@@ -153,9 +145,11 @@ class Model:
         return self.dialects.get(database, "duckdb")
 
 
-def digest_of(files: list[tuple[str, str]], dialects: dict[str, str]) -> str:
+def digest_of(
+    files: list[tuple[str, str]], dialects: dict[str, str], grains: dict[str, dict[str, str]] | None = None
+) -> str:
     """What a model is read from, as a key (the server's and a worker's copy of a model agree on it)."""
-    return hashlib.sha256(json.dumps([files, sorted(dialects.items())]).encode()).hexdigest()[:16]
+    return hashlib.sha256(json.dumps([files, sorted(dialects.items()), grains or {}]).encode()).hexdigest()[:16]
 
 
 # -- reading ---------------------------------------------------------------------------------------------
@@ -197,11 +191,17 @@ def metric_files(folders: list[Path]) -> list[Path]:
     return found
 
 
-def read_model(sources: list[tuple[str, str]], dialects: dict[str, str], strict: bool) -> tuple[Model, list[str]]:
+def read_model(
+    sources: list[tuple[str, str]],
+    dialects: dict[str, str],
+    strict: bool,
+    grains: dict[str, dict[str, str]] | None = None,
+) -> tuple[Model, list[str]]:
     """The model of ``sources`` ((shown name, text) pairs) as written — each metric not yet compiled
     (``ba_mcp.metrics.load`` does that) — and its problems as ``file:line: message``; ``dialects`` maps each
     configured database to its sqlglot dialect. ``strict`` also reports unknown keys and ambiguous paths."""
     reader = _Reader(sources, dialects, strict=strict)
+    reader.model.grains = dict(grains or {})
     return reader.model, reader.problems
 
 

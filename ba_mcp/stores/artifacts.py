@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from ba_mcp.settings import ArtifactSettings
+    from ba_mcp.workspace import Resolved
 
 KIND_EXT = {"table": "parquet", "text": "txt", "markdown": "md", "json": "json", "image": "png"}
 _TOUCH_EVERY_S = 60.0
@@ -386,6 +387,16 @@ class ArtifactStore:
             with contextlib.suppress(FileNotFoundError):
                 self.data_path(meta).unlink()
         return True
+
+    def read_ref(self, name: str, resolved: Resolved) -> dict[str, Any]:
+        """A workspace file a call read, for its provenance: an artifact with its content digest, a file with its
+        size and modification time (a digest of a large upload would mean reading it whole once more)."""
+        ref: dict[str, Any] = {"ref": name, "size": resolved.size}
+        if resolved.kind == "artifact" and resolved.ref_id:
+            ref["sha256"] = self.get(resolved.ref_id).sha256
+        else:
+            ref["mtime_ns"] = resolved.mtime_ns
+        return ref
 
     def total_bytes(self) -> int:
         """Bytes of every session's artifacts: what ``max_bytes`` bounds."""

@@ -18,7 +18,6 @@ from ba_mcp.formats import ARTIFACT_FORMATS, FORMATS, Reader, Window
 from ba_mcp.results import RawResult, Table
 from ba_mcp.settings import FormatsSettings, ToolSettings
 from ba_mcp.tool import CacheMode, CachePolicy, Tool, ToolContext, ToolParams, ToolPolicy
-from ba_mcp.tools.query_database import read_ref
 from ba_mcp.workers.pool import parse
 
 if TYPE_CHECKING:
@@ -100,7 +99,7 @@ class FileReader(Tool):
         raw.meta.setdefault("path", resolved.name)
         raw.meta.setdefault("format", fmt)
         raw.meta.setdefault("bytes", resolved.size)
-        raw.provenance = {"read": [read_ref(self.artifacts, resolved.name, resolved)], "format": fmt}
+        raw.provenance = {"read": [self.artifacts.read_ref(resolved.name, resolved)], "format": fmt}
         return raw
 
 

@@ -17,23 +17,20 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import Field, field_validator
 
-from ba_mcp.databases import collect
-from ba_mcp.databases.adbc import dialect_name
 from ba_mcp.errors import Code, ErrorType, ToolFailure, denied, invalid
-from ba_mcp.formats import FORMATS, TABLE_FORMATS
+from ba_mcp.formats import TABLE_SUFFIXES
 from ba_mcp.ids import UPLOAD_ID
 from ba_mcp.results import Table
 from ba_mcp.settings import QueryDatabaseSettings
 from ba_mcp.tool import CacheMode, CachePolicy, Tool, ToolContext, ToolParams, ToolPolicy
 
 if TYPE_CHECKING:
-    from ba_mcp.databases import ConnectedDatabase, Databases, DuckDBDatabase
+    from ba_mcp.databases import Database, Databases
     from ba_mcp.stores.artifacts import ArtifactStore
     from ba_mcp.workspace import Resolved, Workspace
 
 _READ_ONLY_TYPES = {"SELECT", "EXPLAIN"}
 _SESSION_TYPES = {"CREATE", "DROP"}  # the session's own TEMP tables and views (configured databases are read-only)
-_FILE_SUFFIXES = {suffix for suffix, fmt in FORMATS.items() if fmt in TABLE_FORMATS}
 
 
 class QueryDatabaseParams(ToolParams):
@@ -94,11 +91,7 @@ class QueryDatabase(Tool):
         self.workspace = workspace
         self.artifacts = artifacts
         self.databases = databases
-        connected = [
-            f"{name} ({dialect_name(conf)})"
-            for name, conf in databases.settings.databases.items()
-            if conf.kind != "duckdb"
-        ]
+        connected = [f"{name} ({databases.label(name)})" for name in databases.names if not databases.is_file(name)]
         if connected:  # the configured connections, each queried in its own dialect (no workspace files there)
             self.description = (
                 f"{type(self).description} Also: {', '.join(connected)} — SQL in that database's own dialect, "
@@ -131,24 +124,23 @@ class QueryDatabase(Tool):
         database = plan.database
         if plan.kind in _SESSION_TYPES:
             self.databases.changed_objects(ctx.session)
-        try:
-            execution = database.run(plan.sql, params.params, plan.files, params.max_rows, ctx)
-            try:
-                table = collect(execution, params.max_rows, self.artifacts, plan.title(params.database), database.name)
-            finally:
-                execution.close()
-            table.provenance = {
-                "database": database.name,
-                "dialect": database.dialect,
-                "sql": plan.sql,
-                "params": params.params,
-                "read": [read_ref(self.artifacts, name, resolved) for name, resolved in plan.files],
-            }
-            return table
-        except ToolFailure:
-            raise
-        except Exception as exc:
-            raise database.classify_error(exc, plan.columns_hint(params.database)) from None
+        table = database.query(
+            plan.sql,
+            params.params,
+            params.max_rows,
+            plan.files,
+            ctx,
+            title=plan.title(params.database),
+            columns_hint=plan.columns_hint(params.database),
+        )
+        table.provenance = {
+            "database": database.name,
+            "dialect": database.dialect,
+            "sql": plan.sql,
+            "params": params.params,
+            "read": [self.artifacts.read_ref(name, resolved) for name, resolved in plan.files],
+        }
+        return table
 
     def _planned(self, params: QueryDatabaseParams, ctx: ToolContext) -> _Plan:
         """The call's plan, made once: the cache lookup and the execution share it (``ctx.memo``)."""
@@ -162,7 +154,7 @@ class QueryDatabase(Tool):
 class _Plan:
     """The database to run on and the workspace data (name, resolved file) to register for the query."""
 
-    database: DuckDBDatabase | ConnectedDatabase
+    database: Database
     files: list[tuple[str, Resolved]]
     sql: str  # the one statement that runs, as the database's parser gave it
     database_tables: bool = True  # whether it names anything but workspace data (tables, views, CTEs)
@@ -219,21 +211,10 @@ def _plan(params: QueryDatabaseParams, tool: QueryDatabase, ctx: ToolContext) ->
     return _Plan(database, files, analysis.sql, database_tables=len(files) < len(set(analysis.refs)), kind=kind)
 
 
-def read_ref(artifacts: ArtifactStore, name: str, resolved: Resolved) -> dict[str, Any]:
-    """A workspace file a call read, for its provenance: an artifact with its content digest, a file with its
-    size and modification time (a digest of a large upload would mean reading it whole once more)."""
-    ref: dict[str, Any] = {"ref": name, "size": resolved.size}
-    if resolved.kind == "artifact" and resolved.ref_id:
-        ref["sha256"] = artifacts.get(resolved.ref_id).sha256
-    else:
-        ref["mtime_ns"] = resolved.mtime_ns
-    return ref
-
-
 def _is_workspace_ref(name: str) -> bool:
     """Names that denote workspace data rather than a database table or CTE."""
     if name.startswith("artifact_"):  # a malformed id is then refused by the resolver
         return True
     if name.startswith("upload_") and UPLOAD_ID.match(name):
         return True
-    return "/" in name or "\\" in name or "://" in name or Path(name).suffix.lower() in _FILE_SUFFIXES
+    return "/" in name or "\\" in name or "://" in name or Path(name).suffix.lower() in TABLE_SUFFIXES

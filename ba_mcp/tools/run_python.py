@@ -22,20 +22,21 @@ from pydantic import Field, ValidationError
 
 from ba_mcp.errors import Code, ErrorType, ToolFailure, denied, invalid
 from ba_mcp.ids import upload_id_for
+from ba_mcp.metrics.query import MetricsQuery
 from ba_mcp.results import Composite, Document, Image, RawResult, Table
 from ba_mcp.sandbox_client import BadBlob, WorkerGone, WorkerProcess, map_blob, read_blob
 from ba_mcp.settings import RunPythonSettings, SandboxSettings
 from ba_mcp.tool import CacheMode, CachePolicy, ToolContext, ToolParams, ToolPolicy
 from ba_mcp.tool import Tool as BaseTool
-from ba_mcp.tools.query_metrics import QueryMetricsParams
 from ba_mcp.workers.wire import BadStream, read_arrow
 
 if TYPE_CHECKING:
+    from ba_mcp.databases import Databases
     from ba_mcp.exports import Exports
+    from ba_mcp.metrics.catalog import Metrics
     from ba_mcp.sandbox_client import Sandboxes
     from ba_mcp.stores.artifacts import ArtifactStore
     from ba_mcp.stores.code import CodeStore
-    from ba_mcp.tools.query_metrics import QueryMetrics
     from ba_mcp.workspace import Workspace
 
 _PROGRESS_EVERY_S = 1.0
@@ -66,10 +67,11 @@ class RunPython(BaseTool):
         code: CodeStore,
         sandboxes: Sandboxes,
         exports: Exports | None = None,
-        metrics: QueryMetrics | None = None,
+        metrics: tuple[Metrics, Databases, int] | None = None,
     ) -> None:
         self.settings: RunPythonSettings = settings
-        self.metrics = metrics  # metric(name, by=…, grain=…): query_metrics' numbers as a DataFrame
+        # metric(name, by=…, grain=…): query_metrics' numbers as a DataFrame (the catalog, the databases, max_rows)
+        self.metrics = metrics
         self.sandbox = sandbox  # the sandbox: section (limits, capture, the import guardrail)
         self.exports = exports
         self.workspace = workspace
@@ -326,11 +328,12 @@ def _metric(tool: RunPython, args: dict[str, Any], ctx: ToolContext) -> tuple[st
         raise denied("metrics are not available on this server", "query_metrics is disabled or no metric file exists")
     wanted = {k: args[k] for k in ("metrics", "dimensions", "time_grain", "where", "order_by", "limit") if args.get(k)}
     try:
-        params = QueryMetricsParams.model_validate(wanted)
+        question = MetricsQuery.model_validate(wanted)
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:3])
         raise invalid(f"metric(): {problems}", "metric(name, by=['region'], grain='month', where=[…])") from None
-    table = tool.metrics.execute(params, ctx)
+    catalog, databases, max_rows = tool.metrics
+    table = databases.metrics_table(catalog, question.model_dump(), max_rows, ctx)
     if table.more and not table.artifact_id:
         raise ToolFailure(
             ErrorType.RESOURCE_ERROR,

@@ -33,8 +33,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-DRIVERS = {"postgresql": "adbc_driver_postgresql", "sqlite": "adbc_driver_sqlite", "spark": "adbc_driver_spark"}
-DIALECTS = {"postgresql": "PostgreSQL", "sqlite": "SQLite", "spark": "Spark"}
 # What a networked worker's root shows of /etc beyond the runtime's: name resolution and CA certificates.
 _NETWORK_FILES = ("/etc/resolv.conf", "/etc/hosts", "/etc/gai.conf", "/etc/ssl", "/etc/pki", "/etc/ca-certificates")
 
@@ -129,7 +127,7 @@ class Connections:
             "max_transfer_bytes": c.max_transfer_mb * 1024 * 1024,
         }
 
-    def _connect(self, name: str, conf: DatabaseSettings, host_file: Path | None) -> Connection:
+    def _connect(self, name: str, conf: DatabaseSettings, engine: Any, host_file: Path | None) -> Connection:
         process = WorkerProcess(
             self.settings.sandbox, self.scratch, module="ba_mcp.workers", options=self._options(name, conf, host_file)
         )
@@ -145,32 +143,19 @@ class Connections:
                 f"the connection worker could not start ({exc})" + (f"; it printed: {output[-600:]}" if output else ""),
                 "run `ba-mcp doctor` on the server's machine",
             ) from None
-        uri = conf.url.get_secret_value() if conf.url is not None else ""
-        if conf.kind == "sqlite":
-            where = f"/databases/{host_file.name}" if host_file is not None else ""
-            uri = {"target": where, "host": str(host_file)}  # type: ignore[assignment]
-        message = {
-            "op": "connect",
-            "driver": conf.driver or DRIVERS.get(conf.kind, ""),
-            "dialect": conf.kind,
-            "uri": uri,
-            "options": {k: v.get_secret_value() for k, v in conf.options.items()},
-            "allow_privileged_role": conf.allow_privileged_role,
-            "allow_writable_role": conf.allow_writable_role,
-            "allow_unguarded_writes": conf.allow_unguarded_writes,
-        }
+        message = engine.connect_message(conf, host_file)  # the engine's: the worker knows none
         try:
             try:
                 connection.info = self._ask(connection, None, conf, message)[0]
             except EngineError as exc:
-                failure = connect_failure(exc, name, conf)
+                failure = connect_failure(exc, name, conf, engine)
                 if failure.code != "DATABASE_UNAVAILABLE":
                     raise failure from None
                 time.sleep(0.25)  # a transient failure to connect is tried once more, by the same worker
                 try:
                     connection.info = self._ask(connection, None, conf, message)[0]
                 except EngineError as again:
-                    raise connect_failure(again, name, conf) from None
+                    raise connect_failure(again, name, conf, engine) from None
         except BaseException:
             process.kill()
             raise
@@ -181,10 +166,12 @@ class Connections:
 
     @contextlib.contextmanager
     def connection(
-        self, name: str, conf: DatabaseSettings, ctx: ToolContext | None, host_file: Path | None = None
+        self, name: str, conf: DatabaseSettings, engine: Any, ctx: ToolContext | None, host_file: Path | None = None
     ) -> Iterator[Session]:
         """A connection to database ``name`` for one call (an idle one, or a new one); the caller holds one of
-        the database's slots. ``ctx``'s timeout cancels the statement in the database, then ends the worker."""
+        the database's slots. ``engine`` (a ``databases.connector.ConnectedEngine``) says what the worker's
+        ``connect`` holds and reads the database's messages. ``ctx``'s timeout cancels the statement in the
+        database, then ends the worker."""
         with self._lock:
             if self._closed:
                 raise ToolFailure(ErrorType.TRANSIENT_ERROR, "SHUTTING_DOWN", "the server is stopping")
@@ -197,7 +184,7 @@ class Connections:
                     break
                 self._forget(candidate)
         if connection is None:
-            connection = self._connect(name, conf, host_file)
+            connection = self._connect(name, conf, engine, host_file)
         connection.call += 1
         session = Session(self, connection, conf, ctx, connection.call)
         if ctx is not None:
@@ -330,9 +317,9 @@ class Session:
             self.pool._discard(c)
 
 
-def connect_failure(exc: EngineError, name: str, conf: DatabaseSettings) -> ToolFailure:
+def connect_failure(exc: EngineError, name: str, conf: DatabaseSettings, engine: Any) -> ToolFailure:
     """A connection that could not be made: unreachable, or refused credentials — naming the setting."""
-    text = database_message(exc)
+    text = engine.message(exc)
     state = exc.sqlstate
     if state.startswith("28") or "password authentication failed" in text or "authentication" in text.lower():
         return ToolFailure(
@@ -347,17 +334,3 @@ def connect_failure(exc: EngineError, name: str, conf: DatabaseSettings) -> Tool
         f"database '{name}' could not be reached: {text}",
         f"check that it is running and databases.{name}.url ({shown_url(conf) or 'its options'}) names it",
     )
-
-
-def database_message(exc: EngineError) -> str:
-    """The database's own words out of an ADBC message (its ERROR line, and the LINE/position that follows)."""
-    raw = exc.message or exc.detail
-    if "[Spark]" in raw:  # INTERNAL: [Spark] [ERROR_CLASS] text SQLSTATE: 42P01; … Vendor code: 13
-        text = re.sub(r"^.*?\[Spark\]\s*", "", raw, flags=re.S)
-        text = re.sub(r"\s*Vendor code: \d+\s*$", "", text)
-        return re.sub(r"\s*SQLSTATE: \w+;?.*$", "", text, flags=re.S).strip()[:600]
-    m = re.search(r"ERROR:\s+(.*?)(?:\n\.\s*SQLSTATE:.*)?$", raw, re.S)
-    text = m.group(1) if m else re.sub(r"^[A-Z_]+: (\[[^\]]+\] )?", "", raw)
-    text = re.sub(r"\s*SQLSTATE: \w+\s*$", "", text)
-    text = re.sub(r"\n+Query was: .*$", "", text, flags=re.S).strip().rstrip(".")
-    return text[:600]

@@ -328,7 +328,8 @@ class Engine:
         digest = str(message["digest"])
         model = self.models.get(digest)
         if model is None:
-            model = load_model([(str(n), str(t)) for n, t in message["files"]], dict(message["dialects"]))
+            files = [(str(n), str(t)) for n, t in message["files"]]
+            model = load_model(files, dict(message["dialects"]), dict(message.get("grains") or {}))
             self.models = {digest: model}
         return {"op": "metrics", **answer(model, message)}, []
 

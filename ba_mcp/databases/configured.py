@@ -1,0 +1,219 @@
+"""The configured databases of one App (``databases.<name>``): each made by the engine the registry names for it.
+
+``Databases`` holds what the engines share: the engine workers (DuckDB files, the session's TEMP objects) and
+the connection workers (connections), the per-database query slots, the connected databases' catalogs, DuckDB's
+parse of a statement (memoised), the workspace data a statement names handed to the worker as descriptors.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ba_mcp.databases.base import Analysis, Database, engine_of
+from ba_mcp.databases.connector import Catalogs, label_of
+from ba_mcp.databases.duckdb import DEMO_FILE, DuckDBEngine
+from ba_mcp.demo_data import ensure_demo_database
+from ba_mcp.errors import Code, ErrorType, ToolFailure, denied, invalid, not_found
+from ba_mcp.formats.table import TABLE_SUFFIXES
+from ba_mcp.ids import ARTIFACT_ID
+from ba_mcp.workers.pool import EngineError, ask_metrics
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from ba_mcp.results import Table
+    from ba_mcp.settings import Settings
+    from ba_mcp.stores.artifacts import ArtifactStore
+    from ba_mcp.tool import ToolContext
+    from ba_mcp.workers.connections import Connections
+    from ba_mcp.workers.pool import Engines
+    from ba_mcp.workspace import Resolved, Workspace
+
+
+class Databases:
+    """The configured databases of one App, served by its engine workers."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        workspace: Workspace,
+        engines: Engines,
+        artifacts: ArtifactStore,
+        connections: Connections | None = None,
+    ) -> None:
+        self.settings = settings
+        self.workspace = workspace
+        self.engines = engines
+        self.artifacts = artifacts
+        self.connections = connections  # the connection workers of configured connections (url/driver)
+        self.catalogs = Catalogs()
+        self._engines = {name: engine_of(conf.kind) for name, conf in settings.databases.items()}
+        self._lock = threading.Lock()
+        self._analyses: dict[str, Analysis] = {}
+        self._slots = {name: threading.BoundedSemaphore(db.max_concurrent) for name, db in settings.databases.items()}
+        self._changes: dict[str, int] = {}  # session -> CREATE/DROP statements it ran
+        engines.prepare = self.prepare
+
+    def session_objects(self, session: str) -> int:
+        """How many times the session changed its own TEMP objects (0: never; its reads are anyone's)."""
+        return self._changes.get(session, 0)
+
+    def changed_objects(self, session: str) -> None:
+        with self._lock:
+            self._changes[session] = self._changes.get(session, 0) + 1
+
+    def slots(self, name: str) -> threading.BoundedSemaphore:
+        """Queries in flight on database ``name`` across sessions (``databases.<name>.max_concurrent``); a
+        session has one engine worker, so one session holds at most one slot at a time."""
+        return self._slots[name]
+
+    @property
+    def names(self) -> list[str]:
+        return sorted(self.settings.databases)
+
+    def is_file(self, name: str) -> bool:
+        """Whether ``name`` is a DuckDB file (or the demo), served by the engine workers."""
+        return isinstance(self._engines[name], DuckDBEngine)
+
+    def paths(self) -> dict[str, Path]:
+        """The DuckDB files the engine workers bind (connections are not theirs)."""
+        return {
+            name: engine.file_of(self.settings.databases[name], self.workspace)
+            for name, engine in sorted(self._engines.items())
+            if isinstance(engine, DuckDBEngine)
+        }
+
+    def prepare(self) -> None:
+        """Make the demo database exist (generated on first use, in a process of its own)."""
+        demo = any(
+            isinstance(engine, DuckDBEngine) and self.settings.databases[name].path is None
+            for name, engine in self._engines.items()
+        )
+        if demo:
+            with self._lock:
+                ensure_demo_database(self.workspace.dir("data") / DEMO_FILE)
+
+    def get(self, name: str) -> Database:
+        """The database ``name``, made by its engine (the demo database is generated on first use)."""
+        if name not in self.settings.databases:
+            raise invalid(f"unknown database '{name[:60]}'", "database must be one of: " + ", ".join(self.names))
+        return self._engines[name].database(name, self.settings.databases[name], self)
+
+    def label(self, name: str) -> str:
+        """How people name the engine of database ``name`` (the tool's description, the doctor)."""
+        return label_of(self.settings.databases[name])
+
+    def analyse(self, query: str, session: str = "default", ctx: ToolContext | None = None) -> Analysis:
+        """What DuckDB's parser (in the session's engine worker) says of ``query``: its statements' types and
+        the unqualified table names it reads. Memoised per query text. A syntax error is SQL_SYNTAX."""
+        with self._lock:
+            known = self._analyses.get(query)
+        if known is not None:
+            return known
+        try:
+            with self.engines.session(session, ctx) as call:
+                reply, _ = call.ask({"op": "analyse", "sql": query})
+        except EngineError as exc:
+            raise ToolFailure(
+                ErrorType.VALIDATION_ERROR, "SQL_SYNTAX", self.clean(exc.message), "fix the SQL (DuckDB dialect)"
+            ) from None
+        analysis = Analysis(
+            tuple(reply["kinds"]), tuple(reply["refs"]), str(reply.get("sql", "")), str(reply.get("refusal", ""))
+        )
+        with self._lock:
+            if len(self._analyses) >= 512:
+                self._analyses.pop(next(iter(self._analyses)))
+            self._analyses[query] = analysis
+        return analysis
+
+    def file_specs(self, files: Sequence[tuple[str, Resolved]]) -> tuple[list[dict[str, Any]], list[int]]:
+        """What the worker needs to read each workspace file (its descriptor goes along)."""
+        specs, fds = [], []
+        for name, resolved in files:
+            table = False
+            if resolved.ref_id and ARTIFACT_ID.match(resolved.ref_id):
+                meta = self.artifacts.get(resolved.ref_id)
+                if meta.kind != "table":
+                    raise ToolFailure(
+                        ErrorType.VALIDATION_ERROR,
+                        "NOT_A_TABLE",
+                        f"{resolved.ref_id} is a {meta.kind} artifact, not a table",
+                        "only table artifacts can be queried; read others with file_reader",
+                    )
+                table = True
+            elif resolved.suffix not in TABLE_SUFFIXES:
+                raise ToolFailure(
+                    ErrorType.VALIDATION_ERROR,
+                    "NOT_QUERYABLE",
+                    f"files of type '{resolved.suffix or 'unknown'}' cannot be queried",
+                    "query CSV, TSV, Parquet, JSON, JSON Lines, Excel or ODS files, or table artifacts",
+                )
+            specs.append(
+                {
+                    "name": name,
+                    "suffix": resolved.suffix,
+                    "size": resolved.size,
+                    "kind": resolved.kind,
+                    "ref_id": resolved.ref_id,
+                    "table": table,
+                }
+            )
+            fds.append(resolved.fd)
+        return specs, fds
+
+    def metrics_table(self, metrics: Any, question: dict[str, Any], max_rows: int, ctx: ToolContext) -> Table:
+        """The metrics' numbers (query_metrics, run_python's ``metric()``): ``question`` compiled against the files
+        of ``metrics`` (the server's ``metrics.catalog.Metrics``) and run, with a ``Defined:`` line per metric."""
+        if not metrics.sources()[0]:
+            raise not_found(
+                "no metrics are defined on this server",
+                "add OSI metric files to the workspace's metrics/ folder (ba-mcp metrics validate checks them); "
+                "query_database runs SQL meanwhile",
+            )
+        table, compiled = self.metrics_query(metrics.request("compile", query=question), max_rows, ctx)
+        table.details = [f"Defined: {line}" for line in compiled["definitions"]]
+        table.provenance["metrics"] = {**question, "defined": compiled["definitions"]}
+        return table
+
+    def metrics_query(self, request: dict[str, Any], max_rows: int, ctx: ToolContext) -> tuple[Table, dict[str, Any]]:
+        """A metrics question (``Metrics.request("compile", …)``: it carries the metric files) compiled in the
+        session's engine worker, then run on its database with ``query`` — the compiled statement passes the
+        database's own parser as one SELECT. The table and what the compiler said (SQL, definitions)."""
+        try:
+            compiled = ask_metrics(self.engines, ctx, ctx.session, request)
+        except EngineError as exc:  # the compiler itself failed (a predicate nested beyond its stack, say)
+            raise ToolFailure(
+                ErrorType.VALIDATION_ERROR,
+                "BAD_METRICS_QUERY",
+                f"the metrics query could not be compiled: {(exc.detail or exc.message).strip()[:300]}",
+                "simplify where; metrics://catalog lists metrics and dimensions",
+            ) from None
+        database = self.get(compiled["database"])
+        analysis = database.analyse(compiled["sql"], ctx.session, ctx)
+        if analysis.kinds != ("SELECT",) or not analysis.sql:
+            raise denied("the compiled metrics query is not one SELECT", "report it", code=Code.READ_ONLY)
+        table = database.query(analysis.sql, None, max_rows, [], ctx, f"metrics on {database.name}")
+        table.provenance = {
+            "database": database.name,
+            "dialect": database.dialect,
+            "sql": analysis.sql,
+            "params": None,
+            "read": [],
+        }
+        return table, compiled
+
+    def schema(self, name: str, session: str = "default") -> dict[str, Any]:
+        """The database's catalog as its engine describes it (for db://{name}/schema)."""
+        return self.get(name).describe(session)
+
+    def clean(self, message: str) -> str:
+        """Engine messages may quote paths; never the workspace's real one, nor a descriptor's (S-1)."""
+        root = str(self.workspace.root)
+        message = re.sub(r"/proc/self/fd/\d+", "the file", message)
+        return message.replace(root + "/", "").replace(root, "<workspace>")[:600]
+
+    def close(self) -> None:
+        """Nothing of the databases lives in the server; the engine workers are ended by their pool."""

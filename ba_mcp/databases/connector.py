@@ -1,0 +1,416 @@
+"""Databases reached through ADBC connections (SPEC §4.2.1, S-11): what every such engine shares.
+
+The statement runs **in the database, in its own dialect**, over a pooled connection held by a connection worker
+(``ba_mcp.workers.connections``): the server never opens the connection itself. Results take the DuckDB results'
+path: at most ``max_rows + 1`` rows to the server, the complete result streamed into a table artifact by the
+worker, which DuckDB then joins with workspace files and other databases' results (``FROM artifact_<id>``).
+
+* ``ConnectedDatabase`` — the server's side: a configured connection as a ``Database``;
+* ``Catalogs`` — each database's schema, asked of a connection and kept a minute;
+* ``sql_failure`` — a database's error in the spec's vocabulary by its SQLSTATE (the engine's own texts first);
+* ``ConnectedEngine`` — an engine served by connection workers, with the defaults of any ADBC driver. Its worker
+  hooks run in the connection worker (``workers/connection.py``, which knows no engine: it loads the one the
+  registry names): ``open`` (connect; what the database says of itself), ``begin``/``vet``/``end`` (the read-only
+  frame of one call), ``columns`` (the result's Arrow types), ``catalog``, ``interrupt``. Engines override what
+  they need (``postgresql.py``, ``sqlite.py``, ``spark.py``); ``adbc.py`` is any other driver.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import re
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ba_mcp.databases import registry
+from ba_mcp.databases.base import Analysis, Execution, in_worker, query
+from ba_mcp.errors import Code, ErrorType, ToolFailure, denied, timed_out
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from ba_mcp.results import Table
+    from ba_mcp.settings import DatabaseSettings
+    from ba_mcp.stores.artifacts import ArtifactStore
+    from ba_mcp.tool import ToolContext
+    from ba_mcp.workers.connections import Connections
+    from ba_mcp.workers.pool import EngineError
+    from ba_mcp.workspace import Resolved
+
+_SCHEMA_TTL_S = 60.0
+_SCHEMA_WAIT_S = 30.0  # for a free connection to read the catalog with
+
+
+def label_of(conf: DatabaseSettings) -> str:
+    """How people name a database's engine (the generic ADBC engine: its driver)."""
+    if conf.kind == "adbc":
+        return conf.driver or "ADBC"
+    return registry.info(conf.kind).label
+
+
+@dataclass
+class ConnectedDatabase:
+    """One configured connection (a ``databases.base.Database``)."""
+
+    name: str
+    conf: DatabaseSettings
+    engine: ConnectedEngine
+    pool: Connections
+    slots: threading.BoundedSemaphore
+    catalogs: Catalogs
+    artifacts: ArtifactStore
+    host_file: Path | None = None  # a database that is a file on this machine (bound read-only into the worker)
+
+    @property
+    def dialect(self) -> str:
+        return self.conf.kind if self.conf.kind != "adbc" else (self.conf.driver or "adbc")
+
+    @property
+    def identity(self) -> str | None:
+        """None: a live database changes without telling us, so its results are never cached."""
+        return None
+
+    def analyse(self, sql: str, session: str, ctx: ToolContext | None = None) -> Analysis:
+        """No parse of ours: the database's own parser and rules decide (one prepared statement, read-only)."""
+        return Analysis(("SELECT",), (), sql)
+
+    def run(
+        self, sql: str, params: Any, files: Sequence[tuple[str, Resolved]], max_rows: int, ctx: ToolContext
+    ) -> Execution:
+        from ba_mcp.workers.wire import BadStream, read_arrow
+
+        while not self.slots.acquire(timeout=0.05):
+            if ctx.cancelled.is_set():
+                raise timed_out(
+                    f"every connection to {self.name} was busy with other queries until the timeout "
+                    f"(databases.{self.name}.max_concurrent = {self.conf.max_concurrent})",
+                    "retry shortly",
+                )
+        label = hashlib.sha256(ctx.session.encode()).hexdigest()[:8]  # the session, told apart by the database
+        request = {
+            "op": "run",
+            "sql": sql,
+            "params": params,
+            "max_rows": max_rows,
+            "timeout_s": ctx.timeout,
+            "label": label,
+        }
+        for attempt in (1, 2):  # a connection found dead before the statement ran is replaced, once
+            held = self.pool.connection(self.name, self.conf, self.engine, ctx, self.host_file)
+            try:
+                session = held.__enter__()
+                reply, blobs = session.ask(request)
+                head = read_arrow(blobs[0], self.pool.conf.max_transfer_mb * 1024 * 1024)
+                break
+            except BaseException as exc:
+                lost = isinstance(exc, ToolFailure) and exc.code == "CONNECTION_LOST"
+                if lost:  # it and its idle siblings (a restart ends them all): the retry connects anew
+                    session.discard()
+                    self.pool.drop_idle(self.name)
+                held.__exit__(type(exc), exc, exc.__traceback__)
+                if lost and attempt == 1:
+                    continue
+                self.slots.release()
+                if isinstance(exc, BadStream):
+                    raise ToolFailure(ErrorType.EXECUTION_ERROR, "ENGINE_PROTOCOL", str(exc)) from None
+                raise
+
+        def release() -> None:
+            held.__exit__(None, None, None)
+            self.slots.release()
+
+        return in_worker(session.ask, reply, head, release)
+
+    def query(
+        self,
+        sql: str,
+        params: Any,
+        max_rows: int,
+        files: Sequence[tuple[str, Resolved]],
+        ctx: ToolContext,
+        title: str = "",
+        columns_hint: str | None = None,
+    ) -> Table:
+        return query(self, sql, params, max_rows, files, ctx, self.artifacts, title or f"query on {self.name}")
+
+    def describe(self, session: str = "default") -> dict[str, Any]:
+        tables = self.catalogs.of(self)  # connects, so the version is known after it
+        version = self.version()
+        return {
+            "database": self.name,
+            "description": self.conf.description,
+            "dialect": label_of(self.conf) + (f" {version}" if version else ""),
+            "tables": tables,
+        }
+
+    def classify_error(self, exc: Exception, columns_hint: str | None = None) -> ToolFailure:
+        return sql_failure(exc, self.name, self.conf, self.engine)
+
+    def version(self) -> str:
+        info = self.pool.info.get(self.name, {})
+        return str(info.get("version") or "")
+
+
+class Catalogs:
+    """The schema of each connected database, asked of a connection and kept for a minute."""
+
+    def __init__(self) -> None:
+        self._kept: dict[str, tuple[float, dict[str, Any]]] = {}
+        self._lock = threading.Lock()
+
+    def of(self, db: ConnectedDatabase) -> dict[str, Any]:
+        from ba_mcp.workers.pool import EngineError
+
+        with self._lock:
+            kept = self._kept.get(db.name)
+        if kept is not None and time.monotonic() - kept[0] < _SCHEMA_TTL_S:
+            return kept[1]
+        if not db.slots.acquire(timeout=_SCHEMA_WAIT_S):
+            raise ToolFailure(
+                ErrorType.TRANSIENT_ERROR,
+                "DATABASE_BUSY",
+                f"every connection to {db.name} was busy for {_SCHEMA_WAIT_S:g} s; its schema could not be read",
+                "retry shortly",
+            )
+        try:
+            with db.pool.connection(db.name, db.conf, db.engine, None, db.host_file) as session:
+                reply, _ = session.ask({"op": "describe", "schemas": list(db.conf.schemas)})
+        except EngineError as exc:
+            raise sql_failure(exc, db.name, db.conf, db.engine) from None
+        finally:
+            db.slots.release()
+        tables = reply["tables"]
+        with self._lock:
+            self._kept[db.name] = (time.monotonic(), tables)
+        return tables
+
+
+def sql_failure(exc: Exception, name: str, conf: DatabaseSettings, engine: ConnectedEngine) -> ToolFailure:
+    """A database's error in the spec's vocabulary: the engine's own texts first, then by its SQLSTATE, keeping the
+    database's message and position."""
+    from ba_mcp.workers.pool import EngineError
+
+    if isinstance(exc, ToolFailure):
+        return exc
+    if not isinstance(exc, EngineError):
+        raise exc
+    state, text = exc.sqlstate, engine.message(exc)
+    schema_hint = f"read the resource db://{name}/schema for tables and columns"
+    own = engine.failure(text, state)
+    if own is not None:
+        return own
+    if state == "57014" or "canceling statement" in text or "OPERATION_CANCELED" in text or "interrupted" in text:
+        return ToolFailure(
+            ErrorType.TIMEOUT,
+            Code.TIMEOUT,
+            "the query was cancelled in the database at its timeout",
+            "filter or aggregate more, or raise tools.query_database.timeout_s",
+        )
+    if state in ("25006", "25001") or "readonly database" in text or "read-only" in text:
+        return denied(
+            f"the statement would change the database, which is read-only here: {text}",
+            "use SELECT; keep a result by querying it again, or join results as artifacts in DuckDB",
+            code=Code.READ_ONLY,
+        )
+    if "multiple commands" in text:
+        return denied(
+            "the query holds more than one statement; exactly one is allowed per call",
+            "send one SELECT per call",
+            code="ONE_STATEMENT",
+        )
+    if state == "42501":
+        return denied(text, f"the role of databases.{name} may not do that; ask for a grant", code="ACCESS_DENIED")
+    if state in ("42P01", "3F000") or "no such table" in text:
+        return ToolFailure(ErrorType.NOT_FOUND, "UNKNOWN_TABLE", text, schema_hint)
+    if state in ("42703", "42883", "42804") or "no such column" in text:
+        return ToolFailure(ErrorType.VALIDATION_ERROR, "BIND_ERROR", text, schema_hint)
+    if state == "42601" or "syntax error" in text:
+        return ToolFailure(ErrorType.VALIDATION_ERROR, "SQL_SYNTAX", text, f"fix the SQL ({label_of(conf)} dialect)")
+    if state.startswith("08"):
+        return ToolFailure(ErrorType.DEPENDENCY_ERROR, "DATABASE_UNAVAILABLE", f"database '{name}': {text}", "retry")
+    if state.startswith("53"):
+        return ToolFailure(ErrorType.RESOURCE_ERROR, "DATABASE_RESOURCES", text, "aggregate or filter more")
+    if state.startswith("22"):
+        return ToolFailure(ErrorType.VALIDATION_ERROR, "SQL_ERROR", text, schema_hint)
+    if state.startswith("28"):
+        return ToolFailure(ErrorType.PERMISSION_DENIED, "DATABASE_AUTH", text, f"check databases.{name}")
+    text = text or "the database refused the statement"
+    return ToolFailure(ErrorType.EXECUTION_ERROR, "SQL_ERROR", text, schema_hint)
+
+
+class ConnectedEngine:
+    """An engine served by connection workers: the defaults of any ADBC driver (its own read-only option where it
+    has one, its own catalog, ADBC's cancel). Subclasses override the hooks their engine needs."""
+
+    kind = "adbc"
+
+    # -- the server's side ------------------------------------------------------------------------------
+
+    def database(self, name: str, conf: DatabaseSettings, owner: Any) -> ConnectedDatabase:
+        if owner.connections is None:
+            raise ToolFailure(ErrorType.DEPENDENCY_ERROR, "DATABASE_UNAVAILABLE", f"'{name}' is not served here")
+        host_file = self.host_file(conf, owner.workspace.root)
+        if host_file is not None and not host_file.is_file():
+            raise ToolFailure(
+                ErrorType.DEPENDENCY_ERROR,
+                "DATABASE_MISSING",
+                f"the {label_of(conf)} file of database '{name}' does not exist",
+                f"check databases.{name}.url",
+            )
+        return ConnectedDatabase(
+            name, conf, self, owner.connections, owner.slots(name), owner.catalogs, owner.artifacts, host_file
+        )
+
+    def host_file(self, conf: DatabaseSettings, root: Path) -> Path | None:
+        """The file on this machine the database is (None: a server reached over the network)."""
+        return None
+
+    def connect_message(self, conf: DatabaseSettings, host_file: Path | None) -> dict[str, Any]:
+        """What the worker's ``connect`` needs (the URL and options travel over its socket, never elsewhere)."""
+        info = registry.info(conf.kind)
+        return {
+            "op": "connect",
+            "engine": info.module,
+            "driver": conf.driver or info.driver or "",
+            "uri": conf.url.get_secret_value() if conf.url is not None else "",
+            "options": {k: v.get_secret_value() for k, v in conf.options.items()},
+            "allow_privileged_role": conf.allow_privileged_role,
+            "allow_writable_role": conf.allow_writable_role,
+            "allow_unguarded_writes": conf.allow_unguarded_writes,
+        }
+
+    def message(self, exc: EngineError) -> str:
+        """The database's own words out of an ADBC message (its ERROR line, and the LINE/position that follows)."""
+        raw = exc.message or exc.detail
+        m = re.search(r"ERROR:\s+(.*?)(?:\n\.\s*SQLSTATE:.*)?$", raw, re.S)
+        text = m.group(1) if m else re.sub(r"^[A-Z_]+: (\[[^\]]+\] )?", "", raw)
+        text = re.sub(r"\s*SQLSTATE: \w+\s*$", "", text)
+        text = re.sub(r"\n+Query was: .*$", "", text, flags=re.S).strip().rstrip(".")
+        return text[:600]
+
+    def failure(self, text: str, sqlstate: str) -> ToolFailure | None:
+        """An error text only this engine speaks (None: the SQLSTATE decides)."""
+        return None
+
+    # -- the connection worker's side (``c`` is the worker's Connector: c.con, c.cur, c.frame, …) -------------
+
+    def open(self, c: Any, message: dict[str, Any]) -> dict[str, Any]:
+        """Open the connection (``c.con``, ``c.cur``); what the database says of itself (its version, …)."""
+        import adbc_driver_manager.dbapi as dbapi
+
+        uri, options = message["uri"], dict(message.get("options") or {})
+        kwargs = {"uri": uri, **options} if uri else options
+        c.con = dbapi.connect(driver=driver_location(message["driver"]), db_kwargs=kwargs, autocommit=True)
+        c.cur = c.con.cursor()
+        info = self.driver_info(c)
+        reply: dict[str, Any] = {"version": str(info.get("vendor_version", ""))}
+        try:  # read-only where the driver offers it (and by the user's role)
+            c.con.adbc_connection.set_options(**{"adbc.connection.readonly": "true"})
+            reply["read_only_by_driver"] = True
+        except Exception:
+            reply["read_only_by_driver"] = False
+        return reply
+
+    def driver_info(self, c: Any) -> dict[str, Any]:
+        return {k: v for k, v in c.con.adbc_get_info().items() if isinstance(v, (str, int))}
+
+    def positional(self, params: Any) -> bool:
+        """Whether the engine takes positional parameters only (named ones are refused before the statement)."""
+        return False
+
+    def begin(self, c: Any, timeout_s: float, label: str) -> None:
+        """Open the read-only frame of one call (nothing by default: the driver and the role decide)."""
+
+    def vet(self, c: Any, sql: str, params: Any, timeout_s: float) -> None:
+        """Refuse a statement before it runs (nothing by default)."""
+
+    def end(self, c: Any) -> None:
+        """Close the call's frame: nothing of it may outlive the call."""
+
+    def columns(self, schema: Any) -> tuple[Any, Any, dict[str, str]]:
+        """The result's schema as plain Arrow types the server and Parquet read the same way (extension types as
+        their storage), the function converting a batch to it, and display names of types Arrow cannot show."""
+        return plain_schema(schema, {})
+
+    def catalog(self, c: Any, schemas: list[str]) -> dict[str, Any]:
+        """Any ADBC driver: the driver's own catalog (tables and columns; no row counts)."""
+        out: dict[str, Any] = {}
+        objects = c.con.adbc_get_objects(depth="all").read_all().to_pylist()
+        for catalog in objects:
+            for schema in catalog.get("catalog_db_schemas") or []:
+                for table in schema.get("db_schema_tables") or []:
+                    name = table["table_name"]
+                    if schema.get("db_schema_name"):
+                        name = f"{schema['db_schema_name']}.{name}"
+                    out[name] = {
+                        "kind": str(table.get("table_type") or "table").lower(),
+                        "rows": 0,
+                        "rows_estimated": True,
+                        "comment": "",
+                        "definition": "",
+                        "columns": [
+                            {"name": col["column_name"], "type": col.get("xdbc_type_name") or "", "nullable": True}
+                            for col in table.get("table_columns") or []
+                        ],
+                    }
+        return out
+
+    def interrupt(self, c: Any) -> None:
+        """The call's timeout: cancel the statement (ADBC's cancel; an engine whose work outlives its client
+        stops it in the engine too)."""
+        c.cur.adbc_cancel()
+
+
+def plain_schema(schema: Any, casts_by_field: dict[int, Any]) -> tuple[Any, Any, dict[str, str]]:
+    """``schema`` with extension types as their storage and the fields of ``casts_by_field`` (index -> Arrow type)
+    cast; the batch converter; no display types."""
+    import pyarrow as pa
+
+    fields, casts = [], dict(casts_by_field)
+    for i, f in enumerate(schema):
+        target = casts.get(i) or (f.type.storage_type if isinstance(f.type, pa.ExtensionType) else f.type)
+        if target != f.type:
+            casts[i] = target
+        fields.append(pa.field(f.name, target, f.nullable))
+    plain = pa.schema(fields)
+    if not casts:
+        return plain, lambda batch: batch, {}
+
+    def convert(batch: Any) -> Any:
+        columns = []
+        for i, column in enumerate(batch.columns):
+            if i in casts:
+                storage = column.storage if isinstance(column, pa.ExtensionArray) else column
+                column = storage.cast(casts[i]) if storage.type != casts[i] else storage
+            columns.append(column)
+        return pa.RecordBatch.from_arrays(columns, schema=plain)
+
+    return plain, convert, {}
+
+
+def driver_location(driver: str) -> str:
+    """An ADBC driver package's shared library (``adbc_driver_flightsql`` → its ``_driver_path()``), else the name
+    as given: a driver manifest's name or a library's path, which the driver manager finds itself."""
+    import importlib
+
+    try:
+        module = importlib.import_module(driver)
+    except ImportError:
+        return driver
+    locate = getattr(module, "_driver_path", None)
+    return str(locate()) if callable(locate) else driver
+
+
+def rows(cur: Any, sql: str, params: Any = None) -> list[tuple[Any, ...]]:
+    cur.execute(sql, params)
+    return list(cur.fetchall())
+
+
+def close_quietly(*things: Any) -> None:
+    for thing in things:
+        with contextlib.suppress(Exception):
+            thing.close()

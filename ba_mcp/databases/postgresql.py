@@ -1,0 +1,263 @@
+"""PostgreSQL (``postgresql://``, ``postgres://``; ``adbc_driver_postgresql``): read-only by the database and the
+role, never by SQL text (S-11, S-14).
+
+* At connect: a superuser or a member of ``pg_read_server_files``/``pg_write_server_files``/
+  ``pg_execute_server_program`` is refused (``PRIVILEGED_ROLE``) unless ``allow_privileged_role``; a role that can
+  write a table, create objects, or use dblink or a foreign server is refused (``WRITABLE_ROLE``) unless
+  ``allow_writable_role`` (dblink_exec commits on a connection of its own).
+* Each call: ``BEGIN READ ONLY; SET LOCAL statement_timeout; SET LOCAL application_name`` in one round trip (the
+  SELECT that follows fixes the mode: ``SET TRANSACTION READ WRITE`` is refused after any query), the statement's
+  plan read first (``EXPLAIN (VERBOSE)``, nothing runs: a plan that reaches other backends is refused —
+  every session shares the role), the statement as **one prepared statement**, then ``ROLLBACK`` and ``DISCARD
+  ALL`` (session advisory locks, prepared statements, cursors): nothing a call sets, locks or prepares outlives
+  it; a connection that cannot be reset ends its worker.
+* Results: NUMERIC(p,s) as decimal128(p,s); an unconstrained NUMERIC as its exact text; the catalog from
+  ``pg_class`` (row estimates, never a scan), comments, view definitions and ``pg_stats``' common values.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from typing import TYPE_CHECKING, Any
+
+from ba_mcp.databases.connector import ConnectedEngine, plain_schema, rows
+
+if TYPE_CHECKING:
+    from ba_mcp.workers.wire import Failure
+
+PRIVILEGED_ROLES = ("pg_read_server_files", "pg_write_server_files", "pg_execute_server_program")
+# functions that reach other backends: ending or signalling them, reading their statements (pg_stat_activity is
+# pg_stat_get_activity in a plan), and dblink's connections
+OTHER_SESSIONS = (
+    r"\b(pg_terminate_backend|pg_cancel_backend|pg_signal_backend|pg_stat_get_activity|pg_stat_get_backend_\w+"
+    r"|pg_stat_statements\w*|dblink\w*)\b"
+)
+
+
+def _failure(**kwargs: str) -> Failure:
+    from ba_mcp.workers.wire import Failure
+
+    return Failure(**kwargs)
+
+
+class PostgresEngine(ConnectedEngine):
+    kind = "postgresql"
+
+    def open(self, c: Any, message: dict[str, Any]) -> dict[str, Any]:
+        import adbc_driver_postgresql.dbapi as pg
+
+        options = dict(message.get("options") or {})
+        c.con = pg.connect(message["uri"], db_kwargs=options or None, autocommit=True)
+        c.cur = c.con.cursor()
+        reply = role(c.cur, bool(message.get("allow_privileged_role")), bool(message.get("allow_writable_role")))
+        c.vet = c.con.cursor()  # EXPLAIN of the user's statement: the plain protocol, not COPY
+        c.vet.adbc_statement.set_options(**{"adbc.postgresql.use_copy": "false"})
+        return reply
+
+    def positional(self, params: Any) -> bool:
+        return True
+
+    def begin(self, c: Any, timeout_s: float, label: str) -> None:
+        ms = max(1, int(timeout_s * 1000)) if timeout_s else 0
+        c.label = label if label.isalnum() and len(label) <= 16 else ""
+        name = "ba-mcp" + (f" {c.label}" if c.label else "")
+        c.frame_sql(
+            f"BEGIN READ ONLY; SET LOCAL statement_timeout = {ms}; SET LOCAL application_name = '{name}'; SELECT 1"
+        )
+        c.in_transaction = True
+
+    def vet(self, c: Any, sql: str, params: Any, timeout_s: float) -> None:
+        """The statement's plan (``EXPLAIN (VERBOSE)``, nothing runs) may call no function that reaches other
+        connections — every session of ba-mcp shares the role, and a role may end, or read the SQL of, its own
+        role's backends. A statement PostgreSQL cannot explain is left to fail on its own."""
+        try:
+            c.vet.execute("EXPLAIN (VERBOSE, FORMAT JSON) " + sql, params)
+            plan = str(c.vet.fetchall())
+        except Exception:
+            self.end(c)  # the explain failed: the transaction is aborted; the statement's own error follows
+            self.begin(c, timeout_s, c.label)
+            return
+        found = re.search(OTHER_SESSIONS, plan)
+        if found:
+            raise _failure(
+                type="permission_denied",
+                code="OTHER_SESSIONS",
+                message=f"{found.group(0)} reaches other connections to the database (their statements, or ending "
+                "them), and every ba-mcp session shares this role: it is not allowed",
+                hint="query the tables; an operator sees sessions by their application_name (ba-mcp …)",
+            )
+
+    def end(self, c: Any) -> None:
+        if not c.in_transaction:
+            return
+        c.in_transaction = False
+        try:
+            c.frame_sql("ROLLBACK")
+            # what a rollback leaves: session-level advisory locks, prepared statements, LISTEN, cursors
+            c.frame_sql("DISCARD ALL")
+        except Exception:
+            # a connection whose session state cannot be reset serves no other call: the worker ends (the pool
+            # starts a new one), and the database releases whatever it held
+            import os
+
+            os._exit(3)
+
+    def columns(self, schema: Any) -> tuple[Any, Any, dict[str, str]]:
+        """NUMERIC with a declared precision and scale as an exact decimal; unconstrained NUMERIC and JSON as their
+        text (shown as such)."""
+        import pyarrow as pa
+
+        casts: dict[int, Any] = {}
+        shown: dict[str, str] = {}
+        for i, f in enumerate(schema):
+            meta = f.metadata or {}
+            kind = meta.get(b"POSTGRESQL:type")
+            if kind == b"numeric":
+                typmod = int(meta.get(b"POSTGRESQL:typmod", b"-1"))
+                if typmod >= 4:
+                    precision, scale = ((typmod - 4) >> 16) & 0xFFFF, (typmod - 4) & 0xFFFF
+                    casts[i] = pa.decimal128(precision, scale) if precision <= 38 else pa.decimal256(precision, scale)
+                else:
+                    shown[f.name] = "numeric (exact, as text)"
+            elif kind in (b"json", b"jsonb"):
+                shown[f.name] = kind.decode()
+        plain, convert, _ = plain_schema(schema, casts)
+        return plain, convert, shown
+
+    def catalog(self, c: Any, schemas: list[str]) -> dict[str, Any]:
+        self.begin(c, 30.0, "")
+        try:
+            return catalog(c.cur, schemas)
+        finally:
+            self.end(c)
+
+
+def role(cur: Any, allow_privileged: bool, allow_writable: bool) -> dict[str, Any]:
+    """The role's privileges; a privileged role is refused unless allowed by name, and so is a role that can write a
+    table, create objects or use dblink / postgres_fdw (a read-only transaction does not stop ``dblink_exec``
+    committing on another connection)."""
+    user_tables = (
+        "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f') "
+        "AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg_toast%'"
+    )
+    written = " OR ".join(f"has_table_privilege(c.oid, '{p}')" for p in ("INSERT", "UPDATE", "DELETE", "TRUNCATE"))
+    cur.execute(
+        "SELECT current_user::text, r.rolsuper, "
+        + ", ".join(f"pg_has_role(current_user, '{r}', 'MEMBER')" for r in PRIVILEGED_ROLES)
+        + ", current_setting('server_version'), "
+        f"(SELECT min(quote_ident(n.nspname) || '.' || quote_ident(c.relname)) {user_tables} AND ({written})), "
+        "CASE WHEN has_database_privilege(current_database(), 'CREATE') THEN 'database ' || current_database() "
+        "ELSE (SELECT 'schema ' || min(n.nspname) FROM pg_namespace n WHERE n.nspname NOT LIKE 'pg\\_%' "
+        "AND n.nspname <> 'information_schema' AND has_schema_privilege(n.oid, 'CREATE')) END, "
+        "(SELECT min(e.extname) FROM pg_proc p JOIN pg_depend d ON d.objid = p.oid AND d.classid = 'pg_proc'::regclass "
+        "AND d.deptype = 'e' JOIN pg_extension e ON e.oid = d.refobjid WHERE e.extname = 'dblink' "
+        "AND has_function_privilege(p.oid, 'EXECUTE') AND has_schema_privilege(p.pronamespace, 'USAGE')), "
+        "(SELECT min(s.srvname) FROM pg_foreign_server s WHERE has_server_privilege(s.oid, 'USAGE')) "
+        "FROM pg_roles r WHERE r.rolname = current_user"
+    )
+    row = cur.fetchone()
+    user, superuser, *members, version, table, creates, dblink, server = row
+    privileges = (["superuser"] if superuser else []) + [r for r, m in zip(PRIVILEGED_ROLES, members, strict=True) if m]
+    if privileges and not allow_privileged:
+        raise _failure(
+            type="permission_denied",
+            code="PRIVILEGED_ROLE",
+            message=f"the role {user} is {' and '.join(privileges)}: a read-only transaction does not stop such a "
+            "role from running programs on the database host or reading its files",
+            hint="connect as a read-only role (see `ba-mcp doctor`), or set allow_privileged_role: true for this "
+            "database if you accept that",
+        )
+    powers = (
+        ([f"write to tables (e.g. {table})"] if table else [])
+        + ([f"create objects in {creates}"] if creates else [])
+        + (["use dblink (its connections commit outside the read-only transaction)"] if dblink else [])
+        + ([f"use the foreign server {server} (postgres_fdw)"] if server else [])
+    )
+    if powers and not allow_writable and not (privileges and allow_privileged):
+        raise _failure(
+            type="permission_denied",
+            code="WRITABLE_ROLE",
+            message=f"the role {user} can {'; '.join(powers)}: ba-mcp serves a role that can only read",
+            hint="connect as a read-only role (README: CREATE ROLE ba_reader …; GRANT pg_read_all_data), or set "
+            "allow_writable_role: true for this database if you accept that",
+        )
+    version = str(version).split(" ")[0]  # 15.18, without the packager's note
+    found: dict[str, Any] = {"version": version, "role": user, "privileges": privileges, "role_can_write": bool(powers)}
+    if powers:
+        found["detail"] = (
+            "the role can write — a read-only role is the safest: CREATE ROLE ba_reader LOGIN PASSWORD '…'; "
+            "GRANT pg_read_all_data TO ba_reader;"
+        )
+    return found
+
+
+def catalog(cur: Any, schemas: list[str]) -> dict[str, Any]:
+    """Tables and views of the schemas asked for (else every schema but the system's): kinds, row estimates
+    from ``pg_class.reltuples`` (never a scan), comments, view definitions, columns, common values from
+    ``pg_stats``."""
+    where = "n.nspname = ANY($1)" if schemas else "n.nspname NOT IN ('pg_catalog', 'information_schema', 'pg_toast')"
+    params = (schemas,) if schemas else None
+    relations = rows(
+        cur,
+        "SELECT c.oid::bigint, n.nspname::text, c.relname::text, c.relkind::text, c.reltuples::float8, "
+        "obj_description(c.oid, 'pg_class'), "
+        "CASE WHEN c.relkind IN ('v', 'm') THEN pg_get_viewdef(c.oid, true) END "
+        f"FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE {where} "
+        "AND c.relkind IN ('r', 'p', 'v', 'm', 'f') AND n.nspname NOT LIKE 'pg_temp%' ORDER BY 2, 3",
+        params,
+    )
+    if not relations:
+        return {}
+    oids = [r[0] for r in relations]
+    columns: dict[int, list[dict[str, Any]]] = {}
+    for oid, name, typ, notnull, comment in rows(
+        cur,
+        "SELECT a.attrelid::bigint, a.attname::text, format_type(a.atttypid, a.atttypmod), a.attnotnull, "
+        "col_description(a.attrelid, a.attnum) FROM pg_attribute a "
+        "WHERE a.attrelid = ANY($1::bigint[]::oid[]) AND a.attnum > 0 AND NOT a.attisdropped "
+        "ORDER BY a.attrelid, a.attnum",
+        (oids,),
+    ):
+        entry: dict[str, Any] = {"name": name, "type": typ, "nullable": not notnull}
+        if comment:
+            entry["comment"] = comment
+        columns.setdefault(oid, []).append(entry)
+    common: dict[tuple[str, str, str], list[str]] = {}
+    with contextlib.suppress(Exception):
+        for schema, table, column, values in rows(
+            cur,
+            "SELECT schemaname::text, tablename::text, attname::text, most_common_vals::text FROM pg_stats "
+            "WHERE most_common_vals IS NOT NULL AND n_distinct > 0 AND n_distinct <= 20",
+        ):
+            common[(schema, table, column)] = _array(values)[:20]
+    kinds = {"r": "table", "p": "table", "v": "view", "m": "materialized view", "f": "foreign table"}
+    out: dict[str, Any] = {}
+    for oid, schema, name, kind, estimate, comment, definition in relations:
+        qualified = name if schema == "public" else f"{schema}.{name}"
+        cols = columns.get(oid, [])
+        for col in cols:
+            values = common.get((schema, name, col["name"]))
+            if values:
+                col["values"] = values
+        out[qualified] = {
+            "kind": kinds.get(kind, kind),
+            "rows": max(0, int(estimate or 0)),
+            "rows_estimated": True,
+            "comment": comment or "",
+            "definition": definition or "",
+            "columns": cols,
+        }
+    return out
+
+
+def _array(text: str) -> list[str]:
+    """The elements of a PostgreSQL array literal ``{a,"b c"}`` as text."""
+    import csv
+    import io
+
+    inner = text[1:-1] if text.startswith("{") and text.endswith("}") else text
+    return [v for v in next(csv.reader(io.StringIO(inner), escapechar="\\"), [])]
+
+
+ENGINE = PostgresEngine()

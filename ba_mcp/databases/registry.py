@@ -1,0 +1,112 @@
+"""The database engines ba-mcp serves: one table, the only place their facts live — kind, label, the module that
+implements it (``databases/<kind>.py``, an ``Engine``), the URL schemes and ADBC driver that select it, and the SQL
+dialect the metrics compiler writes for it (sqlglot's name).
+
+A configured database's engine is chosen by its ``driver`` first, then its URL's scheme, else DuckDB (a file, or
+the embedded demo); a URL no engine claims, with a driver no engine names, is served by the generic ADBC engine.
+
+**Adding an engine** is one module and one line here: write ``databases/<kind>.py`` with an ``ENGINE`` object
+(``ConnectedEngine`` from ``databases/connector.py`` gives the defaults of any ADBC driver: override the hooks the
+engine needs — the read-only frame, the catalog, its error texts), then ``register(EngineInfo(…))`` below (or, for
+an engine outside the package, at start-up before the App is built). Nothing else names an engine.
+
+Ground floor: this module imports nothing of ba_mcp, so settings and the metrics room may read it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class EngineInfo:
+    kind: str  # the value of databases.<name>.kind
+    label: str  # how people name it: in the tool's description, the schema resource, errors, the doctor
+    module: str  # where its Engine lives (its ENGINE object)
+    schemes: tuple[str, ...] = ()  # URL prefixes that select it
+    driver: str | None = None  # the ADBC driver package it is reached with
+    dialect: str | None = None  # sqlglot's dialect for the metrics compiler (None: metrics cannot target it)
+    # time grains as SQL (``__x__`` the value) where sqlglot writes no DATE_TRUNC for the dialect
+    grains: Mapping[str, str] = field(default_factory=dict)
+    commands: tuple[str, ...] = ()  # ba-mcp commands its module adds (``ENGINE.add_commands``)
+
+
+_ENGINES: dict[str, EngineInfo] = {}
+
+
+def register(info: EngineInfo) -> None:
+    """Add (or replace) an engine."""
+    _ENGINES[info.kind] = info
+
+
+def engines() -> list[EngineInfo]:
+    return list(_ENGINES.values())
+
+
+def info(kind: str) -> EngineInfo:
+    return _ENGINES.get(kind) or _ENGINES["adbc"]
+
+
+def kind_of(url: str, driver: str | None) -> str:
+    """The engine of a configured database: by its driver, else its URL's scheme; DuckDB with neither; the
+    generic ADBC engine otherwise."""
+    if driver:
+        return next((e.kind for e in _ENGINES.values() if e.driver == driver), "adbc")
+    if not url:
+        return "duckdb"
+    return next((e.kind for e in _ENGINES.values() if url.startswith(e.schemes)), "adbc")
+
+
+def schemes() -> list[str]:
+    """The URL schemes that need no driver (for the settings' message)."""
+    return [s for e in _ENGINES.values() for s in e.schemes]
+
+
+def dialects(databases: Mapping[str, Any]) -> dict[str, str]:
+    """sqlglot's dialect per configured database (``name -> DatabaseSettings``) whose engine has one."""
+    found = {name: info(conf.kind).dialect for name, conf in databases.items()}
+    return {name: dialect for name, dialect in found.items() if dialect}
+
+
+def grain_sql() -> dict[str, dict[str, str]]:
+    """Time-grain SQL per dialect, for the dialects that need their own."""
+    return {e.dialect: dict(e.grains) for e in _ENGINES.values() if e.dialect and e.grains}
+
+
+for _info in (
+    EngineInfo("duckdb", "DuckDB", "ba_mcp.databases.duckdb", dialect="duckdb"),
+    EngineInfo(
+        "postgresql",
+        "PostgreSQL",
+        "ba_mcp.databases.postgresql",
+        ("postgresql://", "postgres://"),
+        "adbc_driver_postgresql",
+        "postgres",
+    ),
+    EngineInfo(
+        "sqlite",
+        "SQLite",
+        "ba_mcp.databases.sqlite",
+        ("sqlite:",),
+        "adbc_driver_sqlite",
+        "sqlite",
+        {
+            "day": "DATE(__x__)",
+            "week": "DATE(__x__, '-' || ((CAST(STRFTIME('%w', __x__) AS INTEGER) + 6) % 7) || ' days')",
+            "month": "DATE(__x__, 'start of month')",
+            "quarter": (
+                "DATE(__x__, 'start of month', '-' || ((CAST(STRFTIME('%m', __x__) AS INTEGER) - 1) % 3) || ' months')"
+            ),
+            "year": "DATE(__x__, 'start of year')",
+        },
+    ),
+    EngineInfo(
+        "spark", "Spark", "ba_mcp.databases.spark", ("sc://",), "adbc_driver_spark", "spark", commands=("spark-local",)
+    ),
+    EngineInfo("snowflake", "Snowflake", "ba_mcp.databases.adbc", (), "adbc_driver_snowflake", "snowflake"),
+    EngineInfo("bigquery", "BigQuery", "ba_mcp.databases.adbc", (), "adbc_driver_bigquery", "bigquery"),
+    EngineInfo("adbc", "ADBC", "ba_mcp.databases.adbc"),  # any other driver (Flight SQL, …): its own name shown
+):
+    register(_info)
