@@ -26,10 +26,10 @@ from ba_mcp.metrics.catalog import Metrics
 from ba_mcp.pipeline.cache import RawCache
 from ba_mcp.pipeline.observe import Observer, ToolTraits
 from ba_mcp.pipeline.runner import Runner
+from ba_mcp.pipeline.sessions import Sessions
 from ba_mcp.pipeline.tokens import TokenCounter
 from ba_mcp.pipeline.usage import TelemetryLog
 from ba_mcp.sandbox_client import Sandboxes, make_worker_cgroup, own_memory_limit, remove_worker_cgroup
-from ba_mcp.sessions import Sessions
 from ba_mcp.settings import ConfigError, Settings, config_dir
 from ba_mcp.skills import load_skills
 from ba_mcp.stores.artifacts import ArtifactStore
@@ -254,7 +254,7 @@ class App:
 
 def metrics_of(settings: Settings, read_roots: dict[str, Path]) -> Metrics:
     """The metric files served with ``settings``, their dialects from the database registry."""
-    from ba_mcp.databases import registry
+    from ba_mcp import registry
 
     return Metrics(
         settings,

@@ -415,7 +415,7 @@ def cmd_analyses(args: argparse.Namespace) -> int:
     if args.action == "show":
         print((folder / args.name / "analysis.yaml").read_text(encoding="utf-8"), end="")
         return 0
-    from ba_mcp.analyses.standalone import run_folder
+    from ba_mcp.rerun import run_folder
 
     given = {}
     for pair in args.param or []:
@@ -561,7 +561,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 def engine_commands() -> list[Any]:
     """The engines that add commands of their own (the registry says which)."""
-    from ba_mcp.databases import registry
+    from ba_mcp import registry
     from ba_mcp.databases.base import engine_of
 
     return [engine_of(info.kind) for info in registry.engines() if info.commands]

@@ -26,7 +26,7 @@ from ba_mcp.analyses.manifest import listed, read_manifest
 from ba_mcp.errors import ToolFailure
 from ba_mcp.ids import ARTIFACT_ID
 from ba_mcp.metrics.catalog import catalog_text
-from ba_mcp.sessions import session_key
+from ba_mcp.pipeline.sessions import session_key
 
 if TYPE_CHECKING:
     from mcp.server import MCPServer

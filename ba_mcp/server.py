@@ -45,7 +45,7 @@ from ba_mcp import callers, resources
 from ba_mcp.app import App
 from ba_mcp.errors import Code, ErrorType, ToolFailure, format_error
 from ba_mcp.pipeline.runner import CallOutcome
-from ba_mcp.sessions import http_session_key, session_key
+from ba_mcp.pipeline.sessions import http_session_key, session_key
 from ba_mcp.skills import mcp as skills_mcp
 from ba_mcp.skills.mcp import SkillsExtension
 from ba_mcp.tool import Tool

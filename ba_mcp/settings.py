@@ -23,7 +23,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 
-from ba_mcp.databases import registry
+from ba_mcp import registry
 
 LevelName = Literal["brief", "standard", "full"]
 ModelFamily = Literal["claude", "gpt", "gemini", "glm", "qwen", "unknown"]
@@ -144,8 +144,7 @@ class DatabaseSettings(_Section):
         if self.url is not None and not self.driver and self.kind == "adbc":
             scheme = self.url.get_secret_value().split(":", 1)[0][:40]
             raise ValueError(
-                f"a {scheme}: URL needs driver: ({', '.join(registry.schemes())} need none), "
-                "e.g. driver: adbc_driver_flightsql"
+                f"a {scheme}: URL needs driver: — an ADBC driver package ({', '.join(registry.schemes())} need none)"
             )
         return self
 

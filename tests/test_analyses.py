@@ -173,7 +173,9 @@ def test_a_database_no_longer_configured_is_named(saved: Path, ws: Path, tmp_pat
 
 
 @pytest.mark.slow
-async def test_the_report_opens_in_headless_chromium_with_its_table_and_chart(saved: Path, ws: Path, tmp_path: Path) -> None:
+async def test_the_report_opens_in_headless_chromium_with_its_table_and_chart(
+    saved: Path, ws: Path, tmp_path: Path
+) -> None:
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
         pytest.skip("Chromium is not installed (.ci/run installs Debian's package where it can)")

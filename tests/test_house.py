@@ -5,6 +5,7 @@ a lower room to a higher one. Every import counts — at module level, inside fu
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 from tests.conftest import ROOT
@@ -16,7 +17,7 @@ PACKAGE = ROOT / "ba_mcp"
 ROOMS: list[tuple[str, int]] = [
     # the ground vocabulary: no imports of the rooms above
     ("ba_mcp.errors", 0),
-    ("ba_mcp.databases.registry", 0),  # the table of engines: what settings and the metrics' dialects read
+    ("ba_mcp.registry", 0),  # the table of database engines: settings and the metrics' dialects read it
     ("ba_mcp.callers", 0),
     ("ba_mcp.ids", 0),
     ("ba_mcp.results", 0),
@@ -34,14 +35,14 @@ ROOMS: list[tuple[str, int]] = [
     ("ba_mcp.web", 2),
     ("ba_mcp.sandbox_client", 2),
     ("ba_mcp.workers", 2),  # the engine and connection workers: the server's side and the worker's
-    ("ba_mcp.analyses.standalone", 7),  # a saved analysis run with an App of its own (the CLI, analysis.py)
+    ("ba_mcp.rerun", 7),  # a saved analysis run with an App of its own (the CLI, analysis.py)
     ("ba_mcp.analyses", 3),  # saved analyses: the plan of a conversation's calls, the replay of its steps
     ("ba_mcp.metrics", 2),  # OSI metric files and their compiler (also run in the engine workers)
     ("ba_mcp.skills.mcp", 6),  # the SDK side of the skills (a part of the server)
     ("ba_mcp.skills", 2),
     ("ba_mcp.pipeline.cache", 2),
     ("ba_mcp.pipeline.usage", 2),
-    ("ba_mcp.sessions", 2),
+    ("ba_mcp.pipeline.sessions", 2),
     ("ba_mcp.exports", 3),
     # the pipeline above the services, the tools above the pipeline's vocabulary
     ("ba_mcp.pipeline.observe", 3),
@@ -150,3 +151,75 @@ def test_the_ground_floor_knows_nothing_of_mcp() -> None:
     for name in ("errors", "results", "ids", "tool", "settings"):
         text = (PACKAGE / f"{name}.py").read_text(encoding="utf-8")
         assert "from mcp" not in text and "import mcp" not in text, f"ba_mcp/{name}.py imports the MCP SDK"
+
+
+def _package(module: str) -> str:
+    """The package a module belongs to: ``ba_mcp.<sub>`` for a subpackage's modules, the module itself otherwise."""
+    parts = module.split(".")
+    if len(parts) >= 2 and (PACKAGE / parts[1]).is_dir():
+        return ".".join(parts[:2])
+    return module
+
+
+def test_packages_form_no_circle() -> None:
+    """The rooms at package level too: no package imports one that imports it back (through any modules)."""
+    edges: dict[str, set[str]] = {}
+    for module, targets in graph().items():
+        for target in targets:
+            a, b = _package(module), _package(target)
+            if a != b:
+                edges.setdefault(a, set()).add(b)
+    circles = []
+    for start in sorted(edges):
+        seen, stack = set(), [(start, [start])]
+        while stack:
+            node, path = stack.pop()
+            for nxt in sorted(edges.get(node, ())):
+                if nxt == start:
+                    circles.append(" → ".join([*path, nxt]))
+                elif nxt not in seen:
+                    seen.add(nxt)
+                    stack.append((nxt, [*path, nxt]))
+    assert not circles, "\n".join(sorted(set(circles)))
+
+
+ENGINE_WORDS = re.compile(r"postgres|spark|sqlite|snowflake|bigquery|flightsql", re.IGNORECASE)
+
+
+def _engine_names(path: Path) -> list[str]:
+    """Where a module names an engine: in an identifier or a string that is not a docstring (prose may mention
+    them; code may not)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+        and isinstance(node.body[0].value.value, str)
+    }
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+            text = node.value
+        elif isinstance(node, ast.Name):
+            text = node.id
+        elif isinstance(node, ast.Attribute):
+            text = node.attr
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) or isinstance(node, ast.alias):
+            text = node.name
+        else:
+            continue
+        if ENGINE_WORDS.search(text):
+            found.append(f"{path.relative_to(ROOT)}:{getattr(node, 'lineno', '?')}: {text[:60]!r}")
+    return found
+
+
+def test_no_module_outside_its_engine_and_the_registry_names_an_engine() -> None:
+    """Adding an engine is one module in databases/ and one registry line: nothing else knows engines by name."""
+    allowed = {PACKAGE / "registry.py"} | {
+        PACKAGE / "databases" / f"{name}.py" for name in ("postgresql", "sqlite", "spark", "adbc")
+    }
+    named = [hit for path in sorted(PACKAGE.rglob("*.py")) if path not in allowed for hit in _engine_names(path)]
+    assert not named, "\n".join(named)

@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 from mcp import ClientSession, stdio_client
 
+from ba_mcp import registry
 from ba_mcp.errors import ToolFailure
-from ba_mcp.databases import registry
 from ba_mcp.metrics.catalog import DEMO_FILE, catalog_text
 from ba_mcp.metrics.compile import Query, compile_query
 from ba_mcp.metrics.load import load_model, validate_files

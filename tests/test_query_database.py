@@ -369,3 +369,24 @@ def test_the_demo_database_is_built_once_per_machine_and_copied_after(tmp_path: 
     assert cached.is_file()
     ensure_demo_database(second)
     assert second.read_bytes() == cached.read_bytes() and first.stat().st_size == second.stat().st_size
+
+
+async def test_an_engine_registered_outside_the_package_is_reached_with_no_other_change(tmp_path: Path) -> None:
+    """Adding an engine = one module + one registry line (issue 35): a test's module, registered, is configured by
+    its URL scheme and answers query_database, db://{name}/schema and the tool's description."""
+    from ba_mcp import registry
+    from tests.conftest import in_process, make_workspace
+
+    registry.register(registry.EngineInfo("fake", "FakeDB", "tests.fake_engine", ("fake://",)))
+    try:
+        async with in_process(make_workspace(tmp_path), BA_MCP_DATABASES__TOY__URL="fake://anywhere") as client:
+            result = await client.call_tool(
+                "query_database", {"database": "toy", "query": "SELECT $1", "params": [7], "output_level": "full"}
+            )
+            assert not result.is_error and "SELECT $1,9,[7]" in text_of(result), text_of(result)
+            schema = (await client.read_resource("db://toy/schema")).contents[0].text  # type: ignore[union-attr]
+            assert "FakeDB" in schema and "echo" in schema, schema
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            assert "toy (FakeDB)" in (tools["query_database"].description or "")
+    finally:
+        registry.unregister("fake")

@@ -216,7 +216,7 @@ this launcher reads them and replays them through ba-mcp's engines and sandbox (
 
 import sys
 
-from ba_mcp.analyses.standalone import main
+from ba_mcp.rerun import main
 
 if __name__ == "__main__":
     sys.exit(main(__file__))

@@ -4,7 +4,7 @@ same engines, boundaries and sandbox), bounded like a live call (``tool.execute_
 the step's work in its engine or sandbox), its parameters bound, the artifact ids of earlier steps replaced by
 the ones this run made. Nothing of a saved analysis is ever imported or executed as Python on the host (S-13).
 
-``run_steps`` is what ``ba-mcp analyses run`` and ``analysis.py`` run (``ba_mcp.analyses.standalone`` gives the
+``run_steps`` is what ``ba-mcp analyses run`` and ``analysis.py`` run (``ba_mcp.rerun`` gives the
 Replay the tools of an App of its own); the tools ``save_analysis`` (a verifying first run) and ``run_analysis``
 use it with the server's tools, in a session of the analysis's own (the conversation's interpreter is never
 reset), the call's context as the parent (the call's timeout ends the step that is running).

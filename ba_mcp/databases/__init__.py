@@ -1,8 +1,9 @@
 """Databases: one interface (``base.Database``), one module per engine behind an ``Engine`` (``duckdb``,
 ``postgresql``, ``sqlite``, ``spark``, ``adbc`` for any other ADBC driver; what connected engines share in
-``connector``), one table of engines (``registry``), and the configured databases of an App (``configured``).
+``connector``) named by the table of engines (``ba_mcp/registry.py``), and the configured databases of an App
+(``configured``).
 
-Imported on first use: ``registry`` is read by the settings, which must not load the engines."""
+Imported on first use: importing the package loads no engine."""
 
 from __future__ import annotations
 

@@ -107,7 +107,7 @@ def engine_of(kind: str) -> Engine:
     """The engine the registry names for ``kind`` (its module imported on first use)."""
     import importlib
 
-    from ba_mcp.databases import registry
+    from ba_mcp import registry
 
     engine: Engine = importlib.import_module(registry.info(kind).module).ENGINE
     return engine

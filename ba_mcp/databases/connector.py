@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ba_mcp.databases import registry
+from ba_mcp import registry
 from ba_mcp.databases.base import Analysis, Execution, in_worker, query
 from ba_mcp.errors import Code, ErrorType, ToolFailure, denied, timed_out
 

@@ -37,8 +37,6 @@ from typing import Any
 import yaml
 
 GRAINS = ("day", "week", "month", "quarter", "year")
-# OSI's dialect names -> sqlglot's (ANSI_SQL: sqlglot's own, the most general)
-OSI_DIALECTS = {"ANSI_SQL": "", "SNOWFLAKE": "snowflake", "DATABRICKS": "databricks"}
 NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 
 _MODEL_KEYS = {"name", "description", "ai_context", "datasets", "relationships", "metrics", "custom_extensions"}

@@ -12,7 +12,6 @@ from pydantic import BaseModel, Field, field_validator
 # and run_python's ``metric()`` take it (the compiler checks the names and predicates in an engine worker). No
 # docstring: the model's schema is in the tool's listing, which counts every token.
 class MetricsQuery(BaseModel):
-
     metrics: Annotated[list[str], Field(min_length=1)]
     dimensions: Annotated[list[str], Field(default_factory=list, description="dataset.field to group by")]
     time_grain: Literal["day", "week", "month", "quarter", "year"] | None = None

@@ -30,10 +30,10 @@ from ba_mcp.errors import Code, ErrorType, ToolFailure, classify, format_error, 
 from ba_mcp.pipeline.cache import RawCache, cache_key
 from ba_mcp.pipeline.levels import LevelChoice, OutputLevel, resolve_level
 from ba_mcp.pipeline.observe import Observation, Observer
+from ba_mcp.pipeline.sessions import Sessions
 from ba_mcp.pipeline.tokens import TokenCounter
 from ba_mcp.pipeline.usage import CallRecord, TelemetryLog
 from ba_mcp.results import approx_size
-from ba_mcp.sessions import Sessions
 from ba_mcp.settings import Settings
 from ba_mcp.tool import CacheMode, Tool, ToolContext
 

@@ -34,7 +34,7 @@ from ba_mcp.settings import ToolSettings
 from ba_mcp.tool import CacheMode, CachePolicy, Tool, ToolContext, ToolParams, ToolPolicy
 
 if TYPE_CHECKING:
-    from ba_mcp.sessions import Sessions
+    from ba_mcp.pipeline.sessions import Sessions
     from ba_mcp.stores.artifacts import ArtifactStore
     from ba_mcp.workers.pool import Engines
 

@@ -34,6 +34,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+__all__ = ["Call", "EngineError", "Engines", "Handle", "ask_metrics", "file_identity", "settle"]
+
 DATABASES_DIR = "/databases"  # where a worker's root shows the configured database files
 
 
@@ -408,9 +410,6 @@ def _smallest(limits: list[str]) -> str | None:
         return float(m.group(1)) * _UNITS.get(m.group(2).upper(), 1) if m else float("inf")
 
     return min(limits, key=size) if limits else None
-
-
-__all__ = ["Call", "EngineError", "Engines", "Handle", "settle"]
 
 
 # -- the work the tools hand over ------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 """The database engines ba-mcp serves: one table, the only place their facts live — kind, label, the module that
-implements it (``databases/<kind>.py``, an ``Engine``), the URL schemes and ADBC driver that select it, and the SQL
+implements it (``databases/<kind>.py``, an ``Engine``), the URL schemes and ADBC driver that select it, the SQL
 dialect the metrics compiler writes for it (sqlglot's name).
 
 A configured database's engine is chosen by its ``driver`` first, then its URL's scheme, else DuckDB (a file, or
@@ -10,7 +10,8 @@ the embedded demo); a URL no engine claims, with a driver no engine names, is se
 engine needs — the read-only frame, the catalog, its error texts), then ``register(EngineInfo(…))`` below (or, for
 an engine outside the package, at start-up before the App is built). Nothing else names an engine.
 
-Ground floor: this module imports nothing of ba_mcp, so settings and the metrics room may read it.
+Ground floor: this module imports nothing of ba_mcp, so the settings and the metrics room read it (the engines'
+modules are imported by name, on first use, by ``databases.base.engine_of``).
 """
 
 from __future__ import annotations
@@ -39,6 +40,10 @@ _ENGINES: dict[str, EngineInfo] = {}
 def register(info: EngineInfo) -> None:
     """Add (or replace) an engine."""
     _ENGINES[info.kind] = info
+
+
+def unregister(kind: str) -> None:
+    _ENGINES.pop(kind, None)
 
 
 def engines() -> list[EngineInfo]:
