@@ -207,7 +207,7 @@ def _engine_names(path: Path) -> list[str]:
             text = node.id
         elif isinstance(node, ast.Attribute):
             text = node.attr
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) or isinstance(node, ast.alias):
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.alias)):
             text = node.name
         else:
             continue
