@@ -29,7 +29,6 @@ from ba_mcp.pipeline.runner import Runner
 from ba_mcp.pipeline.sessions import Sessions
 from ba_mcp.pipeline.tokens import TokenCounter
 from ba_mcp.pipeline.usage import TelemetryLog
-from ba_mcp.sandbox_client import Sandboxes, make_worker_cgroup, own_memory_limit, remove_worker_cgroup
 from ba_mcp.settings import ConfigError, Settings, config_dir
 from ba_mcp.skills import load_skills
 from ba_mcp.stores.artifacts import ArtifactStore
@@ -48,6 +47,8 @@ from ba_mcp.web.fetch import Fetcher
 from ba_mcp.web.search import Searcher
 from ba_mcp.workers.connections import Connections
 from ba_mcp.workers.pool import Engines, ask_metrics, table_stats
+from ba_mcp.workers.process import make_worker_cgroup, own_memory_limit, remove_worker_cgroup
+from ba_mcp.workers.sandboxes import Sandboxes
 from ba_mcp.workspace import Resolved, Workspace
 
 log = logging.getLogger(__name__)

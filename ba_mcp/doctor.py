@@ -100,7 +100,7 @@ def _check_engine(settings: Settings, sessions: Path) -> list[Check]:
     probe.touch()  # a stand-in database file, so the read-only binding is exercised too
     engines = Engines(settings, {"probe": probe}, sessions)
     try:
-        with engines.session("doctor", None) as call:
+        with engines.held("doctor", None) as call:
             protections = [(str(p[0]), str(p[1])) for p in call.handle.protections]
     except ToolFailure as failure:
         return [Check("engine worker", False, failure.message)]
@@ -217,10 +217,12 @@ def _check_search(settings: Settings) -> Check:
 
 def _check_sandbox(settings: Settings, sessions: Path) -> list[Check]:
     """Start a real worker with the configured limits and report the protections it could apply."""
-    from ba_mcp.sandbox_client import WorkerGone, WorkerProcess
+    from ba_mcp.workers.process import WorkerGone
+    from ba_mcp.workers.sandboxes import sandbox_options
+    from ba_mcp.workers.spawn import spawn
 
     try:
-        worker = WorkerProcess(settings.sandbox, sessions)
+        worker = spawn("sandbox", settings.sandbox, sessions, sandbox_options(settings.sandbox), None)
     except OSError as exc:
         return [Check("sandbox worker", False, f"could not start: {exc}")]
     try:

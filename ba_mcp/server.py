@@ -392,8 +392,8 @@ async def _background(app: App) -> None:
         if any(removed.values()):
             log.info("artifact cleanup: %s", removed)
         await anyio.to_thread.run_sync(app.sandboxes.reap_idle, app.settings.sandbox.idle_timeout_s)
-        await anyio.to_thread.run_sync(app.engines.reap_idle, app.settings.sandbox.idle_timeout_s)
-        await anyio.to_thread.run_sync(app.connections.reap_idle, app.settings.sandbox.idle_timeout_s)
+        await anyio.to_thread.run_sync(app.engines.reap_idle, app.settings.engine.idle_timeout_s)
+        await anyio.to_thread.run_sync(app.connections.reap_idle, app.settings.engine.idle_timeout_s)
         await anyio.sleep(app.settings.artifacts.cleanup_interval_s)
 
 

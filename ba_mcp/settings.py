@@ -158,45 +158,46 @@ class QueryDatabaseSettings(ToolSettings):
     max_rows_ceiling: int = Field(100_000, ge=1)
 
 
-class EngineSettings(_Section):
-    """``engine:``: the engine workers, where SQL runs and untrusted bytes are decoded (one per session)."""
-
-    memory_mb: int = Field(4096, ge=256)
-    disk_mb: int = Field(2048, ge=16)
-    uid: int = Field(65534, ge=1)
-    gid: int = Field(65534, ge=1)
-    cpu_seconds: int = Field(36000, ge=10)
-    cpus: float = Field(0, ge=0)  # cores' worth of CPU time per worker (cpu cgroup); 0: all the machine's
-    max_workers: int = Field(8, ge=1)
-    spare_workers: int = Field(1, ge=0, le=1)
-    interrupt_grace_s: float = Field(1.0, gt=0, le=10)
-    max_transfer_mb: int = Field(256, ge=1)
-    start_timeout_s: float = Field(60, gt=0)
-
-
-class SandboxSettings(_Section):
-    """``sandbox:``: the Python workers of run_python — their limits, isolation and output capture."""
+class WorkerLimits(_Section):
+    """What bounds a worker process, the same shape for the engine workers (``engine:``) and the Python sandbox
+    (``sandbox:``): its memory, disk, user, CPU, how many live at once, a spare started ahead, how long a timed-out
+    call gets before its worker is killed, the largest object it hands over, how long it may take to start and
+    how long an idle session's worker lives."""
 
     memory_mb: int = Field(4096, ge=256)
     disk_mb: int = Field(1024, ge=16)
     uid: int = Field(65534, ge=1)
     gid: int = Field(65534, ge=1)
-    max_workers: int = Field(8, ge=1)
-    max_transfer_mb: int = Field(256, ge=1)
-    max_processes: int = Field(128, ge=8)
-    max_file_mb: int = Field(1024, ge=1)
     cpu_seconds: int = Field(3600, ge=10)
     cpus: float = Field(0, ge=0)  # cores' worth of CPU time per worker (cpu cgroup); 0: all the machine's
+    max_workers: int = Field(8, ge=1)
+    spare_workers: int = Field(1, ge=0, le=1)
+    interrupt_grace_s: float = Field(3.0, gt=0, le=60)
+    max_transfer_mb: int = Field(256, ge=1)
+    start_timeout_s: float = Field(60, gt=0)
+    idle_timeout_s: float = Field(3600, gt=0)
+
+
+class EngineSettings(WorkerLimits):
+    """``engine:``: the engine workers, where SQL runs and untrusted bytes are decoded (one per session), and the
+    connection workers of configured connections."""
+
+    disk_mb: int = Field(2048, ge=16)
+    cpu_seconds: int = Field(36000, ge=10)
+    interrupt_grace_s: float = Field(1.0, gt=0, le=10)
+
+
+class SandboxSettings(WorkerLimits):
+    """``sandbox:``: the Python workers of run_python — their limits, isolation and output capture."""
+
+    max_processes: int = Field(128, ge=8)
+    max_file_mb: int = Field(1024, ge=1)
     network: bool = False
     env_allowlist: list[str] = ["PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ"]
     # The shipped list is in config/default.yaml (always loaded); without it nothing may be imported.
     allowed_imports: list[str] | Literal["*"] = []
     output_head_chars: int = Field(6_000, ge=100)
     output_tail_chars: int = Field(2_000, ge=0)
-    interrupt_grace_s: float = Field(3.0, gt=0)
-    spare_workers: int = Field(1, ge=0, le=1)
-    idle_timeout_s: float = Field(3600, gt=0)
-    start_timeout_s: float = Field(60, gt=0)
 
 
 class RunPythonSettings(ToolSettings):

@@ -512,7 +512,7 @@ def test_a_killed_server_takes_its_workers_with_it(tmp_path: Path) -> None:
     assert not alive, [c.pid for c in alive]
     left = [p.name for p in (ws / "sessions").iterdir()]
     assert left and all(name.startswith(f"{proc.pid}-") for name in left)  # what the killed server left ...
-    from ba_mcp.sandbox_client import sweep
+    from ba_mcp.workers.process import sweep
 
     own = _memory_cgroup(os.getpid())
     parent = Path(f"/sys/fs/cgroup/memory{own.rstrip('/')}/ba-mcp-{proc.pid}") if own else None

@@ -33,7 +33,6 @@ ROOMS: list[tuple[str, int]] = [
     ("ba_mcp.databases", 2),
     ("ba_mcp.demo_data", 2),
     ("ba_mcp.web", 2),
-    ("ba_mcp.sandbox_client", 2),
     ("ba_mcp.workers", 2),  # the engine and connection workers: the server's side and the worker's
     ("ba_mcp.rerun", 7),  # a saved analysis run with an App of its own (the CLI, analysis.py)
     ("ba_mcp.analyses", 3),  # saved analyses: the plan of a conversation's calls, the replay of its steps

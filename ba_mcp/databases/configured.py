@@ -114,7 +114,7 @@ class Databases:
         if known is not None:
             return known
         try:
-            with self.engines.session(session, ctx) as call:
+            with self.engines.held(session, ctx) as call:
                 reply, _ = call.ask({"op": "analyse", "sql": query})
         except EngineError as exc:
             raise ToolFailure(

@@ -64,7 +64,7 @@ class DuckDBDatabase:
                     "retry shortly",
                 )
         engines = self.owner.engines
-        held = engines.session(ctx.session, ctx)
+        held = engines.held(ctx.session, ctx)
         try:
             call = held.__enter__()
             specs, fds = self.owner.file_specs(files)
@@ -119,7 +119,7 @@ class DuckDBDatabase:
     def describe(self, session: str = "default") -> dict[str, Any]:
         """Tables and views with columns, types, row counts, comments, view definitions, the values of
         low-cardinality text columns — and the session's own TEMP tables and views."""
-        with self.owner.engines.session(session, None) as call:
+        with self.owner.engines.held(session, None) as call:
             reply, _ = call.ask({"op": "describe", "database": self.name})
         description = self.owner.settings.databases[self.name].description
         return {"database": self.name, "description": description, "dialect": "DuckDB", "tables": reply["tables"]}

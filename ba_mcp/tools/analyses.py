@@ -153,7 +153,7 @@ class SaveAnalysis(_Analyses):
             if not values:
                 return text, []
             message: dict[str, Any] = {"op": "placeholders", "values": values, kind: text}
-            with self.engines.session(ctx.session, ctx) as call:
+            with self.engines.held(ctx.session, ctx) as call:
                 reply, _ = call.ask(message)
             return str(reply["text"]), list(reply["found"])
 

@@ -1,7 +1,7 @@
 """run_python (SPEC §4.3): run code in the session's persistent, sandboxed Python worker.
 
 The tool stores the code (``code_<id>``, seed 002's code store), sends it to the session's worker
-(``ba_mcp.sandbox_client``), serves the worker's helper requests (load/save artifacts, open uploads,
+(``ba_mcp.workers.sandboxes``), serves the worker's helper requests (load/save artifacts, open uploads,
 progress) while the cell runs, enforces the wall-clock timeout (interrupt, then kill and restart),
 and turns the worker's answer into a raw result: stdout/stderr, the last expression's value,
 figures. It knows nothing about formatting or MCP.
@@ -24,19 +24,20 @@ from ba_mcp.errors import Code, ErrorType, ToolFailure, denied, invalid
 from ba_mcp.ids import upload_id_for
 from ba_mcp.metrics.query import MetricsQuery
 from ba_mcp.results import Composite, Document, Image, RawResult, Table
-from ba_mcp.sandbox_client import BadBlob, WorkerGone, WorkerProcess, map_blob, read_blob
 from ba_mcp.settings import RunPythonSettings, SandboxSettings
 from ba_mcp.tool import CacheMode, CachePolicy, ToolContext, ToolParams, ToolPolicy
 from ba_mcp.tool import Tool as BaseTool
+from ba_mcp.workers.process import BadBlob, WorkerGone, WorkerProcess, map_blob, read_blob
 from ba_mcp.workers.wire import BadStream, read_arrow
 
 if TYPE_CHECKING:
     from ba_mcp.databases import Databases
     from ba_mcp.exports import Exports
     from ba_mcp.metrics.catalog import Metrics
-    from ba_mcp.sandbox_client import Sandboxes
     from ba_mcp.stores.artifacts import ArtifactStore
     from ba_mcp.stores.code import CodeStore
+    from ba_mcp.workers.pool import Handle
+    from ba_mcp.workers.sandboxes import Sandboxes
     from ba_mcp.workspace import Workspace
 
 _PROGRESS_EVERY_S = 1.0
@@ -114,15 +115,14 @@ class RunPython(BaseTool):
         sandboxes = tool.sandboxes
         if params.reset:
             sandboxes.discard(ctx.session)
-        worker, fresh = sandboxes.acquire(ctx.session, wait_s=ctx.timeout)
+        handle, fresh = sandboxes.acquire(ctx.session, wait_s=ctx.timeout)
         try:
-            return self._run(params, ctx, worker, fresh, code_id)
+            return self._run(params, ctx, handle, fresh, code_id)
         finally:
-            sandboxes.release(worker)
+            sandboxes.release(handle)
 
-    def _run(
-        self, params: RunPythonParams, ctx: ToolContext, worker: WorkerProcess, fresh: bool, code_id: str
-    ) -> RawResult:
+    def _run(self, params: RunPythonParams, ctx: ToolContext, handle: Handle, fresh: bool, code_id: str) -> RawResult:
+        worker = handle.process
         tool = self
         sandboxes = tool.sandboxes
         notes: list[str] = []
@@ -137,11 +137,11 @@ class RunPython(BaseTool):
             if missing:  # for the operator, not the model (SPEC §3.1): the log and `ba-mcp doctor`
                 log.warning("%s", missing)
         timeout = ctx.timeout
-        with worker.lock:
-            worker.last_used = time.monotonic()
+        with handle.lock:
+            handle.last_used = time.monotonic()
             cell = _Cell(tool, ctx, worker, code_id, params.code, timeout)
             reply, fds = cell.run()
-            worker.last_used = time.monotonic()
+            handle.last_used = time.monotonic()
             try:
                 raw = _result(tool, reply, fds, code_id, notes, worker)
             except BadBlob as exc:

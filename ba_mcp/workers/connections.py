@@ -18,14 +18,12 @@ import re
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ba_mcp.errors import ErrorType, ToolFailure, timed_out
-from ba_mcp.sandbox_client import WorkerGone, WorkerProcess
-from ba_mcp.workers.pool import EngineError, settle
-from sandbox.isolation import parent_name
+from ba_mcp.workers.pool import Call, EngineError, Handle, crash_limit
+from ba_mcp.workers.spawn import confinement, ready, spawn
 
 if TYPE_CHECKING:
     from ba_mcp.settings import DatabaseSettings, Settings
@@ -74,100 +72,90 @@ def redact(text: str, conf: DatabaseSettings) -> str:
     return text
 
 
-@dataclass
-class Connection:
-    """One connection worker and what its database said at connect."""
-
-    name: str
-    process: WorkerProcess
-    info: dict[str, Any] = field(default_factory=dict)
-    busy: bool = False
-    call: int = 0
-    killed: bool = False
-    last_used: float = field(default_factory=time.monotonic)
-
-
 class Connections:
-    """The connection workers of one App, pooled per configured database."""
+    """The connection workers of one App, pooled per configured database: a connection is held by one call at a
+    time (``connection``), then kept idle for the next call to the same database, up to the database's slots."""
+
+    kind = "connection"
 
     def __init__(self, settings: Settings, scratch: Path) -> None:
         self.settings = settings
         self.conf = settings.engine
         self.scratch = scratch
-        self._idle: dict[str, list[Connection]] = {}
+        self._idle: dict[str, list[Handle]] = {}
         self._lock = threading.Lock()
-        self._all: set[int] = set()
-        self._live: list[Connection] = []
+        self._live: list[Handle] = []
         self._closed = False
         self.info: dict[str, dict[str, Any]] = {}  # what each database said at the last connect (version, role)
 
-    def _options(self, name: str, conf: DatabaseSettings, host_file: Path | None) -> dict[str, Any]:
-        import ba_mcp.workers as workers_package
-
-        c = self.conf
+    def _options(self, host_file: Path | None) -> dict[str, Any]:
         binds = [[p, p] for p in _NETWORK_FILES if os.path.exists(p)] if host_file is None else []
         if host_file is not None:
             binds.append([str(host_file), "/databases/" + host_file.name])
-        return {
-            "kind": "connection",
-            "network": host_file is None,  # a file needs none; a server is reached over the network
-            "cgroup_parent": parent_name(os.getpid()),
-            "uid": c.uid,
-            "gid": c.gid,
-            "disk_mb": c.disk_mb,
-            "memory_mb": c.memory_mb,
-            "address_space_if_no_cgroup": True,
-            "max_processes": 64,
-            "max_file_mb": c.disk_mb,
-            "cpu_seconds": c.cpu_seconds,
-            "cpus": c.cpus or os.cpu_count() or 1,
-            "packages": [os.path.dirname(workers_package.__path__[0])],
-            "binds": binds,
-            "keep_capabilities": [2] if host_file is not None else [],  # read the bound file whatever its mode
-            "max_transfer_bytes": c.max_transfer_mb * 1024 * 1024,
-        }
-
-    def _connect(self, name: str, conf: DatabaseSettings, engine: Any, host_file: Path | None) -> Connection:
-        process = WorkerProcess(
-            self.settings.sandbox, self.scratch, module="ba_mcp.workers", options=self._options(name, conf, host_file)
+        return confinement(
+            self.conf,
+            "connection",
+            network=host_file is None,  # a file needs none; a server is reached over the network
+            binds=binds,
+            keep_capabilities=[2] if host_file is not None else [],  # read the bound file whatever its mode
         )
-        connection = Connection(name, process)
+
+    def _connect(self, name: str, conf: DatabaseSettings, engine: Any, host_file: Path | None) -> Handle:
+        process = spawn("connection", self.settings.sandbox, self.scratch, self._options(host_file), None)
+        handle = Handle(process, name=name)
         try:
-            process.wait_ready(self.conf.start_timeout_s)
-        except (WorkerGone, TimeoutError) as exc:
-            output = process.last_output()
-            process.kill()
-            raise ToolFailure(
-                ErrorType.DEPENDENCY_ERROR,
-                "ENGINE_UNAVAILABLE",
-                f"the connection worker could not start ({exc})" + (f"; it printed: {output[-600:]}" if output else ""),
-                "run `ba-mcp doctor` on the server's machine",
-            ) from None
-        message = engine.connect_message(conf, host_file)  # the engine's: the worker knows none
-        try:
+            ready("connection", process, self.conf.start_timeout_s)
+            message = engine.connect_message(conf, host_file)  # the engine's: the worker knows none
             try:
-                connection.info = self._ask(connection, None, conf, message)[0]
+                handle.info = self._call(handle, None, conf).ask(message)[0]
             except EngineError as exc:
                 failure = connect_failure(exc, name, conf, engine)
                 if failure.code != "DATABASE_UNAVAILABLE":
                     raise failure from None
                 time.sleep(0.25)  # a transient failure to connect is tried once more, by the same worker
                 try:
-                    connection.info = self._ask(connection, None, conf, message)[0]
+                    handle.info = self._call(handle, None, conf).ask(message)[0]
                 except EngineError as again:
                     raise connect_failure(again, name, conf, engine) from None
         except BaseException:
             process.kill()
             raise
         with self._lock:
-            self._live.append(connection)
-            self.info[name] = dict(connection.info)
-        return connection
+            self._live.append(handle)
+            self.info[name] = dict(handle.info)
+        return handle
+
+    def _call(self, handle: Handle, ctx: ToolContext | None, conf: DatabaseSettings) -> Call:
+        return Call(
+            handle,
+            ctx,
+            handle.call,
+            self.conf.interrupt_grace_s,
+            self.conf.max_transfer_mb * 1024 * 1024,
+            lambda: self._discard(handle),
+            self._gone,
+            lambda text: redact(text, conf),
+        )
+
+    def _gone(self, handle: Handle, stopped: bool) -> ToolFailure:
+        if stopped:
+            return timed_out(
+                "the statement was stopped at its timeout (the database did not stop it in time: its "
+                "connection was ended)",
+                "filter or aggregate more, or pass a longer timeout",
+            )
+        how = handle.process.exit_description()
+        return ToolFailure(
+            ErrorType.RESOURCE_ERROR,
+            "ENGINE_CRASHED",
+            f"the connection worker {how}{crash_limit(how, self.conf, 'engine')}",
+            "fetch fewer rows at once (max_rows, LIMIT, an aggregate)",
+        )
 
     @contextlib.contextmanager
     def connection(
         self, name: str, conf: DatabaseSettings, engine: Any, ctx: ToolContext | None, host_file: Path | None = None
-    ) -> Iterator[Session]:
+    ) -> Iterator[Call]:
         """A connection to database ``name`` for one call (an idle one, or a new one); the caller holds one of
         the database's slots. ``engine`` (a ``databases.connector.ConnectedEngine``) says what the worker's
         ``connect`` holds and reads the database's messages. ``ctx``'s timeout cancels the statement in the
@@ -176,79 +164,46 @@ class Connections:
             if self._closed:
                 raise ToolFailure(ErrorType.TRANSIENT_ERROR, "SHUTTING_DOWN", "the server is stopping")
             idle = self._idle.setdefault(name, [])
-            connection = None
+            handle = None
             while idle:
                 candidate = idle.pop()
-                if candidate.process.alive():
-                    connection = candidate
+                if candidate.alive():
+                    handle = candidate
                     break
                 self._forget(candidate)
-        if connection is None:
-            connection = self._connect(name, conf, engine, host_file)
-        connection.call += 1
-        session = Session(self, connection, conf, ctx, connection.call)
+        if handle is None:
+            handle = self._connect(name, conf, engine, host_file)
+        handle.call += 1
+        call = self._call(handle, ctx, conf)
         if ctx is not None:
-            ctx.on_cancel(session.cancel)
+            ctx.on_cancel(call.cancel)
         try:
-            yield session
+            yield call
         finally:
             # a database's error leaves the connection usable (the worker rolls back before the next call);
             # a worker that died, was ended at a timeout or spoke out of turn was discarded where that happened
-            connection.busy = False
-            connection.last_used = time.monotonic()
-            if connection.process.alive() and not connection.killed:
+            handle.busy = False
+            handle.last_used = time.monotonic()
+            kept = False
+            if handle.alive() and not handle.killed:
                 with self._lock:
                     if not self._closed:
-                        self._idle[name].append(connection)
-                        connection = None  # type: ignore[assignment]
-            if connection is not None:
-                self._discard(connection)
+                        self._idle[name].append(handle)
+                        kept = True
+            if not kept:
+                self._discard(handle)
 
-    def _forget(self, connection: Connection) -> None:
+    def _forget(self, handle: Handle) -> None:
         with contextlib.suppress(ValueError):
-            self._live.remove(connection)
+            self._live.remove(handle)
 
-    def _discard(self, connection: Connection) -> None:
+    def _discard(self, handle: Handle) -> None:
+        handle.killed = True
         with self._lock:
-            self._forget(connection)
+            self._forget(handle)
             with contextlib.suppress(ValueError):
-                self._idle.get(connection.name, []).remove(connection)
-        connection.process.kill()
-
-    def _ask(
-        self,
-        connection: Connection,
-        ctx: ToolContext | None,
-        conf: DatabaseSettings,
-        message: dict[str, Any],
-        fds: list[int] | None = None,
-    ) -> tuple[dict[str, Any], list[bytes]]:
-        process = connection.process
-        limit = self.conf.max_transfer_mb * 1024 * 1024
-        connection.busy = True
-        try:
-            if ctx is not None and ctx.cancelled.is_set():
-                raise timed_out("the call was stopped at its timeout before it reached the database", "retry")
-            process.send(message, fds)
-            reply, got = process.receive(None)
-        except WorkerGone:
-            connection.busy = False
-            self._discard(connection)
-            if connection.killed or (ctx is not None and ctx.cancelled.is_set()):
-                raise timed_out(
-                    "the statement was stopped at its timeout (the database did not stop it in time: its "
-                    "connection was ended)",
-                    "filter or aggregate more, or pass a longer timeout",
-                ) from None
-            raise ToolFailure(
-                ErrorType.RESOURCE_ERROR,
-                "ENGINE_CRASHED",
-                f"the connection worker {process.exit_description()} — most likely its memory limit "
-                f"(engine.memory_mb = {self.conf.memory_mb} MB)",
-                "fetch fewer rows at once (max_rows, LIMIT, an aggregate)",
-            ) from None
-        connection.busy = False
-        return settle(reply, got, limit, lambda: self._discard(connection), lambda text: redact(text, conf))
+                self._idle.get(handle.name, []).remove(handle)
+        handle.process.kill()
 
     def close(self) -> None:
         with self._lock:
@@ -280,41 +235,6 @@ class Connections:
         for c in stale:
             c.process.kill()
         return len(stale)
-
-
-@dataclass
-class Session:
-    """One call's use of a connection."""
-
-    pool: Connections
-    connection: Connection
-    conf: DatabaseSettings
-    ctx: ToolContext | None
-    number: int
-
-    def ask(self, message: dict[str, Any], fds: list[int] | None = None) -> tuple[dict[str, Any], list[bytes]]:
-        return self.pool._ask(self.connection, self.ctx, self.conf, message, fds)
-
-    def discard(self) -> None:
-        """End this connection (its database connection is gone): the next call gets a new one."""
-        self.connection.killed = True
-        self.pool._discard(self.connection)
-
-    def cancel(self) -> None:
-        """The call's timeout: cancel in the database now; end the worker after the grace if still busy."""
-        c = self.connection
-        if not c.busy or c.call != self.number:
-            return
-        c.process.interrupt()
-        timer = threading.Timer(self.pool.conf.interrupt_grace_s, self._kill_if_still_busy)
-        timer.daemon = True
-        timer.start()
-
-    def _kill_if_still_busy(self) -> None:
-        c = self.connection
-        if c.busy and c.call == self.number:
-            c.killed = True
-            self.pool._discard(c)
 
 
 def connect_failure(exc: EngineError, name: str, conf: DatabaseSettings, engine: Any) -> ToolFailure:

@@ -19,22 +19,22 @@ import os
 import re
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ba_mcp.errors import ErrorType, ToolFailure, timed_out
-from ba_mcp.sandbox_client import BadBlob, WorkerGone, WorkerProcess, read_blob
-from sandbox.isolation import parent_name
+from ba_mcp.workers.process import BadBlob, WorkerGone, WorkerProcess, read_blob
+from ba_mcp.workers.spawn import confinement, ready, spawn
 
 if TYPE_CHECKING:
-    from ba_mcp.settings import Settings
+    from ba_mcp.settings import Settings, WorkerLimits
     from ba_mcp.tool import ToolContext
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Call", "EngineError", "Engines", "Handle", "ask_metrics", "file_identity", "settle"]
+__all__ = ["Call", "EngineError", "Engines", "Handle", "WorkerPool", "ask_metrics", "file_identity", "settle"]
 
 DATABASES_DIR = "/databases"  # where a worker's root shows the configured database files
 
@@ -48,120 +48,74 @@ def file_identity(path: Path) -> str:
     return f"{st.st_ino}:{st.st_size}:{st.st_mtime_ns}"
 
 
-@dataclass
+@dataclass(eq=False)
 class Handle:
-    """One engine worker and what it was started with."""
+    """One worker as a pool keeps it: the process and the state of the calls it serves."""
 
     process: WorkerProcess
-    identities: dict[str, str]  # the database files' identities when it was started (a change restarts it)
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    lock: threading.Lock = field(default_factory=threading.Lock)  # one call at a time
+    users: int = 0  # calls that acquired it and have not released it: never evicted or reaped meanwhile
+    busy: bool = False  # a request is in flight
     call: int = 0  # the current call's number (a late kill timer must not end the next call)
-    busy: bool = False
+    killed: bool = False  # ended at a timeout
     last_used: float = field(default_factory=time.monotonic)
-    protections: list[list[str]] = field(default_factory=list)
+    identities: dict[str, str] = field(default_factory=dict)  # engine: its database files' identities at start
+    protections: list[list[str]] = field(default_factory=list)  # what its confinement achieved (its ready message)
+    info: dict[str, Any] = field(default_factory=dict)  # connection: what its database said at connect
+    name: str = ""  # connection: its database
+
+    def alive(self) -> bool:
+        return self.process.alive()
+
+    def idle(self) -> bool:
+        return not self.users and not self.busy and not self.lock.locked()
 
 
-class Engines:
-    """The engine workers of one App, by session key."""
+class WorkerPool:
+    """Workers kept by key — a client session's (the Python sandbox, the engine workers) — with one spare started
+    ahead, at most ``limits.max_workers`` alive: at the cap the worker idle the longest makes room (its session is
+    told when it returns), and a call waits, up to its own timeout, for one to become idle when none is; never a
+    refusal while any worker will be free in time. Idle sessions' workers are reaped; a session's end ends its
+    worker. Subclasses say how a worker is made (``_make``), when it serves (``_ready``) and whether it still fits
+    (``_current``)."""
 
-    def __init__(self, settings: Settings, database_paths: dict[str, Path], scratch: Path) -> None:
-        self.settings = settings
-        self.conf = settings.engine
-        self.paths = database_paths  # name -> the configured file on this machine
-        self.scratch = scratch
-        scratch.mkdir(parents=True, exist_ok=True)
+    kind = "worker"
+
+    def __init__(self, limits: WorkerLimits) -> None:
+        self.limits = limits
         self._workers: dict[str, Handle] = {}
         self._spare: Handle | None = None
         self._starting: dict[str, threading.Lock] = {}
+        self._reserved = 0  # workers being started: counted against max_workers before they are listed
+        self._evicted: set[str] = set()  # sessions whose idle worker made room for another session
         self._lock = threading.Lock()
         self._closed = False
-        self.prepare = lambda: None  # makes the database files exist (the demo) before a worker binds them
-        self.warm: list[str] = []  # modules a worker imports once it is ready (the metrics compiler, when in use)
 
-    # -- starting -----------------------------------------------------------------------------------
+    # -- what a pool is made of -----------------------------------------------------------------------------
 
-    def _aliases(self) -> dict[str, str]:
-        used: set[str] = set()
-        out: dict[str, str] = {}
-        for name in sorted(self.paths):
-            alias = re.sub(r"[^A-Za-z0-9_]", "_", name)[:50] or "db"
-            while alias in used or alias.lower() in ("memory", "temp", "system"):
-                alias += "_"
-            used.add(alias)
-            out[name] = alias
-        return out
-
-    def _options(self) -> tuple[dict[str, Any], dict[str, str]]:
-        import ba_mcp.workers as workers_package
-
-        c = self.conf
-        databases, binds, identities = [], [], {}
-        for name, alias in self._aliases().items():
-            host = self.paths[name]
-            target = f"{DATABASES_DIR}/{alias}.duckdb"
-            identities[name] = file_identity(host)
-            databases.append({"name": name, "alias": alias, "path": target, "host_path": str(host)})
-            if host.is_file():
-                binds.append([str(host), target])
-                wal = host.with_name(host.name + ".wal")
-                if wal.is_file():
-                    binds.append([str(wal), target + ".wal"])
-        db_conf = list(self.settings.databases.values())
-        options = {
-            "network": False,
-            "cgroup_parent": parent_name(os.getpid()),
-            "uid": c.uid,
-            "gid": c.gid,
-            "disk_mb": c.disk_mb,
-            "memory_mb": c.memory_mb,
-            "address_space_if_no_cgroup": True,
-            "max_processes": 64,
-            "max_file_mb": c.disk_mb,
-            "cpu_seconds": c.cpu_seconds,
-            "cpus": c.cpus or os.cpu_count() or 1,
-            "packages": [os.path.dirname(workers_package.__path__[0])],  # ba_mcp, where Python imports it from
-            "binds": binds,
-            "keep_capabilities": [2],  # CAP_DAC_READ_SEARCH: read the files it is handed, whatever their mode
-            "databases": databases,
-            "max_transfer_bytes": c.max_transfer_mb * 1024 * 1024,
-            "threads": max((d.threads for d in db_conf), default=2),
-            "memory_limit": _smallest([d.memory_limit for d in db_conf]) or "2GB",
-        }
-        return options, identities
-
-    def _spawn(self, spare: bool = False) -> Handle:
-        """A new worker; a spare (started ahead of its session, idle until one takes it) also imports
-        ``warm`` once ready, where a worker started for a waiting call would delay that call."""
-        self.prepare()
-        options, identities = self._options()
-        options["warm"] = list(self.warm) if spare else []
-        process = WorkerProcess(self.settings.sandbox, self.scratch, module="ba_mcp.workers", options=options)
-        return Handle(process, identities)
+    def _make(self, spare: bool) -> Handle:
+        """A new worker (not yet waited for); a spare is started ahead of its session."""
+        raise NotImplementedError
 
     def _ready(self, handle: Handle) -> Handle:
-        try:
-            ready = handle.process.wait_ready(self.conf.start_timeout_s)
-        except (WorkerGone, TimeoutError) as exc:
-            output = handle.process.last_output()
-            handle.process.kill()
-            raise ToolFailure(
-                ErrorType.DEPENDENCY_ERROR,
-                "ENGINE_UNAVAILABLE",
-                f"the engine worker could not start ({exc})" + (f"; it printed: {output[-600:]}" if output else ""),
-                "run `ba-mcp doctor` on the server's machine",
-            ) from None
-        handle.protections = ready.get("protections", [])
-        return handle
+        """``handle`` once it serves; a ToolFailure naming the worker when it does not start."""
+        raise NotImplementedError
+
+    def _current(self, handle: Handle) -> bool:
+        """Whether a kept worker still fits (alive; an engine worker: its database files unchanged)."""
+        return handle.alive()
+
+    # -- workers ----------------------------------------------------------------------------------------------
 
     def prestart(self) -> None:
         """Start the spare worker if there should be one and there is none."""
         with self._lock:
-            if self._closed or self.conf.spare_workers == 0 or self._spare is not None:
+            if self._closed or self.limits.spare_workers == 0 or self._spare is not None:
                 return
         try:
-            spare = self._spawn(spare=True)
-        except (OSError, RuntimeError) as exc:
-            log.warning("could not start an engine worker: %s", exc)
+            spare = self._make(spare=True)
+        except (OSError, RuntimeError, ToolFailure) as exc:
+            log.warning("could not start a %s worker: %s", self.kind, exc)
             return
         with self._lock:
             if self._closed or self._spare is not None:
@@ -169,110 +123,100 @@ class Engines:
                 return
             self._spare = spare
 
-    def _current(self, handle: Handle) -> bool:
-        return handle.process.alive() and all(file_identity(self.paths[n]) == i for n, i in handle.identities.items())
-
-    def acquire(self, session: str) -> Handle:
-        """The session's worker (started when it has none, or when a database file changed since)."""
+    def acquire(self, key: str, wait_s: float = 0.0) -> tuple[Handle, bool]:
+        """The worker of ``key``, started when it has none (``fresh``: it has no state yet), counted as in use
+        until ``release``. Concurrent first calls of a key wait for the one worker being started."""
         with self._lock:
-            starting = self._starting.setdefault(session, threading.Lock())
+            starting = self._starting.setdefault(key, threading.Lock())
         with starting:
+            return self._acquire(key, time.monotonic() + wait_s)
+
+    def _acquire(self, key: str, deadline: float) -> tuple[Handle, bool]:
+        ended: list[Handle] = []
+        while True:
             with self._lock:
-                handle = self._workers.get(session)
+                handle = self._workers.get(key)
                 if handle is not None and (handle.busy or self._current(handle)):
-                    return handle
+                    handle.users += 1
+                    return handle, False
                 if handle is not None:
-                    self._workers.pop(session)
-                if len(self._workers) >= self.conf.max_workers:
-                    self._evict_idle_locked()
-                if len(self._workers) >= self.conf.max_workers:
-                    running = sum(h.busy for h in self._workers.values())
-                    raise ToolFailure(
-                        ErrorType.RESOURCE_ERROR,
-                        "TOO_MANY_WORKERS",
-                        f"all {self.conf.max_workers} engine workers of this server are busy with other sessions "
-                        f"({running} running a statement, {len(self._workers) - running} finishing a call)",
-                        "try again shortly, or raise engine.max_workers",
-                    )
-                spare, self._spare = self._spare, None
-            if handle is not None:
-                handle.process.kill()
+                    ended.append(self._workers.pop(key))
+                full = len(self._workers) + self._reserved >= self.limits.max_workers
+                if full:
+                    idle = [(w.last_used, k) for k, w in self._workers.items() if w.idle()]
+                    if idle:
+                        _, victim = min(idle)
+                        ended.append(self._workers.pop(victim))
+                        self._evicted.add(victim)
+                        full = False
+                if not full:
+                    self._reserved += 1
+                    spare, self._spare = self._spare, None
+                    break
+            if time.monotonic() >= deadline:
+                for h in ended:
+                    h.process.kill()
+                raise ToolFailure(
+                    ErrorType.RESOURCE_ERROR,
+                    "TOO_MANY_WORKERS",
+                    f"all {self.limits.max_workers} {self.kind} workers of this server were busy with other "
+                    "sessions until the timeout",
+                    f"try again in a moment, or raise {self.kind}.max_workers",
+                )
+            time.sleep(0.05)  # every worker is starting or in a call: one becomes idle when it ends
+        for h in ended:
+            h.process.kill()
+        try:
             if spare is not None and not self._current(spare):
                 spare.process.kill()
                 spare = None
-            fresh = self._ready(spare or self._spawn())
-            with self._lock:
-                self._workers[session] = fresh
-            threading.Thread(target=self.prestart, name="engine-spare", daemon=True).start()
-            return fresh
-
-    def _evict_idle_locked(self) -> None:
-        """Make room by ending the least recently used worker that is not in a call."""
-        idle = [(h.last_used, key) for key, h in self._workers.items() if not h.busy and not h.lock.locked()]
-        if idle:
-            _, key = min(idle)
-            self._workers.pop(key).process.kill()
-
-    # -- calling ------------------------------------------------------------------------------------
-
-    @contextlib.contextmanager
-    def session(self, session: str, ctx: ToolContext | None, wait_s: float | None = None) -> Iterator[Call]:
-        """The session's worker, held for one call (calls of a session take turns); ``ctx``'s timeout
-        interrupts, then kills, what the worker is doing. ``wait_s``: give up (ENGINE_BUSY) when the session's
-        worker is not free within that many seconds."""
-        handle = self.acquire(session)
-        started = time.monotonic()
-        while not handle.lock.acquire(timeout=0.05):
-            if wait_s is not None and time.monotonic() - started > wait_s:
-                raise ToolFailure(ErrorType.TRANSIENT_ERROR, "ENGINE_BUSY", "the session's engine is busy")
-            if ctx is not None and ctx.cancelled.is_set():
-                raise timed_out(
-                    "the session's earlier call still held its engine until the timeout",
-                    "retry shortly; the earlier call is being stopped",
-                )
-        try:
-            handle.call += 1
-            call = Call(self, session, handle, ctx, handle.call)
-            if ctx is not None:
-                ctx.on_cancel(call.cancel)
-            yield call
+            fresh = self._ready(spare or self._make(spare=False))
         finally:
-            handle.busy = False
+            with self._lock:
+                self._reserved -= 1
+        with self._lock:
+            self._workers[key] = fresh
+            fresh.users += 1
+        threading.Thread(target=self.prestart, name=f"{self.kind}-spare", daemon=True).start()
+        return fresh, True
+
+    def release(self, handle: Handle) -> None:
+        """The call that acquired ``handle`` is done with it: it may make room for another session again."""
+        with self._lock:
+            handle.users = max(0, handle.users - 1)
             handle.last_used = time.monotonic()
-            handle.lock.release()
 
-    def end_session(self, session: str) -> None:
-        """The session ended: its worker (and what its TEMP objects held) goes with it."""
+    def evicted(self, key: str) -> bool:
+        """Whether the key's idle worker was ended to make room for another session (asked once)."""
         with self._lock:
-            handle = self._workers.pop(session, None)
-        if handle is not None:
-            handle.process.kill()
+            if key in self._evicted:
+                self._evicted.discard(key)
+                return True
+            return False
 
-    def discard(self, session: str, handle: Handle) -> None:
+    def discard(self, key: str, handle: Handle | None = None) -> None:
+        """End the key's worker (``handle``: only if it is still that one); the next call gets a fresh one."""
         with self._lock:
-            if self._workers.get(session) is handle:
-                self._workers.pop(session)
-        handle.process.kill()
+            current = self._workers.get(key)
+            if current is not None and (handle is None or current is handle):
+                self._workers.pop(key)
+        target = handle or current
+        if target is not None:
+            target.process.kill()
+
+    def end_session(self, key: str) -> None:
+        """The session ended: its worker (and what it held) goes with it."""
+        self.discard(key)
 
     def reap_idle(self, idle_s: float) -> int:
+        """End the workers of sessions without a call for ``idle_s`` seconds (HTTP sessions; stdio's is kept)."""
         now = time.monotonic()
         with self._lock:
-            stale = [
-                k for k, h in self._workers.items() if now - h.last_used > idle_s and not h.busy and not h.lock.locked()
-            ]
+            stale = [k for k, w in self._workers.items() if k != "default" and now - w.last_used > idle_s and w.idle()]
             handles = [self._workers.pop(k) for k in stale]
         for h in handles:
             h.process.kill()
-        return len(stale)
-
-    def protections(self) -> list[list[str]]:
-        """The boundary in force, as a started worker reports it (starts the spare if needed)."""
-        self.prestart()
-        with self._lock:
-            spare = self._spare
-        if spare is None:
-            return []
-        return self._ready(spare).protections
+        return len(handles)
 
     def close(self) -> None:
         """Kill every worker at once: nothing they do is worth waiting for at shutdown."""
@@ -290,65 +234,178 @@ class Engines:
 
 @dataclass
 class Call:
-    """One call's use of a session's worker."""
+    """One call's use of a worker (an engine or a connection worker): ``ask`` one request at a time, ``cancel`` at
+    the call's timeout — interrupt now, kill after ``grace_s`` if the worker is still on this call. The worker
+    boundary's exceptions become ToolFailures here and in ``settle``, nowhere else."""
 
-    engines: Engines
-    session: str
     handle: Handle
     ctx: ToolContext | None
     number: int
-    killed: bool = False
+    grace_s: float
+    max_transfer: int
+    discard: Callable[[], None]  # end this worker (dead, killed, or it broke the protocol)
+    gone: Callable[[Handle, bool], ToolFailure]  # what its death means (stopped at the timeout, or not)
+    clean: Callable[[str], str] = lambda text: text  # what a worker wrote, made fit to show (a connection's secrets)
 
     def cancel(self) -> None:
-        """The call's timeout: interrupt now, kill after the grace if the worker is still on this call."""
         if not self.handle.busy or self.handle.call != self.number:
             return
         self.handle.process.interrupt()
-        timer = threading.Timer(self.engines.conf.interrupt_grace_s, self._kill_if_still_busy)
+        timer = threading.Timer(self.grace_s, self._kill_if_still_busy)
         timer.daemon = True
         timer.start()
 
     def _kill_if_still_busy(self) -> None:
         if self.handle.busy and self.handle.call == self.number:
-            self.killed = True
-            self.engines.discard(self.session, self.handle)
+            self.handle.killed = True
+            self.discard()
 
     def ask(self, message: dict[str, Any], fds: list[int] | None = None) -> tuple[dict[str, Any], list[bytes]]:
         """Send one request and wait for its answer: (reply, the blobs that came with it). An error answer is
-        raised: ToolFailure as it came, an engine error as EngineError; a dead worker as a timeout (when the
-        call was cancelled) or ENGINE_CRASHED."""
+        raised: ToolFailure as it came, an engine's exception as EngineError; a dead worker as a timeout (when the
+        call was cancelled) or the pool's crash error."""
         process = self.handle.process
-        limit = self.engines.conf.max_transfer_mb * 1024 * 1024
         self.handle.busy = True
         try:
             if self.ctx is not None and self.ctx.cancelled.is_set():
-                raise timed_out("the call was stopped at its timeout before it reached the engine", "retry")
+                raise timed_out("the call was stopped at its timeout before it reached the worker", "retry")
             process.send(message, fds)
             reply, got = process.receive(None)
         except WorkerGone:
             self.handle.busy = False
-            raise self._gone() from None
+            stopped = self.handle.killed or (self.ctx is not None and self.ctx.cancelled.is_set())
+            self.discard()
+            raise self.gone(self.handle, stopped) from None
         self.handle.busy = False
-        return settle(reply, got, limit, lambda: self.engines.discard(self.session, self.handle))
+        return settle(reply, got, self.max_transfer, self.discard, self.clean)
 
-    def _gone(self) -> ToolFailure:
-        process = self.handle.process
-        self.engines.discard(self.session, self.handle)
-        if self.killed or (self.ctx is not None and self.ctx.cancelled.is_set()):
+
+def crash_limit(how: str, limits: WorkerLimits, kind: str) -> str:
+    """Which limit most likely ended a worker, by how it ended."""
+    if "SIGKILL" in how or "SIGABRT" in how or "SIGSEGV" in how:
+        return f" — most likely its memory limit ({kind}.memory_mb = {limits.memory_mb} MB)"
+    if "SIGXCPU" in how:
+        return f" — its CPU time limit ({kind}.cpu_seconds = {limits.cpu_seconds})"
+    return ""
+
+
+class Engines(WorkerPool):
+    """The engine workers of one App, one per session (its DuckDB keeps the session's TEMP objects)."""
+
+    kind = "engine"
+
+    def __init__(self, settings: Settings, database_paths: dict[str, Path], scratch: Path) -> None:
+        super().__init__(settings.engine)
+        self.settings = settings
+        self.conf = settings.engine
+        self.paths = database_paths  # name -> the configured file on this machine
+        self.scratch = scratch
+        scratch.mkdir(parents=True, exist_ok=True)
+        self.prepare = lambda: None  # makes the database files exist (the demo) before a worker binds them
+        self.warm: list[str] = []  # modules a worker imports once it is ready (the metrics compiler, when in use)
+
+    # -- starting -----------------------------------------------------------------------------------
+
+    def _aliases(self) -> dict[str, str]:
+        used: set[str] = set()
+        out: dict[str, str] = {}
+        for name in sorted(self.paths):
+            alias = re.sub(r"[^A-Za-z0-9_]", "_", name)[:50] or "db"
+            while alias in used or alias.lower() in ("memory", "temp", "system"):
+                alias += "_"
+            used.add(alias)
+            out[name] = alias
+        return out
+
+    def _options(self) -> tuple[dict[str, Any], dict[str, str]]:
+        databases, binds, identities = [], [], {}
+        for name, alias in self._aliases().items():
+            host = self.paths[name]
+            target = f"{DATABASES_DIR}/{alias}.duckdb"
+            identities[name] = file_identity(host)
+            databases.append({"name": name, "alias": alias, "path": target, "host_path": str(host)})
+            if host.is_file():
+                binds.append([str(host), target])
+                wal = host.with_name(host.name + ".wal")
+                if wal.is_file():
+                    binds.append([str(wal), target + ".wal"])
+        db_conf = list(self.settings.databases.values())
+        options = confinement(
+            self.conf,
+            "engine",
+            binds=binds,
+            keep_capabilities=[2],  # CAP_DAC_READ_SEARCH: read the files it is handed, whatever their mode
+            databases=databases,
+            threads=max((d.threads for d in db_conf), default=2),
+            memory_limit=_smallest([d.memory_limit for d in db_conf]) or "2GB",
+        )
+        return options, identities
+
+    def _make(self, spare: bool) -> Handle:
+        """A new worker; a spare (started ahead of its session, idle until one takes it) also imports ``warm``
+        once ready, where a worker started for a waiting call would delay that call."""
+        self.prepare()
+        options, identities = self._options()
+        options["warm"] = list(self.warm) if spare else []
+        return Handle(spawn("engine", self.settings.sandbox, self.scratch, options, None), identities=identities)
+
+    def _ready(self, handle: Handle) -> Handle:
+        handle.protections = ready("engine", handle.process, self.conf.start_timeout_s).get("protections", [])
+        return handle
+
+    def _current(self, handle: Handle) -> bool:
+        return handle.alive() and all(file_identity(self.paths[n]) == i for n, i in handle.identities.items())
+
+    # -- calling ------------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def held(self, session: str, ctx: ToolContext | None, wait_s: float | None = None) -> Iterator[Call]:
+        """The session's worker, held for one call (calls of a session take turns); ``ctx``'s timeout
+        interrupts, then kills, what the worker is doing. ``wait_s``: give up (ENGINE_BUSY) when the session's
+        worker is not free within that many seconds."""
+        handle, _ = self.acquire(session, wait_s=ctx.timeout if ctx is not None else self.conf.start_timeout_s)
+        try:
+            started = time.monotonic()
+            while not handle.lock.acquire(timeout=0.05):
+                if wait_s is not None and time.monotonic() - started > wait_s:
+                    raise ToolFailure(ErrorType.TRANSIENT_ERROR, "ENGINE_BUSY", "the session's engine is busy")
+                if ctx is not None and ctx.cancelled.is_set():
+                    raise timed_out(
+                        "the session's earlier call still held its engine until the timeout",
+                        "retry shortly; the earlier call is being stopped",
+                    )
+            try:
+                handle.call += 1
+                call = Call(
+                    handle,
+                    ctx,
+                    handle.call,
+                    self.conf.interrupt_grace_s,
+                    self.conf.max_transfer_mb * 1024 * 1024,
+                    lambda: self.discard(session, handle),
+                    self._gone,
+                )
+                if ctx is not None:
+                    ctx.on_cancel(call.cancel)
+                yield call
+            finally:
+                handle.busy = False
+                handle.last_used = time.monotonic()
+                handle.lock.release()
+        finally:
+            self.release(handle)
+
+    def _gone(self, handle: Handle, stopped: bool) -> ToolFailure:
+        if stopped:
             return timed_out(
                 "the work was stopped at its timeout (its engine was ended; TEMP tables of this session are gone)",
                 "filter or aggregate more, read a smaller window, or pass a longer timeout",
             )
-        how = process.exit_description()
-        limit = ""
-        if "SIGKILL" in how or "SIGABRT" in how or "SIGSEGV" in how:
-            limit = (
-                f" — most likely its memory limit (engine.memory_mb = {self.engines.conf.memory_mb} MB, "
-                "DuckDB's databases.<name>.memory_limit)"
-            )
-        elif "SIGXCPU" in how:
-            limit = f" — its CPU time limit (engine.cpu_seconds = {self.engines.conf.cpu_seconds})"
-        output = process.last_output(1200)
+        how = handle.process.exit_description()
+        limit = crash_limit(how, self.conf, "engine")
+        if "memory" in limit:
+            limit = limit[:-1] + ", DuckDB's databases.<name>.memory_limit)"
+        output = handle.process.last_output(1200)
         return ToolFailure(
             ErrorType.RESOURCE_ERROR,
             "ENGINE_CRASHED",
@@ -356,6 +413,15 @@ class Call:
             "TEMP tables are gone" + (f" (it printed: {output})" if output else ""),
             "read less at once (nrows, a LIMIT, an aggregate), or raise the limit it names",
         )
+
+    def protections(self) -> list[list[str]]:
+        """The boundary in force, as a started worker reports it (starts the spare if needed)."""
+        self.prestart()
+        with self._lock:
+            spare = self._spare
+        if spare is None:
+            return []
+        return self._ready(spare).protections
 
 
 class EngineError(Exception):
@@ -460,7 +526,7 @@ def _decode(
 ) -> tuple[dict[str, Any], list[bytes]]:
     """One decoding request in the session's worker: a worker that dies doing it is PARSER_CRASHED, an error
     of the library that decodes is BAD_DATA."""
-    with engines.session(ctx.session, ctx) as call:
+    with engines.held(ctx.session, ctx) as call:
         try:
             return call.ask(message, [fd])
         except ToolFailure as failure:
@@ -478,7 +544,7 @@ def table_stats(engines: Engines, fd: int) -> tuple[dict[str, dict[str, Any]], i
     """Whole-column figures of a stored table (an open Parquet file), computed in the worker of the session
     keyed "default" (the one session of stdio; over HTTP, a worker of the server's own)."""
     try:
-        with engines.session("default", None, wait_s=0.5) as call:  # stdio's one session: its worker
+        with engines.held("default", None, wait_s=0.5) as call:  # stdio's one session: its worker
             reply, _ = call.ask({"op": "stats"}, [fd])
     except (ToolFailure, EngineError) as exc:
         log.warning("column figures of a stored table could not be computed: %s", exc)
@@ -507,6 +573,6 @@ def extract(engines: Engines, ctx: ToolContext, body: bytes, request: dict[str, 
 def ask_metrics(engines: Engines, ctx: ToolContext | None, session: str, message: dict[str, Any]) -> dict[str, Any]:
     """Metrics work (``Metrics.request``) in the session's engine worker: the metric files are parsed, a query's
     predicates (text from the model) checked and compiled there, never in the server."""
-    with engines.session(session, ctx) as call:
+    with engines.held(session, ctx) as call:
         reply, _ = call.ask(message)
     return reply

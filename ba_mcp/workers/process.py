@@ -1,10 +1,11 @@
-"""The server's side of the sandbox: starting, assigning and ending worker processes.
+"""A worker process as the server sees it, whatever it is for (a Python sandbox, an engine or a connection worker).
 
-``Sandboxes`` (one per App) owns the workers: one per client session, plus one spare started in
-advance, so a new session, a reset or a restart does not wait for Python, numpy and pandas to load.
-``WorkerProcess`` is one worker: the child process (``python -I -B -m sandbox``), its protocol
-socket, and a thread draining its stdout/stderr (whatever user code writes to fd 1/2 directly, and
-the worker's own fatal errors), of which the last few KB are kept for crash reports.
+``WorkerProcess`` is one worker: the child process (``python -I -B -m sandbox`` or ``-m ba_mcp.workers``) with
+its confinement options, its protocol socket, and a thread draining its stdout/stderr (whatever user code writes
+to fd 1/2 directly, and the worker's own fatal errors), of which the last few KB are kept for crash reports.
+Descriptors from a worker are taken only as sealed, size-checked memory files (``read_blob``, ``map_blob``). The
+workers' cgroups live beneath the server's own (``make_worker_cgroup``); ``sweep`` clears what a killed server
+left behind. Started by ``spawn.spawn``, kept by ``pool.WorkerPool``.
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ba_mcp.errors import ErrorType, ToolFailure
 from ba_mcp.settings import SandboxSettings
 from sandbox import protocol
 from sandbox.isolation import (
@@ -93,17 +93,11 @@ def sealed_size(fd: int, limit: int) -> int:
 
 
 class WorkerProcess:
-    """A confined worker process: ``module`` (``sandbox``, or ``ba_mcp.workers`` for an engine worker) run
-    as ``python -I -B -m <module> '<options>'``; ``options`` replaces the sandbox's options built from
-    ``settings`` (the protocol descriptor is added either way)."""
+    """A confined worker process: ``module`` (``sandbox``, or ``ba_mcp.workers``) run as ``python -I -B -m <module>
+    '<options>'`` with its confinement ``options`` (``spawn.confinement``; the protocol descriptor is added) and
+    only the environment variables ``settings.env_allowlist`` lets through."""
 
-    def __init__(
-        self,
-        settings: SandboxSettings,
-        sessions_dir: Path,
-        module: str = "sandbox",
-        options: dict[str, Any] | None = None,
-    ) -> None:
+    def __init__(self, settings: SandboxSettings, sessions_dir: Path, module: str, options: dict[str, Any]) -> None:
         self.settings = settings
         # Where the process starts. Confined, the worker pivots into its own root and never sees it; only
         # when the OS refuses the namespaces does the worker work here (an opaque, per-worker name).
@@ -111,27 +105,7 @@ class WorkerProcess:
         self.scratch = sessions_dir / f"{os.getpid()}-{secrets.token_hex(12)}"
         self.scratch.mkdir(mode=0o700)
         ours, theirs = socket.socketpair()
-        options = (
-            {**options, "fd": theirs.fileno()}
-            if options is not None
-            else {
-                "fd": theirs.fileno(),
-                "cgroup_parent": parent_name(os.getpid()),
-                "network": settings.network,
-                "uid": settings.uid,
-                "gid": settings.gid,
-                "disk_mb": settings.disk_mb,
-                "memory_mb": settings.memory_mb,
-                "max_processes": settings.max_processes,
-                "max_file_mb": settings.max_file_mb,
-                "max_transfer_mb": settings.max_transfer_mb,
-                "cpu_seconds": settings.cpu_seconds,
-                "cpus": settings.cpus or os.cpu_count() or 1,
-                "allowed_imports": settings.allowed_imports,
-                "output_head": settings.output_head_chars,
-                "output_tail": settings.output_tail_chars,
-            }
-        )
+        options = {**options, "fd": theirs.fileno()}
         env = {name: os.environ[name] for name in settings.env_allowlist if name in os.environ}
         env.update(
             MPLBACKEND="Agg",
@@ -157,9 +131,6 @@ class WorkerProcess:
             theirs.close()
         self.sock = ours
         self.ready: dict[str, Any] | None = None
-        self.lock = threading.Lock()  # one cell at a time
-        self.users = 0  # calls that acquired this worker and have not released it (never evicted while > 0)
-        self.last_used = time.monotonic()
         self.cells = 0
         self.noise = bytearray()
         self.noise_total = 0
@@ -397,148 +368,3 @@ def _running(pid: int) -> bool:
     except PermissionError:
         return True
     return True
-
-
-class Sandboxes:
-    """The workers of one App, by session key."""
-
-    def __init__(self, settings: SandboxSettings, sessions_dir: Path) -> None:
-        self.settings = settings
-        self.sessions_dir = sessions_dir
-        sessions_dir.mkdir(parents=True, exist_ok=True)
-        sweep(sessions_dir)
-        self._workers: dict[str, WorkerProcess] = {}
-        self._spare: WorkerProcess | None = None
-        self._starting: dict[str, threading.Lock] = {}
-        self._reserved = 0  # workers being started: counted against max_workers before they are listed
-        self._evicted: set[str] = set()  # sessions whose idle worker made room for another session
-        self._lock = threading.Lock()
-        self._closed = False
-
-    def prestart(self) -> None:
-        """Start the spare worker if there should be one and there is none."""
-        with self._lock:
-            if self._closed or self.settings.spare_workers == 0 or self._spare is not None:
-                return
-            try:
-                self._spare = WorkerProcess(self.settings, self.sessions_dir)
-            except OSError as exc:
-                log.warning("could not start a sandbox worker: %s", exc)
-
-    def acquire(self, session: str, wait_s: float = 0.0) -> tuple[WorkerProcess, bool]:
-        """The session's worker, started if needed; ``fresh`` says it has no state yet. A session has one
-        interpreter: concurrent first calls wait for the one being started instead of starting their own. At
-        ``max_workers`` the worker idle the longest makes room; when every worker is starting or running a
-        cell, the call waits up to ``wait_s`` for one to finish.
-
-        Raises ToolFailure(dependency_error) when no worker can be started, (resource_error) when none
-        became free in time."""
-        with self._lock:
-            starting = self._starting.setdefault(session, threading.Lock())
-        with starting:
-            return self._acquire(session, time.monotonic() + wait_s)
-
-    def _acquire(self, session: str, deadline: float) -> tuple[WorkerProcess, bool]:
-        victim: WorkerProcess | None = None
-        while True:
-            with self._lock:
-                worker = self._workers.get(session)
-                if worker is not None and worker.alive():
-                    worker.users += 1
-                    return worker, False
-                if worker is not None:
-                    self._workers.pop(session)
-                    worker.kill()
-                if len(self._workers) + self._reserved >= self.settings.max_workers:
-                    # Make room by ending the worker idle the longest (its session is told when it returns)
-                    idle = [
-                        (w.last_used, key) for key, w in self._workers.items() if not w.users and not w.lock.locked()
-                    ]
-                    if idle:
-                        _, key = min(idle)
-                        victim = self._workers.pop(key)
-                        self._evicted.add(key)
-                if victim is not None or len(self._workers) + self._reserved < self.settings.max_workers:
-                    self._reserved += 1
-                    worker, self._spare = self._spare, None
-                    break
-            if time.monotonic() >= deadline:
-                raise ToolFailure(
-                    ErrorType.RESOURCE_ERROR,
-                    "TOO_MANY_WORKERS",
-                    f"all {self.settings.max_workers} Python workers of this server were running other "
-                    "sessions' code until the timeout",
-                    "try again in a moment, or raise sandbox.max_workers",
-                )
-            time.sleep(0.05)  # every worker is starting or running a cell: one becomes idle when it ends
-        if victim is not None:
-            victim.kill()
-        try:
-            return self._start(session, worker)
-        finally:
-            with self._lock:
-                self._reserved -= 1
-
-    def release(self, worker: WorkerProcess) -> None:
-        """The call that acquired ``worker`` is done with it: it may make room for another session again."""
-        with self._lock:
-            worker.users = max(0, worker.users - 1)
-
-    def evicted(self, session: str) -> bool:
-        """Whether the session's idle worker was ended to make room for another session (asked once)."""
-        with self._lock:
-            if session in self._evicted:
-                self._evicted.discard(session)
-                return True
-            return False
-
-    def _start(self, session: str, worker: WorkerProcess | None) -> tuple[WorkerProcess, bool]:
-        if worker is None or not worker.alive():
-            if worker is not None:
-                worker.kill()
-            worker = WorkerProcess(self.settings, self.sessions_dir)
-        try:
-            worker.start(self.settings.start_timeout_s)
-        except (WorkerGone, TimeoutError) as exc:
-            output = worker.last_output()
-            worker.kill()
-            raise ToolFailure(
-                ErrorType.DEPENDENCY_ERROR,
-                "SANDBOX_UNAVAILABLE",
-                f"the Python worker could not start ({exc})" + (f"; it printed: {output[-600:]}" if output else ""),
-                "run `ba-mcp doctor` on the server's machine",
-            ) from None
-        with self._lock:
-            self._workers[session] = worker
-            worker.users += 1
-        threading.Thread(target=self.prestart, name="sandbox-spare", daemon=True).start()
-        return worker, True
-
-    def discard(self, session: str) -> None:
-        """End the session's worker (reset, timeout kill, crash); the next call gets a fresh one."""
-        with self._lock:
-            worker = self._workers.pop(session, None)
-        if worker is not None:
-            worker.kill()
-
-    def reap_idle(self, idle_s: float) -> int:
-        """End the workers of sessions without a call for ``idle_s`` seconds (HTTP sessions)."""
-        now = time.monotonic()
-        with self._lock:
-            stale = [
-                key
-                for key, w in self._workers.items()
-                if key != "default" and now - w.last_used > idle_s and not w.users and not w.lock.locked()
-            ]
-        for key in stale:
-            self.discard(key)
-        return len(stale)
-
-    def close(self) -> None:
-        with self._lock:
-            self._closed = True
-            workers = list(self._workers.values()) + ([self._spare] if self._spare else [])
-            self._workers.clear()
-            self._spare = None
-        for worker in workers:
-            worker.kill()

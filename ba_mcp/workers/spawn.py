@@ -1,0 +1,90 @@
+"""Starting a worker, whatever it is for: one ``spawn(kind, …)`` and one set of confinement options.
+
+Every worker — a Python sandbox (``sandbox``), an engine worker (``engine``: DuckDB, the parsers) and a connection
+worker (``connection``: one ADBC connection) — is the same confined process (``process.WorkerProcess``: its
+own namespaces and minimal root, an unprivileged uid, cgroups beneath the server's, rlimits, seccomp), told what
+it may hold by ``confinement()`` from its ``WorkerLimits`` section, started by ``spawn()``: the process, its ready
+message within ``start_timeout_s``, and on failure the process killed and one clear error naming the worker.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ba_mcp.errors import ErrorType, ToolFailure
+from ba_mcp.workers.process import WorkerGone, WorkerProcess
+from sandbox.isolation import parent_name
+
+if TYPE_CHECKING:
+    from ba_mcp.settings import SandboxSettings, WorkerLimits
+
+# what each kind of worker runs, and the error a failed start is
+_MODULES = {"sandbox": "sandbox", "engine": "ba_mcp.workers", "connection": "ba_mcp.workers"}
+_UNAVAILABLE = {
+    "sandbox": ("SANDBOX_UNAVAILABLE", "the Python worker"),
+    "engine": ("ENGINE_UNAVAILABLE", "the engine worker"),
+    "connection": ("ENGINE_UNAVAILABLE", "the connection worker"),
+}
+
+
+def confinement(limits: WorkerLimits, kind: str, **specific: Any) -> dict[str, Any]:
+    """The options every worker's confinement reads, from its limits; ``specific`` adds or overrides (binds,
+    network, capabilities, what the worker serves)."""
+    options: dict[str, Any] = {
+        "kind": kind,
+        "network": False,
+        "cgroup_parent": parent_name(os.getpid()),
+        "uid": limits.uid,
+        "gid": limits.gid,
+        "disk_mb": limits.disk_mb,
+        "memory_mb": limits.memory_mb,
+        "cpu_seconds": limits.cpu_seconds,
+        "cpus": limits.cpus or os.cpu_count() or 1,
+        "max_transfer_bytes": limits.max_transfer_mb * 1024 * 1024,
+    }
+    if kind != "sandbox":  # the workers of ba_mcp itself: its package bound into their root
+        import ba_mcp.workers as workers_package
+
+        options.update(
+            address_space_if_no_cgroup=True,
+            max_processes=64,
+            max_file_mb=limits.disk_mb,
+            packages=[os.path.dirname(workers_package.__path__[0])],
+        )
+    options.update(specific)
+    return options
+
+
+def spawn(
+    kind: str, process_settings: SandboxSettings, scratch: Path, options: dict[str, Any], wait_s: float | None
+) -> WorkerProcess:
+    """A started worker of ``kind`` with its confinement ``options`` (``confinement``; the environment it may see
+    from ``process_settings``), ready within ``wait_s`` seconds (None: not waited for here). A worker that does not
+    start is killed and the error names it."""
+    process = WorkerProcess(process_settings, scratch, module=_MODULES[kind], options=options)
+    if wait_s is not None:
+        ready(kind, process, wait_s)
+    return process
+
+
+def ready(kind: str, process: WorkerProcess, wait_s: float) -> dict[str, Any]:
+    """Wait for ``process``'s ready message (what its confinement achieved); kill it and say so if none comes."""
+    try:
+        return process.wait_ready(wait_s)
+    except (WorkerGone, TimeoutError) as exc:
+        raise unavailable(kind, process, exc) from None
+
+
+def unavailable(kind: str, process: WorkerProcess, exc: BaseException) -> ToolFailure:
+    """A worker that did not start: killed, and the error naming it (with what it printed)."""
+    output = process.last_output()
+    process.kill()
+    code, what = _UNAVAILABLE[kind]
+    return ToolFailure(
+        ErrorType.DEPENDENCY_ERROR,
+        code,
+        f"{what} could not start ({exc})" + (f"; it printed: {output[-600:]}" if output else ""),
+        "run `ba-mcp doctor` on the server's machine",
+    )
