@@ -13,6 +13,21 @@ Tools raise ``ToolFailure``. Anything else a tool raises goes first to the tool'
 ``Tool.classify_error(exc)`` (an HTTP client's connection error is the web tools' to name), then to
 ``classify()``; internal errors never carry a stack trace or a filesystem path to the client.
 ``format_error()`` is the one text of a failure (``server.error_result`` makes it an MCP result).
+
+The worker boundary (``ba_mcp.workers``) has a tree of its own, private to it, translated to ToolFailure at one
+point per boundary::
+
+    in the worker    workers.wire.Failure      a refusal the worker decided: sent as a ToolFailure's fields
+    the server's     workers.process.WorkerGone   the worker died or closed its socket
+                     workers.process.BadBlob      a descriptor that is no sealed, size-checked memory file
+                     workers.wire.BadStream       Arrow data that is compressed, malformed or oversized
+                     workers.pool.EngineError     an engine's own exception (class names, message, SQLSTATE)
+
+``workers.pool.Call.ask`` (engine and connection workers) and ``settle`` turn WorkerGone, BadBlob and a Failure
+into ToolFailures (a timeout, ENGINE_CRASHED, ENGINE_PROTOCOL, the Failure as sent), ``Call.arrow`` a BadStream;
+an EngineError is left to the database's engine (``Database.classify_error``: the engine's vocabulary — SQL
+syntax, an unknown table, read-only) or to the work that asked (``workers.pool``: BAD_DATA for a file). The
+Python sandbox's cell protocol is run_python's one boundary (``tools.run_python._Cell``).
 """
 
 from __future__ import annotations

@@ -8,6 +8,8 @@ import ast
 import re
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import ROOT
 
 PACKAGE = ROOT / "ba_mcp"
@@ -139,11 +141,21 @@ def test_imports_form_no_circle() -> None:
 
 
 def test_the_public_surface_names_what_embedders_use() -> None:
+    """Each public name is the very object its module defines (not a copy or a stand-in), and a Tool that does not
+    implement execute says so."""
+    import importlib
+
     import ba_mcp
 
     for name in ba_mcp.__all__:
-        assert getattr(ba_mcp, name) is not None, name
-    assert issubclass(ba_mcp.ToolFailure, Exception) and ba_mcp.Tool.execute is not None
+        if name == "__version__":
+            assert ba_mcp.__version__ == importlib.import_module("ba_mcp.version").__version__
+            continue
+        module = importlib.import_module(ba_mcp._PUBLIC[name])
+        assert getattr(ba_mcp, name) is getattr(module, name), name
+    assert issubclass(ba_mcp.ToolFailure, Exception)
+    with pytest.raises(NotImplementedError):
+        ba_mcp.Tool().execute(None, None)  # type: ignore[arg-type]
 
 
 def test_the_ground_floor_knows_nothing_of_mcp() -> None:

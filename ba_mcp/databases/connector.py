@@ -81,8 +81,6 @@ class ConnectedDatabase:
     def run(
         self, sql: str, params: Any, files: Sequence[tuple[str, Resolved]], max_rows: int, ctx: ToolContext
     ) -> Execution:
-        from ba_mcp.workers.wire import BadStream, read_arrow
-
         while not self.slots.acquire(timeout=0.05):
             if ctx.cancelled.is_set():
                 raise timed_out(
@@ -104,7 +102,7 @@ class ConnectedDatabase:
             try:
                 session = held.__enter__()
                 reply, blobs = session.ask(request)
-                head = read_arrow(blobs[0], self.pool.conf.max_transfer_mb * 1024 * 1024)
+                head = session.arrow(blobs[0])
                 break
             except BaseException as exc:
                 lost = isinstance(exc, ToolFailure) and exc.code == "CONNECTION_LOST"
@@ -115,8 +113,6 @@ class ConnectedDatabase:
                 if lost and attempt == 1:
                     continue
                 self.slots.release()
-                if isinstance(exc, BadStream):
-                    raise ToolFailure(ErrorType.EXECUTION_ERROR, "ENGINE_PROTOCOL", str(exc)) from None
                 raise
 
         def release() -> None:

@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any
 from ba_mcp.databases.base import Analysis, Execution, in_worker, query
 from ba_mcp.errors import Code, ErrorType, ToolFailure, denied, timed_out
 from ba_mcp.workers.pool import EngineError, file_identity
-from ba_mcp.workers.wire import BadStream, read_arrow
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -80,12 +79,10 @@ class DuckDBDatabase:
                 },
                 fds,
             )
-            head = read_arrow(blobs[0], engines.conf.max_transfer_mb * 1024 * 1024)
+            head = call.arrow(blobs[0])
         except BaseException as exc:
             held.__exit__(type(exc), exc, exc.__traceback__)
             slots.release()
-            if isinstance(exc, BadStream):
-                raise ToolFailure(ErrorType.EXECUTION_ERROR, "ENGINE_PROTOCOL", str(exc)) from None
             raise
 
         def release() -> None:

@@ -260,6 +260,17 @@ class Call:
             self.handle.killed = True
             self.discard()
 
+    def arrow(self, blob: bytes) -> Any:
+        """An Arrow table the worker sent (uncompressed IPC, sizes checked); anything else ends the worker and is
+        ENGINE_PROTOCOL."""
+        from ba_mcp.workers.wire import BadStream, read_arrow
+
+        try:
+            return read_arrow(blob, self.max_transfer)
+        except BadStream as exc:
+            self.discard()
+            raise ToolFailure(ErrorType.EXECUTION_ERROR, "ENGINE_PROTOCOL", str(exc)) from None
+
     def ask(self, message: dict[str, Any], fds: list[int] | None = None) -> tuple[dict[str, Any], list[bytes]]:
         """Send one request and wait for its answer: (reply, the blobs that came with it). An error answer is
         raised: ToolFailure as it came, an engine's exception as EngineError; a dead worker as a timeout (when the
