@@ -103,6 +103,32 @@ class Engine(Protocol):
         ...
 
 
+class RunThenCollect:
+    """``Database.query`` for a database that runs (``run``) in a worker: the result collected into the raw
+    ``Table``, the complete one kept in ``artifacts``."""
+
+    name: str
+
+    @property
+    def artifacts(self) -> ArtifactStore:
+        raise NotImplementedError
+
+    def query(
+        self,
+        sql: str,
+        params: Any,
+        max_rows: int,
+        files: Sequence[tuple[str, Resolved]],
+        ctx: ToolContext,
+        title: str = "",
+        columns_hint: str | None = None,
+    ) -> Table:
+        database: Database = self  # type: ignore[assignment]  # a Database with this mixin's query
+        return query(
+            database, sql, params, max_rows, files, ctx, self.artifacts, title or f"query on {self.name}", columns_hint
+        )
+
+
 def engine_of(kind: str) -> Engine:
     """The engine the registry names for ``kind`` (its module imported on first use)."""
     import importlib

@@ -27,13 +27,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ba_mcp import registry
-from ba_mcp.databases.base import Analysis, Execution, in_worker, query
+from ba_mcp.databases.base import Analysis, Execution, RunThenCollect, in_worker
 from ba_mcp.errors import Code, ErrorType, ToolFailure, denied, timed_out
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from ba_mcp.results import Table
     from ba_mcp.settings import DatabaseSettings
     from ba_mcp.stores.artifacts import ArtifactStore
     from ba_mcp.tool import ToolContext
@@ -53,7 +52,7 @@ def label_of(conf: DatabaseSettings) -> str:
 
 
 @dataclass
-class ConnectedDatabase:
+class ConnectedDatabase(RunThenCollect):
     """One configured connection (a ``databases.base.Database``)."""
 
     name: str
@@ -62,12 +61,16 @@ class ConnectedDatabase:
     pool: Connections
     slots: threading.BoundedSemaphore
     catalogs: Catalogs
-    artifacts: ArtifactStore
+    store: ArtifactStore  # where a complete result is kept
     host_file: Path | None = None  # a database that is a file on this machine (bound read-only into the worker)
 
     @property
     def dialect(self) -> str:
         return self.conf.kind if self.conf.kind != "adbc" else (self.conf.driver or "adbc")
+
+    @property
+    def artifacts(self) -> ArtifactStore:
+        return self.store
 
     @property
     def identity(self) -> str | None:
@@ -120,18 +123,6 @@ class ConnectedDatabase:
             self.slots.release()
 
         return in_worker(session.ask, reply, head, release)
-
-    def query(
-        self,
-        sql: str,
-        params: Any,
-        max_rows: int,
-        files: Sequence[tuple[str, Resolved]],
-        ctx: ToolContext,
-        title: str = "",
-        columns_hint: str | None = None,
-    ) -> Table:
-        return query(self, sql, params, max_rows, files, ctx, self.artifacts, title or f"query on {self.name}")
 
     def describe(self, session: str = "default") -> dict[str, Any]:
         tables = self.catalogs.of(self)  # connects, so the version is known after it

@@ -19,14 +19,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ba_mcp.databases.base import Analysis, Execution, in_worker, query
+from ba_mcp.databases.base import Analysis, Execution, RunThenCollect, in_worker
 from ba_mcp.errors import Code, ErrorType, ToolFailure, denied, timed_out
 from ba_mcp.workers.pool import EngineError, file_identity
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-    from ba_mcp.results import Table
     from ba_mcp.settings import DatabaseSettings
     from ba_mcp.tool import ToolContext
     from ba_mcp.workspace import Resolved, Workspace
@@ -35,7 +34,7 @@ DEMO_FILE = "demo.duckdb"
 
 
 @dataclass
-class DuckDBDatabase:
+class DuckDBDatabase(RunThenCollect):
     """One configured DuckDB database (a ``databases.base.Database``)."""
 
     name: str
@@ -91,27 +90,9 @@ class DuckDBDatabase:
 
         return in_worker(call.ask, reply, head, release)
 
-    def query(
-        self,
-        sql: str,
-        params: Any,
-        max_rows: int,
-        files: Sequence[tuple[str, Resolved]],
-        ctx: ToolContext,
-        title: str = "",
-        columns_hint: str | None = None,
-    ) -> Table:
-        return query(
-            self,
-            sql,
-            params,
-            max_rows,
-            files,
-            ctx,
-            self.owner.artifacts,
-            title or f"query on {self.name}",
-            columns_hint,
-        )
+    @property
+    def artifacts(self) -> Any:
+        return self.owner.artifacts
 
     def describe(self, session: str = "default") -> dict[str, Any]:
         """Tables and views with columns, types, row counts, comments, view definitions, the values of
