@@ -153,6 +153,7 @@ def copy_of_the_repository(target: Path) -> Path:
     return target
 
 
+@pytest.mark.slow  # the real Claude Code CLI installs the plugin and starts the server
 def test_plugin_installed_with_the_claude_code_cli_connects_from_another_project(tmp_path: Path) -> None:
     """As a user does it: marketplace add, plugin install, `claude mcp list` in a project elsewhere; then
     the command Claude Code started answers a tool call on the project's files."""
