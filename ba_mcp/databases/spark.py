@@ -347,19 +347,21 @@ def serve_locally(args: argparse.Namespace) -> int:
     """``ba-mcp spark-local``: a Spark Connect server on 127.0.0.1 with ba-mcp's read-only rule, until Ctrl-C."""
     try:
         if args.print_flags:
-            print(" ".join(server_command(args.port or 15002, args.dir.expanduser().absolute())))
+            sys.stdout.write(" ".join(server_command(args.port or 15002, args.dir.expanduser().absolute())) + "\n")
             return 0
         with local(args.dir.expanduser().absolute(), port=args.port, guarded=not args.unguarded) as server:
             rule = "without the read-only rule (setting up tables)" if args.unguarded else "with the read-only rule"
-            print(f"Spark Connect {rule} at {server.url}; tables and metastore in {args.dir}. Ctrl-C stops it.")
-            print(f'Point ba-mcp at it: databases: {{lake: {{url: "{server.url}", driver: adbc_driver_spark}}}}')
+            sys.stdout.write(
+                f"Spark Connect {rule} at {server.url}; tables and metastore in {args.dir}. Ctrl-C stops it.\n"
+                f'Point ba-mcp at it: databases: {{lake: {{url: "{server.url}", driver: adbc_driver_spark}}}}\n'
+            )
             sys.stdout.flush()
             try:
                 server.process.wait()
             except KeyboardInterrupt:
                 pass
     except SparkUnavailable as exc:
-        print(f"ba-mcp spark-local: {exc}", file=sys.stderr)
+        sys.stderr.write(f"ba-mcp spark-local: {exc}\n")
         return 2
     return 0
 
