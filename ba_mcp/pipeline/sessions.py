@@ -59,10 +59,6 @@ class SessionState:
             self.history.popleft()
             self._kept_bytes -= self._sizes.popleft()
 
-    @property
-    def kept_bytes(self) -> int:
-        return self._kept_bytes
-
 
 def _size(value: Any) -> int:
     try:
