@@ -128,7 +128,7 @@ def classify(exc: BaseException) -> ToolFailure:
     if isinstance(exc, ToolFailure):
         return exc
     if isinstance(exc, TimeoutError):
-        return timed_out("the operation timed out", "retry, or ask for a longer timeout")
+        return timed_out("the operation timed out", "retry")
     if isinstance(exc, MemoryError):
         return ToolFailure(
             ErrorType.RESOURCE_ERROR,

@@ -172,7 +172,7 @@ def cell_value(value: Any) -> Any:
     if isinstance(value, (dt.datetime, dt.date, dt.time)):
         return value.isoformat()
     if isinstance(value, Decimal):
-        return str(value)
+        return exact_number(value)
     if isinstance(value, bytes):
         return f"<{len(value)} bytes>"
     if hasattr(value, "isoformat"):
@@ -184,6 +184,21 @@ def cell_value(value: Any) -> Any:
     if hasattr(value, "tolist"):
         return cell_value(value.tolist())
     return value
+
+
+def exact_number(value: Decimal) -> Any:
+    """An exact decimal as the number it is: an int when whole, a float when the float is that very number
+    (``7031022.00`` → 7031022, ``0.07310000`` → 0.0731), else its exact digits as text (no float noise, no
+    trailing zeros)."""
+    if not value.is_finite():
+        return None
+    if value == value.to_integral_value():
+        whole = int(value)
+        return whole if abs(whole) < 2**53 else str(whole)
+    as_float = float(value)
+    if Decimal(repr(as_float)) == value:
+        return as_float
+    return format(value.normalize(), "f")
 
 
 def stats_kind(t: pa.DataType) -> str:

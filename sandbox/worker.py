@@ -260,9 +260,7 @@ class Worker:
             with os.fdopen(fds[0], "rb") as f:
                 kind = reply["kind"]
                 if kind == "table":
-                    import pandas as pd
-
-                    return pd.read_parquet(f)
+                    return _frame(f)
                 data = f.read()
             if kind == "json":
                 return json.loads(data)
@@ -322,7 +320,7 @@ class Worker:
                 if suffix in (".xlsx", ".xlsm", ".xls"):
                     return pd.read_excel(f, **read_options)
                 if suffix == ".parquet":
-                    return pd.read_parquet(f, **read_options)
+                    return _frame(f) if not read_options else pd.read_parquet(f, **read_options)
                 if suffix == ".jsonl":
                     return pd.read_json(f, lines=True, **read_options)
                 if suffix == ".json":
@@ -354,14 +352,7 @@ class Worker:
                 limit=limit,
             )
             with os.fdopen(fds[0], "rb") as f:
-                frame = pd.read_parquet(f)
-            if reply.get("exact_text"):  # exact numbers the database gave as text (NUMERIC): Decimals
-                from decimal import Decimal
-
-                for column in reply["exact_text"]:
-                    if column in frame.columns:
-                        frame[column] = frame[column].map(lambda v: None if v is None else Decimal(v))
-            return frame
+                return _frame(f)
 
         def progress(done: float, total: float | None = None, message: str | None = None) -> None:
             """Report progress of a long cell to the client (shown as an MCP progress notification);
@@ -396,6 +387,19 @@ _OWN_FILES = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
 # -- values, figures, errors ------------------------------------------------------------------------
+
+
+def _frame(f: Any) -> Any:
+    """A Parquet table as a pandas DataFrame whose exact decimals (a database's NUMERIC, a DuckDB sum) are
+    float64: a numeric dtype pandas computes with, not a column of Decimal objects."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(f)
+    for i, field in enumerate(table.schema):
+        if pa.types.is_decimal(field.type):
+            table = table.set_column(i, field.name, table.column(i).cast(pa.float64()))
+    return table.to_pandas()
 
 
 def _describe_safely(value: Any) -> tuple[dict[str, Any], int | None]:

@@ -35,7 +35,7 @@ DIALECTS = {"osi": "duckdb"}
 
 
 def rows_of(text: str) -> list[tuple[Any, ...]]:
-    """The rows of a full-level table observation (its CSV block), numbers as floats, empty cells as None."""
+    """The rows of a full-level table observation (its CSV block), numbers as floats, NULL as None."""
     lines = text.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("Rows ("))
     body = []
@@ -49,7 +49,7 @@ def rows_of(text: str) -> list[tuple[Any, ...]]:
 
 
 def _value(cell: str) -> Any:
-    if cell == "":
+    if cell == "NULL":
         return None
     try:
         return round(float(cell), 2)

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
 import toon_format
 
 from ba_mcp.pipeline.encode import encode_table
@@ -32,10 +33,16 @@ FRAME = arrow_table(  # built with pandas, as a parser or a DataFrame value woul
 
 def test_csv_keeps_missing_and_empty_apart_and_quotes() -> None:
     lines = encode_table(FRAME, "csv").splitlines()
+    # issue 36: a row whose every value is missing reads NULL (it was an empty line: "1 rows" and nothing seen),
+    # and a text that says NULL is quoted, never read as missing
+    nothing = encode_table(pa.table({"avg_yearly": pa.array([None], pa.float64())}), "csv").splitlines()
+    assert nothing == ["avg_yearly", "NULL"]
+    said = encode_table(pa.table({"word": ["NULL", None]}), "csv").splitlines()
+    assert said == ["word", '"NULL"', "NULL"]
     assert lines[0] == "name,amount,when,ok"
-    assert lines[2] == '"",,,false'  # empty string quoted, missing empty
-    assert lines[3].startswith(",3,2025-03-04")
-    assert lines[4] == '"He said ""hi"", then left",-2.25,2025-05-06,'  # midnight timestamps print as dates
+    assert lines[2] == '"",NULL,NULL,false'  # empty string quoted, missing NULL
+    assert lines[3].startswith("NULL,3,2025-03-04")
+    assert lines[4] == '"He said ""hi"", then left",-2.25,2025-05-06,NULL'  # midnight timestamps print as dates
 
 
 def test_markdown_toon_and_json_are_faithful() -> None:

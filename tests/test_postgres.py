@@ -26,6 +26,7 @@ from mcp import ClientSession, stdio_client
 from mcp.types import ResourceTemplateReference
 
 from ba_mcp.metrics.catalog import DEMO_FILE
+from ba_mcp.results import exact_number
 from tests import background, pg_server
 from tests.conftest import ba, make_workspace, server_process, stdio_params, text_of
 
@@ -135,7 +136,7 @@ async def test_a_query_runs_in_postgres_with_params_exact_decimals_and_an_artifa
     for status, n, revenue in pg.sql(
         "SELECT status, count(*), sum(amount)::text FROM orders GROUP BY status ORDER BY status"
     ):
-        assert f"{status},{n},{revenue}" in text, text  # NUMERIC exact to the cent
+        assert f"{status},{n},{exact_number(Decimal(revenue))}" in text, text  # NUMERIC exact to the cent
     failed, text = await _ask(
         shop, said, database="shop", query="SELECT count(*) AS n FROM orders WHERE amount > $1", params=[400]
     )
@@ -157,7 +158,8 @@ async def test_a_query_runs_in_postgres_with_params_exact_decimals_and_an_artifa
     totals: dict[str, Decimal] = {"north": Decimal(0), "south": Decimal(0)}
     for customer_id, amount in pg.sql("SELECT customer_id, amount::text FROM orders"):
         totals["north" if customer_id % 2 else "south"] += Decimal(amount)
-    assert f"north,{totals['north']}" in text and f"south,{totals['south']}" in text, text
+    north, south = (exact_number(totals[r]) for r in ("north", "south"))
+    assert f"north,{north}" in text and f"south,{south}" in text, text
     failed, brief = await _ask(shop, said, database="shop", query="SELECT * FROM customers", output_level="brief")
     assert not failed and "30 rows" in brief, brief
 

@@ -195,7 +195,7 @@ def sql_failure(exc: Exception, name: str, conf: DatabaseSettings, engine: Conne
             ErrorType.TIMEOUT,
             Code.TIMEOUT,
             "the query was cancelled in the database at its timeout",
-            "filter or aggregate more, or raise tools.query_database.timeout_s",
+            "filter or aggregate more",
         )
     if state in ("25006", "25001") or "readonly database" in text or "read-only" in text:
         return denied(
@@ -309,6 +309,11 @@ class ConnectedEngine:
         """Whether the engine takes positional parameters only (named ones are refused before the statement)."""
         return False
 
+    def statement(self, c: Any, sql: str) -> str:
+        """The statement as the engine runs it (``c.running``: the cursor that runs it; by default ``c.cur``)."""
+        c.running = c.cur
+        return sql
+
     def begin(self, c: Any, timeout_s: float, label: str) -> None:
         """Open the read-only frame of one call (nothing by default: the driver and the role decide)."""
 
@@ -349,18 +354,73 @@ class ConnectedEngine:
     def interrupt(self, c: Any) -> None:
         """The call's timeout: cancel the statement (ADBC's cancel; an engine whose work outlives its client
         stops it in the engine too)."""
-        c.cur.adbc_cancel()
+        (c.running or c.cur).adbc_cancel()
+
+
+class ExactDecimal:
+    """A column of exact numbers the driver gives as text (PostgreSQL's unconstrained NUMERIC) as
+    ``decimal128(precision, scale)``: rounded half away from zero to the scale; a value whose integer part does not
+    fit is an error naming the column (never a wrapped number)."""
+
+    def __init__(self, column: str, precision: int, scale: int) -> None:
+        import pyarrow as pa
+
+        self.column, self.precision, self.scale = column, precision, scale
+        self.type = pa.decimal128(precision, scale)
+
+    def __call__(self, text: Any) -> Any:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        try:
+            wide = pc.cast(text, pa.decimal256(76, 38))  # any text with ≤ 38 digits after the point, exactly
+        except pa.ArrowInvalid:
+            wide = pa.array(_decimals(text.to_pylist(), self.scale), pa.decimal256(76, self.scale))
+        try:
+            return pc.round(wide, self.scale, round_mode="half_towards_infinity").cast(self.type)
+        except pa.ArrowInvalid:
+            from ba_mcp.workers.wire import Failure
+
+            whole = self.precision - self.scale
+            raise Failure(
+                type="execution_error",
+                code="NUMBER_TOO_LARGE",
+                message=f"column {self.column!r} holds a number of more than {whole} digits before the point, past "
+                f"the decimal({self.precision},{self.scale}) an unconstrained NUMERIC is read as",
+                hint=f"cast it in the query: {self.column}::numeric(38,2) (or ::float8 for an approximate number)",
+            ) from None
+
+
+def exact_decimal(column: str, precision_scale: tuple[int, int]) -> ExactDecimal:
+    return ExactDecimal(column, *precision_scale)
+
+
+def _decimals(values: list[Any], scale: int) -> list[Any]:
+    """Texts with more than 38 digits after the point, rounded to ``scale`` digits half away from zero."""
+    from decimal import ROUND_HALF_UP, Decimal
+
+    step = Decimal(1).scaleb(-scale)
+    out = []
+    for v in values:
+        if v is None or v in ("NaN", "Infinity", "-Infinity"):
+            out.append(None)
+        else:
+            out.append(Decimal(v).quantize(step, rounding=ROUND_HALF_UP))
+    return out
 
 
 def plain_schema(schema: Any, casts_by_field: dict[int, Any]) -> tuple[Any, Any, dict[str, str]]:
-    """``schema`` with extension types as their storage and the fields of ``casts_by_field`` (index -> Arrow type)
-    cast; the batch converter; no display types."""
+    """``schema`` with extension types as their storage and the fields of ``casts_by_field`` (index -> an Arrow
+    type, or an ``ExactDecimal``) cast; the batch converter; no display types."""
     import pyarrow as pa
 
     fields, casts = [], dict(casts_by_field)
     for i, f in enumerate(schema):
-        target = casts.get(i) or (f.type.storage_type if isinstance(f.type, pa.ExtensionType) else f.type)
-        if target != f.type:
+        cast = casts.get(i)
+        target = getattr(cast, "type", cast) or (
+            f.type.storage_type if isinstance(f.type, pa.ExtensionType) else f.type
+        )
+        if cast is None and target != f.type:
             casts[i] = target
         fields.append(pa.field(f.name, target, f.nullable))
     plain = pa.schema(fields)
@@ -372,7 +432,11 @@ def plain_schema(schema: Any, casts_by_field: dict[int, Any]) -> tuple[Any, Any,
         for i, column in enumerate(batch.columns):
             if i in casts:
                 storage = column.storage if isinstance(column, pa.ExtensionArray) else column
-                column = storage.cast(casts[i]) if storage.type != casts[i] else storage
+                cast = casts[i]
+                if isinstance(cast, ExactDecimal):
+                    column = cast(storage)
+                else:
+                    column = storage.cast(cast) if storage.type != cast else storage
             columns.append(column)
         return pa.RecordBatch.from_arrays(columns, schema=plain)
 

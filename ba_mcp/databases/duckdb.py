@@ -161,7 +161,7 @@ def _sql_failure(
             ErrorType.TIMEOUT,
             Code.TIMEOUT,
             "the query was interrupted at its timeout",
-            "filter or aggregate more, or raise tools.query_database.timeout_s",
+            "filter or aggregate more",
         )
     if "PermissionException" in classes:
         return denied(

@@ -5,13 +5,18 @@ role, never by SQL text (S-11, S-14).
   ``pg_execute_server_program`` is refused (``PRIVILEGED_ROLE``) unless ``allow_privileged_role``; a role that can
   write a table, create objects, or use dblink or a foreign server is refused (``WRITABLE_ROLE``) unless
   ``allow_writable_role`` (dblink_exec commits on a connection of its own).
+* The statement as written: one statement, its trailing ``;`` and comments dropped (the driver runs a query inside
+  ``COPY (…) TO STDOUT``); ``SHOW`` and ``EXPLAIN`` (whose statement is vetted as any other) run as plain
+  statements, every other one inside ``COPY``, which takes queries only (no ``DO``, ``CALL``, …).
 * Each call: ``BEGIN READ ONLY; SET LOCAL statement_timeout; SET LOCAL application_name`` in one round trip (the
   SELECT that follows fixes the mode: ``SET TRANSACTION READ WRITE`` is refused after any query), the statement's
   plan read first (``EXPLAIN (VERBOSE)``, nothing runs: a plan that reaches other backends is refused —
   every session shares the role), the statement as **one prepared statement**, then ``ROLLBACK`` and ``DISCARD
   ALL`` (session advisory locks, prepared statements, cursors): nothing a call sets, locks or prepares outlives
   it; a connection that cannot be reset ends its worker.
-* Results: NUMERIC(p,s) as decimal128(p,s); an unconstrained NUMERIC as its exact text; the catalog from
+* Results: NUMERIC(p,s) as decimal128(p,s); an unconstrained NUMERIC (``sum``, ``avg``, ``round``, a division's
+  result) as decimal128(38, 18) — Spark's JDBC choice: 20 integer digits, 18 decimals, rounded half away from
+  zero as PostgreSQL rounds; a value past 10^20 is an error naming the column —; the catalog from
   ``pg_class`` (row estimates, never a scan), comments, view definitions and ``pg_stats``' common values.
 """
 
@@ -29,6 +34,7 @@ if TYPE_CHECKING:
 PRIVILEGED_ROLES = ("pg_read_server_files", "pg_write_server_files", "pg_execute_server_program")
 # functions that reach other backends: ending or signalling them, reading their statements (pg_stat_activity is
 # pg_stat_get_activity in a plan), and dblink's connections
+UNCONSTRAINED = (38, 18)  # precision and scale of a NUMERIC declared without them
 OTHER_SESSIONS = (
     r"\b(pg_terminate_backend|pg_cancel_backend|pg_signal_backend|pg_stat_get_activity|pg_stat_get_backend_\w+"
     r"|pg_stat_statements\w*|dblink\w*)\b"
@@ -58,6 +64,32 @@ class PostgresEngine(ConnectedEngine):
     def positional(self, params: Any) -> bool:
         return True
 
+    def statement(self, c: Any, sql: str) -> str:
+        """The one statement of ``sql`` without its trailing ``;`` and comments; more than one is refused. Which
+        cursor runs it: SHOW and EXPLAIN the plain protocol's, any other the driver's ``COPY (…)`` (queries only).
+        """
+        c.explained = None
+        words = _tokens(sql)
+        if words is None:  # the tokenizer gave up: PostgreSQL's own parser says what is wrong
+            c.running = c.cur
+            return sql
+        while words and words[-1][0] == ";":
+            words.pop()
+        if any(w[0] == ";" for w in words):
+            raise _failure(
+                type="invalid_parameters",
+                code="ONE_STATEMENT",
+                message="the query holds more than one statement; exactly one is allowed per call",
+                hint="send one statement per call",
+            )
+        if not words:
+            c.running = c.cur
+            return sql
+        first = words[0][0].upper()
+        c.running = c.vet if first in ("SHOW", "EXPLAIN") else c.cur
+        c.explained = _explained(sql, words) if first == "EXPLAIN" else None
+        return sql[: words[-1][2] + 1]
+
     def begin(self, c: Any, timeout_s: float, label: str) -> None:
         ms = max(1, int(timeout_s * 1000)) if timeout_s else 0
         c.label = label if label.isalnum() and len(label) <= 16 else ""
@@ -71,6 +103,8 @@ class PostgresEngine(ConnectedEngine):
         """The statement's plan (``EXPLAIN (VERBOSE)``, nothing runs) may call no function that reaches other
         connections — every session of ba-mcp shares the role, and a role may end, or read the SQL of, its own
         role's backends. A statement PostgreSQL cannot explain is left to fail on its own."""
+        if getattr(c, "explained", None):  # EXPLAIN [ANALYZE] runs its statement: that statement is vetted
+            sql = c.explained
         try:
             c.vet.execute("EXPLAIN (VERBOSE, FORMAT JSON) " + sql, params)
             plan = str(c.vet.fetchall())
@@ -104,9 +138,11 @@ class PostgresEngine(ConnectedEngine):
             os._exit(3)
 
     def columns(self, schema: Any) -> tuple[Any, Any, dict[str, str]]:
-        """NUMERIC with a declared precision and scale as an exact decimal; unconstrained NUMERIC and JSON as their
-        text (shown as such)."""
+        """NUMERIC as an exact decimal (with a declared precision and scale: that one; unconstrained:
+        ``UNCONSTRAINED``); JSON as its text (shown as such)."""
         import pyarrow as pa
+
+        from ba_mcp.databases.connector import exact_decimal
 
         casts: dict[int, Any] = {}
         shown: dict[str, str] = {}
@@ -117,9 +153,14 @@ class PostgresEngine(ConnectedEngine):
                 typmod = int(meta.get(b"POSTGRESQL:typmod", b"-1"))
                 if typmod >= 4:
                     precision, scale = ((typmod - 4) >> 16) & 0xFFFF, (typmod - 4) & 0xFFFF
-                    casts[i] = pa.decimal128(precision, scale) if precision <= 38 else pa.decimal256(precision, scale)
+                    casts[i] = (
+                        pa.decimal128(precision, scale)
+                        if precision <= 38
+                        else exact_decimal(f.name, (38, min(scale, UNCONSTRAINED[1])))  # as DuckDB reads them
+                    )
                 else:
-                    shown[f.name] = "numeric (exact, as text)"
+                    casts[i] = exact_decimal(f.name, UNCONSTRAINED)
+                    shown[f.name] = "numeric"
             elif kind in (b"json", b"jsonb"):
                 shown[f.name] = kind.decode()
         plain, convert, _ = plain_schema(schema, casts)
@@ -131,6 +172,42 @@ class PostgresEngine(ConnectedEngine):
             return catalog(c.cur, schemas)
         finally:
             self.end(c)
+
+
+def _tokens(sql: str) -> list[tuple[str, int, int]] | None:
+    """``sql``'s tokens as (text, start, end) — ``;`` for a statement's end — or None when it cannot be read.
+    A command sqlglot keeps whole (``EXPLAIN …``) is split into its word and the tokens after it."""
+    from sqlglot.dialects.postgres import Postgres
+    from sqlglot.tokens import TokenType
+
+    try:
+        found = Postgres().tokenize(sql)
+    except Exception:
+        return None
+    words = [(";" if t.token_type == TokenType.SEMICOLON else t.text, t.start, t.end) for t in found]
+    if found and found[0].token_type == TokenType.COMMAND:
+        rest_at = found[0].end + 1
+        inner = _tokens(sql[rest_at:])
+        if inner is None:
+            return None
+        words = [words[0]] + [(text, start + rest_at, end + rest_at) for text, start, end in inner]
+    return words
+
+
+def _explained(sql: str, words: list[tuple[str, int, int]]) -> str | None:
+    """The statement an ``EXPLAIN [ (options) ] [ANALYZE] [VERBOSE]`` explains (and with ANALYZE, runs)."""
+    i, depth = 1, 0
+    if i < len(words) and words[i][0] == "(":
+        while i < len(words):
+            depth += {"(": 1, ")": -1}.get(words[i][0], 0)
+            i += 1
+            if depth == 0:
+                break
+    while i < len(words) and words[i][0].upper() in ("ANALYZE", "ANALYSE", "VERBOSE"):
+        i += 1
+    if i >= len(words):
+        return None
+    return sql[words[i][1] : words[-1][2] + 1]
 
 
 def role(cur: Any, allow_privileged: bool, allow_writable: bool) -> dict[str, Any]:

@@ -16,7 +16,7 @@ class MetricsQuery(BaseModel):
     dimensions: Annotated[list[str], Field(default_factory=list, description="dataset.field to group by")]
     time_grain: Literal["day", "week", "month", "quarter", "year"] | None = None
     where: Annotated[list[str], Field(default_factory=list, description="predicates on fields, ANDed")]
-    order_by: Annotated[list[str], Field(default_factory=list, description="e.g. 'net_revenue desc'")]
+    order_by: Annotated[list[str], Field(default_factory=list)]
     limit: Annotated[int | None, Field(ge=1)] = None
 
     @field_validator("metrics", "dimensions", "where", "order_by", mode="before")

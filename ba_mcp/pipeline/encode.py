@@ -111,10 +111,12 @@ def _text(value: Any) -> str:
 
 
 def _csv_field(value: Any) -> str:
+    """A CSV cell: NULL for a missing value (a row of them would otherwise read as an empty line), an empty or
+    ``NULL`` text quoted."""
     if value is None:
-        return ""
+        return "NULL"
     text = _text(value)
-    if text == "" or any(c in text for c in ',"\n\r') or text != text.strip():
+    if text in ("", "NULL") or any(c in text for c in ',"\n\r') or text != text.strip():
         return '"' + text.replace('"', '""') + '"'
     return text
 
@@ -127,10 +129,10 @@ def encode_csv(names: Sequence[str], rows: Rows) -> str:
 
 def _md_field(value: Any) -> str:
     if value is None:
-        return ""
+        return "NULL"
     text = _text(value)
-    if text == "":
-        return '""'
+    if text in ("", "NULL"):
+        return f'"{text}"'
     return text.replace("\\", "\\\\").replace("|", "\\|").replace("\r\n", "<br>").replace("\n", "<br>")
 
 

@@ -586,7 +586,7 @@ def _dtype(column: pa.ChunkedArray) -> str:
     if pa.types.is_date(t):
         return "date"
     if pa.types.is_decimal(t):
-        return "decimal"
+        return f"decimal({t.precision},{t.scale})"
     if pa.types.is_binary(t) or pa.types.is_large_binary(t):
         return "bytes"
     if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):

@@ -26,7 +26,7 @@ from opentelemetry import trace
 from pydantic import ValidationError
 
 from ba_mcp import callers
-from ba_mcp.errors import Code, ErrorType, ToolFailure, classify, format_error, timed_out
+from ba_mcp.errors import Code, ErrorType, ToolFailure, classify, format_error, invalid, timed_out
 from ba_mcp.pipeline.cache import RawCache, cache_key
 from ba_mcp.pipeline.levels import LevelChoice, OutputLevel, resolve_level
 from ba_mcp.pipeline.observe import Observation, Observer
@@ -170,6 +170,8 @@ class Runner:
                 log.exception("tool %s failed unexpectedly", tool.name)
             failure = named or classify(exc)
         if failure is not None:
+            if failure.type is ErrorType.TIMEOUT:
+                failure.hint = timeout_hint(tool, getattr(failure, "timeout", None), failure.hint)
             record.success = False
             record.error_type, record.error_code = failure.type.value, failure.code
             record.output_tokens = self.tokens.count_tokens(format_error(tool.name, failure))
@@ -308,11 +310,18 @@ class Runner:
             raise
 
     def timeout_for(self, tool: Tool, asked: float | None) -> float:
-        """The call's timeout: what it asked for (at most the ceiling), else the tool's default."""
+        """The call's timeout: what it asked for, else the tool's default; more than the tool's ceiling
+        (``tools.<name>.max_timeout_s``) is refused, never quietly cut."""
         conf = tool.settings
         if asked is None:
             return conf.timeout_s
-        return min(float(asked), conf.max_timeout_s)
+        if float(asked) > conf.max_timeout_s:
+            raise invalid(
+                f"timeout {float(asked):g} s is over {tool.name}'s ceiling of {conf.max_timeout_s:g} s",
+                f"pass a timeout of at most {conf.max_timeout_s:g} (the operator sets "
+                f"tools.{tool.name}.max_timeout_s)",
+            )
+        return float(asked)
 
     def _progress_bridge(self, progress: Any) -> Any:
         """``ctx.progress`` for either kind of tool: from a worker thread it waits for the notification to
@@ -381,10 +390,17 @@ async def _tell(notify: Notify | None, level: str, message: str) -> None:
 
 
 def _timeout_failure(tool: Tool, timeout: float) -> ToolFailure:
-    return timed_out(
-        f"{tool.name} did not finish within {timeout:g} s",
-        "narrow the request (fewer rows, a smaller file window), or pass a longer timeout if the tool takes one",
-    )
+    return timed_out(f"{tool.name} did not finish within {timeout:g} s", "narrow the request")
+
+
+def timeout_hint(tool: Tool, timeout: float | None, hint: str) -> str:
+    """A timeout's hint (what the layer that noticed it advises) with what the call itself can do, naming only
+    what the tool accepts: its ``timeout`` parameter up to the ceiling, else the operator's setting."""
+    ceiling = tool.settings.max_timeout_s
+    hint = hint or "narrow the request"
+    if "timeout" in tool.Params.model_fields:
+        return f"{hint}, or pass timeout (seconds) up to {ceiling:g}"
+    return f"{hint}; the timeout is the operator's: tools.{tool.name}.timeout_s"
 
 
 def invalid_arguments(tool: Tool, exc: ValidationError) -> ToolFailure:

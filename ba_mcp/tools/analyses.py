@@ -63,6 +63,7 @@ class SaveAnalysisParams(ToolParams):
 class RunAnalysisParams(ToolParams):
     name: str
     parameters: Annotated[dict[str, Any], Field(default_factory=dict)]
+    timeout: float | None = Field(None, gt=0, description="seconds")
 
 
 class _Analyses(Tool):

@@ -51,8 +51,7 @@ class FileReader(Tool):
     name = "file_reader"
     title = "Read a file"
     description = (
-        "Read a file, upload or artifact (ba://files lists them) or list a folder: tables with schema, summary "
-        "and rows; text and large files in windows."
+        "Read a file, upload or artifact (ba://files lists them) or list a folder; large files in windows."
     )
     version = "1"
     Params = FileReaderParams

@@ -63,6 +63,7 @@ class QueryDatabaseParams(ToolParams):
         return value
 
     database: Annotated[str, Field(max_length=100)] = "demo"
+    timeout: float | None = Field(None, gt=0, description="seconds")
 
 
 class QueryDatabase(Tool):
@@ -71,8 +72,8 @@ class QueryDatabase(Tool):
     description = (
         "One read-only SQL statement (DuckDB) on a database — default 'demo', a retailer 2022–2025 (orders, "
         "customers, products, budget, view order_facts …); schema: db://{database}/schema — or on "
-        "workspace data: FROM 'uploads/sales.csv', upload_sales, artifact_<id>. Results over max_rows are kept "
-        "whole as an artifact; CREATE TEMP TABLE keeps one."
+        "workspace data: FROM 'uploads/sales.csv', upload_sales, artifact_<id>. CREATE TEMP TABLE keeps a "
+        "result."
     )
     version = "1"
     Params = QueryDatabaseParams

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from pydantic import Field
+
 from ba_mcp.errors import ToolFailure
 from ba_mcp.metrics.query import MetricsQuery
 from ba_mcp.results import Table
@@ -23,15 +25,14 @@ if TYPE_CHECKING:
 
 
 class QueryMetricsParams(ToolParams, MetricsQuery):  # the question (metrics.query.MetricsQuery) and output_level
-    pass
+    timeout: float | None = Field(None, gt=0, description="seconds")
 
 
 class QueryMetrics(Tool):
     name = "query_metrics"
     title = "Query agreed metrics"
     description = (
-        "Agreed metrics (metrics://catalog) by dimensions, compiled so joins never double-count, each defined in "
-        "the result. Use it, not SQL, for a defined metric."
+        "Agreed metrics (metrics://catalog) by dimensions, compiled so joins never double-count. Use it, not SQL, for a defined metric."
     )
     version = "1"
     Params = QueryMetricsParams
@@ -56,5 +57,5 @@ class QueryMetrics(Tool):
         return "|".join([request["digest"], *identities])
 
     def execute(self, params: QueryMetricsParams, ctx: ToolContext) -> Table:
-        question = params.model_dump(exclude={"output_level"})
+        question = params.model_dump(exclude={"output_level", "timeout"})
         return self.databases.metrics_table(self.metrics, question, self.settings.max_rows, ctx)

@@ -232,8 +232,7 @@ class _Cell:
             Code.TIMEOUT,
             f"the code was interrupted after {elapsed:.1f} s (timeout {self.timeout:g} s); "
             "the interpreter's state (variables, imports) was kept",
-            "pass a longer timeout (up to the server's ceiling), or work on a sample first; "
-            f"code stored as {self.code_id}",
+            f"work on a sample first (code stored as {self.code_id})",
         )
 
     def _lost(self, reason: str, started: float) -> NoReturn:
@@ -280,7 +279,7 @@ class _Cell:
                 out_fds.append(fd)
                 self._noted(method, str(args.get("ref", "")))
             elif method == "metric":
-                reply["kind"], fd, reply["exact_text"] = _metric(self.tool, args, self.ctx)
+                reply["kind"], fd = _metric(self.tool, args, self.ctx)
                 out_fds.append(fd)
                 self.helpers.append({"helper": method, "query": {k: v for k, v in args.items() if v}})
             elif method == "open_upload":
@@ -320,10 +319,9 @@ def _open_artifact(tool: RunPython, ref: str) -> tuple[str, int]:
     return ("text" if meta.kind == "markdown" else meta.kind), fd
 
 
-def _metric(tool: RunPython, args: dict[str, Any], ctx: ToolContext) -> tuple[str, int, list[str]]:
+def _metric(tool: RunPython, args: dict[str, Any], ctx: ToolContext) -> tuple[str, int]:
     """metric(): a query_metrics call from the cell (same compile, same engine, same numbers); the complete
-    result as a table artifact of the session, opened for the worker, and the columns that hold exact numbers
-    as text (PostgreSQL's unconstrained NUMERIC: the worker makes them Decimals)."""
+    result as a table artifact of the session, opened for the worker."""
     if tool.metrics is None:
         raise denied("metrics are not available on this server", "query_metrics is disabled or no metric file exists")
     wanted = {k: args[k] for k in ("metrics", "dimensions", "time_grain", "where", "order_by", "limit") if args.get(k)}
@@ -344,8 +342,7 @@ def _metric(tool: RunPython, args: dict[str, Any], ctx: ToolContext) -> tuple[st
     artifact_id = (
         table.artifact_id or tool.artifacts.put_table(table.frame, title=table.title, source_tool="query_metrics").id
     )
-    kind, fd = _open_artifact(tool, artifact_id)
-    return kind, fd, [name for name, shown in table.column_types.items() if "as text" in shown]
+    return _open_artifact(tool, artifact_id)
 
 
 def _open_upload(workspace: Workspace, ref: str) -> tuple[str, int]:

@@ -39,6 +39,7 @@ class Connector:
         self.con: Any = None
         self.cur: Any = None
         self.frame: Any = None
+        self.running: Any = None  # the cursor running the call's statement (the engine's ``statement`` picks it)
         self.label = ""  # the calling session's digest
         self.busy = False  # set by the serving loop while an operation runs
         self.pending: Any = None  # (reader, head batches, schema, convert) of a result cut at max_rows
@@ -79,9 +80,10 @@ class Connector:
                 hint="pass params as an array, in the order of the placeholders",
             )
         bound = tuple(params) if params else None
-        self.engine.vet(self, message["sql"], bound, timeout_s)
-        self.cur.execute(message["sql"], bound)
-        reader = self.cur.fetch_record_batch()
+        sql = self.engine.statement(self, message["sql"])
+        self.engine.vet(self, sql, bound, timeout_s)
+        self.running.execute(sql, bound)
+        reader = self.running.fetch_record_batch()
         if not len(reader.schema):  # a statement without rows (SET, LOCK …): it ran, and is undone with the call
             with contextlib.suppress(Exception):
                 reader.close()

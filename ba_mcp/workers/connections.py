@@ -142,7 +142,7 @@ class Connections:
             return timed_out(
                 "the statement was stopped at its timeout (the database did not stop it in time: its "
                 "connection was ended)",
-                "filter or aggregate more, or pass a longer timeout",
+                "filter or aggregate more",
             )
         how = handle.process.exit_description()
         return ToolFailure(

@@ -410,7 +410,7 @@ class Engines(WorkerPool):
         if stopped:
             return timed_out(
                 "the work was stopped at its timeout (its engine was ended; TEMP tables of this session are gone)",
-                "filter or aggregate more, read a smaller window, or pass a longer timeout",
+                "filter or aggregate more, or read a smaller window",
             )
         how = handle.process.exit_description()
         limit = crash_limit(how, self.conf, "engine")
