@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ba_mcp.settings import ConfigError, Settings, load_settings
+from ba_mcp.settings import ConfigError, Settings, config_file, load_settings, variables_needed
 
 
 def _err(*parts: Any) -> None:
@@ -35,7 +35,7 @@ def _settings(args: argparse.Namespace) -> Settings:
     if roots:
         overrides["files"] = {"read_roots": roots}
     try:
-        return load_settings(args.config, **overrides)
+        return load_settings(config_file(getattr(args, "config", None)), **overrides)
     except ConfigError as exc:
         _err(f"ba-mcp: {exc}")
         raise SystemExit(2) from None
@@ -425,7 +425,7 @@ def cmd_analyses(args: argparse.Namespace) -> int:
             return 2
         given[key.strip()] = value
     try:
-        return run_folder(folder / args.name, given, Path(args.out) if args.out else None)
+        return run_folder(folder / args.name, given, Path(args.out) if args.out else None, config=args.config)
     except ToolFailure as failure:
         _err(f"ba-mcp analyses run: {failure.message}" + (f"; {failure.hint}" if failure.hint else ""))
         return 2
@@ -519,12 +519,21 @@ def merge_server_config(path: Path, name: str, entry: dict[str, Any]) -> dict[st
 
 def cmd_install(args: argparse.Namespace) -> int:
     settings = _settings(args)
+    config = config_file(args.config)
     if args.host == "claude-desktop":
         path = args.config_path or claude_desktop_config_path()
-        entry = server_entry(settings, args.config)
-    else:  # a project's .mcp.json: the project's files are readable as project/<path>
+        entry = server_entry(settings, config)
+        # Claude Desktop starts servers with little of your environment: the variables the configuration's
+        # databases name travel in the entry (the file is yours; it is written readable by you alone)
+        carried = variables_needed(config)
+        entry["env"].update({name: os.environ[name] for name in carried})
+        entry["env"].update({k: v for k, v in os.environ.items() if k.startswith("BA_MCP_") and k not in entry["env"]})
+        if carried:
+            _err(f"ba-mcp install: the entry holds the values of {', '.join(carried)} (keep it private)")
+    else:  # a project's .mcp.json: the project's files are readable as project/<path>; Claude Code starts the
+        # server with the environment it runs in, so nothing secret is written into the project
         path = args.config_path or Path.cwd() / ".mcp.json"
-        entry = server_entry(settings, args.config, project=path.parent)
+        entry = server_entry(settings, config, project=path.parent)
     merged = merge_server_config(path, args.name, entry)
     if args.print:
         print(json.dumps({"mcpServers": {args.name: entry}}, indent=2))
@@ -532,6 +541,8 @@ def cmd_install(args: argparse.Namespace) -> int:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(merged, indent=2) + "\n", encoding="utf-8")
+    if args.host == "claude-desktop":
+        tmp.chmod(0o600)
     os.replace(tmp, path)
     print(f"wrote the '{args.name}' server to {path}")
     if args.host == "claude-desktop":

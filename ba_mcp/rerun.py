@@ -37,9 +37,12 @@ def main(path: str, argv: list[str] | None = None) -> int:
                 f"--{name}", default=None, help=f"{spec.get('type', 'str')}, default {spec.get('default')!r}"
             )
     parser.add_argument("--out", default=None, help="where outputs and the report go (default: runs/<time>/)")
+    parser.add_argument(
+        "--config", type=Path, default=None, help="a ba-mcp YAML configuration (default: ./ba-mcp.yaml if present)"
+    )
     args = parser.parse_args(argv)
     given = {n: getattr(args, n) for n in parameters if getattr(args, n, None) is not None}
-    return run_folder(folder, given, Path(args.out) if args.out else None)
+    return run_folder(folder, given, Path(args.out) if args.out else None, config=args.config)
 
 
 def run_folder(
@@ -47,19 +50,30 @@ def run_folder(
     given: dict[str, Any],
     out: Path | None = None,
     echo: Callable[[str], None] = print,
+    config: Path | None = None,
 ) -> int:
-    """Run the analysis in ``folder`` (``<workspace>/analyses/<name>``): 0 when every step ran."""
+    """Run the analysis in ``folder`` (``<workspace>/analyses/<name>``) with the configuration ``config`` (else
+    the ``ba-mcp.yaml`` of the current folder, as every command): 0 when every step ran."""
     from ba_mcp.app import App
     from ba_mcp.errors import ToolFailure
-    from ba_mcp.settings import load_settings
+    from ba_mcp.settings import ConfigError, config_file, load_settings
 
     manifest = read_manifest(folder.parent, folder.name, shared=True)  # the operator runs it
     values = typed_values(manifest.get("parameters") or {}, given)
     defaults = {n: s.get("default") for n, s in (manifest.get("parameters") or {}).items()}
-    settings = load_settings(workspace=folder.parent.parent)
+    chosen = config_file(config)
+    try:
+        settings = load_settings(chosen, workspace=folder.parent.parent)
+    except ConfigError as exc:
+        echo(f"FAILED: {exc}")
+        return 2
     for name in manifest.get("databases") or []:
         if name not in settings.databases:
-            echo(f"FAILED: the analysis reads database {name!r}, which is not configured (databases.{name})")
+            where = f"in {chosen}" if chosen else "(no --config given, no ba-mcp.yaml here)"
+            echo(
+                f"FAILED: the analysis reads database {name!r}, which is not configured {where}: pass the "
+                f"configuration that defines databases.{name} with --config"
+            )
             return 2
     out = out or folder / "runs" / time.strftime("%Y%m%d-%H%M%S")
     out.mkdir(parents=True, exist_ok=True)

@@ -1,5 +1,6 @@
-"""Settings: the shipped ``config/default.yaml`` < an optional user YAML < ``BA_MCP_*`` variables <
-explicit arguments (command-line flags), each overriding the one before.
+"""Settings: the shipped ``config/default.yaml`` < an optional user YAML (``--config``, else the ``ba-mcp.yaml`` of
+the folder a command starts in: ``config_file``) < ``BA_MCP_*`` variables < explicit arguments (command-line flags),
+each overriding the one before.
 
 ``load_settings()`` is the one entry point. It returns a validated, immutable ``Settings`` or raises
 ``ConfigError`` whose message names the offending key (``tools.file_reader.timeout_s: …``) — in YAML
@@ -271,7 +272,7 @@ class MetricsSettings(_Section):
     """``metrics:``: OSI metric files (SPEC §4.6), beyond <workspace>/metrics/ and each read root's metrics/."""
 
     paths: list[Path] = []
-    demo: bool = True  # serve the demo database's metrics with the built-in demo database
+    demo: bool | None = None  # the demo database's metrics: None until files of your own exist; True always
     max_file_bytes: int = Field(1024 * 1024, ge=1024)
     catalog_budget_chars: int = Field(1600, ge=200)
 
@@ -446,6 +447,37 @@ def environment_values(environ: Mapping[str, str]) -> tuple[dict[str, Any], dict
         node[path[-1]] = value
         origin[".".join(path)] = name
     return values, origin
+
+
+PROJECT_FILE = "ba-mcp.yaml"
+
+
+def config_file(given: Path | None, cwd: Path | None = None) -> Path | None:
+    """The user configuration every command and host reads: ``--config`` when given, else the project's
+    ``ba-mcp.yaml`` in the folder the command starts in (where Claude Code starts a plugin's server), else none."""
+    if given is not None:
+        return given
+    found = (cwd or Path.cwd()) / PROJECT_FILE
+    return found.absolute() if found.is_file() else None
+
+
+def variables_needed(user_config: Path | None, environ: Mapping[str, str] | None = None) -> list[str]:
+    """The environment variables the configuration's databases name (``${VAR}`` in a url or an option): what a
+    host's entry must carry for the server to start there."""
+    values = _read_yaml(config_dir() / "default.yaml")
+    if user_config is not None:
+        values = _merge(values, _read_yaml(user_config))
+    values = _merge(values, environment_values(os.environ if environ is None else environ)[0])
+    found: list[str] = []
+    for conf in (values.get("databases") or {}).values():
+        if not isinstance(conf, dict):
+            continue
+        texts = [conf.get("url")] + list((conf.get("options") or {}).values())
+        for text in texts:
+            for name in _VARIABLE.findall(text) if isinstance(text, str) else []:
+                if name not in found:
+                    found.append(name)
+    return found
 
 
 def load_settings(

@@ -37,7 +37,7 @@ class Metrics:
         self.folders = [workspace_root / "metrics", *(root / "metrics" for root in read_roots.values())]
         self.folders += [p.expanduser() for p in settings.metrics.paths]
         demo = settings.databases.get("demo")
-        self.bundled = [DEMO_FILE] if settings.metrics.demo and demo is not None and demo.path is None else []
+        self.demo = settings.metrics.demo if demo is not None and demo.path is None else False
         self.dialects = dict(dialects)
         self.grains = dict(grains or {})
         self.max_file_bytes = settings.metrics.max_file_bytes
@@ -49,7 +49,11 @@ class Metrics:
         self.answers: dict[tuple[str, str], Any] = {}  # (digest, what) -> a worker's answer kept
 
     def files(self) -> list[Path]:
-        return [*self.bundled, *metric_files(self.folders)]
+        """The files served: yours, and the demo's with the built-in demo database (``metrics.demo``: until you
+        have files of your own, unless set)."""
+        own = metric_files(self.folders)
+        bundled = [DEMO_FILE] if self.demo or (self.demo is None and not own) else []
+        return [*bundled, *own]
 
     def sources(self) -> tuple[list[tuple[str, str]], list[str]]:
         """The files' (shown name, text), read again when one was added, removed or changed; and the files
@@ -113,7 +117,10 @@ def answer(model: Model, message: dict[str, Any]) -> dict[str, Any]:
         }
     if action == "summary":
         return {
-            "metrics": [{"name": m.name, "headline": m.headline()} for m in model.metrics.values()],
+            "metrics": [
+                {"name": m.name, "headline": m.headline(), "database": _database_of(model, m.name)}
+                for m in model.metrics.values()
+            ],
             "dimensions": [
                 f"{f.dataset}.{f.name}" + (" (time)" if f.is_time else "")
                 for d in model.datasets.values()
@@ -127,12 +134,31 @@ def answer(model: Model, message: dict[str, Any]) -> dict[str, Any]:
     raise ValueError(f"unknown metrics action {action!r}")
 
 
+def _database_of(model: Model, name: str) -> str:
+    """The database a metric is computed on ('' when it does not compile: its warning says why)."""
+    from ba_mcp.metrics.compile import Query, compile_query
+
+    try:
+        return compile_query(model, Query(metrics=[name])).database
+    except Exception:
+        return ""
+
+
 def catalog_text(summary: dict[str, Any], budget_chars: int = 1600) -> str:
-    """``metrics://catalog``: one line per metric, then the dimensions once (within ``budget_chars``)."""
+    """``metrics://catalog``: the metrics of each database (one line each), then the dimensions once (within
+    ``budget_chars``)."""
     if not summary["metrics"]:
         return "No metrics are defined. Add OSI files to the workspace's metrics/ folder (ba-mcp metrics validate)."
-    lines = ["Metrics (query_metrics; metrics://{name} defines one):"]
-    lines += [f"- {m['name']}: {m['headline']}" if m["headline"] else f"- {m['name']}" for m in summary["metrics"]]
+    databases = list(dict.fromkeys(str(m.get("database") or "") for m in summary["metrics"]))
+    lines: list[str] = []
+    for database in databases:
+        on = f" on {database}" if database else ""
+        lines.append(f"Metrics{on}:" if lines else f"Metrics{on} (query_metrics; metrics://{{name}} defines one):")
+        lines += [
+            f"- {m['name']}: {m['headline']}" if m["headline"] else f"- {m['name']}"
+            for m in summary["metrics"]
+            if str(m.get("database") or "") == database
+        ]
     if summary["dimensions"]:
         lines.append("Dimensions: " + ", ".join(summary["dimensions"]))
     text = "\n".join(lines)

@@ -315,7 +315,12 @@ class _Reader:
         name = str(data["name"])
         self._keys(where, data, keys, f"{kind} {name}")
         if name in taken:
-            self.problem(where, f"{kind} {name} is defined twice")
+            first = getattr(taken[name], "where", "")
+            self.problem(
+                where,
+                f"{kind} {name} is defined twice" + (f": here and at {first}" if first else "")
+                + " — rename one (each name is one metric, whatever its database)",
+            )
             return None
         return where, name
 
