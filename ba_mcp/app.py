@@ -153,6 +153,7 @@ class App:
                 (self.metrics, self.databases, s.tools.query_metrics.max_rows)
                 if s.tools.query_metrics.enabled and self.metrics.files()
                 else None,
+                read_limit=s.formats.max_file_bytes,
             ),
             WebSearch(s.tools.web_search, s.web.search, self.searcher),
             WebReader(s.tools.web_reader, self.fetcher, self.artifacts, s.formats, self.engines),

@@ -518,6 +518,12 @@ def _table_lines(table: str, entry: dict[str, Any]) -> list[str]:
         if c.get("values"):
             line += " — values: " + ", ".join(c["values"])
         lines.append(line)
+    if entry.get("primary_key"):
+        lines.append(f"Primary key: {', '.join(entry['primary_key'])}")
+    for fk in entry.get("foreign_keys") or []:
+        lines.append(
+            f"Foreign key: {', '.join(fk['columns'])} → {fk['references']}({', '.join(fk['referenced_columns'])})"
+        )
     if entry.get("definition"):
         lines += ["Definition:", "```sql", str(entry["definition"]).strip(), "```"]
     lines.append("")

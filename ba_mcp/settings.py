@@ -272,7 +272,7 @@ class MetricsSettings(_Section):
     """``metrics:``: OSI metric files (SPEC §4.6), beyond <workspace>/metrics/ and each read root's metrics/."""
 
     paths: list[Path] = []
-    demo: bool | None = None  # the demo database's metrics: None until files of your own exist; True always
+    demo: bool | None = None  # the demo's metrics: None until your files declare datasets; True always; False never
     max_file_bytes: int = Field(1024 * 1024, ge=1024)
     catalog_budget_chars: int = Field(1600, ge=200)
 

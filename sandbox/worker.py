@@ -312,6 +312,14 @@ class Worker:
 
             reply, fds = worker._call("open_upload", ref=str(upload_id))
             suffix = os.path.splitext(reply["name"])[1].lower()
+            limit = reply.get("limit")
+            if limit and reply.get("size", 0) > limit and "nrows" not in read_options:
+                os.close(fds[0])
+                raise ValueError(
+                    f"{reply['name']} is {reply['size'] / 1024**2:,.0f} MB, over the server's read limit of "
+                    f"{limit / 1024**2:,.0f} MB (formats.max_file_bytes): pass nrows=… to read its first rows, or "
+                    "aggregate it with query_database (SELECT … FROM 'uploads/…') and load_artifact the result"
+                )
             with os.fdopen(fds[0], "rb") as f:
                 if suffix in (".csv", ".txt"):
                     return pd.read_csv(f, **read_options)

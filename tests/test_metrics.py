@@ -445,9 +445,8 @@ async def test_a_read_roots_metrics_folder_is_served_and_names_complete(tmp_path
         "name: extra\nmetrics:\n"
         "  - {name: big_orders, expression: 'COUNT(orders.order_id)', description: Orders over 1000.}\n"
     )
-    # a metric of yours over the demo's datasets: metrics.demo true serves the demo's model beside yours
-    env = {"BA_MCP_FILES__READ_ROOTS": json.dumps({"project": str(project)}), "BA_MCP_METRICS__DEMO": "true"}
-    async with in_process(ws, **env) as client:
+    # a file that only adds a metric over the demo's datasets extends the demo's model (metrics.demo: null)
+    async with in_process(ws, BA_MCP_FILES__READ_ROOTS=json.dumps({"project": str(project)})) as client:
         catalog = await client.read_resource("metrics://catalog")
         assert "- big_orders: Orders over 1000" in catalog.contents[0].text  # type: ignore[union-attr]
         done = await client.complete(ResourceTemplateReference(uri="metrics://{name}"), {"name": "name", "value": "n"})
@@ -522,8 +521,7 @@ async def test_metric_files_are_never_read_through_links_devices_or_past_the_cap
     other.mkdir()
     (other / "metrics").symlink_to(outside)
     roots = json.dumps({"project": str(project), "other": str(other)})
-    env = {"BA_MCP_FILES__READ_ROOTS": roots, "BA_MCP_TOOLS__QUERY_METRICS__TIMEOUT_S": "20", "BA_MCP_METRICS__DEMO": "true"}
-    async with in_process(ws, **env) as client:
+    async with in_process(ws, BA_MCP_FILES__READ_ROOTS=roots, BA_MCP_TOOLS__QUERY_METRICS__TIMEOUT_S="20") as client:
         catalog = (await client.read_resource("metrics://catalog")).contents[0].text  # type: ignore[union-attr]
         assert "own_orders" in catalog and "leaked_secret" not in catalog, catalog
         result = await client.call_tool("query_metrics", {"metrics": ["own_orders"], "output_level": "full"})

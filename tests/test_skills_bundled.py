@@ -283,6 +283,37 @@ async def test_customer_cohort_retention_averages_a_fixed_set_and_sees_a_real_de
     assert "WARNING: the first cohort (2022-Q1: 400)" in text, text
 
 
+CUT_SHORT = """
+import pandas as pd
+rows = []
+for i in range(12):  # flat 30 % cohorts; the data ends {through}, inside or at the end of 2024-Q4 (index 11)
+    cohort = f"{{2022 + i // 4}}-Q{{i % 4 + 1}}"
+    for k in range(12 - i):
+        share = {share} if i + k == 11 and k > 0 else 1.0  # the newest calendar quarter as far as it was seen
+        rows.append((cohort, k, 100 if k == 0 else round(30 * share), 100, pd.Timestamp("{through}")))
+columns = ["cohort", "quarters_since", "active_customers", "cohort_size", "data_through"]
+SOURCE = save_artifact(pd.DataFrame(rows, columns=columns))
+"""
+
+
+async def test_customer_cohort_retention_leaves_out_a_quarter_the_data_cuts_short(s: ClientSession) -> None:
+    """Issue 36: the data ends two weeks into 2024-Q4, so every cohort's newest cell counts two weeks as a quarter
+    (30 % read as 5 %): the script leaves those cells out and says so — the curve stays flat and newer cohorts
+    retain the same. The look-alike: the same low cells with the data running to the quarter's end are a real
+    fall, kept and shown."""
+    script = (SKILLS / "customer-cohort-retention" / "scripts" / "retention_matrix.py").read_text()
+    await ok(s, "run_python", code=CUT_SHORT.format(share="2 / 13", through="2024-10-14"))
+    text = text_of(await ok(s, "run_python", code=script, output_level="standard"))
+    assert "WARNING: the data ends 2024-10-14, 14 of the 92 days of 2024Q4" in text, text
+    assert float(await value(s, "float(curve.loc[1:].max() - curve.loc[1:].min())")) < 1
+    assert await value(s, "trend.startswith('newer cohorts retain about the same')") == "True"
+    assert await value(s, "int(retention.notna().sum().sum())") == str(12 + sum(range(1, 12)) - 11)
+    await ok(s, "run_python", code=CUT_SHORT.format(share="2 / 13", through="2024-12-31"))
+    text = text_of(await ok(s, "run_python", code=script, output_level="standard"))
+    assert "WARNING: the data ends" not in text, text
+    assert await value(s, "float(retention.loc['2024-Q3', 1])") == "5.0"  # a real fall is shown as it is
+
+
 async def test_rfm_segments_cover_every_customer_and_abc_classes_split_revenue(s: ClientSession) -> None:
     await follow(s, "rfm-segmentation")
     customers = (

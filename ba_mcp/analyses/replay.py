@@ -167,6 +167,7 @@ class Replay:
             if left <= 0 or (self.parent is not None and self.parent.cancelled.is_set()):
                 raise timed_out(f"the analysis did not finish within {self.timeout:g} s")
             ctx = ToolContext(session=self.session, timeout=left)
+            ctx.memo["replay"] = True  # a step's export() refreshes the file it wrote when the analysis was made
             raw = execute_bounded(tool, params, ctx, self.parent)
         except ToolFailure as failure:
             if failure.type is ErrorType.TIMEOUT:

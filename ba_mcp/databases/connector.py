@@ -320,6 +320,10 @@ class ConnectedEngine:
     def vet(self, c: Any, sql: str, params: Any, timeout_s: float) -> None:
         """Refuse a statement before it runs (nothing by default)."""
 
+    def bind(self, c: Any, sql: str, params: Any, timeout_s: float) -> Any:
+        """The parameters as the statement takes them (as given by default)."""
+        return params
+
     def end(self, c: Any) -> None:
         """Close the call's frame: nothing of it may outlive the call."""
 

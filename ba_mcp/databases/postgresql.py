@@ -122,6 +122,25 @@ class PostgresEngine(ConnectedEngine):
                 hint="query the tables; an operator sees sessions by their application_name (ba-mcp …)",
             )
 
+    def bind(self, c: Any, sql: str, params: Any, timeout_s: float) -> Any:
+        """Texts bound where the statement wants a date, a timestamp or a number become one (JSON has no dates:
+        ``ordered_at >= $1`` with "2025-01-01" would compare a date with text). The types are PostgreSQL's own
+        inference, read from the statement prepared (never run) under a name of ours."""
+        if not params or not any(isinstance(p, str) for p in params):
+            return params
+        try:
+            c.vet.execute("PREPARE ba_mcp_types AS " + sql)
+            c.vet.execute(
+                "SELECT t::text FROM pg_prepared_statements, unnest(parameter_types) t WHERE name = 'ba_mcp_types'"
+            )
+            types = [str(r[0]) for r in c.vet.fetchall()]
+            c.vet.execute("DEALLOCATE ba_mcp_types")
+        except Exception:  # the statement's own error follows when it runs
+            self.end(c)
+            self.begin(c, timeout_s, c.label)
+            return params
+        return tuple(_typed(i, p, types[i] if i < len(types) else "") for i, p in enumerate(params))
+
     def end(self, c: Any) -> None:
         if not c.in_transaction:
             return
@@ -172,6 +191,35 @@ class PostgresEngine(ConnectedEngine):
             return catalog(c.cur, schemas)
         finally:
             self.end(c)
+
+
+def _typed(i: int, value: Any, kind: str) -> Any:
+    """A JSON text as the type PostgreSQL infers for parameter ``$i+1`` (a date, a timestamp, a number)."""
+    import datetime as dt
+    from decimal import Decimal, InvalidOperation
+
+    if not isinstance(value, str):
+        return value
+    try:
+        if kind == "date":
+            return dt.date.fromisoformat(value)
+        if kind.startswith("timestamp"):
+            stamp = dt.datetime.fromisoformat(value)
+            if kind == "timestamp with time zone" and stamp.tzinfo is None:
+                return stamp.replace(tzinfo=dt.timezone.utc)
+            return stamp
+        if kind in ("integer", "bigint", "smallint"):
+            return int(value)
+        if kind in ("numeric", "double precision", "real"):
+            return Decimal(value) if kind == "numeric" else float(value)
+    except (ValueError, InvalidOperation):
+        raise _failure(
+            type="invalid_parameters",
+            code="BAD_PARAMS",
+            message=f"parameter ${i + 1} is used as {kind}, and {value[:40]!r} is not one",
+            hint="pass ISO dates (2025-01-31), timestamps (2025-01-31T09:00:00) and plain numbers",
+        ) from None
+    return value
 
 
 def _tokens(sql: str) -> list[tuple[str, int, int]] | None:
@@ -308,6 +356,28 @@ def catalog(cur: Any, schemas: list[str]) -> dict[str, Any]:
             "WHERE most_common_vals IS NOT NULL AND n_distinct > 0 AND n_distinct <= 20",
         ):
             common[(schema, table, column)] = _array(values)[:20]
+    keys: dict[int, dict[str, Any]] = {}
+    for oid, kind, cols, target_schema, target, target_cols in rows(
+        cur,
+        "SELECT k.conrelid::bigint, k.contype::text, "
+        "(SELECT array_agg(a.attname::text ORDER BY u.i) FROM unnest(k.conkey) WITH ORDINALITY u(n, i) "
+        "JOIN pg_attribute a ON a.attrelid = k.conrelid AND a.attnum = u.n), "
+        "tn.nspname::text, t.relname::text, "
+        "(SELECT array_agg(a.attname::text ORDER BY u.i) FROM unnest(k.confkey) WITH ORDINALITY u(n, i) "
+        "JOIN pg_attribute a ON a.attrelid = k.confrelid AND a.attnum = u.n) "
+        "FROM pg_constraint k LEFT JOIN pg_class t ON t.oid = k.confrelid "
+        "LEFT JOIN pg_namespace tn ON tn.oid = t.relnamespace "
+        "WHERE k.conrelid = ANY($1::bigint[]::oid[]) AND k.contype IN ('p', 'f') ORDER BY k.conrelid, k.conname",
+        (oids,),
+    ):
+        entry = keys.setdefault(oid, {})
+        if kind == "p":
+            entry["primary_key"] = list(cols or [])
+        else:
+            named = target if target_schema == "public" else f"{target_schema}.{target}"
+            entry.setdefault("foreign_keys", []).append(
+                {"columns": list(cols or []), "references": named, "referenced_columns": list(target_cols or [])}
+            )
     kinds = {"r": "table", "p": "table", "v": "view", "m": "materialized view", "f": "foreign table"}
     out: dict[str, Any] = {}
     for oid, schema, name, kind, estimate, comment, definition in relations:
@@ -324,6 +394,7 @@ def catalog(cur: Any, schemas: list[str]) -> dict[str, Any]:
             "comment": comment or "",
             "definition": definition or "",
             "columns": cols,
+            **keys.get(oid, {}),
         }
     return out
 

@@ -27,6 +27,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -317,6 +318,8 @@ def local(
         stderr=subprocess.STDOUT,
         start_new_session=True,
         cwd=workdir,
+        # the kernel's death signal follows the starting thread: asked for only from the main thread
+        preexec_fn=_end_with_parent if threading.current_thread() is threading.main_thread() else None,
     )
     try:
         deadline = time.monotonic() + start_timeout_s
@@ -343,8 +346,29 @@ def local(
         out.close()
 
 
+def _end_with_parent() -> None:
+    """In the server's process before it runs: it is sent SIGTERM when the process that started it dies, however
+    that one ends (even SIGKILL)."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+class _Stopped(Exception):
+    pass
+
+
+def _stop(signum: int, frame: Any) -> None:
+    raise _Stopped(signum)
+
+
 def serve_locally(args: argparse.Namespace) -> int:
-    """``ba-mcp spark-local``: a Spark Connect server on 127.0.0.1 with ba-mcp's read-only rule, until Ctrl-C."""
+    """``ba-mcp spark-local``: a Spark Connect server on 127.0.0.1 with ba-mcp's read-only rule, until Ctrl-C,
+    SIGTERM or SIGHUP — each ends the server too (a shell's background job ignores SIGINT unless it is asked for:
+    it is)."""
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _stop)
     try:
         if args.print_flags:
             sys.stdout.write(" ".join(server_command(args.port or 15002, args.dir.expanduser().absolute())) + "\n")
@@ -358,8 +382,10 @@ def serve_locally(args: argparse.Namespace) -> int:
             sys.stdout.flush()
             try:
                 server.process.wait()
-            except KeyboardInterrupt:
+            except (KeyboardInterrupt, _Stopped):
                 pass
+    except _Stopped:
+        return 0
     except SparkUnavailable as exc:
         sys.stderr.write(f"ba-mcp spark-local: {exc}\n")
         return 2

@@ -19,7 +19,8 @@ if TYPE_CHECKING:
     from ba_mcp.settings import Settings
 
 DEMO_FILE = Path(__file__).with_name("demo.yml")
-DEMO_NAME = "demo metrics (bundled)"
+DEMO_NAME = "demo metrics (bundled)"  # metrics.demo: true — always served (a name of yours replaces it)
+DEMO_UNTIL = "demo metrics (bundled, until a model of yours)"  # null — until your files declare datasets
 
 
 class Metrics:
@@ -49,11 +50,11 @@ class Metrics:
         self.answers: dict[tuple[str, str], Any] = {}  # (digest, what) -> a worker's answer kept
 
     def files(self) -> list[Path]:
-        """The files served: yours, and the demo's with the built-in demo database (``metrics.demo``: until you
-        have files of your own, unless set)."""
-        own = metric_files(self.folders)
-        bundled = [DEMO_FILE] if self.demo or (self.demo is None and not own) else []
-        return [*bundled, *own]
+        """The files served: yours, and the demo's with the built-in demo database (``metrics.demo``; with null
+        the worker leaves it out once your files declare datasets — a model of your own — and keeps it beside files
+        that only add metrics over the demo's datasets)."""
+        bundled = [DEMO_FILE] if self.demo is not False else []
+        return [*bundled, *metric_files(self.folders)]
 
     def sources(self) -> tuple[list[tuple[str, str]], list[str]]:
         """The files' (shown name, text), read again when one was added, removed or changed; and the files
@@ -63,7 +64,8 @@ class Metrics:
         with self._lock:
             if key != self._key:
                 sources, warnings = read_sources(files, self.max_file_bytes)
-                self._sources = [(DEMO_NAME if Path(n) == DEMO_FILE else n, t) for n, t in sources]
+                demo = DEMO_NAME if self.demo else DEMO_UNTIL
+                self._sources = [(demo if Path(n) == DEMO_FILE else n, t) for n, t in sources]
                 self._warnings, self._key = warnings, key
             return self._sources, self._warnings
 

@@ -241,7 +241,7 @@ class _Reader:
         self.model = Model(dialects=dict(dialects), files=list(sources))
         # a bundled file (its name ends in "(bundled)": the demo's) yields to the user's own: read last, and left
         # out whole when it would redefine one of their names
-        ordered = sorted(sources, key=lambda source: source[0].endswith(BUNDLED))
+        ordered = sorted(sources, key=lambda source: BUNDLED in source[0])
         for name, text in ordered:
             self._file(name, text)
         self._check_graph()
@@ -261,7 +261,9 @@ class _Reader:
             return
         if data is None:
             return
-        if name.endswith(BUNDLED):
+        if BUNDLED in name and name.endswith(YIELDS) and self.model.datasets:
+            return  # a model of your own (datasets of yours): the demo's metrics step aside (metrics.demo: null)
+        if BUNDLED in name:
             taken = sorted(_names(data) & {*self.model.datasets, *self.model.metrics, *self.model.filters})
             if taken:
                 self.problems.append(
@@ -556,7 +558,8 @@ class _Reader:
                 visit(node, [node])
 
 
-BUNDLED = "(bundled)"
+BUNDLED = "(bundled"  # a file shipped with ba-mcp (the demo's): "… (bundled)", or "… (bundled" + YIELDS
+YIELDS = ", until a model of yours)"  # left out when your files declare datasets of their own
 
 
 def _names(data: Any) -> set[str]:

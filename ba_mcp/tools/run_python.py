@@ -69,8 +69,10 @@ class RunPython(BaseTool):
         sandboxes: Sandboxes,
         exports: Exports | None = None,
         metrics: tuple[Metrics, Databases, int] | None = None,
+        read_limit: int | None = None,
     ) -> None:
         self.settings: RunPythonSettings = settings
+        self.read_limit = read_limit  # formats.max_file_bytes: load_file reads a larger file only in part
         # metric(name, by=…, grain=…): query_metrics' numbers as a DataFrame (the catalog, the databases, max_rows)
         self.metrics = metrics
         self.sandbox = sandbox  # the sandbox: section (limits, capture, the import guardrail)
@@ -284,13 +286,14 @@ class _Cell:
                 self.helpers.append({"helper": method, "query": {k: v for k, v in args.items() if v}})
             elif method == "open_upload":
                 reply["name"], fd = _open_upload(self.tool.workspace, str(args.get("ref", "")))
+                reply["size"], reply["limit"] = os.fstat(fd).st_size, self.tool.read_limit
                 out_fds.append(fd)
                 self.helpers.append({"helper": "open_file", "ref": str(args.get("ref", ""))})
             elif method == "save_artifact" and fds:
                 reply["artifact_id"] = _save(self.tool, args, fds[0])
                 self._noted(method, reply["artifact_id"])
             elif method == "export":
-                reply["path"] = _export(self.tool, args, fds[0] if fds else None)
+                reply["path"] = _export(self.tool, args, fds[0] if fds else None, bool(self.ctx.memo.get("replay")))
                 self.helpers.append({"helper": method, "path": reply["path"]})
             else:
                 reply["error"] = f"unknown helper request {method!r}"
@@ -357,15 +360,17 @@ def _open_upload(workspace: Workspace, ref: str) -> tuple[str, int]:
     return resolved.filename, fd
 
 
-def _export(tool: RunPython, args: dict[str, Any], fd: int | None) -> str:
+def _export(tool: RunPython, args: dict[str, Any], fd: int | None, replay: bool = False) -> str:
     """export(obj_or_artifact, path): an object is stored as an artifact first (content-addressed), then the
-    artifact is written beneath the export folder."""
+    artifact is written beneath the export folder. In a replay of a saved analysis (saving it, re-running it) the
+    step's export refreshes its file: the file is that analysis's output."""
     if tool.exports is None:
         raise denied("exports are not available on this server")
     artifact_id = _save(tool, args, fd) if fd is not None else str(args.get("ref", ""))
     if not artifact_id.startswith("artifact_"):
         raise invalid(f"'{artifact_id[:60]}' is not an artifact id", "pass an object or an artifact id")
-    return tool.exports.write(artifact_id, str(args.get("path", "")), overwrite=bool(args.get("overwrite")))
+    overwrite = bool(args.get("overwrite")) or replay
+    return tool.exports.write(artifact_id, str(args.get("path", "")), overwrite=overwrite)
 
 
 def _transfer_limit(tool: RunPython) -> int:

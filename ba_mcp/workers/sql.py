@@ -127,6 +127,20 @@ def catalog(con: Any, alias: str) -> dict[str, Any]:
             entry["columns"].append(
                 {"name": column, "type": dtype, "nullable": bool(nullable), "comment": comment or ""}
             )
+        for table, kind, cols, target, target_cols in con.execute(
+            "SELECT table_name, constraint_type, constraint_column_names, referenced_table, referenced_column_names "
+            "FROM duckdb_constraints() WHERE database_name = ? AND schema_name = 'main' "
+            "AND constraint_type IN ('PRIMARY KEY', 'FOREIGN KEY') ORDER BY table_name, constraint_index",
+            [database],
+        ).fetchall():
+            if table not in found:
+                continue
+            if kind == "PRIMARY KEY":
+                found[table]["primary_key"] = list(cols)
+            else:
+                found[table].setdefault("foreign_keys", []).append(
+                    {"columns": list(cols), "references": target, "referenced_columns": list(target_cols)}
+                )
         qualified = '"' + database.replace('"', '""') + '".main.'
         for table, entry in found.items():
             name = qualified + '"' + table.replace('"', '""') + '"'

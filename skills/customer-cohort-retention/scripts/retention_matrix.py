@@ -1,7 +1,8 @@
 """Retention matrix from cohort activity counts.
 
-Input: SOURCE, the id of a table artifact with the columns cohort, quarters_since, active_customers and
-cohort_size (one row per cohort and period since acquisition; cohort_size = customers acquired).
+Input: SOURCE, the id of a table artifact with the columns cohort ("2024-Q1"), quarters_since, active_customers,
+cohort_size (one row per cohort and period since acquisition; cohort_size = customers acquired) and data_through
+(the last date the data holds: a last calendar quarter cut short is left out, never read as a drop).
 Run in run_python as:  SOURCE = "artifact_..."  then this script.
 Output: the retention matrix in percent (cohorts x periods) as the cell's value; sizes, the average curve
 over a fixed set of cohorts, the cohorts compared at period 1 and a heatmap are printed / drawn.
@@ -16,6 +17,28 @@ CURVE_PERIODS = 8  # the average curve covers periods 0..CURVE_PERIODS, over the
 counts = load_artifact(SOURCE)  # noqa: F821 - SOURCE and load_artifact come from run_python
 matrix = counts.pivot_table(index="cohort", columns="quarters_since", values="active_customers", aggfunc="sum")
 sizes = counts.groupby("cohort").cohort_size.max().reindex(matrix.index)
+
+# The last calendar quarter is complete only if the data runs to its end: otherwise every cohort's newest cell
+# counts a few weeks as a quarter (a fall that is only the calendar). Those cells are left out, and said so.
+incomplete = ""
+if "data_through" in counts.columns:
+    through = pd.Timestamp(counts.data_through.max()).normalize()
+    starts = pd.Series([pd.Period(c.replace("-", ""), freq="Q") for c in matrix.index], index=matrix.index)
+    calendar = {(c, k): starts[c] + int(k) for c in matrix.index for k in matrix.columns}
+    newest = max(q for (c, k), q in calendar.items() if pd.notna(matrix.loc[c, k]))
+    end = newest.end_time.normalize()
+    if through < end:
+        days, span = (through - newest.start_time).days + 1, (end - newest.start_time).days + 1
+        cut = [(c, k) for (c, k), q in calendar.items() if q == newest and k > 0]
+        for c, k in cut:
+            matrix.loc[c, k] = np.nan
+        incomplete = (
+            f"WARNING: the data ends {through.date()}, {days} of the {span} days of {newest}: that quarter's "
+            f"{len(cut)} cells (each cohort's newest period) are left out of the matrix, the curve and the "
+            "comparison — an incomplete quarter reads as a drop"
+        )
+else:
+    incomplete = "NOTE: no data_through column: whether the last quarter is complete is unknown (see SKILL.md)"
 retention = (matrix.div(sizes, axis=0) * 100).round(1)
 assert (retention.fillna(0) <= 100).all().all(), "a cohort cannot have more active customers than members"
 
@@ -47,6 +70,8 @@ if len(sizes) >= 4 and sizes.iloc[0] > 1.5 * sizes.iloc[1:5].median():
         "customers who bought before the data starts (left-censoring); cohort by signup date, or leave out "
         "the customers first seen in the first periods"
     )
+if incomplete:
+    print(incomplete)
 print("cohort sizes:", sizes.astype(int).to_dict())
 print(
     f"average retention by periods since acquisition (%), over the {len(fixed)} cohorts observed "
