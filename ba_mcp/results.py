@@ -189,16 +189,17 @@ def cell_value(value: Any) -> Any:
 def exact_number(value: Decimal) -> Any:
     """An exact decimal as the number it is: an int when whole, a float when the float is that very number
     (``7031022.00`` → 7031022, ``0.07310000`` → 0.0731), else its exact digits as text (no float noise, no
-    trailing zeros)."""
+    trailing zeros, no exponent: ``0.000001``)."""
     if not value.is_finite():
         return None
     if value == value.to_integral_value():
         whole = int(value)
         return whole if abs(whole) < 2**53 else str(whole)
     as_float = float(value)
-    if Decimal(repr(as_float)) == value:
+    if Decimal(repr(as_float)) == value and "e" not in repr(as_float):
         return as_float
-    return format(value.normalize(), "f")
+    text = format(value, "f")  # normalize() would round to the context's 28 digits
+    return text.rstrip("0").rstrip(".") if "." in text else text
 
 
 def stats_kind(t: pa.DataType) -> str:

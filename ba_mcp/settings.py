@@ -472,7 +472,7 @@ def variables_needed(user_config: Path | None, environ: Mapping[str, str] | None
     for conf in (values.get("databases") or {}).values():
         if not isinstance(conf, dict):
             continue
-        texts = [conf.get("url")] + list((conf.get("options") or {}).values())
+        texts = [conf.get("url"), *(conf.get("options") or {}).values()]
         for text in texts:
             for name in _VARIABLE.findall(text) if isinstance(text, str) else []:
                 if name not in found:

@@ -345,12 +345,11 @@ class Worker:
         ) -> Any:
             """A declared metric (or a list of them) by dimensions as a pandas DataFrame: the numbers
             query_metrics gives (metrics://catalog lists the metrics and dimensions)."""
-            import pandas as pd
 
             def listed(value: Any) -> list[str]:
                 return [value] if isinstance(value, str) else [str(v) for v in (value or [])]
 
-            reply, fds = worker._call(
+            _, fds = worker._call(
                 "metric",
                 metrics=listed(name),
                 dimensions=listed(by),

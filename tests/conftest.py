@@ -239,6 +239,7 @@ def ba(*args: str, workspace: Path, env: dict[str, str] | None = None) -> subpro
 # the run's Spark Connect (started in the background when the run began) has had time to start.
 LONGEST_FIRST = (
     "test_postgres.py",
+    "test_own_data.py",
     "test_transports_and_cli.py",
     "test_web.py",
     "test_analyses.py",
@@ -281,7 +282,8 @@ def pytest_configure(config: pytest.Config) -> None:
         return any(t.endswith(file) or Path(t).is_dir() for t in targets)
 
     services = []
-    if runs("test_postgres.py") and pg_server.available() and not os.environ.get(background.variable("postgres")):
+    postgres = runs("test_postgres.py") or runs("test_own_data.py")
+    if postgres and pg_server.available() and not os.environ.get(background.variable("postgres")):
         services.append(background.Service("postgres", pg_server.service, _service_folder()))
     if (
         runs("test_spark.py", "spark")

@@ -52,7 +52,14 @@ def demo_digest(query_workspace: Path) -> str:
 
 async def test_tool_listing_and_schema_resource(demo_client: Client) -> None:
     tool = {t.name: t for t in (await demo_client.list_tools()).tools}["query_database"]
-    assert set(tool.input_schema["properties"]) == {"query", "max_rows", "params", "database", "output_level", "timeout"}
+    assert set(tool.input_schema["properties"]) == {
+        "query",
+        "max_rows",
+        "params",
+        "database",
+        "output_level",
+        "timeout",
+    }
     assert tool.annotations.read_only_hint is True
     schema = (await demo_client.read_resource("db://demo/schema")).contents[0].text
     assert "## orders (table, 20,000 rows)" in schema and "## order_facts (view," in schema

@@ -309,6 +309,18 @@ class ConnectedEngine:
         """Whether the engine takes positional parameters only (named ones are refused before the statement)."""
         return False
 
+    def named(self, c: Any, sql: str, params: dict[str, Any]) -> tuple[str, list[Any]]:
+        """``$name`` placeholders as the engine's positional ones, and their values in order (an engine that
+        cannot tell placeholders from text refuses named parameters)."""
+        from ba_mcp.workers.wire import Failure
+
+        raise Failure(
+            type="invalid_parameters",
+            code="BAD_PARAMS",
+            message="this database takes positional parameters ($1, $2, … or ?), not named ones",
+            hint="pass params as an array, in the order of the placeholders",
+        )
+
     def statement(self, c: Any, sql: str) -> str:
         """The statement as the engine runs it (``c.running``: the cursor that runs it; by default ``c.cur``)."""
         c.running = c.cur
@@ -404,7 +416,7 @@ def _decimals(values: list[Any], scale: int) -> list[Any]:
     from decimal import ROUND_HALF_UP, Decimal
 
     step = Decimal(1).scaleb(-scale)
-    out = []
+    out: list[Decimal | None] = []
     for v in values:
         if v is None or v in ("NaN", "Infinity", "-Infinity"):
             out.append(None)

@@ -7,7 +7,9 @@ role, never by SQL text (S-11, S-14).
   ``allow_writable_role`` (dblink_exec commits on a connection of its own).
 * The statement as written: one statement, its trailing ``;`` and comments dropped (the driver runs a query inside
   ``COPY (…) TO STDOUT``); ``SHOW`` and ``EXPLAIN`` (whose statement is vetted as any other) run as plain
-  statements, every other one inside ``COPY``, which takes queries only (no ``DO``, ``CALL``, …).
+  statements. A statement runs only once its plan was read (below): one PostgreSQL cannot explain fails with
+  the explain's error and never runs (the driver runs a statement without rows outside ``COPY``: a ``DO`` block
+  would); ``DO`` and ``CALL`` are refused by name, ``SHOW`` has no plan and reads a setting.
 * Each call: ``BEGIN READ ONLY; SET LOCAL statement_timeout; SET LOCAL application_name`` in one round trip (the
   SELECT that follows fixes the mode: ``SET TRANSACTION READ WRITE`` is refused after any query), the statement's
   plan read first (``EXPLAIN (VERBOSE)``, nothing runs: a plan that reaches other backends is refused —
@@ -23,6 +25,7 @@ role, never by SQL text (S-11, S-14).
 from __future__ import annotations
 
 import contextlib
+import itertools
 import re
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +37,7 @@ if TYPE_CHECKING:
 PRIVILEGED_ROLES = ("pg_read_server_files", "pg_write_server_files", "pg_execute_server_program")
 # functions that reach other backends: ending or signalling them, reading their statements (pg_stat_activity is
 # pg_stat_get_activity in a plan), and dblink's connections
+UNVETTED = ("DO", "CALL")  # statements that run code EXPLAIN cannot plan: refused with a message of their own
 UNCONSTRAINED = (38, 18)  # precision and scale of a NUMERIC declared without them
 OTHER_SESSIONS = (
     r"\b(pg_terminate_backend|pg_cancel_backend|pg_signal_backend|pg_stat_get_activity|pg_stat_get_backend_\w+"
@@ -64,11 +68,43 @@ class PostgresEngine(ConnectedEngine):
     def positional(self, params: Any) -> bool:
         return True
 
+    def named(self, c: Any, sql: str, params: dict[str, Any]) -> tuple[str, list[Any]]:
+        """``$name`` as ``$1``, ``$2`` … (the same name, the same number), read by PostgreSQL's lexer rules (a
+        ``$name`` inside a string or a comment is text)."""
+        from sqlglot.dialects.postgres import Postgres
+        from sqlglot.tokens import TokenType
+
+        found = Postgres().tokenize(sql)
+        numbers: dict[str, int] = {}
+        values: list[Any] = []
+        out, at = [], 0
+        for token, following in itertools.pairwise(found):
+            name = following.text
+            if not (
+                token.token_type == TokenType.PARAMETER
+                and following.start == token.end + 1
+                and re.fullmatch(r"[A-Za-z_]\w*", name)
+            ):
+                continue
+            if name not in params:
+                raise _failure(
+                    type="invalid_parameters",
+                    code="BAD_PARAMS",
+                    message=f"${name} has no value in params",
+                    hint=f"params names: {', '.join(sorted(params)) or 'none'}",
+                )
+            if name not in numbers:
+                numbers[name] = len(values) + 1
+                values.append(params[name])
+            out += [sql[at : token.start], f"${numbers[name]}"]
+            at = following.end + 1
+        return "".join(out) + sql[at:], values
+
     def statement(self, c: Any, sql: str) -> str:
         """The one statement of ``sql`` without its trailing ``;`` and comments; more than one is refused. Which
         cursor runs it: SHOW and EXPLAIN the plain protocol's, any other the driver's ``COPY (…)`` (queries only).
         """
-        c.explained = None
+        c.explained, c.shown = None, False
         words = _tokens(sql)
         if words is None:  # the tokenizer gave up: PostgreSQL's own parser says what is wrong
             c.running = c.cur
@@ -86,7 +122,15 @@ class PostgresEngine(ConnectedEngine):
             c.running = c.cur
             return sql
         first = words[0][0].upper()
+        if first in UNVETTED:  # no plan to read: what it calls could reach other sessions (see ``vet``)
+            raise _failure(
+                type="permission_denied",
+                code="NOT_A_QUERY",
+                message=f"{first} runs code whose plan cannot be read first: ba-mcp runs queries, SHOW and EXPLAIN",
+                hint="send one SELECT",
+            )
         c.running = c.vet if first in ("SHOW", "EXPLAIN") else c.cur
+        c.shown = first == "SHOW"
         c.explained = _explained(sql, words) if first == "EXPLAIN" else None
         return sql[: words[-1][2] + 1]
 
@@ -102,16 +146,15 @@ class PostgresEngine(ConnectedEngine):
     def vet(self, c: Any, sql: str, params: Any, timeout_s: float) -> None:
         """The statement's plan (``EXPLAIN (VERBOSE)``, nothing runs) may call no function that reaches other
         connections — every session of ba-mcp shares the role, and a role may end, or read the SQL of, its own
-        role's backends. A statement PostgreSQL cannot explain is left to fail on its own."""
+        role's backends. A statement PostgreSQL cannot explain does not run."""
+        if getattr(c, "shown", False):
+            return  # SHOW reads a setting: no plan, nothing called
         if getattr(c, "explained", None):  # EXPLAIN [ANALYZE] runs its statement: that statement is vetted
             sql = c.explained
-        try:
-            c.vet.execute("EXPLAIN (VERBOSE, FORMAT JSON) " + sql, params)
-            plan = str(c.vet.fetchall())
-        except Exception:
-            self.end(c)  # the explain failed: the transaction is aborted; the statement's own error follows
-            self.begin(c, timeout_s, c.label)
-            return
+        # a statement whose plan cannot be read does not run: its error is the explain's (the same words for a
+        # query that names no such table; a syntax error for what is no statement PostgreSQL plans)
+        c.vet.execute("EXPLAIN (VERBOSE, FORMAT JSON) " + sql, params)
+        plan = str(c.vet.fetchall())
         found = re.search(OTHER_SESSIONS, plan)
         if found:
             raise _failure(
@@ -206,7 +249,7 @@ def _typed(i: int, value: Any, kind: str) -> Any:
         if kind.startswith("timestamp"):
             stamp = dt.datetime.fromisoformat(value)
             if kind == "timestamp with time zone" and stamp.tzinfo is None:
-                return stamp.replace(tzinfo=dt.timezone.utc)
+                return stamp.replace(tzinfo=dt.UTC)
             return stamp
         if kind in ("integer", "bigint", "smallint"):
             return int(value)

@@ -320,7 +320,8 @@ class _Reader:
             first = getattr(taken[name], "where", "")
             self.problem(
                 where,
-                f"{kind} {name} is defined twice" + (f": here and at {first}" if first else "")
+                f"{kind} {name} is defined twice"
+                + (f": here and at {first}" if first else "")
                 + " — rename one (each name is one metric, whatever its database)",
             )
             return None

@@ -318,8 +318,7 @@ class Runner:
         if float(asked) > conf.max_timeout_s:
             raise invalid(
                 f"timeout {float(asked):g} s is over {tool.name}'s ceiling of {conf.max_timeout_s:g} s",
-                f"pass a timeout of at most {conf.max_timeout_s:g} (the operator sets "
-                f"tools.{tool.name}.max_timeout_s)",
+                f"pass a timeout of at most {conf.max_timeout_s:g} (the operator sets tools.{tool.name}.max_timeout_s)",
             )
         return float(asked)
 

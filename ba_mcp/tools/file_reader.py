@@ -50,9 +50,7 @@ class FileReaderParams(ToolParams):
 class FileReader(Tool):
     name = "file_reader"
     title = "Read a file"
-    description = (
-        "Read a file, upload or artifact (ba://files lists them) or list a folder; large files in windows."
-    )
+    description = "Read a file, upload or artifact (ba://files lists them) or list a folder; large files in windows."
     version = "1"
     Params = FileReaderParams
     policy = ToolPolicy(idempotent=True, cache=CachePolicy(CacheMode.IDENTITY))

@@ -32,7 +32,8 @@ class QueryMetrics(Tool):
     name = "query_metrics"
     title = "Query agreed metrics"
     description = (
-        "Agreed metrics (metrics://catalog) by dimensions, compiled so joins never double-count. Use it, not SQL, for a defined metric."
+        "Agreed metrics (metrics://catalog) by dimensions, compiled so joins never double-count. Use it, not SQL, "
+        "for a defined metric."
     )
     version = "1"
     Params = QueryMetricsParams

@@ -71,21 +71,18 @@ class Connector:
                 message="the connection to the database was lost: " + str(exc).split("\n")[0][:300],
                 hint="retry",
             ) from None
-        params = message.get("params")
-        if isinstance(params, dict):
-            raise Failure(
-                type="invalid_parameters",
-                code="BAD_PARAMS",
-                message="this database takes positional parameters ($1, $2, … or ?), not named ones",
-                hint="pass params as an array, in the order of the placeholders",
-            )
+        params, sql = message.get("params"), str(message["sql"])
+        if isinstance(params, dict):  # $name placeholders (a saved analysis binds its parameters by name)
+            sql, params = self.engine.named(self, sql, params)
         bound = tuple(params) if params else None
-        sql = self.engine.statement(self, message["sql"])
+        sql = self.engine.statement(self, sql)
         bound = self.engine.bind(self, sql, bound, timeout_s)  # typed first: the plan vetted is the one that runs
         self.engine.vet(self, sql, bound, timeout_s)
         self.running.execute(sql, bound)
         reader = self.running.fetch_record_batch()
-        if not len(reader.schema):  # a statement without rows (SET, LOCK …): it ran, and is undone with the call
+        if not len(reader.schema):  # a statement without rows (SET, LOCK …, a void function): it ran, and is undone
+            for _ in reader:  # read to its end: a failure (a timeout, an error) surfaces here, never "done"
+                pass
             with contextlib.suppress(Exception):
                 reader.close()
             self._end()
