@@ -290,3 +290,53 @@ def test_the_rule_refuses_user_code_sent_by_any_spark_connect_client(clusters: d
         assert session.sql("SELECT count(*) AS n FROM regions").collect()[0][0] == 1000
     finally:
         session.stop()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", ["SIGINT", "SIGTERM"])
+def test_spark_local_in_the_background_ends_its_jvm_on_a_signal(signum: str, tmp_path: Path) -> None:
+    """Issue 36: `ba-mcp spark-local &` from a script — whose background jobs start with SIGINT ignored — ignored
+    Ctrl-C's signal, and SIGTERM ended the command but left its JVM serving. Each now ends both."""
+    import os
+    import signal
+    import socket
+    import subprocess
+    import sys
+
+    import psutil
+
+    if spark_server.available():
+        pytest.fail(spark_server.available())
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    workdir = tmp_path / "lake"
+
+    def as_a_background_job() -> None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # what a non-interactive shell does for `cmd &`
+
+    command = subprocess.Popen(
+        [sys.executable, "-m", "ba_mcp", "spark-local", "--unguarded", "--dir", str(workdir), "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        preexec_fn=as_a_background_job,
+    )
+    try:
+        assert command.stdout is not None
+        first = command.stdout.readline()
+        assert "Spark Connect" in first, first + command.stdout.read()
+        jvms = [p for p in psutil.process_iter(["cwd", "name"]) if p.info["cwd"] == str(workdir)]
+        assert jvms, "the JVM serves from the lake's folder"
+        command.send_signal(getattr(signal, signum))
+        assert command.wait(60) == 0
+        gone, alive = psutil.wait_procs(jvms, timeout=30)
+        assert not alive, [p.info for p in alive]
+        with pytest.raises(OSError):
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+    finally:
+        if command.poll() is None:
+            os.kill(command.pid, signal.SIGKILL)
+        for p in psutil.process_iter(["cwd"]):
+            if p.info["cwd"] == str(workdir):
+                p.kill()
