@@ -330,7 +330,7 @@ def test_spark_local_in_the_background_ends_its_jvm_on_a_signal(signum: str, tmp
         assert jvms, "the JVM serves from the lake's folder"
         command.send_signal(getattr(signal, signum))
         assert command.wait(60) == 0
-        gone, alive = psutil.wait_procs(jvms, timeout=30)
+        _, alive = psutil.wait_procs(jvms, timeout=30)
         assert not alive, [p.info for p in alive]
         with pytest.raises(OSError):
             socket.create_connection(("127.0.0.1", port), timeout=1).close()
