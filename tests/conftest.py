@@ -282,7 +282,7 @@ def pytest_configure(config: pytest.Config) -> None:
         return any(t.endswith(file) or Path(t).is_dir() for t in targets)
 
     services = []
-    postgres = runs("test_postgres.py") or runs("test_own_data.py")
+    postgres = runs("test_postgres.py") or runs("test_own_data.py") or runs("test_time_metrics.py")
     if postgres and pg_server.available() and not os.environ.get(background.variable("postgres")):
         services.append(background.Service("postgres", pg_server.service, _service_folder()))
     if (

@@ -138,10 +138,10 @@ def answer(model: Model, message: dict[str, Any]) -> dict[str, Any]:
 
 def _database_of(model: Model, name: str) -> str:
     """The database a metric is computed on ('' when it does not compile: its warning says why)."""
-    from ba_mcp.metrics.compile import Query, compile_query
+    from ba_mcp.metrics.compile import probe_query
 
     try:
-        return compile_query(model, Query(metrics=[name])).database
+        return probe_query(model, name).database
     except Exception:
         return ""
 
@@ -182,22 +182,29 @@ def dimensions_of(model: Model, name: str) -> list[str]:
             if not f.is_dimension:
                 continue
             try:
-                compile_query(model, Query(metrics=[name], dimensions=[f"{ds.name}.{f.name}"]))
+                grain = None if not _post(model, name) else "month"
+                compile_query(model, Query(metrics=[name], dimensions=[f"{ds.name}.{f.name}"], time_grain=grain))
             except ToolFailure:
                 continue
             found.append(f"{ds.name}.{f.name}")
     return found
 
 
+def _post(model: Model, name: str) -> bool:
+    from ba_mcp.metrics.time import needs_post
+
+    return needs_post(model, name)
+
+
 def metric_text(model: Model, name: str) -> str:
     """``metrics://{name}``: the definition, its dimensions and grains, and the SQL it compiles to."""
     from ba_mcp.errors import not_found
-    from ba_mcp.metrics.compile import Query, compile_query
+    from ba_mcp.metrics.compile import probe_query
 
     metric = model.metrics.get(name)
     if metric is None:
         raise not_found(f"no metric named {name!r}", f"close names: {model.close_names(name, list(model.metrics))}")
-    compiled = compile_query(model, Query(metrics=[name]))
+    compiled = probe_query(model, name)
     lines = [f"# {name}", "", metric.description or "(no description)", "", f"Definition: {compiled.definitions[0]}"]
     if metric.synonyms:
         lines.append(f"Also called: {', '.join(metric.synonyms)}")

@@ -20,6 +20,7 @@ worker for a query a model sent (its ``where``).
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -63,6 +64,8 @@ class _Aggregate:
     home: str
     filters: tuple[str, ...]
     alias: str = ""
+    time: str = ""  # dataset.field: the time dimension its metric is bucketed by (a grain without a time field)
+    non_additive: str = ""  # JSON of its metric's non_additive_dimension: a balance's last value per period
 
 
 @dataclass
@@ -70,6 +73,7 @@ class _Dim:
     field: Field
     name: str  # the output column
     grain: str | None = None
+    per_metric: bool = False  # metric time: each branch buckets by its own metrics' time dimension
 
 
 @dataclass
@@ -78,17 +82,50 @@ class _Branch:
     filters: tuple[str, ...]
     aggregates: list[_Aggregate] = field(default_factory=list)
     alias: str = ""
+    time: str = ""
+    non_additive: str = ""
 
 
 def compile_query(model: Model, query: Query) -> Compiled:
+    """One SQL statement for the query: the compiler below, with the time-intelligence layer (``time.py``) over
+    it when a metric asked for is a metric of another's values (offset, cumulative, share, conversion)."""
+    from ba_mcp.metrics.time import needs_post, post_compiled
+
+    if any(needs_post(model, name) for name in query.metrics):
+        return post_compiled(model, query)
     return _Compiler(model, query).compiled()
+
+
+def probe_query(model: Model, name: str) -> Compiled:
+    """The metric compiled alone (what validation and metrics://{name} show): with no grain, else — a metric
+    over time (an offset, a running total) needs one — by month; a share by the dimensions it is a share over."""
+    metric = model.metrics.get(name)
+    of = metric.spec().get("of") if metric is not None and metric.kind() == "share" else None
+    dims = [of] if isinstance(of, str) and of != "all" else list(of) if isinstance(of, list) else []
+    try:
+        return compile_query(model, Query(metrics=[name], dimensions=dims))
+    except ToolFailure as failure:
+        if failure.code != "NEEDS_TIME_GRAIN":
+            raise
+        return compile_query(model, Query(metrics=[name], dimensions=dims, time_grain="month"))
+
+
+@dataclass
+class Built:
+    """The statement before ORDER BY and LIMIT, with what the time layer builds on."""
+
+    statement: exp.Select
+    dims: list[_Dim]
+    metrics: list[Metric]
+    database: str
+    dialect: str
 
 
 class _Compiler:
     def __init__(self, model: Model, query: Query) -> None:
         self.model = model
         self.query = query
-        self.aggregates: dict[tuple[str, tuple[str, ...]], _Aggregate] = {}
+        self.aggregates: dict[tuple[str, tuple[str, ...], str], _Aggregate] = {}
 
     # -- names ---------------------------------------------------------------------------------------------
 
@@ -135,7 +172,9 @@ class _Compiler:
 
     # -- metrics into aggregates ------------------------------------------------------------------------------
 
-    def expand(self, metric: Metric, outer: tuple[str, ...] = (), stack: tuple[str, ...] = ()) -> exp.Expr:
+    def expand(
+        self, metric: Metric, outer: tuple[str, ...] = (), stack: tuple[str, ...] = (), time: str = ""
+    ) -> exp.Expr:
         """The metric's expression with other metrics' expressions put in, each aggregate marked with its home
         and named filters (``meta``)."""
         if metric.name in stack:
@@ -144,6 +183,15 @@ class _Compiler:
             tree = parse_expression(metric.expression, self.dialect_for(metric))
         except ValueError as exc:
             raise fail("BAD_METRIC", f"metric {metric.name}: {exc}") from None
+        window = tree.find(exp.Window)
+        if window is not None:  # it would compile to SQL the database refuses (a window inside GROUP BY's aggregate)
+            raise fail(
+                "WINDOW_IN_METRIC",
+                f"metric {metric.name}: {window.sql()[:60]} is a window function, which a metric's expression cannot "
+                "hold: a metric is one aggregate per group",
+                "for a change against the previous period, a running total or a share, declare the metric's "
+                "offset, cumulative or share in custom_extensions (README: time intelligence)",
+            )
         filters = tuple(sorted({*outer, *([metric.filter] if metric.filter else [])}))
         for name in filters:
             if name not in self.model.filters:
@@ -157,6 +205,7 @@ class _Compiler:
                 )
             agg.meta["filters"] = filters
             agg.meta["metric"] = metric.name
+            agg.meta["time"] = metric.time_dimension or time  # its own, else the enclosing metric's
         for column in list(tree.find_all(exp.Column)):
             if column.find_ancestor(exp.AggFunc) is None and column.table:
                 raise fail(
@@ -175,7 +224,8 @@ class _Compiler:
         def put_in(node: exp.Expr) -> exp.Expr:
             if isinstance(node, exp.Column) and not node.table:  # a bare name: another metric (OSI's global names)
                 ref = self.model.metrics[node.name]
-                return exp.Paren(this=self.expand(ref, filters, (*stack, metric.name)))
+                inner = self.expand(ref, filters, (*stack, metric.name), metric.time_dimension or time)
+                return exp.Paren(this=inner)
             return node
 
         tree = tree.transform(put_in, copy=False)
@@ -207,9 +257,11 @@ class _Compiler:
                     f"fields: {self.model.close_names(column.name, list(self.dataset(column.table).fields))}",
                 )
         home = self.home(refs, metric, agg)
-        key = (agg.sql(), filters)
+        time = str(agg.meta.get("time") or "")
+        non_additive = json.dumps(metric.non_additive, sort_keys=True) if metric.non_additive else ""
+        key = (agg.sql(), filters, time + non_additive)
         if key not in self.aggregates:
-            self.aggregates[key] = _Aggregate(agg.copy(), home, filters)
+            self.aggregates[key] = _Aggregate(agg.copy(), home, filters, time=time, non_additive=non_additive)
         return self.aggregates[key]
 
     def home(self, refs: list[str], metric: Metric, agg: exp.Expr) -> str:
@@ -303,6 +355,14 @@ class _Compiler:
     # -- the statement -----------------------------------------------------------------------------------------
 
     def compiled(self) -> Compiled:
+        built = self.build()
+        sql = built.statement.sql(dialect=built.dialect or None)
+        columns = [d.name for d in built.dims] + [m.name for m in built.metrics]
+        sql += self.order_and_limit(built.dims, built.metrics, built.dialect)
+        definitions = [self.definition(m) for m in built.metrics]
+        return Compiled(sql, built.database, built.dialect, columns, definitions)
+
+    def build(self) -> Built:
         q = self.query
         if not q.metrics:
             raise fail("EMPTY_QUERY", "a metrics query needs at least one metric", "metrics://catalog lists them")
@@ -311,7 +371,11 @@ class _Compiler:
         for tree in trees.values():
             for agg in list(tree.find_all(exp.AggFunc)):
                 registered = self.register(agg)
-                agg.meta["aggregate"] = (registered.node.sql(), registered.filters)
+                agg.meta["aggregate"] = (
+                    registered.node.sql(),
+                    registered.filters,
+                    registered.time + registered.non_additive,
+                )
         dims = self.dimensions(metrics)
         databases = {self.dataset(a.home).database for a in self.aggregates.values()}
         databases |= {self.dataset(d.field.dataset).database for d in dims}
@@ -333,10 +397,7 @@ class _Compiler:
         statement = select
         for alias, body in ctes:
             statement = statement.with_(alias, as_=body, copy=False)
-        sql = statement.sql(dialect=dialect or None)
-        columns = [d.name for d in dims] + [m.name for m in metrics]
-        sql += self.order_and_limit(dims, metrics, dialect)
-        return Compiled(sql, database, dialect, columns, [self.definition(m) for m in metrics])
+        return Built(statement, dims, metrics, database, dialect)
 
     def definition(self, metric: Metric) -> str:
         text = f"{metric.name} = {metric.expression}"
@@ -359,7 +420,10 @@ class _Compiler:
                     f"one of {', '.join(GRAINS)}",
                 )
             if not any(f.is_time for f in fields):
-                fields.append(self.time_dimension(metrics))
+                return self.metric_time(fields, grain)
+        return self.named_dims(fields, grain)
+
+    def named_dims(self, fields: list[Field], grain: str | None) -> list[_Dim]:
         seen: dict[str, int] = {}
         for f in fields:
             seen[f.name] = seen.get(f.name, 0) + 1
@@ -376,24 +440,42 @@ class _Compiler:
             dims.append(_Dim(f, f"{name}_{use}" if use else name, use))
         return dims
 
-    def time_dimension(self, metrics: list[Metric]) -> Field:
-        for m in metrics:
-            if m.time_dimension:
-                return self.field(m.time_dimension)
-        homes = {a.home for a in self.aggregates.values()}
+    def metric_time(self, fields: list[Field], grain: str) -> list[_Dim]:
+        """A grain with no time field asked for: each aggregate bucketed by its own metric's time dimension (its
+        ``time_dimension``, the enclosing metric's, else the one time field its dataset reaches), the branches
+        stitched on the bucket — so two metrics with dates of their own each count by their own date."""
+        for agg in self.aggregates.values():
+            agg.time = agg.time or self.time_of(agg)
+        times = sorted({a.time for a in self.aggregates.values()})
+        time_fields = [self.field(t) for t in times]
+        for f in time_fields:
+            if grain not in f.grains:
+                raise fail(
+                    "BAD_TIME_GRAIN",
+                    f"{f.dataset}.{f.name} allows the grains {', '.join(f.grains)}, not {grain}",
+                    "ask for one of those",
+                )
+        dims = self.named_dims(fields, None)
+        first = time_fields[0]
+        name = f"{first.name}_{grain}" if len(times) == 1 else f"metric_time_{grain}"
+        dims.append(_Dim(first, name, grain, per_metric=True))
+        return dims
+
+    def time_of(self, agg: _Aggregate) -> str:
         found = [
             f
             for d in self.model.datasets.values()
             for f in d.fields.values()
-            if f.is_time and all(h == d.name or self.many_to_one(h, d.name) for h in homes)
+            if f.is_time and (d.name == agg.home or self.many_to_one(agg.home, d.name))
         ]
         if len(found) == 1:
-            return found[0]
+            return f"{found[0].dataset}.{found[0].name}"
+        metric = agg.node.meta.get("metric") or agg.home
         raise fail(
             "NO_TIME_DIMENSION",
-            "time_grain needs a time dimension, and the query names none"
+            f"time_grain needs a time dimension for {metric}, and the query names none"
             + (f" (candidates: {', '.join(f'{f.dataset}.{f.name}' for f in found)})" if found else ""),
-            "add a time field (dimension: {is_time: true}) to dimensions",
+            "add a time field (dimension: {is_time: true}) to dimensions, or give the metric a time_dimension",
         )
 
     def predicate(self, text: str, dialect: str) -> exp.Expr:
@@ -423,9 +505,12 @@ class _Compiler:
         return self.predicate(self.model.filters[name], dialect)
 
     def branches(self) -> list[_Branch]:
-        grouped: dict[tuple[str, tuple[str, ...]], _Branch] = {}
+        grouped: dict[tuple[str, tuple[str, ...], str, str], _Branch] = {}
         for agg in self.aggregates.values():
-            branch = grouped.setdefault((agg.home, agg.filters), _Branch(agg.home, agg.filters))
+            key = (agg.home, agg.filters, agg.time, agg.non_additive)
+            branch = grouped.setdefault(
+                key, _Branch(agg.home, agg.filters, time=agg.time, non_additive=agg.non_additive)
+            )
             agg.alias = f"a{len(branch.aggregates) + 1}"
             branch.aggregates.append(agg)
         return [grouped[k] for k in sorted(grouped)]
@@ -450,8 +535,8 @@ class _Compiler:
             return self.field_expression(dataset.fields[name], dialect)
         return exp.column(name, table=dataset.name)
 
-    def grained(self, dim: _Dim, dialect: str) -> exp.Expr:
-        value = self.field_expression(dim.field, dialect)
+    def grained(self, dim: _Dim, dialect: str, branch: _Branch | None = None) -> exp.Expr:
+        value = self.field_expression(self.dim_field(dim, branch), dialect)
         if not dim.grain:
             return value
         own = self.model.grains.get(dialect, {}).get(dim.grain)  # a dialect sqlglot writes no DATE_TRUNC for
@@ -461,19 +546,28 @@ class _Compiler:
         trunc = exp.TimestampTrunc(this=value, unit=exp.Var(this=dim.grain.upper()))
         return exp.Cast(this=trunc, to=exp.DataType.build("DATE"))
 
+    def dim_field(self, dim: _Dim, branch: _Branch | None) -> Field:
+        """The field a dimension reads in a branch: metric time is the branch's own time dimension."""
+        if dim.per_metric and branch is not None and branch.time:
+            return self.field(branch.time)
+        return dim.field
+
     def branch_select(self, branch: _Branch, dims: list[_Dim], predicates: list[exp.Expr], dialect: str) -> exp.Select:
         home = self.dataset(branch.home)
         filters = [self.filter_tree(name, dialect) for name in branch.filters]
         needed: set[str] = set()
         for tree in [*predicates, *filters, *(a.node for a in branch.aggregates)]:
             needed |= {c.table for c in tree.find_all(exp.Column)}
-        needed |= {d.field.dataset for d in dims}
+        needed |= {self.dim_field(d, branch).dataset for d in dims}
         joins, fans_out = self.join_tree(home.name, sorted(needed - {home.name}))
-        source = exp.select().from_(self.table(home), copy=False)
+        edge = self.non_additive_edge(branch, dims, dialect)
+        source = exp.select().from_(edge[0] if edge else self.table(home), copy=False)
         for ds, condition in joins:
             source = source.join(self.table(self.dataset(ds)), on=condition, join_type="left", copy=False)
         where = [self.resolve(p, dialect) for p in (*predicates, *filters)]
-        dim_values = [self.grained(d, dialect) for d in dims]
+        if edge:
+            where.append(edge[1])
+        dim_values = [self.grained(d, dialect, branch) for d in dims]
         if not fans_out:
             select = source.select(
                 *(exp.alias_(v, f"d{i}") for i, v in enumerate(dim_values, 1)),
@@ -483,16 +577,17 @@ class _Compiler:
             if where:
                 select = select.where(exp.and_(*where), copy=False)
             return select.group_by(*(v.copy() for v in dim_values), copy=False) if dim_values else select
-        # symmetric aggregation: each (home row, group) once, then the aggregates over those rows
+        # symmetric aggregation: each (home row, group) once, then the aggregates over those rows — right for
+        # SUM, COUNT, MIN, MAX and COUNT(DISTINCT …) (distinct values do not care how often a row repeats)
         for a in branch.aggregates:
-            if not isinstance(a.node, _DISTRIBUTIVE) or (isinstance(a.node, exp.Count) and a.node.find(exp.Distinct)):
+            if not isinstance(a.node, _DISTRIBUTIVE):
                 name = a.node.sql_name() if isinstance(a.node, exp.Func) else a.node.key.upper()
                 shown = a.node.sql()
                 raise fail(
                     "UNSAFE_REAGGREGATION",
                     f"{name} ({shown}) is a non-distributive aggregate, and the dimensions are reached from "
-                    f"{home.name} through a many-to-many path (a bridge): each {home.name} row belongs to several "
-                    "groups, and the answer depends on a grain the query does not say",
+                    f"{home.name} through {fans_out} (one {home.name} row to many rows there): each {home.name} "
+                    "row belongs to several groups, and the answer depends on a grain the query does not say",
                     f"ask by dimensions {home.name} reaches many-to-one, or use a distributive metric (SUM, COUNT, "
                     f"MIN, MAX); nested forms such as {name}({name}(…)) (per-group-member first) are not supported "
                     "yet",
@@ -529,6 +624,44 @@ class _Compiler:
         )
         return select.group_by(*(c.copy() for c in outer_dims), copy=False) if outer_dims else select
 
+    def non_additive_edge(self, branch: _Branch, dims: list[_Dim], dialect: str) -> tuple[exp.Expr, exp.Expr] | None:
+        """A semi-additive branch (a balance, a stock level): its home rows at the edge of each period — the last
+        (``window_choice: max``) or first (``min``) value of the non-additive dimension within the query's time
+        bucket, per ``window_groupings`` (each account's own last day) — as (the home table with the edge
+        computed, the condition keeping those rows). MetricFlow's ``non_additive_dimension``."""
+        if not branch.non_additive:
+            return None
+        spec = json.loads(branch.non_additive)
+        home = self.dataset(branch.home)
+        try:
+            on = self.field(str(spec.get("name", "")))
+            groupings = [self.field(str(g)) for g in spec.get("window_groupings") or []]
+        except ToolFailure as failure:
+            raise fail("BAD_METRIC", f"non_additive_dimension: {failure.message}", failure.hint) from None
+        if on.dataset != home.name or any(g.dataset != home.name for g in groupings):
+            raise fail(
+                "BAD_METRIC",
+                f"non_additive_dimension of {home.name}'s metric names fields of another dataset",
+                f"name fields of {home.name}",
+            )
+        choice = str(spec.get("window_choice", "max")).lower()
+        if choice not in ("max", "min"):
+            raise fail("BAD_METRIC", f"non_additive_dimension window_choice {choice!r}: max (last) or min (first)")
+        value = self.field_expression(on, dialect)
+        grain = next((d.grain for d in dims if d.grain), None)
+        partition = [self.grained(_Dim(on, "", grain), dialect)] if grain else []
+        partition += [self.field_expression(g, dialect) for g in groupings]
+        window = exp.Window(
+            this=(exp.Max if choice == "max" else exp.Min)(this=value.copy()),
+            partition_by=[p.copy() for p in partition] or None,
+        )
+        inner = (
+            exp.select(exp.Star(), exp.alias_(window, "ba_edge"), copy=False)
+            .from_(self.table(home), copy=False)
+            .subquery(home.name, copy=False)
+        )
+        return inner, exp.EQ(this=value.copy(), expression=exp.column("ba_edge", table=home.name))
+
     def arguments(self, node: exp.Expr) -> list[exp.Expr]:
         """The value arguments of an aggregate (COUNT(*) has none)."""
         this = node.this
@@ -544,11 +677,12 @@ class _Compiler:
         db = parts[-2] if len(parts) >= 2 else None
         return exp.table_(name, db=db, alias=ds.name)
 
-    def join_tree(self, home: str, targets: list[str]) -> tuple[list[tuple[str, exp.Expr]], bool]:
-        """The LEFT joins from ``home`` to each target (in a stable order), and whether any step is one-to-many."""
+    def join_tree(self, home: str, targets: list[str]) -> tuple[list[tuple[str, exp.Expr]], str]:
+        """The LEFT joins from ``home`` to each target (in a stable order), and the first step followed one-to-many
+        ('' when none: each home row stays one row)."""
         reached: dict[str, str] = {home: ""}  # dataset -> the relationship it was reached by
         joins: list[tuple[str, exp.Expr]] = []
-        fans_out = False
+        fans_out = ""
         for target in targets:
             for rel, forward in self.path(home, target):
                 far = rel.target if forward else rel.source
@@ -561,7 +695,8 @@ class _Compiler:
                         )
                     continue
                 reached[far] = rel.name
-                fans_out = fans_out or not forward
+                if not forward and not fans_out:
+                    fans_out = f"the relationship {rel.name} ({rel.target} → {rel.source})"
                 src, tgt = self.dataset(rel.source), self.dataset(rel.target)
                 condition = exp.and_(
                     *(
@@ -628,8 +763,8 @@ class _Compiler:
             def to_column(node: exp.Expr) -> exp.Expr:
                 if not isinstance(node, exp.AggFunc) or "aggregate" not in node.meta:
                     return node
-                sql, filters = node.meta["aggregate"]
-                registered = self.aggregates[(sql, tuple(filters))]
+                sql, filters, time = node.meta["aggregate"]
+                registered = self.aggregates[(sql, tuple(filters), time)]
                 branch = next(b for b in branches if any(a is registered for a in b.aggregates))
                 return exp.column(registered.alias, table=branch.alias)
 

@@ -6,7 +6,7 @@ so, in turn, the metrics built on it; ``validate_files`` is strict and reports e
 from __future__ import annotations
 
 from ba_mcp.errors import ToolFailure
-from ba_mcp.metrics.compile import Query, compile_query
+from ba_mcp.metrics.compile import probe_query
 from ba_mcp.metrics.model import Model, read_model
 
 Grains = dict[str, dict[str, str]]  # dialect -> time grain -> SQL (the registry's, for dialects without DATE_TRUNC)
@@ -35,7 +35,7 @@ def _check_metrics(model: Model) -> list[str]:
         for name in list(model.metrics):
             metric = model.metrics[name]
             try:
-                compile_query(model, Query(metrics=[name]))
+                probe_query(model, name)
             except ToolFailure as exc:
                 problems.append(f"{metric.where}: metric {name}: {exc.message}")
             except RecursionError:

@@ -57,7 +57,17 @@ _METRIC_KEYS = {"name", "expression", "description", "ai_context", "custom_exten
 _EXTENSION_KEYS = {
     "model": {"filters", "database"},
     "field": {"time_grains"},
-    "metric": {"filter", "time_dimension", "dataset"},
+    "metric": {
+        "filter",
+        "time_dimension",
+        "dataset",
+        # time intelligence (metrics/time.py), named as MetricFlow names them
+        "offset_window",
+        "cumulative",
+        "share",
+        "non_additive_dimension",
+        "conversion",
+    },
 }
 
 
@@ -113,6 +123,16 @@ class Metric:
     time_dimension: str | None = None  # dataset.field
     dataset: str | None = None  # what COUNT(*) counts
     where: str = ""
+    # time intelligence: {"offset_window" | "cumulative" | "share" | "conversion": spec} — a metric of another
+    # metric's values (metrics/time.py); ``non_additive`` is a property of an aggregate (a balance's last value)
+    transform: tuple[tuple[str, Any], ...] = ()
+    non_additive: dict[str, Any] | None = None  # {name, window_choice: max|min, window_groupings}
+
+    def kind(self) -> str:
+        return self.transform[0][0] if self.transform else ""
+
+    def spec(self) -> dict[str, Any]:
+        return dict(self.transform[0][1]) if self.transform and isinstance(self.transform[0][1], dict) else {}
 
     def headline(self) -> str:
         """The description's first sentence (a line of a catalog)."""
@@ -457,6 +477,23 @@ class _Reader:
         ext = self._extension(where, data, "metric")
         ai = data.get("ai_context")
         synonyms = tuple(map(str, ai.get("synonyms") or [])) if isinstance(ai, dict) else ()
+        kinds = [k for k in ("offset_window", "cumulative", "share", "conversion") if k in ext]
+        if len(kinds) > 1:
+            self.problem(where, f"metric {name}: one of offset_window, cumulative, share, conversion (not {kinds})")
+            return
+        transform: tuple[tuple[str, Any], ...] = ()
+        if kinds:
+            spec = ext[kinds[0]]
+            if kinds[0] == "offset_window" and isinstance(spec, str):
+                spec = {"window": spec}
+            if not isinstance(spec, dict):
+                self.problem(where, f"metric {name}: {kinds[0]} is an object (README: time intelligence)")
+                return
+            transform = ((kinds[0], _frozen(spec)),)
+        non_additive = ext.get("non_additive_dimension")
+        if non_additive is not None and not isinstance(non_additive, dict):
+            self.problem(where, f"metric {name}: non_additive_dimension is an object {{name, window_choice}}")
+            return
         self.model.metrics[name] = Metric(
             name,
             expression,
@@ -466,6 +503,8 @@ class _Reader:
             ext.get("time_dimension"),
             ext.get("dataset"),
             where,
+            transform,
+            _frozen(non_additive) if non_additive else None,
         )
 
     # -- pieces ----------------------------------------------------------------------------------------
@@ -584,6 +623,17 @@ def _line(data: Any) -> int:
 
 def _name_ok(value: Any) -> bool:
     return isinstance(value, str) and bool(NAME.match(value))
+
+
+class _FrozenDict(dict[str, Any]):
+    """A spec mapping that can sit in a frozen dataclass (hashable by its JSON)."""
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        return hash(json.dumps(self, sort_keys=True, default=str))
+
+
+def _frozen(spec: dict[str, Any]) -> _FrozenDict:
+    return _FrozenDict(spec)
 
 
 def _text(value: Any) -> str:
