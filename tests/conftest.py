@@ -286,7 +286,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if postgres and pg_server.available() and not os.environ.get(background.variable("postgres")):
         services.append(background.Service("postgres", pg_server.service, _service_folder()))
     if (
-        runs("test_spark.py", "spark")
+        (runs("test_spark.py", "spark") or runs("test_time_metrics.py", "spark"))
         and not spark_server.available()
         and not os.environ.get(background.variable("spark"))
     ):

@@ -17,6 +17,23 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+
+def trap_tables() -> list[str]:
+    """The hand-computed trap database of tests/test_time_metrics.py, in the namespace ``trap``."""
+    from tests.trap import TABLES as TRAP
+
+    out = ["CREATE DATABASE IF NOT EXISTS trap"]
+    for name, (columns, rows) in TRAP.items():
+        spark_columns = columns.replace(" PRIMARY KEY", "").replace("numeric(12,2)", "DECIMAL(12,2)")
+        out.append(f"CREATE TABLE trap.{name} ({spark_columns.replace('text', 'STRING')}) USING parquet")
+        values = ", ".join(
+            "(" + ", ".join(f"DATE '{v}'" if isinstance(v, str) and v[:2] == "20" else repr(v) for v in row) + ")"
+            for row in rows
+        )
+        out.append(f"INSERT INTO trap.{name} VALUES {values}")
+    return out
+
+
 ROWS = 1_000_000
 TABLES = (
     "CREATE TABLE sales USING parquet AS SELECT id, id % 1000 AS store, "
@@ -24,6 +41,7 @@ TABLES = (
     "CREATE TABLE regions (store INT, region STRING) USING parquet",
     "INSERT INTO regions SELECT id, CASE WHEN id % 2 = 0 THEN 'north' ELSE 'south' END FROM range(1000)",
     "COMMENT ON TABLE sales IS 'One row per sale'",
+    *trap_tables(),
 )
 
 

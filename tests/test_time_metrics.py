@@ -21,57 +21,9 @@ from ba_mcp.metrics.compile import Query, compile_query
 from ba_mcp.metrics.load import load_model, validate_files
 from tests import background, pg_server
 from tests.conftest import make_workspace, stdio_params, text_of
+from tests.trap import TABLES
 
 pytestmark = pytest.mark.anyio
-
-TABLES = {
-    "customers": ("id int PRIMARY KEY, region text", [(1, "north"), (2, "north"), (3, "south")]),
-    "orders": (
-        "id int PRIMARY KEY, customer_id int, order_date date, amount numeric(12,2)",
-        [
-            (1, 1, "2024-01-10", 100),
-            (2, 2, "2024-02-05", 200),
-            (3, 3, "2024-02-20", 50),
-            (4, 1, "2025-01-15", 150),
-            (5, 2, "2025-02-10", 300),
-            (6, 3, "2025-03-05", 40),
-            (7, 3, "2025-04-02", 60),
-        ],
-    ),
-    "products": ("id int PRIMARY KEY, category text", [(1, "chairs"), (2, "desks")]),
-    "order_lines": (
-        "id int PRIMARY KEY, order_id int, product_id int, qty int",
-        [
-            (1, 1, 1, 1),
-            (2, 1, 2, 1),
-            (3, 2, 1, 2),
-            (4, 3, 1, 1),
-            (5, 4, 2, 1),
-            (6, 5, 2, 3),
-            (7, 6, 1, 1),
-            (8, 7, 1, 1),
-        ],
-    ),
-    "tickets": (
-        "id int PRIMARY KEY, customer_id int, opened_at date",
-        [(1, 1, "2024-01-02"), (2, 1, "2024-03-01"), (3, 2, "2025-02-01"), (4, 3, "2025-02-28"), (5, 3, "2025-03-01")],
-    ),
-    "balances": (
-        "account_id text, as_of date, balance numeric(12,2)",
-        [
-            ("a1", "2025-01-15", 100),
-            ("a1", "2025-01-31", 120),
-            ("a1", "2025-02-28", 90),
-            ("a2", "2025-01-10", 50),
-            ("a2", "2025-02-10", 60),
-            ("a2", "2025-02-20", 70),
-        ],
-    ),
-    "visits": (
-        "id int PRIMARY KEY, customer_id int, visited_at date",
-        [(1, 1, "2025-01-01"), (2, 2, "2025-01-03"), (3, 3, "2025-01-20"), (4, 1, "2025-02-01")],
-    ),
-}
 
 
 def _common(**data: Any) -> str:
@@ -205,12 +157,27 @@ def _postgres() -> tuple[Any, Run]:
     return model, lambda sql: pg.sql(sql, role="analyst", database="trap")
 
 
-@pytest.fixture(params=["duckdb", "postgres"])
+def _spark() -> tuple[Any, Run]:
+    from tests import spark_server
+
+    why = spark_server.available()
+    if why:  # never a silent skip (as tests/test_spark.py)
+        pytest.fail(why)
+    state = background.wait("spark")
+    if "error" in state:
+        pytest.fail(f"the run's Spark Connect did not start: {state['error']}")
+    model = load_model([("trap.yml", model_text("trap"))], {"trap": "spark"})
+    return model, lambda sql: spark_server.sql(state["url"], sql)
+
+
+@pytest.fixture(params=["duckdb", "postgres", pytest.param("spark", marks=pytest.mark.spark)])
 def engine(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[Any, Run]:
     if request.param == "postgres":
         if not pg_server.available():
             pytest.skip("PostgreSQL binaries are not installed")
         return _postgres()
+    if request.param == "spark":
+        return _spark()
     return _duckdb(tmp_path)
 
 

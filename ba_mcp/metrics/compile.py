@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 from sqlglot import exp
 
 from ba_mcp.errors import ErrorType, ToolFailure
+from ba_mcp.metrics import time as time_layer
 from ba_mcp.metrics.sql import check_predicate, parse_expression
 
 if TYPE_CHECKING:
@@ -89,10 +90,8 @@ class _Branch:
 def compile_query(model: Model, query: Query) -> Compiled:
     """One SQL statement for the query: the compiler below, with the time-intelligence layer (``time.py``) over
     it when a metric asked for is a metric of another's values (offset, cumulative, share, conversion)."""
-    from ba_mcp.metrics.time import needs_post, post_compiled
-
-    if any(needs_post(model, name) for name in query.metrics):
-        return post_compiled(model, query)
+    if any(time_layer.needs_post(model, name) for name in query.metrics):
+        return Compiled(*time_layer.post_compiled(model, query, lambda q: _Compiler(model, q)))
     return _Compiler(model, query).compiled()
 
 
@@ -439,6 +438,9 @@ class _Compiler:
                 )
             dims.append(_Dim(f, f"{name}_{use}" if use else name, use))
         return dims
+
+    def dim(self, f: Field, name: str, grain: str | None = None, per_metric: bool = False) -> _Dim:
+        return _Dim(f, name, grain, per_metric)
 
     def metric_time(self, fields: list[Field], grain: str) -> list[_Dim]:
         """A grain with no time field asked for: each aggregate bucketed by its own metric's time dimension (its

@@ -24,22 +24,30 @@ in DuckDB's and transpiled by sqlglot. The names and meanings follow MetricFlow'
 
 from __future__ import annotations
 
+import dataclasses
 import re
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import sqlglot
 from sqlglot import exp
 
-from ba_mcp.metrics.compile import Compiled, Query, _Compiler, _Dim, fail
+from ba_mcp.errors import ErrorType, ToolFailure
 from ba_mcp.metrics.sql import parse_expression
 
 if TYPE_CHECKING:
     from ba_mcp.metrics.model import Metric, Model
 
+# compile.py hands this layer its compiler (``make(query)``), which builds the plain metrics' statement and names
+# fields; this module imports nothing of it (the compiler calls in here, not the other way round)
+Compiler = Any
+
 POST = ("offset_window", "cumulative", "share", "conversion")
 _UNITS = {"day": "day", "week": "week", "month": "month", "quarter": "quarter", "year": "year"}
-_DIALECTS = ("duckdb", "postgres", "spark", "databricks", "snowflake", "bigquery", "")
+
+
+def fail(code: str, message: str, hint: str = "") -> ToolFailure:
+    return ToolFailure(ErrorType.VALIDATION_ERROR, code, message, hint)
 
 
 def _names(model: Model, metric: Metric) -> list[str]:
@@ -81,26 +89,26 @@ def _shifted(column: str, n: int, unit: str) -> str:
     return f"CAST({column} + INTERVAL '{n}' {unit.upper()} AS DATE)"
 
 
-@dataclass
-class _Post:
-    metric: Metric
-    column: str  # the SQL of its value in the final select
-
-
-def post_compiled(model: Model, query: Query) -> Compiled:
-    return _TimeLayer(model, query).compiled()
+def post_compiled(
+    model: Model, query: Any, make: Callable[[Any], Compiler]
+) -> tuple[str, str, str, list[str], list[str]]:
+    """The query's statement (sql, database, dialect, columns, definitions); ``make(query)`` is a compiler of the
+    plain metrics (compile.py's)."""
+    return _TimeLayer(model, query, make).compiled()
 
 
 class _TimeLayer:
-    def __init__(self, model: Model, query: Query) -> None:
+    def __init__(self, model: Model, query: Any, make: Callable[[Any], Compiler]) -> None:
         self.model = model
         self.query = query
+        self.make = make
         self.ctes: list[tuple[str, str]] = []
         self.joins: list[str] = []
         self.values: dict[str, str] = {}  # metric name -> its value's SQL in the final select
 
     def metric(self, name: str) -> Metric:
-        return _Compiler(self.model, Query(metrics=[name])).metric(name)
+        metric: Metric = self.make(dataclasses.replace(self.query, metrics=[name])).metric(name)
+        return metric
 
     def base_of(self, metric: Metric) -> str:
         """The metric a post metric is of: its expression is that metric's name."""
@@ -135,24 +143,24 @@ class _TimeLayer:
             visit(name, ())
         return out
 
-    def compiled(self) -> Compiled:
+    def compiled(self) -> tuple[str, str, str, list[str], list[str]]:
         q = self.query
         asked = [self.metric(n) for n in dict.fromkeys(q.metrics)]
         plain = self.plain_needed([m.name for m in asked])
         conversions = [m for m in asked if m.kind() == "conversion"]
         self.has_plain = bool(plain)
         if plain:
-            compiler = _Compiler(self.model, Query(plain, q.dimensions, q.time_grain, q.where, q.order_by, q.limit))
+            compiler = self.make(dataclasses.replace(q, metrics=plain))
             built = compiler.build()
             dims, database, dialect = built.dims, built.database, built.dialect
             inner: exp.Expr = built.statement
         else:  # conversions only: their own rows
-            compiler = _Compiler(self.model, Query([], q.dimensions, q.time_grain, q.where, q.order_by, q.limit))
+            compiler = self.make(dataclasses.replace(q, metrics=[]))
             dims, database, dialect, inner = [], "", "", exp.select("1")
-        if dialect not in _DIALECTS:
+        if dialect in self.model.grains:  # a dialect without DATE_TRUNC (the registry writes its grains)
             raise fail(
                 "NOT_IN_THIS_DIALECT",
-                f"time intelligence is not compiled for {dialect} yet (DuckDB, PostgreSQL, Spark are)",
+                f"time intelligence is not compiled for {dialect} yet (its dates have no DATE_TRUNC)",
                 "ask for the plain metric and compute the rest in run_python",
             )
         self.compiler, self.dims = compiler, dims
@@ -176,7 +184,7 @@ class _TimeLayer:
                     cte.set("this", inner)
         sql = statement.sql(dialect=dialect or None)
         sql += compiler.order_and_limit(self.dims, asked, dialect)
-        return Compiled(sql, database, dialect, names + [m.name for m in asked], [self.definition(m) for m in asked])
+        return sql, database, dialect, names + [m.name for m in asked], [self.definition(m) for m in asked]
 
     # -- values ----------------------------------------------------------------------------------------------
 
@@ -212,7 +220,7 @@ class _TimeLayer:
         self.values[name] = value
         return value
 
-    def need_time(self, metric: Metric) -> _Dim:
+    def need_time(self, metric: Metric) -> Any:
         if self.time is None:
             raise fail(
                 "NEEDS_TIME_GRAIN",
@@ -303,7 +311,7 @@ class _TimeLayer:
 
     # -- conversion ----------------------------------------------------------------------------------------
 
-    def conversion(self, metric: Metric, compiler: _Compiler, database: str, dialect: str) -> tuple[str, str]:
+    def conversion(self, metric: Metric, compiler: Compiler, database: str, dialect: str) -> tuple[str, str]:
         """Of the entities with a base event in a period, those with a conversion event within the window after
         one of their base events: a CTE keyed like the query's rows (the base events' period and the base
         dataset's own dimensions)."""
@@ -344,7 +352,7 @@ class _TimeLayer:
             dims = compiler.named_dims(fields_asked, None)
             if self.query.time_grain:
                 dims.append(
-                    _Dim(
+                    compiler.dim(
                         fields["base_time"],
                         f"{fields['base_time'].name}_{self.query.time_grain}",
                         self.query.time_grain,
