@@ -359,6 +359,7 @@ def test_doctor_network_leaves_a_disabled_web_search_alone(ws: Path, recorder: t
     assert hits, "with web search on, --network asks the provider (the look-alike)"
 
 
+@pytest.mark.slow  # it starts servers of its own, as a host does
 def test_one_configuration_for_every_host(
     pg: pg_server.Postgres, ws: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -393,6 +394,7 @@ def test_one_configuration_for_every_host(
     assert bare.returncode != 0 and "OWN_PASSWORD is not set" in bare.stderr, bare.stderr
 
 
+@pytest.mark.slow  # it starts servers of its own, as a host does
 async def test_a_projects_ba_mcp_yaml_configures_the_server_started_there(
     pg: pg_server.Postgres, ws: Path, tmp_path: Path
 ) -> None:
@@ -424,6 +426,7 @@ def test_a_metric_defined_twice_names_both_places() -> None:
     ), problems
 
 
+@pytest.mark.slow  # it starts servers of its own, as a host does
 async def test_load_file_honours_the_read_limit(ws: Path) -> None:
     (ws / "uploads" / "wide.csv").write_text("a,b\n" + "".join(f"{i},{i * 2}\n" for i in range(2000)))
     params = sandbox_params(ws, BA_MCP_SANDBOX__ALLOWED_IMPORTS="*", BA_MCP_FORMATS__MAX_FILE_BYTES="4096")

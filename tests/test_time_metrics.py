@@ -8,6 +8,7 @@ Every expected number below is worked out by hand from ``TABLES`` (the comments 
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
@@ -167,10 +168,26 @@ def _spark() -> tuple[Any, Run]:
     if "error" in state:
         pytest.fail(f"the run's Spark Connect did not start: {state['error']}")
     model = load_model([("trap.yml", model_text("trap"))], {"trap": "spark"})
-    return model, lambda sql: spark_server.sql(state["url"], sql)
+    cursor = _spark_cursor(state["url"])
+
+    def run(sql: str) -> list[tuple[Any, ...]]:
+        cursor.execute(sql)
+        return list(cursor.fetchall())
+
+    return model, run
 
 
-@pytest.fixture(params=["duckdb", "postgres", pytest.param("spark", marks=pytest.mark.spark)])
+@functools.cache
+def _spark_cursor(url: str) -> Any:
+    """One Spark session for the module's queries (each new connection is a session: a second of its own)."""
+    import adbc_driver_manager.dbapi as dbapi
+    import adbc_driver_spark
+
+    con = dbapi.connect(driver=adbc_driver_spark._driver_path(), db_kwargs={"uri": url}, autocommit=True)
+    return con.cursor()
+
+
+@pytest.fixture(params=["duckdb", "postgres", pytest.param("spark", marks=[pytest.mark.spark, pytest.mark.slow])])
 def engine(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[Any, Run]:
     if request.param == "postgres":
         if not pg_server.available():
