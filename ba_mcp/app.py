@@ -264,4 +264,5 @@ def metrics_of(settings: Settings, read_roots: dict[str, Path]) -> Metrics:
         dict(read_roots),
         registry.dialects(settings.databases),
         registry.grain_sql(),
+        registry.metricflow_renderers(),
     )

@@ -32,6 +32,8 @@ class EngineInfo:
     # time grains as SQL (``__x__`` the value) where sqlglot writes no DATE_TRUNC for the dialect
     grains: Mapping[str, str] = field(default_factory=dict)
     commands: tuple[str, ...] = ()  # ba-mcp commands its module adds (``ENGINE.add_commands``)
+    # MetricFlow's SQL for it (dbt projects' metrics): "module:Renderer:SqlEngine member" ('' : none)
+    metricflow: str = ""
 
 
 _ENGINES: dict[str, EngineInfo] = {}
@@ -75,13 +77,24 @@ def dialects(databases: Mapping[str, Any]) -> dict[str, str]:
     return {name: dialect for name, dialect in found.items() if dialect}
 
 
+def metricflow_renderers() -> dict[str, str]:
+    """MetricFlow's renderer per dialect (``module:Class:SqlEngine``), for the engines it writes SQL for."""
+    return {e.dialect: e.metricflow for e in _ENGINES.values() if e.dialect and e.metricflow}
+
+
 def grain_sql() -> dict[str, dict[str, str]]:
     """Time-grain SQL per dialect, for the dialects that need their own."""
     return {e.dialect: dict(e.grains) for e in _ENGINES.values() if e.dialect and e.grains}
 
 
 for _info in (
-    EngineInfo("duckdb", "DuckDB", "ba_mcp.databases.duckdb", dialect="duckdb"),
+    EngineInfo(
+        "duckdb",
+        "DuckDB",
+        "ba_mcp.databases.duckdb",
+        dialect="duckdb",
+        metricflow="metricflow.sql.render.duckdb_renderer:DuckDbSqlPlanRenderer:DUCKDB",
+    ),
     EngineInfo(
         "postgresql",
         "PostgreSQL",
@@ -89,6 +102,7 @@ for _info in (
         ("postgresql://", "postgres://"),
         "adbc_driver_postgresql",
         "postgres",
+        metricflow="metricflow.sql.render.postgres:PostgresSQLSqlPlanRenderer:POSTGRES",
     ),
     EngineInfo(
         "sqlite",
@@ -108,10 +122,33 @@ for _info in (
         },
     ),
     EngineInfo(
-        "spark", "Spark", "ba_mcp.databases.spark", ("sc://",), "adbc_driver_spark", "spark", commands=("spark-local",)
+        "spark",
+        "Spark",
+        "ba_mcp.databases.spark",
+        ("sc://",),
+        "adbc_driver_spark",
+        "spark",
+        commands=("spark-local",),
+        metricflow="metricflow.sql.render.databricks:DatabricksSqlPlanRenderer:DATABRICKS",
     ),
-    EngineInfo("snowflake", "Snowflake", "ba_mcp.databases.adbc", (), "adbc_driver_snowflake", "snowflake"),
-    EngineInfo("bigquery", "BigQuery", "ba_mcp.databases.adbc", (), "adbc_driver_bigquery", "bigquery"),
+    EngineInfo(
+        "snowflake",
+        "Snowflake",
+        "ba_mcp.databases.adbc",
+        (),
+        "adbc_driver_snowflake",
+        "snowflake",
+        metricflow="metricflow.sql.render.snowflake:SnowflakeSqlPlanRenderer:SNOWFLAKE",
+    ),
+    EngineInfo(
+        "bigquery",
+        "BigQuery",
+        "ba_mcp.databases.adbc",
+        (),
+        "adbc_driver_bigquery",
+        "bigquery",
+        metricflow="metricflow.sql.render.big_query:BigQuerySqlPlanRenderer:BIGQUERY",
+    ),
     EngineInfo("adbc", "ADBC", "ba_mcp.databases.adbc"),  # any other driver (Flight SQL, …): its own name shown
 ):
     register(_info)

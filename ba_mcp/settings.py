@@ -268,10 +268,20 @@ class SkillsSettings(_Section):
     catalog_budget_tokens: int = Field(2000, ge=0)
 
 
+class DbtProjectSettings(_Section):
+    """``metrics.dbt[]``: a dbt project whose semantic models and metrics are served (MetricFlow compiles them):
+    the project's folder (its ``target/semantic_manifest.json``, written by ``dbt parse``) and the configured
+    database it was built on."""
+
+    project: Path
+    database: str = Field(max_length=100)
+
+
 class MetricsSettings(_Section):
     """``metrics:``: OSI metric files (SPEC §4.6), beyond <workspace>/metrics/ and each read root's metrics/."""
 
     paths: list[Path] = []
+    dbt: list[DbtProjectSettings] = []
     demo: bool | None = None  # the demo's metrics: None until your files declare datasets; True always; False never
     max_file_bytes: int = Field(1024 * 1024, ge=1024)
     catalog_budget_chars: int = Field(1600, ge=200)
@@ -349,6 +359,16 @@ class Settings(_Section):
     metrics: MetricsSettings = MetricsSettings()
     files: FilesSettings = FilesSettings()
     tools: ToolsSettings = ToolsSettings()
+
+    @model_validator(mode="after")
+    def _dbt_databases(self) -> Settings:
+        for project in self.metrics.dbt:
+            if project.database not in self.databases:
+                raise ValueError(
+                    f"metrics.dbt: the project {project.project} names database {project.database!r}, which is not "
+                    f"configured (databases.{project.database})"
+                )
+        return self
 
     def tool(self, name: str) -> ToolSettings:
         """The settings of one tool (defaults when it is not configured)."""

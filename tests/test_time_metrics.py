@@ -350,3 +350,103 @@ async def test_time_intelligence_through_query_metrics_over_stdio(tmp_path: Path
         assert "revenue_last_year = offset_window of revenue (window: 1 year)" in text, text
         catalog = (await s.read_resource("metrics://catalog")).contents[0].text  # type: ignore[union-attr]
         assert "revenue_ytd" in catalog and "visit_to_order" in catalog, catalog
+
+
+# -- dbt's semantic models, compiled by MetricFlow -------------------------------------------------------------
+
+
+def _dbt_build(folder: Path) -> tuple[Path, dict[str, str]]:
+    """tests/dbt_shop (a dbt project: semantic models, simple, ratio, derived-with-offset and cumulative metrics)
+    built into a DuckDB file with dbt-duckdb; ``dbt parse`` writes target/semantic_manifest.json."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    project = folder / "tiny_shop"
+    shutil.copytree(Path(__file__).parent / "dbt_shop", project)
+    (project / "profiles.yml").write_text(
+        f"tiny:\n  target: dev\n  outputs:\n    dev:\n      type: duckdb\n      path: {folder / 'shop.duckdb'}\n"
+    )
+    env = {**os.environ, "DBT_PROFILES_DIR": str(project), "DO_NOT_TRACK": "1", "DBT_SEND_ANONYMOUS_USAGE_STATS": "0"}
+    for command in ("run", "parse"):
+        done = subprocess.run(
+            [str(Path(sys.executable).with_name("dbt")), command], cwd=project, env=env, capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stdout[-2000:]
+    return project, env
+
+
+def _mf(project: Path, env: dict[str, str], metric: str, group_by: str) -> list[list[str]]:
+    import csv
+    import subprocess
+    import sys
+
+    out = project / "mf.csv"
+    done = subprocess.run(
+        [
+            str(Path(sys.executable).with_name("mf")),
+            "query",
+            "--metrics",
+            metric,
+            "--group-by",
+            group_by,
+            "--csv",
+            str(out),
+        ],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stdout[-1500:] + done.stderr[-1500:]
+    return sorted(list(csv.reader(out.read_text().splitlines()))[1:])
+
+
+@pytest.mark.slow  # dbt builds the project, MetricFlow's CLI answers: processes of their own
+async def test_a_dbt_projects_metrics_answer_as_metricflow_does(tmp_path: Path) -> None:
+    """By year: revenue 300 (2024: 100 + 200) and 450; growth over last year 2025: 450 - 300 = 150 (2024 has no
+    year before, 2026 no revenue: NULL); revenue per order by region: north (orders 1, 3) 250 / 2, south 500 / 2. The cumulative
+    metric, whose period semantics are MetricFlow's own, equals `mf query`."""
+    import csv
+    import io
+
+    project, env = _dbt_build(tmp_path)
+    ws = make_workspace(tmp_path)
+    params = stdio_params(
+        ws,
+        BA_MCP_DATABASES__SHOP__PATH=str(tmp_path / "shop.duckdb"),
+        BA_MCP_METRICS__DBT=f'[{{"project": "{project}", "database": "shop"}}]',
+        BA_MCP_METRICS__DEMO="false",
+    )
+
+    def rows(text: str) -> list[list[str]]:
+        lines = text.splitlines()
+        start = next(i for i, line in enumerate(lines) if line.startswith("Rows ("))
+        body = [line for line in lines[start + 1 :] if line and not line.startswith(("Defined:", "Note:"))]
+        return sorted(list(csv.reader(io.StringIO("\n".join(body))))[1:])
+
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as s:
+        await s.initialize()
+
+        async def ask(**args: Any) -> list[list[str]]:
+            result = await s.call_tool("query_metrics", {**args, "output_level": "full"})
+            assert not result.is_error, text_of(result)
+            assert "(dbt, MetricFlow)" in text_of(result), text_of(result)
+            return rows(text_of(result))
+
+        assert await ask(metrics=["revenue"], time_grain="year") == [["2024-01-01", "300"], ["2025-01-01", "450"]]
+        growth = await ask(metrics=["revenue_growth_yoy"], time_grain="year")
+        # MetricFlow joins offsets through its time spine: 2026 (last year's 450, no revenue) is a row, NULL
+        assert growth == [["2024-01-01", "NULL"], ["2025-01-01", "150"], ["2026-01-01", "NULL"]], growth
+        assert await ask(metrics=["revenue_per_order"], dimensions=["customer__region"]) == [
+            ["north", "125"],
+            ["south", "250"],
+        ]
+        ours = await ask(metrics=["cumulative_revenue"], time_grain="month")
+        catalog = (await s.read_resource("metrics://catalog")).contents[0].text  # type: ignore[union-attr]
+        assert "Metrics on shop" in catalog and "revenue_growth_yoy" in catalog and "customer__region" in catalog
+    theirs = _mf(project, env, "cumulative_revenue", "metric_time__month")
+    assert len(ours) == len(theirs) and all(
+        o[0] == t[0][:10] and abs(float(o[1]) - float(t[1])) < 1e-9 for o, t in zip(ours, theirs, strict=True)
+    ), (ours[:3], theirs[:3])

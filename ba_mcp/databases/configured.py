@@ -167,7 +167,7 @@ class Databases:
     def metrics_table(self, metrics: Any, question: dict[str, Any], max_rows: int, ctx: ToolContext) -> Table:
         """The metrics' numbers (query_metrics, run_python's ``metric()``): ``question`` compiled against the files
         of ``metrics`` (the server's ``metrics.catalog.Metrics``) and run, with a ``Defined:`` line per metric."""
-        if not metrics.sources()[0]:
+        if not metrics.sources()[0] and not metrics.manifests()[0]:
             raise not_found(
                 "no metrics are defined on this server",
                 "add OSI metric files to the workspace's metrics/ folder (ba-mcp metrics validate checks them); "

@@ -31,12 +31,22 @@ class Metrics:
         read_roots: dict[str, Path],
         dialects: dict[str, str],
         grains: dict[str, dict[str, str]] | None = None,
+        renderers: dict[str, str] | None = None,
     ) -> None:
         """``dialects``: sqlglot's dialect per configured database whose engine has one, and ``grains`` the time-grain
         SQL of dialects sqlglot writes no DATE_TRUNC for — both from the database registry, which the App reads
         (this room imports nothing of the databases')."""
         self.folders = [workspace_root / "metrics", *(root / "metrics" for root in read_roots.values())]
         self.folders += [p.expanduser() for p in settings.metrics.paths]
+        self.dbt = [
+            (
+                d.database,
+                d.project.expanduser() / "target" / "semantic_manifest.json",
+                d.database in settings.databases and settings.databases[d.database].path is not None,
+            )
+            for d in settings.metrics.dbt
+        ]
+        self.renderers = dict(renderers or {})
         demo = settings.databases.get("demo")
         self.demo = settings.metrics.demo if demo is not None and demo.path is None else False
         self.dialects = dict(dialects)
@@ -49,17 +59,31 @@ class Metrics:
         self._warnings: list[str] = []
         self.answers: dict[tuple[str, str], Any] = {}  # (digest, what) -> a worker's answer kept
 
+    def manifests(self) -> tuple[list[tuple[str, str, bool]], list[str]]:
+        """The dbt projects' semantic manifests: (database, text, re-point its tables at the database's name), and
+        those that could not be read (run `dbt parse` in the project)."""
+        found: list[tuple[str, str, bool]] = []
+        warnings: list[str] = []
+        for database, path, repoint in self.dbt:
+            texts, problems = read_sources([path], 64 * 1024 * 1024)
+            warnings += [f"{p} (run `dbt parse` in the project)" for p in problems]
+            found += [(database, text, repoint) for _, text in texts]
+        return found, warnings
+
     def files(self) -> list[Path]:
         """The files served: yours, and the demo's with the built-in demo database (``metrics.demo``; with null
         the worker leaves it out once your files declare datasets — a model of your own — and keeps it beside files
         that only add metrics over the demo's datasets)."""
+        return [*self.osi_files(), *(path for _, path, _ in self.dbt if path.is_file())]
+
+    def osi_files(self) -> list[Path]:
         bundled = [DEMO_FILE] if self.demo is not False else []
         return [*bundled, *metric_files(self.folders)]
 
     def sources(self) -> tuple[list[tuple[str, str]], list[str]]:
         """The files' (shown name, text), read again when one was added, removed or changed; and the files
         that could not be read."""
-        files = self.files()
+        files = self.osi_files()
         key = tuple((str(p), *_stamp(p)) for p in files)
         with self._lock:
             if key != self._key:
@@ -80,11 +104,14 @@ class Metrics:
     def request(self, action: str, **args: Any) -> dict[str, Any]:
         """The ``metrics`` operation for an engine worker: the files travel with it (read once per digest)."""
         sources, _ = self.sources()
+        manifests, _ = self.manifests()
         return {
             "op": "metrics",
             "action": action,
-            "digest": digest_of(sources, self.dialects, self.grains),
+            "digest": digest_of([*sources, *((d, t) for d, t, _ in manifests)], self.dialects, self.grains),
             "files": sources,
+            "dbt": manifests,
+            "renderers": self.renderers,
             "dialects": self.dialects,
             "grains": self.grains,
             **args,
@@ -102,13 +129,17 @@ def _stamp(path: Path) -> tuple[int, int]:
 # -- the worker's side -------------------------------------------------------------------------------------
 
 
-def answer(model: Model, message: dict[str, Any]) -> dict[str, Any]:
+def answer(model: Model, message: dict[str, Any], dbt: Any = None) -> dict[str, Any]:
     """The ``metrics`` operation on a model read in the worker: ``compile`` a query, a ``summary`` (names,
-    headlines, dimensions, warnings) or ``describe`` one metric."""
+    headlines, dimensions, warnings) or ``describe`` one metric. ``dbt``: the dbt projects served
+    (``metrics.dbt.DbtModels``), whose metrics MetricFlow compiles."""
     from ba_mcp.metrics.compile import Query, compile_query
 
     action = message.get("action")
     if action == "compile":
+        project = dbt.project_for(list(message["query"].get("metrics") or [])) if dbt is not None else None
+        if project is not None:
+            return dict(project.compile(message["query"]))
         c = compile_query(model, Query(**message["query"]))
         return {
             "sql": c.sql,
@@ -118,21 +149,32 @@ def answer(model: Model, message: dict[str, Any]) -> dict[str, Any]:
             "definitions": c.definitions,
         }
     if action == "summary":
+        projects = dbt.projects if dbt is not None else []
         return {
             "metrics": [
                 {"name": m.name, "headline": m.headline(), "database": _database_of(model, m.name)}
                 for m in model.metrics.values()
+            ]
+            + [
+                {"name": name, "headline": p.headline(name), "database": p.database}
+                for p in projects
+                for name in p.metrics
+                if dbt.by_name.get(name) is p
             ],
             "dimensions": [
                 f"{f.dataset}.{f.name}" + (" (time)" if f.is_time else "")
                 for d in model.datasets.values()
                 for f in d.fields.values()
                 if f.is_dimension
-            ],
-            "warnings": model.warnings,
+            ]
+            + [d for p in projects for d in p.dimensions()],
+            "warnings": [*model.warnings, *(dbt.warnings if dbt is not None else [])],
         }
     if action == "describe":
-        return {"text": metric_text(model, str(message.get("name", "")))}
+        name = str(message.get("name", ""))
+        if dbt is not None and name in dbt.by_name:
+            return {"text": dbt.by_name[name].describe(name)}
+        return {"text": metric_text(model, name)}
     raise ValueError(f"unknown metrics action {action!r}")
 
 

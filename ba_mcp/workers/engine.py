@@ -326,12 +326,20 @@ class Engine:
         from ba_mcp.metrics.load import load_model
 
         digest = str(message["digest"])
-        model = self.models.get(digest)
-        if model is None:
+        held = self.models.get(digest)
+        if held is None:
             files = [(str(n), str(t)) for n, t in message["files"]]
             model = load_model(files, dict(message["dialects"]), dict(message.get("grains") or {}))
-            self.models = {digest: model}
-        return {"op": "metrics", **answer(model, message)}, []
+            dbt = None
+            if message.get("dbt"):
+                from ba_mcp.metrics.dbt import DbtModels
+
+                manifests = [(str(d), str(t), bool(r)) for d, t, r in message["dbt"]]
+                dbt = DbtModels(manifests, dict(message["dialects"]), dict(message.get("renderers") or {}))
+            held = (model, dbt)
+            self.models = {digest: held}
+        model, dbt = held
+        return {"op": "metrics", **answer(model, message, dbt)}, []
 
     def op_placeholders(self, message: dict[str, Any], fds: list[int]) -> tuple[dict[str, Any], list[int]]:
         """A saved analysis's parameters found in a step's SQL or code and replaced (``workers.params``)."""
