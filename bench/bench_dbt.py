@@ -9,7 +9,8 @@ file: the rows must be equal (numbers to 1e-9 relative).
 
 Run (the snapshots come from the workplace's `fetch` tool, or any clone):
   uv run python bench/bench_dbt.py --repo /work/.mirror/dbt-labs+jaffle-shop/repo \\
-      --package dbt_utils=/work/.mirror/dbt-labs+dbt-utils/repo --package dbt_date=/work/.mirror/godatadriven+dbt-date/repo
+      --package dbt_utils=/work/.mirror/dbt-labs+dbt-utils/repo \\
+      --package dbt_date=/work/.mirror/godatadriven+dbt-date/repo
 """
 
 from __future__ import annotations

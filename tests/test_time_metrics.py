@@ -406,8 +406,8 @@ def _mf(project: Path, env: dict[str, str], metric: str, group_by: str) -> list[
 @pytest.mark.slow  # dbt builds the project, MetricFlow's CLI answers: processes of their own
 async def test_a_dbt_projects_metrics_answer_as_metricflow_does(tmp_path: Path) -> None:
     """By year: revenue 300 (2024: 100 + 200) and 450; growth over last year 2025: 450 - 300 = 150 (2024 has no
-    year before, 2026 no revenue: NULL); revenue per order by region: north (orders 1, 3) 250 / 2, south 500 / 2. The cumulative
-    metric, whose period semantics are MetricFlow's own, equals `mf query`."""
+    year before, 2026 no revenue: NULL); revenue per order by region: north (orders 1, 3) 250 / 2, south 500 / 2.
+    The cumulative metric, whose period semantics are MetricFlow's own, equals `mf query`."""
     import csv
     import io
 
