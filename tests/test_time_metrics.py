@@ -8,7 +8,6 @@ Every expected number below is worked out by hand from ``TABLES`` (the comments 
 from __future__ import annotations
 
 import datetime as dt
-import functools
 from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
@@ -177,14 +176,27 @@ def _spark() -> tuple[Any, Run]:
     return model, run
 
 
-@functools.cache
+_SPARK: dict[str, Any] = {}  # url -> (connection, cursor): one Spark session for the module's queries
+
+
 def _spark_cursor(url: str) -> Any:
     """One Spark session for the module's queries (each new connection is a session: a second of its own)."""
     import adbc_driver_manager.dbapi as dbapi
     import adbc_driver_spark
 
-    con = dbapi.connect(driver=adbc_driver_spark._driver_path(), db_kwargs={"uri": url}, autocommit=True)
-    return con.cursor()
+    if url not in _SPARK:
+        con = dbapi.connect(driver=adbc_driver_spark._driver_path(), db_kwargs={"uri": url}, autocommit=True)
+        _SPARK[url] = (con, con.cursor())
+    return _SPARK[url][1]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _close_spark() -> Any:
+    yield
+    for con, cursor in _SPARK.values():
+        cursor.close()
+        con.close()
+    _SPARK.clear()
 
 
 @pytest.fixture(params=["duckdb", "postgres", pytest.param("spark", marks=[pytest.mark.spark, pytest.mark.slow])])
