@@ -683,6 +683,35 @@ async def test_ab_test_readout_finds_the_real_effect_and_not_the_null_one(s: Cli
     assert "SAMPLE RATIO MISMATCH" in text and await value(s, "significant") == "False", text
 
 
+async def test_ab_test_readout_reads_three_arms_a_suspicious_split_and_revenue_with_intervals(
+    s: ClientSession,
+) -> None:
+    """Issue 38 item 10, planted: three arms — B converts 9.2 % against the control's 8.0 % (a real +1.2 points),
+    C 8.1 % (the look-alike: no effect) — compared each with the control, Holm-corrected. A 10,213 / 9,787 split
+    (chi-square p = 0.0026) is reported with its p-value and as suspicious, never "as planned (p = 0.00)";
+    revenue per visitor comes with an interval."""
+    await ok(
+        s,
+        "run_python",
+        code="import pandas as pd\nSOURCE = save_artifact(pd.DataFrame({'variant': ['control', 'B', 'C'], "
+        "'visitors': [10000, 10000, 10000], 'conversions': [800, 920, 810]}))",
+    )
+    text = await run_script(s, "ab-test-readout", "scripts/ab_readout.py", (await value(s, "SOURCE")).strip("'"))
+    assert "Holm-corrected across 2 comparisons" in text and "split as planned" in text, text
+    assert await value(s, "list(comparisons.significant)") == "[True, False]", text
+    assert await value(s, "bool(comparisons.p_adjusted.iloc[0] >= comparisons.p.iloc[0])") == "True"
+    await ok(
+        s,
+        "run_python",
+        code="import pandas as pd\nSOURCE = save_artifact(pd.DataFrame({'variant': ['control', 'treatment'], "
+        "'visitors': [10213, 9787], 'conversions': [817, 783], 'revenue': [40852.0, 39148.0], "
+        "'revenue_sq': [1000000.0, 960000.0]}))",
+    )
+    text = await run_script(s, "ab-test-readout", "scripts/ab_readout.py", (await value(s, "SOURCE")).strip("'"))
+    assert "SPLIT SUSPICIOUS (p = 0.0026 < 0.01)" in text and "p = 0.00)" not in text, text
+    assert "revenue per visitor" in text and "95 % interval" in text.split("revenue per visitor")[1], text
+
+
 async def test_customer_lifetime_value_predicts_a_steady_year_and_warns_when_customers_churn(
     s: ClientSession,
 ) -> None:
