@@ -314,6 +314,37 @@ async def test_customer_cohort_retention_leaves_out_a_quarter_the_data_cuts_shor
     assert await value(s, "float(retention.loc['2024-Q3', 1])") == "5.0"  # a real fall is shown as it is
 
 
+COLLAPSED = """
+import pandas as pd
+rows = []
+levels = {levels}
+for i in range(8):  # 8 quarterly cohorts of 100 customers, each flat after acquisition at its level
+    cohort = f"{{2022 + i // 4}}-Q{{i % 4 + 1}}"
+    for k in range(8 - i):
+        active = 100 if k == 0 else round(levels[i])
+        if active:  # a period nobody bought in has no row at all, as the SKILL's SQL gives it
+            rows.append((cohort, k, active, 100))
+SOURCE = save_artifact(pd.DataFrame(rows, columns=["cohort", "quarters_since", "active_customers", "cohort_size"]))
+"""
+
+
+async def test_customer_cohort_retention_calls_out_a_collapsed_cohort_and_counts_zero_as_zero(
+    s: ClientSession,
+) -> None:
+    """Issue 38 item 3, planted: cohorts retain about 45 %, but 2022-Q4 collapsed to 11 % and nobody of 2023-Q2
+    bought again (its periods have no rows). The collapse is called out (not folded into "about the same") and
+    2023-Q2 is 0 %, counted in the average. The look-alike: cohorts between 43 % and 47 % — no call-out."""
+    script = (SKILLS / "customer-cohort-retention" / "scripts" / "retention_matrix.py").read_text()
+    await ok(s, "run_python", code=COLLAPSED.format(levels="[45, 46, 44, 11, 45, 0, 46, 44]"))
+    text = text_of(await ok(s, "run_python", code=script, output_level="standard"))
+    assert "WARNING: cohort 2022-Q4 retains 11.0 % at period 1" in text, text
+    assert "WARNING: cohort 2023-Q2 retains 0.0 % at period 1" in text, text
+    assert await value(s, "float(retention.loc['2023-Q2', 1])") == "0.0"
+    await ok(s, "run_python", code=COLLAPSED.format(levels="[45, 46, 44, 43, 45, 47, 46, 44]"))
+    text = text_of(await ok(s, "run_python", code=script, output_level="standard"))
+    assert "WARNING: cohort" not in text and await value(s, "outliers") == "{}", text
+
+
 async def test_rfm_segments_cover_every_customer_and_abc_classes_split_revenue(s: ClientSession) -> None:
     await follow(s, "rfm-segmentation")
     customers = (

@@ -18,12 +18,24 @@ counts = load_artifact(SOURCE)  # noqa: F821 - SOURCE and load_artifact come fro
 matrix = counts.pivot_table(index="cohort", columns="quarters_since", values="active_customers", aggfunc="sum")
 sizes = counts.groupby("cohort").cohort_size.max().reindex(matrix.index)
 
+# A period the data covers where nobody of a cohort bought has no row at all: it is 0 %, not missing (a cohort
+# that churned completely would otherwise drop out of every average). Covered: up to the newest calendar quarter.
+starts = pd.Series([pd.Period(c.replace("-", ""), freq="Q") for c in matrix.index], index=matrix.index)
+for k in range(int(max(matrix.columns)) + 1):
+    if k not in matrix.columns:
+        matrix[k] = np.nan
+matrix = matrix[sorted(matrix.columns)]
+newest_seen = max(starts[c] + int(k) for c in matrix.index for k in matrix.columns if pd.notna(matrix.loc[c, k]))
+for c in matrix.index:
+    for k in matrix.columns:
+        if pd.isna(matrix.loc[c, k]) and starts[c] + int(k) <= newest_seen:
+            matrix.loc[c, k] = 0
+
 # The last calendar quarter is complete only if the data runs to its end: otherwise every cohort's newest cell
 # counts a few weeks as a quarter (a fall that is only the calendar). Those cells are left out, and said so.
 incomplete = ""
 if "data_through" in counts.columns:
     through = pd.Timestamp(counts.data_through.max()).normalize()
-    starts = pd.Series([pd.Period(c.replace("-", ""), freq="Q") for c in matrix.index], index=matrix.index)
     calendar = {(c, k): starts[c] + int(k) for c in matrix.index for k in matrix.columns}
     newest = max(q for (c, k), q in calendar.items() if pd.notna(matrix.loc[c, k]))
     end = newest.end_time.normalize()
@@ -62,6 +74,21 @@ elif abs(change) <= max(5.0, 1.5 * spread):
 else:
     word = "less" if change < 0 else "more"
     trend = f"newer cohorts retain {word} (period-1 retention {change:+.1f} points oldest to newest)"
+
+# A cohort far from the others at period 1 is a finding of its own (a failed campaign, a data gap), whatever the
+# trend across cohorts says: more than 10 points and 3 robust deviations from the other cohorts' median.
+outliers = {}
+if len(first) >= 4:
+    for cohort, level in first.items():
+        others = first.drop(index=cohort)
+        spread = 1.4826 * float((others - others.median()).abs().median())
+        if abs(level - others.median()) > max(10.0, 3 * spread):
+            outliers[cohort] = (float(level), float(others.median()))
+for cohort, (level, typical) in outliers.items():
+    print(
+        f"WARNING: cohort {cohort} retains {level:.1f} % at period 1 against {typical:.1f} % for the other cohorts: "
+        "a finding of its own (a campaign, a data gap?), not part of 'about the same'"
+    )
 
 # Left-censoring: a first cohort far larger than the next ones holds customers who existed before the data.
 if len(sizes) >= 4 and sizes.iloc[0] > 1.5 * sizes.iloc[1:5].median():
