@@ -609,6 +609,46 @@ async def test_budget_vs_actual_finds_the_planted_miss_and_nothing_on_a_clean_pl
     assert await value(s, "len(flags)") == "0", text
 
 
+CUT_PLAN = """
+import pandas as pd
+rows = []
+for m in range(1, 13):
+    for r, region in enumerate(["East", "West"]):
+        for c, category in enumerate(["Chairs", "Desks"]):
+            plan = 10000.0
+            actual = plan * (1 + 0.02 * ((m * 7 + r * 3 + c * 5) % 5 - 2))  # +-4 %: month-to-month noise
+            if region == "East" and category == "Desks" and m in (7, 8, 9):
+                actual += 4000  # the real overrun: a deal that came on top, July to September
+            if m == 11:
+                actual *= 14 / 30  # the data ends on 14 November: half a month of orders
+            if m == 12:
+                actual = 0.0
+            rows.append((f"2025-{{m:02d}}-01", region, category, plan, actual, pd.Timestamp("{through}")))
+columns = ["month", "region", "category", "plan", "actual", "data_through"]
+SOURCE = save_artifact(pd.DataFrame(rows, columns=columns))
+"""
+
+
+async def test_budget_vs_actual_compares_complete_months_and_shows_overruns(s: ClientSession) -> None:
+    """Issue 38 item 1, planted: the actuals end on 14 November, so November holds half a month and December
+    nothing — four false Q4 "misses" and a negative headline. Only complete months are compared (January to
+    October), said so, and the real overrun (East x Desks, July-September, +4,000 a month) is shown. The
+    look-alike: the same numbers with the data running to 31 December are real Q4 misses, flagged."""
+    script = (SKILLS / "budget-vs-actual" / "scripts" / "budget_variance.py").read_text()
+    await ok(s, "run_python", code=CUT_PLAN.format(through="2025-11-14"))
+    text = text_of(await ok(s, "run_python", code=script, output_level="standard"))
+    assert "left out as incomplete (the data ends 2025-11-14): 2025-11, 2025-12" in text, text
+    assert await value(s, "[(f.quarter, f.region, f.category) for f in flags.itertuples()]") == (
+        "[('2025-Q3', 'East', 'Desks')]"
+    ), text
+    assert "overruns beyond normal variation" in text and "through 2025-10" in text, text
+    assert float(await value(s, "float(100 * (planned.actual.sum() / planned.plan.sum() - 1))")) > 0, text
+    await ok(s, "run_python", code=CUT_PLAN.format(through="2025-12-31"))
+    text = text_of(await ok(s, "run_python", code=script, output_level="standard"))
+    quarters = await value(s, "sorted({f.quarter for f in misses.itertuples()})")
+    assert quarters == "['2025-Q4']" and "left out as incomplete" not in text, text
+
+
 async def test_returns_and_cancellations_flag_the_ergo_chair_and_nothing_else(s: ClientSession) -> None:
     """The demo's Ergo Chair orders are returned about four times as often as the rest (a planted 20 % on
     top of the 6 % every order has); every other product and all cancellations are chance."""
