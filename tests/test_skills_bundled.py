@@ -424,6 +424,48 @@ async def test_data_quality_audit_finds_every_planted_fault_and_nothing_on_a_cle
     assert "no findings: the file passed every check" in text and await value(s, "len(findings)") == "0"
 
 
+ORDER_LINES = """
+import pandas as pd
+rows = []
+for o in range(1, 61):  # 60 orders of 3 lines: order_id repeats by design (a grouping, not a key)
+    for line in (1, 2, 3):
+        ordered = pd.Timestamp("2025-01-01") + pd.Timedelta(days=o)
+        rows.append({{"order_id": o, "line_no": line, "product_id": 100 + (o * line) % 7, "ordered_at": ordered,
+                     "shipped_at": ordered + pd.Timedelta(days=2), "returned_on": str((ordered + pd.Timedelta(days=9)).date())}})
+frame = pd.DataFrame(rows)
+if {planted}:
+    frame.loc[[5, 50], "ordered_at"] = pd.Timestamp("2031-06-01")  # in the future
+    frame.loc[[7, 70, 130], "shipped_at"] = frame.loc[[7, 70, 130], "ordered_at"] - pd.Timedelta(days=3)
+    frame.loc[[11, 12, 13, 14], "returned_on"] = ["05/03/2025", "06/03/2025", "07/03/2025", "08/03/2025"]
+    frame.loc[40, "line_no"] = 1  # order 14 now has line 1 twice (a different product: not a duplicate row)
+    frame.loc[40, "product_id"] = 999
+SOURCE = save_artifact(frame)
+"""
+
+
+async def test_data_quality_audit_finds_date_and_key_faults_and_no_false_duplicate_ids(s: ClientSession) -> None:
+    """Issue 38 item 9, planted: dates in the future, shipped before ordered, a column with two date formats, a
+    duplicate composite key (order_id, line_no). The look-alike: order_id repeats on every order's lines by
+    design — no "duplicate ids" (the old audit ranked such a finding first)."""
+    script = (SKILLS / "data-quality-audit" / "scripts" / "profile.py").read_text()
+    await ok(s, "run_python", code=ORDER_LINES.format(planted=True))
+    await ok(s, "run_python", code=script, output_level="brief")
+    found = await value(s, "sorted(zip(findings.column, findings.check, findings.rows))")
+    assert found == repr(
+        sorted(
+            [
+                ("ordered_at", "dates in the future", 2),
+                ("ordered_at / shipped_at", "shipped_at before ordered_at", 5),  # 3, and the 2 ordered in 2031
+                ("returned_on", "mixed date formats", 4),
+                ("order_id, line_no", "duplicate composite keys", 2),
+            ]
+        )
+    ), found
+    await ok(s, "run_python", code=ORDER_LINES.format(planted=False))
+    await ok(s, "run_python", code=script, output_level="brief")
+    assert await value(s, "len(findings)") == "0", await value(s, "findings.to_dict('records')")
+
+
 async def test_analysis_workflow_example_query_runs(s: ClientSession) -> None:
     loaded = text_of(await ok(s, "use_skill", name="analysis-workflow"))
     (query,) = (code for _, code in FENCE.findall(loaded))

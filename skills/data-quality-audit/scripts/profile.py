@@ -36,6 +36,7 @@ def is_text(s: pd.Series) -> bool:
 
 # a full date (2025-03-01, 01/03/2025, 1.3.2025, with a time or not); period labels (Jan, Q1, 2025-Q1, H2,
 # FY25) are labels, not broken dates
+ID_LIKE = re.compile(r"(^|_)(id|key|no|nr|number|line|code)$")  # labels, not quantities: no outliers, maybe keys
 FULL_DATE = re.compile(r"^\s*(\d{4}[-/.]\d{1,2}[-/.]\d{1,2}|\d{1,2}[-/.]\d{1,2}[-/.]\d{2,4})([ T].*)?$")
 
 
@@ -106,6 +107,8 @@ for col in df.columns:
         if "discount" in name and ((s < 0) | (s > 1)).any():
             finding("high", col, "discount outside 0-1", ((s < 0) | (s > 1)).sum(), s[(s < 0) | (s > 1)].head(3))
         group = groups_for(col)
+        if ID_LIKE.search(name):
+            continue  # an id is a label: a large one is no outlier
         if group is None:
             far, rule = far_out(s), "outliers beyond 3 x IQR"
         else:  # a laptop's price is far from a pen's, not from other laptops'
@@ -117,10 +120,60 @@ for col in df.columns:
 duplicates = df.duplicated()
 if duplicates.any():
     finding("high", "(all)", "exact duplicate rows", duplicates.sum(), df.index[duplicates][:3])
-first = df.columns[0]
-if "id" in str(first).lower() and df[first].duplicated().any():
-    repeated = df[first][df[first].duplicated(keep=False)]
-    finding("high", first, "duplicate ids", repeated.shape[0], repeated.unique()[:3])
+
+# Keys: a column is a key only when it is meant to be unique — an id-like name and at most 5 % of its rows
+# repeated (an order_id on order lines repeats by design: no finding). Where no one column is such a key, a
+# pair of id-like columns can be one (order_id, line_no): its repeats are duplicate composite keys.
+id_columns = [c for c in df.columns if ID_LIKE.search(str(c).lower()) and df[c].notna().all()]
+keys = [c for c in id_columns if df[c].duplicated().mean() <= 0.05]
+for key in keys:
+    if df[key].duplicated().any():
+        repeated = df[key][df[key].duplicated(keep=False)]
+        finding("high", key, "duplicate ids", repeated.shape[0], repeated.unique()[:3])
+if not keys:
+    for i, a in enumerate(id_columns):
+        for b in id_columns[i + 1 :]:
+            pair = df[[a, b]].duplicated(keep=False) & ~df.duplicated(keep=False)
+            if 0 < df[[a, b]].duplicated().mean() <= 0.05 and pair.any():
+                examples = df.loc[pair, [a, b]].drop_duplicates().head(3).itertuples(index=False, name=None)
+                finding("high", f"{a}, {b}", "duplicate composite keys", pair.sum(), list(examples))
+
+# Dates: each column holding dates (a date type, or text that is mostly full dates) — in the future, written in
+# more than one format, or out of order with another date column (shipped before ordered).
+today = pd.Timestamp.now().normalize()
+dates, mixed = {}, set()
+for col in df.columns:
+    s = df[col]
+    if pd.api.types.is_datetime64_any_dtype(s):
+        dates[col] = pd.to_datetime(s, errors="coerce").dt.tz_localize(None)
+    elif is_text(s):
+        text = s.dropna().astype(str).str.strip()
+        full = text.str.match(FULL_DATE)
+        if len(text) and full.mean() > 0.5:
+            text = text[full]
+            shape = text.str.replace(r"[ T].*$", "", regex=True).map(
+                lambda v: ("year first " if re.match(r"^\d{4}", v) else "year last ") + re.sub(r"[\d]", "", v)[:1]
+            )
+            kinds = shape.value_counts()
+            if len(kinds) > 1:
+                mixed.add(col)
+                minority = shape[shape != kinds.index[0]]
+                finding("medium", col, "mixed date formats", len(minority), text[minority.index].unique()[:3])
+            dates[col] = pd.to_datetime(s.astype(str).str.strip().where(s.notna()), errors="coerce", format="mixed")
+for col, values in dates.items():
+    future = values > today
+    if future.any():
+        finding("high", col, "dates in the future", future.sum(), values[future].dt.date.head(3))
+ordered = {c: v for c, v in dates.items() if c not in mixed}  # a column of mixed formats has ambiguous dates
+for a, first_values in ordered.items():
+    for b, later in ordered.items():
+        both = first_values.notna() & later.notna()
+        if a == b or both.sum() < 10:
+            continue
+        in_order = (first_values <= later)[both]
+        if 0.9 <= in_order.mean() < 1:  # b follows a almost always: the rows where it does not are faults
+            wrong = both & (later < first_values)
+            finding("high", f"{a} / {b}", f"{b} before {a}", wrong.sum(), df.index[wrong][:3])
 
 columns = {str(c).lower(): c for c in df.columns}
 if all(k in columns for k in ("quantity", "unit_price", "discount", "revenue")):
