@@ -430,8 +430,9 @@ rows = []
 for o in range(1, 61):  # 60 orders of 3 lines: order_id repeats by design (a grouping, not a key)
     for line in (1, 2, 3):
         ordered = pd.Timestamp("2025-01-01") + pd.Timedelta(days=o)
+        returned = str((ordered + pd.Timedelta(days=9)).date())
         rows.append({{"order_id": o, "line_no": line, "product_id": 100 + (o * line) % 7, "ordered_at": ordered,
-                     "shipped_at": ordered + pd.Timedelta(days=2), "returned_on": str((ordered + pd.Timedelta(days=9)).date())}})
+                     "shipped_at": ordered + pd.Timedelta(days=2), "returned_on": returned}})
 frame = pd.DataFrame(rows)
 if {planted}:
     frame.loc[[5, 50], "ordered_at"] = pd.Timestamp("2031-06-01")  # in the future
