@@ -709,6 +709,35 @@ async def test_returns_and_cancellations_flag_the_ergo_chair_and_nothing_else(s:
     assert int(await value(s, "len(rates)")) == 50  # 25 products x (returns, cancellations) compared
 
 
+TWO_WAY = """
+import pandas as pd
+rows = [
+    ("Widget", "b2b", 5000.0, {widget_b2b}),  # sold below cost through one channel only
+    ("Widget", "online", 20000.0, 3000.0),
+    ("Widget", "retail", 15000.0, 2500.0),
+    ("Gadget", "b2b", 30000.0, 4000.0),
+    ("Gadget", "online", 10000.0, 1500.0),
+    ("Gadget", "retail", 8000.0, 10.0),  # the look-alike: a thin margin, still a profit
+]
+SOURCE = save_artifact(pd.DataFrame(rows, columns=["product", "channel", "net_revenue", "gross_margin"]))
+"""
+
+
+async def test_profitability_finds_a_loss_in_one_product_channel_cell(s: ClientSession) -> None:
+    """Issue 38 item 2, planted: Widget loses 500 through b2b while Widget (+5,000) and b2b (+3,500) each earn —
+    invisible to one-way rankings; Gadget x retail earns a thin 10, not a loss. With Widget x b2b at +200, no
+    cell is flagged."""
+    script = (SKILLS / "profitability" / "scripts" / "loss_cells.py").read_text()
+    await ok(s, "run_python", code=TWO_WAY.format(widget_b2b="-500.0"))
+    text = text_of(await ok(s, "run_python", code=script, output_level="standard"))
+    assert await value(s, "[(r.product, r.channel) for r in loss_cells.itertuples()]") == "[('Widget', 'b2b')]"
+    assert "1 of them invisible in one-way rankings" in text, text
+    assert await value(s, "bool(loss_cells.hidden_in_one_way_views.iloc[0])") == "True"
+    await ok(s, "run_python", code=TWO_WAY.format(widget_b2b="200.0"))
+    text = text_of(await ok(s, "run_python", code=script, output_level="standard"))
+    assert "no product x channel cell loses money" in text and await value(s, "len(loss_cells)") == "0", text
+
+
 async def test_profitability_finds_the_key_account_sold_below_cost(s: ClientSession) -> None:
     """The demo's customer 162 buys everything at 45 % off (ba_mcp/demo_data.py LOSS_MAKING_CUSTOMER): the one
     customer who loses money, and the discount is why; no other customer, channel or product loses money."""
