@@ -5,6 +5,7 @@ promised result in the same interpreter. Every bundled skill passes the strict v
 
 from __future__ import annotations
 
+import ast
 import csv
 import io
 import json
@@ -181,6 +182,39 @@ async def test_sales_performance_review_bridge_adds_up_to_the_revenue_change(s: 
     assert await value(s, "bridge.set_index('step').revenue[['new items', 'discontinued items']].tolist()") == (
         "[0.0, 0.0]"
     )
+
+
+CATEGORY_PRICES = """
+import pandas as pd
+rows = []
+for year, chair_price in ((2024, 100.0), (2025, 110.0)):  # chairs' list price rose 10 %; desks' did not
+    for item, category, units, price in (("Chair A", "Chairs", 50, chair_price), ("Chair B", "Chairs", 30, chair_price),
+                                         ("Desk A", "Desks", 20, 300.0), ("Desk B", "Desks", 10, 300.0)):
+        rows.append((category, item, f"{year}-01-01", units * price * 0.9, units, units * price))  # 10 % off
+SOURCE = save_artifact(pd.DataFrame(rows, columns=["category", "product", "order_date_year", "net_revenue", "units",
+                                                   "list_revenue"]))
+BY = "category"
+"""
+
+
+async def test_sales_review_splits_price_from_discount_and_bridges_per_category(s: ClientSession) -> None:
+    """Issue 38 item 11: on the demo the "price and discount" line is a lower realised discount, not a list-price
+    change — split, the list-price step is about zero. Planted: chairs' list price up 10 % at the same discount,
+    desks unchanged: the bridge per category puts the whole price step in Chairs (80 units x 10 x 0.9 = 720)."""
+    out = await follow(s, "sales-performance-review")
+    text = out["scripts/price_volume_mix.py"]
+    steps = await value(s, "bridge.set_index('step').revenue.round(0).to_dict()")
+    split = ast.literal_eval(steps)  # the bridge's steps as numbers
+    assert "list price" in split and "discount" in split and "price and discount" not in split, text
+    assert abs(split["list price"]) < 0.05 * abs(split["discount"]), steps
+    script = (SKILLS / "sales-performance-review" / "scripts" / "price_volume_mix.py").read_text()
+    await ok(s, "run_python", code=CATEGORY_PRICES)
+    text = text_of(await ok(s, "run_python", code=script, output_level="standard"))
+    assert "the bridge per category" in text, text
+    assert await value(s, "float(by_group.loc['Chairs', 'list price'])") == "720.0", text
+    assert await value(s, "float(by_group.loc['Desks', 'list price'])") == "0.0", text
+    assert await value(s, "float(by_group.loc['Chairs', 'discount'])") == "0.0", text
+    await ok(s, "run_python", code="del BY")  # the interpreter is the session's: the next bridge is a whole one
 
 
 PENS_PER_PIECE = """
