@@ -741,6 +741,45 @@ async def test_returns_and_cancellations_flag_the_ergo_chair_and_nothing_else(s:
     )
     assert rate == float(plain) and rate > 20
     assert int(await value(s, "len(rates)")) == 50  # 25 products x (returns, cancellations) compared
+    assert await value(s, "list(named['item'])") == "['Ergo Chair']", out["scripts/order_attribution.py"]
+
+
+BYSTANDER = """
+import random
+import pandas as pd
+rng = random.Random(7)
+rows = []
+for order in range(3000):
+    items = [rng.choice(["C", "D", "E", "F"])]
+    if rng.random() < 0.3:
+        items.append(rng.choice(["C", "D", "E", "F"]))  # baskets of one or two other items
+    items = sorted(set(items))
+    if order < 400:
+        items.append("A")  # the high-return item: 30 % of its orders come back
+        if order < 150:
+            items.append("B")  # B is only ever bought together with A
+    rate = 0.30 if "A" in items else 0.06
+    returned = rng.random() < rate
+    rows += [(order, item, returned) for item in items]
+SOURCE = save_artifact(pd.DataFrame(rows, columns=["order_id", "item", "returned"]))
+"""
+
+
+async def test_returns_are_attributed_at_order_level_not_to_a_bystander(s: ClientSession) -> None:
+    """Issue 38 item 5, planted: item A's orders come back 30 % of the time (6 % otherwise); item B is only ever
+    bought with A, so its own return rate is about 30 % too (an item-level test flags it). Holding the basket
+    fixed, A is named and B — the look-alike — is not."""
+    script = (SKILLS / "returns-and-cancellations" / "scripts" / "order_attribution.py").read_text()
+    await ok(s, "run_python", code=BYSTANDER)
+    text = text_of(await ok(s, "run_python", code=script, output_level="standard"))
+    assert await value(s, "list(named['item'])") == "['A']", text
+    low, high = (
+        float(v)
+        for v in (await value(s, "tuple(attribution.set_index('item').loc['B', ['ci_low', 'ci_high']])"))
+        .strip("()")
+        .split(",")
+    )
+    assert low < 0 < high, text  # B adds nothing to an order that holds A: its interval holds zero
 
 
 TWO_WAY = """
