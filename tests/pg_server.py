@@ -91,6 +91,19 @@ def postgres() -> Iterator[Postgres]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def running() -> Postgres:
+    """The run's PostgreSQL, started in the background when the run began (tests/background.py); a test fails,
+    saying why, when it did not start."""
+    import pytest
+
+    from tests import background
+
+    state = background.wait("postgres")
+    if "error" in state:
+        pytest.fail(f"the run's PostgreSQL did not start: {state['error']}")
+    return Postgres(int(state["port"]), str(state["folder"]))
+
+
 @contextlib.contextmanager
 def service(folder: Path) -> Iterator[dict[str, Any]]:
     """The run's PostgreSQL (tests/background.py): its port and folder."""

@@ -31,7 +31,7 @@ import pytest
 import yaml
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
-from tests import background, pg_server, tpch
+from tests import pg_server, tpch
 from tests.conftest import ba, make_workspace, text_of
 from tests.sandbox_common import sandbox_params
 
@@ -88,10 +88,7 @@ metrics:
 
 @pytest.fixture(scope="module")
 def pg() -> pg_server.Postgres:
-    state = background.wait("postgres")
-    if "error" in state:
-        pytest.fail(f"the run's PostgreSQL did not start: {state['error']}")
-    server = pg_server.Postgres(int(state["port"]), str(state["folder"]))
+    server = pg_server.running()
     if not server.sql("SELECT count(*) FROM pg_database WHERE datname = 'own'", database="postgres")[0][0]:
         server.sql("CREATE DATABASE own OWNER owner", database="postgres")
         server.sql(*OWN, role="owner", database="own")

@@ -27,7 +27,7 @@ from mcp.types import ResourceTemplateReference
 
 from ba_mcp.metrics.catalog import DEMO_FILE
 from ba_mcp.results import exact_number
-from tests import background, pg_server
+from tests import pg_server
 from tests.conftest import ba, make_workspace, server_process, stdio_params, text_of
 
 pytestmark = [
@@ -41,10 +41,7 @@ ARTIFACT = re.compile(r"artifact_[0-9a-f]{12}")
 @pytest.fixture(scope="module")
 def pg() -> pg_server.Postgres:
     """The run's PostgreSQL, started in the background when the run began (tests/background.py)."""
-    state = background.wait("postgres")
-    if "error" in state:
-        pytest.fail(f"the run's PostgreSQL did not start: {state['error']}")
-    return pg_server.Postgres(int(state["port"]), str(state["folder"]))
+    return pg_server.running()
 
 
 @pytest.fixture(scope="module")

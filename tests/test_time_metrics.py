@@ -141,10 +141,7 @@ def _duckdb(folder: Path, close: bool = False) -> tuple[Any, Run]:
 
 
 def _postgres() -> tuple[Any, Run]:
-    state = background.wait("postgres")
-    if "error" in state:
-        pytest.fail(f"the run's PostgreSQL did not start: {state['error']}")
-    pg = pg_server.Postgres(int(state["port"]), str(state["folder"]))
+    pg = pg_server.running()
     if not pg.sql("SELECT count(*) FROM pg_database WHERE datname = 'trap'", database="postgres")[0][0]:
         pg.sql("CREATE DATABASE trap OWNER owner", database="postgres")
         statements = []
