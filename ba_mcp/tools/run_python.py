@@ -541,6 +541,8 @@ ANALYST_LIBRARIES = (
     "openpyxl",
     "xlrd",
     "xlsxwriter",
+    "holidays",
+    "pymc_marketing",
 )
 
 

@@ -10,7 +10,6 @@ views hide (both totals profitable) are marked.
 Output: `loss_cells` (the cell's value), `cells` (every cell with its margin % and its row's and column's).
 """
 
-import pandas as pd
 
 cells = load_artifact(SOURCE)  # noqa: F821 - SOURCE and load_artifact come from run_python
 a, b = [c for c in cells.columns if c not in ("net_revenue", "gross_margin")][:2]
