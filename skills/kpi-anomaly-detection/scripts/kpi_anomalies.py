@@ -1,49 +1,146 @@
-"""Anomalies in a KPI series: days (or weeks, months) far from what their season and neighbours predict.
+"""Anomalies in a KPI series: days (or weeks, months) far from what their trend, season and calendar predict.
 
 Input: SOURCE, the id of a table artifact with a date column and a number column (the first of each, or
 DATE and VALUE naming them), one row per period. ALPHA (0.01) is the chance of a false alarm over the
-whole series. Run in run_python as:  SOURCE = "artifact_..."  then this script.
-Output: `anomalies` (the cell's value: period, value, expected, direction, p_corrected) and `expected`
-(the baseline for every period); a chart marks the anomalies.
+whole series. For days: COUNTRY ("US", an ISO code the `holidays` package knows; SUBDIVISION for a state or
+region) gives the public holidays, and EVENTS ({"name": ["2024-11-29", ...]}) adds recurring events of your
+own. Run in run_python as:  SOURCE = "artifact_..."  then this script.
+Output: `anomalies` (the cell's value: period, value, expected, direction, p_corrected), `expected` (the
+model's value for every period) and `calendar` (the holidays and events the model knows); a chart marks
+the anomalies.
 """
 
+import holidays
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+import statsmodels.api as sm
 from scipy import stats
 
 alpha = float(globals().get("ALPHA", 0.01))
+country = str(globals().get("COUNTRY", "US"))
+subdivision = globals().get("SUBDIVISION")
+events = dict(globals().get("EVENTS") or {})
 frame = load_artifact(SOURCE)  # noqa: F821 - SOURCE and load_artifact come from run_python
-date = globals().get("DATE") or next(c for c in frame.columns if "date" in str(c).lower() or "day" in str(c).lower()
-                                     or pd.api.types.is_datetime64_any_dtype(frame[c]))
+date = globals().get("DATE") or next(
+    c
+    for c in frame.columns
+    if "date" in str(c).lower() or "day" in str(c).lower() or pd.api.types.is_datetime64_any_dtype(frame[c])
+)
 value = globals().get("VALUE") or [c for c in frame.columns if c != date][-1]
 s = frame.assign(**{date: pd.to_datetime(frame[date])}).set_index(date)[value].astype(float).sort_index()
-
-# The baseline: the median of the neighbouring periods of the same season - for days, the same weekday
-# of the 6 weeks before and after (weekly pattern, and the yearly one as it moves); for weeks or months,
-# the 6 periods around. The period itself is left out, so an anomaly does not hide itself.
+counts = bool(((s % 1 == 0) & (s >= 0)).all())
 step = s.index.to_series().diff().median()
 daily = step <= pd.Timedelta(days=1)
+calendar = pd.DataFrame(columns=["date", "name"])
+
+
+def nb_size(y: np.ndarray, mu: np.ndarray) -> float:
+    """The negative binomial's size k (variance mu + mu^2 / k): first the k at which the median squared
+    standardized residual is the chi-square's median (robust to anomalies), then the moment estimate over the
+    periods within 4 of those standard deviations (efficient). inf: Poisson is spread enough."""
+
+    def spread(k: float) -> float:
+        return float(np.median((y - mu) ** 2 / (mu + mu**2 / k)) - stats.chi2.median(1))
+
+    rough = float("inf")
+    if spread(1e9) > 0:
+        low, high = 1e-3, 1e9  # spread falls as k falls: bisect on a log scale
+        for _ in range(100):
+            mid = float(np.sqrt(low * high))
+            low, high = (mid, high) if spread(mid) <= 0 else (low, mid)
+        rough = low
+    inside = np.abs(y - mu) <= 4 * np.sqrt(mu + mu**2 / rough)
+    excess = float(np.mean(((y - mu) ** 2 - mu)[inside] / np.clip(mu[inside], 1e-9, None) ** 2))
+    return 1 / excess if excess > 1e-9 else float("inf")
+
+
+def day_model(s: pd.Series) -> tuple[pd.Series, str]:
+    """Expected value of every day from a log-linear model of the whole series, fitted robustly:
+    trend (piecewise linear, a bend allowed every quarter), weekday, month and a smooth yearly wave,
+    and each public holiday and event with the days around it (2 before, 4 after: Black Friday and Cyber
+    Monday are Thanksgiving + 1 and + 4) - a holiday that recurs is expected, not an alarm. Days the model
+    misses by far are left out and the model refitted (three rounds), so that one outage or spike does not
+    bend the expectation of the days around it."""
+    global calendar
+    t = np.arange(len(s), dtype=float)
+    columns = {"trend": t / 365.25}
+    for knot in range(91, len(s) - 91, 91):
+        columns[f"bend_{knot}"] = np.clip(t - knot, 0, None) / 365.25
+    index = s.index
+    for d in range(1, 7):
+        columns[f"weekday_{d}"] = (index.day_of_week == d).astype(float)
+    span_years = len(s) / 365.25
+    yearly = span_years >= 2
+    if yearly:  # the yearly pattern needs two years to be told from the trend
+        for m in range(2, 13):
+            columns[f"month_{m}"] = (index.month == m).astype(float)
+        angle = 2 * np.pi * index.day_of_year.to_numpy() / 365.25
+        for k in range(1, 5):
+            columns[f"sin_{k}"], columns[f"cos_{k}"] = np.sin(k * angle), np.cos(k * angle)
+    years = range(index.min().year, index.max().year + 1)
+    days = holidays.country_holidays(country, subdiv=subdivision, years=years)
+    named = pd.DataFrame(
+        [(pd.Timestamp(d), str(n)) for d, n in days.items()]
+        + [(pd.Timestamp(d), str(name)) for name, dates in events.items() for d in dates],
+        columns=["date", "name"],
+    ).sort_values("date")
+    calendar = named[(named.date >= index.min()) & (named.date <= index.max())].reset_index(drop=True)
+    recurring = calendar.name.value_counts()
+    for name in recurring[recurring >= 2].index:  # a holiday seen once cannot be told from an anomaly
+        when = pd.DatetimeIndex(calendar.date[calendar.name == name])
+        for offset in range(-2, 5):
+            hit = index.isin(when + pd.Timedelta(days=offset))
+            if hit.sum() >= 2:
+                columns[f"{name} {offset:+d}"] = hit.astype(float)
+    X = sm.add_constant(pd.DataFrame(columns, index=index), has_constant="add")
+    y = s.to_numpy()
+    keep = np.ones(len(y), dtype=bool)
+    size = float("inf")
+    for _ in range(3):
+        if counts:  # a negative binomial GLM, its size estimated robustly from the days kept
+            family = sm.families.Poisson() if np.isinf(size) else sm.families.NegativeBinomial(alpha=1 / size)
+            mu = np.asarray(sm.GLM(y[keep], X[keep], family=family).fit().predict(X))
+            size = nb_size(y[keep], mu[keep])
+            residual = (y - mu) / np.sqrt(np.clip(mu + mu**2 / size, 0.5, None))
+            keep = np.abs(residual) <= 4
+        else:  # amounts: a robust (Huber) fit of the log
+            log_y = np.log(np.clip(y, 1e-9, None))
+            fit = sm.RLM(log_y[keep], X[keep], M=sm.robust.norms.HuberT()).fit()
+            mu = np.exp(np.asarray(fit.predict(X)))
+            residual = log_y - np.log(mu)
+            scale = 1.4826 * np.median(np.abs(residual[keep] - np.median(residual[keep])))
+            keep = np.abs(residual) <= 4 * max(scale, 1e-9)
+    terms = "trend, weekday" + (", month and yearly wave" if yearly else " (under two years: no yearly pattern)")
+    held = int((~keep).sum())
+    return (
+        pd.Series(mu, index=index),
+        f"{terms}, {recurring[recurring >= 2].size} recurring holidays and events ({country}); "
+        f"{held} day(s) left out of the fit as far off",
+    )
+
+
 if daily:
     s = s.asfreq("D", fill_value=0.0)  # a day without a row had none
-lag, reach = (7, 6) if daily else (1, 6)
-neighbours = pd.concat([s.shift(k * lag) for k in range(-reach, reach + 1) if k], axis=1)
-expected = neighbours.median(axis=1).dropna()
+    expected, model = day_model(s)
+else:  # weeks or months: the median of the 6 periods either side (the period itself left out)
+    neighbours = pd.concat([s.shift(k) for k in range(-6, 7) if k], axis=1)
+    expected = neighbours.median(axis=1).dropna()
+    model = "the median of the 6 periods either side"
 observed = s[expected.index]
 n = len(expected)
 
-if ((s % 1 == 0) & (s >= 0)).all():  # counts: Poisson, or negative binomial when more spread than Poisson
-    ratio = ((observed - expected) ** 2 / expected.clip(lower=0.5)).median() / stats.chi2.median(1)
-    dispersion = max(1.0, float(ratio))
-    if dispersion <= 1.2:
+if counts:  # Poisson, or negative binomial when more spread than Poisson (its size judged robustly)
+    size = nb_size(observed.to_numpy(), expected.clip(lower=1e-9).to_numpy())
+    if np.isinf(size):
         low, high = stats.poisson.cdf(observed, expected), stats.poisson.sf(observed - 1, expected)
+        method = "counts, Poisson"
     else:
-        size = expected / (dispersion - 1)
         prob = size / (size + expected)
         low, high = stats.nbinom.cdf(observed, size, prob), stats.nbinom.sf(observed - 1, size, prob)
+        method = f"counts, negative binomial (size {size:.0f}: a day's spread is {100 / np.sqrt(size):.0f} % beyond Poisson)"
     p = np.minimum(np.minimum(low, high) * 2, 1.0)
-    method = f"counts, dispersion {dispersion:.2f}"
-else:  # amounts: the log ratio to the baseline, scaled robustly
+else:  # amounts: the log ratio to the expectation, scaled robustly
     residual = np.log(observed.clip(lower=1e-9)) - np.log(expected.clip(lower=1e-9))
     z = (residual - residual.median()) / (1.4826 * (residual - residual.median()).abs().median())
     p = 2 * stats.norm.sf(np.abs(z))
@@ -59,7 +156,10 @@ anomalies = pd.DataFrame(
         "p_corrected": p_corrected[flagged],
     }
 )
-print(f"{n:,} periods checked ({method}); a false alarm anywhere in the series has a chance of {alpha:g}")
+if len(calendar):
+    names = calendar.assign(period=calendar.date.dt.strftime("%Y-%m-%d")).groupby("period").name.agg(", ".join)
+    anomalies["holiday"] = anomalies.period.map(names).fillna("")
+print(f"{n:,} periods checked against {model}; {method}; a false alarm anywhere in the series has a chance of {alpha:g}")
 print(anomalies.to_string(index=False) if len(anomalies) else "no anomaly: every period is within its expected range")
 
 fig, ax = plt.subplots(figsize=(10, 4))
