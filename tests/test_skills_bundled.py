@@ -872,6 +872,53 @@ async def test_discount_effectiveness_finds_a_planted_lift_and_none_in_the_demo(
     assert 0 < low < high < 30  # an interval, clear of zero
 
 
+DISCOUNTS_TO_BIG_BUYERS = """
+import numpy as np, pandas as pd
+def planted(effect, per_customer_only=False, seed=3):
+    rng = np.random.default_rng(seed)
+    n = 8000
+    customers = 400
+    loyalty = rng.normal(0, 0.6, customers)  # big buyers...
+    contract = np.clip(0.06 + 0.06 * loyalty, 0, 0.25)  # ...get bigger discounts
+    customer = rng.integers(0, customers, n)
+    product = rng.choice(["pens", "paper", "toner", "chairs"], n)
+    channel = rng.choice(["online", "b2b"], n)
+    period = rng.choice(pd.date_range("2024-01-01", periods=24, freq="MS").strftime("%Y-%m"), n)
+    extra = 0.0 if per_customer_only else rng.choice([0.0, 0.0, 0.05, 0.1], n)  # promotions, line by line
+    discount = np.round(contract[customer] + extra, 2)
+    base = pd.Series(product).map({"pens": 3.0, "paper": 12.0, "toner": 2.0, "chairs": 1.5}).to_numpy()
+    quantity = np.maximum(1, np.round(base * np.exp(loyalty[customer] + effect * discount + rng.normal(0, 0.4, n))))
+    return save_artifact(pd.DataFrame({"customer": customer, "product": product, "channel": channel,
+                                       "period": period, "discount": discount, "quantity": quantity}))
+"""
+
+
+async def test_discount_effectiveness_compares_within_the_customer_and_says_when_it_cannot_tell(
+    s: ClientSession,
+) -> None:
+    """Issue 38 item 6, planted: 400 customers; the ones who buy more (loyalty) get bigger contract discounts,
+    and promotions add 0, 5 or 10 points line by line. With no effect of the discount on quantity, comparing
+    within product and channel read "+90 % per 10 points, detectable"; within the customer (and product,
+    channel, month) there is no detectable lift. The look-alike: the same data with a real effect,
+    quantity x exp(2 x discount) (+22.1 % per 10 points), is found. And with contract discounts only (no
+    variation within a customer), the data cannot identify an effect and the script says so."""
+    script = (SKILLS / "discount-effectiveness" / "scripts" / "discount_lift.py").read_text()
+    await ok(s, "run_python", code=DISCOUNTS_TO_BIG_BUYERS)
+    await ok(s, "run_python", code="SOURCE = planted(0.0)")
+    text = text_of(await ok(s, "run_python", code=script, output_level="standard"))
+    assert "compared within the same customer, product, channel, period" in text, text
+    assert await value(s, "(identified, detectable)") == "(True, False)", text
+    low, high = (float(v) for v in (await value(s, "lift_ci")).strip("()").split(","))
+    assert low < 0 < high < 5, text
+    await ok(s, "run_python", code="SOURCE = planted(2.0)")
+    text = text_of(await ok(s, "run_python", code=script, output_level="standard"))
+    assert await value(s, "detectable") == "True", text
+    assert float(await value(s, "lift_pct")) == pytest.approx(22.14, abs=3), text
+    await ok(s, "run_python", code="SOURCE = planted(0.0, per_customer_only=True)")
+    text = text_of(await ok(s, "run_python", code=script, output_level="standard"))
+    assert "NOT IDENTIFIABLE" in text and await value(s, "(identified, detectable)") == "(False, False)", text
+
+
 async def test_ab_test_readout_finds_the_real_effect_and_not_the_null_one(s: ClientSession) -> None:
     """The demo's one_page_checkout converts 8.0 % vs 9.2 % by construction (a 1.2-point lift); the
     green_buy_button's variants convert alike (ba_mcp/demo_data.py EXPERIMENTS). Both split 50/50."""

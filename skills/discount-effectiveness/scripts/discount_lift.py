@@ -1,25 +1,76 @@
-"""Does a discount lift the quantity bought? Compared within the same product and channel.
+"""Does a discount lift the quantity bought? Compared within the same customer, product, channel and period.
 
-Input: SOURCE, the id of a table artifact with one row per sale: product, channel, discount (a fraction)
-and quantity (other columns are ignored). Run in run_python as:  SOURCE = "artifact_..."  then this script.
+Input: SOURCE, the id of a table artifact with one row per sale: discount (a fraction), quantity, and the
+columns to compare within - customer, product, channel, period (month) - whichever it has (other columns
+are ignored). Run in run_python as:  SOURCE = "artifact_..."  then this script.
 Output: `lift_pct` (change in quantity per 10 points of discount, %), `lift_ci` (its 95 % interval),
-`detectable` (the interval excludes 0) and `model` (the statsmodels fit) - printed as a sentence.
+`detectable` (the interval excludes 0), `identified` (the data has discounts that vary within those groups),
+`controls` (what was held fixed) and `model` (the statsmodels fit) - printed as sentences.
 """
 
 import numpy as np
-import statsmodels.formula.api as smf
+import pandas as pd
+import statsmodels.api as sm
 
 sales = load_artifact(SOURCE)  # noqa: F821 - SOURCE and load_artifact come from run_python
 sales = sales.assign(discount=sales.discount.astype(float), quantity=sales.quantity.astype(float))
-sales = sales[sales.quantity > 0]
-# log(quantity) = product effect + channel effect + b x discount: b compares discounted with full-price
-# sales of the same product in the same channel; robust (HC1) standard errors
-model = smf.ols("np.log(quantity) ~ discount + C(product) + C(channel)", data=sales).fit(cov_type="HC1")
-b, se = float(model.params["discount"]), float(model.bse["discount"])
-lift_pct = float(100 * (np.exp(0.1 * b) - 1))
-lift_ci = tuple(float(100 * (np.exp(0.1 * (b + k * 1.96 * se)) - 1)) for k in (-1, 1))
-detectable = bool(lift_ci[0] > 0 or lift_ci[1] < 0)
-share = 100 * (sales.discount > 0).mean()
-print(f"{len(sales):,} sales, {share:.0f} % discounted; per 10 points of discount the quantity changes by "
-      f"{lift_pct:+.1f} % (95 % interval {lift_ci[0]:+.1f} % to {lift_ci[1]:+.1f} %)")
-print("a lift is detectable" if detectable else "no detectable lift: the interval includes zero")
+sales = sales[sales.quantity > 0].reset_index(drop=True)
+controls = [c for c in ("customer", "product", "channel", "period") if c in sales.columns]
+missing = [c for c in ("customer", "product", "channel", "period") if c not in sales.columns]
+
+# log(quantity) = customer effect + product + channel + period effects + b x discount. The customer's effect
+# is absorbed (every column is centred within the customer): b compares a customer's discounted purchases with
+# their own full-price ones - customers who get bigger discounts because they buy more no longer count as a
+# lift. Standard errors are clustered by customer (a customer's purchases are not independent).
+y = np.log(sales.quantity)
+dummies = [pd.get_dummies(sales[c].astype(str), prefix=c, drop_first=True, dtype=float) for c in controls]
+dummies = [d for d, c in zip(dummies, controls) if c != "customer"]
+X = pd.concat([sales[["discount"]], *dummies], axis=1)
+if "customer" in controls:
+    group = sales.customer.astype(str)
+    several = group.map(group.value_counts()) > 1  # a customer seen once compares with nobody
+    y, X, group = y[several], X[several], group[several]
+    y = y - y.groupby(group).transform("mean")
+    X = X - X.groupby(group).transform("mean")
+    X = X.loc[:, (X.abs().max() > 1e-12) | (X.columns == "discount")]
+else:
+    X = sm.add_constant(X)
+
+# Identification: how much of the discount's variation is left once the groups are held fixed. Discounts set
+# per customer (a contract rate) or per product leave nothing to compare: no estimate, whatever its interval.
+others = X.drop(columns=["discount"])  # with its constant, unless the customer's effect was absorbed
+left = X.discount - (sm.OLS(X.discount, others).fit().fittedvalues if others.shape[1] else 0.0)
+within_sd = float(left.std())
+share = float(left.var() / sales.discount.var()) if sales.discount.var() > 0 else 0.0
+identified = bool(within_sd >= 0.005 and share >= 0.02)
+model = None
+lift_pct, lift_ci = float("nan"), (float("nan"), float("nan"))
+if identified:
+    if "customer" in controls:
+        model = sm.OLS(y, X).fit(cov_type="cluster", cov_kwds={"groups": pd.factorize(group)[0]})
+    else:
+        model = sm.OLS(y, X).fit(cov_type="HC1")
+    b, se = float(model.params["discount"]), float(model.bse["discount"])
+    lift_pct = float(100 * (np.exp(0.1 * b) - 1))
+    lift_ci = tuple(float(100 * (np.exp(0.1 * (b + k * 1.96 * se)) - 1)) for k in (-1, 1))
+detectable = bool(identified and (lift_ci[0] > 0 or lift_ci[1] < 0))
+print(
+    f"{len(sales):,} sales, {100 * (sales.discount > 0).mean():.0f} % discounted; compared within the same "
+    f"{', '.join(controls) or 'nothing'}" + (f" (not held fixed: {', '.join(missing)})" if missing else "")
+)
+print(
+    f"the discount varies within those groups by {100 * within_sd:.1f} points (standard deviation; "
+    f"{100 * share:.0f} % of its variation)"
+)
+if not identified:
+    print(
+        "NOT IDENTIFIABLE: discounts hardly vary within the same customer, product, channel and period, so the "
+        "data cannot tell their effect from who gets them - no lift is estimated; a controlled test "
+        "(ab-test-readout) can"
+    )
+else:
+    print(
+        f"per 10 points of discount the quantity changes by {lift_pct:+.1f} % "
+        f"(95 % interval {lift_ci[0]:+.1f} % to {lift_ci[1]:+.1f} %)"
+    )
+    print("a lift is detectable" if detectable else "no detectable lift: the interval includes zero")
