@@ -1,10 +1,11 @@
-"""Monthly forecast with prediction intervals and a backtest.
+"""Monthly forecast chosen by a rolling-origin backtest, with intervals calibrated on its own errors.
 
 Input: SOURCE, the id of a table artifact with a month column (dates: `month`, else the first column) and
 a value column (`value`, else VALUE names it, else the second column: query_metrics' first metric);
 optional HORIZON (months ahead, default 12). Run in run_python as:  SOURCE = "artifact_..."  then this script.
-Output: the forecast table (month, forecast, lo80, hi80, lo95, hi95) as the cell's value; the backtest and
-a chart are printed / drawn.
+Output: the forecast table (month, forecast, lo80, hi80, lo95, hi95) as the cell's value; `backtest` (error
+of each method by horizon), `method` (the one chosen), `coverage80` / `coverage95` (how often the backtest's
+actual months fell inside the intervals), `model_mape` (the ETS model's) and `naive_mape` (the benchmark's).
 """
 
 import warnings
@@ -12,6 +13,7 @@ import warnings
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from scipy import stats
 from statsmodels.tsa.exponential_smoothing.ets import ETSModel
 
 horizon = int(globals().get("HORIZON", 12))
@@ -24,14 +26,15 @@ series = pd.Series(
 series = series.asfreq("MS")
 assert series.notna().all(), "the series has missing months: fill or explain them first"
 assert len(series) >= 24, f"{len(series)} months: a seasonal model needs at least 24"
-
+assert (series > 0).all(), "the methods compare months by ratios: every month must be above zero"
 
 # The seasonal pattern may change only slowly: one unusual month must not become next year's peak (an
 # unbounded fit gave gamma = 0.66 and turned one noisy May into a forecast May peak the data does not have).
 MAX_SEASONAL_SMOOTHING = 0.1
 
 
-def fit(y: pd.Series):
+def ets(y: pd.Series, steps: int) -> np.ndarray:
+    """Additive ETS: damped trend, 12-month seasonality that changes slowly."""
     model = ETSModel(
         y,
         error="add",
@@ -43,49 +46,142 @@ def fit(y: pd.Series):
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return model.fit(disp=False)
+        return np.asarray(model.fit(disp=False).forecast(steps))
 
 
-def mape(actual: np.ndarray, predicted: np.ndarray) -> float:
-    return float(np.mean(np.abs((actual - predicted) / actual)) * 100)
+def seasonal_naive(y: pd.Series, steps: int) -> np.ndarray:
+    """The benchmark: the same month a year earlier times the growth of the last 12 months over the 12 before.
+    A one-off month (its growth on the year before far from the others', by 3.5 robust deviations) is first
+    replaced by what the growth says it should have been, so one spike is not repeated next year."""
+    values = y.to_numpy().copy()
+    growth = values[-12:].sum() / values[-24:-12].sum()
+    yearly = np.log(values[12:] / values[:-12])  # each month's growth on the same month a year before
+    centre = np.median(yearly[-12:])
+    spread = 1.4826 * np.median(np.abs(yearly[-12:] - centre))
+    for i in range(len(values) - 12, len(values)):
+        if spread > 0 and abs(yearly[i - 12] - centre) > 3.5 * spread:
+            values[i] = values[i - 12] * np.exp(centre)
+    last_year = values[-12:]
+    return np.array([last_year[h % 12] * growth ** (1 + h // 12) for h in range(steps)])
 
 
-holdout = 6
-model_mape = naive_mape = float("nan")
-if len(series) - holdout >= 24:  # the backtest's model needs two full years before the held-out months
-    train, test = series[:-holdout], series[-holdout:]
-    backtest = fit(train).forecast(holdout)
-    naive = series.shift(12)[-holdout:]
-    model_mape, naive_mape = mape(test.values, backtest.values), mape(test.values, naive.values)
+def methods(y: pd.Series, steps: int) -> dict[str, np.ndarray]:
+    """Every method's forecast from the data y (ETS fitted once)."""
+    model, naive = ets(y, steps), seasonal_naive(y, steps)
+    return {"ETS": model, "seasonal naive x growth": naive, "average of the two": (model + naive) / 2}
+
+# Rolling-origin backtest: from each of the last 18 months that have two years before them, forecast the
+# months ahead (up to the horizon) that the data has, with every method fitted on the data up to that origin.
+first_origin = max(24, len(series) - 18)
+origins = list(range(first_origin, len(series)))
+rows = []
+if len(origins) >= 6:
+    for origin in origins:
+        steps = min(horizon, len(series) - origin)
+        actual = series.iloc[origin : origin + steps].to_numpy()
+        for name, predicted in methods(series.iloc[:origin], steps).items():
+            for h in range(steps):
+                rows.append((name, origin, h + 1, actual[h], predicted[h]))
+backtest_rows = pd.DataFrame(rows, columns=["method", "origin", "h", "actual", "predicted"])
+
+if len(backtest_rows):
+    backtest_rows["ape"] = 100 * (backtest_rows.actual - backtest_rows.predicted).abs() / backtest_rows.actual
+    backtest_rows["log_error"] = np.log(backtest_rows.actual / backtest_rows.predicted)
+    mape_by_method = backtest_rows.groupby("method").ape.mean()
+    method = str(mape_by_method.idxmin())
+    model_mape = float(mape_by_method["ETS"])
+    naive_mape = float(mape_by_method["seasonal naive x growth"])
+    backtest = backtest_rows.pivot_table(index="h", columns="method", values="ape", aggfunc="mean").round(1)
     print(
-        f"backtest on the last {holdout} months: model MAPE {model_mape:.1f} %, seasonal naive MAPE {naive_mape:.1f} %"
+        f"backtest: {len(origins)} origins ({series.index[origins[0]]:%Y-%m} to {series.index[origins[-1]]:%Y-%m}), "
+        f"each forecasting up to {horizon} months ahead; mean absolute % error: "
+        + "; ".join(f"{name} {mape:.1f} %" for name, mape in mape_by_method.sort_values().items())
     )
-else:
-    print(f"backtest skipped: {len(series)} months leave fewer than 24 before the last {holdout} (it needs 30)")
+    print(f"chosen: {method} (the lowest backtest error)")
+    errors = backtest_rows[backtest_rows.method == method]
 
-result = fit(series)
-frame80 = result.get_prediction(start=len(series), end=len(series) + horizon - 1).summary_frame(alpha=0.20)
-frame95 = result.get_prediction(start=len(series), end=len(series) + horizon - 1).summary_frame(alpha=0.05)
+    def spread(h: int, used: pd.DataFrame) -> tuple[float, int]:
+        """The log errors' spread at horizon h (pooled with the horizons either side), never below a nearer one."""
+        widths = []
+        for k in range(1, h + 1):
+            near = used.log_error[(used.h >= k - 1) & (used.h <= k + 1)]
+            widths.append((float(np.sqrt((near**2).mean())) if len(near) else np.nan, len(near)))
+        sd = np.nanmax([w for w, _ in widths])
+        return sd, widths[-1][1]
+
+    def band(h: int, level: float, used: pd.DataFrame) -> float:
+        sd, count = spread(h, used)
+        return float(stats.t.ppf(0.5 + level / 2, max(count - 1, 1)) * sd)
+
+    # Coverage: each origin's months judged with the spread of the other origins' errors only
+    inside = {0.8: [], 0.95: []}
+    for origin, own in errors.groupby("origin"):
+        others = errors[errors.origin != origin]
+        for level in inside:
+            for h, log_error in zip(own.h, own.log_error):
+                inside[level].append(abs(log_error) <= band(int(h), level, others))
+    coverage80, coverage95 = (float(100 * np.mean(inside[level])) for level in (0.8, 0.95))
+    print(
+        f"intervals from the backtest's own errors: the 80 % ones covered {coverage80:.0f} % and the 95 % ones "
+        f"{coverage95:.0f} % of the {len(errors)} backtest months (each origin judged by the others' errors)"
+    )
+    point = methods(series, horizon)[method]
+    bands = {level: np.array([band(h, level, errors) for h in range(1, horizon + 1)]) for level in (0.8, 0.95)}
+    lo80, hi80 = point * np.exp(-bands[0.8]), point * np.exp(bands[0.8])
+    lo95, hi95 = point * np.exp(-bands[0.95]), point * np.exp(bands[0.95])
+else:
+    method, model_mape, naive_mape = "ETS", float("nan"), float("nan")
+    coverage80 = coverage95 = float("nan")
+    backtest = pd.DataFrame()
+    print(
+        f"backtest skipped: {len(series)} months leave fewer than 6 origins with two years before them (it needs "
+        "30); the forecast is the ETS model's, its intervals the model's own, not checked against its errors"
+    )
+    model = ETSModel(
+        series,
+        error="add",
+        trend="add",
+        damped_trend=True,
+        seasonal="add",
+        seasonal_periods=12,
+        bounds={"smoothing_seasonal": (1e-4, MAX_SEASONAL_SMOOTHING)},
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fitted = model.fit(disp=False)
+    frames = {
+        a: fitted.get_prediction(start=len(series), end=len(series) + horizon - 1).summary_frame(alpha=a)
+        for a in (0.2, 0.05)
+    }
+    point = frames[0.2]["mean"].to_numpy()
+    lo80, hi80 = frames[0.2]["pi_lower"].to_numpy(), frames[0.2]["pi_upper"].to_numpy()
+    lo95, hi95 = frames[0.05]["pi_lower"].to_numpy(), frames[0.05]["pi_upper"].to_numpy()
+
+months = pd.date_range(series.index[-1] + pd.offsets.MonthBegin(1), periods=horizon, freq="MS")
 forecast = pd.DataFrame(
     {
-        "month": frame80.index.strftime("%Y-%m"),
-        "forecast": frame80["mean"].round(2).values,
-        "lo80": frame80["pi_lower"].round(2).values,
-        "hi80": frame80["pi_upper"].round(2).values,
-        "lo95": frame95["pi_lower"].round(2).values,
-        "hi95": frame95["pi_upper"].round(2).values,
+        "month": months.strftime("%Y-%m"),
+        "forecast": np.round(point, 2),
+        "lo80": np.round(lo80, 2),
+        "hi80": np.round(hi80, 2),
+        "lo95": np.round(lo95, 2),
+        "hi95": np.round(hi95, 2),
     }
 )
 last_year = series[-12:].sum()
+year_on_year = 100 * (forecast.forecast.iloc[: min(12, horizon)].to_numpy() / series[-12:].to_numpy()[: min(12, horizon)] - 1)
+growth = 100 * (last_year / series[-24:-12].sum() - 1)
 print(
-    f"next {horizon} months: {forecast.forecast.sum():,.0f} "
-    f"({100 * (forecast.forecast.sum() / last_year - 1):+.1f} % on the last 12 months, when horizon = 12)"
+    f"next {horizon} months ({method}): {forecast.forecast.sum():,.0f} "
+    f"({100 * (forecast.forecast.sum() / last_year - 1):+.1f} % on the last 12 months, when horizon = 12; the last "
+    f"12 months grew {growth:+.1f} % on the 12 before); month on the same month a year before: "
+    f"{year_on_year.min():+.0f} % to {year_on_year.max():+.0f} %"
 )
 
 fig, ax = plt.subplots(figsize=(10, 4.5))
 ax.plot(series.index, series.values, label="history")
-ax.plot(frame80.index, forecast.forecast, label="forecast")
-ax.fill_between(frame95.index, forecast.lo95, forecast.hi95, alpha=0.2, label="95 % interval")
+ax.plot(months, forecast.forecast, label=f"forecast ({method})")
+ax.fill_between(months, forecast.lo95, forecast.hi95, alpha=0.2, label="95 % interval")
 ax.set_title("Monthly forecast")
 ax.legend()
 forecast
