@@ -425,7 +425,13 @@ def cmd_analyses(args: argparse.Namespace) -> int:
             return 2
         given[key.strip()] = value
     try:
-        return run_folder(folder / args.name, given, Path(args.out) if args.out else None, config=args.config)
+        return run_folder(
+            folder / args.name,
+            given,
+            Path(args.out) if args.out else None,
+            config=args.config,
+            open_report=bool(args.open),
+        )
     except ToolFailure as failure:
         _err(f"ba-mcp analyses run: {failure.message}" + (f"; {failure.hint}" if failure.hint else ""))
         return 2
@@ -635,6 +641,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("name", nargs="?")
     p.add_argument("--param", action="append", help="run: name=value (repeatable)")
     p.add_argument("--out", help="run: the folder for outputs and the report (default: the analysis's runs/<time>/)")
+    p.add_argument("--open", action="store_true", help="run: open report.html in the default browser afterwards")
     p.set_defaults(func=cmd_analyses)
 
     p = sub.add_parser("stats", parents=[common], help="tool-call report from the telemetry log")

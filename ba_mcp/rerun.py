@@ -10,8 +10,6 @@ self-contained ``report.html``, and one line per output says whether it is the s
 from __future__ import annotations
 
 import argparse
-import base64
-import html
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -51,6 +49,7 @@ def run_folder(
     out: Path | None = None,
     echo: Callable[[str], None] = print,
     config: Path | None = None,
+    open_report: bool = False,
 ) -> int:
     """Run the analysis in ``folder`` (``<workspace>/analyses/<name>``) with the configuration ``config`` (else
     the ``ba-mcp.yaml`` of the current folder, as every command): 0 when every step ran."""
@@ -95,10 +94,19 @@ def run_folder(
     for line in lines:
         echo(line)
     echo(f"report: {out / 'report.html'}")
+    if open_report:
+        import webbrowser
+
+        webbrowser.open((out / "report.html").as_uri())
     return 0
 
 
 def _progress(echo: Callable[[str], None]) -> Callable[[str, str], None]:
+    """Each step as it starts, on stderr: stdout opens with the headline and the conclusions."""
+    import sys
+
+    if echo is print:
+        return lambda step, text: print(f"step {step}: {text}", file=sys.stderr)
     return lambda step, text: echo(f"step {step}: {text}")
 
 
@@ -112,81 +120,49 @@ def write_outputs(
     seconds: float,
 ) -> list[str]:
     """Every output into ``out`` (tables as Parquet and CSV, figures as PNG), ``report.md`` and ``report.html``;
-    the lines that say, per output, whether it is the same as the saved run."""
+    the lines to print: the headline and the conclusions (those that no longer hold first), then one line per
+    output saying whether it is the same as the saved run."""
     import pyarrow.csv as pcsv
     import pyarrow.parquet as pq
 
+    from ba_mcp.analyses.conclusions import check, ordered
+    from ba_mcp.analyses.report import Shown, headline, render_html, render_markdown
+
     expected = {o["name"]: o for o in manifest.get("outputs") or []}
-    rows: list[tuple[Output, str, str]] = []  # output, its file(s), its change line
+    steps = {str(s.get("id")): s for s in manifest.get("steps") or []}
+    shown: list[Shown] = []
+    tables = {}
     for o in outputs:
         meta = app.artifacts.get(o.artifact_id)
+        facts = o.facts()
+        item = Shown(
+            o.name,
+            o.kind,
+            steps.get(o.step, {}),
+            describe_change(expected.get(o.name), facts, same_parameters),
+            "",
+            expected=expected.get(o.name) or {},
+            facts=facts,
+        )
         if o.kind == "table":
             _, frame = app.artifacts.read_table(o.artifact_id)
             pq.write_table(frame, out / f"{o.name}.parquet")
             pcsv.write_csv(frame, out / f"{o.name}.csv")
-            files = f"{o.name}.parquet, {o.name}.csv"
+            item.files, item.frame, tables[o.name] = f"{o.name}.parquet, {o.name}.csv", frame, frame
         else:
-            (out / f"{o.name}.png").write_bytes(app.artifacts.data_path(meta).read_bytes())
-            files = f"{o.name}.png"
-        rows.append((o, files, describe_change(expected.get(o.name), o.facts(), same_parameters)))
-    lines = [f"{o.name}: {change}" for o, _, change in rows]
-    (out / "report.md").write_text(_markdown(app, manifest, values, rows, seconds), encoding="utf-8")
-    (out / "report.html").write_text(_html(app, manifest, values, rows, seconds), encoding="utf-8")
+            item.png = app.artifacts.data_path(meta).read_bytes()
+            (out / f"{o.name}.png").write_bytes(item.png)
+            item.files = f"{o.name}.png"
+        item.artifact_title = str(meta.title or "")
+        shown.append(item)
+    statuses = check(list(manifest.get("conclusions") or []), tables)
+    lines = [headline(shown, statuses, same_parameters)]
+    lines += [f"conclusion {s.line()}" for s in ordered(statuses)]
+    lines += [f"{o.name} ({o.title}): {o.change}" for o in shown]
+    (out / "report.md").write_text(
+        render_markdown(manifest, values, shown, statuses, seconds, same_parameters), encoding="utf-8"
+    )
+    (out / "report.html").write_text(
+        render_html(manifest, values, shown, statuses, seconds, same_parameters), encoding="utf-8"
+    )
     return lines
-
-
-def _markdown(app: Any, manifest: dict[str, Any], values: dict[str, Any], rows: list[Any], seconds: float) -> str:
-    lines = [f"# {manifest.get('name')}", "", str(manifest.get("description") or ""), ""]
-    lines += ["## Parameters", "", *[f"- {n} = {v!r}" for n, v in values.items()], ""]
-    lines += [f"Run on {time.strftime('%Y-%m-%d %H:%M')} in {seconds:.1f} s.", "", "## Outputs", ""]
-    for o, files, change in rows:
-        lines += [f"### {o.name} — {change}", "", f"Files: {files}", ""]
-        if o.kind == "table":
-            _, frame = app.artifacts.read_table(o.artifact_id)
-            head = frame.slice(0, 20).to_pylist()
-            columns = frame.column_names
-            lines.append("| " + " | ".join(columns) + " |")
-            lines.append("|" + "---|" * len(columns))
-            lines += ["| " + " | ".join(str(r[c]) for c in columns) + " |" for r in head]
-            if frame.num_rows > 20:
-                lines.append(f"\n… {frame.num_rows - 20:,} more rows in {o.name}.csv")
-        else:
-            lines.append(f"![{o.name}]({o.name}.png)")
-        lines.append("")
-    return "\n".join(lines)
-
-
-def _html(app: Any, manifest: dict[str, Any], values: dict[str, Any], rows: list[Any], seconds: float) -> str:
-    e = html.escape
-    parts = [
-        "<!doctype html><html><head><meta charset='utf-8'>",
-        f"<title>{e(str(manifest.get('name')))}</title>",
-        "<style>body{font-family:sans-serif;margin:2em;max-width:70em}table{border-collapse:collapse}"
-        "td,th{border:1px solid #ccc;padding:2px 8px;text-align:right}th{background:#eee}"
-        ".same{color:#070}.changed{color:#a40}</style></head><body>",
-        f"<h1>{e(str(manifest.get('name')))}</h1><p>{e(str(manifest.get('description') or ''))}</p>",
-        "<h2>Parameters</h2><ul>",
-        *[f"<li><code>{e(n)}</code> = <code>{e(repr(v))}</code></li>" for n, v in values.items()],
-        f"</ul><p>Run on {e(time.strftime('%Y-%m-%d %H:%M'))} in {seconds:.1f} s.</p><h2>Outputs</h2>",
-    ]
-    for o, files, change in rows:
-        css = "same" if change.startswith("same") else "changed"
-        parts.append(
-            f"<section class='output' id='{e(o.name)}'><h3>{e(o.name)} — <span class='{css}'>{e(change)}</span></h3>"
-        )
-        parts.append(f"<p>Files: {e(files)}</p>")
-        if o.kind == "table":
-            _, frame = app.artifacts.read_table(o.artifact_id)
-            columns = frame.column_names
-            parts.append("<table><tr>" + "".join(f"<th>{e(c)}</th>" for c in columns) + "</tr>")
-            for r in frame.slice(0, 50).to_pylist():
-                parts.append("<tr>" + "".join(f"<td>{e(str(r[c]))}</td>" for c in columns) + "</tr>")
-            parts.append("</table>")
-            if frame.num_rows > 50:
-                parts.append(f"<p>… {frame.num_rows - 50:,} more rows in {e(o.name)}.csv</p>")
-        else:
-            data = app.artifacts.data_path(app.artifacts.get(o.artifact_id)).read_bytes()
-            parts.append(f"<img alt='{e(o.name)}' src='data:image/png;base64,{base64.b64encode(data).decode()}'>")
-        parts.append("</section>")
-    parts.append("</body></html>")
-    return "\n".join(parts)

@@ -116,5 +116,5 @@ async def test_tools_list_is_lean_and_says_the_levels_once(lens_workspace: Path)
     assert "brief" in instructions and "standard" in instructions and "full" in instructions
     assert "standard =" not in listing and "Levels:" not in listing
     python = next(t for t in tools if t.name == "run_python").description or ""
-    for needed in ("persist", "load_file", "load_artifact", "save_artifact", "first 6,000", "scipy", "guardrail"):
+    for needed in ("persist", "load_file", "load_artifact", "save_artifact", "head and tail", "scipy", "guardrail"):
         assert needed in python, needed

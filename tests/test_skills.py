@@ -262,7 +262,7 @@ async def test_each_user_invocable_skill_is_a_prompt_embedding_its_skill_and_the
 async def test_use_skill_description_holds_the_catalog_after_how_to_use_it(client: Client) -> None:
     tool = next(t for t in (await client.list_tools()).tools if t.name == "use_skill")
     description = tool.description or ""
-    assert description.startswith("Analysis playbooks: before a task one fits, load it with use_skill(name)")
+    assert description.startswith("Analysis playbooks: load the one a task fits with use_skill(name)")
     assert description.index("use_skill(name)") < description.index("\ngood: Summarise sales")
     assert "\nmodel-only: Only for the model." in description
     assert "hidden-skill" not in description  # disable-model-invocation: not for the model

@@ -24,6 +24,7 @@ from typing import Any
 import yaml
 
 from ba_mcp import callers
+from ba_mcp.analyses.measures import change, number
 from ba_mcp.errors import ErrorType, ToolFailure
 
 NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
@@ -229,7 +230,13 @@ def script() -> str:
     return SCRIPT
 
 
-def write(folder: Path, p: Plan, outputs: list[dict[str, Any]], overwrite: bool) -> Path:
+def write(
+    folder: Path,
+    p: Plan,
+    outputs: list[dict[str, Any]],
+    overwrite: bool,
+    conclusions: list[dict[str, Any]] | None = None,
+) -> Path:
     """``analyses/<name>/`` written whole or not at all: a temporary folder beside it, renamed into place."""
     target = folder / p.name
     if target.exists() and not overwrite:
@@ -249,6 +256,7 @@ def write(folder: Path, p: Plan, outputs: list[dict[str, Any]], overwrite: bool)
             "inputs": p.inputs,
             "steps": [s.manifest() for s in p.steps],
             "outputs": outputs,
+            "conclusions": conclusions or [],
         }
         (tmp / "analysis.yaml").write_text(
             yaml.safe_dump(manifest, sort_keys=False, allow_unicode=True), encoding="utf-8"
@@ -333,15 +341,19 @@ def describe_change(expected: dict[str, Any] | None, got: dict[str, Any], same_p
     parts = []
     if expected.get("rows") != got.get("rows"):
         parts.append(f"rows {expected.get('rows')} → {got.get('rows')}")
+    # only the columns that add up have totals; the others (rates, shares, scores) are compared as values
     for column, total in (got.get("totals") or {}).items():
         before = (expected.get("totals") or {}).get(column)
         if before is not None and abs(float(before) - float(total)) > 1e-9 * max(1.0, abs(float(before))):
-            parts.append(f"{column} total {_num(before)} → {_num(total)}")
+            parts.append(f"{column} total {change(float(before), float(total))}")
+    for column, (low, high) in (got.get("ranges") or {}).items():
+        was = (expected.get("ranges") or {}).get(column)
+        if was is not None and [float(v) for v in was] != [float(low), float(high)]:
+            if float(was[0]) == float(was[1]) and low == high:  # one row: the value itself
+                parts.append(f"{column} {number(was[0])} → {number(low)}")
+            else:
+                parts.append(f"{column} from {number(was[0])}..{number(was[1])} to {number(low)}..{number(high)}")
     return "changed: " + ("; ".join(parts) if parts else "values differ, totals and rows the same")
-
-
-def _num(value: Any) -> str:
-    return f"{float(value):,.2f}".rstrip("0").rstrip(".")
 
 
 def dumps(value: Any) -> str:

@@ -44,13 +44,15 @@ class Output:
     artifact_id: str
     sha256: str
     rows: int | None = None
-    totals: dict[str, float] = field(default_factory=dict)  # numeric columns' sums
+    totals: dict[str, float] = field(default_factory=dict)  # the sums of the columns that add up
+    ranges: dict[str, list[float]] = field(default_factory=dict)  # min and max of the other numeric columns
 
     def facts(self) -> dict[str, Any]:
         data: dict[str, Any] = {"name": self.name, "kind": self.kind, "sha256": self.sha256}
         if self.kind == "table":
             data["rows"] = self.rows
             data["totals"] = self.totals
+            data["ranges"] = self.ranges
         return data
 
 
@@ -195,7 +197,7 @@ class Replay:
             _, frame = self.artifacts.read_table(artifact_id)
         if frame is not None:
             output.rows = frame.num_rows
-            output.totals = _totals(frame)
+            output.totals, output.ranges = _measures(frame)
         self.outputs.append(output)
         return artifact_id
 
@@ -220,17 +222,26 @@ def run_steps(run: Replay, steps: list[Any]) -> None:
         run.link(dict(step.get("links") or {}))
 
 
-def _totals(frame: pa.Table) -> dict[str, float]:
-    """The sum of each numeric column (what a changed output is described by)."""
-    import pyarrow as pa
+def _measures(frame: pa.Table) -> tuple[dict[str, float], dict[str, list[float]]]:
+    """What a changed output is described by: the sum of each column that adds up (an amount, a count), and the
+    smallest and largest value of every other numeric column (a rate, a share, a score: never summed)."""
     import pyarrow.compute as pc
 
+    from ba_mcp.analyses.measures import additive_column, dimension, numeric
+
     totals: dict[str, float] = {}
+    ranges: dict[str, list[float]] = {}
     for name, column in zip(frame.column_names, frame.columns, strict=True):
-        if pa.types.is_integer(column.type) or pa.types.is_floating(column.type) or pa.types.is_decimal(column.type):
+        if not numeric(column.type) or dimension(name, column.type):
+            continue
+        if additive_column(name, column):
             value = pc.sum(column).as_py()
             totals[name] = round(float(value), 6) if value is not None else 0.0
-    return totals
+        elif frame.num_rows:
+            low, high = pc.min(column).as_py(), pc.max(column).as_py()
+            if low is not None and high is not None:
+                ranges[name] = [round(float(low), 6), round(float(high), 6)]
+    return totals, ranges
 
 
 def _invalid(message: str) -> ToolFailure:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from pydantic import Field, field_validator
 
 from ba_mcp import callers
+from ba_mcp.analyses.conclusions import check, normalise, ordered, read, summary
 from ba_mcp.analyses.manifest import (
     bad,
     check_name,
@@ -45,6 +46,7 @@ class SaveAnalysisParams(ToolParams):
     parameters: Annotated[dict[str, Any], Field(default_factory=dict)]
     description: str = ""
     overwrite: bool = False
+    conclusions: Annotated[list[dict[str, Any]], Field(default_factory=list)]  # analysis-workflow says how
 
     @field_validator("steps", mode="before")
     @classmethod
@@ -106,8 +108,8 @@ class SaveAnalysis(_Analyses):
     name = "save_analysis"
     title = "Save an analysis"
     description = (
-        "Save this session's calls as an analysis to re-run without you; parameters: literals of the steps "
-        'to vary, {"since": "2024-01-01"}.'
+        "Save calls as an analysis that re-runs without you; parameters: step literals to vary, "
+        '{"since": "2024-01-01"}; conclusions: see skill analysis-workflow.'
     )
     Params = SaveAnalysisParams
 
@@ -135,19 +137,36 @@ class SaveAnalysis(_Analyses):
                 failed.failure.hint,
             ) from None
         outputs = [o.facts() for o in run.outputs]
-        target = write(self.folder, p, outputs, params.overwrite)
+        conclusions = self._conclusions(params.conclusions, p, run)
+        target = write(self.folder, p, outputs, params.overwrite, conclusions)
         lines = [
             f"Saved analysis {name} in analyses/{name}/ (analysis.py, analysis.yaml): {len(p.steps)} steps "
             f"({', '.join(f'{s.id} {s.tool}' for s in p.steps)}), run once to record its outputs.",
             "Parameters: "
             + (", ".join(f"{n} ({s['type']}, default {s['default']!r})" for n, s in p.parameters.items()) or "none"),
             "Outputs: " + ", ".join(f"{o['name']} ({o['kind']})" for o in outputs),
+            *[
+                f"Conclusion recorded: “{c['text']}” ({c['rule']} of {c['output']} = {c['expected']!r})"
+                for c in conclusions
+            ],
             f"Re-run without a model: uv run ba-mcp analyses run {name}"
             + "".join(f" --param {n}=…" for n in p.parameters)
             + f'; here: run_analysis(name="{name}", parameters={{…}}).',
         ]
         del target
         return Document(f"analysis {name}", "\n".join(lines), meta={"analysis": name})
+
+    def _conclusions(self, items: list[dict[str, Any]], p: Any, run: Replay) -> list[dict[str, Any]]:
+        """The conclusions given, each bound to an output (by its name or the conversation's artifact id) and with
+        what its rule reads on this verifying run recorded as ``expected``."""
+        if not items:
+            return []
+        links = {old: name for step in p.steps for old, name in step.links.items()}
+        tables = {o.name: self.artifacts.read_table(o.artifact_id)[1] for o in run.outputs if o.kind == "table"}
+        made = normalise(items, list(tables), links)
+        for c in made:
+            c["expected"] = read(c, tables[c["output"]])
+        return made
 
     def _placer(self, ctx: ToolContext) -> Callable[[str, str, dict[str, Any]], tuple[str, list[str]]]:
         def place(kind: str, text: str, values: dict[str, Any]) -> tuple[str, list[str]]:
@@ -183,15 +202,21 @@ class RunAnalysis(_Analyses):
         changes = [
             f"{o.name}: {describe_change(expected.get(o.name), o.facts(), values == defaults)}" for o in run.outputs
         ]
-        parts: list[tuple[str, RawResult]] = [("summary", Document("what changed", "\n".join(changes)))]
+        parts: list[tuple[str, RawResult]] = []
+        tables = {}
         for o in run.outputs:
             meta = self.artifacts.claim(o.artifact_id)  # this call made it: the caller's now
             if o.kind == "table":
                 _, frame = self.artifacts.read_table(o.artifact_id)
+                tables[o.name] = frame
                 parts.append((o.name, Table(o.name, frame, total_rows=frame.num_rows, artifact_id=o.artifact_id)))
             elif o.kind == "image":
                 data = self.artifacts.data_path(meta).read_bytes()
                 parts.append((o.name, Image(o.name, data, artifact_id=o.artifact_id)))
+        statuses = check(list(manifest.get("conclusions") or []), tables)
+        if statuses:  # the conclusions lead, those that no longer hold first
+            changes = [summary(statuses), *[f"conclusion {s.line()}" for s in ordered(statuses)], *changes]
+        parts.insert(0, ("summary", Document("what changed", "\n".join(changes))))
         shown = ", ".join(f"{n}={v!r}" for n, v in values.items())
         return Composite(
             f"analysis {params.name}" + (f" ({shown})" if shown else ""), parts, meta={"analysis": params.name}

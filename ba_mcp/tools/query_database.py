@@ -70,8 +70,8 @@ class QueryDatabase(Tool):
     name = "query_database"
     title = "Query a database"
     description = (
-        "One read-only SQL statement (DuckDB) on a database — default 'demo', a retailer 2022–2025 (orders, "
-        "customers, products, budget, view order_facts …); schema: db://{database}/schema — or on "
+        "One read-only SQL statement (DuckDB) on a database — default 'demo', a retailer 2022–2025 (view "
+        "order_facts …); schema: db://{database}/schema — or on "
         "workspace data: FROM 'uploads/sales.csv', upload_sales, artifact_<id>. CREATE TEMP TABLE keeps a "
         "result."
     )

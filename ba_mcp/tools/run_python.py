@@ -92,10 +92,9 @@ class RunPython(BaseTool):
             "load_artifact(id); save_artifact(obj, title=None) → artifact id; "
             "export(obj_or_id, 'reports/q3.xlsx') → the analyst's file"
             f"{helper}.\n"
-            f"Output shows its first {sandbox.output_head_chars:,} and last {sandbox.output_tail_chars:,} characters. "
-            "No network.\n"
-            f"Libraries: {', '.join(self.libraries[:5])}{' …' if len(self.libraries) > 5 else ''}; other imports "
-            "but a safe standard library are refused (a guardrail)."
+            "No network; long output keeps its head and tail.\n"
+            f"Libraries: {', '.join(self.libraries[:5])}{' …' if len(self.libraries) > 5 else ''} and a safe "
+            "standard library; nothing else (a guardrail)."
         )
 
     def deadline_grace(self) -> float:

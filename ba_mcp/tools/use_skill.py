@@ -27,8 +27,8 @@ class UseSkillParams(ToolParams):
 
 
 USAGE = (
-    "Analysis playbooks: before a task one fits, load it with use_skill(name) and follow it; use_skill(name, "
-    "path) reads its files."
+    "Analysis playbooks: load the one a task fits with use_skill(name) and follow it; use_skill(name, path) "
+    "reads its files."
 )
 
 

@@ -78,8 +78,8 @@ class WebReader(Tool):
     name = "web_reader"
     title = "Read a web page"
     description = (
-        "Read a page or data file by URL: HTML's main content as markdown; JSON, PDF, text; CSV/Excel/Parquet "
-        "as a table; long text in windows."
+        "Read a page or data file by URL: HTML as markdown, JSON, PDF, text; CSV/Excel/Parquet as a table; long "
+        "text in windows."
     )
     Params = WebReaderParams
     policy = ToolPolicy(

@@ -1,0 +1,102 @@
+"""What a saved analysis's table columns are, for people: which numbers add up (an amount, a count: a total
+means something) and which do not (a rate, a share, a price, a score, an id, a year: a total is nonsense, so
+they are compared as values), which columns name the rows (dimensions), and numbers written for a reader.
+
+The judgement is by the column's Arrow type and its name: ``revenue``, ``orders``, ``variance`` add up;
+``margin_pct``, ``conversion_rate``, ``avg_order_value``, ``z``, ``unit_price``, ``year`` do not.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+import pyarrow as pa
+
+# a name made of these words (separated by _ or space, or a word's end) is not an amount
+_NOT_ADDITIVE = re.compile(
+    r"(^|[_\s])(pct|percent|percentage|share|rate|ratio|avg|average|mean|median|min|max|minimum|maximum|score|"
+    r"z|zscore|index|price|p|pvalue|p_value|growth|yoy|mom|std|sd|stddev|rank|decile|quartile|quantile|"
+    r"percentile|probability|prob|alive|lift|elasticity|aov|per|cv|correlation|corr|days|age|lat|lon|"
+    r"latitude|longitude|id|years?|quarters?|months?|weeks?|day|hours?|number|no)([_\s]|$)",
+    re.IGNORECASE,
+)
+# names of time parts and keys: a number that names a row, not a measure
+_DIMENSION = re.compile(
+    r"(^|[_\s])(id|key|code|year|quarter|month|week|day|date|hour|period|cohort|decile|rank)([_\s]|$)", re.IGNORECASE
+)
+_PERCENT = re.compile(r"(^|[_\s])(pct|percent|percentage)([_\s]|$)", re.IGNORECASE)
+
+
+def numeric(kind: pa.DataType) -> bool:
+    return bool(pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_decimal(kind))
+
+
+def temporal(kind: pa.DataType) -> bool:
+    return bool(pa.types.is_date(kind) or pa.types.is_timestamp(kind))
+
+
+def dimension(name: str, kind: pa.DataType) -> bool:
+    """A column that names the rows: text, dates, booleans, or a number named like a key or a time part."""
+    return not numeric(kind) or bool(_DIMENSION.search(name))
+
+
+def additive(name: str, kind: pa.DataType) -> bool:
+    """A number whose column total means something (an amount or a count)."""
+    return numeric(kind) and not _NOT_ADDITIVE.search(name) and not dimension(name, kind)
+
+
+def additive_column(name: str, column: pa.ChunkedArray | pa.Array) -> bool:
+    """``additive`` judged on the values too: fractions between -1 and 1 (a discount of 0.1, a share) are not
+    amounts, whatever the column is called."""
+    if not additive(name, column.type):
+        return False
+    if pa.types.is_floating(column.type) or pa.types.is_decimal(column.type):
+        import pyarrow.compute as pc
+
+        values = pc.drop_null(column.cast(pa.float64()))
+        if (
+            len(values)
+            and pc.max(pc.abs(values)).as_py() <= 1
+            and not pc.all(pc.equal(pc.floor(values), values)).as_py()
+        ):
+            return False
+    return True
+
+
+def time_like(name: str, kind: pa.DataType) -> bool:
+    """A column along which a series runs (a date, or a number or text named like a time part)."""
+    return temporal(kind) or bool(re.search(r"(^|_)(year|quarter|month|week|day|date|period)(_|$)", name, re.I))
+
+
+def percent_column(name: str) -> bool:
+    return bool(_PERCENT.search(name))
+
+
+def number(value: Any, percent: bool = False) -> str:
+    """A number for people: thousands separators, no spurious decimals (1,234,567; 12.35; 0.0042), a unit."""
+    if value is None:
+        return ""
+    if isinstance(value, bool) or (not isinstance(value, int | float) and not hasattr(value, "__float__")):
+        return str(value)
+    x = float(value)
+    if math.isnan(x):
+        return ""
+    if float(x).is_integer() and abs(x) < 1e15:
+        text = f"{int(x):,}"
+    elif abs(x) >= 100:
+        text = f"{x:,.0f}"
+    elif abs(x) >= 1:
+        text = f"{x:,.2f}".rstrip("0").rstrip(".")
+    else:
+        text = f"{x:.3g}"
+    return f"{text} %" if percent else text
+
+
+def change(before: float, after: float) -> str:
+    """``1,234 → 1,300 (+5.3 %)``: a total's change, with its relative size when it has one."""
+    text = f"{number(before)} → {number(after)}"
+    if before:
+        text += f" ({100 * (after - before) / abs(before):+.1f} %)"
+    return text
