@@ -41,7 +41,7 @@ from mcp.types import (
 )
 from pydantic import ConfigDict, ValidationError
 
-from ba_mcp import callers, resources
+from ba_mcp import callers, resources, views
 from ba_mcp.app import App
 from ba_mcp.errors import Code, ErrorType, ToolFailure, format_error
 from ba_mcp.pipeline.runner import CallOutcome
@@ -161,7 +161,7 @@ class PipelineTool(SdkTool):
                     await context.session.send_log_message(level, message, logger="ba-mcp")
 
         outcome = await app.runner.call(self.spec, arguments, key, progress=context.report_progress, notify=notify)
-        return call_result(outcome, app.settings.observation.structured_content)
+        return call_result(outcome, app.settings.observation.structured_content, views.supports(context))
 
 
 def compact_schema(schema: dict[str, Any]) -> dict[str, Any]:
@@ -370,9 +370,13 @@ def build_server(app: App) -> BaServer:
         instructions=instructions(app),
         lifespan=lifespan,
         tools=[PipelineTool.wrap(t, structured) for t in registered],
-        middleware=[_SessionMiddleware(), _UnknownToolMiddleware((t.name for t in registered), structured)],
+        middleware=[
+            _SessionMiddleware(),
+            views.ViewsMiddleware(app, [t.name for t in registered]),
+            _UnknownToolMiddleware((t.name for t in registered), structured),
+        ],
         log_level=app.settings.log_level,
-        extensions=[SkillsExtension(app.skills)] if len(app.skills) else [],
+        extensions=[*([SkillsExtension(app.skills)] if len(app.skills) else []), views.ViewsExtension()],
     )
     server.app = app
     resources.register(server, app)
@@ -427,11 +431,12 @@ def _register_logging(server: BaServer) -> None:
 META_KEY = "dev.ba-mcp/observation"  # the result's _meta key holding machine-readable metadata
 
 
-def call_result(outcome: CallOutcome, structured: bool = False) -> CallToolResult:
+def call_result(outcome: CallOutcome, structured: bool = False, view: bool = False) -> CallToolResult:
     """The MCP result of a call. The observation is the text, which every host gives its model (Claude
     Desktop: the text only; Claude Code: the text unless structuredContent exists); images follow it, and a
     resource link per artifact the call created. Metadata goes under ``_meta``, and into structuredContent
-    — beside the full text — only when the operator asks for it (``structured``)."""
+    — beside the full text — only when the operator asks for it (``structured``). For a client that renders
+    views (``view``: MCP Apps), the tables shown whole go under ``_meta`` too, for the view, never the text."""
     obs = outcome.observation
     if outcome.failure is not None or obs is None:
         failure = outcome.failure or ToolFailure(ErrorType.INTERNAL_ERROR, Code.INTERNAL, "no result")
@@ -452,10 +457,13 @@ def call_result(outcome: CallOutcome, structured: bool = False) -> CallToolResul
         )
         for a in obs.artifacts
     ]
+    meta: dict[str, Any] = {META_KEY: {**obs.structured, "provenance": outcome.record.provenance}}
+    if view and obs.whole_tables:
+        meta[views.VIEW_META] = views.view_tables(obs.whole_tables)
     return CallToolResult(
         content=content,
         structured_content={"text": obs.text, **obs.structured} if structured else None,
-        meta={META_KEY: {**obs.structured, "provenance": outcome.record.provenance}},
+        meta=meta,
         is_error=False,
     )
 

@@ -51,6 +51,7 @@ ROOMS: list[tuple[str, int]] = [
     ("ba_mcp.tools", 4),
     ("ba_mcp.app", 5),
     ("ba_mcp.resources", 6),
+    ("ba_mcp.views", 6),  # MCP Apps: the views of results and the protocol they need (a part of the server)
     ("ba_mcp.server", 6),
     ("ba_mcp.doctor", 7),
     ("ba_mcp.demo", 7),

@@ -26,7 +26,7 @@ from ba_mcp.analyses.measures import additive_column, change, dimension, number,
 
 SHOWN_ROWS = 10
 SERIES_ROWS = 12
-KEY_FIGURES = 6
+KEY_FIGURES = 4
 
 
 @dataclass

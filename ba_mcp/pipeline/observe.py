@@ -41,6 +41,9 @@ class Observation:
     tokens: int = 0
     counter: TokenCounter | None = None
     provenance: dict[str, Any] = field(default_factory=dict)  # the raw result's, for the call's record
+    # the tables shown whole (no artifact to page), by part label ("" for a table result): what an interactive
+    # view of the result shows when the client renders one (never in the text)
+    whole_tables: list[tuple[str, pa.Table]] = field(default_factory=list)
 
     def add_note(self, note: str) -> None:
         line = f"\nNote: {note}"
@@ -100,7 +103,16 @@ class Observer:
         text = "\n".join(line for line in lines if line is not None).rstrip()
         structured = {"level": level.value, **part.structured}
         tokens = self.counter.count_tokens(text)
-        return Observation(text, structured, part.images, part.artifacts, tokens, self.counter, dict(raw.provenance))
+        whole: list[tuple[str, pa.Table]] = []
+        if isinstance(raw, Table) and not part.structured.get("artifact_id"):
+            whole.append(("", raw.frame))
+        elif isinstance(raw, Composite):
+            for (label, sub), shown in zip(raw.parts, part.structured.get("parts", []), strict=False):
+                if isinstance(sub, Table) and not shown.get("artifact_id"):
+                    whole.append((label, sub.frame))
+        return Observation(
+            text, structured, part.images, part.artifacts, tokens, self.counter, dict(raw.provenance), whole
+        )
 
     def _part(self, tool: str, raw: RawResult, level: OutputLevel) -> _Part:
         if isinstance(raw, Table):

@@ -1,0 +1,277 @@
+"""Results as interactive views in the host: MCP Apps (``io.modelcontextprotocol/ui``, SPEC §6).
+
+When the client declares the extension (``capabilities.extensions["io.modelcontextprotocol/ui"]`` with the
+``text/html;profile=mcp-app`` MIME type — in the 2025-11-25 handshake as in 2026-07-28), and only then:
+
+- ``tools/list`` names a view on the tools whose results are tables, figures or a report — ``_meta.ui.resourceUri``
+  and the flat ``_meta["ui/resourceUri"]`` that hosts of the earlier draft read (what the official server helper
+  ``registerAppTool`` writes) — and lists ``view_rows``, an app-only tool (``visibility: ["app"]``: hosts never show
+  it to the model, so it is outside the model's tools/list budget) the view pages, sorts and filters the complete
+  artifact with, through the host;
+- ``resources/list`` and ``resources/read`` serve the two views, self-contained HTML (``views/view.html``: no
+  script, style or font from the network; a CSP that allows only its own inline script, by hash);
+- a table a result shows whole (no artifact to page) travels to the view in the result's ``_meta``
+  (``dev.ba-mcp/view``), never in its text.
+
+Another client gets exactly what it got before: the same tools/list, resources and result text.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import decimal
+import hashlib
+import math
+from functools import cache
+from importlib import resources as package_files
+from typing import TYPE_CHECKING, Any
+
+import anyio.to_thread
+from mcp.server.apps import APP_MIME_TYPE, EXTENSION_ID, client_supports_apps
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.extension import Extension
+from mcp.types import (
+    CallToolResult,
+    ListResourcesResult,
+    ListToolsResult,
+    ReadResourceResult,
+    Resource,
+    TextContent,
+    TextResourceContents,
+    Tool,
+    ToolAnnotations,
+)
+
+from ba_mcp import callers
+from ba_mcp.errors import ErrorType, ToolFailure, format_error
+from ba_mcp.ids import ARTIFACT_ID
+from ba_mcp.results import Table
+from ba_mcp.tool import ToolContext, execute_bounded
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from ba_mcp.app import App
+
+TABLE_VIEW = "ui://ba-mcp/result.html"
+REPORT_VIEW = "ui://ba-mcp/report.html"
+VIEWS = {  # the tools whose results a view shows, and which view
+    "query_database": TABLE_VIEW,
+    "query_metrics": TABLE_VIEW,
+    "file_reader": TABLE_VIEW,
+    "run_python": TABLE_VIEW,
+    "run_analysis": REPORT_VIEW,
+}
+ROWS_TOOL = "view_rows"
+VIEW_META = "dev.ba-mcp/view"  # a result's _meta key: the tables it shows whole, for the view
+PAGE_MAX = 1000
+INLINE_MAX = 1000  # rows of a whole table sent in a result's _meta
+
+
+class ViewsExtension(Extension):
+    """Advertises MCP Apps in the server's capabilities (kept by the 2026-07-28 handshake; the 2025-11-25 schema
+    has no such field, and hosts of that version find a view by the tools' ``_meta``)."""
+
+    identifier = EXTENSION_ID
+
+    def settings(self) -> dict[str, Any]:
+        return {"mimeTypes": [APP_MIME_TYPE]}
+
+
+def supports(ctx: Any) -> bool:
+    """Whether the calling client declared MCP Apps (the extension and its HTML MIME type)."""
+    try:
+        return client_supports_apps(ctx)
+    except AttributeError:  # no session (an in-process call): no host to render a view
+        return False
+
+
+def ui_meta(uri: str, visibility: list[str] | None = None) -> dict[str, Any]:
+    ui: dict[str, Any] = {"resourceUri": uri}
+    if visibility:
+        ui["visibility"] = visibility
+    return {"ui": ui, "ui/resourceUri": uri}
+
+
+ROWS_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "artifact_id": {"type": "string"},
+        "offset": {"type": "integer", "minimum": 0},
+        "limit": {"type": "integer", "minimum": 1, "maximum": PAGE_MAX},
+        "order_by": {"type": "string"},
+        "descending": {"type": "boolean"},
+        "filter": {"type": "string", "maxLength": 200},
+    },
+    "required": ["artifact_id"],
+}
+
+
+def rows_tool() -> Tool:
+    return Tool(
+        name=ROWS_TOOL,
+        title="Rows of a result (for its view)",
+        description="A page of a table artifact, sorted and filtered, for the result's interactive view.",
+        input_schema=ROWS_SCHEMA,
+        annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False),
+        meta=ui_meta(TABLE_VIEW, ["app"]),
+    )
+
+
+@cache
+def page_html(mode: str) -> str:
+    """The view's HTML for ``mode`` (``result`` or ``report``): one self-contained page; its CSP admits its own
+    inline script by hash and nothing from the network."""
+    folder = package_files.files("ba_mcp.views")
+    script = (folder / "view.js").read_text(encoding="utf-8")
+    style = (folder / "view.css").read_text(encoding="utf-8")
+    template = (folder / "view.html").read_text(encoding="utf-8")
+    digest = base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode()
+    csp = (
+        f"default-src 'none'; script-src 'sha256-{digest}'; style-src 'unsafe-inline'; img-src data:; "
+        "connect-src 'none'; font-src 'none'; form-action 'none'; base-uri 'none'"
+    )
+    return (
+        template.replace("{{csp}}", csp)
+        .replace("{{mode}}", mode)
+        .replace("{{style}}", style)
+        .replace("{{script}}", script)
+    )
+
+
+PAGES = {TABLE_VIEW: "result", REPORT_VIEW: "report"}
+
+
+def json_cell(value: Any) -> Any:
+    """A cell as JSON: numbers as numbers (an exact decimal as text when a float would round it), dates and
+    times in ISO form, bytes as hex."""
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, decimal.Decimal):
+        as_float = float(value)
+        return as_float if decimal.Decimal(repr(as_float)) == value.normalize() else str(value)
+    if isinstance(value, dt.datetime | dt.date | dt.time):
+        return value.isoformat()
+    if isinstance(value, bytes):
+        return value.hex()
+    if isinstance(value, dict | list):
+        return str(value)
+    return str(value)
+
+
+def json_table(frame: pa.Table, limit: int = INLINE_MAX) -> dict[str, Any]:
+    part = frame.slice(0, limit)
+    columns = [{"name": f.name, "type": str(f.type)} for f in frame.schema]
+    rows = [[json_cell(v) for v in row.values()] for row in part.to_pylist()]
+    return {"columns": columns, "rows": rows, "total_rows": frame.num_rows}
+
+
+def view_tables(tables: list[tuple[str, pa.Table]]) -> dict[str, Any]:
+    """The ``_meta`` entry of a result's whole tables: label ("" for a table result) -> columns and rows."""
+    return {"tables": [{"label": label, **json_table(frame)} for label, frame in tables]}
+
+
+class ViewsMiddleware:
+    """The extension's part of the protocol, for clients that declared it (see the module's docstring)."""
+
+    def __init__(self, app: App, tools: list[str]) -> None:
+        self.app = app
+        self.viewed = {name: uri for name, uri in VIEWS.items() if name in tools}
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        if not self.viewed or ctx.method not in _METHODS or not supports(ctx):
+            return await call_next(ctx)
+        params = ctx.params if isinstance(ctx.params, dict) else {}
+        if ctx.method == "tools/call" and params.get("name") == ROWS_TOOL:
+            return await self.rows(dict(params.get("arguments") or {}))
+        if ctx.method == "resources/read" and str(params.get("uri")) in PAGES:
+            uri = str(params["uri"])
+            content = TextResourceContents(
+                uri=uri,
+                mime_type=APP_MIME_TYPE,
+                text=page_html(PAGES[uri]),
+                meta={"ui": {"csp": {}, "prefersBorder": True}},
+            )
+            return ReadResourceResult(contents=[content])
+        result = await call_next(ctx)
+        if ctx.method == "tools/list":
+            return self._tools(result)
+        if ctx.method == "resources/list":
+            return self._resources(result)
+        return result
+
+    def _tools(self, result: Any) -> Any:
+        listed = result if isinstance(result, ListToolsResult) else ListToolsResult.model_validate(result)
+        tools = []
+        for tool in listed.tools:
+            uri = self.viewed.get(tool.name)
+            tools.append(tool.model_copy(update={"meta": {**(tool.meta or {}), **ui_meta(uri)}}) if uri else tool)
+        return listed.model_copy(update={"tools": [*tools, rows_tool()]})
+
+    def _resources(self, result: Any) -> Any:
+        listed = result if isinstance(result, ListResourcesResult) else ListResourcesResult.model_validate(result)
+        views = [
+            Resource(
+                uri=uri,
+                name=f"ba-mcp {mode} view",
+                title="Interactive table and chart" if mode == "result" else "Analysis report",
+                mime_type=APP_MIME_TYPE,
+            )
+            for uri, mode in PAGES.items()
+        ]
+        return listed.model_copy(update={"resources": [*listed.resources, *views]})
+
+    async def rows(self, arguments: dict[str, Any]) -> CallToolResult:
+        """A page of an artifact the calling session may read: through query_database's engine worker, the
+        filter bound as a parameter, identifiers checked against the artifact's columns."""
+        try:
+            page = await anyio.to_thread.run_sync(self._page, arguments)
+        except ToolFailure as failure:
+            return CallToolResult(
+                content=[TextContent(type="text", text=format_error(ROWS_TOOL, failure))], is_error=True
+            )
+        text = f"rows {page['offset']:,}–{page['offset'] + len(page['rows']) - 1:,} of {page['total_rows']:,}"
+        return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=page)
+
+    def _page(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        unknown = sorted(set(arguments) - set(ROWS_SCHEMA["properties"]))
+        artifact = str(arguments.get("artifact_id") or "")
+        if unknown or not ARTIFACT_ID.match(artifact):
+            raise ToolFailure(ErrorType.VALIDATION_ERROR, "BAD_VIEW_REQUEST", "an artifact id and paging arguments")
+        offset = max(0, int(arguments.get("offset") or 0))
+        limit = min(PAGE_MAX, max(1, int(arguments.get("limit") or 100)))
+        columns = self._query(f"SELECT * FROM {artifact} LIMIT 0").column_names
+        where, params = "", None
+        needle = str(arguments.get("filter") or "")
+        if needle:
+            texts = " OR ".join(f"CAST({_quote(c)} AS VARCHAR) ILIKE $needle" for c in columns)
+            where, params = f" WHERE {texts}", {"needle": f"%{needle}%"}
+        order = ""
+        by = arguments.get("order_by")
+        if by is not None:
+            if by not in columns:
+                raise ToolFailure(ErrorType.VALIDATION_ERROR, "BAD_VIEW_REQUEST", f"no column {str(by)[:80]!r}")
+            order = f" ORDER BY {_quote(by)} {'DESC' if arguments.get('descending') else 'ASC'} NULLS LAST"
+        frame = self._query(f"SELECT * FROM {artifact}{where}{order} LIMIT {limit} OFFSET {offset}", params)
+        total = self._query(f"SELECT count(*) AS n FROM {artifact}{where}", params).column(0)[0].as_py()
+        return {**json_table(frame, limit), "total_rows": int(total), "offset": offset, "artifact_id": artifact}
+
+    def _query(self, sql: str, params: dict[str, Any] | None = None) -> pa.Table:
+        tool = self.app.tools["query_database"]
+        arguments = {"query": sql, "max_rows": PAGE_MAX, "params": params}
+        ctx = ToolContext(session=callers.current(), timeout=30.0)
+        raw = execute_bounded(tool, tool.Params.model_validate({k: v for k, v in arguments.items() if v}), ctx)
+        if not isinstance(raw, Table):
+            raise ToolFailure(ErrorType.INTERNAL_ERROR, "BAD_VIEW_REQUEST", "the artifact did not read as a table")
+        return raw.frame
+
+
+_METHODS = frozenset({"tools/list", "tools/call", "resources/list", "resources/read"})
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'

@@ -1,0 +1,368 @@
+"use strict";
+// ba-mcp's view of a tool result, inside the host's sandboxed iframe (MCP Apps, io.modelcontextprotocol/ui).
+// It speaks JSON-RPC 2.0 with the host over postMessage: ui/initialize, then the tool's input and result as
+// notifications; it pages, sorts and filters a table artifact through the host with tools/call view_rows.
+// Nothing is fetched from the network (the page's CSP forbids it).
+(function () {
+  var PROTOCOL = "2026-01-26";
+  var PAGE = 50;
+  var CHART_ROWS = 1000;
+  var META = "dev.ba-mcp/observation";
+  var VIEW = "dev.ba-mcp/view";
+  var mode = document.documentElement.getAttribute("data-mode") || "result";
+  var root = document.getElementById("view");
+  var nextId = 1;
+  var pending = {};
+
+  // -- the channel to the host ---------------------------------------------------------------------------
+  function send(message) {
+    window.parent.postMessage(Object.assign({ jsonrpc: "2.0" }, message), "*");
+  }
+  function request(method, params) {
+    var id = nextId++;
+    return new Promise(function (resolve, reject) {
+      pending[id] = { resolve: resolve, reject: reject };
+      send({ id: id, method: method, params: params || {} });
+    });
+  }
+  function notify(method, params) {
+    send({ method: method, params: params || {} });
+  }
+  window.addEventListener("message", function (event) {
+    if (event.source !== window.parent) return;
+    var m = event.data;
+    if (!m || m.jsonrpc !== "2.0") return;
+    if (m.id !== undefined && m.id !== null && !m.method) {
+      var p = pending[m.id];
+      if (!p) return;
+      delete pending[m.id];
+      if (m.error) p.reject(new Error(m.error.message || "error"));
+      else p.resolve(m.result);
+      return;
+    }
+    if (m.method && m.id !== undefined && m.id !== null) {
+      // a request from the host: teardown and ping are answered; anything else is not served here
+      if (m.method === "ui/resource-teardown" || m.method === "ping") send({ id: m.id, result: {} });
+      else send({ id: m.id, error: { code: -32601, message: "Method not found" } });
+      return;
+    }
+    if (m.method === "ui/notifications/tool-input") state.input = (m.params || {}).arguments || {};
+    else if (m.method === "ui/notifications/tool-result") show(m.params || {});
+    else if (m.method === "ui/notifications/host-context-changed") theme(m.params || {});
+  });
+
+  // -- the host's look -----------------------------------------------------------------------------------
+  function theme(context) {
+    if (context.theme) document.documentElement.setAttribute("data-theme", context.theme);
+    var variables = (context.styles || {}).variables || {};
+    Object.keys(variables).forEach(function (name) {
+      if (/^--[a-z0-9-]+$/.test(name) && typeof variables[name] === "string") {
+        document.documentElement.style.setProperty(name, variables[name]);
+      }
+    });
+  }
+
+  // -- building blocks -----------------------------------------------------------------------------------
+  function el(tag, attributes, children) {
+    var node = document.createElement(tag);
+    Object.keys(attributes || {}).forEach(function (k) {
+      if (k === "text") node.textContent = attributes[k];
+      else node.setAttribute(k, attributes[k]);
+    });
+    (children || []).forEach(function (c) {
+      if (c) node.appendChild(c);
+    });
+    return node;
+  }
+  function svg(tag, attributes) {
+    var node = document.createElementNS("http://www.w3.org/2000/svg", tag);
+    Object.keys(attributes || {}).forEach(function (k) {
+      if (k === "text") node.textContent = attributes[k];
+      else node.setAttribute(k, attributes[k]);
+    });
+    return node;
+  }
+  function numeric(type) {
+    return /int|float|double|decimal|numeric/i.test(type || "");
+  }
+  function timeLike(column) {
+    return /date|timestamp/i.test(column.type || "") || /(^|_)(year|quarter|month|week|day|date|period)(_|$)/i.test(column.name);
+  }
+  function keyLike(column) {
+    return /(^|_)(id|key|code|year|quarter|month|week|day|hour|period|cohort|decile|rank)(_|$)/i.test(column.name);
+  }
+  function fmt(value, column) {
+    if (value === null || value === undefined) return "";
+    if (column && keyLike(column)) return String(value);  // a year or an id names a row: no separators
+    if (typeof value === "number") {
+      if (Number.isInteger(value)) return value.toLocaleString("en-US");
+      return value.toLocaleString("en-US", { maximumFractionDigits: Math.abs(value) >= 100 ? 0 : 2 });
+    }
+    return String(value);
+  }
+
+  // -- one table: rows paged from its artifact through the host, or whole from the result ---------------
+  function Table(spec) {
+    this.title = spec.title;
+    this.columns = spec.columns;
+    this.artifact = spec.artifact;
+    this.inline = spec.rows || null;
+    this.total = spec.total;
+    this.offset = 0;
+    this.order = null;
+    this.descending = false;
+    this.filter = "";
+  }
+  Table.prototype.fetch = function (offset, limit, order, descending) {
+    var self = this;
+    if (!self.artifact) {
+      var rows = self.inline.slice();
+      if (self.filter) {
+        var needle = self.filter.toLowerCase();
+        rows = rows.filter(function (r) {
+          return r.some(function (v) {
+            return v !== null && String(v).toLowerCase().indexOf(needle) >= 0;
+          });
+        });
+      }
+      if (order !== null) {
+        var i = self.columns.map(function (c) { return c.name; }).indexOf(order);
+        rows.sort(function (a, b) {
+          var x = a[i], y = b[i];
+          if (x === y) return 0;
+          if (x === null) return 1;
+          if (y === null) return -1;
+          return (x < y ? -1 : 1) * (descending ? -1 : 1);
+        });
+      }
+      return Promise.resolve({ rows: rows.slice(offset, offset + limit), total_rows: rows.length, offset: offset });
+    }
+    var args = { artifact_id: self.artifact, offset: offset, limit: limit };
+    if (order !== null) { args.order_by = order; args.descending = descending; }
+    if (self.filter) args.filter = self.filter;
+    return request("tools/call", { name: "view_rows", arguments: args }).then(function (result) {
+      if (result.isError) throw new Error(((result.content || [])[0] || {}).text || "view_rows failed");
+      return result.structuredContent;
+    });
+  };
+  Table.prototype.render = function () {
+    var self = this;
+    var body = el("tbody");
+    var head = el("tr");
+    self.columns.forEach(function (c) {
+      var th = el("th", { text: c.name, class: numeric(c.type) ? "num" : "" , scope: "col"});
+      th.addEventListener("click", function () {
+        self.descending = self.order === c.name ? !self.descending : false;
+        self.order = c.name;
+        self.offset = 0;
+        self.load();
+      });
+      head.appendChild(th);
+    });
+    self.headRow = head;
+    self.body = body;
+    self.status = el("span", { class: "muted status" });
+    var filter = el("input", { type: "search", placeholder: "Filter rows", "aria-label": "Filter rows" });
+    var timer = null;
+    filter.addEventListener("input", function () {
+      clearTimeout(timer);
+      timer = setTimeout(function () { self.filter = filter.value; self.offset = 0; self.load(); }, 250);
+    });
+    function pager(label, name, to) {
+      var b = el("button", { text: label, "aria-label": name, "data-page": name });
+      b.addEventListener("click", function () { self.offset = Math.max(0, to()); self.load(); });
+      return b;
+    }
+    self.buttons = [
+      pager("«", "first", function () { return 0; }),
+      pager("‹", "previous", function () { return self.offset - PAGE; }),
+      pager("›", "next", function () { return self.offset + PAGE; }),
+      pager("»", "last", function () { return Math.floor(Math.max(self.shown - 1, 0) / PAGE) * PAGE; }),
+    ];
+    var chart = new Chart(self);
+    return el("section", { class: "table" }, [
+      el("h2", { text: self.title }),
+      chart.render(),
+      el("div", { class: "bar" }, [filter].concat(self.buttons).concat([self.status])),
+      el("div", { class: "scroll" }, [el("table", {}, [el("thead", {}, [head]), body])]),
+    ]);
+  };
+  Table.prototype.load = function () {
+    var self = this;
+    self.status.textContent = "loading…";
+    return self.fetch(self.offset, PAGE, self.order, self.descending).then(function (page) {
+      self.shown = page.total_rows;
+      self.body.textContent = "";
+      page.rows.forEach(function (row) {
+        var tr = el("tr");
+        row.forEach(function (v, i) {
+          tr.appendChild(el("td", { text: fmt(v, self.columns[i]), class: numeric(self.columns[i].type) ? "num" : "" }));
+        });
+        self.body.appendChild(tr);
+      });
+      Array.prototype.forEach.call(self.headRow.children, function (th) {
+        th.setAttribute("aria-sort", th.textContent === self.order ? (self.descending ? "descending" : "ascending") : "none");
+      });
+      var last = page.offset + page.rows.length;
+      self.status.textContent = page.rows.length
+        ? "rows " + fmt(page.offset + 1) + "–" + fmt(last) + " of " + fmt(page.total_rows)
+        : "no rows" + (self.filter ? " match" : "");
+      self.buttons[0].disabled = self.buttons[1].disabled = page.offset === 0;
+      self.buttons[2].disabled = self.buttons[3].disabled = last >= page.total_rows;
+      resized();
+    }).catch(function (error) {
+      self.status.textContent = "could not load rows: " + error.message;
+    });
+  };
+
+  // -- a chart of a table: bar, line or area of a number by a column --------------------------------------
+  function Chart(table) {
+    this.table = table;
+  }
+  Chart.prototype.render = function () {
+    var self = this, columns = self.table.columns;
+    var numbers = columns.filter(function (c) { return numeric(c.type) && !timeLike(c); });
+    if (!numbers.length || columns.length < 2) return null;
+    var labels = columns.filter(function (c) { return numbers.indexOf(c) < 0; });
+    var first = labels[0] || columns[0];
+    var measure = numbers.filter(function (c) { return c !== first; });
+    measure = measure[measure.length - 1] || numbers[0];  // measures come last in a result
+    self.x = el("select", { "aria-label": "Chart by" });
+    self.y = el("select", { "aria-label": "Chart of" });
+    self.kind = el("select", { "aria-label": "Chart type" });
+    columns.forEach(function (c) { self.x.appendChild(el("option", { value: c.name, text: c.name })); });
+    numbers.forEach(function (c) { self.y.appendChild(el("option", { value: c.name, text: c.name })); });
+    ["bar", "line", "area"].forEach(function (k) { self.kind.appendChild(el("option", { value: k, text: k })); });
+    self.x.value = first.name;
+    self.y.value = measure.name;
+    self.kind.value = timeLike(first) ? "line" : "bar";  // a series runs along time
+    self.area = el("div", { class: "chart-area" });
+    [self.x, self.y, self.kind].forEach(function (s) { s.addEventListener("change", function () { self.draw(); }); });
+    setTimeout(function () { self.draw(); }, 0);
+    return el("div", { class: "chart-box" }, [
+      el("div", { class: "bar" }, [el("span", { text: "Chart" , class: "muted"}), self.kind, self.y, el("span", { text: "by", class: "muted" }), self.x]),
+      self.area,
+    ]);
+  };
+  Chart.prototype.draw = function () {
+    var self = this, t = self.table, xName = self.x.value, yName = self.y.value, kind = self.kind.value;
+    var names = t.columns.map(function (c) { return c.name; });
+    var xc = t.columns[names.indexOf(xName)];
+    var sortByX = timeLike(xc);
+    t.fetch(0, CHART_ROWS, sortByX ? xName : null, false).then(function (page) {
+      var xi = names.indexOf(xName), yi = names.indexOf(yName), sums = {}, keys = [];
+      page.rows.forEach(function (r) {
+        var k = r[xi] === null ? "(none)" : String(r[xi]);
+        if (!(k in sums)) { sums[k] = 0; keys.push(k); }
+        sums[k] += Number(r[yi]) || 0;
+      });
+      if (!sortByX && kind === "bar") keys.sort(function (a, b) { return sums[b] - sums[a]; });
+      keys = keys.slice(0, sortByX ? 400 : 30);
+      self.paint(keys, keys.map(function (k) { return sums[k]; }), kind, yName + " by " + xName);
+      resized();
+    }).catch(function () { self.area.textContent = ""; });
+  };
+  Chart.prototype.paint = function (keys, values, kind, title) {
+    var W = 720, H = 260, L = 64, B = 34, T = 10, area = this.area;
+    area.textContent = "";
+    var chart = svg("svg", { class: "chart", viewBox: "0 0 " + W + " " + H, role: "img", "aria-label": title });
+    var low = Math.min(0, Math.min.apply(null, values)), high = Math.max.apply(null, values.concat([0])) || 1;
+    var span = (high - low) || 1, step = (W - L - 8) / Math.max(keys.length, 1);
+    function y(v) { return T + (H - T - B) * (1 - (v - low) / span); }
+    [low, (low + high) / 2, high].forEach(function (v) {
+      chart.appendChild(svg("line", { x1: L, x2: W - 8, y1: y(v), y2: y(v) }));
+      chart.appendChild(svg("text", { x: L - 6, y: y(v) + 4, "text-anchor": "end", text: fmt(Math.round(v * 100) / 100) }));
+    });
+    if (kind === "bar" || values.length < 3) {  // a line needs points to join
+      values.forEach(function (v, i) {
+        chart.appendChild(svg("rect", { x: L + i * step + step * 0.15, y: Math.min(y(v), y(0)), width: Math.max(step * 0.7, 1), height: Math.abs(y(v) - y(0)) }));
+      });
+    } else {
+      var points = values.map(function (v, i) { return (L + (i + 0.5) * step).toFixed(1) + "," + y(v).toFixed(1); });
+      if (kind === "area" && points.length) {
+        chart.appendChild(svg("polygon", { class: "area", points: (L + 0.5 * step) + "," + y(0) + " " + points.join(" ") + " " + (L + (values.length - 0.5) * step) + "," + y(0) }));
+      }
+      chart.appendChild(svg("polyline", { class: "series", points: points.join(" ") }));
+    }
+    var every = Math.max(1, Math.ceil(keys.length / 8));
+    keys.forEach(function (k, i) {
+      if (i % every === 0) chart.appendChild(svg("text", { x: L + (i + 0.5) * step, y: H - B + 16, "text-anchor": "middle", text: k.slice(0, 12) }));
+    });
+    area.appendChild(chart);
+  };
+
+  // -- the result --------------------------------------------------------------------------------------
+  var state = { input: {} };
+  function show(result) {
+    var meta = (result._meta || {})[META] || {};
+    var whole = ((result._meta || {})[VIEW] || {}).tables || [];
+    var texts = (result.content || []).filter(function (c) { return c.type === "text"; }).map(function (c) { return c.text; });
+    var images = (result.content || []).filter(function (c) { return c.type === "image"; });
+    root.textContent = "";
+    if (result.isError) {
+      root.appendChild(el("pre", { class: "bad", text: texts.join("\n") }));
+      return resized();
+    }
+    if (mode === "report") root.appendChild(summary(texts.join("\n")));
+    var parts = meta.kind === "composite" ? meta.parts || [] : [meta];
+    var image = 0, tables = [];
+    parts.forEach(function (part) {
+      if (part.kind === "table") {
+        var inline = whole.filter(function (t) { return t.label === (part.label || ""); })[0];
+        if (!part.artifact_id && !inline) return;
+        var table = new Table({
+          title: part.label && part.label !== "value" ? part.label : part.title || "result",
+          columns: inline ? inline.columns : part.columns,
+          artifact: part.artifact_id || null,
+          rows: inline ? inline.rows : null,
+          total: part.total_rows,
+        });
+        root.appendChild(table.render());
+        tables.push(table);
+      } else if (part.kind === "image" && images[image]) {
+        var img = images[image++];
+        root.appendChild(el("figure", {}, [el("img", { alt: part.title || "figure", src: "data:" + img.mimeType + ";base64," + img.data })]));
+      }
+    });
+    for (; image < images.length; image++) {
+      root.appendChild(el("figure", {}, [el("img", { alt: "figure", src: "data:" + images[image].mimeType + ";base64," + images[image].data })]));
+    }
+    root.appendChild(el("details", {}, [el("summary", { text: "What the model read", class: "muted" }), el("pre", { text: texts.join("\n") })]));
+    tables.forEach(function (t) { t.load(); });
+    resized();
+  }
+  function summary(text) {
+    var section = text.split(/\n## summary\n/)[1] || "";
+    var lines = section.split("\n## ")[0].split("\n").filter(function (l) { return l.trim(); });
+    var box = el("section", { class: "summary" });
+    if (!lines.length) return box;
+    box.appendChild(el("p", { class: "headline", text: lines[0] }));
+    var list = el("ul", { class: "conclusions" });
+    lines.slice(1).forEach(function (l) {
+      list.appendChild(el("li", { class: /NO LONGER HOLDS|changed/.test(l) ? "bad" : /holds|same/.test(l) ? "good" : "", text: l }));
+    });
+    box.appendChild(list);
+    return box;
+  }
+
+  // -- size and start ----------------------------------------------------------------------------------
+  var lastHeight = 0;
+  function resized() {
+    var height = Math.ceil(document.documentElement.scrollHeight);
+    if (height !== lastHeight) {
+      lastHeight = height;
+      notify("ui/notifications/size-changed", { width: Math.ceil(document.documentElement.scrollWidth), height: height });
+    }
+  }
+  if (window.ResizeObserver) new ResizeObserver(resized).observe(document.body);
+  request("ui/initialize", {
+    appInfo: { name: "ba-mcp view", version: "1" },
+    appCapabilities: { availableDisplayModes: ["inline", "fullscreen"] },
+    protocolVersion: PROTOCOL,
+  }).then(function (result) {
+    theme((result || {}).hostContext || {});
+    notify("ui/notifications/initialized", {});
+  }).catch(function (error) {
+    root.textContent = "The host did not start the view: " + error.message;
+  });
+})();

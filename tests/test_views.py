@@ -1,0 +1,267 @@
+"""Issue 39 item 3: results as interactive views in the host (MCP Apps, io.modelcontextprotocol/ui).
+
+A client that declares the extension gets views named on the tools (``_meta.ui.resourceUri`` and the flat
+``ui/resourceUri`` hosts of the earlier draft read), the app-only ``view_rows`` and the ``ui://`` pages; one that
+does not gets exactly what it got before. Each view is rendered in headless Chromium inside a host page built
+with the official ``AppBridge`` (npm ``@modelcontextprotocol/ext-apps``, bundled by esbuild from
+``tests/apps_host``, which ``.ci/run`` installs), fed with the real input and result of a call to the running
+server; the view's tools/call go back to the server through the bridge."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import ClientSession, stdio_client
+
+from ba_mcp.views import APP_MIME_TYPE, EXTENSION_ID, REPORT_VIEW, ROWS_TOOL, TABLE_VIEW
+from tests.conftest import ROOT, make_workspace, meta_of, stdio_params, text_of
+
+pytestmark = pytest.mark.anyio
+APPS = {EXTENSION_ID: {"mimeTypes": [APP_MIME_TYPE]}}
+HOST = ROOT / "tests" / "apps_host"
+ROWS = "SELECT range AS n, range % 7 AS weekday, round(range * 2.5, 1) AS revenue FROM range(5000)"
+
+
+@pytest.fixture(scope="module")
+def ws(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_workspace(tmp_path_factory.mktemp("views"))
+
+
+@pytest.fixture(scope="module")
+async def apps(ws: Path) -> AsyncIterator[ClientSession]:
+    """A client that renders views (it declares MCP Apps in the 2025-11-25 handshake)."""
+    params = stdio_params(ws, BA_MCP_SANDBOX__ALLOWED_IMPORTS="*")
+    async with stdio_client(params) as (read, write), ClientSession(read, write, extensions=APPS) as session:
+        await session.initialize()
+        yield session
+
+
+@pytest.fixture(scope="module")
+async def plain(ws: Path) -> AsyncIterator[ClientSession]:
+    async with stdio_client(stdio_params(ws)) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        yield session
+
+
+async def test_a_client_that_declares_apps_gets_views_and_another_gets_what_it_got(
+    apps: ClientSession, plain: ClientSession
+) -> None:
+    with_views = {t.name: t for t in (await apps.list_tools()).tools}
+    without = {t.name: t for t in (await plain.list_tools()).tools}
+    for name in ("query_database", "query_metrics", "file_reader", "run_python"):
+        assert with_views[name].meta == {"ui": {"resourceUri": TABLE_VIEW}, "ui/resourceUri": TABLE_VIEW}
+        assert without[name].meta is None
+    assert with_views["run_analysis"].meta["ui"]["resourceUri"] == REPORT_VIEW  # type: ignore[index]
+    rows = with_views[ROWS_TOOL]
+    assert rows.meta["ui"]["visibility"] == ["app"] and ROWS_TOOL not in without  # type: ignore[index]
+    # what the model sees is the same list: the app-only tool is hidden by hosts, _meta is not the model's
+    seen = [t.model_dump(exclude={"meta"}) for n, t in with_views.items() if n != ROWS_TOOL]
+    assert seen == [t.model_dump(exclude={"meta"}) for t in without.values()]
+    listed = {str(r.uri): r for r in (await apps.list_resources()).resources}
+    assert listed[TABLE_VIEW].mime_type == APP_MIME_TYPE and TABLE_VIEW not in {
+        str(r.uri) for r in (await plain.list_resources()).resources
+    }
+    page = (await apps.read_resource(TABLE_VIEW)).contents[0]
+    assert page.mime_type == APP_MIME_TYPE
+    html = page.text  # type: ignore[union-attr]
+    assert "<script>" in html and "script-src 'sha256-" in html and "connect-src 'none'" in html
+    assert "http://" not in html.replace("http://www.w3.org/2000/svg", "") and "https://" not in html
+    # the model's text never grows: the same call gives the same text to both; the whole table rides in _meta
+    query = "SELECT 1 AS a, 'x' AS b UNION ALL SELECT 2, 'y'"
+    one = await apps.call_tool("query_database", {"query": query})
+    two = await plain.call_tool("query_database", {"query": query})
+    assert text_of(one).split("\n")[1:] == text_of(two).split("\n")[1:]
+    assert one.meta["dev.ba-mcp/view"]["tables"][0]["rows"] == [[1, "x"], [2, "y"]]  # type: ignore[index]
+    assert "dev.ba-mcp/view" not in (two.meta or {})
+
+
+async def test_the_2026_07_28_handshake_declares_and_gets_the_same(ws: Path) -> None:
+    """The modern protocol (server/discover, capabilities on each request): the server advertises the extension
+    in its capabilities (the 2025-11-25 schema has no place for it: there, hosts read the tools' _meta)."""
+    async with stdio_client(stdio_params(ws)) as (read, write), ClientSession(read, write, extensions=APPS) as session:
+        found = await session.discover()
+        assert found.capabilities.extensions is not None and EXTENSION_ID in found.capabilities.extensions
+        assert session.protocol_version == "2026-07-28"
+        tools = {t.name: t for t in (await session.list_tools()).tools}
+        assert tools["query_database"].meta["ui"]["resourceUri"] == TABLE_VIEW  # type: ignore[index]
+        assert ROWS_TOOL in tools
+        page = (await session.read_resource(REPORT_VIEW)).contents[0]
+        assert page.mime_type == APP_MIME_TYPE and 'data-mode="report"' in page.text  # type: ignore[union-attr]
+    async with stdio_client(stdio_params(ws)) as (read, write), ClientSession(read, write, extensions=APPS) as session:
+        legacy = await session.initialize()
+        assert legacy.protocol_version == "2025-11-25" and legacy.capabilities.extensions is None
+
+
+async def test_view_rows_pages_sorts_and_filters_the_complete_artifact(apps: ClientSession) -> None:
+    result = await apps.call_tool("query_database", {"query": ROWS, "output_level": "brief"})
+    artifact = meta_of(result)["artifact_id"]
+    page = await apps.call_tool(ROWS_TOOL, {"artifact_id": artifact, "offset": 4990, "limit": 50})
+    data = page.structured_content or {}
+    assert data["total_rows"] == 5000 and data["rows"][-1][0] == 4999 and len(data["rows"]) == 10
+    page = await apps.call_tool(ROWS_TOOL, {"artifact_id": artifact, "order_by": "revenue", "descending": True})
+    assert (page.structured_content or {})["rows"][0][0] == 4999
+    page = await apps.call_tool(ROWS_TOOL, {"artifact_id": artifact, "filter": "4321"})
+    assert [r[0] for r in (page.structured_content or {})["rows"]] == [4321]
+    bad = await apps.call_tool(ROWS_TOOL, {"artifact_id": artifact, "order_by": 'n" DESC; --'})
+    assert bad.is_error and "BAD_VIEW_REQUEST" in text_of(bad)
+    gone = await apps.call_tool(ROWS_TOOL, {"artifact_id": "artifact_000000000000"})
+    assert gone.is_error
+
+
+# -- rendered in Chromium through the official AppBridge -----------------------------------------------
+
+HOST_PAGE = """<!doctype html><html><head><meta charset="utf-8"></head><body style="margin:0">
+<iframe id="view" sandbox="allow-scripts" style="width:1000px;height:1400px;border:0"></iframe>
+</body></html>"""
+
+START = """async ([html, input, result, theme]) => {
+  const iframe = document.getElementById("view");
+  const bridge = new window.AppBridge(null, {name: "test-host", version: "1.0.0"}, {serverTools: {}},
+                                      {hostContext: {theme}});
+  bridge.oncalltool = async (params) => JSON.parse(await window.hostCallTool(params.name, params.arguments));
+  window.sizes = [];
+  bridge.onsizechange = (size) => window.sizes.push(size);
+  const ready = new Promise((resolve, reject) => {
+    bridge.oninitialized = resolve;
+    setTimeout(() => reject(new Error("the view never initialized")), 20000);
+  });
+  // the bridge listens before the view loads: the view's ui/initialize is its first message
+  await bridge.connect(new window.PostMessageTransport(iframe.contentWindow, iframe.contentWindow));
+  iframe.srcdoc = html;
+  await ready;
+  await bridge.sendToolInput({arguments: input});
+  await bridge.sendToolResult(result);
+  return true;
+}"""
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The official AppBridge as one script (esbuild, offline, from tests/apps_host/node_modules)."""
+    esbuild = HOST / "node_modules" / ".bin" / "esbuild"
+    if not esbuild.exists():
+        pytest.skip("tests/apps_host is not installed (.ci/run runs: npm ci --prefix tests/apps_host)")
+    out = tmp_path_factory.mktemp("host") / "host.js"
+    made = subprocess.run(
+        [str(esbuild), "entry.js", "--bundle", "--format=iife", f"--outfile={out}"],
+        cwd=HOST,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert made.returncode == 0, made.stderr
+    return out.read_text()
+
+
+@asynccontextmanager
+async def rendered(
+    session: ClientSession, bundle: str, view: str, tool: str, arguments: dict[str, Any]
+) -> AsyncIterator[tuple[Any, Any, list[str]]]:
+    """Call ``tool`` on the server, then render ``view`` in a host page with the AppBridge fed with the call's
+    input and result: the page, the view's frame and every URL the page requested."""
+    from playwright.async_api import async_playwright
+
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.skip("Chromium is not installed (.ci/run installs Debian's package where it can)")
+    result = await session.call_tool(tool, arguments)
+    assert not result.is_error, text_of(result)
+    html = (await session.read_resource(view)).contents[0].text  # type: ignore[union-attr]
+    payload = result.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+    async def host_call_tool(name: str, args: dict[str, Any]) -> str:
+        called = await session.call_tool(name, args)
+        return json.dumps(called.model_dump(by_alias=True, mode="json", exclude_none=True))
+
+    async with async_playwright() as p:
+        browser = await p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+        try:
+            page = await browser.new_page(viewport={"width": 1000, "height": 1400})
+            requests: list[str] = []
+            page.on("request", lambda r: requests.append(r.url))
+            await page.expose_function("hostCallTool", host_call_tool)
+            await page.set_content(HOST_PAGE)
+            await page.add_script_tag(content=bundle)
+            assert await page.evaluate(START, [html, arguments, payload, "light"])
+            frame = page.frames[1]
+            await frame.wait_for_selector("main > *:not(#waiting)", timeout=20000)
+            yield page, frame, requests
+        finally:
+            await browser.close()
+
+
+@pytest.mark.slow
+async def test_the_table_view_renders_rows_and_a_chart_and_pages_to_the_last_row(
+    apps: ClientSession, bundle: str, tmp_path: Path
+) -> None:
+    query = {"query": ROWS, "output_level": "brief"}
+    async with rendered(apps, bundle, TABLE_VIEW, "query_database", query) as (page, frame, requests):
+        await table_view_works(page, frame, requests, tmp_path)
+
+
+async def table_view_works(page: Any, frame: Any, requests: list[str], tmp_path: Path) -> None:
+    await frame.wait_for_selector("td")
+    assert await frame.locator("tbody tr").count() == 50
+    assert (await frame.locator("tbody tr").first.locator("td").first.text_content()) == "0"
+    await frame.wait_for_selector("svg.chart rect")  # a chart of the result (drawn once its rows came)
+    assert await frame.locator("select[aria-label='Chart type']").input_value() == "bar"
+    await frame.locator("button[data-page=last]").click()
+    await frame.wait_for_selector(".status:text-is('rows 4,951–5,000 of 5,000')")  # the view's CSP forbids eval
+    assert (await frame.locator("tbody tr").last.locator("td").first.text_content()) == "4,999"
+    assert await frame.locator(".status").text_content() == "rows 4,951–5,000 of 5,000"
+    await frame.locator("th", has_text="revenue").click()
+    await frame.locator("th", has_text="revenue").click()  # descending
+    await frame.wait_for_selector("tbody tr:first-child td:first-child:text-is('4,999')")
+    await page.screenshot(path=str(tmp_path / "table-view.png"), full_page=True)
+    assert [u for u in requests if not u.startswith(("about:", "data:"))] == [], requests
+
+
+@pytest.mark.slow
+async def test_a_time_series_is_charted_as_a_line_and_figures_show_as_images(
+    apps: ClientSession, bundle: str, tmp_path: Path
+) -> None:
+    monthly = {"metrics": ["net_revenue"], "time_grain": "month", "output_level": "brief"}
+    async with rendered(apps, bundle, TABLE_VIEW, "query_metrics", monthly) as (page, frame, _):
+        await frame.wait_for_selector("svg.chart polyline")
+        assert await frame.locator("select[aria-label='Chart type']").input_value() == "line"
+        await page.screenshot(path=str(tmp_path / "series-view.png"), full_page=True)
+    code = "import matplotlib.pyplot as plt\nplt.plot([1, 3, 2])\nplt.title('a figure')"
+    async with rendered(apps, bundle, TABLE_VIEW, "run_python", {"code": code}) as (page, frame, requests):
+        await frame.wait_for_selector("figure img")
+        src = await frame.locator("figure img").first.get_attribute("src")
+        assert src is not None and src.startswith("data:image/png;base64,")
+        assert [u for u in requests if not u.startswith(("about:", "data:"))] == [], requests
+
+
+@pytest.mark.slow
+async def test_the_report_view_leads_with_the_analysis_headline(
+    apps: ClientSession, bundle: str, tmp_path: Path
+) -> None:
+    made = await apps.call_tool(
+        "query_database", {"query": "SELECT 2025 AS year, 10 AS orders", "output_level": "brief"}
+    )
+    assert not made.is_error
+    saved = await apps.call_tool(
+        "save_analysis",
+        {
+            "name": "views-report",
+            "steps": "last:1",
+            "conclusions": [{"text": "10 orders", "output": "s1_table", "rule": "value", "column": "orders"}],
+        },
+    )
+    assert not saved.is_error, text_of(saved)
+    name = {"name": "views-report"}
+    async with rendered(apps, bundle, REPORT_VIEW, "run_analysis", name) as (page, frame, requests):
+        await frame.wait_for_selector(".summary .headline")
+        headline = await frame.locator(".summary .headline").text_content() or ""
+        assert headline.startswith("All 1 conclusion(s) still hold"), headline
+        await frame.wait_for_selector("td")
+        await page.screenshot(path=str(tmp_path / "report-view.png"), full_page=True)
+        assert [u for u in requests if not u.startswith(("about:", "data:"))] == [], requests
