@@ -200,3 +200,14 @@ async def test_the_reports_headline_and_first_chart_are_within_the_first_1000_px
     assert headline < 1000 and chart < 1000, (headline, chart)
     assert [r for r in requests if not r.startswith(("file:", "data:"))] == []
     assert (tmp_path / "report.png").stat().st_size > 10_000
+
+
+async def test_open_opens_the_report_in_the_browser(
+    saved: dict[str, str], ws: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    del saved
+    opened: list[str] = []
+    monkeypatch.setattr("webbrowser.open", lambda url, *args, **kwargs: opened.append(url) or True)
+    out = ws / "run-open"
+    assert ba("analyses", "run", "budget-review", "--open", "--out", str(out), workspace=ws).returncode == 0
+    assert opened == [(out / "report.html").as_uri()]
