@@ -420,6 +420,7 @@ async def test_rfm_segments_cover_every_customer_and_abc_classes_split_revenue(s
     assert [line.split(",")[0] for line in classes.strip().split("\n")[-3:]] == ["A", "B", "C"]
 
 
+@pytest.mark.slow  # the rolling backtest fits ETS 19 times: ~3-4 s
 async def test_demand_forecast_gives_intervals_around_a_backtested_forecast(s: ClientSession) -> None:
     out = await follow(s, "demand-forecast")
     text = out["scripts/forecast.py"]
@@ -528,6 +529,7 @@ async def test_demand_forecast_runs_with_26_months_and_says_the_backtest_is_skip
     assert await value(s, "forecast.month[forecast.forecast.idxmax()][-2:]") == "'12'"  # December, as planted
 
 
+@pytest.mark.slow  # the rolling backtest fits ETS 13 times: ~3-4 s
 async def test_demand_forecast_does_not_turn_one_noisy_month_into_next_years_peak(s: ClientSession) -> None:
     """Issue 27 fault 4: one May 80 % above its pattern (in the last year) must not make May the forecast peak;
     the planted pattern peaks in December."""
@@ -899,6 +901,7 @@ SOURCE = save_artifact(pd.DataFrame({"product": product, "channel": channel, "di
 """
 
 
+@pytest.mark.slow  # the demo's 20,000 lines with ~100 fixed effects: ~3-4 s
 async def test_discount_effectiveness_finds_a_planted_lift_and_none_in_the_demo(s: ClientSession) -> None:
     """The demo's discounts are drawn independently of the quantity bought: no lift (and the key accounts'
     contract discount is compared within the channel). Planted: quantity x exp(2 x discount), a lift of
