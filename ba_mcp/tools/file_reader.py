@@ -15,7 +15,7 @@ from pydantic import Field
 
 from ba_mcp.errors import ToolFailure, invalid
 from ba_mcp.formats import ARTIFACT_FORMATS, FORMATS, Reader, Window
-from ba_mcp.results import RawResult, Table
+from ba_mcp.results import RawResult, Table, arrow_array
 from ba_mcp.settings import FormatsSettings, ToolSettings
 from ba_mcp.tool import CacheMode, CachePolicy, Tool, ToolContext, ToolParams, ToolPolicy
 from ba_mcp.workers.pool import parse
@@ -139,17 +139,16 @@ def _listing(shown: str, entries: list[Entry], truncated: bool, params: FileRead
         title += f", {others:,} other entries (links are not followed)"
     page = entries[params.offset : params.offset + (params.nrows or LISTING_PAGE)]
     more = params.offset + len(page) < len(entries) or truncated
-    frame = pa.table(
-        {
-            "path": pa.array([e.path for e in page], pa.string()),
-            "kind": pa.array([e.kind for e in page], pa.string()),
-            "format": pa.array(
-                [FORMATS.get(PurePosixPath(e.path).suffix.lower(), "") if e.kind == "file" else "" for e in page],
-                pa.string(),
-            ),
-            "bytes": pa.array([e.size for e in page], pa.int64()),
-            "modified": pa.array([e.modified_ns // 1000 for e in page], pa.timestamp("us")),
-        }
+    named = [FORMATS.get(PurePosixPath(e.path).suffix.lower(), "") if e.kind == "file" else "" for e in page]
+    frame = pa.Table.from_arrays(
+        [
+            arrow_array([e.path for e in page], pa.string()),
+            arrow_array([e.kind for e in page], pa.string()),
+            arrow_array(named, pa.string()),
+            arrow_array([e.size for e in page], pa.int64()),
+            arrow_array([e.modified_ns // 1000 for e in page], pa.timestamp("us")),
+        ],
+        names=["path", "kind", "format", "bytes", "modified"],
     )
     notes = [f"the folder holds more than {len(entries):,} entries; only these were read"] if truncated else []
     return Table(

@@ -23,7 +23,7 @@ from pydantic import Field, ValidationError
 from ba_mcp.errors import Code, ErrorType, ToolFailure, denied, invalid
 from ba_mcp.ids import upload_id_for
 from ba_mcp.metrics.query import MetricsQuery
-from ba_mcp.results import Composite, Document, Image, RawResult, Table
+from ba_mcp.results import Composite, Document, Image, RawResult, Table, arrow_array
 from ba_mcp.settings import RunPythonSettings, SandboxSettings
 from ba_mcp.tool import CacheMode, CachePolicy, ToolContext, ToolParams, ToolPolicy
 from ba_mcp.tool import Tool as BaseTool
@@ -411,7 +411,7 @@ def _value_table(tool: RunPython, data: memoryview) -> Table:
         return Table(title, table, total_rows=table.num_rows)
     total = table.num_rows
     meta = tool.artifacts.put_table(table, title=title, source_tool="run_python")
-    head = table.take(pa.array(range(min(HEAD_ROWS, total)), pa.int64()))  # a copy: the mapping can go
+    head = table.take(arrow_array(range(min(HEAD_ROWS, total)), pa.int64()))  # a copy: the mapping can go
     del table
     pa.default_memory_pool().release_unused()  # the Parquet writer's buffers go back to the system
     return Table(title, head, total_rows=total, artifact_id=meta.id)

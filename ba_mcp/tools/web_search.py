@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import Field
 
-from ba_mcp.results import RawResult, Table
+from ba_mcp.results import RawResult, Table, arrow_array
 from ba_mcp.tool import REMOTE_RETRIES, CacheMode, CachePolicy, Tool, ToolContext, ToolParams, ToolPolicy
 
 if TYPE_CHECKING:
@@ -50,7 +50,7 @@ class WebSearch(Tool):
         }
         for k in extras:
             columns[k] = [_cell(h.extra.get(k)) for h in hits]
-        table = pa.table({k: pa.array(v, type=pa.string()) for k, v in columns.items()})
+        table = pa.Table.from_arrays([arrow_array(v, pa.string()) for v in columns.values()], names=list(columns))
         notes = [] if hits else [f"{provider} found nothing for this query"]
         result = Table(
             f"web search ({provider}): {params.query[:80]}",
