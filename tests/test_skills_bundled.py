@@ -554,6 +554,7 @@ future = values[60:]  # the 12 months the forecast has not seen
 """
 
 
+@pytest.mark.slow  # three 18-origin backtests: ~2 s
 async def test_demand_forecast_picks_by_a_rolling_backtest_and_its_intervals_cover(s: ClientSession) -> None:
     """Issue 38 item 8. On the demo ETS erred 13.8 % over 18 origins against the growth-adjusted seasonal
     naive's 7.4 %, and forecast January 2026 +46 % on January 2025 while the year grew +17 %: the backtest now
@@ -940,6 +941,7 @@ def planted(effect, per_customer_only=False, seed=3):
 """
 
 
+@pytest.mark.slow  # three fixed-effects fits on 8,000 lines: ~2 s
 async def test_discount_effectiveness_compares_within_the_customer_and_says_when_it_cannot_tell(
     s: ClientSession,
 ) -> None:
