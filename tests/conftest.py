@@ -251,10 +251,13 @@ LONGEST_FIRST = (
     "test_stdio_run_python.py",
     "test_sandbox_hostile.py",
     "test_skills_bundled.py",
+    "test_report.py",
     "test_metrics.py",
+    "test_runner.py",
     "test_query_database.py",
     "test_session_isolation.py",
     "test_truth.py",
+    "test_views.py",
     "test_skills.py",
     "test_hostile.py",
 )

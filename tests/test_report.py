@@ -99,20 +99,31 @@ async def saved(s: ClientSession, ws: Path) -> dict[str, str]:
     return {"misses": misses, "cells": cells_id}
 
 
+@pytest.fixture(scope="module")
+def same(saved: dict[str, str], ws: Path) -> str:
+    """One re-run from the shell with the saved parameters (its report in run-same/): its stdout."""
+    del saved
+    run = ba("analyses", "run", "budget-review", "--out", str(ws / "run-same"), workspace=ws)
+    assert run.returncode == 0, run.stdout + run.stderr
+    return run.stdout
+
+
 async def test_conclusions_are_recorded_and_a_re_run_leads_with_those_that_no_longer_hold(
-    s: ClientSession, saved: dict[str, str], ws: Path
+    s: ClientSession, saved: dict[str, str], same: str, ws: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     manifest = yaml.safe_load((ws / "analyses" / "budget-review" / "analysis.yaml").read_text())
     recorded = {c["rule"]: c for c in manifest["conclusions"]}
     assert recorded["count"]["expected"] == 1 and recorded["count"]["output"].endswith("_saved1"), recorded
     assert recorded["rows"]["expected"] == ["2025-Q2 / West / Computers"]
     assert recorded["sign"]["expected"] == "negative"
-    same = ba("analyses", "run", "budget-review", "--out", str(ws / "run-same"), workspace=ws)
-    assert same.returncode == 0, same.stdout + same.stderr
-    first = same.stdout.splitlines()[0]
-    assert first.startswith("All 3 conclusion(s) still hold."), same.stdout
-    lower = ba("analyses", "run", "budget-review", "--param", "threshold=2", "--out", str(ws / "run-2"), workspace=ws)
+    first = same.splitlines()[0]
+    assert first.startswith("All 3 conclusion(s) still hold."), same
+    opened: list[str] = []  # --open opens the report in the browser
+    monkeypatch.setattr("webbrowser.open", lambda url, *args, **kwargs: opened.append(url) or True)
+    out = str(ws / "run-2")
+    lower = ba("analyses", "run", "budget-review", "--param", "threshold=2", "--out", out, "--open", workspace=ws)
     assert lower.returncode == 0, lower.stdout + lower.stderr
+    assert opened == [(ws / "run-2" / "report.html").as_uri()]
     lines = lower.stdout.splitlines()
     assert lines[0].startswith("2 of 3 conclusion(s) no longer hold."), lower.stdout
     assert lines[1].startswith("conclusion NO LONGER HOLDS: “1 cell misses plan beyond normal variation” — now ")
@@ -131,17 +142,15 @@ async def test_conclusions_are_recorded_and_a_re_run_leads_with_those_that_no_lo
     assert summary.lstrip().startswith("2 of 3 conclusion(s) no longer hold."), text[:1500]
 
 
-async def test_no_rate_is_ever_totalled(saved: dict[str, str], ws: Path) -> None:
+async def test_no_rate_is_ever_totalled(saved: dict[str, str], same: str, ws: Path) -> None:
     """The cells table has amounts (plan, actual, variance) and rates (variance_pct, z): only the amounts get a
     total, in the report's total row, its key figures and the change lines."""
-    del saved
+    del saved, same  # the run whose report is read
     manifest = yaml.safe_load((ws / "analyses" / "budget-review" / "analysis.yaml").read_text())
     cells = next(o for o in manifest["outputs"] if o["name"] == "s3_value")
     assert set(cells["totals"]) == {"plan", "actual", "variance"}, cells
     assert {"variance_pct", "z"} <= set(cells["ranges"]), cells
-    out = ws / "run-rates"
-    assert ba("analyses", "run", "budget-review", "--out", str(out), workspace=ws).returncode == 0
-    report = (out / "report.md").read_text()
+    report = (ws / "run-same" / "report.md").read_text()
     section = report.split("### ")[1:]
     table = next(part for part in section if "| variance pct | z |" in part)
     header = [c.strip() for c in next(x for x in table.split("\n") if x.startswith("| quarter")).strip("|").split("|")]
@@ -155,13 +164,11 @@ async def test_no_rate_is_ever_totalled(saved: dict[str, str], ws: Path) -> None
     assert "variance pct" not in figures and " z " not in figures, figures
 
 
-async def test_the_report_is_a_memo(saved: dict[str, str], ws: Path, tmp_path: Path) -> None:
+async def test_the_report_is_a_memo(saved: dict[str, str], same: str, ws: Path) -> None:
     """Title and headline first, key figures, charts, results titled by what they show with numbers for people,
     the audit trail last; no script and a CSP in report.html."""
-    del saved
-    out = ws / "run-memo"
-    assert ba("analyses", "run", "budget-review", "--out", str(out), workspace=ws).returncode == 0
-    page = (out / "report.html").read_text()
+    del saved, same  # the run whose report is read
+    page = (ws / "run-same" / "report.html").read_text()
     order = ["<h1>Budget review</h1>", "id='headline'", "<h2>Conclusions</h2>", "<h2>Key figures</h2>"]
     order += ["<h2>Results</h2>", "<h2>Audit trail</h2>"]
     positions = [page.index(marker) for marker in order]
@@ -200,14 +207,3 @@ async def test_the_reports_headline_and_first_chart_are_within_the_first_1000_px
     assert headline < 1000 and chart < 1000, (headline, chart)
     assert [r for r in requests if not r.startswith(("file:", "data:"))] == []
     assert (tmp_path / "report.png").stat().st_size > 10_000
-
-
-async def test_open_opens_the_report_in_the_browser(
-    saved: dict[str, str], ws: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    del saved
-    opened: list[str] = []
-    monkeypatch.setattr("webbrowser.open", lambda url, *args, **kwargs: opened.append(url) or True)
-    out = ws / "run-open"
-    assert ba("analyses", "run", "budget-review", "--open", "--out", str(out), workspace=ws).returncode == 0
-    assert opened == [(out / "report.html").as_uri()]

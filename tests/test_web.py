@@ -411,6 +411,7 @@ async def test_search_errors_name_the_provider_and_what_to_configure(
         assert error_code(result) == "SEARCH_NOT_CONFIGURED" and "tavily.api_key" in text_of(result)
 
 
+@pytest.mark.slow  # timed: a 429 is retried after its 1 s Retry-After; three servers start (~6 s)
 async def test_brave_tavily_and_duckduckgo_answer_through_one_interface(tmp_path: Path, web: WebServer) -> None:
     env = _env(
         web, BA_MCP_WEB__SEARCH__BRAVE__API_KEY="good-key", BA_MCP_WEB__SEARCH__BRAVE__ENDPOINT=web.url("/brave")
