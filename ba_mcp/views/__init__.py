@@ -181,6 +181,7 @@ class ViewsMiddleware:
     def __init__(self, app: App, tools: list[str]) -> None:
         self.app = app
         self.viewed = {name: uri for name, uri in VIEWS.items() if name in tools}
+        self._schemas: dict[tuple[str, str], list[str]] = {}  # (session, artifact) -> its column names
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         if not self.viewed or ctx.method not in _METHODS or not supports(ctx):
@@ -244,7 +245,7 @@ class ViewsMiddleware:
             raise ToolFailure(ErrorType.VALIDATION_ERROR, "BAD_VIEW_REQUEST", "an artifact id and paging arguments")
         offset = max(0, int(arguments.get("offset") or 0))
         limit = min(PAGE_MAX, max(1, int(arguments.get("limit") or 100)))
-        columns = self._query(f"SELECT * FROM {artifact} LIMIT 0").column_names
+        columns = self._columns(artifact)
         where, params = "", None
         needle = str(arguments.get("filter") or "")
         if needle:
@@ -256,9 +257,28 @@ class ViewsMiddleware:
             if by not in columns:
                 raise ToolFailure(ErrorType.VALIDATION_ERROR, "BAD_VIEW_REQUEST", f"no column {str(by)[:80]!r}")
             order = f" ORDER BY {_quote(by)} {'DESC' if arguments.get('descending') else 'ASC'} NULLS LAST"
-        frame = self._query(f"SELECT * FROM {artifact}{where}{order} LIMIT {limit} OFFSET {offset}", params)
-        total = self._query(f"SELECT count(*) AS n FROM {artifact}{where}", params).column(0)[0].as_py()
+        # one query: the page, and how many rows match (a window count, taken before LIMIT)
+        total_column = "__ba_mcp_total"
+        frame = self._query(
+            f"SELECT *, count(*) OVER () AS {total_column} FROM {artifact}{where}{order} LIMIT {limit} OFFSET {offset}",
+            params,
+        )
+        if frame.num_rows:
+            total = frame.column(total_column)[0].as_py()
+        else:  # past the last row: the count on its own
+            total = self._query(f"SELECT count(*) AS n FROM {artifact}{where}", params).column(0)[0].as_py()
+        frame = frame.drop_columns([total_column]) if total_column in frame.column_names else frame
         return {**json_table(frame, limit), "total_rows": int(total), "offset": offset, "artifact_id": artifact}
+
+    def _columns(self, artifact: str) -> list[str]:
+        """An artifact's column names, asked once (an artifact is content-addressed: it never changes) — but
+        asked for each session, so that the engine worker's check of who may read it runs every time."""
+        key = (callers.current(), artifact)
+        if key not in self._schemas:
+            if len(self._schemas) >= 512:
+                self._schemas.pop(next(iter(self._schemas)))
+            self._schemas[key] = self._query(f"SELECT * FROM {artifact} LIMIT 0").column_names
+        return self._schemas[key]
 
     def _query(self, sql: str, params: dict[str, Any] | None = None) -> pa.Table:
         tool = self.app.tools["query_database"]
