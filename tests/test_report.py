@@ -22,7 +22,9 @@ from mcp import ClientSession, stdio_client
 
 from tests.conftest import ROOT, ba, make_workspace, meta_of, stdio_params, text_of
 
-pytestmark = pytest.mark.anyio
+# the slow tier: a skill followed through the server and four runs of a saved analysis (~7 s; the fast tier is at
+# its 90 s budget)
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 SKILL = ROOT / "skills" / "budget-vs-actual"
 STEP = re.compile(r"```(sql|query_metrics)([^\n]*)\n(.*?)```", re.S)
 

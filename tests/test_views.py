@@ -82,6 +82,7 @@ async def test_a_client_that_declares_apps_gets_views_and_another_gets_what_it_g
     assert "dev.ba-mcp/view" not in (two.meta or {})
 
 
+@pytest.mark.slow  # two more server starts (the fast tier is at its 90 s budget)
 async def test_the_2026_07_28_handshake_declares_and_gets_the_same(ws: Path) -> None:
     """The modern protocol (server/discover, capabilities on each request): the server advertises the extension
     in its capabilities (the 2025-11-25 schema has no place for it: there, hosts read the tools' _meta)."""
