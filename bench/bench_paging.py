@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import duckdb
-from common import env_for, python, request, spawn
+from common import env_for, initialize, python, request, spawn
 
 APPS = {"io.modelcontextprotocol/ui": {"mimeTypes": ["text/html;profile=mcp-app"]}}
 QUERY = "SELECT range AS n, range % 7 AS weekday, round(range * 2.5, 1) AS revenue FROM range(5000)"
@@ -28,20 +28,7 @@ def main() -> None:
     args = parser.parse_args()
     ws = Path(tempfile.mkdtemp(prefix="ba-bench-"))
     server = spawn([python(), "-m", "ba_mcp"], env_for(ws))
-    init = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-11-25",
-            "capabilities": {"extensions": APPS},
-            "clientInfo": {"name": "bench", "version": "0"},
-        },
-    }
-    request(server, init)
-    assert server.stdin is not None
-    server.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
-    server.stdin.flush()
+    initialize(server, APPS)
     ids = iter(range(2, 10**6))
 
     def call(tool: str, arguments: dict) -> tuple[float, dict]:

@@ -44,8 +44,12 @@ def request(proc: subprocess.Popen[bytes], message: dict) -> dict:
             return reply
 
 
-def initialize(proc: subprocess.Popen[bytes]) -> dict:
-    reply = request(proc, INIT)
+def initialize(proc: subprocess.Popen[bytes], extensions: dict | None = None) -> dict:
+    """The handshake (2025-11-25); ``extensions``: the client's declared extensions (MCP Apps, say)."""
+    message = INIT
+    if extensions:
+        message = {**INIT, "params": {**INIT["params"], "capabilities": {"extensions": extensions}}}
+    reply = request(proc, message)
     assert proc.stdin
     proc.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
     proc.stdin.flush()

@@ -144,6 +144,24 @@ def cell(name: str, kind: pa.DataType, value: Any) -> str:
     return str(value)
 
 
+@dataclass
+class Shaped:
+    """An output's table as both documents show it: headers, the rows worth showing as text, the total row."""
+
+    headers: list[str]
+    rows: list[list[str]]
+    total: list[str] | None
+    note: str
+
+
+def shaped(frame: pa.Table) -> Shaped:
+    rows, note = trimmed(frame)
+    kinds = [rows.schema.field(i).type for i in range(rows.num_columns)]
+    cells = [[cell(c, k, r[c]) for c, k in zip(rows.column_names, kinds, strict=True)] for r in rows.to_pylist()]
+    total = totals_row(frame) if frame.num_rows > 1 else None
+    return Shaped([c.replace("_", " ") for c in rows.column_names], cells, total, note)
+
+
 def totals_row(frame: pa.Table) -> list[str] | None:
     """A total under each column that adds up (blank under the others); None when no column adds up."""
     import pyarrow.compute as pc
@@ -299,19 +317,14 @@ def render_html(
         parts.append(f"<section class='output' id='{e(o.name)}'><h3>{e(o.title)}</h3>")
         parts.append(f"<p class='meta'><span class='{css}'>{e(o.change)}</span> · {e(o.files)}</p>")
         if o.frame is not None:
-            rows, note = trimmed(o.frame)
-            kinds = [rows.schema.field(i).type for i in range(rows.num_columns)]
-            parts.append("<table><tr>" + "".join(f"<th>{e(c.replace('_', ' '))}</th>" for c in rows.column_names))
-            parts.append("</tr>")
-            for r in rows.to_pylist():
-                cells = [cell(c, k, r[c]) for c, k in zip(rows.column_names, kinds, strict=True)]
-                parts.append("<tr>" + "".join(f"<td>{e(v)}</td>" for v in cells) + "</tr>")
-            total = totals_row(o.frame) if o.frame.num_rows > 1 else None
-            if total:
-                parts.append("<tr class='total'>" + "".join(f"<td>{e(v)}</td>" for v in total) + "</tr>")
+            t = shaped(o.frame)
+            parts.append("<table><tr>" + "".join(f"<th>{e(h)}</th>" for h in t.headers) + "</tr>")
+            parts += ["<tr>" + "".join(f"<td>{e(v)}</td>" for v in row) + "</tr>" for row in t.rows]
+            if t.total:
+                parts.append("<tr class='total'>" + "".join(f"<td>{e(v)}</td>" for v in t.total) + "</tr>")
             parts.append("</table>")
-            if note:
-                parts.append(f"<p class='files'>Shown: {e(note)}; all of them in {e(o.name)}.csv.</p>")
+            if t.note:
+                parts.append(f"<p class='files'>Shown: {e(t.note)}; all of them in {e(o.name)}.csv.</p>")
         parts.append("</section>")
     parts.append("<h2>Audit trail</h2>")
     if values:
@@ -362,19 +375,13 @@ def render_markdown(
     for o in shown:
         lines += [f"### {o.title}", "", f"{o.change} · {o.files}", ""]
         if o.frame is not None:
-            rows, note = trimmed(o.frame)
-            kinds = [rows.schema.field(i).type for i in range(rows.num_columns)]
-            lines.append("| " + " | ".join(c.replace("_", " ") for c in rows.column_names) + " |")
-            lines.append("|" + "---|" * rows.num_columns)
-            for r in rows.to_pylist():
-                lines.append(
-                    "| " + " | ".join(cell(c, k, r[c]) for c, k in zip(rows.column_names, kinds, strict=True)) + " |"
-                )
-            total = totals_row(o.frame) if o.frame.num_rows > 1 else None
-            if total:
-                lines.append("| " + " | ".join(f"**{v}**" if v else "" for v in total) + " |")
-            if note:
-                lines += ["", f"Shown: {note}; all of them in {o.name}.csv."]
+            t = shaped(o.frame)
+            lines += ["| " + " | ".join(t.headers) + " |", "|" + "---|" * len(t.headers)]
+            lines += ["| " + " | ".join(row) + " |" for row in t.rows]
+            if t.total:
+                lines.append("| " + " | ".join(f"**{v}**" if v else "" for v in t.total) + " |")
+            if t.note:
+                lines += ["", f"Shown: {t.note}; all of them in {o.name}.csv."]
             lines.append("")
     lines += ["## Audit trail", ""]
     lines += [f"- parameter {n} = {v!r}" for n, v in values.items()]

@@ -33,7 +33,7 @@ assert (series > 0).all(), "the methods compare months by ratios: every month mu
 MAX_SEASONAL_SMOOTHING = 0.1
 
 
-def ets(y: pd.Series, steps: int) -> np.ndarray:
+def ets_fit(y: pd.Series):
     """Additive ETS: damped trend, 12-month seasonality that changes slowly."""
     model = ETSModel(
         y,
@@ -46,7 +46,11 @@ def ets(y: pd.Series, steps: int) -> np.ndarray:
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return np.asarray(model.fit(disp=False).forecast(steps))
+        return model.fit(disp=False)
+
+
+def ets(y: pd.Series, steps: int) -> np.ndarray:
+    return np.asarray(ets_fit(y).forecast(steps))
 
 
 def seasonal_naive(y: pd.Series, steps: int) -> np.ndarray:
@@ -137,18 +141,7 @@ else:
         f"backtest skipped: {len(series)} months leave fewer than 6 origins with two years before them (it needs "
         "30); the forecast is the ETS model's, its intervals the model's own, not checked against its errors"
     )
-    model = ETSModel(
-        series,
-        error="add",
-        trend="add",
-        damped_trend=True,
-        seasonal="add",
-        seasonal_periods=12,
-        bounds={"smoothing_seasonal": (1e-4, MAX_SEASONAL_SMOOTHING)},
-    )
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        fitted = model.fit(disp=False)
+    fitted = ets_fit(series)
     frames = {
         a: fitted.get_prediction(start=len(series), end=len(series) + horizon - 1).summary_frame(alpha=a)
         for a in (0.2, 0.05)
