@@ -8,6 +8,7 @@ from typing import Any
 
 import pandas as pd
 import pyarrow as pa
+import pytest
 import toon_format
 
 from ba_mcp.pipeline.encode import encode_table
@@ -179,3 +180,54 @@ def test_previews_round_floats_full_drops_noise_and_times_stay_on_every_row(tmp_
     big = Table("b", pd.concat([frame[["amount"]]] * 30, ignore_index=True))
     standard = observer.observe("t", big, OutputLevel.STANDARD).text
     assert "43974.7\n" in standard and "123456789\n" in standard and "1e-07\n" in standard
+
+
+def test_a_stored_results_figures_are_the_same_counted_in_memory_or_from_its_file(tmp_path: Path) -> None:
+    """Issue 40: the engine worker counts a small stored result's whole-column figures with Arrow's kernels from
+    the batches it holds (``_table_stats``) instead of reading the Parquet file back with DuckDB
+    (``parquet_stats``, still used past 16 MB and for artifacts read later); both must say the same."""
+    import datetime as dt
+    from decimal import Decimal
+
+    import duckdb
+    import pyarrow.parquet as pq
+
+    from ba_mcp.workers.engine import _table_stats
+    from ba_mcp.workers.sql import parquet_stats
+
+    table = pa.table(
+        {
+            "f": pa.array([1.5, None, float("nan"), 2.5, 2.5, -1.0]),
+            "d": pa.array(
+                [Decimal("1.10"), None, Decimal("2.25"), Decimal("2.25"), None, None], pa.decimal128(10, 2)
+            ),
+            "n": pa.array([3, 1, 2, 3, None, 7], pa.int64()),
+            "t": pa.array(
+                [
+                    dt.datetime(2024, 1, 1, 5),
+                    None,
+                    dt.datetime(2023, 5, 1),
+                    dt.datetime(2024, 1, 1, 5),
+                    dt.datetime(2022, 1, 1),
+                    None,
+                ],
+                pa.timestamp("ns"),
+            ),
+            "day": pa.array([dt.date(2024, 1, 1), dt.date(2021, 3, 4), None, None, None, dt.date(2024, 1, 2)]),
+            "s": pa.array(["a", "b", None, "b", "c", "b"]),
+            "b": pa.array([True, False, None, True, True, None]),
+            "l": pa.array([[1], [1], None, [2], [1], [3]]),
+        }
+    )
+    pq.write_table(table, tmp_path / "r.parquet")
+    from_file, total = parquet_stats(duckdb.connect(), str(tmp_path / "r.parquet"))
+    in_memory = _table_stats(table)
+    assert total == 6 and set(in_memory) == set(from_file)
+    for name, figures in in_memory.items():
+        want = dict(from_file[name])
+        got = dict(figures)
+        if "mean" in want:  # a double either way; DuckDB's sum order may differ in the last bits
+            assert abs(float(got.pop("mean")) - float(want.pop("mean"))) < 1e-9, name
+        assert got == want, (name, got, want)
+    assert in_memory["d"]["mean"] == pytest.approx(5.6 / 3)  # not 1.87: a decimal's mean is not rounded to its scale
+    assert in_memory["s"]["top"] == ["b", 3] and in_memory["l"]["top"] == [[1], 3]

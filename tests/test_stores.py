@@ -103,6 +103,32 @@ def test_one_artifact_is_never_larger_than_the_store(tmp_path: Path) -> None:
     assert err.value.code == "ARTIFACT_TOO_LARGE" and s.list() == []
 
 
+def test_a_new_artifact_reads_no_other_metadata_and_the_cap_holds_across_two_servers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 40: a write checks the store's total from the store's own count (it read every metadata file on
+    every write: a session's thousandth result read a thousand files), yet two servers on one workspace keep
+    the cap (S-7): each sees the other's changes through the shared change counter."""
+    one, two = store(tmp_path, max_bytes=1024 * 1024), store(tmp_path, max_bytes=1024 * 1024)
+    for i in range(30):
+        one.put_text(f"small {i}", title=f"s{i}", source_tool="t")
+    read: list[str] = []
+    real = ArtifactStore._read_meta
+    monkeypatch.setattr(ArtifactStore, "_read_meta", lambda self, aid: read.append(aid) or real(self, aid))
+    new = one.put_text("one more", title="s30", source_tool="t")
+    assert read == [new.id], read  # only its own id (is the same content already stored?)
+    monkeypatch.undo()
+    # 3 × 300 kB by the second server, then 2 × 300 kB by the first, whose count predates them
+    big = [two.put_text(str(i) * 300_000, title=f"b{i}", source_tool="t") for i in range(3)]
+    assert two.total_bytes() <= 1024 * 1024
+    more = [one.put_text(str(i) * 300_000, title=f"c{i}", source_tool="t") for i in range(5, 7)]
+    assert one.total_bytes() <= 1024 * 1024 and two.total_bytes() <= 1024 * 1024
+    left = {m.id for m in one.list()}
+    assert all(m.id in left for m in more) and sum(m.id in left for m in big) == 1  # the oldest two went
+    one.cleanup(time.time() + 7200)  # removes files older than an hour that no metadata lists: not the counter
+    assert (tmp_path / "artifacts" / ".changes").is_file()
+
+
 # -- workspace ------------------------------------------------------------------------------------
 
 

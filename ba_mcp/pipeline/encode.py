@@ -16,7 +16,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ba_mcp.results import cell_value
+from ba_mcp.results import cell_value, stats_kind
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -174,3 +174,65 @@ ENCODERS: dict[str, Callable[[Sequence[str], Rows], str]] = {
 def encode_table(table: pa.Table, encoding: str) -> str:
     """Encode every row of an Arrow table in one of ``ENCODINGS``."""
     return ENCODERS[encoding](table.column_names, plain_rows(table)[0])
+
+
+def column_stats(column: pa.ChunkedArray) -> dict[str, Any]:
+    """What a column summary says, as data: ``kind`` (bool, number, time, other), ``count`` (values
+    present; NaN counts as missing), ``nulls`` and the kind's figures. The artifact store computes the
+    same figures over a whole stored table with DuckDB (``ba_mcp.workers.sql.parquet_stats``); the engine
+    worker uses this one for a stored result small enough to hold (``Engine.op_store``)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    t = column.type
+    values = pc.drop_null(column)
+    if pa.types.is_floating(t):
+        values = pc.filter(values, pc.invert(pc.is_nan(values)))
+    stats: dict[str, Any] = {"kind": stats_kind(t), "count": len(values), "nulls": len(column) - len(values)}
+    if not len(values):
+        return stats
+    if stats["kind"] == "bool":
+        stats["true"] = int(pc.sum(values).as_py() or 0)
+    elif stats["kind"] == "number":
+        low, high = pc.min_max(values).values()
+        # a decimal's mean in its own scale would be rounded (2.25 and 1.10 and 2.25: 1.87): as a double, as DuckDB
+        exact = pc.cast(values, pa.float64()) if pa.types.is_decimal(t) else values
+        stats.update(min=low.as_py(), mean=float(pc.mean(exact).as_py()), max=high.as_py())
+        stats["distinct"] = _distinct(values)
+    elif stats["kind"] == "time":
+        low, high = pc.min_max(microseconds(values)).values()
+        stats.update(min=low.as_py(), max=high.as_py())
+    else:
+        stats["distinct"] = _distinct(values)
+        if stats["distinct"] < len(values):
+            stats["top"] = _top(values)
+    return stats
+
+
+def _distinct(values: pa.ChunkedArray) -> int:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    try:
+        return int(pc.count_distinct(values).as_py())
+    except (pa.ArrowNotImplementedError, pa.ArrowTypeError):  # nested cells (lists, structs)
+        return len({json.dumps(cell_value(v), sort_keys=True, default=str) for v in python_values(values)})
+
+
+def _top(values: pa.ChunkedArray) -> tuple[Any, int] | None:
+    """The most frequent value and its count (the first seen among equals); nested cells (lists, structs) are
+    compared by their JSON text, as ``_distinct`` counts them."""
+    import collections
+
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    try:
+        counts = pc.value_counts(values)
+    except (pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        cells = [cell_value(v) for v in python_values(values)]
+        seen = collections.Counter(json.dumps(c, sort_keys=True, default=str) for c in cells)
+        key, n = seen.most_common(1)[0]
+        return next(c for c in cells if json.dumps(c, sort_keys=True, default=str) == key), n
+    best = int(pc.index(counts.field(1), pc.max(counts.field(1))).as_py())
+    return cell_value(counts.field(0)[best].as_py()), int(counts.field(1)[best].as_py())

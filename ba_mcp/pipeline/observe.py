@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ba_mcp.errors import ToolFailure
-from ba_mcp.pipeline.encode import cell_value, encode_csv, encode_table, microseconds, plain_rows, python_values
+from ba_mcp.pipeline.encode import cell_value, column_stats, encode_csv, encode_table, plain_rows
 from ba_mcp.pipeline.levels import OutputLevel
-from ba_mcp.results import Composite, Document, Image, JsonValue, RawResult, Table, stats_kind
+from ba_mcp.results import Composite, Document, Image, JsonValue, RawResult, Table
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -621,36 +621,6 @@ def _column_summary(column: pa.ChunkedArray) -> str:
     return format_stats(column_stats(column))
 
 
-def column_stats(column: pa.ChunkedArray) -> dict[str, Any]:
-    """What a column summary says, as data: ``kind`` (bool, number, time, other), ``count`` (values
-    present; NaN counts as missing), ``nulls`` and the kind's figures. The artifact store computes the
-    same figures over a whole stored table with DuckDB (``ArtifactStore.column_stats``)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    t = column.type
-    values = pc.drop_null(column)
-    if pa.types.is_floating(t):
-        values = pc.filter(values, pc.invert(pc.is_nan(values)))
-    stats: dict[str, Any] = {"kind": stats_kind(t), "count": len(values), "nulls": len(column) - len(values)}
-    if not len(values):
-        return stats
-    if stats["kind"] == "bool":
-        stats["true"] = int(pc.sum(values).as_py() or 0)
-    elif stats["kind"] == "number":
-        low, high = pc.min_max(values).values()
-        stats.update(min=low.as_py(), mean=float(pc.mean(values).as_py()), max=high.as_py())
-        stats["distinct"] = _distinct(values)
-    elif stats["kind"] == "time":
-        low, high = pc.min_max(microseconds(values)).values()
-        stats.update(min=low.as_py(), max=high.as_py())
-    else:
-        stats["distinct"] = _distinct(values)
-        if stats["distinct"] < len(values):
-            stats["top"] = _top(values)
-    return stats
-
-
 def format_stats(stats: Mapping[str, Any]) -> str:
     """A column summary line from ``column_stats``-shaped figures."""
     parts: list[str] = []
@@ -672,29 +642,6 @@ def format_stats(stats: Mapping[str, Any]) -> str:
     if stats["nulls"]:
         parts.append(f"{stats['nulls']} nulls")
     return "; ".join(parts) or "no values"
-
-
-def _distinct(values: pa.ChunkedArray) -> int:
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    try:
-        return int(pc.count_distinct(values).as_py())
-    except (pa.ArrowNotImplementedError, pa.ArrowTypeError):  # nested cells (lists, structs)
-        return len({json.dumps(cell_value(v), sort_keys=True, default=str) for v in python_values(values)})
-
-
-def _top(values: pa.ChunkedArray) -> tuple[Any, int] | None:
-    """The most frequent value and its count (the first seen among equals); None for nested cells."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    try:
-        counts = pc.value_counts(values)
-    except (pa.ArrowNotImplementedError, pa.ArrowTypeError):
-        return None
-    best = int(pc.index(counts.field(1), pc.max(counts.field(1))).as_py())
-    return cell_value(counts.field(0)[best].as_py()), int(counts.field(1)[best].as_py())
 
 
 def _first_sentence(text: str, limit: int = 300) -> str:

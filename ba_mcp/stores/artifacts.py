@@ -79,6 +79,14 @@ class ArtifactStore:
         self._lock = threading.Lock()
         self._commit_lock = threading.Lock()  # room is made and the artifact listed as one step
         self._meta_lock = threading.Lock()  # metadata is re-read and rewritten as one step (owners, access time)
+        # The listed artifacts' sizes as this process last counted them: a new artifact checks the store's total
+        # without reading every metadata file. Every listing and removal, by any server on this workspace, adds one
+        # byte to .changes (an O_APPEND write: its length is a change counter); the count is redone when the
+        # counter moved by anything but this process's own changes.
+        self._sizes: dict[str, int] | None = None
+        self._seen_changes = -1
+        self._changes = root / ".changes"
+        self._index_lock = threading.Lock()
 
     @property
     def max_single_bytes(self) -> int:
@@ -91,19 +99,28 @@ class ArtifactStore:
         import pyarrow.parquet as pq
 
         return self.put_table_writer(
-            lambda path: pq.write_table(table, path, compression="zstd"), title=title, source_tool=source_tool
+            lambda path: pq.write_table(table, path, compression="zstd"),
+            title=title,
+            source_tool=source_tool,
+            known=(table.num_rows, table.schema),  # what the file's footer would say: not read back
         )
 
-    def put_table_writer(self, write: Callable[[Path], Any], *, title: str, source_tool: str) -> ArtifactMeta:
-        """A table artifact written by ``write(path)`` as Parquet (streamed, never whole in memory)."""
+    def put_table_writer(
+        self, write: Callable[[Path], Any], *, title: str, source_tool: str, known: tuple[int, Any] | None = None
+    ) -> ArtifactMeta:
+        """A table artifact written by ``write(path)`` as Parquet (streamed, never whole in memory); its rows and
+        schema read from the file's footer unless ``known`` (rows, Arrow schema) says them."""
         import pyarrow.parquet as pq
 
         def describe(path: Path) -> tuple[int, list[dict[str, str]], str]:
-            md = pq.read_metadata(path)
-            schema = md.schema.to_arrow_schema()
+            if known is not None:
+                rows, schema = known
+            else:
+                md = pq.read_metadata(path)
+                rows, schema = md.num_rows, md.schema.to_arrow_schema()
             columns = [{"name": f.name, "type": str(f.type)} for f in schema]
             names = ", ".join(c["name"] for c in columns)
-            return md.num_rows, columns, f"{md.num_rows:,} rows × {len(columns)} columns: {names}"
+            return rows, columns, f"{rows:,} rows × {len(columns)} columns: {names}"
 
         return self._commit(
             write,
@@ -167,14 +184,19 @@ class ArtifactStore:
             with self._commit_lock:
                 self._make_room(size)
                 os.replace(tmp, final)
-                return self._list_new(aid, kind, mime, ext, size, digest, title, source_tool, rows, columns, summary)
+                meta = self._list_new(aid, kind, mime, ext, size, digest, title, source_tool, rows, columns, summary)
+                self._noted(aid, size)
+                return meta
         finally:
             with contextlib.suppress(FileNotFoundError):
                 tmp.unlink()
 
     def _make_room(self, incoming: int) -> None:
         """Keep the store under ``max_bytes`` on every write (S-7): least recently used artifacts go first;
-        if those being read cannot go, the new one is refused."""
+        if those being read cannot go, the new one is refused. The total is this process's count of the folder
+        (read again when the folder changed behind it); what to evict is chosen from the metadata read afresh."""
+        if self._known_total() + incoming <= self.settings.max_bytes:
+            return
         metas = self._all()
         total = sum(m.size for m in metas)
         for meta in sorted(metas, key=lambda m: m.last_accessed):
@@ -326,12 +348,48 @@ class ArtifactStore:
 
     def _all(self) -> list[ArtifactMeta]:
         """Every session's artifacts, oldest first (for the store's own upkeep)."""
+        changes = self._change_count()  # before reading: a change made meanwhile makes the next count read again
         metas = []
         for p in self.root.glob("artifact_*.meta.json"):
             meta = self._read_meta(p.name[: -len(".meta.json")])
             if meta is not None:
                 metas.append(meta)
+        with self._index_lock:
+            self._sizes, self._seen_changes = {m.id: m.size for m in metas}, changes
         return sorted(metas, key=lambda m: m.created)
+
+    def _change_count(self) -> int:
+        try:
+            return os.stat(self._changes).st_size
+        except FileNotFoundError:
+            return 0
+
+    def _known_total(self) -> int:
+        """The listed artifacts' bytes: this process's count while no other process changed the store."""
+        with self._index_lock:
+            if self._sizes is not None and self._seen_changes == self._change_count():
+                return sum(self._sizes.values())
+        self._all()
+        with self._index_lock:
+            return sum((self._sizes or {}).values())
+
+    def _noted(self, aid: str, size: int | None) -> None:
+        """This process listed (``size``) or removed (None) an artifact: one more change counted; its own count
+        follows when the counter moved by this change alone, else it is read again at the next check."""
+        fd = os.open(self._changes, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            os.write(fd, b".")
+            after = os.lseek(fd, 0, os.SEEK_CUR)  # the counter just after this change (appends are atomic)
+        finally:
+            os.close(fd)
+        with self._index_lock:
+            if self._sizes is None:
+                return
+            if size is None:
+                self._sizes.pop(aid, None)
+            else:
+                self._sizes[aid] = size
+            self._seen_changes = after if after == self._seen_changes + 1 else -1
 
     def list(self) -> list[ArtifactMeta]:
         """The current session's artifacts, oldest first."""
@@ -366,7 +424,7 @@ class ArtifactStore:
                     removed["bytes_freed"] += meta.size
         listed = {m.id for m in self._all()}
         for p in list(self.root.iterdir()) + list(self._tmp.iterdir()):
-            if p.is_dir():
+            if p.is_dir() or p == self._changes:
                 continue
             stem = p.name.split(".", 1)[0]
             if p.parent == self.root and stem in listed:
@@ -386,6 +444,7 @@ class ArtifactStore:
                 (self.root / f"{meta.id}.meta.json").unlink()
             with contextlib.suppress(FileNotFoundError):
                 self.data_path(meta).unlink()
+        self._noted(meta.id, None)
         return True
 
     def read_ref(self, name: str, resolved: Resolved) -> dict[str, Any]:

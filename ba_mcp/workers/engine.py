@@ -42,6 +42,7 @@ from sandbox import protocol
 from sandbox.isolation import SESSION_DIR, confine
 
 _BATCH_ROWS = 8192
+_STATS_IN_MEMORY_BYTES = 16 * 1024 * 1024  # a stored result up to this size is summarised from memory
 SLOT_FD = 200  # the descriptors of a call's files are moved to SLOT_FD, SLOT_FD + 1, …
 MAX_FILES = 60
 
@@ -63,6 +64,23 @@ def slots(fds: list[int]) -> Any:
         for i in range(len(fds)):
             with contextlib.suppress(OSError):
                 os.close(SLOT_FD + i)
+
+
+def _table_stats(table: Any) -> dict[str, dict[str, Any]]:
+    """``parquet_stats``' figures of an Arrow table in memory (``column_stats``), as JSON carries them."""
+    from ba_mcp.pipeline.encode import column_stats
+    from ba_mcp.results import cell_value
+
+    out: dict[str, dict[str, Any]] = {}
+    for i, name in enumerate(table.column_names):
+        stats = column_stats(table.column(i))
+        for key in ("min", "mean", "max"):
+            if key in stats:
+                stats[key] = cell_value(stats[key])
+        if stats.get("top") is not None:
+            stats["top"] = [cell_value(stats["top"][0]), int(stats["top"][1])]
+        out[name] = stats
+    return out
 
 
 def _quote(name: str) -> str:
@@ -195,6 +213,7 @@ class Engine:
     def op_store(self, message: dict[str, Any], fds: list[int]) -> tuple[dict[str, Any], list[int]]:
         """The complete result of the last ``run`` (cut at max_rows) as Parquet into the descriptor given,
         stopping past ``limit`` bytes; then its whole-column figures."""
+        import pyarrow as pa
         import pyarrow.parquet as pq
 
         if self.pending_store is None:
@@ -203,12 +222,21 @@ class Engine:
         self.pending_store = None
         limit = int(message["limit"])
         rows, complete = 0, True
+        held_bytes, kept = 0, []  # the batches while the result is small: its figures are then counted from them
+        kept_all = True
         try:
             with open(fds[0], "wb", closefd=False) as out, pq.ParquetWriter(out, schema, compression="zstd") as writer:
                 for batches in (head, reader):
                     for batch in batches:
                         writer.write_batch(batch)
                         rows += batch.num_rows
+                        if kept_all:
+                            held_bytes += batch.nbytes
+                            kept_all = held_bytes <= _STATS_IN_MEMORY_BYTES
+                            if kept_all:
+                                kept.append(batch)
+                            else:
+                                kept.clear()
                         if out.tell() > limit:
                             complete = False
                             break
@@ -220,7 +248,9 @@ class Engine:
             self._unregister(created)
             held.__exit__(None, None, None)
         reply: dict[str, Any] = {"op": "stored", "rows": rows, "complete": complete}
-        if complete:
+        if complete and kept_all:  # held here: Arrow's kernels, not a second read of the file just written
+            reply.update(stats=_table_stats(pa.Table.from_batches(kept, schema=schema)), total=rows)
+        elif complete:
             from ba_mcp.workers.sql import parquet_stats
 
             with slots(fds[:1]) as paths:
