@@ -13,7 +13,11 @@ The server runs with its result cache off and every call at the defaults an anal
 max_rows 1000: a longer result is kept as an artifact). Each query's figure is the median over rounds of its
 call time / its direct time; the summary is the geometric mean of those ratios per source.
 
-Run: uv run python bench/bench_tpch.py [--scale 0.1] [--rounds 5] [--no-postgres]
+Run: uv run python bench/bench_tpch.py [--scale 0.1] [--rounds 5] [--no-postgres] [--against <python>]
+
+``--against``: the interpreter of another checkout's environment (``git worktree add /tmp/before <rev> && cd
+/tmp/before && uv sync --frozen --offline``; its engine workers then import its own code) — its server is measured
+in the same rounds, interleaved, for a before/after in one run.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import math
 import re
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -63,6 +68,12 @@ def main() -> None:
     parser.add_argument("--scale", type=float, default=0.1)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--no-postgres", action="store_true")
+    parser.add_argument(
+        "--against",
+        help="the Python of another checkout's environment (e.g. /tmp/before/.venv/bin/python): its server is "
+        "measured in the same rounds, interleaved — a before/after in one run",
+    )
+    parser.add_argument("--against-label", default="")
     args = parser.parse_args()
     folder = tpch.data(args.scale)
     db = duckdb_file(folder, args.scale)
@@ -101,49 +112,68 @@ def main() -> None:
                 return cur.fetch_arrow_table()
 
             sources["PostgreSQL"] = ("tpch", lambda s: s, adbc)
-        proc = spawn([python(), "-m", "ba_mcp"], env_for(ws, **env))
-        initialize(proc)
+        servers = {"ba-mcp": spawn([python(), "-m", "ba_mcp"], env_for(ws, **env))}
+        if args.against:  # another checkout with its own environment (its workers import its own code)
+            other = Path(args.against).absolute()  # not resolved: the link is what makes it that environment
+            servers[f"ba-mcp at {args.against_label or other.parent.parent.parent.name}"] = subprocess.Popen(
+                [str(other), "-m", "ba_mcp"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                env=env_for(ws, **env),
+                cwd=other.parent.parent.parent,
+            )
         ids = iter(range(10, 10**9))
-        # Warm-up: each source's first query (connections, the workers' first plans), not timed.
-        for database, shape, direct in sources.values():
-            direct(shape(queries[1]))
-            reply = call(proc, next(ids), "query_database", {"query": shape(queries[1]), "database": database})[1]
-            assert not reply["result"].get("isError"), reply
-        ratios: dict[str, dict[int, list[float]]] = {s: {n: [] for n in queries} for s in sources}
-        added: dict[str, dict[int, list[float]]] = {s: {n: [] for n in queries} for s in sources}
+        for proc in servers.values():
+            initialize(proc)
+            # Warm-up: each source's first query (connections, the workers' first plans), not timed.
+            for database, shape, direct in sources.values():
+                direct(shape(queries[1]))
+                reply = call(proc, next(ids), "query_database", {"query": shape(queries[1]), "database": database})[1]
+                assert not reply["result"].get("isError"), reply
+        ratios = {(w, s): {n: [] for n in queries} for w in servers for s in sources}
+        added = {(w, s): {n: [] for n in queries} for w in servers for s in sources}
         for round_ in range(args.rounds):
             for n, text in queries.items():
                 for source, (database, shape, direct) in sources.items():
                     sql = shape(text)
                     timed: dict[str, float] = {}
-                    order = ("direct", "server") if round_ % 2 == 0 else ("server", "direct")
+                    order = ["direct", *servers]
+                    order = order[round_ % len(order) :] + order[: round_ % len(order)]  # each goes first in turn
                     for who in order:
                         if who == "direct":
                             started = time.perf_counter()
                             direct(sql)
                             timed["direct"] = time.perf_counter() - started
                         else:
-                            elapsed, reply = call(proc, next(ids), "query_database", {"query": sql, "database": database})
-                            assert not reply["result"].get("isError"), (source, n, reply)
-                            timed["server"] = elapsed
-                    ratios[source][n].append(timed["server"] / timed["direct"])
-                    added[source][n].append((timed["server"] - timed["direct"]) * 1000)
-        proc.kill()
-        proc.wait()
+                            elapsed, reply = call(
+                                servers[who], next(ids), "query_database", {"query": sql, "database": database}
+                            )
+                            assert not reply["result"].get("isError"), (who, source, n, reply)
+                            timed[who] = elapsed
+                    for who in servers:
+                        ratios[who, source][n].append(timed[who] / timed["direct"])
+                        added[who, source][n].append((timed[who] - timed["direct"]) * 1000)
+        for proc in servers.values():
+            proc.kill()
+            proc.wait()
 
-    print(f"TPC-H SF {args.scale}, {args.rounds} rounds interleaved; per query: median ratio (median ms added)")
-    print("query " + "".join(f"{s:>22}" for s in sources))
+    columns = [(w, s) for s in sources for w in servers]
+    print(f"TPC-H SF {args.scale}, {args.rounds} rounds interleaved; per query: median ratio to the engine direct")
+    print("      " + "".join(f"{s[:14]:>16}" for w, s in columns))
+    if len(servers) > 1:
+        print("      " + "".join(f"{w[-14:]:>16}" for w, s in columns))
     for n in queries:
-        cells = "".join(
-            f"{statistics.median(ratios[s][n]):>12.2f}x ({statistics.median(added[s][n]):+6.1f})" for s in sources
-        )
-        print(f"Q{n:02d}   {cells}")
+        print(f"Q{n:02d}   " + "".join(f"{statistics.median(ratios[c][n]):>15.2f}x" for c in columns))
     targets = {"DuckDB uploads": 1.3, "DuckDB file": 1.3, "PostgreSQL": 1.15}
-    for source in sources:
-        medians = [statistics.median(ratios[source][n]) for n in queries]
+    for who, source in columns:
+        medians = [statistics.median(ratios[who, source][n]) for n in queries]
         geo = math.exp(sum(math.log(r) for r in medians) / len(medians))
-        ms = statistics.median([statistics.median(added[source][n]) for n in queries])
-        print(f"{source:<16} geometric mean {geo:5.2f}x   median added {ms:+6.1f} ms   target <= {targets[source]}x")
+        ms = statistics.median([statistics.median(added[who, source][n]) for n in queries])
+        print(
+            f"{who:<22} {source:<16} geometric mean {geo:5.2f}x   median added {ms:+6.1f} ms   "
+            f"target <= {targets[source]}x"
+        )
 
 
 if __name__ == "__main__":

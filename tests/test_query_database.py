@@ -397,3 +397,52 @@ async def test_an_engine_registered_outside_the_package_is_reached_with_no_other
             assert "toy (FakeDB)" in (tools["query_database"].description or "")
     finally:
         registry.unregister("fake")
+
+
+async def test_views_of_named_files_are_kept_between_calls_and_never_stale(tmp_path: Path) -> None:
+    """Issue 40: the engine worker keeps the view (and descriptor) of a Parquet or CSV file a call named for the
+    session's next calls — but only while the file named again is the very file, unchanged: rewritten in place
+    with its size and modification time put back, replaced by another file, or past the sixteen kept, each
+    answer is the file's current content; the session's schema lists none of those views."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    ws = make_workspace(tmp_path)
+    up = ws / "uploads"
+    pq.write_table(pa.table({"a": pa.array([1, 2], pa.int64())}), up / "a.parquet")
+    async with in_process(ws, ["query_database"], BA_MCP_CACHE__MAX_ENTRIES="0") as client:
+        total = "SELECT sum(a) AS s FROM 'uploads/a.parquet'"
+        assert ok(await q(client, total, output_level="full")).splitlines()[-1] == "3"
+        stat = (up / "a.parquet").stat()
+        pq.write_table(pa.table({"a": pa.array([5, 2], pa.int64())}), up / "a.parquet")  # same size in place
+        os.utime(up / "a.parquet", ns=(stat.st_atime_ns, stat.st_mtime_ns))
+        assert (up / "a.parquet").stat().st_size == stat.st_size
+        assert (up / "a.parquet").stat().st_mtime_ns == stat.st_mtime_ns
+        assert ok(await q(client, total, output_level="full")).splitlines()[-1] == "7"
+        pq.write_table(pa.table({"a": pa.array([10, 20, 30], pa.int64())}), up / "b.parquet")
+        os.replace(up / "b.parquet", up / "a.parquet")  # another file under the name
+        assert ok(await q(client, total, output_level="full")).splitlines()[-1] == "60"
+        for i in range(20):  # more files than the worker keeps
+            (up / f"c{i}.csv").write_text(f"v\n{i}\n{i}\n")
+            assert ok(await q(client, f"SELECT sum(v) FROM 'uploads/c{i}.csv'", output_level="full")).endswith(
+                f"\n{2 * i}"
+            )
+        both = ok(
+            await q(
+                client,
+                "SELECT (SELECT sum(v) FROM 'uploads/c0.csv') + (SELECT sum(v) FROM 'uploads/c19.csv') AS s",
+                output_level="full",
+            )
+        )
+        assert both.splitlines()[-1] == "38"
+        ok(await q(client, "CREATE TEMP TABLE kept AS SELECT * FROM 'uploads/a.parquet'"))
+        assert ok(await q(client, total, output_level="full")).splitlines()[-1] == "60"
+        for reach in (  # a kept descriptor by its slot's name: refused before any statement runs
+            "SELECT * FROM '/proc/self/fd/200'",
+            "SELECT * FROM read_parquet('/proc/self/fd/200')",
+            "SELECT * FROM read_csv(['/proc/self/fd/201', '/proc/self/fd/202'])",
+        ):
+            result = await q(client, reach)
+            assert result.is_error and "60" not in text_of(result).split("Error Message")[0], text_of(result)
+        schema = (await client.read_resource("db://demo/schema")).contents[0].text
+        assert "kept" in schema and "uploads/a.parquet" not in schema and "c19.csv" not in schema, schema[-2000:]

@@ -7,7 +7,8 @@ opens one in-memory DuckDB with every configured database ATTACHed READ_ONLY, an
 
 * ``analyse`` — DuckDB's parse of a statement (types, the table names it reads, what would run);
 * ``run`` — a statement on the session's connection (its TEMP tables and views persist across calls);
-  workspace files arrive as descriptors and are read by DuckDB's own readers; the first ``max_rows + 1``
+  workspace files arrive as descriptors and are read by DuckDB's own readers (a Parquet or CSV file's view and
+  descriptor are kept for the session's next calls while the file is unchanged); the first ``max_rows + 1``
   rows come back as an uncompressed Arrow stream in a sealed memory file, and on ``store`` the complete
   result is written as Parquet into the descriptor the server opened for the artifact;
 * ``describe`` — a database's catalog, with the session's own temporary tables and views;
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import faulthandler
+import fcntl
 import json
 import os
 import signal
@@ -45,25 +47,34 @@ _BATCH_ROWS = 8192
 _STATS_IN_MEMORY_BYTES = 16 * 1024 * 1024  # a stored result up to this size is summarised from memory
 SLOT_FD = 200  # the descriptors of a call's files are moved to SLOT_FD, SLOT_FD + 1, …
 MAX_FILES = 60
+_KEEP_VIEWS = 16  # workspace files whose views (and descriptors) a session keeps between calls
+_PARKED_FD = SLOT_FD + MAX_FILES + 40  # where a kept view's descriptor waits between calls
 
 
 def slot_path(i: int) -> str:
     return f"/proc/self/fd/{SLOT_FD + i}"
 
 
-@contextlib.contextmanager
-def slots(fds: list[int]) -> Any:
-    """The call's descriptors at the slot numbers DuckDB may open, for the duration of the call."""
-    if len(fds) > MAX_FILES:
-        raise Failure(type="validation_error", code="TOO_MANY_FILES", message=f"at most {MAX_FILES} files per query")
-    try:
-        for i, fd in enumerate(fds):
-            os.dup2(fd, SLOT_FD + i, inheritable=False)
-        yield [slot_path(i) for i in range(len(fds))]
-    finally:
-        for i in range(len(fds)):
-            with contextlib.suppress(OSError):
-                os.close(SLOT_FD + i)
+def _too_many() -> Failure:
+    return Failure(type="validation_error", code="TOO_MANY_FILES", message=f"at most {MAX_FILES} files per query")
+
+
+def _identity(fd: int) -> tuple[int, ...]:
+    """What says a descriptor's file is the one a kept view reads: the same file, unchanged."""
+    st = os.fstat(fd)
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+@dataclass
+class _Kept:
+    """A workspace file's view kept for the session's next calls. Its slot stays reserved, but is open only
+    during a call that names the file: between calls the descriptor waits at ``fd``, outside the slot numbers
+    DuckDB may open, so a statement reaches by path only the files its own call named (as before any was kept)."""
+
+    identity: tuple[int, ...]
+    kind: tuple[str, bool]  # (suffix, a table artifact): how it was read
+    slot: int
+    fd: int
 
 
 def _table_stats(table: Any) -> dict[str, dict[str, Any]]:
@@ -130,6 +141,12 @@ class Engine:
                 "enable_external_file_cache": False,
             },
         )
+        # Slots (descriptor numbers SLOT_FD + i) in use, and the views of workspace files DuckDB reads kept from
+        # call to call (registering five Parquet files and dropping them again cost 3-4 ms of every call): a call
+        # that names a kept file again, unchanged (``_identity`` of the descriptor the server just opened), uses
+        # its view; least recently used first when they are trimmed.
+        self.used: set[int] = set()
+        self.kept: dict[str, _Kept] = {}
         self.missing: dict[str, str] = {}
         self.models: dict[str, Any] = {}  # the metrics model last compiled for, by its digest
         self.current = ""  # the database the session's connection USEs
@@ -139,7 +156,7 @@ class Engine:
             except duckdb.Error as exc:
                 self.missing[db["name"]] = str(exc).split("\n")[0][:300]
         self.aliases = {db["name"]: db["alias"] for db in options.get("databases", [])}
-        # No file access at all but to the descriptors of the current call, which are moved to fixed numbers
+        # No file access at all but to the descriptors of the session's calls, which are moved to fixed numbers
         # (DuckDB resolves a path before it checks it; the workspace path a descriptor leads to does not
         # exist in this process's root, so only the descriptor's own name matches).
         self.con.execute("SET allowed_paths = ?", [[slot_path(i) for i in range(MAX_FILES)]])
@@ -171,13 +188,20 @@ class Engine:
         if self.current != name:  # USE costs a quarter of a millisecond: only when the database changes
             self.con.execute(f"USE {_quote(self.aliases[name])}")
             self.current = name
-        held: Any = slots(fds)
-        paths = held.__enter__()
+        files = message.get("files", [])
+        if len(files) > MAX_FILES:
+            raise _too_many()
+        named = {spec["name"] for spec in files}
+        self._trim_kept(named)
+        fresh = [(spec, fd) for spec, fd in zip(files, fds, strict=False) if not self._still_kept(spec, fd)]
+        held: Any = self._placed([fd for _, fd in fresh], named)
+        taken = held.__enter__()
         created: list[str] = []
         try:
-            created = self._register(message.get("files", []), fds, paths, message.get("bounds", {}))
+            created = self._register(fresh, taken, message.get("bounds", {}))
             relation = self.con.sql(message["sql"], params=message.get("params"))
             if relation is None:  # a statement without rows (CREATE, DROP): it has run
+                self._forget_kept()  # it may have made or dropped objects of those names: views are made afresh
                 done = pa.table({"result": pa.array(["done"], pa.string())})
                 return {"op": "result", "rows": 1, "more": False, "display_types": {}}, [memfile(write_arrow(done))]
             types = _display_types(list(zip(relation.columns, relation.types, strict=False)))
@@ -253,8 +277,8 @@ class Engine:
         elif complete:
             from ba_mcp.workers.sql import parquet_stats
 
-            with slots(fds[:1]) as paths:
-                stats, total = parquet_stats(self.con, paths[0])
+            with self._placed(fds[:1]) as taken:
+                stats, total = parquet_stats(self.con, slot_path(taken[0]))
             reply.update(stats=stats, total=total)
         return reply, []
 
@@ -275,25 +299,85 @@ class Engine:
 
         name = message["database"]
         self._opened(name)
+        self._drop_pending()
+        self._forget_kept()  # the session's own objects are what it made, not the views of files it named
         return {"op": "catalog", **catalog(self.con, self.aliases[name])}, []
 
     def op_stats(self, message: dict[str, Any], fds: list[int]) -> tuple[dict[str, Any], list[int]]:
         from ba_mcp.workers.sql import parquet_stats
 
-        with slots(fds[:1]) as paths:
-            stats, total = parquet_stats(self.con, paths[0])
+        with self._placed(fds[:1]) as taken:
+            stats, total = parquet_stats(self.con, slot_path(taken[0]))
         return {"op": "stats", "stats": stats, "total": total}, []
 
-    def _register(
-        self, files: list[dict[str, Any]], fds: list[int], paths: list[str], bounds: dict[str, Any]
-    ) -> list[str]:
+    @contextlib.contextmanager
+    def _placed(self, fds: list[int], named: set[str] | frozenset[str] = frozenset()) -> Any:
+        """``fds`` at free slot numbers DuckDB may open, and the kept views' files the call ``named`` at their
+        reserved ones, for the duration of the call (kept views not named give up their slots when there are too
+        few free); a new slot whose view is kept on (``_register``) stays reserved, closed."""
+        if len(fds) > MAX_FILES - len(self.used):
+            for old in [n for n in self.kept if n not in named][: len(fds) - (MAX_FILES - len(self.used))]:
+                self._forget(old)
+        if len(fds) > MAX_FILES - len(self.used):
+            raise _too_many()
+        taken: list[int] = []
+        opened = [(k.slot, k.fd) for n, k in self.kept.items() if n in named]
+        try:
+            for slot, parked in opened:
+                os.dup2(parked, SLOT_FD + slot, inheritable=False)
+            for fd in fds:
+                slot = next(i for i in range(MAX_FILES) if i not in self.used)
+                os.dup2(fd, SLOT_FD + slot, inheritable=False)
+                self.used.add(slot)
+                taken.append(slot)
+            yield taken
+        finally:
+            kept = {k.slot for k in self.kept.values()}
+            for slot in [slot for slot, _ in opened] + taken:
+                with contextlib.suppress(OSError):
+                    os.close(SLOT_FD + slot)
+                if slot not in kept:
+                    self.used.discard(slot)
+
+    def _still_kept(self, spec: dict[str, Any], fd: int) -> bool:
+        """Whether the file a call names has its view kept, for this very file unchanged (then most recently
+        used); a kept view of anything else under that name is dropped."""
+        name = spec["name"]
+        kept = self.kept.get(name)
+        if kept is None:
+            return False
+        if kept.identity == _identity(fd) and kept.kind == (spec["suffix"], bool(spec.get("table"))):
+            self.kept[name] = self.kept.pop(name)
+            return True
+        self._forget(name)
+        return False
+
+    def _forget(self, name: str) -> None:
+        kept = self.kept.pop(name)
+        with contextlib.suppress(Exception):
+            self.con.execute(f"DROP VIEW IF EXISTS temp.main.{_quote(name)}")
+        for fd in (kept.fd, SLOT_FD + kept.slot):  # the slot is open when forgotten during a call naming it
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self.used.discard(kept.slot)
+
+    def _forget_kept(self) -> None:
+        for name in list(self.kept):
+            self._forget(name)
+
+    def _trim_kept(self, named: set[str]) -> None:
+        for name in [n for n in self.kept if n not in named][: max(0, len(self.kept) - _KEEP_VIEWS)]:
+            self._forget(name)
+
+    def _register(self, files: list[tuple[dict[str, Any], int]], taken: list[int], bounds: dict[str, Any]) -> list[str]:
         """Each workspace file as a TEMP view named as the statement names it, read by DuckDB's own readers
-        (Parquet, UTF-8 CSV) or, for the formats DuckDB does not read here, by ``ba_mcp.formats`` (bounded)."""
+        (Parquet, UTF-8 CSV: the view and its descriptor kept for the next calls) or, for the formats DuckDB does
+        not read here, by ``ba_mcp.formats`` (bounded; registered for this call only — returned)."""
         created: list[str] = []
         try:
-            for spec, fd, slot in zip(files, fds, paths, strict=False):
+            for (spec, fd), slot in zip(files, taken, strict=False):
                 name = spec["name"]
-                path = _literal(slot)
+                path = _literal(slot_path(slot))
                 suffix = spec["suffix"]
                 if spec.get("table") or suffix in (".parquet", ".pq"):
                     scan = f"read_parquet({path})"
@@ -304,13 +388,15 @@ class Engine:
                     scan = ""
                 if scan:
                     self.con.execute(f"CREATE OR REPLACE TEMP VIEW {_quote(name)} AS SELECT * FROM {scan}")
+                    parked = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, _PARKED_FD)
+                    self.kept[name] = _Kept(_identity(fd), (suffix, bool(spec.get("table"))), slot, parked)
                 else:
                     from ba_mcp.formats import table_of
                     from ba_mcp.settings import FormatsSettings
 
                     source = _Source(name, spec["size"], suffix, spec["kind"], spec.get("ref_id"), fd)
                     self.con.register(name, table_of(source, FormatsSettings(**bounds), name))
-                created.append(name)
+                    created.append(name)
         except BaseException:
             self._unregister(created)
             raise
