@@ -13,7 +13,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -47,11 +47,12 @@ class CallRecord:
         return "call_" + self.execution_id[:12]
 
     def telemetry(self) -> dict[str, Any]:
-        """The record as a telemetry line holds it (no arguments, no provenance)."""
-        line = asdict(self)
-        line.pop("arguments")
-        line.pop("provenance")
-        return line
+        """The record as a telemetry line holds it (no arguments, no provenance: ``asdict`` deep-copied both
+        before dropping them — a quarter of a millisecond of every call)."""
+        return {name: getattr(self, name) for name in _TELEMETRY_FIELDS}
+
+
+_TELEMETRY_FIELDS = tuple(f.name for f in fields(CallRecord) if f.name not in ("arguments", "provenance"))
 
 
 @dataclass
