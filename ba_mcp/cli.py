@@ -47,15 +47,20 @@ def _settings(args: argparse.Namespace) -> Settings:
 def _large_allocations_return_to_the_system() -> None:
     """glibc raises its mmap threshold after a large block is freed (up to 32 MB), so a large request's text
     or argument is later carved from the heap and kept by the process after it is freed; a fixed threshold
-    keeps blocks over 1 MiB in their own mappings, returned when freed (S-16: the server's memory stays flat)."""
+    keeps blocks over 1 MiB in their own mappings, returned when freed (S-16: the server's memory stays flat).
+    Two malloc arenas, not one per thread (each keeps what its thread freed), and Arrow's buffers from the same
+    allocator rather than mimalloc's own pages, which it keeps after a table is freed (issue 40, P-8)."""
     import ctypes
     import ctypes.util
 
+    os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")  # read when pyarrow first allocates
     name = ctypes.util.find_library("c")
     if not name or not sys.platform.startswith("linux"):
         return
     try:
-        ctypes.CDLL(name).mallopt(-3, 1024 * 1024)  # M_MMAP_THRESHOLD
+        libc = ctypes.CDLL(name)
+        libc.mallopt(-3, 1024 * 1024)  # M_MMAP_THRESHOLD
+        libc.mallopt(-8, 2)  # M_ARENA_MAX
     except (OSError, AttributeError):
         pass
 

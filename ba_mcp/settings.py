@@ -26,6 +26,8 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, m
 
 from ba_mcp import registry
 
+_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: the same, ~10x faster
+
 LevelName = Literal["brief", "standard", "full"]
 ModelFamily = Literal["claude", "gpt", "gemini", "glm", "qwen", "unknown"]
 
@@ -394,7 +396,7 @@ class Settings(_Section):
 
 def _read_yaml(path: Path) -> dict[str, Any]:
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_SAFE_LOADER)
     except OSError as exc:
         raise ConfigError(f"cannot read configuration file {path.name}: {exc.strerror}") from None
     except yaml.YAMLError as exc:

@@ -3,11 +3,12 @@ each tool and one query on each kind of source (the demo database, a workspace C
 configured DuckDB file) — with the worker processes (engine and Python sandbox) reported separately, against
 a hello-world MCPServer idle. The web tools read a page and search through a local fake on 127.0.0.1.
 
-Run: uv run python bench/bench_memory.py
+Run: uv run python bench/bench_memory.py [--calls 1000]
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import sys
@@ -31,6 +32,9 @@ def rss(pid: int) -> tuple[float, list[float]]:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--calls", type=int, default=0, help="then this many mixed calls, RSS every 250")
+    calls = parser.parse_args().calls
     ws = Path(tempfile.mkdtemp(prefix="ba-bench-"))
     (ws / "uploads").mkdir(parents=True)
     (ws / "uploads" / "sales_2025.csv").write_bytes((ROOT / "ba_mcp" / "samples" / "sales_2025.csv").read_bytes())
@@ -77,6 +81,14 @@ def main() -> None:
         assert not reply["result"].get("isError"), reply
     time.sleep(1)
     busy, workers_busy = rss(server.pid)
+    rollup = dict(
+        (line.split(":")[0], int(line.split()[1]) / 1024)
+        for line in Path(f"/proc/{server.pid}/smaps_rollup").read_text().splitlines()[1:]
+        if line.split()[-1] == "kB"
+    )
+    by_file: dict[str, float] = {}
+    for m in psutil.Process(server.pid).memory_maps():
+        by_file[Path(m.path).name or m.path] = by_file.get(Path(m.path).name or m.path, 0) + m.rss / MB
     loaded = sorted(
         {
             m.path.split("site-packages/")[1].split("/")[0]
@@ -84,6 +96,20 @@ def main() -> None:
             if "site-packages/" in m.path
         }
     )
+    flat: list[tuple[int, float]] = [(0, busy)]
+    for n in range(1, calls + 1):  # mixed calls, each different (no cached answer), RSS every 250
+        tool, args = [
+            ("query_database", {"query": f"SELECT status, count(*) + {n} AS n FROM orders GROUP BY 1"}),
+            ("query_database", {"query": f"SELECT * FROM 'uploads/sales_2025.csv' LIMIT {n % 97 + 20}"}),
+            ("file_reader", {"path": "upload_sales_2025", "offset": n % 50, "nrows": 20}),
+            ("run_python", {"code": f"print(sum(range({n})))"}),
+            ("query_database", {"database": "sales", "query": f"SELECT g, sum(id) FROM t WHERE id > {n} GROUP BY 1"}),
+            ("web_reader", {"url": web.url("/article") + f"?n={n}"}),
+        ][n % 6]
+        _, reply = call(server, 1000 + n, tool, args)
+        assert not reply["result"].get("isError"), reply
+        if n % 250 == 0:
+            flat.append((n, rss(server.pid)[0]))
     assert server.stdin is not None
     server.stdin.close()
     server.wait(10)
@@ -92,6 +118,13 @@ def main() -> None:
     print(f"P-8 server process idle: {idle:.0f} MB RSS (hello-world idle {ref:.0f} MB)  target <= 150 MB")
     print(f"P-8 server process after one call of each tool: {busy:.0f} MB RSS  target <= 150 MB")
     print("    native libraries in the server process: " + ", ".join(loaded))
+    print(
+        f"    of it: anonymous {rollup.get('Anonymous', 0):.0f} MB, "
+        f"files {rollup.get('Rss', 0) - rollup.get('Anonymous', 0):.0f}"
+        " MB; largest: " + ", ".join(f"{k} {v:.0f}" for k, v in sorted(by_file.items(), key=lambda kv: -kv[1])[:8])
+    )
+    if calls:
+        print("P-8 server RSS over mixed calls: " + ", ".join(f"{n}: {mb:.0f} MB" for n, mb in flat) + "  target: flat")
     print(
         "    worker processes (engine and sandbox), separately: idle "
         + ", ".join(f"{m:.0f}" for m in workers_idle)

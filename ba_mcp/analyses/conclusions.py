@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass
-from typing import Any
-
-import pyarrow as pa
+from typing import TYPE_CHECKING, Any
 
 from ba_mcp.analyses.measures import additive_column, number
 from ba_mcp.errors import ErrorType, ToolFailure
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 RULES = ("count", "rows", "value", "sign")
 OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "=": operator.eq, "==": operator.eq}

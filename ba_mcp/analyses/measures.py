@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
+if TYPE_CHECKING:  # imported where a table is read: the server starts without pyarrow (issue 40)
+    import pyarrow as pa
 
 # a name made of these words (separated by _ or space, or a word's end) is not an amount
 _NOT_ADDITIVE = re.compile(
@@ -30,10 +31,14 @@ _PERCENT = re.compile(r"(^|[_\s])(pct|percent|percentage)([_\s]|$)", re.IGNORECA
 
 
 def numeric(kind: pa.DataType) -> bool:
+    import pyarrow as pa
+
     return bool(pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_decimal(kind))
 
 
 def temporal(kind: pa.DataType) -> bool:
+    import pyarrow as pa
+
     return bool(pa.types.is_date(kind) or pa.types.is_timestamp(kind))
 
 
@@ -50,6 +55,8 @@ def additive(name: str, kind: pa.DataType) -> bool:
 def additive_column(name: str, column: pa.ChunkedArray | pa.Array) -> bool:
     """``additive`` judged on the values too: fractions between -1 and 1 (a discount of 0.1, a share) are not
     amounts, whatever the column is called."""
+    import pyarrow as pa
+
     if not additive(name, column.type):
         return False
     if pa.types.is_floating(column.type) or pa.types.is_decimal(column.type):

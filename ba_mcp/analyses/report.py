@@ -17,12 +17,13 @@ import html
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Any
-
-import pyarrow as pa
+from typing import TYPE_CHECKING, Any
 
 from ba_mcp.analyses.conclusions import Status, ordered, summary
 from ba_mcp.analyses.measures import additive_column, change, dimension, number, numeric, percent_column, time_like
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 SHOWN_ROWS = 10
 SERIES_ROWS = 12
@@ -131,6 +132,8 @@ def trimmed(frame: pa.Table) -> tuple[pa.Table, str]:
 
 
 def cell(name: str, kind: pa.DataType, value: Any) -> str:
+    import pyarrow as pa
+
     if value is None:
         return ""
     if (

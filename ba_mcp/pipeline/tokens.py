@@ -18,6 +18,8 @@ from typing import Any
 
 import yaml
 
+_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: the same, ~10x faster
+
 log = logging.getLogger(__name__)
 
 # Per-message framing overhead of chat formats (OpenAI's published rule of thumb).
@@ -55,7 +57,7 @@ class TokenCounter:
     """Counts tokens of text for a model family. Thread-safe; the vocabulary loads once, lazily."""
 
     def __init__(self, config_file: Path, default_family: str = "claude") -> None:
-        data = yaml.safe_load(config_file.read_text(encoding="utf-8"))
+        data = yaml.load(config_file.read_text(encoding="utf-8"), Loader=_SAFE_LOADER)
         self.encoding_name: str = data["encoding"]
         self.fallback_chars_per_token = float(data["fallback_chars_per_token"])
         self.families = {

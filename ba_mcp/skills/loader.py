@@ -41,6 +41,8 @@ import yaml
 from ba_mcp.errors import ErrorType, ToolFailure, denied, invalid, not_found
 from ba_mcp.workspace import Resolved, open_beneath, open_resolved
 
+_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: the same, ~10x faster
+
 log = logging.getLogger(__name__)
 
 SKILL_FILES = ("SKILL.md", "skill.md")
@@ -300,12 +302,12 @@ def parse_frontmatter(raw: str, lenient: bool) -> tuple[dict[str, Any], list[str
     YAML (``description: Use when: …``) are quoted and parsed again, as the Agent Skills guide advises."""
     warnings: list[str] = []
     try:
-        data = yaml.safe_load(raw)
+        data = yaml.load(raw, Loader=_SAFE_LOADER)
     except yaml.YAMLError as exc:
         if not lenient:
             raise FrontmatterError(f"frontmatter is not valid YAML: {_yaml_problem(exc)}") from None
         try:
-            data = yaml.safe_load(_quote_colon_values(raw))
+            data = yaml.load(_quote_colon_values(raw), Loader=_SAFE_LOADER)
         except yaml.YAMLError:
             raise FrontmatterError(f"frontmatter is not valid YAML: {_yaml_problem(exc)}") from None
         warnings.append("frontmatter is not valid YAML as written; read after quoting values that contain ': '")
