@@ -350,6 +350,7 @@ def build_server(app: App) -> BaServer:
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(_background, app)
+                tg.start_soon(_renew_engines, app)
                 if app.settings.telemetry.lag_monitor:
                     tg.start_soon(_watch_event_loop, app)
                 try:
@@ -399,6 +400,15 @@ async def _background(app: App) -> None:
         await anyio.to_thread.run_sync(app.engines.reap_idle, app.settings.engine.idle_timeout_s)
         await anyio.to_thread.run_sync(app.connections.reap_idle, app.settings.engine.idle_timeout_s)
         await anyio.sleep(app.settings.artifacts.cleanup_interval_s)
+
+
+async def _renew_engines(app: App) -> None:
+    """Every few seconds, the idle engine workers that grew past their start with nothing of their session's in
+    them are replaced (``WorkerPool.renew_grown``)."""
+    conf = app.settings.engine
+    while True:
+        await anyio.sleep(min(5.0, conf.renew_idle_s))
+        await anyio.to_thread.run_sync(app.engines.renew_grown, conf.renew_idle_s, conf.renew_growth_mb)
 
 
 async def _watch_event_loop(app: App) -> None:

@@ -188,6 +188,9 @@ class EngineSettings(WorkerLimits):
     disk_mb: int = Field(2048, ge=16)
     cpu_seconds: int = Field(36000, ge=10)
     interrupt_grace_s: float = Field(1.0, gt=0, le=10)
+    # a session's idle worker that grew this much and holds none of its TEMP objects is replaced by a fresh one
+    renew_idle_s: float = Field(30, gt=0)
+    renew_growth_mb: int = Field(50, ge=0)
 
 
 class SandboxSettings(WorkerLimits):

@@ -63,6 +63,18 @@ def duckdb_file(folder: Path, scale: float) -> Path:
     return path
 
 
+def _workers_mb(pid: int) -> list[float]:
+    """RSS of each worker process (engine, connection, sandbox; not the shims) of server ``pid``, largest first."""
+    import psutil
+
+    found = []
+    for child in psutil.Process(pid).children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            if child.memory_info().rss > 40 * 1024 * 1024:  # the shims are ~15 MB
+                found.append(child.memory_info().rss / 2**20)
+    return sorted(found, reverse=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--scale", type=float, default=0.1)
@@ -74,6 +86,9 @@ def main() -> None:
         "measured in the same rounds, interleaved — a before/after in one run",
     )
     parser.add_argument("--against-label", default="")
+    parser.add_argument(
+        "--idle", type=float, default=0, help="then wait this many seconds and report the workers' memory again"
+    )
     args = parser.parse_args()
     folder = tpch.data(args.scale)
     db = duckdb_file(folder, args.scale)
@@ -131,6 +146,7 @@ def main() -> None:
                 direct(shape(queries[1]))
                 reply = call(proc, next(ids), "query_database", {"query": shape(queries[1]), "database": database})[1]
                 assert not reply["result"].get("isError"), reply
+        memory = {w: [_workers_mb(proc.pid)] for w, proc in servers.items()}
         ratios = {(w, s): {n: [] for n in queries} for w in servers for s in sources}
         added = {(w, s): {n: [] for n in queries} for w in servers for s in sources}
         for round_ in range(args.rounds):
@@ -154,6 +170,12 @@ def main() -> None:
                     for who in servers:
                         ratios[who, source][n].append(timed[who] / timed["direct"])
                         added[who, source][n].append((timed[who] - timed["direct"]) * 1000)
+        for who, proc in servers.items():
+            memory[who].append(_workers_mb(proc.pid))
+        if args.idle:  # the sessions' queries have ended: what their workers keep once idle for a while
+            time.sleep(args.idle)
+            for who, proc in servers.items():
+                memory[who].append(_workers_mb(proc.pid))
         for proc in servers.values():
             proc.kill()
             proc.wait()
@@ -165,6 +187,14 @@ def main() -> None:
         print("      " + "".join(f"{w[-14:]:>16}" for w, s in columns))
     for n in queries:
         print(f"Q{n:02d}   " + "".join(f"{statistics.median(ratios[c][n]):>15.2f}x" for c in columns))
+    for who, points in memory.items():
+        said = ["after warm-up", "after the rounds", f"{args.idle:g} s idle later"]
+        print(
+            f"{who}: its worker processes (MB, largest first) "
+            + "; ".join(
+                f"{what}: {', '.join(f'{m:.0f}' for m in mbs)}" for what, mbs in zip(said, points, strict=False)
+            )
+        )
     targets = {"DuckDB uploads": 1.3, "DuckDB file": 1.3, "PostgreSQL": 1.15}
     for who, source in columns:
         medians = [statistics.median(ratios[who, source][n]) for n in queries]

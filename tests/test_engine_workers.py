@@ -647,3 +647,49 @@ async def test_each_worker_gets_its_share_of_the_cores(tmp_path: Path) -> None:
                 kind = "engine" if "ba_mcp.workers" in " ".join(child.cmdline()) else "sandbox"
                 quotas[kind] = int(Path(f"/sys/fs/cgroup/cpu{path}/cpu.cfs_quota_us").read_text())
         assert quotas == {"engine": 150_000, "sandbox": 50_000}, quotas
+
+
+async def test_an_idle_engine_worker_that_grew_is_renewed_unless_it_holds_the_sessions_objects(tmp_path: Path) -> None:
+    """Issue 40: DuckDB's allocator keeps much of what a session's queries freed; an idle worker that grew past
+    ``engine.renew_growth_mb`` is replaced by the spare — unnoticed, since it held nothing of the session's —
+    while one that holds the session's TEMP table is kept, table and all."""
+    from mcp import Client
+
+    from ba_mcp.app import App
+    from ba_mcp.server import build_server
+    from ba_mcp.settings import load_settings
+    from tests.conftest import make_workspace
+
+    env = {
+        "BA_MCP_ENGINE__RENEW_IDLE_S": "0.5",
+        "BA_MCP_ENGINE__RENEW_GROWTH_MB": "20",
+        "BA_MCP_CACHE__MAX_ENTRIES": "0",
+        "BA_MCP_SANDBOX__SPARE_WORKERS": "0",
+    }
+    app = App(load_settings(workspace=make_workspace(tmp_path), environ=env), ["query_database"])
+    grow = "SELECT count(DISTINCT range * 7) AS n FROM range(3000000)"  # a large hash table, freed at the end
+
+    async def run(query: str) -> str:
+        result = await client.call_tool("query_database", {"query": query, "output_level": "full"})
+        assert not result.is_error, text_of(result)
+        return text_of(result)
+
+    async def worker_after_idling(seconds: float) -> Any:
+        await anyio.sleep(seconds)
+        return app.engines._workers.get(key)
+
+    async with Client(build_server(app)) as client:
+        assert (await run(grow)).splitlines()[-1] == "3000000"
+        (key, first), *_ = app.engines._workers.items()
+        assert first.baseline_mb and first.process.rss_mb() > first.baseline_mb + 20, (first.baseline_mb,)
+        for _ in range(40):
+            if await worker_after_idling(0.5) is not first:
+                break
+        assert app.engines._workers.get(key) is not first and not first.process.alive()
+        assert (await run("SELECT 42 AS answer")).splitlines()[-1] == "42"  # the session goes on, on the spare
+        second = app.engines._workers[key]
+        await run("CREATE TEMP TABLE kept AS SELECT range AS i FROM range(10)")
+        await run(grow)
+        assert second.process.rss_mb() > (second.baseline_mb or 0) + 20
+        assert await worker_after_idling(7) is second  # it holds the session's table: kept
+        assert (await run("SELECT count(*) AS n FROM kept")).splitlines()[-1] == "10"

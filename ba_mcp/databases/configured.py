@@ -56,6 +56,7 @@ class Databases:
         self._slots = {name: threading.BoundedSemaphore(db.max_concurrent) for name, db in settings.databases.items()}
         self._changes: dict[str, int] = {}  # session -> CREATE/DROP statements it ran
         engines.prepare = self.prepare
+        engines.keeps_state = lambda session: self.session_objects(session) > 0  # its TEMP tables and views
 
     def session_objects(self, session: str) -> int:
         """How many times the session changed its own TEMP objects (0: never; its reads are anyone's)."""

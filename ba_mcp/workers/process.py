@@ -186,6 +186,19 @@ class WorkerProcess:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
+    def rss_mb(self) -> float:
+        """The resident memory of the worker and what it started (the shim's descendants), in MB."""
+        total, todo = 0, _children(self.proc.pid)
+        while todo:
+            pid = todo.pop()
+            todo += _children(pid)
+            try:
+                with open(f"/proc/{pid}/status", encoding="ascii") as f:
+                    total += next((int(line.split()[1]) for line in f if line.startswith("VmRSS:")), 0)
+            except (OSError, ValueError):
+                continue
+        return total / 1024
+
     def kill(self) -> None:
         """End the worker and everything it started (its process group and PID namespace). The worker (the
         shim's child) goes first, so the shim reaps it and no zombie waits for the host's init."""
