@@ -3,7 +3,7 @@ each tool and one query on each kind of source (the demo database, a workspace C
 configured DuckDB file) — with the worker processes (engine and Python sandbox) reported separately, against
 a hello-world MCPServer idle. The web tools read a page and search through a local fake on 127.0.0.1.
 
-Run: uv run python bench/bench_memory.py [--calls 1000]
+Run: uv run python bench/bench_memory.py [--calls 1000] [--against <python of another checkout>]
 """
 
 from __future__ import annotations
@@ -15,10 +15,11 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import psutil
-from common import ROOT, call, env_for, initialize, python, spawn
+from common import AGAINST_HELP, ROOT, call, env_for, initialize, python, servers, spawn
 
 sys.path.insert(0, str(ROOT))
 from tests.web_fixtures import WebServer
@@ -34,7 +35,9 @@ def rss(pid: int) -> tuple[float, list[float]]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--calls", type=int, default=0, help="then this many mixed calls, RSS every 250")
-    calls = parser.parse_args().calls
+    parser.add_argument("--against", help=AGAINST_HELP)
+    args = parser.parse_args()
+    calls = args.calls
     ws = Path(tempfile.mkdtemp(prefix="ba-bench-"))
     (ws / "uploads").mkdir(parents=True)
     (ws / "uploads" / "sales_2025.csv").write_bytes((ROOT / "ba_mcp" / "samples" / "sales_2025.csv").read_bytes())
@@ -58,7 +61,14 @@ def main() -> None:
     hello.kill()
     hello.wait()
 
-    server = spawn([python(), "-m", "ba_mcp"], env)
+    for name, (command, cwd) in servers(args.against).items():
+        measure(name, command, cwd, env, web, calls, ref)
+    web.__exit__(None, None, None)
+
+
+def measure(name: str, command: list[str], cwd: Path, env: dict[str, str], web: Any, calls: int, ref: float) -> None:
+    """One server: idle, after one call of each tool, over ``calls`` mixed calls; printed."""
+    server = spawn(command, env, cwd)
     initialize(server)
     time.sleep(4)  # the spare worker has started and the warm-up has finished
     idle, workers_idle = rss(server.pid)
@@ -113,10 +123,9 @@ def main() -> None:
     assert server.stdin is not None
     server.stdin.close()
     server.wait(10)
-    web.__exit__(None, None, None)
 
-    print(f"P-8 server process idle: {idle:.0f} MB RSS (hello-world idle {ref:.0f} MB)  target <= 150 MB")
-    print(f"P-8 server process after one call of each tool: {busy:.0f} MB RSS  target <= 150 MB")
+    print(f"P-8 {name} server process idle: {idle:.0f} MB RSS (hello-world idle {ref:.0f} MB)")
+    print(f"P-8 {name} server process after one call of each tool: {busy:.0f} MB RSS  target <= 120 MB")
     print("    native libraries in the server process: " + ", ".join(loaded))
     print(
         f"    of it: anonymous {rollup.get('Anonymous', 0):.0f} MB, "
@@ -124,7 +133,11 @@ def main() -> None:
         " MB; largest: " + ", ".join(f"{k} {v:.0f}" for k, v in sorted(by_file.items(), key=lambda kv: -kv[1])[:8])
     )
     if calls:
-        print("P-8 server RSS over mixed calls: " + ", ".join(f"{n}: {mb:.0f} MB" for n, mb in flat) + "  target: flat")
+        print(
+            f"P-8 {name} server RSS over mixed calls: "
+            + ", ".join(f"{n}: {mb:.0f} MB" for n, mb in flat)
+            + "  target: flat"
+        )
     print(
         "    worker processes (engine and sandbox), separately: idle "
         + ", ".join(f"{m:.0f}" for m in workers_idle)

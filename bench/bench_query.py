@@ -1,119 +1,126 @@
-"""P-2: query_database round trip over stdio against the same query run in-process with DuckDB,
-and the cost of a 1,000,000-row result with max_rows=1000 (time and server RSS growth).
+"""P-2: query_database round trip over stdio against the same query run in-process with DuckDB (a small aggregate
+on the demo, SELECT 42, a small aggregate over an uploaded Parquet file), and the cost of a 1,000,000-row result
+with max_rows=1000 (time and server RSS growth). ``--against``: another checkout's server in the same rounds.
 
-Run: uv run python bench/bench_query.py [--runs 50]
+Run: uv run python bench/bench_query.py [--runs 50] [--against <python of another checkout>]
 """
 
 from __future__ import annotations
 
 import argparse
+import subprocess
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import duckdb
-from common import call, env_for, initialize, p50, python, report, rss_mb, spawn
+from common import AGAINST_HELP, call, env_for, initialize, p50, python, report, rss_mb, servers, spawn
 
 SMALL = (
     "SELECT channel_id, count(*) AS orders, round(sum(quantity * unit_price), 2) AS gross "
     "FROM orders JOIN order_lines USING (order_id) WHERE status = 'completed' GROUP BY 1 ORDER BY 1"
 )
 BIG = "SELECT range AS i, range % 97 AS g, range * 0.5 AS x FROM range(1000000)"
+ON_UPLOAD = "SELECT region, count(*) AS n, sum(amount) AS total FROM {} GROUP BY region ORDER BY region"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=50)
-    runs = parser.parse_args().runs
+    parser.add_argument("--against", help=AGAINST_HELP)
+    args = parser.parse_args()
+    runs = args.runs
     ws = Path(tempfile.mkdtemp(prefix="ba-bench-"))
-    # The raw-result cache is off, so every call runs the query.
-    proc = spawn([python(), "-m", "ba_mcp"], env_for(ws, BA_MCP_CACHE__MAX_ENTRIES="0"))
-    initialize(proc)
-    call(proc, 1, "query_database", {"query": "SELECT 1"})  # generates the demo database
-    con = duckdb.connect(str(ws / "data" / "demo.duckdb"), read_only=True)
-    ours, ref = [], []
-    for i in range(runs):
-        started = time.perf_counter()
-        con.execute(SMALL).fetchall()
-        ref.append(time.perf_counter() - started)
-        elapsed, reply = call(proc, 100 + i, "query_database", {"query": SMALL, "output_level": "full"})
-        assert not reply["result"].get("isError"), reply
-        ours.append(elapsed)
-    report(
-        "P-2 small aggregate, stdio round trip vs in-process (p50)",
-        p50(ours) * 1000,
-        p50(ref) * 1000,
-        "ms",
-        "<= in-process + 3 ms",
-    )
-    print(f"    overhead over in-process DuckDB: {(p50(ours) - p50(ref)) * 1000:+.2f} ms at p50")
-
-    # SELECT 42: the fixed cost of a call; the hello-world tool round trip is what the SDK and stdio cost alone.
-    hello = spawn([python(), str(Path(__file__).with_name("hello_server.py"))], env_for(ws))
-    initialize(hello)
-    ours, ref, bare = [], [], []
-    for i in range(runs):
-        started = time.perf_counter()
-        con.execute("SELECT 42").fetchall()
-        ref.append(time.perf_counter() - started)
-        elapsed, reply = call(proc, 500 + i, "query_database", {"query": "SELECT 42", "output_level": "full"})
-        assert not reply["result"].get("isError"), reply
-        ours.append(elapsed)
-        bare.append(call(hello, 500 + i, "hello", {"name": "x"})[0])
-    hello.kill()
-    hello.wait()
-    report("P-2 SELECT 42, stdio round trip vs in-process (p50)", p50(ours) * 1000, p50(ref) * 1000, "ms", "<= +3 ms")
-    print(
-        f"    overhead over in-process DuckDB: {(p50(ours) - p50(ref)) * 1000:+.2f} ms at p50; "
-        f"hello-world MCPServer tool round trip {p50(bare) * 1000:.2f} ms (the SDK and stdio alone)"
-    )
-
-    # A small aggregate over an uploaded Parquet file (100,000 rows), the file named as an analyst names it.
     upload = ws / "uploads" / "sales.parquet"
-    upload.parent.mkdir(exist_ok=True)
-    duckdb.sql(
+    upload.parent.mkdir(parents=True)
+    duckdb.sql(  # a small aggregate over an uploaded Parquet file (100,000 rows), named as an analyst names it
         "COPY (SELECT range AS id, range % 50 AS region, (range * 7919) % 1000 / 10.0 AS amount FROM range(100000)) "
         f"TO '{upload}' (FORMAT parquet)"
     )
-    on_upload = "SELECT region, count(*) AS n, sum(amount) AS total FROM {} GROUP BY region ORDER BY region"
+    # The raw-result cache is off, so every call runs the query.
+    procs: dict[str, subprocess.Popen[bytes]] = {
+        name: spawn(command, env_for(ws, BA_MCP_CACHE__MAX_ENTRIES="0"), cwd)
+        for name, (command, cwd) in servers(args.against).items()
+    }
+    ids = iter(range(10, 10**9))
+    for proc in procs.values():
+        initialize(proc)
+        call(proc, next(ids), "query_database", {"query": "SELECT 1"})  # generates the demo database
+    con = duckdb.connect(str(ws / "data" / "demo.duckdb"), read_only=True)
     direct = duckdb.connect()
-    ours, ref = [], []
-    for i in range(runs):
-        started = time.perf_counter()
-        direct.sql(on_upload.format(f"read_parquet('{upload}')")).fetchall()
-        ref.append(time.perf_counter() - started)
-        elapsed, reply = call(proc, 700 + i, "query_database", {"query": on_upload.format("upload_sales")})
-        assert not reply["result"].get("isError"), reply
-        ours.append(elapsed)
-    report(
-        "P-2 small aggregate over an uploaded Parquet (p50)",
-        p50(ours) * 1000,
-        p50(ref) * 1000,
-        "ms",
+
+    def interleaved(label: str, reference: Any, arguments: dict[str, Any], target: str) -> dict[str, float]:
+        timed: dict[str, list[float]] = {"direct": [], **{name: [] for name in procs}}
+        order = ["direct", *procs]
+        for i in range(runs):
+            for who in order[i % len(order) :] + order[: i % len(order)]:
+                if who == "direct":
+                    started = time.perf_counter()
+                    reference()
+                    timed["direct"].append(time.perf_counter() - started)
+                else:
+                    elapsed, reply = call(procs[who], next(ids), "query_database", arguments)
+                    assert not reply["result"].get("isError"), reply
+                    timed[who].append(elapsed)
+        ref = p50(timed["direct"])
+        for name in procs:
+            report(f"{label} — {name} (p50)", p50(timed[name]) * 1000, ref * 1000, "ms", target)
+            print(f"    over in-process DuckDB: {(p50(timed[name]) - ref) * 1000:+.2f} ms at p50")
+        return {name: p50(timed[name]) for name in procs}
+
+    interleaved(
+        "P-2 small aggregate, stdio vs in-process",
+        lambda: con.execute(SMALL).fetchall(),
+        {"query": SMALL, "output_level": "full"},
+        "<= in-process + 3 ms",
+    )
+    interleaved(
+        "P-2 small aggregate over an uploaded Parquet",
+        lambda: direct.sql(ON_UPLOAD.format(f"read_parquet('{upload}')")).fetchall(),
+        {"query": ON_UPLOAD.format("upload_sales")},
         "<= in-process + 5 ms",
     )
-    print(f"    overhead over in-process DuckDB reading the same file: {(p50(ours) - p50(ref)) * 1000:+.2f} ms at p50")
+    # SELECT 42: the fixed cost of a call; the hello-world tool round trip is what the SDK and stdio cost alone.
+    fixed = interleaved(
+        "P-2 SELECT 42, stdio vs in-process",
+        lambda: con.execute("SELECT 42").fetchall(),
+        {"query": "SELECT 42", "output_level": "full"},
+        "<= +3 ms",
+    )
+    hello = spawn([python(), str(Path(__file__).with_name("hello_server.py"))], env_for(ws))
+    initialize(hello)
+    bare = [call(hello, 500 + i, "hello", {"name": "x"})[0] for i in range(runs)]
+    hello.kill()
+    hello.wait()
+    print(
+        f"    hello-world MCPServer tool round trip {p50(bare) * 1000:.2f} ms (the SDK and stdio alone); SELECT 42: "
+        + ", ".join(f"{name} {seconds * 1000:.2f} ms" for name, seconds in fixed.items())
+    )
 
     started = time.perf_counter()
     con.sql(BIG).to_arrow_table()
     big_ref = time.perf_counter() - started
-    before = rss_mb(proc.pid)
-    big_times = []
-    for i in range(3):
-        elapsed, reply = call(proc, 1000 + i, "query_database", {"query": BIG, "max_rows": 1000})
-        assert not reply["result"].get("isError"), reply
-        big_times.append(elapsed)
-    growth = rss_mb(proc.pid) - before
-    report(
-        "P-2 1,000,000-row result, max_rows=1000 (p50 of 3)",
-        p50(big_times) * 1000,
-        big_ref * 1000,
-        "ms",
-        "ref = in-process fetch of all rows to Arrow",
-    )
-    print(f"    server RSS growth over those calls: {growth:.1f} MB (result kept as a Parquet artifact)")
-    proc.kill()
-    proc.wait()
+    for name, proc in procs.items():
+        before = rss_mb(proc.pid)
+        big_times = []
+        for _ in range(3):
+            elapsed, reply = call(proc, next(ids), "query_database", {"query": BIG, "max_rows": 1000})
+            assert not reply["result"].get("isError"), reply
+            big_times.append(elapsed)
+        report(
+            f"P-2 1,000,000-row result, max_rows=1000 — {name} (p50 of 3)",
+            p50(big_times) * 1000,
+            big_ref * 1000,
+            "ms",
+            "ref = in-process fetch of all rows to Arrow",
+        )
+        print(
+            f"    server RSS growth over those calls: {rss_mb(proc.pid) - before:.1f} MB (kept as a Parquet artifact)"
+        )
+    for proc in procs.values():
+        proc.kill()
+        proc.wait()
 
 
 if __name__ == "__main__":

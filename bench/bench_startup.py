@@ -5,7 +5,7 @@ Honest rounds: every process a run started — the server and everything it spaw
 worker, its shim) — has ended before the next run starts, so no leftover loads numpy while the next
 server starts; the order of ba-mcp and the reference alternates; min and median are reported.
 
-Run: uv run python bench/bench_startup.py [--runs 10]
+Run: uv run python bench/bench_startup.py [--runs 10] [--against <python of another checkout>]
 """
 
 from __future__ import annotations
@@ -17,13 +17,13 @@ import time
 from pathlib import Path
 
 import psutil
-from common import ROOT, env_for, initialize, python, spawn
+from common import AGAINST_HELP, ROOT, env_for, initialize, python, servers, spawn
 
 
-def one_run(args: list[str], env: dict[str, str]) -> tuple[float, float]:
+def one_run(args: list[str], env: dict[str, str], cwd: Path = ROOT) -> tuple[float, float]:
     """(spawn → initialize answered, stdin closed → the server and all it started are gone), seconds."""
     started = time.perf_counter()
-    proc = spawn(args, env)
+    proc = spawn(args, env, cwd)
     initialize(proc)
     ready = time.perf_counter() - started
     time.sleep(0.5)  # let background start-up (the spare worker) begin, as in real use
@@ -42,29 +42,36 @@ def one_run(args: list[str], env: dict[str, str]) -> tuple[float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=10)
-    runs = parser.parse_args().runs
+    parser.add_argument("--against", help=AGAINST_HELP)
+    args = parser.parse_args()
     ws = Path(tempfile.mkdtemp(prefix="ba-bench-"))
     env = env_for(ws)
-    hello = [python(), str(ROOT / "bench" / "hello_server.py")]
-    ba = [python(), "-m", "ba_mcp"]
-    one_run(ba, env)  # the first start creates the workspace; not counted
-    ours: list[tuple[float, float]] = []
-    ref: list[tuple[float, float]] = []
-    for i in range(runs):  # interleaved, alternating which goes first
-        order = [(ba, ours), (hello, ref)] if i % 2 else [(hello, ref), (ba, ours)]
-        for args, into in order:
-            into.append(one_run(args, env))
+    contenders = {name: (command, cwd) for name, (command, cwd) in servers(args.against).items()}
+    contenders["hello-world"] = ([python(), str(ROOT / "bench" / "hello_server.py")], ROOT)
+    for name, (command, cwd) in contenders.items():
+        if name != "hello-world":
+            one_run(command, env, cwd)  # the first start creates the workspace; not counted
+    timed: dict[str, list[tuple[float, float]]] = {name: [] for name in contenders}
+    names = list(contenders)
+    for i in range(args.runs):  # interleaved, each going first in turn
+        for name in names[i % len(names) :] + names[: i % len(names)]:
+            command, cwd = contenders[name]
+            timed[name].append(one_run(command, env, cwd))
 
-    def show(label: str, ours_s: list[float], ref_s: list[float], target: str) -> None:
-        o_min, o_med = min(ours_s), statistics.median(ours_s)
-        r_min, r_med = min(ref_s), statistics.median(ref_s)
-        print(
-            f"{label}: ba-mcp {o_min * 1000:.0f} / {o_med * 1000:.0f} ms (min / median), hello-world "
-            f"{r_min * 1000:.0f} / {r_med * 1000:.0f} ms; ratio of medians {o_med / r_med:.2f}  target {target}"
-        )
+    def show(label: str, which: int, target: str) -> None:
+        ref = statistics.median(t[which] for t in timed["hello-world"])
+        for name, runs in timed.items():
+            if name == "hello-world":
+                continue
+            values = [t[which] for t in runs]
+            print(
+                f"{label}: {name} {min(values) * 1000:.0f} / {statistics.median(values) * 1000:.0f} ms (min / median), "
+                f"hello-world median {ref * 1000:.0f} ms; ratio of medians {statistics.median(values) / ref:.2f}  "
+                f"target {target}"
+            )
 
-    show("P-1 spawn -> initialize", [r for r, _ in ours], [r for r, _ in ref], "ratio <= 1.15")
-    show("P-10 stdin closed -> all processes gone", [s for _, s in ours], [s for _, s in ref], "<= 250 ms")
+    show("P-1 spawn -> initialize", 0, "ratio <= 1.15")
+    show("P-10 stdin closed -> all processes gone", 1, "<= 250 ms")
 
 
 if __name__ == "__main__":

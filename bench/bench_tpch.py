@@ -28,7 +28,6 @@ import math
 import re
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -36,7 +35,8 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
-from common import DATA, ROOT, call, env_for, initialize, python, spawn
+from common import AGAINST_HELP, DATA, ROOT, call, env_for, initialize, spawn
+from common import servers as common_servers
 
 sys.path.insert(0, str(ROOT))
 from tests import tpch
@@ -80,11 +80,7 @@ def main() -> None:
     parser.add_argument("--scale", type=float, default=0.1)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--no-postgres", action="store_true")
-    parser.add_argument(
-        "--against",
-        help="the Python of another checkout's environment (e.g. /tmp/before/.venv/bin/python): its server is "
-        "measured in the same rounds, interleaved — a before/after in one run",
-    )
+    parser.add_argument("--against", help=AGAINST_HELP)
     parser.add_argument("--against-label", default="")
     parser.add_argument(
         "--idle", type=float, default=0, help="then wait this many seconds and report the workers' memory again"
@@ -127,17 +123,10 @@ def main() -> None:
                 return cur.fetch_arrow_table()
 
             sources["PostgreSQL"] = ("tpch", lambda s: s, adbc)
-        servers = {"ba-mcp": spawn([python(), "-m", "ba_mcp"], env_for(ws, **env))}
-        if args.against:  # another checkout with its own environment (its workers import its own code)
-            other = Path(args.against).absolute()  # not resolved: the link is what makes it that environment
-            servers[f"ba-mcp at {args.against_label or other.parent.parent.parent.name}"] = subprocess.Popen(
-                [str(other), "-m", "ba_mcp"],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL,
-                env=env_for(ws, **env),
-                cwd=other.parent.parent.parent,
-            )
+        servers = {
+            name: spawn(command, env_for(ws, **env), cwd)
+            for name, (command, cwd) in common_servers(args.against, args.against_label).items()
+        }
         ids = iter(range(10, 10**9))
         for proc in servers.values():
             initialize(proc)

@@ -28,10 +28,28 @@ def env_for(workspace: Path, **extra: str) -> dict[str, str]:
     return env
 
 
-def spawn(args: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
+def spawn(args: list[str], env: dict[str, str], cwd: Path = ROOT) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd=ROOT
+        args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd=cwd
     )
+
+
+AGAINST_HELP = (
+    "the Python of another checkout's environment (git worktree add /tmp/before <rev>; cd /tmp/before; "
+    "uv sync --frozen --offline; then /tmp/before/.venv/bin/python): its server is measured in the same run, "
+    "interleaved — a before/after in one run (its workers import its own code)"
+)
+
+
+def servers(against: str | None, label: str = "") -> dict[str, tuple[list[str], Path]]:
+    """The ba-mcp servers a bench measures: this checkout's, and (``against``) another checkout's — by name, each
+    its command and the folder it starts in."""
+    found = {"ba-mcp": ([python(), "-m", "ba_mcp"], ROOT)}
+    if against:
+        interpreter = Path(against).absolute()  # not resolved: the link is what makes it that environment
+        checkout = interpreter.parent.parent.parent
+        found[f"ba-mcp at {label or checkout.name}"] = ([str(interpreter), "-m", "ba_mcp"], checkout)
+    return found
 
 
 def request(proc: subprocess.Popen[bytes], message: dict) -> dict:
