@@ -129,6 +129,31 @@ def test_a_new_artifact_reads_no_other_metadata_and_the_cap_holds_across_two_ser
     assert (tmp_path / "artifacts" / ".changes").is_file()
 
 
+def test_the_same_result_again_rewrites_its_metadata_only_when_that_changes_something(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 40: a repeated result (the same content) left its metadata rewritten, fsync and all, every time."""
+    from ba_mcp import callers
+
+    s = store(tmp_path)
+    with callers.acting_as("a"):
+        first = s.put_text("the same", title="t", source_tool="t")
+    written: list[str] = []
+    real = ArtifactStore._write_meta
+    monkeypatch.setattr(ArtifactStore, "_write_meta", lambda self, meta: written.append(meta.id) or real(self, meta))
+    with callers.acting_as("a"):
+        assert s.put_text("the same", title="t", source_tool="t").id == first.id
+    assert written == []  # nothing new to say
+    with callers.acting_as("b"):
+        again = s.put_text("the same", title="t", source_tool="t")
+    assert written == [first.id] and "b" in again.owners  # a new owner is written
+    again.last_accessed -= 120
+    real(s, again)
+    with callers.acting_as("b"):
+        s.put_text("the same", title="t", source_tool="t")
+    assert written == [first.id, first.id]  # an access time older than a minute is refreshed
+
+
 # -- workspace ------------------------------------------------------------------------------------
 
 
