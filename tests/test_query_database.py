@@ -435,6 +435,8 @@ async def test_views_of_named_files_are_kept_between_calls_and_never_stale(tmp_p
             )
         )
         assert both.splitlines()[-1] == "38"
+        ok(await q(client, "SELECT sum(v) FROM upload_c19"))  # kept under the upload's id
+        ok(await q(client, "CREATE TEMP TABLE upload_c19 AS SELECT 5 AS v"))  # the session names its own objects
         ok(await q(client, "CREATE TEMP TABLE kept AS SELECT * FROM 'uploads/a.parquet'"))
         assert ok(await q(client, total, output_level="full")).splitlines()[-1] == "60"
         for reach in (  # a kept descriptor by its slot's name: refused before any statement runs

@@ -29,6 +29,7 @@ import faulthandler
 import fcntl
 import json
 import os
+import re
 import signal
 import socket
 import sys
@@ -49,6 +50,7 @@ SLOT_FD = 200  # the descriptors of a call's files are moved to SLOT_FD, SLOT_FD
 MAX_FILES = 60
 _KEEP_VIEWS = 16  # workspace files whose views (and descriptors) a session keeps between calls
 _PARKED_FD = SLOT_FD + MAX_FILES + 40  # where a kept view's descriptor waits between calls
+_MAKES_OR_DROPS = re.compile(r"(?i)(create|drop)\b")
 
 
 def slot_path(i: int) -> str:
@@ -192,6 +194,9 @@ class Engine:
         if len(files) > MAX_FILES:
             raise _too_many()
         named = {spec["name"] for spec in files}
+        if _MAKES_OR_DROPS.match(message["sql"]):  # DuckDB's text of the statement: it starts at its keyword
+            for other in [n for n in self.kept if n not in named]:  # the session may name its own objects so
+                self._forget(other)
         self._trim_kept(named)
         fresh = [(spec, fd) for spec, fd in zip(files, fds, strict=False) if not self._still_kept(spec, fd)]
         held: Any = self._placed([fd for _, fd in fresh], named)
