@@ -198,9 +198,7 @@ def test_a_stored_results_figures_are_the_same_counted_in_memory_or_from_its_fil
     table = pa.table(
         {
             "f": pa.array([1.5, None, float("nan"), 2.5, 2.5, -1.0]),
-            "d": pa.array(
-                [Decimal("1.10"), None, Decimal("2.25"), Decimal("2.25"), None, None], pa.decimal128(10, 2)
-            ),
+            "d": pa.array([Decimal("1.10"), None, Decimal("2.25"), Decimal("2.25"), None, None], pa.decimal128(10, 2)),
             "n": pa.array([3, 1, 2, 3, None, 7], pa.int64()),
             "t": pa.array(
                 [
