@@ -68,9 +68,9 @@ def _bound_the_workers(settings: Settings) -> None:
             f"{sandboxes} + engine.memory_mb {en.memory_mb} × {engines}: max_workers + spare_workers), more than "
             f"the {limit >> 20:,} MB this server's cgroup is limited to; lower them"
         )
-    import psutil
-
-    ram = int(psutil.virtual_memory().total * 0.8)
+    # the machine's memory from the C library (psutil, which this read before, is only a dev dependency: an
+    # installed server without it did not start)
+    ram = int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") * 0.8)
     make_worker_cgroup(min(wanted, limit or wanted, ram), sb.max_processes * sandboxes + 64 * engines)
 
 

@@ -385,6 +385,42 @@ def test_installed_command_serves_a_real_session(workspace: Path, tmp_path: Path
         proc.wait()
 
 
+@pytest.mark.anyio
+@pytest.mark.slow
+async def test_the_server_runs_with_only_its_runtime_dependencies(workspace: Path, tmp_path: Path) -> None:
+    """An installed ba-mcp has its [project] dependencies, not the dev group: the App read the machine's memory
+    with psutil, a dev dependency, so a server installed without it did not start (found in issue 40). The
+    environment is made by uv from the lock, offline (the run's own sync filled uv's cache)."""
+    import shutil
+
+    from mcp import StdioServerParameters, stdio_client
+
+    uv = shutil.which("uv")
+    assert uv, "uv is needed to make an environment with the runtime dependencies only"
+    env_dir = tmp_path / "runtime-env"
+    made = subprocess.run(
+        [uv, "sync", "--frozen", "--no-dev", "--offline", "-q"],
+        cwd=ROOT,
+        env={**os.environ, "UV_PROJECT_ENVIRONMENT": str(env_dir)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert made.returncode == 0, made.stderr[-2000:]
+    python = env_dir / "bin" / "python"
+    absent = subprocess.run([str(python), "-c", "import psutil, pytest"], capture_output=True, text=True)
+    assert absent.returncode != 0  # truly without the dev group
+    params = StdioServerParameters(
+        command=str(python), args=["-m", "ba_mcp", "serve"], env=server_env(workspace), cwd=str(tmp_path)
+    )
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        answer = await session.call_tool("query_database", {"query": "SELECT 42 AS answer", "output_level": "full"})
+        assert not answer.is_error and text_of(answer).splitlines()[-1] == "42", text_of(answer)
+        printed = await session.call_tool("run_python", {"code": "print(6 * 7)"})
+        assert not printed.is_error and "42" in text_of(printed), text_of(printed)
+
+
 def test_doctor_and_invalid_configuration(workspace: Path, tmp_path: Path) -> None:
     doctor = ba("doctor", workspace=workspace)
     assert doctor.returncode == 0, doctor.stdout + doctor.stderr
