@@ -589,7 +589,9 @@ def engine_commands() -> list[Any]:
     return [engine_of(info.kind) for info in registry.engines() if info.commands]
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only_serve: bool = False) -> argparse.ArgumentParser:
+    """The CLI's parser; ``only_serve``: just `serve`, what a host starts (the other commands, and the engines'
+    own, are not built: a host's start waits for none of them)."""
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--config", type=Path, help="a user YAML configuration file")
     common.add_argument("--workspace", type=Path, help="the workspace directory (overrides configuration)")
@@ -610,6 +612,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
     p.set_defaults(func=cmd_serve)
+    if only_serve:
+        return parser
 
     p = sub.add_parser("demo", parents=[common], help="run a short analysis through a real MCP session over stdio")
     p.set_defaults(func=cmd_demo)
@@ -674,7 +678,7 @@ def main(argv: list[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help")):
         argv.insert(0, "serve")  # bare `ba-mcp [--config …]`: what MCP hosts run
-    args = build_parser().parse_args(argv)
+    args = build_parser(only_serve=argv[0] == "serve").parse_args(argv)
     try:
         code = args.func(args)
         sys.stdout.flush()
