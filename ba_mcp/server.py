@@ -11,6 +11,7 @@ work, and — in ``SdkInternals``, the one place that touches them — the SDK's
 from __future__ import annotations
 
 import base64
+import functools
 import logging
 import time
 import warnings
@@ -125,9 +126,6 @@ class PipelineTool(SdkTool):
 
     @classmethod
     def wrap(cls, tool: Tool, structured: bool = False) -> PipelineTool:
-        async def _unused() -> None:  # the SDK wants a function; run() below replaces its use
-            return None
-
         # destructive/idempotent hints mean something only for tools that write (MCP spec); the title is the tool's
         annotations = ToolAnnotations(
             read_only_hint=tool.policy.read_only,
@@ -141,7 +139,7 @@ class PipelineTool(SdkTool):
             title=tool.title,
             description=tool.description,
             parameters=compact_schema(tool.Params.model_json_schema()),
-            fn_metadata=func_metadata(_unused, structured_output=False),
+            fn_metadata=_unused_metadata(),
             is_async=True,
             context_kwarg=None,
             annotations=annotations,
@@ -162,6 +160,16 @@ class PipelineTool(SdkTool):
 
         outcome = await app.runner.call(self.spec, arguments, key, progress=context.report_progress, notify=notify)
         return call_result(outcome, app.settings.observation.structured_content, views.supports(context))
+
+
+async def _unused() -> None:  # the SDK wants a function; PipelineTool.run replaces its use
+    return None
+
+
+@functools.cache
+def _unused_metadata() -> Any:
+    """The SDK's analysis of ``_unused``, made once for every tool (a pydantic model each time: ~1 ms)."""
+    return func_metadata(_unused, structured_output=False)
 
 
 def compact_schema(schema: dict[str, Any]) -> dict[str, Any]:
@@ -274,6 +282,7 @@ class BaServer(MCPServer[App]):
     """MCPServer that knows its App (for resources whose reading needs the request's session)."""
 
     app: App
+    initialize_answered: anyio.Event | None = None  # stdio: set by the first message after ``initialize``
 
     async def read_resource(self, uri: Any, context: Any = None) -> Any:
         special = await resources.read_special(self.app, str(uri), context.headers if context is not None else None)
@@ -307,10 +316,13 @@ class BaServer(MCPServer[App]):
 
         async with stdio_server() as (read_stream, write_stream):
             inner_send, inner_read = anyio.create_memory_object_stream[Any](0)
+            answered = self.initialize_answered = anyio.Event()
 
             async def relay() -> None:
                 async with inner_send:
                     async for item in read_stream:
+                        if not answered.is_set() and not _is_initialize(item):
+                            answered.set()  # a client sends the next message once it has its answer
                         if isinstance(item, Exception):
                             await write_stream.send(SessionMessage(_protocol_error(item)))
                         else:
@@ -321,6 +333,11 @@ class BaServer(MCPServer[App]):
                 lowlevel = SdkInternals.lowlevel(self)
                 await lowlevel.run(inner_read, write_stream, lowlevel.create_initialization_options())
                 tg.cancel_scope.cancel()
+
+
+def _is_initialize(item: Any) -> bool:
+    message = getattr(getattr(item, "message", None), "root", getattr(item, "message", None))
+    return getattr(message, "method", None) == "initialize"
 
 
 def _protocol_error(exc: Exception) -> JSONRPCError:
@@ -349,7 +366,7 @@ def build_server(app: App) -> BaServer:
     async def lifespan(server: MCPServer[App]) -> AsyncIterator[App]:
         try:
             async with anyio.create_task_group() as tg:
-                tg.start_soon(_background, app)
+                tg.start_soon(_background, app, server)
                 tg.start_soon(_renew_engines, app)
                 if app.settings.telemetry.lag_monitor:
                     tg.start_soon(_watch_event_loop, app)
@@ -386,9 +403,14 @@ def build_server(app: App) -> BaServer:
     return server
 
 
-async def _background(app: App) -> None:
-    """The sandbox's spare worker at once (it loads in its own process), warm-up after the handshake had
-    its chance, then periodic artifact cleanup and idle-worker reaping off the event loop."""
+async def _background(app: App, server: MCPServer[Any]) -> None:
+    """The spare workers once the client has its answer to ``initialize`` (over stdio; at once over HTTP):
+    starting them is work in a thread that holds the GIL in turns with the handshake (P-1). Then warm-up after
+    the handshake had its chance, periodic artifact cleanup and idle-worker reaping off the event loop."""
+    answered = getattr(server, "initialize_answered", None)
+    if answered is not None:
+        with anyio.move_on_after(0.5):  # a client that says nothing more after initialize
+            await answered.wait()
     await anyio.to_thread.run_sync(app.start_sandbox, abandon_on_cancel=True)
     await anyio.sleep(0.3)
     await anyio.to_thread.run_sync(app.warm_up, abandon_on_cancel=True)

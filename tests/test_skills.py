@@ -249,6 +249,10 @@ async def test_each_user_invocable_skill_is_a_prompt_embedding_its_skill_and_the
     assert "good" in prompts and "hidden-skill" in prompts  # disable-model-invocation stays a prompt
     assert "model-only" not in prompts  # user-invocable: false
     assert [a.name for a in prompts["good"].arguments or []] == ["task"]
+    task = (prompts["good"].arguments or [])[0]
+    assert task.required is False and task.description == "what to analyse, in your words (optional)"
+    untold = await client.get_prompt("good")
+    assert untold.messages[-1].content.text.endswith("Ask me what to analyse first.")
     got = await client.get_prompt("good", {"task": "summarise Q3 sales"})
     embedded = [m.content for m in got.messages if m.content.type == "resource"]
     assert [str(e.resource.uri) for e in embedded] == ["skill://good/SKILL.md", "skill://base/SKILL.md"]

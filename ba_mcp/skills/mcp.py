@@ -12,16 +12,16 @@
 from __future__ import annotations
 
 import urllib.parse
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 from mcp.server.extension import Extension, MethodBinding
 from mcp.server.lowlevel.helper_types import ReadResourceContents
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
-from mcp.server.mcpserver.prompts.base import UserMessage
+from mcp.server.mcpserver.prompts.base import Prompt, PromptArgument, UserMessage
+from mcp.server.mcpserver.resources import FunctionResource
 from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_PARAMS, EmbeddedResource, PaginatedRequestParams, RequestParams, TextResourceContents
-from pydantic import Field
 
 from ba_mcp.errors import ErrorType, ToolFailure
 from ba_mcp.skills.loader import MAX_SKILL_BYTES, Skill, Skills, is_text, mime_type
@@ -37,14 +37,17 @@ TTL_MS = 300_000
 def register(server: MCPServer[Any], skills: Skills, use_skill_served: bool) -> None:
     """The skills' resources and prompts on ``server`` (the extension is passed to the server's
     constructor: ``SkillsExtension``)."""
-    for skill in skills:
-        server.resource(
-            skill.uri(),
-            name=skill.name,
-            title=f"Skill: {skill.name}",
-            description=skill.description,
-            mime_type="text/markdown",
-        )(_reader(skill))
+    for skill in skills:  # made directly, as the prompts below: no signature to analyse
+        server.add_resource(
+            FunctionResource(
+                uri=skill.uri(),
+                name=skill.name,
+                title=f"Skill: {skill.name}",
+                description=skill.description,
+                mime_type="text/markdown",
+                fn=_reader(skill),
+            )
+        )
     if len(skills):
 
         @server.resource(
@@ -58,9 +61,15 @@ def register(server: MCPServer[Any], skills: Skills, use_skill_served: bool) -> 
             return contents[0].content
 
     for skill in skills:
-        if skill.user_invocable:
-            server.prompt(name=skill.name, title=f"Skill: {skill.name}", description=skill.description)(
-                _prompt(skills, skill, use_skill_served)
+        if skill.user_invocable:  # made directly: the decorator's signature analysis costs ~1 ms a prompt at start-up
+            server.add_prompt(
+                Prompt(
+                    name=skill.name,
+                    title=f"Skill: {skill.name}",
+                    description=skill.description,
+                    arguments=[_TASK],
+                    fn=_prompt(skills, skill, use_skill_served),
+                )
             )
 
 
@@ -72,10 +81,11 @@ def _reader(skill: Skill) -> Any:
     return read_skill_md
 
 
+_TASK = PromptArgument(name="task", description="what to analyse, in your words (optional)", required=False)
+
+
 def _prompt(skills: Skills, skill: Skill, use_skill_served: bool) -> Any:
-    def prompt(
-        task: Annotated[str | None, Field(description="what to analyse, in your words (optional)")] = None,
-    ) -> list[UserMessage]:
+    def prompt(task: str | None = None) -> list[UserMessage]:
         chain = skills.chain(skill.name)  # a cycle or a missing skill: an error the user reads
         messages = [UserMessage(_embedded(s)) for s in chain]
         more = f"its supporting files are resources under skill://{skill.name}/" + (
