@@ -65,9 +65,18 @@ def _large_allocations_return_to_the_system() -> None:
         pass
 
 
+def _no_numpy_in_the_server() -> None:
+    """pyarrow imports numpy whenever it is installed — 11 MB of the server's memory (issue 40, P-8) — yet the
+    server holds no numpy data: run_python's numpy is the sandbox worker's, the engines' are theirs. Marked absent
+    before anything imports pyarrow, pyarrow runs without it (supported since pyarrow 16), and code in the server
+    that reached for numpy fails loudly. ``tests/test_stdio_run_python.py`` checks a served session maps none."""
+    sys.modules.setdefault("numpy", None)  # type: ignore[arg-type]
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     settings = _settings(args)
     _large_allocations_return_to_the_system()
+    _no_numpy_in_the_server()
     logging.basicConfig(
         stream=sys.stderr, level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )

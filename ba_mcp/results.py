@@ -114,25 +114,30 @@ def approx_size(raw: RawResult) -> int:
 def arrow_array(values: Sequence[Any], kind: pa.DataType) -> pa.Array:
     """An Arrow array of Python values (text, integers, or integer timestamps) built from its buffers. Not
     ``pa.array(list)``: that asks pyarrow's pandas shim whether the list is array-like, which imports pandas —
-    32 MB of a server that otherwise never needs it (issue 40)."""
-    import numpy as np
+    32 MB of a server that otherwise never needs it (issue 40); nor numpy, which the server never loads."""
+    import itertools
+    from array import array
+
     import pyarrow as pa
 
     n = len(values)
-    valid = np.fromiter((v is not None for v in values), dtype=bool, count=n)
-    nulls = int(n - valid.sum())
-    bitmap = pa.py_buffer(np.packbits(valid, bitorder="little").tobytes()) if nulls else None
+    bits = bytearray((n + 7) // 8)
+    nulls = 0
+    for i, v in enumerate(values):
+        if v is None:
+            nulls += 1
+        else:
+            bits[i >> 3] |= 1 << (i & 7)  # Arrow's validity bitmap: least significant bit first
+    bitmap = pa.py_buffer(bytes(bits)) if nulls else None
     if pa.types.is_string(kind):
         encoded = [b"" if v is None else str(v).encode("utf-8") for v in values]
-        offsets = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(np.fromiter((len(e) for e in encoded), dtype=np.int64, count=n), out=offsets[1:])
-        if offsets[-1] >= 2**31:
+        ends = list(itertools.accumulate((len(e) for e in encoded), initial=0))
+        if ends[-1] >= 2**31:
             raise ValueError("more than 2 GB of text in one column")
-        offsets = offsets.astype(np.int32)
         data = pa.py_buffer(b"".join(encoded))
-        return pa.StringArray.from_buffers(n, pa.py_buffer(offsets.tobytes()), data, bitmap, nulls)
+        return pa.StringArray.from_buffers(n, pa.py_buffer(array("i", ends).tobytes()), data, bitmap, nulls)
     if pa.types.is_integer(kind) or pa.types.is_timestamp(kind):
-        numbers = np.fromiter((0 if v is None else int(v) for v in values), dtype=np.int64, count=n)
+        numbers = array("q", (0 if v is None else int(v) for v in values))
         return pa.Array.from_buffers(kind, n, [bitmap, pa.py_buffer(numbers.tobytes())], nulls)
     raise TypeError(f"arrow_array builds text, integer and timestamp arrays, not {kind}")
 

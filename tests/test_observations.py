@@ -46,6 +46,26 @@ def test_csv_keeps_missing_and_empty_apart_and_quotes() -> None:
     assert lines[4] == '"He said ""hi"", then left",-2.25,2025-05-06,NULL'  # midnight timestamps print as dates
 
 
+def test_arrow_array_builds_what_pyarrow_would_from_the_same_values() -> None:
+    """The tools' small tables (listings, search results) are built from buffers, without numpy or pandas: the
+    same arrays, nulls across byte boundaries of the validity bitmap included."""
+    from ba_mcp.results import arrow_array
+
+    texts = ["a", None, "ccc", "", None, "éé€", *["x"] * 9, None, "last"]
+    numbers = [None, 1, -(2**62), *range(12), None, 7]
+    for values, kind in [
+        (texts, pa.string()),
+        (numbers, pa.int64()),
+        ([1_700_000_000_000_000, None], pa.timestamp("us")),
+        ([], pa.string()),
+    ]:
+        built = arrow_array(values, kind)
+        built.validate(full=True)
+        assert built.equals(pa.array(values, kind)), values
+    with pytest.raises(TypeError):
+        arrow_array([1.5], pa.float64())
+
+
 def test_markdown_toon_and_json_are_faithful() -> None:
     md = encode_table(FRAME, "markdown").splitlines()
     assert md[0] == "|name|amount|when|ok|" and md[3].startswith('|""|')

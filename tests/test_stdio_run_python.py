@@ -323,8 +323,8 @@ async def test_short_output_and_values_are_shown_compactly(python_server: Client
 @pytest.mark.slow
 async def test_the_server_process_never_loads_pandas(tmp_path: Path) -> None:
     """Tables are Arrow from DuckDB, Parquet and the sandbox to the observer: after a query, a DataFrame
-    value, a Parquet artifact read back and the artifact resource, no pandas library is mapped into the
-    server. (pandas lives in the sandbox worker; in the server it is loaded by CSV, Excel and JSON parsing
+    value, a Parquet artifact read back, the artifact resource and a listing, no pandas (nor numpy) library is
+    mapped into the server. (pandas lives in the sandbox worker; in the server it is loaded by CSV, Excel and JSON parsing
     and by querying workspace files: importing pyarrow.dataset and DuckDB's register() both import it.)"""
     from ba_mcp.databases.duckdb import DEMO_FILE
     from ba_mcp.demo_data import ensure_demo_database
@@ -356,6 +356,9 @@ async def _lean_session(python_server: ClientSession, ws: Path) -> None:
     assert not read.is_error and "300 rows" in read.content[0].text  # type: ignore[union-attr]
     resource = await python_server.read_resource(f"artifact://{aid.group(0)}")
     assert resource.contents[0].text.startswith("n\n0\n1\n")  # type: ignore[union-attr]
+    listed = await python_server.call_tool("file_reader", {"path": "uploads"})  # a table the server builds itself
+    assert not listed.is_error and "directory uploads" in listed.content[0].text, listed  # type: ignore[union-attr]
     mapped = {m.path for m in server_process(ws).memory_maps()}
     assert not [path for path in mapped if "/pandas/" in path]
+    assert not [path for path in mapped if "/numpy/" in path or "/numpy.libs/" in path]  # pyarrow runs without it
     assert [path for path in mapped if "/pyarrow/" in path]  # the check sees the server's libraries

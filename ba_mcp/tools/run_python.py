@@ -546,13 +546,14 @@ ANALYST_LIBRARIES = (
 
 
 def available_libraries(allowed: list[str] | str) -> list[str]:
-    """The analyst's libraries that are both allowed and installed (found without importing them)."""
-    import importlib.util
+    """The analyst's libraries that are both allowed and installed (found on the path without importing them, and
+    whatever this process loaded: the server marks numpy absent for itself, the sandbox has it)."""
+    from importlib.machinery import PathFinder
 
     return [
         name
         for name in ANALYST_LIBRARIES
-        if (allowed == "*" or name in allowed) and importlib.util.find_spec(name) is not None
+        if (allowed == "*" or name in allowed) and PathFinder.find_spec(name) is not None
     ]
 
 
