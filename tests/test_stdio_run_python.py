@@ -324,8 +324,8 @@ async def test_short_output_and_values_are_shown_compactly(python_server: Client
 async def test_the_server_process_never_loads_pandas(tmp_path: Path) -> None:
     """Tables are Arrow from DuckDB, Parquet and the sandbox to the observer: after a query, a DataFrame
     value, a Parquet artifact read back, the artifact resource and a listing, no pandas (nor numpy) library is
-    mapped into the server. (pandas lives in the sandbox worker; in the server it is loaded by CSV, Excel and JSON parsing
-    and by querying workspace files: importing pyarrow.dataset and DuckDB's register() both import it.)"""
+    mapped into the server. (pandas lives in the sandbox worker; in the server it is loaded by CSV, Excel and JSON
+    parsing and by querying workspace files: importing pyarrow.dataset and DuckDB's register() both import it.)"""
     from ba_mcp.databases.duckdb import DEMO_FILE
     from ba_mcp.demo_data import ensure_demo_database
 
