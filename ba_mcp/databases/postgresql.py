@@ -158,7 +158,8 @@ class PostgresEngine(ConnectedEngine):
             sql = c.explained
         # a statement whose plan cannot be read does not run: its error is the explain's (the same words for a
         # query that names no such table; a syntax error for what is no statement PostgreSQL plans)
-        c.vet.execute("EXPLAIN (VERBOSE, FORMAT JSON) " + sql, params)
+        # the text form: the same plan, every function named as in the JSON form, in half the time (no costs)
+        c.vet.execute("EXPLAIN (VERBOSE, COSTS OFF) " + sql, params)
         plan = str(c.vet.fetchall())
         found = re.search(OTHER_SESSIONS, plan)
         if found:
