@@ -241,7 +241,8 @@ class Observer:
             structured.update(truncated=bool(n), shown_rows=0, artifact_id=kept.id if kept else None)
             return _Part([line, *source_more], structured, artifacts=[kept] if kept else [])
 
-        whole = self._whole_at_standard(raw, extent, columns, source_more)
+        shared: dict[str, Any] = {}  # the standard views' parts, worked out once for this observation
+        whole = self._whole_at_standard(raw, extent, columns, source_more, shared)
         if whole is not None:  # every row fetched is shown (those asked for, e.g. max_rows=20)
             stored = self._keep(tool, raw) if prefix_of_stored else None
             if stored:
@@ -252,11 +253,9 @@ class Observer:
                 )
             structured.update(truncated=stored is not None, shown_rows=n, artifact_id=stored.id if stored else None)
             return _Part(whole, structured, artifacts=[stored] if stored else [])
-        preview, cut = plain_rows(
-            table.slice(0, self.settings.preview_rows), round_floats=True, max_chars=self.settings.max_cell_chars
-        )
+        _, cut = self._preview(raw, shared)
         kept = self._keep(tool, raw) if (n > self.settings.preview_rows or cut) else None
-        return self._table_standard(raw, extent, columns, kept, structured, source_more, preview)
+        return self._table_standard(raw, extent, columns, kept, structured, source_more, shared)
 
     def _table_key_columns(
         self, tool: str, raw: Table, extent: str, structured: dict[str, Any], source_more: list[str]
@@ -288,7 +287,7 @@ class Observer:
         return part
 
     def _whole_at_standard(
-        self, raw: Table, extent: str, columns: list[dict[str, str]], source_more: list[str]
+        self, raw: Table, extent: str, columns: list[dict[str, str]], source_more: list[str], shared: dict[str, Any]
     ) -> list[str] | None:
         """A table of at most ``standard_whole_rows`` rows is shown whole at standard — schema and every row,
         no per-column summary (every value is in view; a summary of an already-aggregated table misleads) —
@@ -309,7 +308,7 @@ class Observer:
         tokens = self.counter.count_tokens("\n".join(lines))
         if tokens <= self.settings.standard_budget_tokens:
             return lines
-        summary = self._table_standard(raw, extent, columns, None, {}, source_more).lines
+        summary = self._table_standard(raw, extent, columns, None, {}, source_more, shared).lines
         return lines if tokens <= self.counter.count_tokens("\n".join(summary)) + _ARTIFACT_NOTE_TOKENS else None
 
     def _table_standard(
@@ -320,15 +319,15 @@ class Observer:
         meta: ArtifactMeta | None,
         structured: dict[str, Any],
         source_more: list[str],
-        preview: list[list[Any]] | None = None,
+        shared: dict[str, Any] | None = None,
     ) -> _Part:
         table = raw.frame
         n = table.num_rows
-        if preview is None:
-            preview, _ = plain_rows(
-                table.slice(0, self.settings.preview_rows), round_floats=True, max_chars=self.settings.max_cell_chars
-            )
-        heading, summaries = self._summaries(raw)
+        shared = {} if shared is None else shared
+        preview, _ = self._preview(raw, shared)
+        if "summaries" not in shared:
+            shared["summaries"] = self._summaries(raw)
+        heading, summaries = shared["summaries"]
         lines = [f"{raw.title}: {extent}", heading]
         lines.extend(f"- {c['name']}: {c['type']} — {summary}" for c, summary in zip(columns, summaries, strict=True))
         if n:
@@ -344,6 +343,16 @@ class Observer:
         lines.extend(source_more)
         structured.update(truncated=meta is not None, shown_rows=len(preview), artifact_id=meta.id if meta else None)
         return _Part(lines, structured, artifacts=[meta] if meta else [])
+
+    def _preview(self, raw: Table, shared: dict[str, Any]) -> tuple[list[list[Any]], bool]:
+        """The first ``preview_rows`` rows as plain values (and whether a cell was cut), once per observation."""
+        if "preview" not in shared:
+            shared["preview"] = plain_rows(
+                raw.frame.slice(0, self.settings.preview_rows),
+                round_floats=True,
+                max_chars=self.settings.max_cell_chars,
+            )
+        return shared["preview"]
 
     def _summaries(self, raw: Table) -> tuple[str, list[str]]:
         """The column summaries and the heading that says what they describe. A table that is all of its
