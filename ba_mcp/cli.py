@@ -353,8 +353,8 @@ def cmd_metrics(args: argparse.Namespace) -> int:
     from ba_mcp.app import metrics_of
     from ba_mcp.errors import ToolFailure
     from ba_mcp.metrics.catalog import metric_text
+    from ba_mcp.metrics.files import metric_files, read_sources
     from ba_mcp.metrics.load import load_model, validate_files
-    from ba_mcp.metrics.model import metric_files, read_sources
 
     settings = _settings(args)
     metrics = metrics_of(settings, dict(settings.files.read_roots))

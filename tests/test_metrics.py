@@ -526,7 +526,7 @@ async def test_metric_files_are_never_read_through_links_devices_or_past_the_cap
         assert "own_orders" in catalog and "leaked_secret" not in catalog, catalog
         result = await client.call_tool("query_metrics", {"metrics": ["own_orders"], "output_level": "full"})
         assert not result.is_error and rows_of(text_of(result)) == [(20000.0,)], text_of(result)
-    from ba_mcp.metrics.model import metric_files, read_sources
+    from ba_mcp.metrics.files import metric_files, read_sources
 
     sources, warnings = read_sources(metric_files([project / "metrics", other / "metrics"]), 1024 * 1024)
     assert [Path(name).name for name, _ in sources] == ["own.yml"]

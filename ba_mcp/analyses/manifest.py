@@ -24,7 +24,6 @@ from typing import Any
 import yaml
 
 from ba_mcp import callers
-from ba_mcp.analyses.measures import change, number
 from ba_mcp.errors import ErrorType, ToolFailure
 
 _SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: the same, ~10x faster
@@ -339,6 +338,8 @@ def describe_change(expected: dict[str, Any] | None, got: dict[str, Any], same_p
         return "same" if same_parameters else "same as the saved run"
     if got.get("kind") != "table":
         return "changed"
+    from ba_mcp.analyses.measures import change, number  # the server's start-up lists analyses, never compares
+
     parts = []
     if expected.get("rows") != got.get("rows"):
         parts.append(f"rows {expected.get('rows')} → {got.get('rows')}")

@@ -13,9 +13,10 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ba_mcp.metrics.model import Model, digest_of, metric_files, read_sources
+from ba_mcp.metrics.files import digest_of, metric_files, read_sources
 
 if TYPE_CHECKING:
+    from ba_mcp.metrics.model import Model
     from ba_mcp.settings import Settings
 
 DEMO_FILE = Path(__file__).with_name("demo.yml")

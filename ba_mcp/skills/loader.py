@@ -21,7 +21,6 @@ A skill is a folder holding ``SKILL.md`` (YAML frontmatter + markdown) and any s
 from __future__ import annotations
 
 import datetime
-import difflib
 import hashlib
 import logging
 import mimetypes
@@ -553,6 +552,8 @@ class Skills:
         pool = {s.name: s for s in (self.model_skills() if for_model else self)}
         skill = pool.get(name.strip()) if isinstance(name, str) else None
         if skill is None:
+            import difflib  # only when a name is wrong
+
             close = difflib.get_close_matches(str(name), list(pool), n=3, cutoff=0.5)
             hint = (
                 f"did you mean {' or '.join(close)}?"

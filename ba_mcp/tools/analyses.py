@@ -16,25 +16,13 @@ from typing import TYPE_CHECKING, Annotated, Any
 from pydantic import Field, field_validator
 
 from ba_mcp import callers
-from ba_mcp.analyses.conclusions import check, normalise, ordered, read, summary
-from ba_mcp.analyses.manifest import (
-    bad,
-    check_name,
-    chosen,
-    describe_change,
-    exists,
-    plan,
-    read_manifest,
-    typed_values,
-    write,
-)
-from ba_mcp.analyses.replay import Replay, StepFailed, run_steps
 from ba_mcp.errors import ToolFailure
 from ba_mcp.results import Composite, Document, Image, RawResult, Table
 from ba_mcp.settings import ToolSettings
 from ba_mcp.tool import CacheMode, CachePolicy, Tool, ToolContext, ToolParams, ToolPolicy
 
 if TYPE_CHECKING:
+    from ba_mcp.analyses.replay import Replay
     from ba_mcp.pipeline.sessions import Sessions
     from ba_mcp.stores.artifacts import ArtifactStore
     from ba_mcp.workers.pool import Engines
@@ -94,9 +82,13 @@ class _Analyses(Tool):
     def replay(self, ctx: ToolContext, values: dict[str, Any]) -> Replay:
         """A run in a session of the analysis's own (its interpreter, its engine worker; what it stores is that
         session's until the observer hands the outputs a call returns to the caller)."""
+        from ba_mcp.analyses.replay import Replay  # the analyses' modules load on their first call, not at start-up
+
         return Replay(self.tools(), self.artifacts, f"{ctx.session}~analysis", values, timeout=ctx.timeout, parent=ctx)
 
     def steps(self, run: Replay, steps: list[dict[str, Any]]) -> None:
+        from ba_mcp.analyses.replay import run_steps
+
         with callers.acting_as(run.session):
             run_steps(run, steps)
 
@@ -114,6 +106,9 @@ class SaveAnalysis(_Analyses):
     Params = SaveAnalysisParams
 
     def execute(self, params: SaveAnalysisParams, ctx: ToolContext) -> RawResult:
+        from ba_mcp.analyses.manifest import bad, check_name, chosen, exists, plan, read_manifest, write
+        from ba_mcp.analyses.replay import StepFailed
+
         name = check_name(params.name)
         if exists(self.folder, name):
             try:
@@ -161,6 +156,8 @@ class SaveAnalysis(_Analyses):
         what its rule reads on this verifying run recorded as ``expected``."""
         if not items:
             return []
+        from ba_mcp.analyses.conclusions import normalise, read
+
         links = {old: name for step in p.steps for old, name in step.links.items()}
         tables = {o.name: self.artifacts.read_table(o.artifact_id)[1] for o in run.outputs if o.kind == "table"}
         made = normalise(items, list(tables), links)
@@ -187,6 +184,10 @@ class RunAnalysis(_Analyses):
     Params = RunAnalysisParams
 
     def execute(self, params: RunAnalysisParams, ctx: ToolContext) -> RawResult:
+        from ba_mcp.analyses.conclusions import check, ordered, summary
+        from ba_mcp.analyses.manifest import describe_change, read_manifest, typed_values
+        from ba_mcp.analyses.replay import StepFailed
+
         manifest = read_manifest(self.folder, params.name, self.shared)
         parameters = manifest.get("parameters") or {}
         values = typed_values(parameters, dict(params.parameters))
