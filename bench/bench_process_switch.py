@@ -12,12 +12,12 @@ The same alternation between two DuckDB instances in *this* process (each its ow
 file attached: separate buffer pools, separate thread pools, one address space) is the control.
 
 What it shows on this 2-vCPU VM (issue 40's "unexplained 1 ms"): a query that runs right after another process ran
-one is ~10 % slower (+0.6 ms at a 6 ms geometric mean) than one that runs after its own process, whichever the
-process; even after itself a child is ~10 % slower than this process (the parent's pipe write ran in between);
-in one process the switch between two DuckDB instances costs nothing. An engine worker always runs after
-other processes (the client's, the server's), the bench's direct reference half of the time: this — not seccomp,
-the cgroup, the confinement or the worker's code (``Engine.op_run`` in this process is as fast as DuckDB alone) —
-is the "~1 ms slower in the worker", the price of running SQL in a process of its own (S-12).
+one is ~8 % slower (+0.6 ms at a 6-8 ms geometric mean; 1.07-1.10x over five runs) than one that runs after its
+own process, whichever the process; in one process the switch between two DuckDB instances costs nothing. (A child
+after itself against this process: 1.00x to 1.11x between runs — the parent's pipe write ran in between.) An engine
+worker always runs after other processes (the client's, the server's), the bench's direct reference half of the
+time: this — not seccomp, the cgroup, the confinement or the worker's code (``Engine.op_run`` in this process is as
+fast as DuckDB alone) — is the "~1 ms slower in the worker", the price of running SQL in a process of its own (S-12).
 
 Run: uv run python bench/bench_process_switch.py [--rounds 10] [--scale 0.1]
 """
