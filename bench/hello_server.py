@@ -1,4 +1,25 @@
-"""The P-1 reference: a hello-world MCPServer with one tool, started the same way as ba-mcp."""
+"""The P-1 and P-8 reference: a hello-world MCPServer with one tool, started the same way as ba-mcp.
+
+``--with-libraries`` (P-8's floor): the same server that has also loaded what ba-mcp's server must hold — pyarrow
+with its compute kernels and Parquet (without numpy, as ba-mcp runs it) and the cl100k token vocabulary — and
+uses each once per call. No other ba-mcp code."""
+
+import sys
+
+if "--with-libraries" in sys.argv:
+    sys.modules["numpy"] = None  # as `ba-mcp serve` does
+    from pathlib import Path
+
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from ba_mcp.pipeline.tokens import TokenCounter
+    from ba_mcp.settings import config_dir
+
+    counter = TokenCounter(config_dir() / "token_encoders.yaml")
+    counter.load()
 
 from mcp.server import MCPServer
 
@@ -8,6 +29,9 @@ mcp = MCPServer("hello")
 @mcp.tool()
 def hello(name: str = "world") -> str:
     """Say hello."""
+    if "--with-libraries" in sys.argv:
+        table = pa.table({"name": [name]})
+        return f"hello {name} ({counter.count_tokens(name)} tokens, {pc.count(table['name']).as_py()} row)"
     return f"hello {name}"
 
 
