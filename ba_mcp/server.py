@@ -336,8 +336,8 @@ class BaServer(MCPServer[App]):
 
 
 def _is_initialize(item: Any) -> bool:
-    message = getattr(getattr(item, "message", None), "root", getattr(item, "message", None))
-    return getattr(message, "method", None) == "initialize"
+    """Whether a relayed item (a SessionMessage, or the exception of a line that was none) is ``initialize``."""
+    return getattr(getattr(item, "message", None), "method", None) == "initialize"
 
 
 def _protocol_error(exc: Exception) -> JSONRPCError:
