@@ -305,3 +305,54 @@ async def test_a_timed_out_run_analysis_ends_its_running_step(ws: Path) -> None:
             assert busy < 30, f"the step's engine still runs after the timeout: {busy:.0f} % CPU"
     finally:
         shutil.rmtree(folder)
+
+
+async def test_a_step_that_reads_a_window_of_a_table_is_saved_and_re_run(s: ClientSession, ws: Path) -> None:
+    """A file_reader step that pages a stored table (offset, nrows) keeps the rows it asked for: saving it
+    refused it as "exceeds the artifact size limit" (found by bench_memory, issue 40)."""
+    queried = await ok(s, "query_database", query="SELECT * FROM order_lines ORDER BY ALL", max_rows=10)
+    aid = meta_of(queried)["artifact_id"]
+    await ok(s, "file_reader", path=aid, offset=100, nrows=20)
+    text = text_of(await ok(s, "save_analysis", name="a-window", steps="last:2"))
+    assert "s2 file_reader" in text, text
+    manifest = yaml.safe_load((ws / "analyses" / "a-window" / "analysis.yaml").read_text())
+    assert [(o["name"], o.get("rows")) for o in manifest["outputs"]][-1] == ("s2_table", 20), manifest["outputs"]
+    again = text_of(await ok(s, "run_analysis", name="a-window"))
+    assert re.search(r"^s2_table: same$", again, re.M), again
+
+
+def test_measures_add_up_as_arrows_kernels_do_in_python() -> None:
+    """A saved analysis's totals and ranges are figured in Python (the server holds no compute kernels, issue
+    40): hand-computed answers, and Arrow's own kernels agree on every column."""
+    from decimal import Decimal
+
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from ba_mcp.analyses.measures import additive_column, column_total, value_range
+    from ba_mcp.analyses.replay import _measures
+
+    frame = pa.table(
+        {
+            "region": ["n", "s", "e", "w"],
+            "revenue": pa.array([Decimal("10.10"), Decimal("0.20"), None, Decimal("5.00")], pa.decimal128(8, 2)),
+            "orders": pa.array([3, None, 4, 5], pa.int64()),
+            "discount": [0.1, 0.25, None, 0.0],  # fractions: no total, whatever the name says
+            "spend": [1.5, float("nan"), 2.0, 4.25],
+            "margin_pct": [12.5, -3.0, None, 40.0],  # a rate by its name: a range
+            "year": [2024, 2024, 2025, 2025],  # a dimension: neither
+        }
+    )
+    totals, ranges = _measures(frame)
+    assert totals.keys() == {"revenue", "orders", "spend"} and (totals["revenue"], totals["orders"]) == (15.3, 12.0)
+    assert str(totals["spend"]) == "nan"  # a NaN among the values: as Arrow's sum says
+    assert ranges == {"discount": [0.0, 0.25], "margin_pct": [-3.0, 40.0]}
+    for name in frame.column_names[1:]:
+        column = frame.column(name)
+        arrow_sum = pc.sum(column).as_py()
+        ours = column_total(column)
+        assert (str(ours) == str(arrow_sum) == "nan") or ours == arrow_sum, name
+        low, high = pc.min(column).as_py(), pc.max(column).as_py()
+        assert value_range(column) == ((low, high) if low is not None else None), name
+    assert not additive_column("discount", frame.column("discount")) and additive_column("spend", frame["spend"])
+    assert column_total(pa.chunked_array([[None]], pa.int64())) is None

@@ -113,7 +113,15 @@ class Replay:
         raw = self._run(step, self._tool(step, "file_reader"), arguments)
         if not isinstance(raw, Table):
             raise StepFailed(step, _invalid("the file read is not a table"))
-        return [self._table(step, raw, 1)]
+        if raw.more and not raw.artifact_id and not {"offset", "nrows"} & arguments.keys():
+            raise StepFailed(
+                step,
+                _invalid(
+                    "the read gave only the first rows of the file, and more follow: read the rows the analysis "
+                    "needs (offset, nrows), or query the whole file with query_database"
+                ),
+            )
+        return [self._table(step, raw, 1, window=True)]  # the rows the step asked for, as the step gave them
 
     def python(self, step: str, code: str, inputs: list[str] | None = None) -> list[str]:
         """A run_python step: the earlier steps' artifact ids in its code replaced by this run's, the parameters
@@ -179,10 +187,10 @@ class Replay:
             raise StepFailed(step, _invalid(str(exc)[:300])) from None
         return raw
 
-    def _table(self, step: str, raw: Any, n: int) -> str:
+    def _table(self, step: str, raw: Any, n: int, window: bool = False) -> str:
         if not isinstance(raw, Table):
             raise StepFailed(step, _invalid("the step did not give a table"))
-        if raw.more and not raw.artifact_id:
+        if raw.more and not raw.artifact_id and not window:
             raise StepFailed(step, _invalid("the step's result exceeds the artifact size limit"))
         if raw.artifact_id:
             _, frame = self.artifacts.read_table(raw.artifact_id)
@@ -225,9 +233,7 @@ def run_steps(run: Replay, steps: list[Any]) -> None:
 def _measures(frame: pa.Table) -> tuple[dict[str, float], dict[str, list[float]]]:
     """What a changed output is described by: the sum of each column that adds up (an amount, a count), and the
     smallest and largest value of every other numeric column (a rate, a share, a score: never summed)."""
-    import pyarrow.compute as pc
-
-    from ba_mcp.analyses.measures import additive_column, dimension, numeric
+    from ba_mcp.analyses.measures import additive_column, column_total, dimension, numeric, value_range
 
     totals: dict[str, float] = {}
     ranges: dict[str, list[float]] = {}
@@ -235,12 +241,12 @@ def _measures(frame: pa.Table) -> tuple[dict[str, float], dict[str, list[float]]
         if not numeric(column.type) or dimension(name, column.type):
             continue
         if additive_column(name, column):
-            value = pc.sum(column).as_py()
+            value = column_total(column)
             totals[name] = round(float(value), 6) if value is not None else 0.0
         elif frame.num_rows:
-            low, high = pc.min(column).as_py(), pc.max(column).as_py()
-            if low is not None and high is not None:
-                ranges[name] = [round(float(low), 6), round(float(high), 6)]
+            span = value_range(column)
+            if span is not None:
+                ranges[name] = [round(float(span[0]), 6), round(float(span[1]), 6)]
     return totals, ranges
 
 
