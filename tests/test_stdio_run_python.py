@@ -358,7 +358,22 @@ async def _lean_session(python_server: ClientSession, ws: Path) -> None:
     assert resource.contents[0].text.startswith("n\n0\n1\n")  # type: ignore[union-attr]
     listed = await python_server.call_tool("file_reader", {"path": "uploads"})  # a table the server builds itself
     assert not listed.is_error and "directory uploads" in listed.content[0].text, listed  # type: ignore[union-attr]
+    # Parquet written from the server's memory and streamed by an engine, read back whole and paged, a saved
+    # analysis made and re-run: the engine workers write and read the Parquet, short columns are summarised in
+    # Python, long stored ones by a worker — the server loads neither Parquet nor Arrow's compute kernels (issue 40)
+    big = ok(await run(python_server, "import pandas as pd\npd.DataFrame({'n': range(3000), 'k': ['a', 'b'] * 1500})"))
+    assert "Complete table: artifact_" in big, big
+    streamed = await python_server.call_tool("query_database", {"query": "SELECT * FROM order_lines", "max_rows": 10})
+    stored = re.search(r"artifact_[0-9a-f]{12}", streamed.content[0].text)  # type: ignore[union-attr]
+    assert stored and not streamed.is_error
+    page = await python_server.call_tool("file_reader", {"path": stored.group(0), "offset": 100, "nrows": 20})
+    assert "rows 100–119" in page.content[0].text, page  # type: ignore[union-attr]
+    assert not (await python_server.call_tool("save_analysis", {"name": "lean", "steps": ["last:3"]})).is_error
+    again = await python_server.call_tool("run_analysis", {"name": "lean"})
+    assert "s1_value: same\ns2_table: same\ns3_table: same" in again.content[0].text, again  # type: ignore[union-attr]
     mapped = {m.path for m in server_process(ws).memory_maps()}
     assert not [path for path in mapped if "/pandas/" in path]
     assert not [path for path in mapped if "/numpy/" in path or "/numpy.libs/" in path]  # pyarrow runs without it
+    # (libparquet and libarrow_compute are linked into pyarrow's core and always mapped: its Python modules are not)
+    assert not [path for path in mapped if "/pyarrow/_parquet" in path or "/pyarrow/_compute" in path]
     assert [path for path in mapped if "/pyarrow/" in path]  # the check sees the server's libraries

@@ -60,16 +60,31 @@ def additive_column(name: str, column: pa.ChunkedArray | pa.Array) -> bool:
     if not additive(name, column.type):
         return False
     if pa.types.is_floating(column.type) or pa.types.is_decimal(column.type):
-        import pyarrow.compute as pc
-
-        values = pc.drop_null(column.cast(pa.float64()))
-        if (
-            len(values)
-            and pc.max(pc.abs(values)).as_py() <= 1
-            and not pc.all(pc.equal(pc.floor(values), values)).as_py()
-        ):
+        values = [float(v) for v in column.to_pylist() if v is not None]
+        finite = [abs(v) for v in values if not math.isnan(v)]
+        whole = all(math.isinf(v) or (not math.isnan(v) and math.floor(v) == v) for v in values)
+        if finite and max(finite) <= 1 and not whole:
             return False
     return True
+
+
+def column_total(column: pa.ChunkedArray | pa.Array) -> Any:
+    """The sum of a numeric column's values, as Arrow's ``sum`` gives it (None when it has none; NaN when one is
+    NaN) — in Python: the server holds no compute kernels (issue 40). Integers and decimals add up exactly,
+    floats with ``math.fsum`` (correctly rounded)."""
+    import pyarrow as pa
+
+    values = [v for v in column.to_pylist() if v is not None]
+    if not values:
+        return None
+    return math.fsum(values) if pa.types.is_floating(column.type) else sum(values)
+
+
+def value_range(column: pa.ChunkedArray | pa.Array) -> tuple[Any, Any] | None:
+    """The smallest and largest value of a numeric column, missing values and NaN skipped (as Arrow's min
+    and max); None when it has none."""
+    values = [v for v in column.to_pylist() if v is not None and not (isinstance(v, float) and math.isnan(v))]
+    return (min(values), max(values)) if values else None
 
 
 def time_like(name: str, kind: pa.DataType) -> bool:

@@ -20,7 +20,16 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ba_mcp.analyses.conclusions import Status, ordered, summary
-from ba_mcp.analyses.measures import additive_column, change, dimension, number, numeric, percent_column, time_like
+from ba_mcp.analyses.measures import (
+    additive_column,
+    change,
+    column_total,
+    dimension,
+    number,
+    numeric,
+    percent_column,
+    time_like,
+)
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -167,12 +176,10 @@ def shaped(frame: pa.Table) -> Shaped:
 
 def totals_row(frame: pa.Table) -> list[str] | None:
     """A total under each column that adds up (blank under the others); None when no column adds up."""
-    import pyarrow.compute as pc
-
     row = []
     for name, column in zip(frame.column_names, frame.columns, strict=True):
         if additive_column(name, column):
-            row.append(number(pc.sum(column).as_py()))
+            row.append(number(column_total(column)))
         else:
             row.append("")
     if not any(row):

@@ -213,7 +213,9 @@ def collect(execution: Execution, max_rows: int, artifacts: ArtifactStore, title
         finally:
             os.close(fd)
 
-    meta = artifacts.put_table_writer(write, title=title, source_tool="query_database")
+    meta = artifacts.put_table_writer(
+        write, title=title, source_tool="query_database", known=lambda: (int(state["rows"]), head.schema)
+    )
     total, complete = int(state["rows"]), bool(state["complete"])
     first = head.slice(0, max_rows)
     if complete:

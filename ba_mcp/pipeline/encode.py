@@ -42,11 +42,12 @@ def microseconds(column: Any) -> Any:
     """A nanosecond timestamp, duration or time column cast to microseconds (Python's resolution); any
     other column as it is."""
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     t = column.type
     if not ((pa.types.is_timestamp(t) or pa.types.is_duration(t) or pa.types.is_time64(t)) and t.unit == "ns"):
         return column
+    import pyarrow.compute as pc
+
     if pa.types.is_timestamp(t):
         return pc.cast(column, pa.timestamp("us", t.tz), safe=False)
     return pc.cast(column, pa.duration("us") if pa.types.is_duration(t) else pa.time64("us"), safe=False)
@@ -176,11 +177,23 @@ def encode_table(table: pa.Table, encoding: str) -> str:
     return ENCODERS[encoding](table.column_names, plain_rows(table)[0])
 
 
+PYTHON_STATS_ROWS = 5000  # a column this short is summarised with Python's own objects (see column_stats)
+
+
 def column_stats(column: pa.ChunkedArray) -> dict[str, Any]:
     """What a column summary says, as data: ``kind`` (bool, number, time, other), ``count`` (values
     present; NaN counts as missing), ``nulls`` and the kind's figures. The artifact store computes the
     same figures over a whole stored table with DuckDB (``ba_mcp.workers.sql.parquet_stats``); the engine
-    worker uses this one for a stored result small enough to hold (``Engine.op_store``)."""
+    worker uses this one for a stored result small enough to hold (``Engine.op_store``).
+
+    A short column — every table the server shows whole — is summarised in Python: Arrow's compute kernels
+    are ~10 MB of the server's memory (issue 40), and at a few thousand values Python is as quick. Longer
+    ones use the kernels (then loaded). ``tests/test_observations.py`` checks the two agree."""
+    return _python_stats(column) if len(column) <= PYTHON_STATS_ROWS else _arrow_stats(column)
+
+
+def _arrow_stats(column: pa.ChunkedArray) -> dict[str, Any]:
+    """``column_stats`` with Arrow's compute kernels (see there)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -206,6 +219,50 @@ def column_stats(column: pa.ChunkedArray) -> dict[str, Any]:
         stats["distinct"] = _distinct(values)
         if stats["distinct"] < len(values):
             stats["top"] = _top(values)
+    return stats
+
+
+def _python_stats(column: pa.ChunkedArray | pa.Array) -> dict[str, Any]:
+    """``column_stats`` from the column's Python values (see there)."""
+    import collections
+
+    import pyarrow as pa
+
+    t = column.type
+    kind = stats_kind(t)
+    raw = python_values(column)
+    if pa.types.is_floating(t):
+        values = [v for v in raw if v is not None and not math.isnan(v)]
+    else:
+        values = [v for v in raw if v is not None]
+    stats: dict[str, Any] = {"kind": kind, "count": len(values), "nulls": len(raw) - len(values)}
+    if not values:
+        return stats
+    if kind == "bool":
+        stats["true"] = sum(values)
+    elif kind == "number":
+        # integers and decimals summed exactly, then divided (Decimal's 28 digits); floats correctly rounded
+        exact = math.fsum(values) if pa.types.is_floating(t) else sum(values)
+        mean = float(exact / len(values))
+        stats.update(min=min(values), mean=mean, max=max(values))
+        stats["distinct"] = len(set(values))
+    elif kind == "time":
+        stats.update(min=min(values), max=max(values))
+    else:
+        try:
+            counts = collections.Counter(values)
+            firsts = {key: key for key in counts}
+        except TypeError:  # nested cells (lists, structs, maps): compared by their JSON text, as _distinct does
+            cells = [cell_value(v) for v in values]
+            keyed = [json.dumps(c, sort_keys=True, default=str) for c in cells]
+            counts = collections.Counter(keyed)
+            firsts = {}
+            for key, cell in zip(keyed, cells, strict=True):
+                firsts.setdefault(key, cell)
+        stats["distinct"] = len(counts)
+        if len(counts) < len(values):
+            key, n = counts.most_common(1)[0]  # the first seen among equals, as Arrow's value_counts
+            stats["top"] = (cell_value(firsts[key]), n)
     return stats
 
 

@@ -15,7 +15,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ba_mcp.errors import ToolFailure
-from ba_mcp.pipeline.encode import cell_value, column_stats, encode_csv, encode_table, plain_rows
+from ba_mcp.pipeline.encode import (
+    PYTHON_STATS_ROWS,
+    cell_value,
+    column_stats,
+    encode_csv,
+    encode_table,
+    plain_rows,
+)
 from ba_mcp.pipeline.levels import OutputLevel
 from ba_mcp.results import Composite, Document, Image, JsonValue, RawResult, Table
 
@@ -361,9 +368,12 @@ class Observer:
         summaries cover only its own rows."""
         table = raw.frame
         n = table.num_rows
-        own = [_column_summary(table.column(i)) for i in range(table.num_columns)]
         if not (raw.offset or raw.more or (raw.total_rows is not None and raw.total_rows > n)):
-            return "Columns (name: type — summary):", own
+            if raw.artifact_id and n > PYTHON_STATS_ROWS:  # a long table also stored: its figures by a worker
+                stored = self._stored_stats(raw.artifact_id)
+                if stored is not None and stored[1] == n and set(table.column_names) <= set(stored[0]):
+                    return "Columns (name: type — summary):", [format_stats(stored[0][c]) for c in table.column_names]
+            return "Columns (name: type — summary):", self._own_summaries(table)
         if raw.artifact_id and raw.total_rows is not None:
             if raw.whole_stats is not None and raw.artifact_id not in self._whole_stats:
                 self._whole_stats[raw.artifact_id] = (raw.whole_stats[0], int(raw.whole_stats[1]))
@@ -374,7 +384,11 @@ class Observer:
                     [format_stats(whole[0][name]) for name in table.column_names],
                 )
         rows = f"rows {raw.offset:,}–{raw.offset + n - 1:,}" if n else "no rows"
-        return f"Columns (name: type — summary of {rows} only, not of the whole source):", own
+        return f"Columns (name: type — summary of {rows} only, not of the whole source):", self._own_summaries(table)
+
+    @staticmethod
+    def _own_summaries(table: pa.Table) -> list[str]:
+        return [_column_summary(table.column(i)) for i in range(table.num_columns)]
 
     def _stored_stats(self, aid: str) -> tuple[dict[str, dict[str, Any]], int] | None:
         """``column_stats`` figures of every column of a stored table and its row count (artifacts never
@@ -625,8 +639,8 @@ def _num(value: Any) -> str:
 
 
 def _column_summary(column: pa.ChunkedArray) -> str:
-    """Nulls, range and mean of numbers, span of dates, distinct count and the top value of the rest —
-    computed with Arrow compute kernels (NaN counts as missing, as it always has here)."""
+    """Nulls, range and mean of numbers, span of dates, distinct count and the top value of the rest (NaN
+    counts as missing, as it always has here)."""
     return format_stats(column_stats(column))
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 import os
 import threading
 import time
@@ -27,6 +28,8 @@ from typing import TYPE_CHECKING, Any
 from ba_mcp import callers
 from ba_mcp.errors import Code, ErrorType, ToolFailure, not_found
 from ba_mcp.ids import ARTIFACT_ID
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -76,6 +79,10 @@ class ArtifactStore:
         self._tmp = root / ".tmp"
         self._tmp.mkdir(parents=True, exist_ok=True)
         self._in_use: dict[str, int] = {}
+        # write a table as Parquet into an open descriptor, read one from it — elsewhere (the server's: an engine
+        # worker, so the server holds no Parquet code: issue 40)
+        self.parquet_writer: Callable[[pa.Table, int], None] | None = None
+        self.parquet_reader: Callable[[int], pa.Table] | None = None
         self._lock = threading.Lock()
         self._commit_lock = threading.Lock()  # room is made and the artifact listed as one step
         self._meta_lock = threading.Lock()  # metadata is re-read and rewritten as one step (owners, access time)
@@ -96,26 +103,48 @@ class ArtifactStore:
     # -- writing ------------------------------------------------------------------------------
 
     def put_table(self, table: pa.Table, *, title: str, source_tool: str) -> ArtifactMeta:
-        import pyarrow.parquet as pq
-
         return self.put_table_writer(
-            lambda path: pq.write_table(table, path, compression="zstd"),
+            lambda path: self._write_parquet(table, path),
             title=title,
             source_tool=source_tool,
             known=(table.num_rows, table.schema),  # what the file's footer would say: not read back
         )
 
+    def _write_parquet(self, table: pa.Table, path: Path) -> None:
+        """``table`` as a zstd Parquet file: by ``parquet_writer`` when one is set (the server's: an engine
+        worker writes it, so the server holds no Parquet writer — issue 40), else here (tests, ``rerun``). A
+        writer that fails leaves the write to this process, and says so in the log."""
+        if self.parquet_writer is not None:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+            try:
+                self.parquet_writer(table, fd)
+                return
+            except Exception as exc:  # the worker is busy or gone: the artifact is still written, here
+                log.warning("the engine worker could not write %s (%s); writing it in the server", path.name, exc)
+            finally:
+                os.close(fd)
+        import pyarrow.parquet as pq
+
+        pq.write_table(table, path, compression="zstd")
+
     def put_table_writer(
-        self, write: Callable[[Path], Any], *, title: str, source_tool: str, known: tuple[int, Any] | None = None
+        self,
+        write: Callable[[Path], Any],
+        *,
+        title: str,
+        source_tool: str,
+        known: tuple[int, Any] | Callable[[], tuple[int, Any]] | None = None,
     ) -> ArtifactMeta:
         """A table artifact written by ``write(path)`` as Parquet (streamed, never whole in memory); its rows and
-        schema read from the file's footer unless ``known`` (rows, Arrow schema) says them."""
-        import pyarrow.parquet as pq
+        schema read from the file's footer unless ``known`` (rows, Arrow schema — or a function saying them
+        once ``write`` is done) says them: then the server needs no Parquet reader (issue 40: 22 MB)."""
 
         def describe(path: Path) -> tuple[int, list[dict[str, str]], str]:
             if known is not None:
-                rows, schema = known
+                rows, schema = known() if callable(known) else known
             else:
+                import pyarrow.parquet as pq
+
                 md = pq.read_metadata(path)
                 rows, schema = md.num_rows, md.schema.to_arrow_schema()
             columns = [{"name": f.name, "type": str(f.type)} for f in schema]
@@ -318,16 +347,25 @@ class ArtifactStore:
             return meta, self.data_path(meta).read_bytes()
 
     def read_table(self, aid: str) -> tuple[ArtifactMeta, pa.Table]:
-        import pyarrow.parquet as pq
-
+        """A table artifact whole: by ``parquet_reader`` when one is set (the server's: an engine worker reads
+        it), else here (tests, ``rerun``); a reader that fails leaves the read to this process, and says so."""
         with self.reading(aid) as meta:
             if meta.kind != "table":
                 raise ToolFailure(
                     ErrorType.VALIDATION_ERROR, "NOT_A_TABLE", f"{aid} is a {meta.kind} artifact, not a table"
                 )
-            return meta, pq.ParquetFile(
-                self.data_path(meta)
-            ).read()  # read_table goes through pyarrow.dataset, which imports pandas
+            path = self.data_path(meta)
+            if self.parquet_reader is not None:
+                fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+                try:
+                    return meta, self.parquet_reader(fd)
+                except Exception as exc:  # the worker is busy or gone, or the table is over the transfer limit
+                    log.warning("the engine worker could not read %s (%s); reading it in the server", aid, exc)
+                finally:
+                    os.close(fd)
+            import pyarrow.parquet as pq
+
+            return meta, pq.ParquetFile(path).read()  # read_table goes through pyarrow.dataset, which imports pandas
 
     def _touch(self, meta: ArtifactMeta) -> None:
         if time.time() - meta.last_accessed > _TOUCH_EVERY_S:

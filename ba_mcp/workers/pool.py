@@ -29,6 +29,8 @@ from ba_mcp.workers.process import BadBlob, WorkerGone, WorkerProcess, read_blob
 from ba_mcp.workers.spawn import confinement, ready, spawn
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from ba_mcp.settings import Settings, WorkerLimits
     from ba_mcp.tool import ToolContext
 
@@ -577,6 +579,34 @@ def _decode(
             raise ToolFailure(
                 ErrorType.VALIDATION_ERROR, "BAD_DATA", f"{what} could not be read: {detail}", hint
             ) from None
+
+
+def write_parquet(engines: Engines, table: pa.Table, fd: int) -> None:
+    """``table`` as Parquet into ``fd``, written by the worker of the session keyed "default" (as
+    ``table_stats``): the server holds no Parquet writer (issue 40). Raises when the worker cannot."""
+    from ba_mcp.workers.wire import memfile, write_arrow
+
+    stream = memfile(write_arrow(table), "table")
+    try:
+        with engines.held("default", None, wait_s=30) as call:
+            reply, _ = call.ask({"op": "write_parquet"}, [stream, fd])
+    finally:
+        os.close(stream)
+    if int(reply["rows"]) != table.num_rows:
+        raise EngineError({"message": f"the worker wrote {reply['rows']} of {table.num_rows} rows"})
+
+
+def read_parquet(engines: Engines, fd: int) -> pa.Table:
+    """The table of a Parquet artifact (``fd``), read by the worker of the session keyed "default" and handed
+    over as an Arrow stream (checked): the server holds no Parquet reader (issue 40)."""
+    from ba_mcp.workers.wire import read_arrow
+
+    with engines.held("default", None, wait_s=30) as call:
+        reply, blobs = call.ask({"op": "read_parquet"}, [fd])
+    table = read_arrow(blobs[0], engines.conf.max_transfer_mb * 1024 * 1024)
+    if table.num_rows != int(reply["rows"]):
+        raise EngineError({"message": f"the worker read {reply['rows']} rows; the stream holds {table.num_rows}"})
+    return table
 
 
 def table_stats(engines: Engines, fd: int) -> tuple[dict[str, dict[str, Any]], int] | None:
