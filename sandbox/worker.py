@@ -506,11 +506,34 @@ def _table_blob(obj: Any) -> tuple[dict[str, Any], int]:
             if frame[col].dtype == object:
                 frame[col] = frame[col].map(lambda v: v if v is None else str(v))
         table = pa.Table.from_pandas(frame, preserve_index=False)
+    table = _microseconds_when_exact(table)
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, table.schema) as writer:
         writer.write_table(table)
     meta = {"kind": "table", "rows": table.num_rows, "columns": table.num_columns}
     return meta, _memfile(sink.getvalue().to_pybytes())
+
+
+def _microseconds_when_exact(table: Any) -> Any:
+    """pandas' nanosecond times (its default unit) as microseconds — Python's resolution, what the server shows
+    and what DuckDB keeps — wherever no value has a part below a microsecond (a safe cast: it refuses to cut).
+    The server then needs no cast kernel to read them (issue 40); a column that does have nanoseconds stays."""
+    import pyarrow as pa
+
+    for i, field in enumerate(table.schema):
+        t = field.type
+        if not ((pa.types.is_timestamp(t) or pa.types.is_duration(t) or pa.types.is_time64(t)) and t.unit == "ns"):
+            continue
+        if pa.types.is_timestamp(t):
+            target = pa.timestamp("us", t.tz)
+        else:
+            target = pa.duration("us") if pa.types.is_duration(t) else pa.time64("us")
+        try:
+            column = table.column(i).cast(target)  # safe: ArrowInvalid when a value would lose its nanoseconds
+        except pa.ArrowInvalid:
+            continue
+        table = table.set_column(i, pa.field(field.name, target, field.nullable, field.metadata), column)
+    return table
 
 
 _SEALS = fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE

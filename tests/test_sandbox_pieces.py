@@ -122,3 +122,32 @@ def test_identical_code_stored_concurrently_never_fails(tmp_path: Path) -> None:
         t.join()
     assert not errors and len(ids) == 5
     assert all((tmp_path / "code" / f"{i}.py").is_file() for i in ids)
+
+
+def test_pandas_nanosecond_times_travel_as_microseconds_unless_a_value_has_nanoseconds() -> None:
+    """A DataFrame's datetime64[ns] columns reach the server as microseconds (its resolution: it then needs no
+    cast kernel, issue 40) — but a column with a value below a microsecond keeps its nanoseconds."""
+    import pandas as pd
+    import pyarrow as pa
+
+    from sandbox.worker import _microseconds_when_exact
+
+    frame = pd.DataFrame(
+        {
+            "when": pd.to_datetime(["2025-01-01 10:00:00.123456", None], format="ISO8601").astype("M8[ns]"),
+            "utc": pd.to_datetime(["2025-01-01 10:00", "1969-12-31 23:59:59.5"], format="ISO8601")
+            .astype("M8[ns]")
+            .tz_localize("UTC"),
+            "took": pd.to_timedelta(["1s", "2ms"]).astype("m8[ns]"),
+            "exact": pd.to_datetime(["2025-01-01 10:00:00.123456789", "2025-01-02"], format="ISO8601").astype("M8[ns]"),
+        }
+    )
+    table = _microseconds_when_exact(pa.Table.from_pandas(frame, preserve_index=False))
+    assert [str(f.type) for f in table.schema] == [
+        "timestamp[us]",
+        "timestamp[us, tz=UTC]",
+        "duration[us]",
+        "timestamp[ns]",
+    ]
+    assert table.column("utc").to_pylist()[1].isoformat() == "1969-12-31T23:59:59.500000+00:00"
+    assert table.column("when").null_count == 1
