@@ -97,8 +97,15 @@ def measure(name: str, command: list[str], cwd: Path, env: dict[str, str], web: 
             ("query_database", {"query": f"SELECT count(*) FROM {artifact}"}),
             ("query_database", {"database": "sales", "query": "SELECT g, count(*) FROM t GROUP BY 1"}),
             ("run_python", {"code": "print(1)"}),
+            # a DataFrame over the budget: a table artifact written from the server's memory
+            ("run_python", {"code": "import pandas as pd\npd.DataFrame({'n': range(3000), 'k': ['a', 'b'] * 1500})"}),
+            ("file_reader", {"path": artifact, "offset": 100, "nrows": 20}),
+            ("query_metrics", {"metrics": ["net_revenue", "order_count"], "dimensions": ["regions.region"]}),
+            ("use_skill", {"name": "rfm-segmentation"}),
             ("web_reader", {"url": web.url("/article")}),
             ("web_search", {"query": "quarterly sales"}),
+            ("save_analysis", {"name": "bench", "steps": ["last:10"]}),
+            ("run_analysis", {"name": "bench"}),
         ],
         start=3,
     ):
