@@ -99,13 +99,16 @@ def measure(name: str, command: list[str], cwd: Path, env: dict[str, str], web: 
             ("run_python", {"code": "print(1)"}),
             # a DataFrame over the budget: a table artifact written from the server's memory
             ("run_python", {"code": "import pandas as pd\npd.DataFrame({'n': range(3000), 'k': ['a', 'b'] * 1500})"}),
-            ("file_reader", {"path": artifact, "offset": 100, "nrows": 20}),
             ("query_metrics", {"metrics": ["net_revenue", "order_count"], "dimensions": ["regions.region"]}),
             ("use_skill", {"name": "rfm-segmentation"}),
             ("web_reader", {"url": web.url("/article")}),
             ("web_search", {"query": "quarterly sales"}),
-            ("save_analysis", {"name": "bench", "steps": ["last:10"]}),
+            (
+                "save_analysis",
+                {"name": "bench", "steps": ["last:9"], "overwrite": True},
+            ),  # every call above but the web's and the skill's
             ("run_analysis", {"name": "bench"}),
+            ("file_reader", {"path": artifact, "offset": 100, "nrows": 20}),  # a page of a stored table
         ],
         start=3,
     ):

@@ -92,15 +92,21 @@ class CodeStore:
     def trim(self, keep: str = "") -> int:
         """Remove code unused for ``ttl_s``, then the least recently used until the store holds at most
         ``max_bytes``. Returns how many were removed."""
+        # os.scandir, not Path.glob: this runs on every new code file, and pathlib interns each name it makes —
+        # the interpreter's table of interned strings grew with the store and never shrank (issue 40, P-8)
         entries = []
-        for meta in self.folder.glob("code_*.meta.json"):
-            code_id = meta.name[: -len(".meta.json")]
-            try:
-                size = meta.stat().st_size + (self.folder / f"{code_id}.py").stat().st_size
-                used = meta.stat().st_mtime
-            except OSError:
-                continue
-            entries.append((used, code_id, size))
+        folder = str(self.folder)
+        with os.scandir(folder) as listing:
+            for meta in listing:
+                if not (meta.name.startswith("code_") and meta.name.endswith(".meta.json")):
+                    continue
+                code_id = meta.name[: -len(".meta.json")]
+                try:
+                    stat = meta.stat()
+                    size = stat.st_size + os.stat(os.path.join(folder, f"{code_id}.py")).st_size
+                except OSError:
+                    continue
+                entries.append((stat.st_mtime, code_id, size))
         total = sum(size for _, _, size in entries)
         now = time.time()
         removed = 0
