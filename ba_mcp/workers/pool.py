@@ -584,10 +584,12 @@ def _decode(
 def write_parquet(engines: Engines, table: pa.Table, fd: int) -> None:
     """``table`` as Parquet into ``fd``, written by the worker of the session keyed "default" (as
     ``table_stats``): the server holds no Parquet writer (issue 40). Raises when the worker cannot."""
-    from ba_mcp.workers.wire import memfile, write_arrow
+    import pyarrow as pa
 
-    stream = memfile(write_arrow(table), "table")
+    stream = os.memfd_create("table", os.MFD_CLOEXEC)
     try:
+        with open(stream, "wb", closefd=False) as out, pa.ipc.new_stream(out, table.schema) as writer:
+            writer.write_table(table)  # batch by batch into the memory file: never a second copy in the server
         with engines.held("default", None, wait_s=30) as call:
             reply, _ = call.ask({"op": "write_parquet"}, [stream, fd])
     finally:
