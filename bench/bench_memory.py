@@ -1,8 +1,8 @@
 """P-8: memory of the server process alone — idle (after the background warm-up) and after one call of
 each tool and one query on each kind of source (the demo database, a workspace CSV, a table artifact, a
 configured DuckDB file) — with the worker processes (engine and Python sandbox) reported separately, against
-a hello-world MCPServer idle, and the same hello-world holding the libraries ba-mcp's server must (pyarrow with
-compute and Parquet, the token vocabulary: P-8's floor with none of ba-mcp's code). The web tools read a page and
+a hello-world MCPServer idle, and the same hello-world holding the libraries ba-mcp's server must (pyarrow's core,
+the token vocabulary: P-8's floor with none of ba-mcp's code). The web tools read a page and
 search through a local fake on 127.0.0.1.
 
 Run: uv run python bench/bench_memory.py [--calls 1000] [--against <python of another checkout>]
@@ -62,8 +62,8 @@ def main() -> None:
     ref, _ = rss(hello.pid)
     hello.kill()
     hello.wait()
-    # the floor: the same hello-world holding what ba-mcp's server must hold (pyarrow, its kernels and Parquet, the
-    # token vocabulary), each used once
+    # the floor: the same hello-world holding what ba-mcp's server must hold (pyarrow's core, the token vocabulary),
+    # each used once
     floor = spawn([python(), str(ROOT / "bench" / "hello_server.py"), "--with-libraries"], env)
     initialize(floor)
     call(floor, 2, "hello", {"name": "floor"})
@@ -72,7 +72,7 @@ def main() -> None:
     floor.kill()
     floor.wait()
     print(
-        f"P-8 reference: hello-world MCPServer {ref:.0f} MB; the same with pyarrow (compute, Parquet; no numpy) and "
+        f"P-8 reference: hello-world MCPServer {ref:.0f} MB; the same with pyarrow's core (Arrow IPC; no numpy) and "
         f"the token vocabulary loaded and used once: {with_libraries:.0f} MB"
     )
 

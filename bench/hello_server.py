@@ -1,8 +1,9 @@
 """The P-1 and P-8 reference: a hello-world MCPServer with one tool, started the same way as ba-mcp.
 
-``--with-libraries`` (P-8's floor): the same server that has also loaded what ba-mcp's server must hold — pyarrow
-with its compute kernels and Parquet (without numpy, as ba-mcp runs it) and the cl100k token vocabulary — and
-uses each once per call. No other ba-mcp code."""
+``--with-libraries`` (P-8's floor): the same server that has also loaded what ba-mcp's server must hold — pyarrow's
+core (Arrow tables and IPC streams, without numpy, as ba-mcp runs it; Parquet and the compute kernels are the
+engine workers') and the cl100k token vocabulary (ba-mcp's compact counter) — and uses each once per call. No
+other ba-mcp code."""
 
 import sys
 
@@ -11,8 +12,6 @@ if "--with-libraries" in sys.argv:
     from pathlib import Path
 
     import pyarrow as pa
-    import pyarrow.compute as pc
-    import pyarrow.parquet
 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from ba_mcp.pipeline.tokens import TokenCounter
@@ -31,7 +30,11 @@ def hello(name: str = "world") -> str:
     """Say hello."""
     if "--with-libraries" in sys.argv:
         table = pa.table({"name": [name]})
-        return f"hello {name} ({counter.count_tokens(name)} tokens, {pc.count(table['name']).as_py()} row)"
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, table.schema) as writer:
+            writer.write_table(table)
+        rows = pa.ipc.open_stream(sink.getvalue()).read_all().num_rows
+        return f"hello {name} ({counter.count_tokens(name)} tokens, {rows} row)"
     return f"hello {name}"
 
 
