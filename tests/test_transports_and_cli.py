@@ -443,6 +443,9 @@ def test_doctor_and_invalid_configuration(workspace: Path, tmp_path: Path) -> No
     typo.write_text("tools:\n  file_redaer: {timeout_s: 5}\n")
     out = ba("serve", "--config", str(typo), workspace=workspace)
     assert out.returncode == 2 and "tools.file_redaer: not a tool" in out.stderr
+    import gc
+
+    assert gc.isenabled()  # serve starts with the cycle collector off (P-1); a start that failed turns it back on
 
 
 def test_a_command_line_flag_wins_over_the_environment(workspace: Path, tmp_path: Path) -> None:
