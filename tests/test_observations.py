@@ -307,6 +307,15 @@ def test_column_stats_in_python_agree_with_arrows_kernels() -> None:
         pa.chunked_array([[3, None, -7, 3], [12, 0]], pa.int64()),
         pa.chunked_array([[1.5, float("nan"), None, -2.25, 1.5, 1e300]], pa.float64()),
         pa.chunked_array([[Decimal("2.25"), Decimal("1.10"), None, Decimal("2.25")]], pa.decimal128(10, 2)),
+        # read from its buffers: a sliced chunk, nulls, negatives, values past 64 bits
+        pa.chunked_array(
+            [
+                pa.array(
+                    [Decimal("1.00"), Decimal("-5.50"), None, Decimal("123456789012345678901.25")], pa.decimal128(25, 2)
+                ).slice(1),
+                pa.array([None, Decimal("-98765432109876543210.75"), Decimal("-5.50")], pa.decimal128(25, 2)),
+            ]
+        ),
         pa.chunked_array([[True, None, False, True]], pa.bool_()),
         pa.chunked_array([["b", "a", None, "a", "b", "c"], ["d"]], pa.string()),
         pa.chunked_array([["x", "y", "x"]], pa.large_string()),
@@ -330,4 +339,4 @@ def test_column_stats_in_python_agree_with_arrows_kernels() -> None:
                 assert python[key] == arrow[key], (column.type, key, python[key], arrow[key])
     ints = _python_stats(columns[0])
     assert ints == {"kind": "number", "count": 5, "nulls": 1, "min": -7, "mean": 2.2, "max": 12, "distinct": 4}
-    assert _python_stats(columns[4])["top"] == ("b", 2)  # b and a tie; b is seen first
+    assert _python_stats(columns[5])["top"] == ("b", 2)  # b and a tie; b is seen first

@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+from array import array
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -230,6 +231,8 @@ def _python_stats(column: pa.ChunkedArray | pa.Array) -> dict[str, Any]:
 
     t = column.type
     kind = stats_kind(t)
+    if pa.types.is_decimal128(t) and t.scale >= 0:
+        return _decimal_stats(column)
     raw = python_values(column)
     if pa.types.is_floating(t):
         values = [v for v in raw if v is not None and not math.isnan(v)]
@@ -263,6 +266,46 @@ def _python_stats(column: pa.ChunkedArray | pa.Array) -> dict[str, Any]:
         if len(counts) < len(values):
             key, n = counts.most_common(1)[0]  # the first seen among equals, as Arrow's value_counts
             stats["top"] = (cell_value(firsts[key]), n)
+    return stats
+
+
+def _decimal_stats(column: pa.ChunkedArray | pa.Array) -> dict[str, Any]:
+    """``_python_stats`` of a decimal128 column from its buffers: each value an integer count of its scale's
+    units (1.10 at scale 2 is 110) — a Decimal object per value costs ten times as much (a database's NUMERIC
+    columns are decimals)."""
+    from decimal import Decimal
+
+    import pyarrow as pa
+
+    units: list[int] = []
+    nulls = 0
+    mask = (1 << 64) - 1
+    for chunk in column.chunks if isinstance(column, pa.ChunkedArray) else [column]:
+        n, at = len(chunk), chunk.offset
+        validity, data = chunk.buffers()[:2]
+        words = array("q")
+        if data is not None and n:
+            words.frombytes(memoryview(data)[at * 16 : (at + n) * 16])  # little-endian: low word, high word
+        lows, highs = words[0::2], words[1::2]
+        values = [
+            low if (high == 0 and low >= 0) or (high == -1 and low < 0) else (high << 64) | (low & mask)
+            for low, high in zip(lows, highs, strict=True)
+        ]
+        if chunk.null_count:
+            bits = memoryview(validity)  # type: ignore[arg-type]
+            values = [v for i, v in enumerate(values, at) if bits[i >> 3] >> (i & 7) & 1]
+            nulls += chunk.null_count
+        units.extend(values)
+    scale = column.type.scale
+    stats: dict[str, Any] = {"kind": "number", "count": len(units), "nulls": nulls}
+    if units:
+        low, high = min(units), max(units)
+        stats.update(
+            min=Decimal(low).scaleb(-scale),
+            mean=sum(units) / (len(units) * 10**scale),  # correctly rounded: one division of two integers
+            max=Decimal(high).scaleb(-scale),
+            distinct=len(set(units)),
+        )
     return stats
 
 
