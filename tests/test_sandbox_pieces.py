@@ -151,3 +151,29 @@ def test_pandas_nanosecond_times_travel_as_microseconds_unless_a_value_has_nanos
     ]
     assert table.column("utc").to_pylist()[1].isoformat() == "1969-12-31T23:59:59.500000+00:00"
     assert table.column("when").null_count == 1
+
+
+def test_an_ended_worker_is_never_signalled_by_a_number_another_process_may_hold(tmp_path: Path) -> None:
+    """A worker's shim once reaped (by a kill, or by alive()'s poll) gives its pid back: a second kill, or a late
+    interrupt, must not signal that number — here it is a new group leader's, as a new worker's shim is. (A full
+    fast run on this machine, 32,768 ids, saw a new session's engine worker end by SIGKILL at its first call.)"""
+    import socket
+    import subprocess
+
+    from ba_mcp.workers.process import WorkerProcess
+
+    ended = subprocess.Popen(["true"])
+    ended.wait()
+    bystander = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    try:
+        worker = object.__new__(WorkerProcess)
+        worker.proc, worker.scratch = ended, tmp_path / "scratch"
+        worker.sock, other = socket.socketpair()
+        ended.pid = bystander.pid  # the number is now another process's
+        worker.kill()
+        worker.interrupt()
+        assert bystander.poll() is None
+        other.close()
+    finally:
+        bystander.kill()
+        bystander.wait()

@@ -180,6 +180,8 @@ class WorkerProcess:
             raise WorkerGone(str(exc)) from None
 
     def interrupt(self) -> None:
+        if self.proc.returncode is not None:  # reaped: its pid may be another process's now (see kill)
+            return
         with contextlib.suppress(ProcessLookupError):
             os.kill(self.proc.pid, signal.SIGINT)
 
@@ -188,7 +190,7 @@ class WorkerProcess:
 
     def rss_mb(self) -> float:
         """The resident memory of the worker and what it started (the shim's descendants), in MB."""
-        total, todo = 0, _children(self.proc.pid)
+        total, todo = 0, _children(self.proc.pid) if self.proc.returncode is None else []
         while todo:
             pid = todo.pop()
             todo += _children(pid)
@@ -202,15 +204,20 @@ class WorkerProcess:
     def kill(self) -> None:
         """End the worker and everything it started (its process group and PID namespace). The worker (the
         shim's child) goes first, so the shim reaps it and no zombie waits for the host's init."""
-        children = _children(self.proc.pid)
+        # Signals go by number only while the shim is not yet reaped (``returncode`` None: its pid, and so its
+        # group's, is still held by it, a zombie at worst). Once reaped — by an earlier kill, or by alive()'s
+        # poll() — the number may be a new process's: on a machine with 32,768 ids and busy threads it was, and a
+        # second kill of an ended worker SIGKILLed another session's new worker (its shim, a group leader).
+        children = _children(self.proc.pid) if self.proc.returncode is None else []
         for child in children:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(child, signal.SIGKILL)
         if children:  # a worker still starting has no child yet: nothing for the shim to reap, no wait
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.proc.wait(timeout=0.5)
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
+        if self.proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
         try:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
