@@ -286,7 +286,7 @@ async def test_iso_dates_bind_to_date_columns_keys_show_and_show_and_explain_run
         assert cur.fetchall() == [(1,)]  # the victim's session lives
 
 
-@pytest.mark.slow  # the analysis re-run from the shell and its script as a process (~5 s: the fast tier is at its budget)
+@pytest.mark.slow  # the analysis re-run from the shell, its script as a process (~5 s; the fast tier is full)
 async def test_a_saved_analysis_reruns_from_the_shell_with_its_configuration(
     s: ClientSession, pg: pg_server.Postgres, ws: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
