@@ -469,6 +469,7 @@ def test_no_password_appears_anywhere(ws: Path, said: list[str], stderr_log: Pat
         assert password not in blob
 
 
+@pytest.mark.slow  # the doctor starts workers and connects to each database (~4.5 s; the fast tier is full)
 def test_doctor_lists_every_database_with_its_role(pg: pg_server.Postgres, ws: Path) -> None:
     env = _env(
         pg,

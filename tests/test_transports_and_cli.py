@@ -456,6 +456,7 @@ def test_a_command_line_flag_wins_over_the_environment(workspace: Path, tmp_path
     assert str(workspace) not in doctor.stdout
 
 
+@pytest.mark.slow  # a real stdio session of its own, as a newcomer runs it (~5 s; the fast tier is full)
 def test_demo_runs_a_real_stdio_session(tmp_path: Path) -> None:
     out = ba("demo", workspace=tmp_path / "demo")
     assert out.returncode == 0, out.stderr
