@@ -1096,6 +1096,7 @@ SOURCE = save_artifact(frame)
 """
 
 
+@pytest.mark.slow  # a seasonal fit over two years of days in the sandbox: ~5 s
 async def test_kpi_anomaly_detection_finds_the_planted_days_and_no_seasonal_false_alarm(s: ClientSession) -> None:
     """The demo's daily orders have weekends, a November-December peak, a summer dip and growth, and no
     anomaly: none is flagged. Planted in the same series: no orders on 2025-11-28 and three times the orders
@@ -1133,6 +1134,7 @@ SOURCE = save_artifact(pd.DataFrame({"day": days, "order_count": orders}))
 """
 
 
+@pytest.mark.slow  # the same fit with holidays: ~3 s
 async def test_kpi_anomaly_detection_expects_recurring_holidays_and_finds_a_one_off_outage(s: ClientSession) -> None:
     """Issue 38 item 7, planted: a retailer's daily orders over four years (300 a day growing 15 % a year,
     weekends, a winter peak; counts more spread than Poisson), with holidays that recur every year - Black

@@ -386,6 +386,7 @@ async def test_search_levels_show_what_their_names_say(client: Client) -> None:
     assert meta_of(twenty)["rows"] == 20
 
 
+@pytest.mark.slow  # three servers of its own and a provider that answers slowly: ~5 s
 async def test_search_errors_name_the_provider_and_what_to_configure(
     client: Client, tmp_path: Path, web: WebServer
 ) -> None:
