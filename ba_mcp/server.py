@@ -13,11 +13,12 @@ from __future__ import annotations
 import base64
 import functools
 import logging
+import sys
 import time
 import warnings
-from collections.abc import AsyncIterator, Iterable, Mapping
-from contextlib import asynccontextmanager
-from typing import Any
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any, cast
 
 import anyio
 import anyio.to_thread
@@ -49,6 +50,7 @@ from ba_mcp.pipeline.runner import CallOutcome
 from ba_mcp.pipeline.sessions import http_session_key, session_key
 from ba_mcp.skills import mcp as skills_mcp
 from ba_mcp.skills.mcp import SkillsExtension
+from ba_mcp.stdio import loop_streams
 from ba_mcp.tool import Tool
 from ba_mcp.version import __version__
 
@@ -253,13 +255,37 @@ class _SessionMiddleware:
 
 class SdkInternals:
     """The one place that uses private parts of the MCP SDK (mcp 2.3), each because no public hook
-    exists: the low-level server (for ``logging/setLevel`` and the stdio relay) and the HTTP session
+    exists: the low-level server (for ``logging/setLevel`` and the stdio relay), the stdio transport's claim of
+    fd 0 and 1 (for the streams served on the event loop, ``ba_mcp.stdio``) and the HTTP session
     manager's ``_discard_session`` (to end a session's Python worker with the session).
     ``tests/test_sdk_internals.py`` fails loudly when the SDK changes them."""
 
     @staticmethod
     def lowlevel(server: MCPServer[Any]) -> Any:
         return server._lowlevel_server
+
+    @staticmethod
+    @contextmanager
+    def claimed_stdio() -> Iterator[tuple[Any, Any]]:
+        """fd 0 and 1 claimed as the SDK's ``stdio_server`` claims them — the wire moved to private duplicates, fd 0
+        then reading /dev/null and fd 1 writing to stderr, so what a library prints misses the wire — as binary
+        streams of the wire; both restored at the end."""
+        from mcp.server import stdio
+
+        stdin, release_in = stdio._claim_fd(0, sys.stdin, "rb", stdio._open_stdin_diversion)
+        try:
+            stdout, release_out = stdio._claim_fd(1, sys.stdout, "wb", stdio._open_stdout_diversion)
+        except BaseException:
+            if release_in is not None:
+                release_in()
+            raise
+        try:
+            yield stdin, stdout
+        finally:
+            if release_out is not None:
+                release_out()
+            if release_in is not None:
+                release_in()
 
     @staticmethod
     def on_http_session_end(server: MCPServer[Any], callback: Any) -> bool:
@@ -311,10 +337,20 @@ class BaServer(MCPServer[App]):
         return starlette
 
     async def run_stdio_async(self) -> None:
-        """stdio, plus an answer to malformed lines: the SDK drops them silently, JSON-RPC wants an error."""
+        """stdio, plus an answer to malformed lines (the SDK drops them silently, JSON-RPC wants an error), read and
+        written on the event loop when stdin and stdout are pipes or sockets (``ba_mcp.stdio``: no thread hop a
+        message), else through the SDK's threads."""
         from mcp.server.stdio import stdio_server
 
-        async with stdio_server() as (read_stream, write_stream):
+        with SdkInternals.claimed_stdio() as (stdin, stdout):
+            streams = loop_streams(stdin, stdout)
+            if streams is not None:  # streams given: the SDK leaves fd 0 and 1 to this claim
+                await self._serve_stdio(stdio_server(*cast("Any", streams)))
+                return
+        await self._serve_stdio(stdio_server())
+
+    async def _serve_stdio(self, transport: Any) -> None:
+        async with transport as (read_stream, write_stream):
             inner_send, inner_read = anyio.create_memory_object_stream[Any](0)
             answered = self.initialize_answered = anyio.Event()
 

@@ -1,9 +1,10 @@
 """The private parts of the MCP SDK that ba-mcp relies on (server.SdkInternals). If the SDK renames or
-removes them, this fails loudly instead of a feature silently stopping (logging/setLevel, the stdio relay,
+removes them, this fails loudly instead of a feature silently stopping (logging/setLevel, the stdio relay and claim,
 ending a Python worker with its HTTP session)."""
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 
 from ba_mcp.app import App
@@ -19,6 +20,10 @@ def test_the_sdk_still_has_what_the_adapter_uses(tmp_path: Path) -> None:
     server.streamable_http_app()  # creates the session manager
     manager = lowlevel._session_manager
     assert callable(manager._discard_session)  # wrapped by BaServer.streamable_http_app
+    from mcp.server import stdio  # SdkInternals.claimed_stdio: the claim of fd 0 and 1 (every stdio test uses it)
+
+    assert list(inspect.signature(stdio._claim_fd).parameters) == ["fd", "stream", "mode", "open_diversion"]
+    assert callable(stdio._open_stdin_diversion) and callable(stdio._open_stdout_diversion)
 
 
 def test_http_session_end_hook_calls_back(tmp_path: Path) -> None:

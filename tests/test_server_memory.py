@@ -58,8 +58,7 @@ async def test_abandoned_http_sessions_end_with_their_workers(tmp_path: Path) ->
         "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
     }
     with http_serve(ws, BA_MCP_SESSIONS__HTTP_IDLE_TIMEOUT_S="2") as url:
-        server = next(p for p in psutil.process_iter(["cmdline"]) if "--transport" in (p.info["cmdline"] or []))
-        assert server.environ().get("BA_MCP_WORKSPACE") == str(ws)
+        server = next(p for p in psutil.process_iter(["cmdline"]) if _serves(p, ws))  # not another test's server
         with httpx.Client(timeout=60) as http:
             for i in range(5):
                 answer = http.post(url, json=init, headers=headers)
@@ -139,3 +138,11 @@ async def test_a_refused_compressed_value_leaves_nothing_running(tmp_path: Path)
         burnt = _cpu_of_ours(server) - before
     assert "refused" in text_of(result) and "compressed" in text_of(result), text_of(result)
     assert burnt < 0.3, f"{burnt:.2f} CPU-s after the answer"
+
+
+def _serves(process: psutil.Process, ws: Path) -> bool:
+    """Whether ``process`` is a ba-mcp HTTP server of workspace ``ws``."""
+    try:
+        return "--transport" in (process.info["cmdline"] or []) and process.environ().get("BA_MCP_WORKSPACE") == str(ws)
+    except psutil.Error:
+        return False

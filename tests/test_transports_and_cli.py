@@ -284,6 +284,53 @@ def test_malformed_json_rpc_lines_get_errors_and_the_server_keeps_serving(worksp
         proc.wait()
 
 
+@pytest.mark.slow
+def test_stdio_over_a_socket_and_from_a_file(workspace: Path, tmp_path: Path) -> None:
+    """Clients start servers on pipes (the other stdio tests) or sockets (Node's child processes): both are read
+    and written on the event loop (ba_mcp.stdio); stdin from a regular file goes through the SDK's threads."""
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}},
+    }
+    call = {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "tools/call",
+        "params": {"name": "query_database", "arguments": {"query": "SELECT 6 * 7 AS answer"}},
+    }
+    ours, theirs = socket.socketpair()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ba_mcp"], env=server_env(workspace), cwd=ROOT, stdin=theirs, stdout=theirs
+    )
+    theirs.close()
+    try:
+        with ours.makefile("rwb") as wire:
+            wire.write(json.dumps(init).encode() + b"\n")
+            wire.flush()
+            assert json.loads(wire.readline())["result"]["serverInfo"]["name"] == "ba-mcp"
+            wire.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n' + json.dumps(call).encode() + b"\n")
+            wire.flush()
+            answer = json.loads(wire.readline())
+            assert answer["id"] == 2 and "42" in answer["result"]["content"][0]["text"], answer
+        ours.shutdown(socket.SHUT_RDWR)
+        assert proc.wait(timeout=20) == 0  # the socket's end is stdin's end
+    finally:
+        ours.close()
+        proc.kill()
+        proc.wait()
+
+    requests = tmp_path / "requests.jsonl"
+    requests.write_text(json.dumps(init) + "\n")
+    with requests.open("rb") as stdin:
+        done = subprocess.run(
+            [sys.executable, "-m", "ba_mcp"], env=server_env(workspace), cwd=ROOT, stdin=stdin, capture_output=True
+        )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout.splitlines()[0])["result"]["serverInfo"]["name"] == "ba-mcp"
+
+
 # -- CLI ------------------------------------------------------------------------------------------
 
 
