@@ -230,6 +230,7 @@ class App:
 
     def close(self) -> None:
         """End the sandbox workers and close the databases (idempotent)."""
+        self.runner.settle()  # the last calls' telemetry, before the log closes
         self.sandboxes.close()
         self.engines.close()
         self.connections.close()

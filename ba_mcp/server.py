@@ -342,10 +342,16 @@ class BaServer(MCPServer[App]):
         message), else through the SDK's threads."""
         from mcp.server.stdio import stdio_server
 
+        runner = self.app.runner
         with SdkInternals.claimed_stdio() as (stdin, stdout):
-            streams = loop_streams(stdin, stdout)
+            streams = loop_streams(stdin, stdout, after_write=runner.settle)
             if streams is not None:  # streams given: the SDK leaves fd 0 and 1 to this claim
-                await self._serve_stdio(stdio_server(*cast("Any", streams)))
+                runner.deferring = True  # a call's bookkeeping waits until its answer is written
+                try:
+                    await self._serve_stdio(stdio_server(*cast("Any", streams)))
+                finally:
+                    runner.deferring = False
+                    runner.settle()
                 return
         await self._serve_stdio(stdio_server())
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import select
 import stat
+from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -35,16 +36,18 @@ def _waitable(fd: int) -> bool:
     return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
 
 
-def loop_streams(stdin: Any, stdout: Any) -> tuple[LineReader, Writer] | None:
+def loop_streams(
+    stdin: Any, stdout: Any, after_write: Callable[[], None] | None = None
+) -> tuple[LineReader, Writer] | None:
     """Loop-driven streams over the claimed binary ``stdin`` and ``stdout``, or None when either is not a pipe or
-    a socket."""
+    a socket. ``after_write`` runs on the loop once each message is written whole."""
     try:
         fds = stdin.fileno(), stdout.fileno()
     except (AttributeError, OSError, ValueError):
         return None
     if not all(_waitable(fd) for fd in fds):
         return None
-    return LineReader(fds[0]), Writer(fds[1])
+    return LineReader(fds[0]), Writer(fds[1], after_write)
 
 
 class LineReader:
@@ -88,10 +91,13 @@ class LineReader:
 
 
 class Writer:
-    """Text written to a descriptor as UTF-8 without blocking the loop (``write``); ``flush`` has nothing to do."""
+    """Text written to a descriptor as UTF-8 without blocking the loop (``write``); ``flush`` has nothing to do.
+    ``after_write``: what runs once a message is out (the runner's bookkeeping of the call it answered: the client
+    has its answer while the server counts and logs)."""
 
-    def __init__(self, fd: int) -> None:
+    def __init__(self, fd: int, after_write: Callable[[], None] | None = None) -> None:
         self.fd = fd
+        self.after_write = after_write
         self.poll = select.poll()
         self.poll.register(fd, select.POLLOUT)
 
@@ -102,6 +108,8 @@ class Writer:
                 await anyio.wait_writable(self.fd)
                 continue
             view = view[os.write(self.fd, view[:_PIECE]) :]
+        if self.after_write is not None:
+            self.after_write()
 
     async def flush(self) -> None:
         return None

@@ -314,6 +314,12 @@ def test_stdio_over_a_socket_and_from_a_file(workspace: Path, tmp_path: Path) ->
             wire.flush()
             answer = json.loads(wire.readline())
             assert answer["id"] == 2 and "42" in answer["result"]["content"][0]["text"], answer
+            # the call's bookkeeping was settled once its answer was out: the next request sees it
+            read = {"jsonrpc": "2.0", "id": 3, "method": "resources/read", "params": {"uri": "ba://metrics"}}
+            wire.write(json.dumps(read).encode() + b"\n")
+            wire.flush()
+            usage = json.loads(json.loads(wire.readline())["result"]["contents"][0]["text"])["session"]["total"]
+            assert usage["calls"] == 1 and usage["input_tokens"] > 0, usage
         ours.shutdown(socket.SHUT_RDWR)
         assert proc.wait(timeout=20) == 0  # the socket's end is stdin's end
     finally:

@@ -98,6 +98,10 @@ class Runner:
         self.telemetry = telemetry
         self.tokens = tokens
         self.sessions = sessions
+        # A call's bookkeeping (its input tokens, usage, history, telemetry line) when the transport settles it
+        # once the answer is written (``deferring``: stdio on the event loop, ``settle``), else at the call's end.
+        self.deferring = False
+        self.unsettled: list[Callable[[], None]] = []
 
     async def call(
         self, tool: Tool, arguments: dict[str, Any], session: str, progress: Any = None, notify: Notify | None = None
@@ -107,8 +111,18 @@ class Runner:
         ``progress(done, total, message)`` and ``notify(level, message)`` are the client's channels
         (progress notifications and log messages); both optional. The call acts for ``session``
         (``ba_mcp.callers``): the stores show it its own artifacts and code, and what it stores is its own."""
+        self.settle()  # what earlier calls left (an answer never written): a call sees the history before it
         with callers.acting_as(session):
             return await self._call(tool, arguments, session, progress, notify)
+
+    def settle(self) -> None:
+        """The bookkeeping (tokens, usage, telemetry) of the calls answered since the last time, on the event loop
+        like the calls: once an answer is written over stdio, before the next call, and when the App closes."""
+        while self.unsettled:
+            try:
+                self.unsettled.pop(0)()
+            except Exception:
+                log.exception("a call's bookkeeping failed")
 
     async def _call(
         self, tool: Tool, arguments: dict[str, Any], session: str, progress: Any, notify: Notify | None
@@ -133,7 +147,6 @@ class Runner:
         observation: Observation | None = None
         failure: ToolFailure | None = None
         try:
-            record.input_tokens = self.tokens.count_tokens(json.dumps(arguments, default=str)[:200_000])
             params = self._validate(tool, arguments)
             settings = self.settings
             recent = state.recent.within(settings.budget_window_s)
@@ -174,13 +187,23 @@ class Runner:
                 failure.hint = timeout_hint(tool, getattr(failure, "timeout", None), failure.hint)
             record.success = False
             record.error_type, record.error_code = failure.type.value, failure.code
-            record.output_tokens = self.tokens.count_tokens(format_error(tool.name, failure))
         record.duration_ms = round((time.perf_counter() - started) * 1000, 3)
         record.provenance = _provenance(record, observation)
-        state.usage.add(record)
-        state.remember(record)
-        self.telemetry.write(record)
-        _annotate_span(record)
+        state.remember(record)  # before the answer: it may cut the provenance the answer shows
+
+        def bookkeeping() -> None:
+            record.input_tokens = self.tokens.count_tokens(json.dumps(arguments, default=str)[:200_000])
+            if failure is not None:
+                record.output_tokens = self.tokens.count_tokens(format_error(tool.name, failure))
+            state.usage.add(record)
+            self.telemetry.write(record)
+
+        span = trace.get_current_span()
+        if self.deferring and not span.is_recording():
+            self.unsettled.append(bookkeeping)  # out of the answer's way: settled once it is written
+        else:
+            bookkeeping()
+            _annotate_span(span, record)
         return CallOutcome(tool.name, observation, failure, record)
 
     def _observer_for(self, tool: Tool, choice: LevelChoice, recent: int) -> Observe:
@@ -448,8 +471,7 @@ def _allowed(prop: dict[str, Any]) -> str:
     return ""
 
 
-def _annotate_span(rec: CallRecord) -> None:
-    span = trace.get_current_span()
+def _annotate_span(span: Any, rec: CallRecord) -> None:
     if not span.is_recording():
         return
     span.set_attributes(
