@@ -255,7 +255,7 @@ class _SessionMiddleware:
 
 class SdkInternals:
     """The one place that uses private parts of the MCP SDK (mcp 2.3), each because no public hook
-    exists: the low-level server (for ``logging/setLevel`` and the stdio relay), the stdio transport's claim of
+    exists: the low-level server (for ``logging/setLevel`` and serving stdio), the stdio transport's claim of
     fd 0 and 1 (for the streams served on the event loop, ``ba_mcp.stdio``) and the HTTP session
     manager's ``_discard_session`` (to end a session's Python worker with the session).
     ``tests/test_sdk_internals.py`` fails loudly when the SDK changes them."""
@@ -357,28 +357,59 @@ class BaServer(MCPServer[App]):
 
     async def _serve_stdio(self, transport: Any) -> None:
         async with transport as (read_stream, write_stream):
-            inner_send, inner_read = anyio.create_memory_object_stream[Any](0)
             answered = self.initialize_answered = anyio.Event()
+            reading = _AnsweringMalformed(read_stream, write_stream, answered)
+            lowlevel = SdkInternals.lowlevel(self)
+            await lowlevel.run(reading, write_stream, lowlevel.create_initialization_options())
 
-            async def relay() -> None:
-                async with inner_send:
-                    async for item in read_stream:
-                        if not answered.is_set() and not _is_initialize(item):
-                            answered.set()  # a client sends the next message once it has its answer
-                        if isinstance(item, Exception):
-                            await write_stream.send(SessionMessage(_protocol_error(item)))
-                        else:
-                            await inner_send.send(item)
 
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(relay)
-                lowlevel = SdkInternals.lowlevel(self)
-                await lowlevel.run(inner_read, write_stream, lowlevel.create_initialization_options())
-                tg.cancel_scope.cancel()
+class _AnsweringMalformed:
+    """The stdio transport's read stream as the server reads it, with an answer to each line that is not a JSON-RPC
+    message (the SDK's reader passes it on as an exception, which the server would drop) — read in the server's own
+    reading task: no relay task, no hop through another stream for every message."""
+
+    def __init__(self, inner: Any, write_stream: Any, answered: anyio.Event) -> None:
+        self.inner = inner
+        self.write_stream = write_stream
+        self.answered = answered
+
+    @property
+    def last_context(self) -> Any:  # the sender's context the SDK's stream keeps for each message
+        return getattr(self.inner, "last_context", None)
+
+    async def receive(self) -> Any:
+        while True:
+            item = await self.inner.receive()
+            if not self.answered.is_set() and not _is_initialize(item):
+                self.answered.set()  # a client sends the next message once it has its answer
+            if not isinstance(item, Exception):
+                return item
+            await self.write_stream.send(SessionMessage(_protocol_error(item)))
+
+    def __aiter__(self) -> _AnsweringMalformed:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    def close(self) -> None:
+        self.inner.close()
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+    async def __aenter__(self) -> _AnsweringMalformed:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
 
 def _is_initialize(item: Any) -> bool:
-    """Whether a relayed item (a SessionMessage, or the exception of a line that was none) is ``initialize``."""
+    """Whether a read item (a SessionMessage, or the exception of a line that was none) is ``initialize``."""
     return getattr(getattr(item, "message", None), "method", None) == "initialize"
 
 

@@ -1,5 +1,5 @@
 """The private parts of the MCP SDK that ba-mcp relies on (server.SdkInternals). If the SDK renames or
-removes them, this fails loudly instead of a feature silently stopping (logging/setLevel, the stdio relay and claim,
+removes them, this fails loudly instead of a feature silently stopping (logging/setLevel, serving stdio and its claim,
 ending a Python worker with its HTTP session)."""
 
 from __future__ import annotations
