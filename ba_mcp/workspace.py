@@ -249,30 +249,27 @@ class Workspace:
         if not UPLOAD_ID.match(ref):
             raise invalid(f"'{ref[:60]}' is not a valid upload id", "upload ids look like upload_sales")
         want = ref[len("upload_") :]
-        uploads = self.root / "uploads"
-        exact = [p for p in _entries(uploads) if p.name == want]
-        matches = exact or [p for p in _entries(uploads) if upload_id_for(p.name) == ref]
+        names = _names(self.root / "uploads")  # one listing, names only (a query may name eight uploads)
+        matches = [n for n in names if n == want] or [n for n in names if upload_id_for(n) == ref]
         if not matches:
             raise not_found(f"no upload with id {ref}", "read the resource ba://files for the ids of uploads")
         if len(matches) > 1:
-            names = ", ".join(sorted(f"uploads/{p.name}" for p in matches))
-            raise invalid(f"{ref} is ambiguous: it names {names}", "pass the workspace-relative path instead")
-        return self._confined(f"uploads/{matches[0].name}", ref, "upload", ref)
+            listed = ", ".join(sorted(f"uploads/{n}" for n in matches))
+            raise invalid(f"{ref} is ambiguous: it names {listed}", "pass the workspace-relative path instead")
+        return self._confined(f"uploads/{matches[0]}", ref, "upload", ref)
 
     def _existing(self, folder: Path, ref_id: str, kind: RefKind) -> Resolved:
         # A stored item is listed by its metadata file, committed after the data file (T-A):
         # data without metadata is a half-written item and does not exist for readers.
         listed = (folder / f"{ref_id}.meta.json").is_file()
-        matches = [
-            p for p in _entries(folder) if p.name.split(".", 1)[0] == ref_id and not p.name.endswith(".meta.json")
-        ]
+        matches = sorted(n for n in _names(folder) if n.split(".", 1)[0] == ref_id and not n.endswith(".meta.json"))
         if not listed or not matches or not self.owned(kind, ref_id):  # another session's: as if it were not there
             what = "artifact" if kind == "artifact" else "code file"
             raise not_found(
                 f"no {what} with id {ref_id} (it may have expired)",
                 "read the resource ba://files for what is available",
             )
-        return self._confined(f"{folder.name}/{matches[0].name}", ref_id, kind, ref_id)
+        return self._confined(f"{folder.name}/{matches[0]}", ref_id, kind, ref_id)
 
     def _confined(self, relative: str, shown: str, kind: RefKind, ref_id: str | None) -> Resolved:
         """Open ``relative`` beneath the root without following any link, and keep it open."""
@@ -490,6 +487,14 @@ def _walk_beneath(root_fd: int, relative: str, directory: bool = False) -> int:
     finally:
         if current != root_fd:
             os.close(current)
+
+
+def _names(folder: Path) -> list[str]:
+    """The names in ``folder`` but hidden ones, unsorted (none when it cannot be read)."""
+    try:
+        return [n for n in os.listdir(folder) if not n.startswith(".")]
+    except OSError:
+        return []
 
 
 def _entries(folder: Path) -> list[Path]:
