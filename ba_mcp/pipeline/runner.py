@@ -119,10 +119,12 @@ class Runner:
         """The bookkeeping (tokens, usage, telemetry) of the calls answered since the last time, on the event loop
         like the calls: once an answer is written over stdio, before the next call, and when the App closes."""
         while self.unsettled:
-            try:
-                self.unsettled.pop(0)()
-            except Exception:
-                log.exception("a call's bookkeeping failed")
+            pending, self.unsettled = self.unsettled, []
+            for bookkeeping in pending:
+                try:
+                    bookkeeping()
+                except Exception:
+                    log.exception("a call's bookkeeping failed")
 
     async def _call(
         self, tool: Tool, arguments: dict[str, Any], session: str, progress: Any, notify: Notify | None
