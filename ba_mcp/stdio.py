@@ -83,7 +83,11 @@ class LineReader:
                 return line.decode("utf-8", "replace")
             if not self.poll.poll(0):
                 await anyio.wait_readable(self.fd)
-            chunk = os.read(self.fd, _READ)  # readable: takes what is there without blocking
+            try:
+                chunk = os.read(self.fd, _READ)  # readable: takes what is there without blocking
+            except BlockingIOError:  # a descriptor the client made non-blocking, woken for nothing
+                await anyio.wait_readable(self.fd)
+                continue
             if chunk:
                 self.buffer += chunk
             else:
@@ -107,7 +111,10 @@ class Writer:
             if not self.poll.poll(0):
                 await anyio.wait_writable(self.fd)
                 continue
-            view = view[os.write(self.fd, view[:_PIECE]) :]
+            try:
+                view = view[os.write(self.fd, view[:_PIECE]) :]
+            except BlockingIOError:  # a non-blocking socket with less room than the piece: wait for more
+                await anyio.wait_writable(self.fd)
         if self.after_write is not None:
             self.after_write()
 

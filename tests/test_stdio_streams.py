@@ -29,8 +29,10 @@ def _feed(fd: int, pieces: list[bytes], pause: float = 0.0) -> threading.Thread:
     return thread
 
 
-async def test_lines_split_across_reads_a_long_line_bad_bytes_and_a_last_line_without_newline() -> None:
+@pytest.mark.parametrize("blocking", [True, False], ids=["blocking", "non-blocking"])
+async def test_lines_split_across_reads_a_long_line_bad_bytes_and_a_last_line_without_newline(blocking: bool) -> None:
     read, write = os.pipe()
+    os.set_blocking(read, blocking)  # a client may hand over a non-blocking descriptor
     long = b'{"x": "' + b"y" * 3_000_000 + b'"}\n'  # many reads for one line
     pieces = [b'{"a": 1', b'}\n{"b"', b": 2}\r\n", long[:70_000], long[70_000:], b"caf\xc3\xa9 \xff\n", b"tail"]
     feeder = _feed(write, pieces, pause=0.001)
@@ -40,8 +42,10 @@ async def test_lines_split_across_reads_a_long_line_bad_bytes_and_a_last_line_wi
     assert lines == ['{"a": 1}\n', '{"b": 2}\r\n', long.decode(), "café \ufffd\n", "tail"]
 
 
-async def test_an_answer_larger_than_the_pipe_waits_for_its_reader_without_blocking_the_loop() -> None:
+@pytest.mark.parametrize("blocking", [True, False], ids=["blocking", "non-blocking"])
+async def test_an_answer_larger_than_the_pipe_waits_for_its_reader_without_blocking_the_loop(blocking: bool) -> None:
     read, write = os.pipe()
+    os.set_blocking(write, blocking)
     text = "".join(f"line {i} é\n" for i in range(200_000))  # ~2.6 MB: far more than a pipe holds (64 KB)
     got = bytearray()
     ticks = 0
