@@ -3,7 +3,7 @@
 The SDK reads each line and writes each answer in a worker thread (``anyio.wrap_file``): a thread hop for the read,
 the write and the flush of every message, each waking a thread and then the loop again — 0.2 ms of a hello-world
 round trip of 0.75 ms on this machine. These streams read and write the same descriptors (the private duplicates the
-SDK's claim of fd 0 and 1 made, ``SdkInternals.claim_stdio``) from the loop itself:
+SDK's claim of fd 0 and 1 made, ``SdkInternals.claimed_stdio``) from the loop itself:
 
 * a read waits with the loop's epoll until the descriptor has data, then takes what is there;
 * an answer is written in pieces of at most ``PIPE_BUF`` bytes, each once ``poll`` says the descriptor takes that

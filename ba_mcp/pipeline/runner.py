@@ -98,8 +98,8 @@ class Runner:
         self.telemetry = telemetry
         self.tokens = tokens
         self.sessions = sessions
-        # A call's bookkeeping (its input tokens, usage, history, telemetry line) when the transport settles it
-        # once the answer is written (``deferring``: stdio on the event loop, ``settle``), else at the call's end.
+        # A call's bookkeeping (its input tokens, usage, telemetry line) when the transport settles it once the
+        # answer is written (``deferring``: stdio on the event loop, ``settle``), else at the call's end.
         self.deferring = False
         self.unsettled: list[Callable[[], None]] = []
 
@@ -111,7 +111,7 @@ class Runner:
         ``progress(done, total, message)`` and ``notify(level, message)`` are the client's channels
         (progress notifications and log messages); both optional. The call acts for ``session``
         (``ba_mcp.callers``): the stores show it its own artifacts and code, and what it stores is its own."""
-        self.settle()  # what earlier calls left (an answer never written): a call sees the history before it
+        self.settle()  # what earlier calls left unsettled (an answer never written) goes first, in order
         with callers.acting_as(session):
             return await self._call(tool, arguments, session, progress, notify)
 
