@@ -26,7 +26,9 @@ def _err(*parts: Any) -> None:
 
 
 def _settings(args: argparse.Namespace) -> Settings:
-    from ba_mcp.settings import ConfigError, config_file, load_settings
+    """The command's configuration from every source (``settings.config_sources``). What a project's
+    ``ba-mcp.yaml`` was refused, and the command that approves it, goes to stderr (S-17)."""
+    from ba_mcp.settings import ConfigError, config_sources, load_settings
 
     overrides: dict[str, Any] = {"workspace": args.workspace} if getattr(args, "workspace", None) else {}
     roots = {}
@@ -38,11 +40,16 @@ def _settings(args: argparse.Namespace) -> Settings:
         roots[name] = Path(path).expanduser().absolute()
     if roots:
         overrides["files"] = {"read_roots": roots}
+    operator, project = config_sources(getattr(args, "config", None))
     try:
-        return load_settings(config_file(getattr(args, "config", None)), **overrides)
+        settings = load_settings(operator, project=project, **overrides)
     except ConfigError as exc:
         _err(f"ba-mcp: {exc}")
         raise SystemExit(2) from None
+    state = settings.project_file
+    if state is not None and not state.approved and state.ignored:
+        _err(f"ba-mcp: {state.advice()}")
+    return settings
 
 
 # -- serve ------------------------------------------------------------------------------------
@@ -549,16 +556,22 @@ def merge_server_config(path: Path, name: str, entry: dict[str, Any]) -> dict[st
 
 
 def cmd_install(args: argparse.Namespace) -> int:
-    from ba_mcp.settings import config_file, variables_needed
+    from ba_mcp.settings import config_sources, variables_needed
 
     settings = _settings(args)
-    config = config_file(args.config)
+    operator, project = config_sources(args.config)
+    config = args.config  # a project's ba-mcp.yaml is never made the operator's --config of an entry (S-17)
+    if project is not None and args.host == "claude-desktop":
+        _err(
+            f"ba-mcp install: {project} is a project file, not carried into the entry; to make it your own "
+            "configuration pass it with --config"
+        )
     if args.host == "claude-desktop":
         path = args.config_path or claude_desktop_config_path()
         entry = server_entry(settings, config)
         # Claude Desktop starts servers with little of your environment: the variables the configuration's
         # databases name travel in the entry (the file is yours; it is written readable by you alone)
-        carried = variables_needed(config)
+        carried = variables_needed(operator, project=project)
         entry["env"].update({name: os.environ[name] for name in carried})
         entry["env"].update({k: v for k, v in os.environ.items() if k.startswith("BA_MCP_") and k not in entry["env"]})
         if carried:
@@ -580,6 +593,45 @@ def cmd_install(args: argparse.Namespace) -> int:
     print(f"wrote the '{args.name}' server to {path}")
     if args.host == "claude-desktop":
         print("restart Claude Desktop to load it")
+    return 0
+
+
+# -- config -----------------------------------------------------------------------------------
+
+
+def cmd_config(args: argparse.Namespace) -> int:
+    """``ba-mcp config trust|untrust|status [FILE]``: approve a project's ``ba-mcp.yaml`` (S-17). The approval is
+    the digest of the file's exact content, recorded in the user's configuration directory — never in the
+    project — so a changed file needs approval again."""
+    from ba_mcp.settings import PROJECT_FILE, ConfigError, load_settings, trust_project, untrust_project
+
+    path = (args.file or Path.cwd() / PROJECT_FILE).absolute()
+    if not path.is_file():
+        _err(f"ba-mcp config: no {path.name} at {path.parent}")
+        return 2
+    if args.action == "trust":
+        try:
+            load_settings(project=path, environ={})  # what is approved must be valid configuration
+        except ConfigError as exc:
+            _err(f"ba-mcp config: not approved: {exc}")
+            return 2
+        try:
+            digest = trust_project(path)
+        except ConfigError as exc:
+            _err(f"ba-mcp config: {exc}")
+            return 2
+        print(f"approved {path} (sha256 {digest[:16]}…): every key in it applies until the file changes")
+        return 0
+    if args.action == "untrust":
+        print(f"approval withdrawn for {path}" if untrust_project(path) else f"{path} was not approved")
+        return 0
+    try:
+        state = load_settings(project=path, environ={}).project_file
+    except ConfigError as exc:
+        _err(f"ba-mcp config: {exc}")
+        return 2
+    assert state is not None
+    print(state.advice())
     return 0
 
 
@@ -689,6 +741,11 @@ def build_parser(only_serve: bool = False) -> argparse.ArgumentParser:
 
     for engine in engine_commands():  # an engine's own commands (a local server to try it with, …)
         engine.add_commands(sub, common)
+
+    p = sub.add_parser("config", help="approve (trust), withdraw or show a project's ba-mcp.yaml")
+    p.add_argument("action", choices=["trust", "untrust", "status"])
+    p.add_argument("file", nargs="?", type=Path, help="the project file (default: ./ba-mcp.yaml)")
+    p.set_defaults(func=cmd_config)
 
     p = sub.add_parser("doctor", parents=[common], help="check the environment (nothing outside is contacted)")
     p.add_argument("--network", action="store_true", help="also send the search provider one test query")

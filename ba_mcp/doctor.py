@@ -29,6 +29,9 @@ def run_checks(settings: Settings, network: bool = False) -> list[Check]:
     from ba_mcp.settings import config_dir
 
     checks = [Check("configuration", True, "valid")]
+    if settings.project_file is not None:  # S-17: what the project's ba-mcp.yaml was refused, and how to approve it
+        project = settings.project_file
+        checks.append(Check("project file", project.approved or not project.ignored, project.advice()))
     counter = TokenCounter(config_dir() / "token_encoders.yaml", settings.model_family)
     info = counter.model_info()
     checks.append(
@@ -166,7 +169,7 @@ def _check_databases(settings: Settings, root: Path, sessions: Path, network: bo
             detail += f"; {info['detail']}"
         if info.get("read_only_by_driver") is False:
             detail += "; the driver cannot make the connection read-only: connect as a user that can only read"
-        return Check(label, True, detail)
+        return Check(label, True, redact(detail, conf))  # the role may be what ${PGUSER} gave
 
     engines = {name: engine_of(conf.kind) for name, conf in settings.databases.items()}
     connected = [

@@ -55,14 +55,15 @@ def run_folder(
     the ``ba-mcp.yaml`` of the current folder, as every command): 0 when every step ran."""
     from ba_mcp.app import App
     from ba_mcp.errors import ToolFailure
-    from ba_mcp.settings import ConfigError, config_file, load_settings
+    from ba_mcp.settings import ConfigError, config_sources, load_settings
 
     manifest = read_manifest(folder.parent, folder.name, shared=True)  # the operator runs it
     values = typed_values(manifest.get("parameters") or {}, given)
     defaults = {n: s.get("default") for n, s in (manifest.get("parameters") or {}).items()}
-    chosen = config_file(config)
+    operator, project = config_sources(config)
+    chosen = config if config is not None else project
     try:
-        settings = load_settings(chosen, workspace=folder.parent.parent)
+        settings = load_settings(operator, project=project, workspace=folder.parent.parent)
     except ConfigError as exc:
         echo(f"FAILED: {exc}")
         return 2

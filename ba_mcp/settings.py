@@ -1,6 +1,12 @@
-"""Settings: the shipped ``config/default.yaml`` < an optional user YAML (``--config``, else the ``ba-mcp.yaml`` of
-the folder a command starts in: ``config_file``) < ``BA_MCP_*`` variables < explicit arguments (command-line flags),
-each overriding the one before.
+"""Settings: the shipped ``config/default.yaml`` < the user-level file (``config.yaml`` in the platform's
+configuration directory) < ``--config`` < the project file (the ``ba-mcp.yaml`` of the folder a command starts in,
+read when no ``--config`` is given) < ``BA_MCP_*`` variables < explicit arguments (command-line flags), each
+overriding the one before (``config_sources``).
+
+**Who may set what (S-17).** Every source but the project file is the operator's and may set every key. The project
+file is untrusted input — a repository someone else wrote — and passes one trust gate here, nowhere else: until the
+user approves its exact content (``trust_project``: its digest recorded in the user's configuration directory), it
+may only add what loosens no boundary (``_gate_project``); the keys it was refused are named (``ProjectFile``).
 
 ``load_settings()`` is the one entry point. It returns a validated, immutable ``Settings`` or raises
 ``ConfigError`` whose message names the offending key (``tools.file_reader.timeout_s: …``) — in YAML
@@ -22,7 +28,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, ValidationError, model_validator
 
 from ba_mcp import registry
 
@@ -135,10 +141,23 @@ class DatabaseSettings(_Section):
     allow_privileged_role: bool = False  # serve a role with server-file or program privileges
     allow_writable_role: bool = False  # serve a role that can write, create objects or reach other databases (S-14)
     allow_unguarded_writes: bool = False  # serve an endpoint whose engine runs without ba-mcp's read-only rule
+    # PostgreSQL: functions beyond the catalog's allow-list a statement may call, by name (an extension's, S-14)
+    allow_functions: list[str] = Field([], max_length=500)
     schemas: list[str] = []
     threads: int = Field(2, ge=1, le=64)
     memory_limit: str = Field("2GB", pattern=r"^\d+(\.\d+)?\s*(KB|MB|GB|TB|KiB|MiB|GiB|TiB)$")
     max_concurrent: int = Field(4, ge=1, le=64)
+    # set by load_settings: the url and options as written (``${VAR}`` unexpanded) and the values the variables gave
+    _written: dict[str, str] = PrivateAttr(default_factory=dict)
+    _expanded: list[str] = PrivateAttr(default_factory=list)
+
+    def written(self, key: str) -> str | None:
+        """``url`` or ``options.<k>`` as the configuration wrote it, when it named environment variables."""
+        return self._written.get(key)
+
+    def expanded(self) -> list[str]:
+        """The values ``${VAR}`` gave this database's url and options: shown nowhere (S-1, S-11)."""
+        return list(self._expanded)
 
     @model_validator(mode="after")
     def _one_kind(self) -> DatabaseSettings:
@@ -364,6 +383,12 @@ class Settings(_Section):
     metrics: MetricsSettings = MetricsSettings()
     files: FilesSettings = FilesSettings()
     tools: ToolsSettings = ToolsSettings()
+    _project: ProjectFile | None = PrivateAttr(None)  # set by load_settings
+
+    @property
+    def project_file(self) -> ProjectFile | None:
+        """The project's ``ba-mcp.yaml`` this configuration read, and what it was refused (S-17)."""
+        return self._project
 
     @model_validator(mode="after")
     def _dbt_databases(self) -> Settings:
@@ -399,9 +424,15 @@ class Settings(_Section):
 
 def _read_yaml(path: Path) -> dict[str, Any]:
     try:
-        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_SAFE_LOADER)
+        text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"cannot read configuration file {path.name}: {exc.strerror}") from None
+    return _parse_yaml(text, path)
+
+
+def _parse_yaml(text: str, path: Path) -> dict[str, Any]:
+    try:
+        data = yaml.load(text, Loader=_SAFE_LOADER)
     except yaml.YAMLError as exc:
         raise ConfigError(f"configuration file {path.name} is not valid YAML: {exc}") from None
     if data is None:
@@ -475,23 +506,219 @@ def environment_values(environ: Mapping[str, str]) -> tuple[dict[str, Any], dict
 
 
 PROJECT_FILE = "ba-mcp.yaml"
+USER_FILE = "config.yaml"  # the user-level file, in the platform's configuration directory
+TRUST_FILE = "trusted-projects.json"  # the project files the user approved, by path and digest
 
 
-def config_file(given: Path | None, cwd: Path | None = None) -> Path | None:
-    """The user configuration every command and host reads: ``--config`` when given, else the project's
-    ``ba-mcp.yaml`` in the folder the command starts in (where Claude Code starts a plugin's server), else none."""
+def user_config_dir() -> Path:
+    """The platform's configuration directory for ba-mcp (``~/.config/ba-mcp`` on Linux, ``XDG_CONFIG_HOME``):
+    the user-level file and the approvals of project files live here, outside every project."""
+    import platformdirs
+
+    return Path(platformdirs.user_config_dir("ba-mcp", appauthor=False))
+
+
+def config_sources(given: Path | None, cwd: Path | None = None) -> tuple[list[Path], Path | None]:
+    """Where a command's configuration comes from: the operator's files (the user-level file when it exists, then
+    ``--config``) and the project file — the ``ba-mcp.yaml`` of the folder the command starts in (where Claude
+    Code starts a plugin's server), read when no ``--config`` is given."""
+    operator = [found] if (found := user_config_dir() / USER_FILE).is_file() else []
     if given is not None:
-        return given
-    found = (cwd or Path.cwd()) / PROJECT_FILE
-    return found.absolute() if found.is_file() else None
+        return [*operator, given], None
+    project = (cwd or Path.cwd()) / PROJECT_FILE
+    return operator, (project.absolute() if project.is_file() else None)
 
 
-def variables_needed(user_config: Path | None, environ: Mapping[str, str] | None = None) -> list[str]:
+# -- the project file: untrusted input until its exact content is approved (S-17) -------------------------------
+
+
+def _digest(data: bytes) -> str:
+    import hashlib
+
+    return hashlib.sha256(data).hexdigest()
+
+
+def _approvals() -> dict[str, str]:
+    try:
+        data = json.loads((user_config_dir() / TRUST_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+
+
+def _write_approvals(approvals: dict[str, str]) -> Path:
+    folder = user_config_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / TRUST_FILE
+    tmp = folder / f".{TRUST_FILE}.{os.getpid()}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        json.dump(approvals, f, indent=2, sort_keys=True)
+    os.replace(tmp, target)
+    return target
+
+
+def trust_project(path: Path) -> str:
+    """Approve the project file ``path`` as it is now: its digest is recorded in the user's configuration
+    directory (never in the project). A later change of one byte needs approval again. Returns the digest."""
+    path = path.absolute()
+    try:
+        digest = _digest(path.read_bytes())
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror}") from None
+    approvals = _approvals()
+    approvals[str(path)] = digest
+    _write_approvals(approvals)
+    return digest
+
+
+def untrust_project(path: Path) -> bool:
+    """Withdraw the approval of ``path``; whether there was one."""
+    approvals = _approvals()
+    found = approvals.pop(str(path.absolute()), None)
+    if found is not None:
+        _write_approvals(approvals)
+    return found is not None
+
+
+class ProjectFile:
+    """What became of a project file: its path and digest, whether the user approved this exact content (or an
+    earlier one: ``changed``), and the keys it was refused (``ignored``: ``key — why``)."""
+
+    def __init__(self, path: Path, digest: str, approved: bool, changed: bool, ignored: list[str]) -> None:
+        self.path, self.digest, self.approved, self.changed, self.ignored = path, digest, approved, changed, ignored
+
+    def advice(self) -> str:
+        """One paragraph for stderr and ``doctor``: what was ignored and the command that approves it."""
+        if self.approved:
+            return f"{self.path.name} in {self.path.parent}: approved (every key applies)"
+        why = "changed since you approved it" if self.changed else "not approved"
+        if not self.ignored:
+            return f"{self.path.name} in {self.path.parent}: {why}; it sets nothing that needs approval"
+        return (
+            f"{self.path.name} in {self.path.parent} is {why}, so these keys were ignored: "
+            + "; ".join(self.ignored)
+            + f". If you trust this file, approve its exact content: ba-mcp config trust {self.path}"
+        )
+
+
+# Keys a project file may set without approval: additions that loosen no boundary.
+_PROJECT_DATABASE_KEYS = ("path", "url", "driver", "options", "description", "schemas")
+_PACKAGE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _inside(folder: Path, value: Any) -> Path | None:
+    """``value`` as an absolute path when it names something inside ``folder`` (symbolic links followed), else
+    None."""
+    if not isinstance(value, str | Path) or not str(value) or str(value).startswith("~"):
+        return None
+    real = Path(os.path.realpath(folder / value))
+    base = Path(os.path.realpath(folder))
+    return real if real == base or base in real.parents else None
+
+
+def _leaves(prefix: str, value: Any) -> list[str]:
+    """The dotted keys ``value`` sets beneath ``prefix``, one level down (``sandbox.network``)."""
+    if isinstance(value, dict) and value:
+        return [f"{prefix}.{k}" for k in value]
+    return [prefix]
+
+
+def _gate_project(values: dict[str, Any], folder: Path, taken: set[str]) -> tuple[dict[str, Any], list[str]]:
+    """What an unapproved project file may set (S-17): its own databases (new names; no ``allow_*`` flags, no
+    limits, no ``${VAR}``; files inside the project; a driver by package name), metric files, dbt projects and
+    skills inside the project, descriptions. Everything else is ignored, each key named with the reason."""
+    kept: dict[str, Any] = {}
+    ignored: list[str] = []
+    for key, value in values.items():
+        if key == "databases" and isinstance(value, dict):
+            for name, conf in value.items():
+                verdict = _project_database(str(name), conf, folder, taken)
+                if isinstance(verdict, str):
+                    ignored.append(f"databases.{name} — {verdict}")
+                    continue
+                kept.setdefault("databases", {})[name] = verdict[0]
+                ignored += [f"databases.{name}.{k} — {why}" for k, why in verdict[1]]
+        elif key in ("metrics", "skills") and isinstance(value, dict):
+            for sub, item in value.items():
+                dotted = f"{key}.{sub}"
+                if sub == "paths" and isinstance(item, list):
+                    inside = [_inside(folder, p) for p in item]
+                    outside = [str(p) for p, i in zip(item, inside, strict=True) if i is None]
+                    kept.setdefault(key, {})[sub] = [i for i in inside if i is not None]
+                    if outside:
+                        ignored.append(f"{dotted} {', '.join(outside)} — outside the project")
+                elif key == "metrics" and sub == "dbt" and isinstance(item, list):
+                    chosen = []
+                    for entry in item:
+                        where = _inside(folder, entry.get("project")) if isinstance(entry, dict) else None
+                        if where is None:
+                            ignored.append(f"{dotted} {entry!r:.80} — the dbt project is outside the project")
+                        else:
+                            chosen.append({**entry, "project": where})
+                    kept.setdefault(key, {})[sub] = chosen
+                elif key == "metrics" and sub == "demo":
+                    kept.setdefault(key, {})[sub] = item
+                else:
+                    ignored.append(f"{dotted} — needs approval")
+        else:
+            ignored += [f"{k} — needs approval" for k in _leaves(key, value)]
+    return kept, ignored
+
+
+def _project_database(
+    name: str, conf: Any, folder: Path, taken: set[str]
+) -> str | tuple[dict[str, Any], list[tuple[str, str]]]:
+    """A project's database as it may be served unapproved (with the keys left out and why), or why it is not."""
+    if name in taken:
+        return "the operator's database of this name is served (a project file cannot replace it)"
+    if not isinstance(conf, dict):
+        return "not a mapping"
+    texts = [conf.get("url"), *((conf.get("options") or {}).values() if isinstance(conf.get("options"), dict) else [])]
+    if any(isinstance(t, str) and "${" in t for t in texts):
+        return "it reads environment variables (${…}), which only the operator's configuration or an approval allows"
+    out = {k: v for k, v in conf.items() if k in _PROJECT_DATABASE_KEYS}
+    left = [(k, "needs approval") for k in conf if k not in _PROJECT_DATABASE_KEYS]
+    if "path" in out and out["path"] is not None:
+        inside = _inside(folder, out["path"])
+        if inside is None:
+            return f"its file {out['path']} is outside the project"
+        out["path"] = inside
+    url = out.get("url")
+    if isinstance(url, str) and url.startswith("sqlite:"):  # a file: four slashes and a path inside the project
+        from urllib.parse import unquote
+
+        target = unquote(url[len("sqlite:") :].split("?", 1)[0])
+        if not target.startswith("////") or _inside(folder, target[3:]) is None:
+            return f"its file {target.lstrip('/')[:80]} is not inside the project (sqlite:////<absolute path>)"
+    driver = out.get("driver")
+    if driver is not None and not (isinstance(driver, str) and _PACKAGE_NAME.match(driver)):
+        return "its driver is not a package name (a driver manifest or library path needs approval)"
+    return out, left
+
+
+def _read_source(path: Path) -> tuple[dict[str, Any], str]:
+    """A YAML file's mapping and the digest of the very bytes it was parsed from."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"cannot read configuration file {path.name}: {exc.strerror}") from None
+    return _parse_yaml(data.decode("utf-8", errors="replace"), path), _digest(data)
+
+
+def variables_needed(
+    user_config: Path | list[Path] | None,
+    environ: Mapping[str, str] | None = None,
+    project: Path | None = None,
+) -> list[str]:
     """The environment variables the configuration's databases name (``${VAR}`` in a url or an option): what a
-    host's entry must carry for the server to start there."""
-    values = _read_yaml(config_dir() / "default.yaml")
-    if user_config is not None:
-        values = _merge(values, _read_yaml(user_config))
+    host's entry must carry for the server to start there. Only the operator's sources (and an approved project
+    file) name variables."""
+    values = _operator_values(user_config)
+    if project is not None:
+        data, digest = _read_source(project)
+        if _approvals().get(str(project.absolute())) == digest:
+            values = _merge(values, data)
     values = _merge(values, environment_values(os.environ if environ is None else environ)[0])
     found: list[str] = []
     for conf in (values.get("databases") or {}).values():
@@ -505,25 +732,48 @@ def variables_needed(user_config: Path | None, environ: Mapping[str, str] | None
     return found
 
 
+def _operator_values(user_config: Path | list[Path] | None) -> dict[str, Any]:
+    values = _read_yaml(config_dir() / "default.yaml")
+    files = [user_config] if isinstance(user_config, Path) else list(user_config or [])
+    for path in files:
+        values = _merge(values, _read_yaml(path))
+    return values
+
+
 def load_settings(
-    user_config: Path | None = None,
+    user_config: Path | list[Path] | None = None,
     *,
+    project: Path | None = None,
     environ: Mapping[str, str] | None = None,
     tool_models: Mapping[str, type[ToolSettings]] | None = None,
     **overrides: Any,
 ) -> Settings:
-    """Load and validate the configuration: default.yaml < ``user_config`` < ``BA_MCP_*`` environment
-    (``environ``, default ``os.environ``) < ``overrides`` (command-line flags, explicit arguments).
+    """Load and validate the configuration: default.yaml < ``user_config`` (the operator's files, in order) <
+    ``project`` (a project's ``ba-mcp.yaml``: whole when the user approved its exact content, else only what
+    loosens nothing — S-17) < ``BA_MCP_*`` environment (``environ``, default ``os.environ``) < ``overrides``
+    (command-line flags, explicit arguments). ``${VAR}`` is expanded only in what the operator's sources (or an
+    approved project file) wrote; the expanded values are kept out of every message (``DatabaseSettings``).
 
     ``tool_models`` names tools beyond the built-in ones (an embedding application's, a test's) with
     the settings model of each; any other ``tools.<name>`` is an error."""
-    values = _read_yaml(config_dir() / "default.yaml")
-    if user_config is not None:
-        values = _merge(values, _read_yaml(user_config))
-    env, origin = environment_values(os.environ if environ is None else environ)
+    environ = os.environ if environ is None else environ
+    values = _operator_values(user_config)
+    env, origin = environment_values(environ)
+    state: ProjectFile | None = None
+    if project is not None:
+        project = project.absolute()
+        data, digest = _read_source(project)
+        approved = _approvals().get(str(project))
+        if approved == digest:
+            state = ProjectFile(project, digest, True, False, [])
+        else:
+            taken = set(values.get("databases") or {}) | set(env.get("databases") or {})
+            data, ignored = _gate_project(data, project.parent, taken)
+            state = ProjectFile(project, digest, False, approved is not None, ignored)
+        values = _merge(values, data)
     values = _merge(values, env)
     values = _merge(values, {k: v for k, v in overrides.items() if v is not None})
-    _expand_database_variables(values, os.environ if environ is None else environ, origin)
+    written = _expand_database_variables(values, environ, origin)
     moved = _moved_keys(values, origin)
     if moved:
         raise ConfigError("invalid configuration: " + "; ".join(moved))
@@ -545,16 +795,26 @@ def load_settings(
             problems += _problems(exc, origin, prefix=f"tools.{name}")
     if problems:
         raise ConfigError("invalid configuration: " + "; ".join(problems))
+    for name, (texts, expanded) in written.items():
+        if name in settings.databases:
+            settings.databases[name]._written = texts
+            settings.databases[name]._expanded = expanded
+    settings._project = state
     return settings
 
 
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
-def _expand_database_variables(values: dict[str, Any], environ: Mapping[str, str], origin: Mapping[str, str]) -> None:
+def _expand_database_variables(
+    values: dict[str, Any], environ: Mapping[str, str], origin: Mapping[str, str]
+) -> dict[str, tuple[dict[str, str], list[str]]]:
     """``${VAR}`` in a database's ``url`` and ``options`` is read from the environment now, so no secret need sit
-    in a file. A variable that is not set stops the start, naming the key and the variable (never a value)."""
+    in a file. A variable that is not set stops the start, naming the key and the variable (never a value). Per
+    database: its texts as written (``url``, ``options.<k>``) and the values the variables gave, so that no
+    message shows them (S-1, S-11)."""
     problems = []
+    written: dict[str, tuple[dict[str, str], list[str]]] = {}
     for name, conf in (values.get("databases") or {}).items():
         if not isinstance(conf, dict):
             continue
@@ -563,15 +823,19 @@ def _expand_database_variables(values: dict[str, Any], environ: Mapping[str, str
             keys += [(conf["options"], k, f"databases.{name}.options.{k}") for k in conf["options"]]
         for holder, key, dotted in keys:
             text = holder.get(key)
-            if not isinstance(text, str):
+            if not isinstance(text, str) or not _VARIABLE.search(text):
                 continue
             missing = [v for v in _VARIABLE.findall(text) if v not in environ]
             if missing:
                 problems.append(f"{_named(dotted, origin)}: the environment variable {missing[0]} is not set")
                 continue
+            texts, expanded = written.setdefault(str(name), ({}, []))
+            texts[dotted.removeprefix(f"databases.{name}.")] = text
+            expanded += [environ[v] for v in _VARIABLE.findall(text) if environ[v]]
             holder[key] = _VARIABLE.sub(lambda m: environ[m.group(1)], text)
     if problems:
         raise ConfigError("invalid configuration: " + "; ".join(problems))
+    return written
 
 
 def _problems(exc: ValidationError, origin: Mapping[str, str], prefix: str = "") -> list[str]:

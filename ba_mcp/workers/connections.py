@@ -54,15 +54,18 @@ def secrets_of(conf: DatabaseSettings) -> list[str]:
         found += [m.group(2) for m in _SECRET_PARAM.finditer(url) if m.group(2)]
         found += [unquote(s) for s in found[1:]]
     found += [v.get_secret_value() for v in conf.options.values() if v.get_secret_value()]
+    found += conf.expanded()  # what ${VAR} gave: a user name, a host, a token — none is shown
     return sorted({s for s in found if len(s) >= 3}, key=len, reverse=True)
 
 
 def shown_url(conf: DatabaseSettings) -> str:
     """The URL with its credentials replaced (for the doctor and errors): the password of its user part and the
-    value of every query parameter that carries one."""
+    value of every query parameter that carries one; where the configuration named variables, as written."""
     if conf.url is None:
         return ""
-    url = re.sub(r"^([a-z+]+://[^:/@]*):[^@]*@", r"\1:***@", conf.url.get_secret_value())
+    # as written when it named variables (``${PGUSER}``: the name, never the value)
+    url = conf.written("url") or conf.url.get_secret_value()
+    url = re.sub(r"^([a-z+]+://[^:/@]*):[^@]*@", r"\1:***@", url)
     return _SECRET_PARAM.sub(r"\1***", url)
 
 
