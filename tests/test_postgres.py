@@ -73,6 +73,9 @@ def _env(pg: pg_server.Postgres, **extra: str) -> dict[str, str]:
         "BA_MCP_DATABASES__LINKED__URL": pg.url("analyst", "linked"),
         "BA_MCP_DATABASES__LINKEDOK__URL": pg.url("analyst", "linked"),
         "BA_MCP_DATABASES__LINKEDOK__ALLOW_WRITABLE_ROLE": "true",
+        "BA_MCP_DATABASES__TRGM__URL": pg.url("analyst", "linked"),  # pg_trgm's similarity allowed by name
+        "BA_MCP_DATABASES__TRGM__ALLOW_WRITABLE_ROLE": "true",
+        "BA_MCP_DATABASES__TRGM__ALLOW_FUNCTIONS": '["similarity"]',
         "BA_MCP_DATABASES__QUERYPW__URL": f"postgresql://analyst@127.0.0.1:{pg.port}/shop?password=Query-Secret-9",
         "BA_MCP_DATABASES__QUERYDOWN__URL": f"postgresql://analyst@127.0.0.1:{closed}/shop?sslmode=disable&password=Query-Secret-9",
         "BA_MCP_DATABASES__SUPER__URL": pg.url("postgres"),
@@ -246,8 +249,8 @@ async def test_a_role_that_can_write_or_use_dblink_is_refused_and_dblink_never_c
     failed, text = await _ask(shop, said, database="linked", query=attack)
     assert failed and "WRITABLE_ROLE" in text and "dblink" in text, text
     said.pop()  # the attack's own text holds the owner's password (the model wrote it, not the server)
-    failed, text = await _ask(shop, said, database="linkedok", query=attack)  # allowed by name: the plan is vetted
-    assert failed and "OTHER_SESSIONS" in text and "dblink_exec" in text, text
+    failed, text = await _ask(shop, said, database="linkedok", query=attack)  # the role allowed by name: not dblink
+    assert failed and "FUNCTION_NOT_ALLOWED" in text and "dblink_exec" in text, text
     said.pop()
     assert pg.sql("SELECT count(*) FROM ledger", database="linked")[0][0] == 0
 
@@ -256,18 +259,85 @@ async def test_no_lock_or_session_state_outlives_a_call(
     shop: ClientSession, pg: pg_server.Postgres, said: list[str]
 ) -> None:
     """S-14: session-level advisory locks (a rollback keeps them) filling the lock table blocked every new
-    connection to the server, a superuser's too; prepared statements outlived the call."""
-    failed, text = await _ask(
-        shop, said, database="shop", query="SELECT count(pg_advisory_lock(k)) FROM generate_series(1, 100000) k"
-    )
-    assert failed, text  # out of shared memory, within the call
-    failed, text = await _ask(shop, said, database="shop", query="SELECT pg_advisory_lock(7) AS held")
-    assert not failed, text
+    connection to the server, a superuser's too — and the reset after the answer left them for over a second: the
+    lock functions are off the allow-list, so no lock is ever taken; prepared statements outlived the call."""
+    for attack in (
+        "SELECT count(pg_advisory_lock(k)) FROM generate_series(1, 100000) k",
+        "SELECT pg_advisory_lock(7) AS held",
+        "SELECT pg_try_advisory_xact_lock(7) AS held",
+    ):
+        failed, text = await _ask(shop, said, database="shop", query=attack)
+        assert failed and "FUNCTION_NOT_ALLOWED" in text and "advisory" in text, text
+        assert pg.sql("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'")[0][0] == 0
     failed, text = await _ask(shop, said, database="shop", query="PREPARE kept AS SELECT 1")
-    assert pg.sql("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'")[0][0] == 0
     assert pg.sql("SELECT 1", role="analyst")[0][0] == 1  # a new connection is served
-    failed, text = await _ask(shop, said, database="shop", query="SELECT count(*) AS n FROM pg_prepared_statements")
-    assert not failed and text.rstrip().endswith("0"), text
+    failed, text = await _ask(shop, said, database="shop", query="EXECUTE kept")
+    assert failed and 'prepared statement "kept" does not exist' in text, text
+
+
+async def test_a_statement_calls_only_functions_on_the_catalogs_allow_list(
+    shop: ClientSession, pg: pg_server.Postgres, said: list[str]
+) -> None:
+    """S-14: functions that run SQL given as a string hide their inner statement from the plan — another session's
+    SQL was read, and ended, through them; the names are read by PostgreSQL's own parser, wherever they stand
+    (VALUES, LIMIT, attribute notation), and a view the DBA made over pg_stat_activity reads like the view."""
+    pg.sql(
+        "CREATE OR REPLACE VIEW public.activity AS SELECT query FROM pg_stat_activity",
+        "GRANT SELECT ON public.activity TO analyst",
+        "CREATE EXTENSION IF NOT EXISTS pg_trgm",
+    )
+    pg.sql("CREATE EXTENSION IF NOT EXISTS pg_trgm", database="linked")
+    for attack, named in (
+        ("SELECT query_to_xml('select query from pg_' || 'stat_activity', true, false, '')", "query_to_xml"),
+        (
+            "SELECT query_to_xml(format('select pg_%s(pid) from pg_stat_activity', 'terminate_backend'), true, "
+            "false, '')",
+            "query_to_xml",
+        ),
+        ("SELECT * FROM ts_stat('select to_tsvector(query) from pg_stat_activity')", "ts_stat"),
+        ("SELECT cursor_to_xml('c', 1, false, false, '')", "cursor_to_xml"),
+        ("SELECT query_to_xml_and_xmlschema('select 1', true, false, '')", "query_to_xml_and_xmlschema"),
+        ("SELECT * FROM (VALUES (query_to_xml('select 1', true, false, ''))) v(x)", "query_to_xml"),
+        ("SELECT 1 LIMIT length(query_to_xml('select 1', true, false, '')::text)", "query_to_xml"),
+        (
+            "SELECT sum(x) OVER (ROWS BETWEEN pg_backend_pid() PRECEDING AND CURRENT ROW) FROM (SELECT 1 x) t",
+            "pg_backend_pid",
+        ),
+        ("SELECT * FROM activity", "activity"),
+        ("SELECT pg_read_file('/etc/passwd')", "pg_read_file"),
+        ("SELECT lo_get(1)", "lo_get"),
+        ("SELECT pg_catalog.pg_terminate_backend(1)", "pg_terminate_backend"),
+        ("SELECT pg_try_advisory_lock(1)", "pg_try_advisory_lock"),
+        ("SELECT set_config('work_mem', '1GB', false)", "set_config"),
+        ("SELECT similarity('word', 'words')", "similarity"),  # an extension's function: off unless named
+    ):
+        failed, text = await _ask(shop, said, database="shop", query=attack)
+        assert failed and "FUNCTION_NOT_ALLOWED" in text and named in text, (attack, text)
+    # what analysts use: dates, text, math, JSON, aggregates, windows, series, the information schema
+    for query in (
+        "SELECT date_trunc('month', now())::date AS m, extract(year FROM current_date) AS y, "
+        "to_char(DATE '2025-03-01', 'YYYY-MM') AS ym, age(TIMESTAMP '2025-03-01', TIMESTAMP '2024-01-01') AS a",
+        "SELECT upper(segment) AS s, length(segment) AS n, regexp_replace(segment, 'e', 'E', 'g') AS r, "
+        "coalesce(nullif(segment, ''), '-') AS c, segment ILIKE '%cons%' AS l FROM customers LIMIT 3",
+        "SELECT round(avg(amount), 2) AS a, percentile_cont(0.5) WITHIN GROUP (ORDER BY amount) AS median, "
+        "stddev(amount) AS sd, string_agg(DISTINCT status, ',') AS statuses, count(*) FILTER (WHERE amount > 0) AS n "
+        "FROM orders",
+        "SELECT id, amount, lag(amount) OVER (ORDER BY id) AS prev, row_number() OVER w AS r, "
+        "sum(amount) OVER (ORDER BY id ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) AS rolling FROM orders "
+        "WINDOW w AS (PARTITION BY customer_id ORDER BY id) ORDER BY id LIMIT 5",
+        "SELECT jsonb_build_object('a', 1) ->> 'a' AS a, json_agg(x) AS j, to_jsonb(ARRAY[1, 2]) AS arr "
+        "FROM generate_series(1, 3) x",
+        "SELECT random() < 2 AS r, gen_random_uuid() IS NOT NULL AS u, "
+        "clock_timestamp() > now() - interval '1 day' AS t",
+        "SELECT count(*) AS n FROM orders TABLESAMPLE BERNOULLI (50) REPEATABLE (1)",
+        "SELECT column_name, data_type FROM information_schema.columns WHERE table_name = 'orders'",
+        "SELECT * FROM revenue_by_segment",
+        "SELECT amount::numeric(14, 2) AS a, CAST(id AS text) AS t, id BETWEEN 1 AND 3 AS b FROM orders LIMIT 2",
+    ):
+        failed, text = await _ask(shop, said, database="shop", query=query)
+        assert not failed, (query, text)
+    failed, text = await _ask(shop, said, database="trgm", query="SELECT similarity('word', 'words') AS s")
+    assert not failed and "0.57" in text, text  # allowed by name: databases.trgm.allow_functions
 
 
 @pytest.mark.slow
@@ -294,7 +364,7 @@ async def test_one_session_cannot_see_or_end_anothers_statements(
         "SELECT pg_stat_get_backend_activity(b) FROM pg_stat_get_backend_idset() b",
     ):
         failed, text = await _ask(shop, said, database="writer", query=attack)
-        assert failed and "OTHER_SESSIONS" in text, (attack, text)
+        assert failed and "FUNCTION_NOT_ALLOWED" in text, (attack, text)
     failed, text = await running
     assert not failed and "secret plan" in text, text  # the other session's statement ran to its end
 

@@ -268,6 +268,7 @@ class ConnectedEngine:
             "allow_privileged_role": conf.allow_privileged_role,
             "allow_writable_role": conf.allow_writable_role,
             "allow_unguarded_writes": conf.allow_unguarded_writes,
+            "allow_functions": list(conf.allow_functions),
         }
 
     def message(self, exc: EngineError) -> str:
