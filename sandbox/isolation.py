@@ -19,7 +19,8 @@ that are active, which the worker reports to the server (and ``ba-mcp doctor`` s
 * an **unprivileged user**: as root, the worker switches to ``options["uid"]`` (default 65534) after
   the mounts; otherwise a user namespace maps the caller's own uid. Every capability is dropped
   (bounding set, securebits, capset) and ``no_new_privs`` is set;
-* a **seccomp filter** (via libseccomp) refusing the system calls a sandbox never needs: mount,
+* a **seccomp filter** (via libseccomp) refusing the system calls a sandbox never needs: execve and execveat (no
+  program runs but the worker: S-18), mount,
   pivot_root, new namespaces (unshare, setns, clone with namespace flags), ptrace, kernel keyrings,
   bpf, perf events, userfaultfd, module and kexec loading, open_by_handle_at;
 * **resource limits** (RLIMIT_AS, RLIMIT_CPU, RLIMIT_NPROC, RLIMIT_FSIZE, no core files).
@@ -543,8 +544,12 @@ def _drop_capabilities(libc: _Libc, keep: tuple[int, ...] = ()) -> None:
 
 # -- seccomp --------------------------------------------------------------------------------------
 
-# System calls a data-analysis sandbox never needs, refused with EPERM.
+# System calls a data-analysis sandbox never needs, refused with EPERM. ``execve``/``execveat`` first (S-18): once
+# the worker runs, no other program does — no shell, no compiler, no binary a cell wrote (a library that would shell
+# out gets EPERM: ``subprocess`` raises PermissionError, ``os.system`` returns 127).
 DENIED_SYSCALLS = (
+    "execve",
+    "execveat",
     "mount",
     "umount2",
     "pivot_root",
@@ -614,7 +619,7 @@ def _seccomp() -> Protection:
         return (P.DEGRADED, f"seccomp: not active ({exc})")
     return (
         P.SECCOMP_FILTER,
-        "seccomp filter (no mount, namespaces, ptrace, keyrings, bpf, perf, io_uring, module loading)",
+        "seccomp filter (no other program, mount, namespaces, ptrace, keyrings, bpf, perf, io_uring, module loading)",
     )
 
 
