@@ -90,7 +90,7 @@ class App:
             log.warning("skill %s", warning)
         self.workspace.add_scheme("skill", self._skill_file)
         self.artifacts = ArtifactStore(self.workspace.dir("artifacts"), settings.artifacts)
-        self.exports = Exports(settings.export_root(), self.artifacts)
+        self.exports = Exports(settings.export_root(), self.artifacts, configuration_folders(settings, self.workspace))
         rp = settings.tools.run_python
         self.code = CodeStore(
             self.workspace.dir("code"), rp.code_store_max_bytes, rp.code_ttl_hours * 3600, settings.artifacts.shared
@@ -254,6 +254,18 @@ class App:
         except OSError as exc:
             log.warning("artifact cleanup failed: %s", exc.strerror)
             return {}
+
+
+def configuration_folders(settings: Settings, workspace: Workspace) -> list[Path]:
+    """The folders the server reads configuration from — skills, metric files (the workspace's and each read
+    root's ``metrics/``, ``metrics.paths``), dbt projects: no tool writes into them (S-18)."""
+    from ba_mcp.skills import sources
+
+    found = [folder for _, folder in sources(settings.skills)]
+    found += [workspace.root / "metrics", *(root / "metrics" for root in workspace.read_roots.values())]
+    found += [p.expanduser() for p in settings.metrics.paths]
+    found += [project.project.expanduser() for project in settings.metrics.dbt]
+    return found
 
 
 def metrics_of(settings: Settings, read_roots: dict[str, Path]) -> Metrics:

@@ -24,6 +24,8 @@ from ba_mcp.errors import ErrorType, ToolFailure, denied, invalid
 from ba_mcp.workspace import open_beneath
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from ba_mcp.stores.artifacts import ArtifactStore
 
 # suffix -> the artifact kinds it can hold
@@ -37,12 +39,19 @@ EXPORT_FORMATS: dict[str, frozenset[str]] = {
 _XLSX_MAX_ROWS = 1_048_575  # Excel's sheet holds 1,048,576 rows, one of them the header
 
 
-class Exports:
-    """The export folder (created on first use) and the writer of artifacts into it."""
+# names the server reads as its own configuration, wherever they are (S-18)
+CONFIGURATION_NAMES = frozenset({"skill.md", "ba-mcp.yaml", "ba-mcp.yml"})
 
-    def __init__(self, root: Path, artifacts: ArtifactStore) -> None:
+
+class Exports:
+    """The export folder (created on first use) and the writer of artifacts into it. ``protected``: the folders the
+    server reads configuration from (skills, metric files, dbt projects) — no export lands in one (S-18), even when
+    the export folder holds them."""
+
+    def __init__(self, root: Path, artifacts: ArtifactStore, protected: Sequence[Path] = ()) -> None:
         self.root = root
         self.artifacts = artifacts
+        self.protected = [Path(os.path.realpath(p)) for p in protected]
 
     @property
     def shown_root(self) -> str:
@@ -53,6 +62,7 @@ class Exports:
         """Write the artifact at ``path`` beneath the export folder; returns the name to show
         (``exports/reports/q3.xlsx``)."""
         relative = _checked(path)
+        self._not_configuration(relative)
         suffix = PurePosixPath(relative).suffix.lower()
         with self.artifacts.reading(artifact_id) as meta:
             if meta.kind not in EXPORT_FORMATS[suffix]:
@@ -83,6 +93,18 @@ class Exports:
             finally:
                 os.close(folder_fd)
         return f"{self.shown_root}/{relative}"
+
+    def _not_configuration(self, relative: str) -> None:
+        """No export writes a file the server would read as configuration: a skill's SKILL.md, a project file, or
+        anything in a folder of skills, metric files or a dbt project (an agent rewriting its own configuration)."""
+        target = Path(os.path.realpath(self.root)) / relative  # beneath the root no symbolic link is followed
+        inside = next((p for p in self.protected if p == target or p in target.parents), None)
+        if PurePosixPath(relative).name.lower() in CONFIGURATION_NAMES or inside is not None:
+            raise denied(
+                f"'{relative[:100]}' would be read by the server as its own configuration (a skill, metric files or "
+                "a dbt project): exports never write there",
+                'export into a folder of its own, e.g. "reports/q3.md"',
+            )
 
     def _folder(self, relative: str) -> tuple[int, str]:
         """A descriptor of the folder that will hold ``relative`` (made as needed, beneath the export folder,
