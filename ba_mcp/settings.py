@@ -685,12 +685,13 @@ def _project_database(
             return f"its file {out['path']} is outside the project"
         out["path"] = inside
     url = out.get("url")
-    if isinstance(url, str) and url.startswith("sqlite:"):  # a file: four slashes and a path inside the project
-        from urllib.parse import unquote
+    if isinstance(url, str):  # a URL without a host names a local file: an absolute path inside the project
+        from urllib.parse import unquote, urlsplit
 
-        target = unquote(url[len("sqlite:") :].split("?", 1)[0])
-        if not target.startswith("////") or _inside(folder, target[3:]) is None:
-            return f"its file {target.lstrip('/')[:80]} is not inside the project (sqlite:////<absolute path>)"
+        parts = urlsplit(url)
+        target = "/" + unquote(parts.path).lstrip("/")
+        if not parts.netloc and (not parts.path.startswith("//") or _inside(folder, target) is None):
+            return f"its URL names a file ({target[:80]}) that is not an absolute path inside the project"
     driver = out.get("driver")
     if driver is not None and not (isinstance(driver, str) and _PACKAGE_NAME.match(driver)):
         return "its driver is not a package name (a driver manifest or library path needs approval)"

@@ -252,6 +252,8 @@ def test_the_gate_keeps_what_loosens_nothing_and_names_the_rest(tmp_path: Path) 
                     "own": {"path": "shop.duckdb", "description": "ours", "allow_writable_role": True},
                     "far": {"path": "../outside.duckdb"},
                     "lite": {"url": "sqlite:////etc/passwd"},
+                    "rel": {"url": "sqlite:///data/kpis.db"},  # relative to the workspace: not the project's
+                    "inside": {"url": f"sqlite:///{project}/kpis.db"},
                     "pg": {"url": "postgresql://reader@db.internal/shop", "driver": "adbc_driver_postgresql"},
                     "lib": {"url": "grpc://x", "driver": "/tmp/evil.so"},
                     "env": {"url": "postgresql://u:${PGPASSWORD}@h/db"},
@@ -264,7 +266,7 @@ def test_the_gate_keeps_what_loosens_nothing_and_names_the_rest(tmp_path: Path) 
     settings = _load(path, {"PGPASSWORD": "pw-Value-7"})
     state = settings.project_file
     assert state is not None and not state.approved
-    assert sorted(settings.databases) == ["demo", "own", "pg"]
+    assert sorted(settings.databases) == ["demo", "inside", "own", "pg"]
     assert settings.databases["demo"].path is None and settings.databases["own"].path == (project / "shop.duckdb")
     assert settings.databases["own"].description == "ours" and not settings.databases["own"].allow_writable_role
     assert settings.workspace is None and not settings.artifacts.shared and settings.files.read_roots == {}
@@ -282,6 +284,7 @@ def test_the_gate_keeps_what_loosens_nothing_and_names_the_rest(tmp_path: Path) 
         "databases.own.allow_writable_role",
         "databases.far",
         "databases.lite",
+        "databases.rel",
         "databases.lib",
         "databases.env",
         "metrics.paths /etc, ~/m",
