@@ -396,10 +396,14 @@ def test_one_configuration_for_every_host(
 async def test_a_projects_ba_mcp_yaml_configures_the_server_started_there(
     pg: pg_server.Postgres, ws: Path, tmp_path: Path
 ) -> None:
-    """Where Claude Code starts the plugin's server: the project folder, whose ba-mcp.yaml is read."""
+    """Where Claude Code starts the plugin's server: the project folder, whose ba-mcp.yaml is read — whole once the
+    user approved it (its database names ${OWN_PASSWORD}: unapproved, a project file expands no variable)."""
+    from ba_mcp.settings import trust_project
+
     project = tmp_path / "project"
     project.mkdir()
     (project / "ba-mcp.yaml").write_text(yaml.safe_dump({"databases": {"own": {"url": _own_url(pg)}}}))
+    trust_project(project / "ba-mcp.yaml")  # the user's configuration folder: XDG_CONFIG_HOME, the server's too
     base = sandbox_params(ws, OWN_PASSWORD=PASSWORD)
     params = StdioServerParameters(command=base.command, args=base.args, env=base.env, cwd=str(project))
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
