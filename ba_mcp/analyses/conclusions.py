@@ -57,7 +57,7 @@ def normalise(items: list[Any], outputs: list[str], links: dict[str, str]) -> li
         if output not in outputs:
             raise bad(
                 f"conclusion {number_}: output {item.get('output')!r} is none of the analysis's tables",
-                f"outputs: {', '.join(outputs)} (or the artifact id the conversation saw)",
+                f"outputs: {', '.join(outputs)} (or the artifact id or call id the conversation saw)",
             )
         rule = str(item.get("rule") or "")
         if rule not in RULES:

@@ -159,7 +159,12 @@ class SaveAnalysis(_Analyses):
         from ba_mcp.analyses.conclusions import normalise, read
 
         links = {old: name for step in p.steps for old, name in step.links.items()}
-        tables = {o.name: self.artifacts.read_table(o.artifact_id)[1] for o in run.outputs if o.kind == "table"}
+        with callers.acting_as(run.session):  # the verifying run's outputs are its session's, shown or not
+            tables = {o.name: self.artifacts.read_table(o.artifact_id)[1] for o in run.outputs if o.kind == "table"}
+        for step in p.steps:  # a call id (ba://history) names its call's first table, whatever level showed it
+            first = next((o.name for o in run.outputs if o.step == step.id and o.kind == "table"), None)
+            if first:
+                links.setdefault(step.call_id, first)
         made = normalise(items, list(tables), links)
         for c in made:
             c["expected"] = read(c, tables[c["output"]])

@@ -3,7 +3,8 @@
 Started as ``python -I -B -m ba_mcp.workers '<options JSON>'`` (see ``pool``), it confines itself first
 (``sandbox.isolation.confine``: its own mount, PID and network namespaces, a minimal read-only root, the
 configured database files bound read-only, an unprivileged uid, a memory cgroup and rlimits, seccomp), then
-opens one in-memory DuckDB with every configured database ATTACHed READ_ONLY, and serves one session:
+opens one in-memory DuckDB with every configured database ATTACHed READ_ONLY while calls come (DETACHed, its
+lock released, once the session is idle for ``REST_S``), and serves one session:
 
 * ``analyse`` — DuckDB's parse of a statement (types, the table names it reads, what would run);
 * ``run`` — a statement on the session's connection (its TEMP tables and views persist across calls);
@@ -30,6 +31,7 @@ import fcntl
 import json
 import os
 import re
+import select
 import signal
 import socket
 import sys
@@ -45,6 +47,7 @@ from sandbox import protocol
 from sandbox.isolation import SESSION_DIR, confine
 
 _BATCH_ROWS = 8192
+REST_S = 0.5  # an engine idle this long DETACHes the database files, so another program may write them
 _STATS_IN_MEMORY_BYTES = 16 * 1024 * 1024  # a stored result up to this size is summarised from memory
 SLOT_FD = 200  # the descriptors of a call's files are moved to SLOT_FD, SLOT_FD + 1, …
 MAX_FILES = 60
@@ -152,18 +155,53 @@ class Engine:
         self.missing: dict[str, str] = {}
         self.models: dict[str, Any] = {}  # the metrics model last compiled for, by its digest
         self.current = ""  # the database the session's connection USEs
-        for db in options.get("databases", []):
+        self.databases = list(options.get("databases", []))
+        self.attached = False  # the files are ATTACHed only while calls come (``attach``/``rest``)
+        self.aliases = {db["name"]: db["alias"] for db in self.databases}
+        # No file access at all but to the descriptors of the session's calls, which are moved to fixed numbers
+        # (DuckDB resolves a path before it checks it; the workspace path a descriptor leads to does not
+        # exist in this process's root, so only the descriptor's own name matches).
+        files = [db["path"] + suffix for db in self.databases for suffix in ("", ".wal")]  # read-only mounts
+        self.con.execute("SET allowed_paths = ?", [[slot_path(i) for i in range(MAX_FILES)] + files])
+        self.con.execute("SET enable_external_access = false")
+        self.con.execute("SET lock_configuration = true")
+
+    # -- the database files: held only while calls come -----------------------------------------------
+
+    def attach(self) -> None:
+        """ATTACH every configured file READ_ONLY before an operation. DuckDB's read-only open still takes the
+        file's lock, which makes ``dbt run`` (or any writer) fail while it is held, so the files are DETACHed
+        again once the session has been idle for ``REST_S`` (``rest``): an idle session never holds a user's
+        file, and the next call opens the file as it is then (a rebuilt file gets a fresh worker first:
+        ``Engines._current``)."""
+        if self.attached:
+            return
+        import duckdb
+
+        self.attached = True
+        self.missing.clear()
+        for db in self.databases:
             try:
                 self.con.execute(f"ATTACH {_literal(db['path'])} AS {_quote(db['alias'])} (READ_ONLY)")
             except duckdb.Error as exc:
                 self.missing[db["name"]] = str(exc).split("\n")[0][:300]
-        self.aliases = {db["name"]: db["alias"] for db in options.get("databases", [])}
-        # No file access at all but to the descriptors of the session's calls, which are moved to fixed numbers
-        # (DuckDB resolves a path before it checks it; the workspace path a descriptor leads to does not
-        # exist in this process's root, so only the descriptor's own name matches).
-        self.con.execute("SET allowed_paths = ?", [[slot_path(i) for i in range(MAX_FILES)]])
-        self.con.execute("SET enable_external_access = false")
-        self.con.execute("SET lock_configuration = true")
+
+    def resting(self) -> float | None:
+        """How long the loop may wait for the next request before ``rest`` (None: nothing to let go of, or a
+        cut result still waits for its ``store`` or ``drop``)."""
+        return REST_S if self.attached and self.pending_store is None else None
+
+    def rest(self) -> None:
+        """DETACH the files (their locks go with them); the session's TEMP objects stay."""
+        if not self.attached:
+            return
+        self.attached = False
+        if self.current:
+            self.con.execute("USE memory")
+            self.current = ""
+        for db in self.databases:
+            if db["name"] not in self.missing:
+                self.con.execute(f"DETACH DATABASE IF EXISTS {_quote(db['alias'])}")
 
     # -- the loop -----------------------------------------------------------------------------------
 
@@ -514,6 +552,9 @@ def serve(target: Any, sock: socket.socket, options: dict[str, Any]) -> None:
     """Answer requests until the server closes the channel: each ``op`` by ``target.op_<op>``; an answer over
     ``max_transfer_bytes`` is refused here, before it is sent."""
     while True:
+        window = target.resting() if hasattr(target, "resting") else None
+        if window is not None and not select.select([sock], [], [], window)[0]:
+            target.rest()  # idle: let go of what other programs may want (a DuckDB file's lock)
         try:
             message, fds = protocol.recv(sock)
         except (EOFError, OSError, protocol.ProtocolError):
@@ -524,6 +565,8 @@ def serve(target: Any, sock: socket.socket, options: dict[str, Any]) -> None:
             if handler is None:
                 raise Failure(type="execution_error", code="BAD_OP", message=f"unknown operation {op!r}")
             target.busy = True
+            if hasattr(target, "attach"):
+                target.attach()
             reply, out = handler(message, fds)
         except Failure as exc:
             reply, out = {"op": "error", "failure": exc.fields}, []
