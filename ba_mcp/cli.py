@@ -370,9 +370,9 @@ def cmd_metrics(args: argparse.Namespace) -> int:
     """Metric files, read here (this command is not the server): list, show one, validate strictly."""
     from ba_mcp.app import metrics_of
     from ba_mcp.errors import ToolFailure
-    from ba_mcp.metrics.catalog import metric_text
+    from ba_mcp.metrics.catalog import answer, models_of
     from ba_mcp.metrics.files import metric_files, read_sources
-    from ba_mcp.metrics.load import load_model, validate_files
+    from ba_mcp.metrics.load import validate_files
 
     settings = _settings(args)
     metrics = metrics_of(settings, dict(settings.files.read_roots))
@@ -395,26 +395,29 @@ def cmd_metrics(args: argparse.Namespace) -> int:
             return 1
         print(f"valid: {counts}")
         return 0
-    sources, unreadable = metrics.sources()
-    model = load_model(sources, metrics.dialects, metrics.grains)
-    for warning in [*unreadable, *model.warnings]:
+    _, unreadable = metrics.sources()
+    _, unparsed = metrics.manifests()
+    model, dbt = models_of(metrics.request("summary"))  # your files and the dbt projects, as the server reads them
+    summary = answer(model, {"action": "summary"}, dbt)
+    for warning in [*unreadable, *unparsed, *summary["warnings"]]:
         _err(f"warning: {warning} (left out)")
     if args.action == "show":
         if not args.target:
             _err("ba-mcp metrics show: give a metric name (ba-mcp metrics list shows them)")
             return 2
         try:
-            print(metric_text(model, args.target))
+            print(answer(model, {"action": "describe", "name": args.target}, dbt)["text"])
         except ToolFailure as failure:
             _err(f"ba-mcp metrics show: {failure.message}; {failure.hint}")
             return 1
         return 0
-    if not model.metrics:
-        print("no metrics defined (add OSI files to <workspace>/metrics/; see the README)")
+    if not summary["metrics"]:
+        print("no metrics defined (add OSI files to <workspace>/metrics/ or a dbt project; see the README)")
         return 0
-    width = max(len(n) for n in model.metrics)
-    for metric in model.metrics.values():
-        print(f"{metric.name:<{width}}  {metric.headline()}")
+    width = max(len(m["name"]) for m in summary["metrics"])
+    for m in summary["metrics"]:
+        on = f"  [{m['database']}]" if m.get("database") else ""
+        print(f"{m['name']:<{width}}  {m['headline']}{on}")
     return 0
 
 

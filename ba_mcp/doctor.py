@@ -69,6 +69,7 @@ def run_checks(settings: Settings, network: bool = False) -> list[Check]:
         checks += _check_engine(settings, ws.dir("sessions"))
         checks += _check_databases(settings, ws.root, ws.dir("sessions"), network)
         checks.append(_check_metrics(settings, dict(settings.files.read_roots)))
+        checks += _check_dbt(settings, dict(settings.files.read_roots))
     except OSError as exc:
         checks.append(Check("workspace writable", False, f"{root}: {exc.strerror}"))
     if not settings.tools.web_search.enabled:  # nothing to ask of a provider the server never uses
@@ -93,6 +94,46 @@ def _check_metrics(settings: Settings, read_roots: dict[str, Path]) -> Check:
             "metrics", False, f"{counts}; {len(problems)} problem(s), first: {problems[0]} (ba-mcp metrics validate)"
         )
     return Check("metrics", True, counts)
+
+
+def _check_dbt(settings: Settings, read_roots: dict[str, Path]) -> list[Check]:
+    """Each dbt project served (``metrics.dbt``): its semantic manifest there and newer than its models' YAML,
+    its database configured, MetricFlow installed and reading it (not essential: the rest of the server works)."""
+    from ba_mcp.app import metrics_of
+    from ba_mcp.metrics.catalog import models_of
+
+    checks: list[Check] = []
+    metrics = metrics_of(settings, read_roots)
+    for entry, (database, manifest, _) in zip(settings.metrics.dbt, metrics.dbt, strict=True):
+        project = entry.project.expanduser()
+        name = f"dbt project {project.name}"
+        if database not in settings.databases:
+            checks.append(Check(name, False, f"its database {database!r} is not configured (databases.{database})"))
+            continue
+        if not manifest.is_file():
+            checks.append(Check(name, False, f"no {manifest} (run `dbt parse` in {project})"))
+            continue
+        yamls = [p for p in (project / "models").rglob("*.y*ml")] if (project / "models").is_dir() else []
+        stale = [p for p in yamls if p.stat().st_mtime > manifest.stat().st_mtime]
+        try:
+            import metricflow  # noqa: F401
+        except ImportError:
+            checks.append(Check(name, False, "MetricFlow is not installed (uv sync --extra dbt)"))
+            continue
+        message = metrics.request("summary")
+        message["files"] = []
+        message["dbt"] = [m for m in message["dbt"] if m[0] == database]
+        _, dbt = models_of(message)
+        served = [p for p in (dbt.projects if dbt is not None else []) if p.database == database]
+        if not served:
+            problems = dbt.warnings if dbt is not None else ["no manifest read"]
+            checks.append(Check(name, False, f"MetricFlow cannot read the manifest: {problems[0]}"))
+            continue
+        detail = f"{len(served[0].metrics)} metric(s) on database {database}, compiled by MetricFlow"
+        if stale:
+            detail += f"; {stale[0].name} changed after the manifest was written (run `dbt parse`)"
+        checks.append(Check(name, not stale, detail))
+    return checks
 
 
 def _check_engine(settings: Settings, sessions: Path) -> list[Check]:

@@ -134,6 +134,18 @@ def register(server: MCPServer[Any], app: App) -> None:
             return await anyio.to_thread.run_sync(metrics_catalog_text, app)
 
         @server.resource(
+            "metrics://catalog/{page}",
+            name="metrics-catalog-page",
+            title="Metrics catalog, a later page",
+            mime_type="text/markdown",
+            description="The metrics catalog's page 2, 3 … when it is longer than one page.",
+        )
+        async def metrics_catalog_page(page: str) -> str:
+            if not page.isdigit():
+                raise ResourceNotFoundError(f"metrics://catalog/{page}: a page is a number (2, 3 …)")
+            return await anyio.to_thread.run_sync(metrics_catalog_text, app, int(page))
+
+        @server.resource(
             "metrics://{name}",
             name="metric",
             title="Metric definition",
@@ -340,10 +352,12 @@ def _asked(arguments: dict[str, Any]) -> str:
     return text if len(text) <= 120 else text[:119] + "…"
 
 
-def metrics_catalog_text(app: App) -> str:
+def metrics_catalog_text(app: App, page: int = 1) -> str:
     try:
-        return catalog_text(app.metrics_answer("summary"), app.metrics.budget_chars)
+        return catalog_text(app.metrics_answer("summary"), app.metrics.budget_chars, page)
     except ToolFailure as failure:
+        if failure.type.value == "not_found":
+            raise ResourceNotFoundError(f"{failure.message}; {failure.hint}") from None
         raise ResourceError(f"{failure.message} ({failure.hint})" if failure.hint else failure.message) from None
 
 

@@ -147,3 +147,146 @@ async def test_dbt_run_succeeds_while_a_session_is_open_and_the_next_query_sees_
         )
         assert done.returncode == 0, done.stdout[-2000:]  # the session is open: its engine holds no lock
         assert await by_year() == [["2024-01-01", "300"], ["2025-01-01", "1450"]]
+
+
+def _dbt_session(tmp_path: Path, **env: str) -> tuple[Path, dict[str, str], Any]:
+    from tests.test_time_metrics import _dbt_build
+
+    project, dbt_env = _dbt_build(tmp_path)
+    ws = make_workspace(tmp_path)
+    params = stdio_params(
+        ws,
+        BA_MCP_DATABASES__SHOP__PATH=str(tmp_path / "shop.duckdb"),
+        BA_MCP_METRICS__DBT=f'[{{"project": "{project}", "database": "shop"}}]',
+        **env,
+    )
+    return project, dbt_env, params
+
+
+@pytest.mark.slow
+async def test_a_dbt_metric_says_what_it_means_its_period_rule_and_its_group_bys(tmp_path: Path) -> None:
+    """Items 3, 4 and 6 on tests/dbt_shop (orders: 2024-01-10 100, 2024-02-05 200, 2025-01-15 150, 2025-02-10 300):
+    the derived metric names its offset input, the two cumulative metrics read differently, revenue_ytd by month
+    takes each month's first day (MetricFlow's period_agg: first) — February 2024 is 100 (January's order), not
+    300 — and a Note says so; the catalog pages rather than cuts (a budget of 600 characters here), and every
+    group-by name is found; the CLI and the doctor cover the dbt project."""
+    from tests.conftest import ba
+
+    project, _, params = _dbt_session(tmp_path, BA_MCP_METRICS__CATALOG_BUDGET_CHARS="600")
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as s:
+        await s.initialize()
+
+        async def resource(uri: str) -> str:
+            return (await s.read_resource(uri)).contents[0].text  # type: ignore[arg-type,union-attr]
+
+        growth = await resource("metrics://revenue_growth_pct")
+        assert "(revenue - rev_ly) / rev_ly; with revenue; rev_ly = revenue 1 year earlier (offset_window)" in growth
+        assert "Group by: customer__region, metric_time (time_grain)" in growth, growth
+        ytd, rolling = await resource("metrics://revenue_ytd"), await resource("metrics://revenue_3m")
+        assert "to date from the start of each year (grain_to_date)" in ytd and "period_agg: first" in ytd, ytd
+        assert "over the trailing 3 months (window)" in rolling and "period_agg: last" in rolling, rolling
+
+        text = await ok(s, "query_metrics", metrics=["revenue_ytd"], time_grain="month", output_level="full")
+        values = {row[0][:7]: row[1] for row in csv_rows(text)}
+        assert values["2024-02"] == "100" and values["2024-03"] == "300" and values["2025-02"] == "150", values
+        assert "Note: revenue_ytd is the value on each month's first day (MetricFlow's period_agg: first" in text
+        daily = await ok(s, "query_metrics", metrics=["revenue_ytd"], time_grain="day", limit=3)
+        assert "Note:" not in daily  # a day is its own first day
+
+        pages, uri = [], "metrics://catalog"
+        while True:
+            page = await resource(uri)
+            assert len(page) <= 600, page
+            pages.append(page)
+            follow = re.search(r"continued in (metrics://catalog/\d+)", page)
+            if not follow:
+                break
+            uri = follow.group(1)
+        catalog = "\n".join(pages)
+        assert len(pages) > 1 and "customer__region" in catalog and "- north_revenue" in catalog, pages
+        assert "net_revenue" in catalog  # the demo's metrics too: nothing is cut
+
+    env = {k: v for k, v in params.env.items() if k.startswith("BA_MCP_")}
+    listed = ba("metrics", "list", workspace=Path(params.env["BA_MCP_WORKSPACE"]), env=env)
+    assert listed.returncode == 0 and re.search(r"revenue_ytd\s+Revenue year to date\s+\[shop\]", listed.stdout)
+    shown = ba("metrics", "show", "revenue_3m", workspace=Path(params.env["BA_MCP_WORKSPACE"]), env=env)
+    assert "over the trailing 3 months (window)" in shown.stdout, shown
+    doctor = ba("doctor", workspace=Path(params.env["BA_MCP_WORKSPACE"]), env=env)
+    assert re.search(
+        r"ok\s+dbt project tiny_shop\s+9 metric\(s\) on database shop, compiled by MetricFlow", doctor.stdout
+    )
+    (project / "target" / "semantic_manifest.json").unlink()
+    doctor = ba("doctor", workspace=Path(params.env["BA_MCP_WORKSPACE"]), env=env)
+    assert "run `dbt parse` in" in doctor.stdout, doctor.stdout
+
+
+async def test_a_date_filter_chooses_the_periods_shown_not_the_history_an_offset_reads(
+    s: ClientSession, ws: Path
+) -> None:
+    """Item 5, by hand from the demo (net revenue of completed orders, by month, as query_database sums it below):
+    March and April 2024 are 344,453.14 and 422,459.56; January–March 2025 are 425,457.60 + 458,054.71 + 473,408.42
+    = 1,356,920.73. Filtered to March–April 2025, last year's values and the year to date still read them."""
+    (ws / "metrics").mkdir(exist_ok=True)
+    (ws / "metrics" / "time.yml").write_text(
+        "name: time\nmetrics:\n"
+        "  - {name: net_revenue_ly, expression: net_revenue, custom_extensions: [{vendor_name: COMMON, data: "
+        '\'{"offset_window": "1 year"}\'}]}\n'
+        "  - {name: net_revenue_ytd, expression: net_revenue, custom_extensions: [{vendor_name: COMMON, data: "
+        '\'{"cumulative": {"grain_to_date": "year"}}\'}]}\n'
+    )
+    months = await ok(
+        s,
+        "query_database",
+        query="SELECT strftime(order_date, '%Y-%m') AS m, round(sum(net_revenue), 2) AS v FROM order_facts "
+        "WHERE status = 'completed' AND year(order_date) IN (2024, 2025) GROUP BY ALL ORDER BY ALL",
+        output_level="full",
+    )
+    by_month = {m: float(v) for m, v in csv_rows(months)}
+    assert by_month["2024-03"] == 344453.14 and by_month["2024-04"] == 422459.56
+    assert round(by_month["2025-01"] + by_month["2025-02"] + by_month["2025-03"], 2) == 1356920.73
+    text = await ok(
+        s,
+        "query_metrics",
+        metrics=["net_revenue", "net_revenue_ly", "net_revenue_ytd"],
+        time_grain="month",
+        where=["orders.order_date >= DATE '2025-03-01'", "orders.order_date < DATE '2025-05-01'"],
+        output_level="full",
+    )
+    rows = [[row[0][:7], *map(float, row[1:])] for row in csv_rows(text)]
+    ytd_april = round(1356920.73 + by_month["2025-04"], 2)
+    assert rows == [
+        ["2025-03", by_month["2025-03"], 344453.14, 1356920.73],
+        ["2025-04", by_month["2025-04"], 422459.56, ytd_april],
+    ], text
+    assert "Note: the time filter (orders.order_date >= DATE '2025-03-01'; " in text, text
+    mixed = await s.call_tool(
+        "query_metrics",
+        {
+            "metrics": ["net_revenue_ly"],
+            "time_grain": "month",
+            "where": ["orders.order_date >= DATE '2025-03-01' OR customers.segment = 'Consumer'"],
+        },
+    )
+    assert mixed.is_error and "TIME_FILTER_MIXED" in text_of(mixed), text_of(mixed)
+    (ws / "metrics" / "time.yml").unlink()
+
+
+def test_the_metrics_catalog_pages_and_loses_no_line() -> None:
+    """Item 6: 80 metrics and 120 dimensions in pages of 600 characters: every name on exactly one page."""
+    from ba_mcp.metrics.catalog import catalog_text
+
+    summary = {
+        "metrics": [
+            {"name": f"metric_{i}", "headline": f"what metric {i} counts", "database": "db"} for i in range(80)
+        ],
+        "dimensions": [f"entity_{i}__dimension_{i}" for i in range(120)],
+    }
+    first = catalog_text(summary, 600)
+    count = int(re.search(r"page 1 of (\d+)", first).group(1))  # type: ignore[union-attr]
+    pages = [first] + [catalog_text(summary, 600, n) for n in range(2, count + 1)]
+    assert all(len(p) <= 600 for p in pages)
+    text = "\n".join(pages)
+    assert all(text.count(f"- metric_{i}:") == 1 for i in range(80))
+    assert all(len(re.findall(rf"\bentity_{i}__dimension_{i}\b", text)) == 1 for i in range(120))
+    with pytest.raises(Exception, match="page"):
+        catalog_text(summary, 600, count + 1)

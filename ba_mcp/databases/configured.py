@@ -176,6 +176,7 @@ class Databases:
             )
         table, compiled = self.metrics_query(metrics.request("compile", query=question), max_rows, ctx)
         table.details = [f"Defined: {line}" for line in compiled["definitions"]]
+        table.details += [f"Note: {line}" for line in compiled.get("notes") or []]
         table.provenance["metrics"] = {**question, "defined": compiled["definitions"]}
         return table
 

@@ -130,6 +130,22 @@ def _stamp(path: Path) -> tuple[int, int]:
 # -- the worker's side -------------------------------------------------------------------------------------
 
 
+def models_of(message: dict[str, Any]) -> tuple[Model, Any]:
+    """The model of a ``metrics`` request's files and its dbt projects (``metrics.dbt.DbtModels``, None without
+    any): what the engine worker reads once per digest, and the CLI and the doctor read in their own process."""
+    from ba_mcp.metrics.load import load_model
+
+    files = [(str(n), str(t)) for n, t in message["files"]]
+    model = load_model(files, dict(message["dialects"]), dict(message.get("grains") or {}))
+    dbt = None
+    if message.get("dbt"):
+        from ba_mcp.metrics.dbt import DbtModels
+
+        manifests = [(str(d), str(t), bool(r)) for d, t, r in message["dbt"]]
+        dbt = DbtModels(manifests, dict(message["dialects"]), dict(message.get("renderers") or {}))
+    return model, dbt
+
+
 def answer(model: Model, message: dict[str, Any], dbt: Any = None) -> dict[str, Any]:
     """The ``metrics`` operation on a model read in the worker: ``compile`` a query, a ``summary`` (names,
     headlines, dimensions, warnings) or ``describe`` one metric. ``dbt``: the dbt projects served
@@ -148,6 +164,7 @@ def answer(model: Model, message: dict[str, Any], dbt: Any = None) -> dict[str, 
             "dialect": c.dialect,
             "columns": c.columns,
             "definitions": c.definitions,
+            "notes": c.notes,
         }
     if action == "summary":
         projects = dbt.projects if dbt is not None else []
@@ -189,9 +206,10 @@ def _database_of(model: Model, name: str) -> str:
         return ""
 
 
-def catalog_text(summary: dict[str, Any], budget_chars: int = 1600) -> str:
-    """``metrics://catalog``: the metrics of each database (one line each), then the dimensions once (within
-    ``budget_chars``)."""
+def catalog_text(summary: dict[str, Any], budget_chars: int = 1600, page: int = 1) -> str:
+    """``metrics://catalog``: the metrics of each database (one line each), then the group-by names — in pages of
+    at most ``budget_chars`` (``metrics://catalog/2`` …), never cut: a page ends at a whole line and says which
+    page follows."""
     if not summary["metrics"]:
         return "No metrics are defined. Add OSI files to the workspace's metrics/ folder (ba-mcp metrics validate)."
     databases = list(dict.fromkeys(str(m.get("database") or "") for m in summary["metrics"]))
@@ -205,12 +223,29 @@ def catalog_text(summary: dict[str, Any], budget_chars: int = 1600) -> str:
             if str(m.get("database") or "") == database
         ]
     if summary["dimensions"]:
-        lines.append("Dimensions: " + ", ".join(summary["dimensions"]))
-    text = "\n".join(lines)
-    if len(text) > budget_chars:
-        shown = text[:budget_chars].rsplit("\n", 1)[0]
-        left = text[len(shown) :].count("\n") + 1
-        text = f"{shown}\n… {left} more lines: read metrics://{{name}}, or run ba-mcp metrics list"
+        lines.append("Dimensions (group by; metrics://{name} lists those of one metric):")
+        row: list[str] = []
+        for name in summary["dimensions"]:
+            if row and len(", ".join([*row, name])) > 110:
+                lines.append("  " + ", ".join(row) + ",")
+                row = []
+            row.append(name)
+        lines.append("  " + ", ".join(row))
+    pages: list[list[str]] = [[]]
+    room = max(200, budget_chars - 60)  # the page's last line says where the next one is
+    for line in lines:
+        if pages[-1] and len("\n".join([*pages[-1], line])) > room:
+            pages.append([])
+        pages[-1].append(line)
+    if not 1 <= page <= len(pages):
+        from ba_mcp.errors import not_found
+
+        raise not_found(f"the metrics catalog has {len(pages)} page(s), not {page}", "read metrics://catalog")
+    text = "\n".join(pages[page - 1])
+    if page < len(pages):
+        text += f"\n(page {page} of {len(pages)}; continued in metrics://catalog/{page + 1})"
+    elif len(pages) > 1:
+        text += f"\n(page {page} of {len(pages)})"
     return text
 
 

@@ -53,6 +53,7 @@ class Compiled:
     dialect: str
     columns: list[str]
     definitions: list[str]  # one line per metric: what it means
+    notes: list[str] = field(default_factory=list)  # what the reader must know of how the numbers were made
 
 
 def fail(code: str, message: str, hint: str = "") -> ToolFailure:

@@ -23,6 +23,21 @@ def _fail(code: str, message: str, hint: str = "") -> ToolFailure:
     return ToolFailure(ErrorType.VALIDATION_ERROR, code, message, hint)
 
 
+def _window(window: Any) -> str:
+    count = int(window.count)
+    unit = str(getattr(window, "granularity", "")).lower().removeprefix("timegranularity.")
+    return f"{count} {unit}" + ("s" if count != 1 and not unit.endswith("s") else "")
+
+
+def _grain(group_by: list[str]) -> str | None:
+    """The metric_time grain a query groups by (None: none)."""
+    for name in group_by:
+        parts = str(name).split("__")
+        if parts[0] == "metric_time":
+            return parts[1] if len(parts) > 1 else "day"
+    return None
+
+
 class _Renderer:
     """The SqlClient MetricFlow plans with: its engine and renderer (the registry's ``metricflow``); it never runs
     SQL (ba-mcp does)."""
@@ -151,29 +166,146 @@ class DbtProject:
             "dialect": self.dialect,
             "columns": columns,
             "definitions": [self.definition(name) for name in query["metrics"]],
+            "notes": self.notes(list(query["metrics"]), _grain(group_by)),
         }
 
     def definition(self, name: str) -> str:
+        """What the metric means in one line: its kind and measure or expression, each input metric with its
+        offset, window or grain-to-date and filter, and a cumulative metric's period rule (MetricFlow's own
+        words: ``offset_window``, ``grain_to_date``, ``period_agg``)."""
+        return f"{name} = {self._meaning(name, ())} (dbt, MetricFlow)"
+
+    def _meaning(self, name: str, stack: tuple[str, ...]) -> str:
         metric = self.metrics[name]
         params = metric.type_params
-        what = str(metric.type.value)
+        kind = str(metric.type.value)
+        what = kind
         if params.measure is not None:
-            what += f" of measure {params.measure.name}"
-        if params.expr:
+            what += f" of measure {self._measure(params.measure.name)}"
+        if kind == "cumulative":
+            what += "; " + self._cumulative(metric)
+        if params.expr and params.measure is None:  # a simple metric's expr repeats its measure's
             what += f": {params.expr}"
         if params.numerator is not None and params.denominator is not None:
-            what += f": {params.numerator.name} / {params.denominator.name}"
+            what += f": {self._input(params.numerator)} / {self._input(params.denominator)}"
+        if params.conversion_type_params is not None:
+            c = params.conversion_type_params
+            what += (
+                f": of entities {c.entity} with {self._measure(getattr(c.base_measure, 'name', ''))}, those with "
+                f"{self._measure(getattr(c.conversion_measure, 'name', ''))}"
+                + (f" within {_window(c.window)}" if c.window is not None else "")
+                + f" ({c.calculation.value})"
+            )
         if metric.filter is not None:
             what += " where " + " and ".join(f.where_sql_template.strip() for f in metric.filter.where_filters)
-        return f"{name} = {what} (dbt, MetricFlow)"
+        if kind == "derived" and params.metrics and name not in stack:
+            inputs = [self._input(i, (*stack, name)) for i in params.metrics]
+            what += "; with " + "; ".join(inputs)
+        return what
+
+    def _measure(self, name: str) -> str:
+        for model in self.manifest.semantic_models:
+            for measure in model.measures:
+                if measure.name == name:
+                    return f"{name} ({measure.agg.value} of {measure.expr or name})"
+        return name
+
+    def _input(self, item: Any, stack: tuple[str, ...] = ()) -> str:
+        """An input metric as a derived or ratio metric names it: ``alias = name 1 year earlier where …``."""
+        text = item.name
+        if getattr(item, "offset_window", None) is not None:
+            text += f" {_window(item.offset_window)} earlier (offset_window)"
+        if getattr(item, "offset_to_grain", None) is not None:
+            text += f" at the start of the {item.offset_to_grain} (offset_to_grain)"
+        if item.filter is not None:
+            text += " where " + " and ".join(f.where_sql_template.strip() for f in item.filter.where_filters)
+        alias = getattr(item, "alias", None)
+        inner = self.metrics.get(item.name)
+        if stack and inner is not None and str(inner.type.value) != "simple" and item.name not in stack:
+            text += f" [{item.name}: {self._meaning(item.name, stack)}]"
+        return f"{alias} = {text}" if alias else text
+
+    def _cumulative(self, metric: Any) -> str:
+        params = metric.type_params
+        c = params.cumulative_type_params
+        window = (c.window if c is not None else None) or params.window
+        to_date = (c.grain_to_date if c is not None else None) or params.grain_to_date
+        if window is not None:
+            span = f"over the trailing {_window(window)} (window)"
+        elif to_date is not None:
+            span = f"to date from the start of each {to_date} (grain_to_date)"
+        else:
+            span = "over all history"
+        return f"{span}; {self.period_rule(metric)}"
+
+    def period_agg(self, metric: Any) -> str:
+        c = metric.type_params.cumulative_type_params
+        return str(c.period_agg.value) if c is not None and c.period_agg is not None else "first"
+
+    def period_rule(self, metric: Any) -> str:
+        agg = self.period_agg(metric)
+        said = {"first": "its first day's", "last": "its last day's", "average": "the average of its days'"}
+        return f"at a grain above a day, each period's value is {said.get(agg, agg)} (period_agg: {agg})"
+
+    def notes(self, metrics: list[str], grain: str | None) -> list[str]:
+        """What a reader must know of the numbers: a cumulative metric (asked for or inside one) whose periods take
+        one day's value, not the period's whole."""
+        if not grain or grain == "day":
+            return []
+        out: list[str] = []
+        seen: set[str] = set()
+
+        def visit(name: str) -> None:
+            metric = self.metrics.get(name)
+            if metric is None or name in seen:
+                return
+            seen.add(name)
+            if str(metric.type.value) == "cumulative":
+                agg = self.period_agg(metric)
+                day = {"first": "first day", "last": "last day"}.get(agg)
+                said = f"the value on each {grain}'s {day}" if day else f"the {agg} of the {grain}'s daily values"
+                out.append(
+                    f"{name} is {said} (MetricFlow's period_agg: {agg}, as the dbt project declares or defaults)"
+                    + (f", not the total through the {grain}'s end" if agg == "first" else "")
+                )
+            inputs = [*(metric.type_params.metrics or []), metric.type_params.numerator, metric.type_params.denominator]
+            for item in inputs:
+                if item is not None:
+                    visit(item.name)
+
+        for name in metrics:
+            visit(name)
+        return out
+
+    def group_bys(self, name: str) -> list[str]:
+        """The names the metric can be grouped by (``customer__region``; ``metric_time`` with a grain), as
+        MetricFlow reaches them from the metric."""
+        names: list[str] = []
+        for dim in self.engine.simple_dimensions_for_metrics([name]):
+            dunder = str(dim.dunder_name)
+            if dim.name == "metric_time":
+                dunder = "metric_time (time_grain)"
+            elif str(dim.type.value) == "time":
+                dunder = dunder.rsplit("__", 1)[0] if dunder.count("__") > 1 else dunder
+                dunder += " (time)"
+            names.append(dunder)
+        return list(dict.fromkeys(names))
 
     def describe(self, name: str) -> str:
-        """``metrics://{name}``: the definition and the SQL it compiles to by month."""
+        """``metrics://{name}``: the definition, its group-by names and the SQL it compiles to by month."""
         compiled = self.compile({"metrics": [name], "time_grain": "month"})
         metric = self.metrics[name]
         lines = [f"# {name}", "", metric.description or metric.label or "(no description)", ""]
         lines += [f"Definition: {self.definition(name)}", f"Database: {self.database} ({self.dialect})"]
-        lines += ["Group by: metric_time (time_grain), entity__dimension names (metrics://catalog)"]
+        try:
+            dims = self.group_bys(name)
+        except Exception:  # MetricFlow could not list them: the catalog's names still apply
+            dims = []
+        lines.append("Group by: " + (", ".join(dims) if dims else "metric_time (time_grain); metrics://catalog"))
+        lines.append(
+            "where: MetricFlow's filter syntax, {{ Dimension('customer__region') }} = 'north', "
+            "{{ TimeDimension('metric_time', 'day') }} >= '2025-01-01'"
+        )
         lines += ["", "SQL (by month):", "```sql", compiled["sql"], "```"]
         return "\n".join(lines)
 

@@ -91,9 +91,9 @@ def _shifted(column: str, n: int, unit: str) -> str:
 
 def post_compiled(
     model: Model, query: Any, make: Callable[[Any], Compiler]
-) -> tuple[str, str, str, list[str], list[str]]:
-    """The query's statement (sql, database, dialect, columns, definitions); ``make(query)`` is a compiler of the
-    plain metrics (compile.py's)."""
+) -> tuple[str, str, str, list[str], list[str], list[str]]:
+    """The query's statement (sql, database, dialect, columns, definitions, notes); ``make(query)`` is a compiler
+    of the plain metrics (compile.py's)."""
     return _TimeLayer(model, query, make).compiled()
 
 
@@ -143,15 +143,28 @@ class _TimeLayer:
             visit(name, ())
         return out
 
-    def compiled(self) -> tuple[str, str, str, list[str], list[str]]:
+    def compiled(self) -> tuple[str, str, str, list[str], list[str], list[str]]:
         q = self.query
         asked = [self.metric(n) for n in dict.fromkeys(q.metrics)]
         plain = self.plain_needed([m.name for m in asked])
         conversions = [m for m in asked if m.kind() == "conversion"]
         self.has_plain = bool(plain)
+        shown: list[exp.Expr] = []  # filters on the query's time: they choose the periods shown (below)
+        notes: list[str] = []
         if plain:
             compiler = self.make(dataclasses.replace(q, metrics=plain))
             built = compiler.build()
+            readers = self.history_readers([m.name for m in asked])
+            if readers and q.where:
+                kept, shown, texts = self.time_filters(compiler, built)
+                if shown:
+                    compiler = self.make(dataclasses.replace(q, metrics=plain, where=kept))
+                    built = compiler.build()
+                    notes.append(
+                        f"the time filter ({'; '.join(texts)}) chose the periods shown, each by its first day; "
+                        f"{', '.join(readers)} read the history before them (a filter on the date applies after "
+                        "the offset or window, as in MetricFlow)"
+                    )
             dims, database, dialect = built.dims, built.database, built.dialect
             inner: exp.Expr = built.statement
         else:  # conversions only: their own rows
@@ -177,6 +190,15 @@ class _TimeLayer:
         selected += [f"{self.values[m.name]} AS {_q(m.name)}" for m in asked]
         text = "WITH " + ", ".join(f"{a} AS ({body})" for a, body in self.ctes)
         text += f" SELECT {', '.join(selected)} FROM {base} " + " ".join(self.joins)
+        if shown and self.time is not None:
+            period = exp.column(self.time.name, table="r", quoted=True)
+            conditions = []
+            for tree in shown:
+                tree = tree.copy()
+                for column in list(tree.find_all(exp.Column)):
+                    column.replace(period.copy())
+                conditions.append(tree.sql(dialect="duckdb"))
+            text += " WHERE " + " AND ".join(f"({c})" for c in conditions)
         statement = sqlglot.parse_one(text, read="duckdb")
         if plain:  # the compiler's statement is CTE r
             for cte in statement.args["with_"].expressions:
@@ -184,16 +206,69 @@ class _TimeLayer:
                     cte.set("this", inner)
         sql = statement.sql(dialect=dialect or None)
         sql += compiler.order_and_limit(self.dims, asked, dialect)
-        return sql, database, dialect, names + [m.name for m in asked], [self.definition(m) for m in asked]
+        definitions = [self.definition(m) for m in asked]
+        return sql, database, dialect, names + [m.name for m in asked], definitions, notes
+
+    def history_readers(self, names: list[str]) -> list[str]:
+        """The metrics (asked for, or inside those) whose value reads other periods: offsets and cumulatives."""
+        found: list[str] = []
+
+        def visit(name: str, stack: tuple[str, ...]) -> None:
+            if name in stack:
+                return
+            metric = self.metric(name)
+            kind = metric.kind()
+            if kind in ("offset_window", "cumulative"):
+                found.append(name)
+            if kind in POST and kind != "conversion":
+                visit(self.base_of(metric), (*stack, name))
+            elif needs_post(self.model, name):
+                for inner in _names(self.model, metric):
+                    visit(inner, (*stack, name))
+
+        for name in names:
+            visit(name, ())
+        return list(dict.fromkeys(found))
+
+    def time_filters(self, compiler: Compiler, built: Any) -> tuple[list[str], list[exp.Expr], list[str]]:
+        """The query's ``where`` split: those on other fields (they filter rows, kept), and those on the query's
+        time field alone (they choose the periods shown, so an offset or a window still reads the periods before
+        — a filter that mixes the two cannot be split, and is refused by name)."""
+        time = next((d for d in built.dims if d.grain), None)
+        if time is None:
+            return list(self.query.where), [], []
+        home = (time.field.dataset, time.field.name)
+        kept: list[str] = []
+        shown: list[exp.Expr] = []
+        texts: list[str] = []
+        for text in self.query.where:
+            tree = compiler.predicate(text, built.dialect)
+            fields = {(c.table, c.name) for c in tree.find_all(exp.Column)}
+            if home not in fields:
+                kept.append(text)
+            elif fields == {home}:
+                shown.append(tree)
+                texts.append(" ".join(text.split()))
+            else:
+                raise fail(
+                    "TIME_FILTER_MIXED",
+                    f"where {text[:120]!r} filters {time.field.dataset}.{time.field.name} together with other "
+                    "fields, and an offset or a window reads periods before those shown",
+                    f"give the date filter as a where of its own ({time.field.dataset}.{time.field.name} >= …)",
+                )
+        return kept, shown, texts
 
     # -- values ----------------------------------------------------------------------------------------------
 
     def definition(self, metric: Metric) -> str:
         kind = metric.kind()
         if not kind:
-            return f"{metric.name} = {metric.expression}"
+            return str(self.compiler.definition(metric))
         spec = ", ".join(f"{k}: {v}" for k, v in metric.spec().items())
-        return f"{metric.name} = {kind} of {metric.expression}" + (f" ({spec})" if spec else "")
+        text = f"{metric.name} = {kind} of {metric.expression}" + (f" ({spec})" if spec else "")
+        if kind == "cumulative":  # MetricFlow's period_agg: ours is always the period's end
+            text += "; each period's value is the total through its last day (the whole period)"
+        return text
 
     def value_of(self, name: str, stack: tuple[str, ...]) -> str:
         if name in self.values:

@@ -507,21 +507,12 @@ class Engine:
     def op_metrics(self, message: dict[str, Any], fds: list[int]) -> tuple[dict[str, Any], list[int]]:
         """Metrics work over the server's metric files (sent along; read once per digest): compile a query (its
         ``where`` is the model's text), a summary, a metric's description (``ba_mcp.metrics.catalog.answer``)."""
-        from ba_mcp.metrics.catalog import answer
-        from ba_mcp.metrics.load import load_model
+        from ba_mcp.metrics.catalog import answer, models_of
 
         digest = str(message["digest"])
         held = self.models.get(digest)
         if held is None:
-            files = [(str(n), str(t)) for n, t in message["files"]]
-            model = load_model(files, dict(message["dialects"]), dict(message.get("grains") or {}))
-            dbt = None
-            if message.get("dbt"):
-                from ba_mcp.metrics.dbt import DbtModels
-
-                manifests = [(str(d), str(t), bool(r)) for d, t, r in message["dbt"]]
-                dbt = DbtModels(manifests, dict(message["dialects"]), dict(message.get("renderers") or {}))
-            held = (model, dbt)
+            held = models_of(message)
             self.models = {digest: held}
         model, dbt = held
         return {"op": "metrics", **answer(model, message, dbt)}, []
