@@ -32,7 +32,7 @@ def main(path: str, argv: list[str] | None = None) -> int:
     for name, spec in parameters.items():
         if PARAM.match(str(name)):
             parser.add_argument(
-                f"--{name}", default=None, help=f"{spec.get('type', 'str')}, default {spec.get('default')!r}"
+                f"--{name}", default=None, help=f"{spec.get('type', 'text')}, default {spec.get('default')!r}"
             )
     parser.add_argument("--out", default=None, help="where outputs and the report go (default: runs/<time>/)")
     parser.add_argument(

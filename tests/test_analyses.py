@@ -84,7 +84,7 @@ async def test_a_saved_analysis_replays_in_a_fresh_process_with_equal_digests(
     saved: Path, ws: Path, tmp_path: Path
 ) -> None:
     manifest = yaml.safe_load((saved / "analysis.yaml").read_text())
-    assert manifest["parameters"] == {"since": {"type": "str", "default": "2025-01-01"}}
+    assert manifest["parameters"] == {"since": {"type": "date", "default": "2025-01-01"}}
     assert [o["name"] for o in manifest["outputs"]] == ["s1_table", "s2_value", "s3_figure1"]
     step = manifest["steps"][0]
     assert "CAST($since AS DATE)" in step["sql"] and "2025-01-01" not in step["sql"]  # bound, never pasted
@@ -131,7 +131,7 @@ async def test_run_analysis_resources_and_history_from_the_conversation(s: Clien
     catalog = (await s.read_resource("analysis://catalog")).contents[0].text  # type: ignore[union-attr]
     assert "- monthly-review: Monthly net revenue by category (3 steps; since='2025-01-01')" in catalog, catalog
     shown = (await s.read_resource("analysis://monthly-review")).contents[0].text  # type: ignore[union-attr]
-    assert "since: str, default '2025-01-01'" in shown and "s1 query_database" in shown, shown
+    assert "since: date, default '2025-01-01'" in shown and "s1 query_database" in shown, shown
     history = (await s.read_resource("ba://history")).contents[0].text  # type: ignore[union-attr]
     assert " run_analysis ok" in history and " save_analysis ok" in history, history
 
@@ -225,7 +225,7 @@ async def test_a_saved_analysis_is_a_prompt_and_a_wrong_type_is_named(saved: Pat
     manifest["parameters"] = {"since": {"type": "int", "default": 2025}}
     (typed / "analysis.yaml").write_text(yaml.safe_dump(manifest))
     run = ba("analyses", "run", "typed", "--param", "since=soon", workspace=ws)
-    assert run.returncode == 2 and "parameter since takes a int value; 'soon' is not one" in run.stderr, run.stderr
+    assert run.returncode == 2 and "parameter since is of type integer; 'soon' is not one" in run.stderr, run.stderr
     shutil.rmtree(typed)
 
 

@@ -206,6 +206,16 @@ async def test_a_dbt_metric_says_what_it_means_its_period_rule_and_its_group_bys
         assert len(pages) > 1 and "customer__region" in catalog and "- north_revenue" in catalog, pages
         assert "net_revenue" in catalog  # the demo's metrics too: nothing is cut
 
+        # item 7: a dbt analysis takes its period as a parameter, a literal inside MetricFlow's filter
+        since = "{{ TimeDimension('metric_time', 'day') }} >= '2025-01-01'"
+        assert csv_rows(await ok(s, "query_metrics", metrics=["revenue"], time_grain="year", where=[since])) == [
+            ["2025-01-01", "450"]
+        ]
+        saved = await ok(s, "save_analysis", name="dbt-since", steps=["last:1"], parameters={"since": "2025-01-01"})
+        assert "since (date, default '2025-01-01')" in saved, saved
+        again = await ok(s, "run_analysis", name="dbt-since", parameters={"since": "2024-01-01"})
+        assert "rows 1 → 2; revenue total 450 → 750" in again, again
+
     env = {k: v for k, v in params.env.items() if k.startswith("BA_MCP_")}
     listed = ba("metrics", "list", workspace=Path(params.env["BA_MCP_WORKSPACE"]), env=env)
     assert listed.returncode == 0 and re.search(r"revenue_ytd\s+Revenue year to date\s+\[shop\]", listed.stdout)
@@ -290,3 +300,54 @@ def test_the_metrics_catalog_pages_and_loses_no_line() -> None:
     assert all(len(re.findall(rf"\bentity_{i}__dimension_{i}\b", text)) == 1 for i in range(120))
     with pytest.raises(Exception, match="page"):
         catalog_text(summary, 600, count + 1)
+
+
+# -- item 7: typed parameters -------------------------------------------------------------------------------------
+
+
+async def test_parameters_are_typed_checked_before_any_step_and_found_in_metrics_filters(
+    s: ClientSession, ws: Path
+) -> None:
+    """A date inside a metrics filter is a parameter (the analysis takes its period), typed ``date``; a value that
+    is no date is refused naming the parameter, from the conversation and from the shell, before any step."""
+    import yaml
+
+    from tests.conftest import ba
+
+    first = await ok(
+        s,
+        "query_metrics",
+        metrics=["net_revenue"],
+        time_grain="month",
+        where=["orders.order_date >= DATE '2025-10-01'"],
+    )
+    assert len(csv_rows(first)) == 3, first  # October to December 2025
+    saved = await ok(s, "save_analysis", name="since-october", steps=["last:1"], parameters={"since": "2025-10-01"})
+    assert "Parameters: since (date, default '2025-10-01')" in saved, saved
+    manifest = yaml.safe_load((ws / "analyses" / "since-october" / "analysis.yaml").read_text())
+    assert manifest["steps"][0]["metrics_query"]["where"] == ["orders.order_date >= DATE ${since}"], manifest
+    later = await ok(s, "run_analysis", name="since-october", parameters={"since": "2025-12-01"})
+    assert "rows 3 → 1" in later, later
+    wrong = await s.call_tool("run_analysis", {"name": "since-october", "parameters": {"since": "notadate"}})
+    assert wrong.is_error and "parameter since is of type date; 'notadate' is not one" in text_of(wrong)
+    shell = ba("analyses", "run", "since-october", "--param", "since=2025-13-01", workspace=ws)
+    assert shell.returncode == 2 and "parameter since is of type date; '2025-13-01' is not one" in shell.stderr
+
+
+def test_only_the_occurrences_that_are_the_parameter_are_replaced() -> None:
+    from ba_mcp.workers.params import code_placeholders, filter_placeholders, sql_placeholders
+
+    sql = "SELECT round(avg(x), 4) AS r FROM t WHERE n > 4 AND k IN (1, 4) AND d >= DATE '2025-01-01' LIMIT 4"
+    assert sql_placeholders(sql, {"n": 4, "since": "2025-01-01"})[0] == (
+        "SELECT round(avg(x), 4) AS r FROM t WHERE n > $n AND k IN (1, $n) AND d >= CAST($since AS DATE) LIMIT $n"
+    )
+    assert sql_placeholders("SELECT round(x, 4) FROM t", {"digits": 4})[0] == "SELECT round(x, $digits) FROM t"
+    code = "threshold = 4\nshown = df.round(4)\nflags = df[df.z > 4]\n"
+    assert code_placeholders(code, {"t": 4})[0] == (
+        'threshold = PARAMS["t"]\nshown = df.round(4)\nflags = df[df.z > PARAMS["t"]]\n'
+    )
+    metricflow = "{{ TimeDimension('metric_time', 'day') }} >= '2025-01-01'"
+    assert filter_placeholders(metricflow, {"since": "2025-01-01", "grain": "day"}) == (
+        "{{ TimeDimension('metric_time', 'day') }} >= ${since}",
+        ["since"],
+    )

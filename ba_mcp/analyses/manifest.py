@@ -141,6 +141,10 @@ def plan(name: str, description: str, records: list[Any], parameters: dict[str, 
             step.arguments = {"database": prov.get("database", "demo"), "sql": sql, "params": prov.get("params")}
             databases.append(str(step.arguments["database"]))
         elif r.tool == "query_metrics":
+            if args.get("where"):  # a literal inside a filter (ours or MetricFlow's) is a parameter too
+                placed = [place("filter", str(w), parameters) for w in args["where"]]
+                args = {**args, "where": [w for w, _ in placed]}
+                found.update(n for _, names in placed for n in names)
             step.arguments = {"metrics_query": args}
             databases.append(str(prov.get("database", "")))
         elif r.tool == "file_reader":
@@ -170,7 +174,7 @@ def plan(name: str, description: str, records: list[Any], parameters: dict[str, 
             "a parameter names a literal the steps contain (a date, a region, a number)",
             code="BAD_PARAMETER",
         )
-    typed = {p: {"type": type(v).__name__, "default": v} for p, v in parameters.items()}
+    typed = {p: {"type": type_of(v), "default": v} for p, v in parameters.items()}
     return Plan(name, description, typed, steps, sorted(set(d for d in databases if d)), inputs)
 
 
@@ -314,19 +318,73 @@ def listed(folder: Path, shared: bool = False) -> list[str]:
     return sorted(n for n in names if visible(_load(folder / n / "analysis.yaml") or {}, shared))
 
 
+TYPES = ("date", "timestamp", "integer", "number", "text")
+_OLD_TYPES = {"str": "text", "int": "integer", "float": "number"}  # manifests written before types were named
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+_TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}(:\d{2}(\.\d+)?)?")
+
+
+def type_of(value: Any) -> str:
+    """A parameter's type, from the literal it replaces: an ISO date or timestamp, an integer, a number, a text."""
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    text = str(value)
+    if _DATE.fullmatch(text) and _valid(text, "date"):
+        return "date"
+    if _TIMESTAMP.fullmatch(text) and _valid(text, "timestamp"):
+        return "timestamp"
+    return "text"
+
+
+def _valid(text: str, kind: str) -> bool:
+    import datetime as dt
+
+    try:
+        if kind == "date":
+            dt.date.fromisoformat(text)
+        else:
+            dt.datetime.fromisoformat(text)
+    except ValueError:
+        return False
+    return True
+
+
 def typed_values(parameters: dict[str, dict[str, Any]], given: dict[str, Any]) -> dict[str, Any]:
-    """The run's parameter values: defaults, then ``given`` converted to each parameter's type (an unknown name
-    or a value of the wrong type is an error naming it)."""
+    """The run's parameter values: defaults, then ``given`` checked against each parameter's type — before any step
+    runs (an unknown name or a value of the wrong type is an error naming it). Dates and timestamps travel as
+    their ISO text (bound, or CAST where the step wrote DATE '…')."""
     values = {n: spec.get("default") for n, spec in parameters.items()}
     for n, raw in given.items():
         if n not in parameters:
             raise bad(f"no parameter named {n}", f"parameters: {', '.join(parameters) or 'none'}", code="BAD_PARAMETER")
-        kind = parameters[n].get("type", "str")
+        kind = str(parameters[n].get("type", "text"))
+        kind = _OLD_TYPES.get(kind, kind)
+        shown = repr(str(raw)[:40])
+        example = {"date": "2025-01-01", "timestamp": "2025-01-01 08:00:00", "integer": "12", "number": "0.5"}
         try:
-            values[n] = {"int": int, "float": float}.get(kind, str)(raw)
+            if kind == "integer":
+                if (isinstance(raw, float) and not raw.is_integer()) or isinstance(raw, bool):
+                    raise ValueError
+                values[n] = int(str(raw).strip()) if not isinstance(raw, int | float) else int(raw)
+            elif kind == "number":
+                if isinstance(raw, bool):
+                    raise ValueError
+                values[n] = float(raw)
+            elif kind in ("date", "timestamp"):
+                text = str(raw).strip()
+                pattern = _DATE if kind == "date" else _TIMESTAMP
+                if not (pattern.fullmatch(text) or (kind == "timestamp" and _DATE.fullmatch(text))):
+                    raise ValueError
+                if not _valid(text, kind):
+                    raise ValueError
+                values[n] = text
+            else:
+                values[n] = str(raw)
         except (TypeError, ValueError):
-            shown = repr(str(raw)[:40])
-            raise bad(f"parameter {n} takes a {kind} value; {shown} is not one", code="BAD_PARAMETER") from None
+            hint = f"e.g. {n}={example[kind]}" if kind in example else ""
+            raise bad(f"parameter {n} is of type {kind}; {shown} is not one", hint, code="BAD_PARAMETER") from None
     return values
 
 

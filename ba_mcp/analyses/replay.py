@@ -12,6 +12,7 @@ reset), the call's context as the parent (the call's timeout ends the step that 
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -106,8 +107,24 @@ class Replay:
         return [self._table(step, raw, 1)]
 
     def metrics(self, step: str, arguments: dict[str, Any]) -> list[str]:
+        """A query_metrics step: each ``${name}`` in its filters written as this run's value, a literal of its type
+        (the values were checked against their types before any step: ``typed_values``)."""
+        if arguments.get("where"):
+            arguments = {**arguments, "where": [self._filled(str(w)) for w in arguments["where"]]}
         raw = self._run(step, self._tool(step, "query_metrics"), arguments)
         return [self._table(step, raw, 1)]
+
+    def _filled(self, text: str) -> str:
+        def literal(match: re.Match[str]) -> str:
+            name = match.group(1)
+            if name not in self.values:
+                return match.group(0)
+            value = self.values[name]
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                return repr(value)
+            return "'" + str(value).replace("'", "''") + "'"
+
+        return re.sub(r"\$\{([a-z_][a-z0-9_]*)\}", literal, text)
 
     def read(self, step: str, arguments: dict[str, Any]) -> list[str]:
         raw = self._run(step, self._tool(step, "file_reader"), arguments)

@@ -519,11 +519,13 @@ class Engine:
 
     def op_placeholders(self, message: dict[str, Any], fds: list[int]) -> tuple[dict[str, Any], list[int]]:
         """A saved analysis's parameters found in a step's SQL or code and replaced (``workers.params``)."""
-        from ba_mcp.workers.params import code_placeholders, sql_placeholders
+        from ba_mcp.workers.params import code_placeholders, filter_placeholders, sql_placeholders
 
         values = dict(message.get("values") or {})
         if message.get("sql") is not None:
             text, found = sql_placeholders(str(message["sql"]), values)
+        elif message.get("filter") is not None:
+            text, found = filter_placeholders(str(message["filter"]), values)
         else:
             text, found = code_placeholders(str(message.get("code", "")), values)
         return {"op": "placeholders", "text": text, "found": found}, []

@@ -1,31 +1,66 @@
 """In the engine worker: the literal values an analysis turns into parameters, found in a step's SQL (by DuckDB's
-tokenizer) or Python (by ``tokenize``) and replaced — SQL by a bound ``$name``, Python by ``PARAMS["name"]`` —
-so a saved analysis binds its parameters and never pastes them into SQL text."""
+tokenizer), a metrics step's ``where`` filters or Python (by ``tokenize``/``ast``) and replaced — SQL by a bound
+``$name``, a filter by ``${name}`` (MetricFlow's filters take no bind parameters: the run writes the validated,
+typed value there as a literal), Python by ``PARAMS["name"]`` — so a saved analysis binds its parameters and
+never pastes them into SQL text.
+
+Only the occurrences that *are* the parameter are replaced. A text is (an equal text anywhere is the same
+value); so is a number that occurs once in the step. A number that occurs several times is the parameter only
+where it is a value the query compares or counts with: beside a comparison, in an IN list or a BETWEEN, after
+LIMIT or OFFSET, or in THEN/ELSE; in Python, an operand of a comparison or the whole value of an assignment. A
+parameter ``4`` never replaces the ``4`` of ``round(x, 4)`` beside ``WHERE n > 4``.
+"""
 
 from __future__ import annotations
 
 import ast
 import io
+import re
 import tokenize
 from typing import Any
 
 _TYPED = ("DATE", "TIMESTAMP", "TIME", "INTERVAL")
+_COMPARES = {"=", "==", "<", ">", "<=", ">=", "<>", "!=", "LIMIT", "OFFSET", "BETWEEN", "THEN", "ELSE", "WHEN"}
+_JINJA = re.compile(r"\{\{.*?\}\}|\{%.*?%\}", re.S)
 
 
 def sql_placeholders(sql: str, values: dict[str, Any]) -> tuple[str, list[str]]:
-    """``sql`` with each literal equal to a value replaced by ``$name`` (a typed literal such as DATE '…' by
-    CAST($name AS DATE)), and the names found."""
+    """``sql`` with each literal that is a value's occurrence replaced by ``$name`` (a typed literal such as
+    DATE '…' by CAST($name AS DATE)), and the names found."""
+    edits, found = _literals(sql, values, typed_cast=True)
+    for begin, end, text in sorted(edits, reverse=True):
+        sql = sql[:begin] + text + sql[end:]
+    return sql, found
+
+
+def filter_placeholders(text: str, values: dict[str, Any]) -> tuple[str, list[str]]:
+    """A metrics ``where`` (SQL over declared fields, or MetricFlow's filter with ``{{ Dimension(…) }}``) with each
+    literal that is a value's occurrence replaced by ``${name}``; what is inside ``{{ … }}`` is never a value."""
+    masked = _JINJA.sub(lambda m: " " * len(m.group(0)), text)
+    edits, found = _literals(masked, values, typed_cast=False)
+    for begin, end, placeholder in sorted(edits, reverse=True):
+        text = text[:begin] + "${" + placeholder.lstrip("$") + "}" + text[end:]
+    return text, found
+
+
+def _literals(sql: str, values: dict[str, Any], typed_cast: bool) -> tuple[list[tuple[int, int, str]], list[str]]:
     import duckdb
 
     tokens = duckdb.tokenize(sql)
     edits: list[tuple[int, int, str]] = []
     found: list[str] = []
+
+    def text_of(i: int) -> str:
+        end = tokens[i + 1][0] if i + 1 < len(tokens) else len(sql)
+        return sql[tokens[i][0] : end].strip()
+
+    numbers = [text_of(i) for i, (_, kind) in enumerate(tokens) if kind == duckdb.token_type.numeric_const]
     for i, (start, kind) in enumerate(tokens):
         if kind not in (duckdb.token_type.string_const, duckdb.token_type.numeric_const):
             continue
-        end = tokens[i + 1][0] if i + 1 < len(tokens) else len(sql)
-        text = sql[start:end].rstrip()
-        if kind == duckdb.token_type.string_const:
+        text = text_of(i)
+        is_text = kind == duckdb.token_type.string_const
+        if is_text:
             if not (text.startswith("'") and text.endswith("'")):
                 continue
             literal: Any = text[1:-1].replace("''", "'")
@@ -34,36 +69,73 @@ def sql_placeholders(sql: str, values: dict[str, Any]) -> tuple[str, list[str]]:
                 literal = ast.literal_eval(text)
             except (ValueError, SyntaxError):
                 continue
+            if not _once(numbers, literal) and not _compared(tokens, i, text_of):
+                continue
         for name, value in values.items():
-            if isinstance(value, bool) or not _same(literal, value, kind == duckdb.token_type.string_const):
+            if isinstance(value, bool) or not _same(literal, value, is_text):
                 continue
             begin, placeholder = start, f"${name}"
-            if i > 0 and tokens[i - 1][1] in (duckdb.token_type.keyword, duckdb.token_type.identifier):
-                before = sql[tokens[i - 1][0] : start].strip().upper()
+            if typed_cast and i > 0 and tokens[i - 1][1] in (duckdb.token_type.keyword, duckdb.token_type.identifier):
+                before = text_of(i - 1).upper()
                 if before in _TYPED:
                     begin, placeholder = tokens[i - 1][0], f"CAST(${name} AS {before})"
             edits.append((begin, start + len(text), placeholder))
             found.append(name)
             break
-    for begin, end, text in sorted(edits, reverse=True):
-        sql = sql[:begin] + text + sql[end:]
-    return sql, found
+    return edits, found
+
+
+def _compared(tokens: list[Any], i: int, text_of: Any) -> bool:
+    """Whether the number at token ``i`` is a value the statement compares or counts with (not a function's
+    argument, a precision, a position or a term of arithmetic)."""
+    before = text_of(i - 1).upper() if i > 0 else ""
+    after = text_of(i + 1).upper() if i + 1 < len(tokens) else ""
+    if before in _COMPARES or after in _COMPARES - {"LIMIT", "OFFSET", "THEN", "ELSE", "WHEN", "BETWEEN"}:
+        return True
+    if before == "AND" and i >= 3 and text_of(i - 3).upper() == "BETWEEN":  # x BETWEEN 1 AND <this>
+        return True
+    if before in ("(", ","):  # inside parentheses: an IN list is a comparison, a function's arguments are not
+        depth = 0
+        for j in range(i - 1, -1, -1):
+            t = text_of(j)
+            if t == ")":
+                depth += 1
+            elif t == "(":
+                if depth == 0:
+                    return j > 0 and text_of(j - 1).upper() == "IN"
+                depth -= 1
+    return False
 
 
 def code_placeholders(code: str, values: dict[str, Any]) -> tuple[str, list[str]]:
-    """``code`` with each string or number literal equal to a value replaced by ``PARAMS["name"]``."""
+    """``code`` with each literal that is a value's occurrence replaced by ``PARAMS["name"]``: any equal text, and
+    an equal number that is an operand of a comparison or the whole value of an assignment."""
     found: list[str] = []
     try:
         tokens = list(tokenize.generate_tokens(io.StringIO(code).readline))
-    except (tokenize.TokenError, SyntaxError, IndentationError):
+        tree = ast.parse(code)
+    except (tokenize.TokenError, SyntaxError, IndentationError, ValueError):
         return code, found
+    numbers: set[tuple[int, int]] = set()  # (line, column) of the numbers that are values
+    for node in ast.walk(tree):
+        operands: list[Any] = []
+        if isinstance(node, ast.Compare):
+            operands = [node.left, *node.comparators]
+        elif isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None:
+            operands = [node.value]
+        for operand in operands:
+            if isinstance(operand, ast.Constant) and isinstance(operand.value, int | float):
+                numbers.add((operand.lineno, operand.col_offset))
     lines = code.splitlines(keepends=True)
     offsets = [0]
     for line in lines:
         offsets.append(offsets[-1] + len(line))
     edits = []
+    every = [t.string for t in tokens if t.type == tokenize.NUMBER]
     for tok in tokens:
         if tok.type in (tokenize.STRING, tokenize.NUMBER):
+            if tok.type == tokenize.NUMBER and tok.start not in numbers and not _once(every, tok.string):
+                continue
             try:
                 literal = ast.literal_eval(tok.string)
             except (ValueError, SyntaxError):
@@ -78,6 +150,17 @@ def code_placeholders(code: str, values: dict[str, Any]) -> tuple[str, list[str]
     for start, end, text in sorted(edits, reverse=True):
         code = code[:start] + text + code[end:]
     return code, found
+
+
+def _once(numbers: list[str], literal: Any) -> bool:
+    """Whether the number occurs once among the step's numbers (then it is the parameter wherever it is)."""
+    equal = 0
+    for text in numbers:
+        try:
+            equal += ast.literal_eval(text) == (literal if not isinstance(literal, str) else ast.literal_eval(literal))
+        except (ValueError, SyntaxError):
+            continue
+    return equal == 1
 
 
 def _same(literal: Any, value: Any, is_text: bool) -> bool:
