@@ -266,3 +266,54 @@ async def test_the_report_view_leads_with_the_analysis_headline(
         await frame.wait_for_selector("td")
         await page.screenshot(path=str(tmp_path / "report-view.png"), full_page=True)
         assert [u for u in requests if not u.startswith(("about:", "data:"))] == [], requests
+
+
+DAILY = (
+    "SELECT DATE '2007-01-01' + CAST(i AS INTEGER) AS day, ['North', 'South', 'East'][i % 3 + 1] AS region, "
+    "round(100 + (i % 97) * 1.5, 2) AS revenue FROM range(6809) AS t(i)"
+)
+
+
+@pytest.mark.slow
+async def test_the_chart_is_of_the_whole_result_and_splits_into_series(
+    apps: ClientSession, bundle: str, tmp_path: Path
+) -> None:
+    """Issue 50 item 8: 6,809 daily rows (an artifact, 1,000 fetched) are charted whole — by month, bucketed in the
+    engine and said so, one line per region — and the last points add up to the true total of the last month
+    (August 2025 up to the 22nd: the sum query_database gives), not the cliff of a first page. Split by
+    region, a monthly table draws one line per region with a legend, its dates labelled by month (2025-03, not
+    2025-03-01T00:00:00)."""
+    last = await apps.call_tool(
+        "query_database",
+        {
+            "query": f"SELECT sum(revenue) AS v, max(day) AS d FROM ({DAILY}) WHERE day >= DATE '2025-08-01'",
+            "output_level": "full",
+        },
+    )
+    total = float(text_of(last).split("Rows (csv):\nv,d\n", 1)[1].split(",")[0])
+    async with rendered(apps, bundle, TABLE_VIEW, "query_database", {"query": DAILY}) as (page, frame, _):
+        await frame.wait_for_selector("svg.chart polyline")
+        note = await frame.locator(".chart-note").text_content()
+        assert note is not None and "all 6,809 rows" in note and "by month (6,809 values of day bucketed)" in note
+        lines = [
+            (await line.get_attribute("data-values") or "").split(",")
+            for line in await frame.locator("svg.chart polyline").all()
+        ]
+        assert len(lines) == 3 and all(len(values) == 224 for values in lines)  # split by region, by default
+        last = sum(float(values[-1]) for values in lines)
+        assert abs(last - total) < 0.01, (last, total)
+        labels = await frame.locator("svg.chart text.x-label").all_text_contents()
+        assert labels[0] == "2007-01" and all(len(label) == 7 for label in labels), labels
+        await page.screenshot(path=str(tmp_path / "whole-result-chart.png"), full_page=True)
+    monthly = {
+        "query": f"SELECT date_trunc('month', day) AS month, region, sum(revenue) AS revenue FROM ({DAILY}) "
+        "WHERE day >= DATE '2024-01-01' GROUP BY ALL ORDER BY ALL"
+    }
+    async with rendered(apps, bundle, TABLE_VIEW, "query_database", monthly) as (page, frame, _):
+        await frame.wait_for_selector("svg.chart polyline")
+        assert await frame.locator("select[aria-label='Split by']").input_value() == "region"
+        assert sorted(await frame.locator("ul.legend li").all_text_contents()) == ["East", "North", "South"]
+        assert await frame.locator("svg.chart polyline").count() == 3
+        labels = await frame.locator("svg.chart text.x-label").all_text_contents()
+        assert labels[0] == "2024-01" and "T" not in "".join(labels), labels
+        await page.screenshot(path=str(tmp_path / "series-split-chart.png"), full_page=True)

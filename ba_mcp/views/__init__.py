@@ -104,9 +104,20 @@ ROWS_SCHEMA: dict[str, Any] = {
         "order_by": {"type": "string"},
         "descending": {"type": "boolean"},
         "filter": {"type": "string", "maxLength": 200},
+        "chart": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {"x": {"type": "string"}, "y": {"type": "string"}, "series": {"type": "string"}},
+            "required": ["x", "y"],
+        },
     },
     "required": ["artifact_id"],
 }
+CHART_POINTS = 500  # distinct x values a chart draws; a longer time axis is bucketed by a coarser grain
+CHART_CATEGORIES = 30  # bars of a category axis: the largest, the rest said
+CHART_SERIES = 8  # lines or bars per x: the largest, the rest as "other"
+_COARSER = {"day": "week", "week": "month", "month": "quarter", "quarter": "year"}
+_MEAN_LIKE = ("pct", "percent", "rate", "ratio", "share", "avg", "average", "mean", "median", "per_", "price")
 
 
 def rows_tool() -> Tool:
@@ -235,7 +246,10 @@ class ViewsMiddleware:
             return CallToolResult(
                 content=[TextContent(type="text", text=format_error(ROWS_TOOL, failure))], is_error=True
             )
-        text = f"rows {page['offset']:,}–{page['offset'] + len(page['rows']) - 1:,} of {page['total_rows']:,}"
+        if "chart" in page:
+            text = f"a chart of {page['source_rows']:,} rows, {len(page['chart']['points']):,} points"
+        else:
+            text = f"rows {page['offset']:,}–{page['offset'] + len(page['rows']) - 1:,} of {page['total_rows']:,}"
         return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=page)
 
     def _page(self, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -243,6 +257,8 @@ class ViewsMiddleware:
         artifact = str(arguments.get("artifact_id") or "")
         if unknown or not ARTIFACT_ID.match(artifact):
             raise ToolFailure(ErrorType.VALIDATION_ERROR, "BAD_VIEW_REQUEST", "an artifact id and paging arguments")
+        if isinstance(arguments.get("chart"), dict):
+            return self._chart(artifact, dict(arguments["chart"]))
         offset = max(0, int(arguments.get("offset") or 0))
         limit = min(PAGE_MAX, max(1, int(arguments.get("limit") or 100)))
         columns = self._columns(artifact)
@@ -270,6 +286,72 @@ class ViewsMiddleware:
         frame = frame.drop_columns([total_column]) if total_column in frame.column_names else frame
         return {**json_table(frame, limit), "total_rows": int(total), "offset": offset, "artifact_id": artifact}
 
+    def _chart(self, artifact: str, chart: dict[str, Any]) -> dict[str, Any]:
+        """The chart of the whole artifact, aggregated in the engine: ``y`` by ``x`` (a sum; a mean for a rate, a
+        share or a price), split by ``series``. A time axis longer than CHART_POINTS is bucketed by a coarser grain,
+        a category axis keeps its CHART_CATEGORIES largest, a split its CHART_SERIES largest (the rest "other") —
+        and ``note`` says so: the chart is never silently of a part."""
+        columns = self._columns(artifact)
+        x, y, series = chart.get("x"), chart.get("y"), chart.get("series") or None
+        for name in (x, y, series):
+            if name is not None and name not in columns:
+                raise ToolFailure(ErrorType.VALIDATION_ERROR, "BAD_VIEW_REQUEST", f"no column {str(name)[:80]!r}")
+        assert isinstance(x, str) and isinstance(y, str)
+        mean = any(part in y.lower() for part in _MEAN_LIKE)
+        agg = f"avg({_quote(y)})" if mean else f"sum({_quote(y)})"
+        types = self._query(f"SELECT typeof({_quote(x)}) AS t FROM {artifact} LIMIT 1")
+        x_type = str(types.column(0)[0].as_py()) if types.num_rows else ""
+        is_time = x_type in ("DATE", "TIMESTAMP", "TIMESTAMP WITH TIME ZONE", "TIMESTAMP_NS", "TIMESTAMP_MS")
+        facts = self._query(f"SELECT count(*) AS n, count(DISTINCT {_quote(x)}) AS d FROM {artifact}").to_pylist()[0]
+        rows, distinct = int(facts["n"]), int(facts["d"])
+        x_expr, grain, notes = _quote(x), None, []
+        if is_time and distinct > CHART_POINTS:
+            grain = "day"
+            while grain in _COARSER:
+                grain = _COARSER[grain]
+                buckets = (
+                    self._query(f"SELECT count(DISTINCT date_trunc('{grain}', {_quote(x)})) AS d FROM {artifact}")
+                    .column(0)[0]
+                    .as_py()
+                )
+                if int(buckets) <= CHART_POINTS:
+                    break
+            x_expr = f"date_trunc('{grain}', {_quote(x)})"
+            notes.append(f"by {grain} ({distinct:,} values of {x} bucketed)")
+        s_expr = f"CAST({_quote(series)} AS VARCHAR)" if series else "NULL"
+        keep, params = "", None
+        if series:
+            top = (
+                self._query(
+                    f"SELECT {s_expr} AS s FROM {artifact} GROUP BY 1 ORDER BY sum(abs({_quote(y)})) DESC NULLS LAST"
+                )
+                .column(0)
+                .to_pylist()
+            )
+            if len(top) > CHART_SERIES:  # the largest kept by name (bound: they are the data's own texts)
+                params = {"kept": [str(v) for v in top[: CHART_SERIES - 1] if v is not None]}
+                s_expr = f"CASE WHEN list_contains($kept, {s_expr}) THEN {s_expr} ELSE 'other' END"
+                notes.append(f"the {CHART_SERIES - 1} largest of {len(top)} {series} values, the rest as other")
+        if not is_time and distinct > CHART_CATEGORIES:
+            keep = (
+                f" WHERE {_quote(x)} IN (SELECT {_quote(x)} FROM {artifact} GROUP BY 1 "
+                f"ORDER BY sum(abs({_quote(y)})) DESC NULLS LAST LIMIT {CHART_CATEGORIES})"
+            )
+            notes.append(f"the {CHART_CATEGORIES} largest of {distinct:,} {x} values")
+        frame = self._query(
+            f"SELECT {x_expr} AS x, {s_expr} AS s, {agg} AS v FROM {artifact}{keep} GROUP BY 1, 2 ORDER BY 1, 2",
+            params,
+            max_rows=CHART_POINTS * CHART_SERIES,
+        )
+        points = [[json_cell(r["x"]), r["s"], json_cell(r["v"])] for r in frame.to_pylist()]
+        return {
+            "chart": {"x": x, "y": y, "series": series, "points": points, "grain": grain, "time": is_time},
+            "source_rows": rows,
+            "aggregate": "mean" if mean else "sum",
+            "note": "; ".join(notes),
+            "artifact_id": artifact,
+        }
+
     def _columns(self, artifact: str) -> list[str]:
         """An artifact's column names, asked once (an artifact is content-addressed: it never changes) — but
         asked for each session, so that the engine worker's check of who may read it runs every time."""
@@ -280,13 +362,15 @@ class ViewsMiddleware:
             self._schemas[key] = self._query(f"SELECT * FROM {artifact} LIMIT 0").column_names
         return self._schemas[key]
 
-    def _query(self, sql: str, params: dict[str, Any] | None = None) -> pa.Table:
+    def _query(self, sql: str, params: dict[str, Any] | None = None, max_rows: int = PAGE_MAX) -> pa.Table:
         tool = self.app.tools["query_database"]
-        arguments = {"query": sql, "max_rows": PAGE_MAX, "params": params}
+        arguments = {"query": sql, "max_rows": max_rows, "params": params}
         ctx = ToolContext(session=callers.current(), timeout=30.0)
         raw = execute_bounded(tool, tool.Params.model_validate({k: v for k, v in arguments.items() if v}), ctx)
         if not isinstance(raw, Table):
             raise ToolFailure(ErrorType.INTERNAL_ERROR, "BAD_VIEW_REQUEST", "the artifact did not read as a table")
+        if raw.more:
+            raise ToolFailure(ErrorType.RESOURCE_ERROR, "BAD_VIEW_REQUEST", f"more than {max_rows:,} rows to draw")
         return raw.frame
 
 

@@ -6,7 +6,6 @@
 (function () {
   var PROTOCOL = "2026-01-26";
   var PAGE = 50;
-  var CHART_ROWS = 1000;
   var META = "dev.ba-mcp/observation";
   var VIEW = "dev.ba-mcp/view";
   var mode = document.documentElement.getAttribute("data-mode") || "result";
@@ -93,6 +92,9 @@
   }
   function fmt(value, column) {
     if (value === null || value === undefined) return "";
+    if (typeof value === "string" && /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}/.test(value)) {  // a date or time, for people
+      return /T00:00:00(\.0+)?$/.test(value) ? value.slice(0, 10) : value.replace("T", " ").replace(/(:\d{2})\.\d+$/, "$1");
+    }
     if (column && keyLike(column)) return String(value);  // a year or an id names a row: no separators
     if (typeof value === "number") {
       if (Number.isInteger(value)) return value.toLocaleString("en-US");
@@ -215,7 +217,11 @@
     });
   };
 
-  // -- a chart of a table: bar, line or area of a number by a column --------------------------------------
+  // -- a chart of a table: bar, line or area of a number by a column, split into series by another ----------
+  // The chart is of the whole result: a table shown whole is aggregated here, an artifact in the engine
+  // (view_rows with `chart`), which buckets a long time axis by a coarser grain and says so under the chart.
+  var SERIES = 8, CATEGORIES = 30;
+  var MEAN_LIKE = /pct|percent|rate|ratio|share|avg|average|mean|median|per_|price/i;
   function Chart(table) {
     this.table = table;
   }
@@ -230,65 +236,153 @@
     self.x = el("select", { "aria-label": "Chart by" });
     self.y = el("select", { "aria-label": "Chart of" });
     self.kind = el("select", { "aria-label": "Chart type" });
+    self.split = el("select", { "aria-label": "Split by" });
     columns.forEach(function (c) { self.x.appendChild(el("option", { value: c.name, text: c.name })); });
     numbers.forEach(function (c) { self.y.appendChild(el("option", { value: c.name, text: c.name })); });
     ["bar", "line", "area"].forEach(function (k) { self.kind.appendChild(el("option", { value: k, text: k })); });
+    self.split.appendChild(el("option", { value: "", text: "(one series)" }));
+    labels.forEach(function (c) {
+      if (!timeLike(c)) self.split.appendChild(el("option", { value: c.name, text: c.name }));
+    });
     self.x.value = first.name;
     self.y.value = measure.name;
     self.kind.value = timeLike(first) ? "line" : "bar";  // a series runs along time
+    var second = labels.filter(function (c) { return c !== first && !timeLike(c); })[0];
+    self.split.value = timeLike(first) && second ? second.name : "";  // revenue by month per region
     self.area = el("div", { class: "chart-area" });
-    [self.x, self.y, self.kind].forEach(function (s) { s.addEventListener("change", function () { self.draw(); }); });
+    self.note = el("p", { class: "muted chart-note" });
+    [self.x, self.y, self.kind, self.split].forEach(function (s) { s.addEventListener("change", function () { self.draw(); }); });
     setTimeout(function () { self.draw(); }, 0);
     return el("div", { class: "chart-box" }, [
-      el("div", { class: "bar" }, [el("span", { text: "Chart" , class: "muted"}), self.kind, self.y, el("span", { text: "by", class: "muted" }), self.x]),
+      el("div", { class: "bar" }, [el("span", { text: "Chart", class: "muted" }), self.kind, self.y,
+        el("span", { text: "by", class: "muted" }), self.x, el("span", { text: "split by", class: "muted" }), self.split]),
       self.area,
+      self.note,
     ]);
+  };
+  Chart.prototype.points = function (xName, yName, sName) {
+    // [[x, series, value]] of the whole result, and a note of what was bucketed or left out
+    var t = this.table;
+    if (t.artifact) {
+      var chart = { x: xName, y: yName };
+      if (sName) chart.series = sName;
+      return request("tools/call", { name: "view_rows", arguments: { artifact_id: t.artifact, chart: chart } }).then(function (result) {
+        if (result.isError) throw new Error(((result.content || [])[0] || {}).text || "view_rows failed");
+        var c = result.structuredContent;
+        return { points: c.chart.points, grain: c.chart.grain, note: c.note, rows: c.source_rows, mean: c.aggregate === "mean" };
+      });
+    }
+    var names = t.columns.map(function (c) { return c.name; });
+    var xi = names.indexOf(xName), yi = names.indexOf(yName), si = sName ? names.indexOf(sName) : -1;
+    var mean = MEAN_LIKE.test(yName), cells = {}, order = [];
+    t.inline.forEach(function (r) {
+      var key = JSON.stringify([r[xi], si >= 0 ? (r[si] === null ? null : String(r[si])) : null]);
+      if (!(key in cells)) { cells[key] = { sum: 0, n: 0 }; order.push(key); }
+      if (r[yi] !== null && r[yi] !== undefined) { cells[key].sum += Number(r[yi]) || 0; cells[key].n += 1; }
+    });
+    var points = order.map(function (key) {
+      var k = JSON.parse(key), c = cells[key];
+      return [k[0], k[1], c.n ? (mean ? c.sum / c.n : c.sum) : null];
+    });
+    return Promise.resolve({ points: points, grain: null, note: "", rows: t.inline.length, mean: mean });
   };
   Chart.prototype.draw = function () {
     var self = this, t = self.table, xName = self.x.value, yName = self.y.value, kind = self.kind.value;
-    var names = t.columns.map(function (c) { return c.name; });
-    var xc = t.columns[names.indexOf(xName)];
-    var sortByX = timeLike(xc);
-    t.fetch(0, CHART_ROWS, sortByX ? xName : null, false).then(function (page) {
-      var xi = names.indexOf(xName), yi = names.indexOf(yName), sums = {}, keys = [];
-      page.rows.forEach(function (r) {
-        var k = r[xi] === null ? "(none)" : String(r[xi]);
-        if (!(k in sums)) { sums[k] = 0; keys.push(k); }
-        sums[k] += Number(r[yi]) || 0;
+    var sName = self.split.value && self.split.value !== xName ? self.split.value : "";
+    var xc = t.columns.filter(function (c) { return c.name === xName; })[0];
+    var along = timeLike(xc);
+    self.points(xName, yName, sName).then(function (got) {
+      var totals = {}, xs = [], seriesTotals = {}, series = [];
+      got.points.forEach(function (p) {
+        var x = p[0] === null ? "(none)" : String(p[0]), s = p[1] === null || p[1] === undefined ? "" : String(p[1]);
+        if (!(x in totals)) { totals[x] = 0; xs.push(x); }
+        if (!(s in seriesTotals)) { seriesTotals[s] = 0; series.push(s); }
+        totals[x] += Math.abs(Number(p[2]) || 0);
+        seriesTotals[s] += Math.abs(Number(p[2]) || 0);
       });
-      if (!sortByX && kind === "bar") keys.sort(function (a, b) { return sums[b] - sums[a]; });
-      keys = keys.slice(0, sortByX ? 400 : 30);
-      self.paint(keys, keys.map(function (k) { return sums[k]; }), kind, yName + " by " + xName);
+      var notes = got.note ? [got.note] : [];
+      if (along) xs.sort();
+      else {
+        xs.sort(function (a, b) { return totals[b] - totals[a]; });
+        if (xs.length > CATEGORIES) { notes.push("the " + CATEGORIES + " largest of " + fmt(xs.length) + " " + xName + " values"); xs = xs.slice(0, CATEGORIES); }
+      }
+      series.sort(function (a, b) { return seriesTotals[b] - seriesTotals[a]; });
+      var kept = series.slice(0, SERIES), other = series.length > SERIES;
+      if (other) notes.push("the " + SERIES + " largest of " + series.length + " " + sName + " values");
+      var index = {};
+      xs.forEach(function (x, i) { index[x] = i; });
+      var lines = kept.map(function (s) {
+        var values = xs.map(function () { return null; });
+        got.points.forEach(function (p) {
+          var x = p[0] === null ? "(none)" : String(p[0]), ps = p[1] === null || p[1] === undefined ? "" : String(p[1]);
+          if (ps === s && x in index) values[index[x]] = (values[index[x]] || 0) + (Number(p[2]) || 0);
+        });
+        return { name: s, values: values };
+      });
+      var labels = along ? dateLabels(xs, got.grain) : xs;
+      var what = (got.mean ? "mean " : "") + yName + " by " + xName + (sName ? " per " + sName : "");
+      notes.unshift("all " + fmt(got.rows) + " rows" + (got.mean ? " (mean of each point's rows)" : ""));
+      self.note.textContent = "Chart of " + notes.join("; ");
+      self.paint(labels, lines, kind, what);
       resized();
-    }).catch(function () { self.area.textContent = ""; });
+    }).catch(function (error) { self.area.textContent = ""; self.note.textContent = "no chart: " + error.message; });
   };
-  Chart.prototype.paint = function (keys, values, kind, title) {
+  function dateLabels(xs, grain) {
+    // dates labelled by their grain: 2025, 2025-Q1, 2025-03, 2025-03-01 — never 2025-03-01T00:00:00
+    var dates = xs.map(function (x) { return /^\d{4}-\d{2}-\d{2}(T00:00:00(\.0+)?)?$/.test(x) ? x.slice(0, 10) : null; });
+    if (dates.some(function (d) { return d === null; })) return xs.map(function (x) { return x.replace("T", " ").replace(/:00(\.0+)?$/, ""); });
+    var firstOfMonth = dates.every(function (d) { return d.slice(8) === "01"; });
+    var firstOfYear = firstOfMonth && dates.every(function (d) { return d.slice(5, 7) === "01"; });
+    var quarters = firstOfMonth && dates.every(function (d) { return ["01", "04", "07", "10"].indexOf(d.slice(5, 7)) >= 0; });
+    return dates.map(function (d) {
+      if (grain === "year" || (!grain && firstOfYear && dates.length > 1)) return d.slice(0, 4);
+      if (grain === "quarter" || (!grain && quarters && !firstOfYear)) return d.slice(0, 4) + "-Q" + (Math.floor((Number(d.slice(5, 7)) - 1) / 3) + 1);
+      if (grain === "month" || (!grain && firstOfMonth)) return d.slice(0, 7);
+      return d;
+    });
+  }
+  Chart.prototype.paint = function (keys, lines, kind, title) {
     var W = 720, H = 260, L = 64, B = 34, T = 10, area = this.area;
     area.textContent = "";
+    var all = [];
+    lines.forEach(function (l) { l.values.forEach(function (v) { if (v !== null) all.push(v); }); });
     var chart = svg("svg", { class: "chart", viewBox: "0 0 " + W + " " + H, role: "img", "aria-label": title });
-    var low = Math.min(0, Math.min.apply(null, values)), high = Math.max.apply(null, values.concat([0])) || 1;
+    var low = Math.min(0, Math.min.apply(null, all.concat([0]))), high = Math.max.apply(null, all.concat([0])) || 1;
     var span = (high - low) || 1, step = (W - L - 8) / Math.max(keys.length, 1);
     function y(v) { return T + (H - T - B) * (1 - (v - low) / span); }
     [low, (low + high) / 2, high].forEach(function (v) {
       chart.appendChild(svg("line", { x1: L, x2: W - 8, y1: y(v), y2: y(v) }));
       chart.appendChild(svg("text", { x: L - 6, y: y(v) + 4, "text-anchor": "end", text: fmt(Math.round(v * 100) / 100) }));
     });
-    if (kind === "bar" || values.length < 3) {  // a line needs points to join
-      values.forEach(function (v, i) {
-        chart.appendChild(svg("rect", { x: L + i * step + step * 0.15, y: Math.min(y(v), y(0)), width: Math.max(step * 0.7, 1), height: Math.abs(y(v) - y(0)) }));
+    if (kind === "bar" || keys.length < 3) {  // a line needs points to join; bars of several series side by side
+      var width = step * 0.7 / Math.max(lines.length, 1);
+      lines.forEach(function (line, n) {
+        line.values.forEach(function (v, i) {
+          if (v === null) return;
+          chart.appendChild(svg("rect", { class: "s" + n, "data-series": line.name, "data-value": String(v), x: L + i * step + step * 0.15 + n * width, y: Math.min(y(v), y(0)), width: Math.max(width, 1), height: Math.abs(y(v) - y(0)) }));
+        });
       });
     } else {
-      var points = values.map(function (v, i) { return (L + (i + 0.5) * step).toFixed(1) + "," + y(v).toFixed(1); });
-      if (kind === "area" && points.length) {
-        chart.appendChild(svg("polygon", { class: "area", points: (L + 0.5 * step) + "," + y(0) + " " + points.join(" ") + " " + (L + (values.length - 0.5) * step) + "," + y(0) }));
-      }
-      chart.appendChild(svg("polyline", { class: "series", points: points.join(" ") }));
+      lines.forEach(function (line, n) {
+        var points = [];
+        line.values.forEach(function (v, i) { if (v !== null) points.push((L + (i + 0.5) * step).toFixed(1) + "," + y(v).toFixed(1)); });
+        if (kind === "area" && points.length && lines.length === 1) {
+          chart.appendChild(svg("polygon", { class: "area", points: (L + 0.5 * step) + "," + y(0) + " " + points.join(" ") + " " + (L + (line.values.length - 0.5) * step) + "," + y(0) }));
+        }
+        chart.appendChild(svg("polyline", { class: "series s" + n, "data-series": line.name, "data-values": line.values.join(","), points: points.join(" ") }));
+      });
     }
-    var every = Math.max(1, Math.ceil(keys.length / 8));
+    var longest = Math.max.apply(null, keys.map(function (k) { return String(k).length; }).concat([1]));
+    var every = Math.max(1, Math.ceil(keys.length * Math.min(longest, 14) * 7 / (W - L)));  // labels never overlap
     keys.forEach(function (k, i) {
-      if (i % every === 0) chart.appendChild(svg("text", { x: L + (i + 0.5) * step, y: H - B + 16, "text-anchor": "middle", text: k.slice(0, 12) }));
+      if (i % every === 0) chart.appendChild(svg("text", { class: "x-label", x: L + (i + 0.5) * step, y: H - B + 16, "text-anchor": "middle", text: String(k).slice(0, 14) }));
     });
     area.appendChild(chart);
+    if (lines.length > 1 || (lines[0] && lines[0].name)) {
+      var legend = el("ul", { class: "legend" });
+      lines.forEach(function (line, n) { legend.appendChild(el("li", { class: "s" + n, text: line.name || "(none)" })); });
+      area.appendChild(legend);
+    }
   };
 
   // -- the result --------------------------------------------------------------------------------------
