@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 import time
 from collections.abc import AsyncIterator
@@ -351,3 +352,30 @@ def test_only_the_occurrences_that_are_the_parameter_are_replaced() -> None:
         "{{ TimeDimension('metric_time', 'day') }} >= ${since}",
         ["since"],
     )
+
+
+def test_the_report_shows_rates_as_percentages_dates_by_grain_and_labels_for_people() -> None:
+    """Item 8, the report: a return rate of 0.0425 reads 4.25 %, a month 2025-03 (not 2025-03-01 00:00:00),
+    metric_time__month reads Month; 36 monthly labels are thinned so that none overlaps another."""
+    import datetime as dt
+
+    import pyarrow as pa
+
+    from ba_mcp.analyses.report import chart, shaped
+
+    months = [dt.datetime(2023 + i // 12, i % 12 + 1, 1) for i in range(36)]
+    frame = pa.table(
+        {
+            "metric_time__month": months,
+            "net_revenue": [1000.0 + i for i in range(36)],
+            "return_rate": [0.0425] * 36,
+        }
+    )
+    table = shaped(frame)
+    assert table.headers == ["Month", "Net revenue", "Return rate"]
+    assert table.rows[-1] == ["2025-12-01", "1,035", "4.25 %"], table.rows[-1]
+    svg = chart(frame, "revenue")
+    labels = re.findall(r'class="tick">(\d{4}-\d{2})</text>', svg)
+    xs = [float(x) for x in re.findall(r'<text x="([\d.]+)" y="\d+" text-anchor="middle"', svg)]
+    assert labels[0] == "2023-01" and len(labels) == len(xs) < 36
+    assert min(b - a for a, b in itertools.pairwise(xs)) >= 7 * 7, xs  # 7 characters of ~7 px each

@@ -154,13 +154,13 @@ async def test_no_rate_is_ever_totalled(saved: dict[str, str], same: str, ws: Pa
     assert {"variance_pct", "z"} <= set(cells["ranges"]), cells
     report = (ws / "run-same" / "report.md").read_text()
     section = report.split("### ")[1:]
-    table = next(part for part in section if "| variance pct | z |" in part)
-    header = [c.strip() for c in next(x for x in table.split("\n") if x.startswith("| quarter")).strip("|").split("|")]
+    table = next(part for part in section if "| Variance (%) | Z |" in part)  # column labels for people
+    header = [c.strip() for c in next(x for x in table.split("\n") if x.startswith("| Quarter")).strip("|").split("|")]
     total = next(line for line in table.split("\n") if line.startswith("| **"))
     cells_total = [c.strip() for c in total.strip("|").split("|")]
-    for column in ("variance pct", "z", "months"):
+    for column in ("Variance (%)", "Z", "Months"):
         assert cells_total[header.index(column)] == "", (column, total)
-    for column in ("plan", "actual", "variance"):
+    for column in ("Plan", "Actual", "Variance"):
         assert cells_total[header.index(column)].startswith("**"), (column, total)
     figures = report.split("## Key figures", 1)[1].split("## ", 1)[0]
     assert "variance pct" not in figures and " z " not in figures, figures

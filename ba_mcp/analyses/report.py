@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import html
+import math
 import re
 import time
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ from ba_mcp.analyses.measures import (
     number,
     numeric,
     percent_column,
+    temporal,
     time_like,
 )
 
@@ -140,11 +142,62 @@ def trimmed(frame: pa.Table) -> tuple[pa.Table, str]:
     return frame, ""
 
 
-def cell(name: str, kind: pa.DataType, value: Any) -> str:
+_FRACTION = re.compile(r"(^|_)(rate|share|ratio|growth|conversion|churn|retention|margin)(_|$)", re.I)
+_GRAINS = ("year", "quarter", "month", "week", "day")
+
+
+def fraction_column(name: str, column: Any) -> bool:
+    """A rate kept as a fraction (a return rate of 0.042, a growth of -0.13): shown as a percentage. Named like a
+    rate and never beyond ±1.5 — a rate of 4.2 or a margin in money is left as it is."""
+    import pyarrow as pa
+
+    if percent_column(name) or not _FRACTION.search(name) or not numeric(column.type):
+        return False
+    values = [float(v) for v in column.to_pylist() if v is not None] if not pa.types.is_boolean(column.type) else []
+    return bool(values) and all(abs(v) <= 1.5 for v in values)
+
+
+def column_label(name: str) -> str:
+    """A column's name for people: ``metric_time__month`` → Month, ``customer__region`` → Customer region,
+    ``order_date_month`` → Order date (month), ``growth_pct`` → Growth (%), ``net_revenue`` → Net revenue."""
+    text = name.strip()
+    if text.startswith("metric_time"):
+        grain = text.rsplit("__", 1)[-1] if "__" in text else "day"
+        return grain.capitalize() if grain in _GRAINS else "Date"
+    unit = ""
+    if m := re.search(r"_(pct|percent|percentage)$", text, re.I):
+        text, unit = text[: m.start()], " (%)"
+    elif (m := re.search(r"_(" + "|".join(_GRAINS) + r")$", text)) and text[: m.start()].endswith(
+        ("date", "_at", "time")
+    ):
+        text, unit = text[: m.start()], f" ({m.group(1)})"
+    words = " ".join(text.replace("__", " ").replace("_", " ").split())
+    return (words[:1].upper() + words[1:] + unit) if words else name
+
+
+def date_labels(values: list[Any]) -> list[str]:
+    """Dates labelled by their grain: 2025, 2025-Q1, 2025-03, 2025-03-01 (never 2025-03-01 00:00:00)."""
+    import datetime as dt
+
+    days = [v.date() if isinstance(v, dt.datetime) and v.time() == dt.time() else v for v in values]
+    if not days or not all(isinstance(d, dt.date) and not isinstance(d, dt.datetime) for d in days):
+        return [str(v) for v in values]
+    if all(d.day == 1 for d in days):
+        if all(d.month == 1 for d in days) and len(days) > 1:
+            return [f"{d.year}" for d in days]
+        if all(d.month in (1, 4, 7, 10) for d in days) and len(days) > 2:
+            return [f"{d.year}-Q{(d.month - 1) // 3 + 1}" for d in days]
+        return [f"{d.year}-{d.month:02d}" for d in days]
+    return [d.isoformat() for d in days]
+
+
+def cell(name: str, kind: pa.DataType, value: Any, fraction: bool = False) -> str:
     import pyarrow as pa
 
     if value is None:
         return ""
+    if fraction and isinstance(value, int | float):
+        return number(100 * float(value), True)
     if (
         pa.types.is_timestamp(kind)
         and hasattr(value, "time")
@@ -169,9 +222,13 @@ class Shaped:
 def shaped(frame: pa.Table) -> Shaped:
     rows, note = trimmed(frame)
     kinds = [rows.schema.field(i).type for i in range(rows.num_columns)]
-    cells = [[cell(c, k, r[c]) for c, k in zip(rows.column_names, kinds, strict=True)] for r in rows.to_pylist()]
+    fractions = {c: fraction_column(c, frame.column(c)) for c in frame.column_names}
+    cells = [
+        [cell(c, k, r[c], fractions[c]) for c, k in zip(rows.column_names, kinds, strict=True)]
+        for r in rows.to_pylist()
+    ]
     total = totals_row(frame) if frame.num_rows > 1 else None
-    return Shaped([c.replace("_", " ") for c in rows.column_names], cells, total, note)
+    return Shaped([column_label(c) for c in rows.column_names], cells, total, note)
 
 
 def totals_row(frame: pa.Table) -> list[str] | None:
@@ -204,8 +261,11 @@ def chart(frame: pa.Table, title: str) -> str:
     if measure is None or measure == label:
         return ""
     sums: dict[str, float] = {}
-    for key, value in zip(frame.column(label).to_pylist(), frame.column(measure).to_pylist(), strict=True):
-        sums[str(key)] = sums.get(str(key), 0.0) + float(value or 0)
+    raw = frame.column(label).to_pylist()
+    names = dict(zip(raw, date_labels(raw), strict=True)) if temporal(frame.schema.field(label).type) else {}
+    for key, value in zip(raw, frame.column(measure).to_pylist(), strict=True):
+        shown = names.get(key, str(key))
+        sums[shown] = sums.get(shown, 0.0) + float(value or 0)
     series = time_like(label, frame.schema.field(label).type)
     keys = list(sums)[-60:] if series else sorted(sums, key=lambda k: -sums[k])[:15]
     values = [sums[k] for k in keys]
@@ -222,7 +282,8 @@ def chart(frame: pa.Table, title: str) -> str:
     parts = [
         f'<svg class="chart" role="img" aria-label="{html.escape(title)}" viewBox="0 0 {width} {height}" '
         f'width="{width}" height="{height}" xmlns="http://www.w3.org/2000/svg">',
-        f'<text x="{left}" y="16" class="chart-title">{html.escape(f"{measure} by {label}".replace("_", " "))}</text>',
+        f'<text x="{left}" y="16" class="chart-title">'
+        f"{html.escape(f'{column_label(measure)} by {column_label(label).lower()}')}</text>",
         f'<line x1="{left}" y1="{y(low):.1f}" x2="{width - 10}" y2="{y(low):.1f}" class="axis"/>',
     ]
     for tick in (low, (low + high) / 2, high):
@@ -235,7 +296,8 @@ def chart(frame: pa.Table, title: str) -> str:
             x0, y0 = left + step * i + step * 0.15, min(y(v), y(0))
             tall = abs(y(v) - y(0))
             parts.append(f'<rect x="{x0:.1f}" y="{y0:.1f}" width="{step * 0.7:.1f}" height="{tall:.1f}" class="bar"/>')
-    every = max(1, len(keys) // 8)
+    longest = min(max(len(k) for k in keys), 12)
+    every = max(1, math.ceil(len(keys) * (longest * 7 + 8) / (width - left - 10)))  # labels never overlap
     for i, k in enumerate(keys):
         if i % every == 0:
             parts.append(
