@@ -48,7 +48,8 @@ async def ok(s: ClientSession, tool: str, **args: Any) -> str:
 def csv_rows(text: str) -> list[list[str]]:
     lines = text.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("Rows ("))
-    body = [line for line in lines[start + 2 :] if line and not line.startswith(("Defined:", "Note:", "["))]
+    skip = ("Defined:", "Note:", "[", "Numbers above")
+    body = [line for line in lines[start + 2 :] if line and not line.startswith(skip)]
     return [line.split(",") for line in body]
 
 
@@ -57,6 +58,7 @@ async def test_a_conversation_at_the_default_level_saves_with_conclusions_and_re
     id the conversation saw in ba://history; the re-run with an earlier period says which no longer hold."""
     shown = await ok(s, "query_database", query=BY_REGION)
     assert "artifact" not in shown.lower(), shown  # shown whole at the default level: the case that failed
+    assert "Numbers above are rounded to 6 significant digits" in shown, shown  # money rounded: said (item 9)
     rows = csv_rows(shown)
     leader = rows[0][0]
     history = (await s.read_resource("ba://history")).contents[0].text  # type: ignore[union-attr]
@@ -206,6 +208,19 @@ async def test_a_dbt_metric_says_what_it_means_its_period_rule_and_its_group_bys
         catalog = "\n".join(pages)
         assert len(pages) > 1 and "customer__region" in catalog and "- north_revenue" in catalog, pages
         assert "net_revenue" in catalog  # the demo's metrics too: nothing is cut
+
+        # item 9: a typo suggests the dbt project's names; plain SQL on a dbt metric is pointed to MetricFlow's
+        # syntax; a name two models define is resolved aloud
+        typo = await s.call_tool("query_metrics", {"metrics": ["revenue_ydt"], "time_grain": "month"})
+        assert typo.is_error and "close names: revenue_ytd" in text_of(typo), text_of(typo)
+        plain = await s.call_tool("query_metrics", {"metrics": ["revenue"], "where": ["customer__region = 'north'"]})
+        assert plain.is_error and "{{ Dimension('customer__region') }} = 'north'" in text_of(plain), text_of(plain)
+        (Path(params.env["BA_MCP_WORKSPACE"]) / "metrics").mkdir(exist_ok=True)
+        mine = Path(params.env["BA_MCP_WORKSPACE"]) / "metrics" / "mine.yml"
+        mine.write_text("name: mine\nmetrics:\n  - {name: revenue, expression: net_revenue}\n")
+        both = await ok(s, "query_metrics", metrics=["revenue"], time_grain="year")
+        assert "Note: revenue is also defined by" in both and "this is the dbt project's on shop" in both, both
+        mine.unlink()
 
         # item 7: a dbt analysis takes its period as a parameter, a literal inside MetricFlow's filter
         since = "{{ TimeDimension('metric_time', 'day') }} >= '2025-01-01'"
@@ -379,3 +394,13 @@ def test_the_report_shows_rates_as_percentages_dates_by_grain_and_labels_for_peo
     xs = [float(x) for x in re.findall(r'<text x="([\d.]+)" y="\d+" text-anchor="middle"', svg)]
     assert labels[0] == "2023-01" and len(labels) == len(xs) < 36
     assert min(b - a for a, b in itertools.pairwise(xs)) >= 7 * 7, xs  # 7 characters of ~7 px each
+
+
+def test_validation_refuses_a_window_function_written_without_over() -> None:
+    """Item 9: ``revenue / LAG(revenue) - 1`` failed only at query time; validation refuses it, naming the line."""
+    from ba_mcp.metrics.load import validate_files
+
+    text = "name: w\ndatasets:\n  - {name: t, source: demo.orders, fields: [{name: x}]}\nmetrics:\n"
+    text += "  - {name: revenue, expression: SUM(t.x)}\n  - {name: growth, expression: revenue / LAG(revenue) - 1}\n"
+    _, problems = validate_files([("w.yml", text)], {"demo": "duckdb"})
+    assert any(p.startswith("w.yml:6: metric growth") and "window function" in p for p in problems), problems

@@ -9,6 +9,7 @@ loads into the server. ``catalog_text`` renders the worker's summary for ``metri
 
 from __future__ import annotations
 
+import difflib
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -154,9 +155,13 @@ def answer(model: Model, message: dict[str, Any], dbt: Any = None) -> dict[str, 
 
     action = message.get("action")
     if action == "compile":
-        project = dbt.project_for(list(message["query"].get("metrics") or [])) if dbt is not None else None
+        asked = [str(m) for m in message["query"].get("metrics") or []]
+        _known(model, dbt, asked)
+        project = dbt.project_for(asked) if dbt is not None else None
         if project is not None:
-            return dict(project.compile(message["query"]))
+            compiled = dict(project.compile(message["query"]))
+            compiled["notes"] = [*_shadowed(model, project, asked), *compiled.get("notes", [])]
+            return compiled
         c = compile_query(model, Query(**message["query"]))
         return {
             "sql": c.sql,
@@ -186,7 +191,17 @@ def answer(model: Model, message: dict[str, Any], dbt: Any = None) -> dict[str, 
                 if f.is_dimension
             ]
             + [d for p in projects for d in p.dimensions()],
-            "warnings": [*model.warnings, *(dbt.warnings if dbt is not None else [])],
+            "warnings": [
+                *model.warnings,
+                *(dbt.warnings if dbt is not None else []),
+                *(
+                    f"metric {name} is defined by the dbt project on {p.database} and by {_origin(model, name)}: "
+                    "the dbt project's is served"
+                    for p in projects
+                    for name in p.metrics
+                    if name in model.metrics and dbt.by_name.get(name) is p
+                ),
+            ],
         }
     if action == "describe":
         name = str(message.get("name", ""))
@@ -194,6 +209,41 @@ def answer(model: Model, message: dict[str, Any], dbt: Any = None) -> dict[str, 
             return {"text": dbt.by_name[name].describe(name)}
         return {"text": metric_text(model, name)}
     raise ValueError(f"unknown metrics action {action!r}")
+
+
+def _known(model: Model, dbt: Any, asked: list[str]) -> None:
+    """Every metric asked for exists in one of the models served; else the error suggests the closest names of all
+    of them (a dbt project's too — not only the bundled demo's)."""
+    from ba_mcp.metrics.compile import fail
+
+    served = [*model.metrics, *(dbt.by_name if dbt is not None else {})]
+    for name in asked:
+        if name in served:
+            continue
+        also = [m.name for m in model.metrics.values() if name.lower() in (s.lower() for s in m.synonyms)]
+        if also:
+            continue  # the compiler names the metric it is another name of
+        close = difflib.get_close_matches(name, served, n=4, cutoff=0.5)
+        raise fail(
+            "UNKNOWN_METRIC",
+            f"no metric named {name!r}",
+            f"close names: {', '.join(close or sorted(served)[:8])}; metrics://catalog lists them",
+        )
+
+
+def _origin(model: Model, name: str) -> str:
+    metric = model.metrics.get(name)
+    where = str(metric.where if metric is not None else "")  # file:line
+    return where.rsplit(":", 1)[0] if where else "the metric files"
+
+
+def _shadowed(model: Model, project: Any, asked: list[str]) -> list[str]:
+    """A note for each metric asked for that two models define: the dbt project's was used, said."""
+    return [
+        f"{name} is also defined by {_origin(model, name)}; this is the dbt project's on {project.database}"
+        for name in asked
+        if name in model.metrics and name in project.metrics
+    ]
 
 
 def _database_of(model: Model, name: str) -> str:

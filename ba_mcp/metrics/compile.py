@@ -56,6 +56,18 @@ class Compiled:
     notes: list[str] = field(default_factory=list)  # what the reader must know of how the numbers were made
 
 
+# functions that exist only over a window: LAG(revenue) without OVER is one too (the database refuses it at query
+# time, so validation refuses it first)
+_WINDOW_NAMES = frozenset(
+    {"LAG", "LEAD", "ROW_NUMBER", "RANK", "DENSE_RANK", "NTILE", "FIRST_VALUE", "LAST_VALUE", "NTH_VALUE"}
+    | {"PERCENT_RANK", "CUME_DIST"}
+)
+_WINDOW_CLASSES = "Lag Lead RowNumber Rank DenseRank Ntile FirstValue LastValue NthValue PercentRank CumeDist"
+_WINDOW_ONLY: tuple[type[exp.Expr], ...] = tuple(
+    getattr(exp, n) for n in _WINDOW_CLASSES.split() if isinstance(getattr(exp, n, None), type)
+)
+
+
 def fail(code: str, message: str, hint: str = "") -> ToolFailure:
     return ToolFailure(ErrorType.VALIDATION_ERROR, code, message, hint)
 
@@ -183,7 +195,9 @@ class _Compiler:
             tree = parse_expression(metric.expression, self.dialect_for(metric))
         except ValueError as exc:
             raise fail("BAD_METRIC", f"metric {metric.name}: {exc}") from None
-        window = tree.find(exp.Window)
+        window = tree.find(exp.Window, *_WINDOW_ONLY) or next(
+            (f for f in tree.find_all(exp.Anonymous) if str(f.this).upper() in _WINDOW_NAMES), None
+        )
         if window is not None:  # it would compile to SQL the database refuses (a window inside GROUP BY's aggregate)
             raise fail(
                 "WINDOW_IN_METRIC",

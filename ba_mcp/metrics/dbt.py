@@ -126,6 +126,14 @@ class DbtProject:
     def compile(self, query: dict[str, Any]) -> dict[str, Any]:
         from metricflow.engine.metricflow_engine import MetricFlowQueryRequest
 
+        plain = [str(w) for w in query.get("where") or [] if "{{" not in str(w)]
+        if plain:  # it would reach the database as SQL over columns MetricFlow's statement does not have
+            raise _fail(
+                "BAD_FILTER",
+                f"where {plain[0][:80]!r} is plain SQL; a dbt metric's where is MetricFlow's filter syntax",
+                "{{ Dimension('customer__region') }} = 'north', {{ TimeDimension('metric_time', 'day') }} >= "
+                "'2025-01-01', {{ Entity('customer') }} = 3; metrics://{name} lists the metric's group-by names",
+            )
         group_by = list(query.get("dimensions") or [])
         grain = query.get("time_grain")
         if grain and not any(g.split("__")[0] == "metric_time" for g in group_by):
@@ -150,7 +158,7 @@ class DbtProject:
             raise _fail(
                 "BAD_METRICS_QUERY",
                 f"MetricFlow cannot answer this: {text}",
-                "metrics://catalog lists the metrics and group-by names (entity__dimension, metric_time)",
+                "metrics://{name} lists the metric's group-by names (entity__dimension, metric_time)",
             ) from None
         sql = result.sql_statement.sql
         import sqlglot

@@ -94,6 +94,19 @@ def _is_text(t: pa.DataType) -> bool:
     return bool(pa.types.is_string(t) or pa.types.is_large_string(t) or t == pa.string_view())
 
 
+def rounds_any(table: pa.Table) -> bool:
+    """Whether ``round_floats`` changes a value of ``table`` (then the observation says the numbers are rounded)."""
+    import pyarrow as pa
+
+    for col in table.columns:
+        if pa.types.is_floating(col.type) and any(round_float(v) != v for v in col.to_pylist() if v is not None):
+            return True
+    return False
+
+
+ROUNDED_NOTE = "Numbers above are rounded to 6 significant digits; the exact values: output_level 'full'"
+
+
 def round_float(value: Any) -> Any:
     """A preview's float: six significant digits, in plain notation where that is readable."""
     if not isinstance(value, float) or not math.isfinite(value) or value == 0:

@@ -17,11 +17,13 @@ from typing import TYPE_CHECKING, Any
 from ba_mcp.errors import ToolFailure
 from ba_mcp.pipeline.encode import (
     PYTHON_STATS_ROWS,
+    ROUNDED_NOTE,
     cell_value,
     column_stats,
     encode_csv,
     encode_table,
     plain_rows,
+    rounds_any,
 )
 from ba_mcp.pipeline.levels import OutputLevel
 from ba_mcp.results import Composite, Document, Image, JsonValue, RawResult, Table
@@ -311,6 +313,8 @@ class Observer:
         ]
         if n:
             lines.append(encode_csv(table.column_names, rows))
+            if rounds_any(table):
+                lines.append(ROUNDED_NOTE + ".")
         lines.extend(source_more)
         tokens = self.counter.count_tokens("\n".join(lines))
         if tokens <= self.settings.standard_budget_tokens:
@@ -341,6 +345,8 @@ class Observer:
             shown = len(preview)
             lines.append(f"First {shown} rows (csv):" if shown < n else f"All {n} rows (csv):")
             lines.append(encode_csv(table.column_names, preview))
+            if rounds_any(table.slice(0, shown)):
+                lines.append(ROUNDED_NOTE + (f" or the artifact {meta.id}." if meta else "."))
         if meta:
             total = raw.total_rows if raw.artifact_id and raw.total_rows else n
             lines.append(
