@@ -18,6 +18,7 @@ App connects them). Only ids and workspace-relative names are ever shown (S-1).
 from __future__ import annotations
 
 import ctypes
+import difflib
 import errno
 import os
 import re
@@ -29,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Literal
 
-from ba_mcp.errors import denied, invalid, not_found
+from ba_mcp.errors import ToolFailure, denied, invalid, not_found
 from ba_mcp.ids import ARTIFACT_ID, CODE_ID, UPLOAD_ID, upload_id_for
 
 SUBDIRS = ("uploads", "artifacts", "code", "sessions", "data", "logs")
@@ -172,7 +173,26 @@ class Workspace:
         relative = "/".join(parts)
         if decoded != ref and not self._exists(relative):
             relative = "/".join(p for p in re.split(r"[\\/]+", decoded) if p not in ("", "."))
-        return self._confined(relative, ref, "path", None)
+        if len(parts) == 1 and not self._exists(relative) and self._exists(f"uploads/{relative}"):
+            relative = f"uploads/{relative}"  # a file named as the user knows it: sales.csv is uploads/sales.csv
+        try:
+            return self._confined(relative, ref, "path", None)
+        except ToolFailure as failure:
+            if failure.code != "NOT_FOUND" or "does not exist" not in failure.message:
+                raise
+            raise not_found(failure.message, self._closest(parts[-1] if parts else ref)) from None
+
+    def _closest(self, name: str) -> str:
+        """A hint naming the uploads closest to ``name`` with the ids that read them."""
+        uploads = self.uploads()
+        by_name = {p.name: uid for uid, p, _ in uploads}
+        keys = {**by_name, **{uid: uid for uid, _, _ in uploads}, **{p.stem: uid for uid, p, _ in uploads}}
+        close = difflib.get_close_matches(name, list(keys), n=3, cutoff=0.6)
+        found = list(dict.fromkeys(keys[c] for c in close))
+        if not found:
+            return "read the resource ba://files for what is available (each file with the id that reads it)"
+        names = {uid: p.name for uid, p, _ in uploads}
+        return "did you mean " + " or ".join(f"{uid} (uploads/{names[uid]})" for uid in found) + "?"
 
     def _refuse_escapes(self, ref: str) -> str:
         """Refuse absolute paths, '..' and the private folders, in the text and its percent-decoded form;
@@ -247,12 +267,17 @@ class Workspace:
 
     def _upload(self, ref: str) -> Resolved:
         if not UPLOAD_ID.match(ref):
-            raise invalid(f"'{ref[:60]}' is not a valid upload id", "upload ids look like upload_sales")
+            safe = upload_id_for(ref[len("upload_") :] + ".x")  # the id its file would have: spaces become _
+            same = [uid for uid, _, _ in self.uploads() if uid == safe]
+            raise invalid(
+                f"'{ref[:60]}' is not a valid upload id",
+                f"its id is {same[0]}" if same else self._closest(ref[len("upload_") :]),
+            )
         want = ref[len("upload_") :]
         names = _names(self.root / "uploads")  # one listing, names only (a query may name eight uploads)
         matches = [n for n in names if n == want] or [n for n in names if upload_id_for(n) == ref]
         if not matches:
-            raise not_found(f"no upload with id {ref}", "read the resource ba://files for the ids of uploads")
+            raise not_found(f"no upload with id {ref}", self._closest(want))
         if len(matches) > 1:
             listed = ", ".join(sorted(f"uploads/{n}" for n in matches))
             raise invalid(f"{ref} is ambiguous: it names {listed}", "pass the workspace-relative path instead")

@@ -321,10 +321,11 @@ class Worker:
                     "aggregate it with query_database (SELECT … FROM 'uploads/…') and load_artifact the result"
                 )
             with os.fdopen(fds[0], "rb") as f:
-                if suffix in (".csv", ".txt"):
-                    return pd.read_csv(f, **read_options)
-                if suffix == ".tsv":
-                    return pd.read_csv(f, sep="\t", **read_options)
+                if suffix in (".csv", ".txt", ".tsv"):  # header names as SQL and file_reader give them: trimmed
+                    sep = {"sep": "\t"} if suffix == ".tsv" else {}
+                    frame = pd.read_csv(f, **{**sep, **read_options})
+                    names = [c.strip() if isinstance(c, str) else c for c in frame.columns]
+                    return frame.set_axis(names, axis=1) if len(set(names)) == len(names) else frame
                 if suffix in (".xlsx", ".xlsm", ".xls"):
                     return pd.read_excel(f, **read_options)
                 if suffix == ".parquet":

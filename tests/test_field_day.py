@@ -404,3 +404,49 @@ def test_validation_refuses_a_window_function_written_without_over() -> None:
     text += "  - {name: revenue, expression: SUM(t.x)}\n  - {name: growth, expression: revenue / LAG(revenue) - 1}\n"
     _, problems = validate_files([("w.yml", text)], {"demo": "duckdb"})
     assert any(p.startswith("w.yml:6: metric growth") and "window function" in p for p in problems), problems
+
+
+# -- item 10: a model's day on a public benchmark ------------------------------------------------------------------
+
+
+async def test_file_names_as_the_user_knows_them_resolve_and_one_column_name_serves_every_tool(
+    s: ClientSession, ws: Path
+) -> None:
+    """A bare file name is the upload; a name with spaces is told its working id; a near miss names the file it
+    probably meant; database="workspace" is where uploads are queried; a padded header reads the same in SQL and
+    file_reader."""
+    (ws / "uploads" / "test_ave.csv").write_text("a,num. calls abandoned \n1,2\n3,4\n")
+    (ws / "uploads" / "beauty and the labor market.csv").write_text("x,y\n1,2\n")
+    read = await ok(s, "file_reader", path="test_ave.csv", output_level="full")
+    assert "column names trimmed of surrounding spaces, as SQL reads them: 'num. calls abandoned ' → " in read, read
+    spaced = await s.call_tool("file_reader", {"path": "upload_beauty and the labor market"})
+    assert spaced.is_error and "its id is upload_beauty_and_the_labor_market" in text_of(spaced)
+    near = await s.call_tool("query_database", {"query": "SELECT * FROM upload_test_av"})
+    assert near.is_error and "did you mean upload_test_ave (uploads/test_ave.csv)?" in text_of(near)
+    summed = await ok(
+        s, "query_database", database="workspace", query='SELECT sum("num. calls abandoned") AS n FROM upload_test_ave'
+    )
+    assert csv_rows(summed) == [["6"]], summed
+
+
+@pytest.mark.slow
+async def test_scikit_learn_is_importable_and_named(tmp_path: Path) -> None:
+    """22 of the benchmark's 257 questions need it: a seeded split and a logistic regression, in the sandbox."""
+    from tests.sandbox_common import sandbox_params
+
+    code = (
+        "from sklearn.linear_model import LogisticRegression\nfrom sklearn.model_selection import train_test_split\n"
+        "import numpy as np\nrng = np.random.default_rng(0)\nX = rng.normal(size=(400, 3))\n"
+        "y = (X[:, 0] + 0.5 * X[:, 1] > 0).astype(int)\n"
+        "Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.25, random_state=42)\n"
+        "print(len(Xte), LogisticRegression().fit(Xtr, ytr).score(Xte, yte) > 0.9)"
+    )
+    async with (
+        stdio_client(sandbox_params(make_workspace(tmp_path))) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        tools = {t.name: t for t in (await session.list_tools()).tools}
+        assert "sklearn" in (tools["run_python"].description or "")
+        result = await session.call_tool("run_python", {"code": code})
+        assert not result.is_error and "100 True" in text_of(result), text_of(result)

@@ -33,6 +33,9 @@ if TYPE_CHECKING:
     from ba_mcp.workspace import Resolved, Workspace
 
 
+WORKSPACE = "workspace"  # the name a model uses for "where my uploads are"
+
+
 class Databases:
     """The configured databases of one App, served by its engine workers."""
 
@@ -98,7 +101,13 @@ class Databases:
                 ensure_demo_database(self.workspace.dir("data") / DEMO_FILE)
 
     def get(self, name: str) -> Database:
-        """The database ``name``, made by its engine (the demo database is generated on first use)."""
+        """The database ``name``, made by its engine (the demo database is generated on first use). ``workspace``
+        (unless a database has that name) is where the workspace's files are queried: the demo, else the first
+        DuckDB database — every DuckDB database reads uploads and artifacts."""
+        if name == WORKSPACE and name not in self.settings.databases:
+            files = [n for n in self.names if self.is_file(n)]
+            if files:
+                name = "demo" if "demo" in files else files[0]
         if name not in self.settings.databases:
             raise invalid(f"unknown database '{name[:60]}'", "database must be one of: " + ", ".join(self.names))
         return self._engines[name].database(name, self.settings.databases[name], self)

@@ -44,6 +44,9 @@ class CsvReading(ReaderBase):
         more = want is not None and len(frame) > (nrows or 0)
         if more:
             frame = frame.iloc[:nrows]
+        frame, trimmed = trim_header(frame)
+        if trimmed:  # as SQL names them (DuckDB's reader trims them): one name for a column in every tool
+            notes.append(f"column names trimmed of surrounding spaces, as SQL reads them: {trimmed}")
         return self._table(parse_iso_dates(frame), more, notes, encoding=encoding)
 
     def _read_tsv(self) -> Table:
@@ -77,6 +80,17 @@ class CsvReading(ReaderBase):
             f"values are kept in columns {', '.join(names[len(header) :])}"
         )
         return frame, note
+
+
+def trim_header(frame: Any) -> tuple[Any, str]:
+    """``frame`` with its text column names stripped of surrounding spaces (unless two would then be equal), and
+    which were: ``'num. calls abandoned ' → 'num. calls abandoned'``."""
+    names = [str(c).strip() if isinstance(c, str) else c for c in frame.columns]
+    changed = [(c, n) for c, n in zip(frame.columns, names, strict=True) if c != n]
+    if not changed or len(set(names)) != len(names):
+        return frame, ""
+    frame = frame.set_axis(names, axis=1)
+    return frame, ", ".join(f"{c!r} → {n!r}" for c, n in changed[:5]) + (" …" if len(changed) > 5 else "")
 
 
 def check_csv_header(f: Any, sep: str, encoding: str, settings: FormatsSettings, title: str) -> int:

@@ -93,7 +93,7 @@ class RunPython(BaseTool):
             "export(obj_or_id, 'reports/q3.xlsx') → the analyst's file"
             f"{helper}.\n"
             "No network; long output keeps its head and tail.\n"
-            f"Libraries: {', '.join(self.libraries[:5])}{' …' if len(self.libraries) > 5 else ''} and a safe "
+            f"Libraries: {', '.join(self.libraries[:6])}{' …' if len(self.libraries) > 6 else ''} and a safe "
             "standard library; nothing else (a guardrail)."
         )
 
@@ -532,6 +532,7 @@ ANALYST_LIBRARIES = (
     "numpy",
     "scipy",
     "statsmodels",
+    "sklearn",
     "matplotlib",
     "seaborn",
     "plotly",
