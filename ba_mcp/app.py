@@ -106,8 +106,13 @@ class App:
         self.databases = Databases(settings, self.workspace, self.engines, self.artifacts, self.connections)
         self.engines.paths = self.databases.paths()
         self.metrics = metrics_of(settings, self.workspace.read_roots)
-        if self.metrics.files():  # each engine worker imports the metrics compiler once ready, not on a call
-            self.engines.warm = ["ba_mcp.metrics.load"]
+        # what a session's first calls import in its engine worker, imported by the spare once ready (off any
+        # call's path): the file readers (pandas) and, with metric files, the metrics compiler and its catalog
+        self.engines.warm = ["pandas", "ba_mcp.formats", "ba_mcp.formats.csv", "ba_mcp.formats.excel"]
+        if self.metrics.files():
+            self.engines.warm += ["ba_mcp.metrics.load", "ba_mcp.metrics.compile", "ba_mcp.metrics.catalog"]
+            if settings.metrics.dbt:
+                self.engines.warm += ["ba_mcp.metrics.dbt", "metricflow.engine.metricflow_engine"]
         self.sandboxes = Sandboxes(settings.sandbox, self.workspace.dir("sessions"))
         self.telemetry = TelemetryLog(self.workspace.dir("logs"), settings.telemetry.enabled)
         self.fetcher = Fetcher(settings.web, __version__)
@@ -214,11 +219,13 @@ class App:
         return self.skills.get(name).open(urllib.parse.unquote(path) or "SKILL.md")
 
     def warm_up(self) -> None:
-        """Load the token vocabulary (run in a background thread). Arrow's compute kernels and Parquet are not
+        """Load the token vocabulary and Arrow's core (every table result crosses it: 0.1 s off the session's first
+        table call), in a background thread after the handshake. Arrow's compute kernels and Parquet are not
         loaded: the server's calls need neither (engine workers write and read Parquet; short columns are
         summarised in Python) — a call that does (a long table held in the server) loads them then."""
         try:
             self.tokens.load()
+            import pyarrow.ipc  # noqa: F401
         except Exception:
             log.debug("warm-up failed", exc_info=True)
 

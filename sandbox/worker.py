@@ -21,6 +21,7 @@ import collections
 import contextlib
 import ctypes
 import fcntl
+import importlib
 import io
 import json
 import linecache
@@ -117,16 +118,22 @@ class Worker:
     # -- the loop -----------------------------------------------------------------------------
 
     def serve(self) -> None:
-        preloaded = False
+        allowed = self.options.get("allowed_imports")
+        preloads = [_preload_matplotlib] + [  # only what the session's code may import itself
+            _preload(m)
+            for m in ("scipy.stats", "sklearn.base")
+            if allowed is None or allowed == "*" or m.split(".")[0] in allowed
+        ]
+        first = len(preloads)
         while True:
             try:
-                # a spare (no session yet) imports matplotlib while it waits; a worker serving a session never
+                # a spare (no session yet) imports what a session's first code most often needs while it waits,
+                # one library at a time, each only while no request is waiting; a worker serving a session never
                 # spends CPU between its answers (its code imports what it uses)
-                if not preloaded and not self.started:
-                    ready, _, _ = select.select([self.sock], [], [], 1.0)
+                if preloads and not self.started:
+                    ready, _, _ = select.select([self.sock], [], [], 1.0 if len(preloads) == first else 0.0)
                     if not ready:
-                        _preload_matplotlib()
-                        preloaded = True
+                        preloads.pop(0)()
                         continue
                 message, fds = protocol.recv(self.sock)
             except KeyboardInterrupt:
@@ -662,6 +669,14 @@ def _end_other_processes() -> int:
 def _close_quietly(fd: int) -> None:
     with contextlib.suppress(OSError):
         os.close(fd)
+
+
+def _preload(module: str) -> Any:
+    def load() -> None:
+        with contextlib.suppress(Exception):
+            importlib.import_module(module)
+
+    return load
 
 
 def _preload_matplotlib() -> None:
