@@ -225,7 +225,7 @@ class App:
         summarised in Python) — a call that does (a long table held in the server) loads them then."""
         try:
             self.tokens.load()
-            import pyarrow.ipc  # noqa: F401
+            self.runner.warm_import(["pyarrow", "pyarrow.ipc"])
         except Exception:
             log.debug("warm-up failed", exc_info=True)
 

@@ -13,6 +13,7 @@ import inspect
 import json
 import logging
 import random
+import threading
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -95,6 +96,8 @@ class Runner:
         self.settings = settings
         self.observer = observer
         self.cache = cache
+        self._warm_lock = threading.Lock()
+        self._began = False  # a call has begun: warm-up imports no more (``warm_import``)
         self.telemetry = telemetry
         self.tokens = tokens
         self.sessions = sessions
@@ -126,9 +129,27 @@ class Runner:
                 except Exception:
                     log.exception("a call's bookkeeping failed")
 
+    def warm_import(self, modules: list[str]) -> None:
+        """Import ``modules`` ahead of the first call (a background thread) — unless a call has begun: two threads
+        importing one package with circular imports (pyarrow) can see it half-initialised, so the warm-up and the
+        first call never import at the same time (``_first_call``)."""
+        import importlib
+
+        with self._warm_lock:
+            if self._began:
+                return
+            for module in modules:
+                importlib.import_module(module)
+
+    def _first_call(self) -> None:
+        with self._warm_lock:  # waits for a warm-up import in progress
+            self._began = True
+
     async def _call(
         self, tool: Tool, arguments: dict[str, Any], session: str, progress: Any, notify: Notify | None
     ) -> CallOutcome:
+        if not self._began:
+            await anyio.to_thread.run_sync(self._first_call)
         started = time.perf_counter()
         record = CallRecord(
             execution_id=uuid.uuid4().hex,

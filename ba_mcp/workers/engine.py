@@ -155,6 +155,7 @@ class Engine:
         self.missing: dict[str, str] = {}
         self.models: dict[str, Any] = {}  # the metrics model last compiled for, by its digest
         self.current = ""  # the database the session's connection USEs
+        self.warming: threading.Thread | None = None  # the spare's warm-up imports, until the first operation
         self.databases = list(options.get("databases", []))
         self.attached = False  # the files are ATTACHed only while calls come (``attach``/``rest``)
         self.aliases = {db["name"]: db["alias"] for db in self.databases}
@@ -557,6 +558,10 @@ def serve(target: Any, sock: socket.socket, options: dict[str, Any]) -> None:
             handler = getattr(target, f"op_{op}", None)
             if handler is None:
                 raise Failure(type="execution_error", code="BAD_OP", message=f"unknown operation {op!r}")
+            warming = getattr(target, "warming", None)
+            if warming is not None:  # a half-imported package seen from two threads fails (pandas, pyarrow)
+                warming.join()
+                target.warming = None
             target.busy = True
             if hasattr(target, "attach"):
                 target.attach()
@@ -700,7 +705,9 @@ def main(argv: list[str]) -> int:
         },
     )
     if options.get("warm"):  # what the first calls will import (the metrics compiler: ~0.5 s), off the call's path
-        threading.Thread(target=_import_quietly, args=(list(options["warm"]),), name="warm", daemon=True).start()
+        warm = threading.Thread(target=_import_quietly, args=(list(options["warm"]),), name="warm", daemon=True)
+        warm.start()
+        engine.warming = warm  # the first operation waits for it: one package is never imported by two threads
     engine.serve()
     return 0
 
