@@ -107,6 +107,20 @@ def _free(path: Path, within_s: float = 30.0) -> None:
             time.sleep(0.1)
 
 
+def _dbt_session(tmp_path: Path, **env: str) -> tuple[Path, dict[str, str], Any]:
+    from tests.test_time_metrics import _dbt_build
+
+    project, dbt_env = _dbt_build(tmp_path)
+    ws = make_workspace(tmp_path)
+    params = stdio_params(
+        ws,
+        BA_MCP_DATABASES__SHOP__PATH=str(tmp_path / "shop.duckdb"),
+        BA_MCP_METRICS__DBT=f'[{{"project": "{project}", "database": "shop"}}]',
+        **env,
+    )
+    return project, dbt_env, params
+
+
 @pytest.mark.slow
 async def test_dbt_run_succeeds_while_a_session_is_open_and_the_next_query_sees_it(tmp_path: Path) -> None:
     """Item 2: revenue by year is 300 and 450 (tests/dbt_shop); an order of 1,000 in 2025 is added to the model and
@@ -115,16 +129,7 @@ async def test_dbt_run_succeeds_while_a_session_is_open_and_the_next_query_sees_
     import subprocess
     import sys
 
-    from tests.test_time_metrics import _dbt_build
-
-    project, env = _dbt_build(tmp_path)
-    ws = make_workspace(tmp_path)
-    params = stdio_params(
-        ws,
-        BA_MCP_DATABASES__SHOP__PATH=str(tmp_path / "shop.duckdb"),
-        BA_MCP_METRICS__DBT=f'[{{"project": "{project}", "database": "shop"}}]',
-        BA_MCP_METRICS__DEMO="false",
-    )
+    project, env, params = _dbt_session(tmp_path, BA_MCP_METRICS__DEMO="false")
     async with stdio_client(params) as (read, write), ClientSession(read, write) as s:
         await s.initialize()
 
@@ -150,20 +155,6 @@ async def test_dbt_run_succeeds_while_a_session_is_open_and_the_next_query_sees_
         )
         assert done.returncode == 0, done.stdout[-2000:]  # the session is open: its engine holds no lock
         assert await by_year() == [["2024-01-01", "300"], ["2025-01-01", "1450"]]
-
-
-def _dbt_session(tmp_path: Path, **env: str) -> tuple[Path, dict[str, str], Any]:
-    from tests.test_time_metrics import _dbt_build
-
-    project, dbt_env = _dbt_build(tmp_path)
-    ws = make_workspace(tmp_path)
-    params = stdio_params(
-        ws,
-        BA_MCP_DATABASES__SHOP__PATH=str(tmp_path / "shop.duckdb"),
-        BA_MCP_METRICS__DBT=f'[{{"project": "{project}", "database": "shop"}}]',
-        **env,
-    )
-    return project, dbt_env, params
 
 
 @pytest.mark.slow
