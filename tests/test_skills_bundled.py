@@ -593,7 +593,7 @@ async def test_rfm_scores_ties_alike_and_new_means_newly_acquired(s: ClientSessi
     loaded = own_section(text_of(await ok(s, "use_skill", name="rfm-segmentation")))
     first = FENCE.findall(loaded)[0][1]
     rfm = meta_of(await ok(s, "query_database", query=first, output_level="brief"))["artifact_id"]
-    for value, score in (("orders", "f"), ("recency_days", "r"), ("revenue", "m")):
+    for value, score in (("orders", "f"), ("recency_days, cycle_days", "r"), ("revenue", "m")):
         split = text_of(
             await ok(
                 s,
@@ -1177,14 +1177,20 @@ for k in range(30):
 add(1003, 30, 100)
 add(1003, 10, 100)  # first order a month ago
 add(1004, 700, 20)  # one small order two years ago
+for k in range(20):
+    add(1005, 60 + 30 * k, 900)  # a monthly buyer, valuable, silent for two of their cycles
+for k in range(4):
+    add(1006, 240 + 365 * k, 5000)  # an annual buyer eight months into their year: not gone
 SOURCE = save_artifact(pd.DataFrame(rows, columns=["customer_id", "order_id", "order_date", "status", "net_revenue"]))
 """
 
 
 async def test_rfm_puts_planted_customers_in_their_segments(s: ClientSession) -> None:
-    """Planted among 100 ordinary customers: a frequent, big, recent buyer (Champions), the same buyer gone
-    quiet 500 days ago (At risk), a customer whose first order was a month ago (New) and one small order two
-    years ago (Hibernating)."""
+    """Planted among 100 ordinary customers: a frequent, big, recent buyer (Champions); the same buyer gone quiet
+    500 days ago — 50 of their 10-day cycles: Lost (issue 51: quintiles called such customers loyal); a customer
+    whose first order was a month ago (New); one small order two years ago (Lost: more than six of the business's
+    cycles); a valuable monthly buyer silent two cycles (Cannot lose); an annual buyer eight months into their
+    year (Loyal: within their own cycle, though 240 days is long for this base)."""
     loaded = own_section(text_of(await ok(s, "use_skill", name="rfm-segmentation")))
     first = FENCE.findall(loaded)[0][1]
     await ok(s, "run_python", code=PLANTED_CUSTOMERS)
@@ -1195,4 +1201,4 @@ async def test_rfm_puts_planted_customers_in_their_segments(s: ClientSession) ->
         f"SELECT string_agg(customer_id || '=' || segment, ' ' ORDER BY customer_id) FROM {scored['artifact_id']} "
         "WHERE customer_id > 1000",
     )
-    assert segments == "1001=Champions 1002=At risk 1003=New 1004=Hibernating", segments
+    assert segments == "1001=Champions 1002=Lost 1003=New 1004=Lost 1005=Cannot lose 1006=Loyal", segments
