@@ -858,6 +858,42 @@ async def test_profitability_finds_a_loss_in_one_product_channel_cell(s: ClientS
     assert "no product x channel cell loses money" in text and await value(s, "len(loss_cells)") == "0", text
 
 
+FOUR_WAY = """
+import itertools
+import pandas as pd
+rows = []
+for country, product, channel, segment in itertools.product(["DE", "FR", "UK"], ["Scanner", "Cable", "Licence"],
+                                                            ["online", "partner"], ["SMB", "Enterprise"]):
+    revenue = 10000.0
+    margin = 0.30 * revenue
+    if (country, product) == ("UK", "Scanner"):
+        margin = -0.25 * revenue  # sold below cost in one country only: UK and Scanner each earn overall
+    if (channel, segment) == ("partner", "Enterprise") and country != "UK":
+        margin = 0.05 * revenue  # covers its costs, not its 12 % share of overhead: not a loss-maker
+    rows.append((country, product, channel, segment, revenue, margin, 0.12 * revenue))
+SOURCE = save_artifact(pd.DataFrame(rows, columns=["country", "product", "channel", "segment", "net_revenue",
+                                                   "gross_margin", "overhead"]))
+"""
+
+
+async def test_profitability_searches_every_pair_and_keeps_overhead_apart(s: ClientSession) -> None:
+    """Issue 51: the loss lives in country x product (UK x Scanner: -10,000 on 40,000), not in the product x
+    channel view the skill used to search; partner x Enterprise earns 5 % against 12 % of allocated overhead — it
+    covers its costs, so it is listed apart, never as a loss."""
+    script = (SKILLS / "profitability" / "scripts" / "loss_cells.py").read_text()
+    await ok(s, "run_python", code=FOUR_WAY)
+    text = text_of(await ok(s, "run_python", code=script, output_level="standard"))
+    assert "every pair of the 4 dimensions searched" in text and "country x product" in text, text
+    first = await value(s, "(loss_cells.dimensions.iloc[0], loss_cells.country.iloc[0], loss_cells['product'].iloc[0])")
+    assert first == "('country x product', 'UK', 'Scanner')", text
+    assert "- country x product = UK x Scanner: loses 10,000 on 40,000 of revenue" in text, text
+    flagged = await value(
+        s, "sorted({d for d in loss_cells.dimensions if not loss_cells[loss_cells.dimensions == d].empty})"
+    )
+    assert "'channel x segment'" not in flagged, flagged  # partner x Enterprise is no loss
+    assert "cover their own costs but not their allocated overhead" in text and "partner x Enterprise" in text, text
+
+
 async def test_profitability_finds_the_key_account_sold_below_cost(s: ClientSession) -> None:
     """The demo's customer 162 buys everything at 45 % off (ba_mcp/demo_data.py LOSS_MAKING_CUSTOMER): the one
     customer who loses money, and the discount is why; no other customer, channel or product loses money."""
