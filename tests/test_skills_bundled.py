@@ -1189,6 +1189,34 @@ async def test_kpi_anomaly_detection_expects_recurring_holidays_and_finds_a_one_
     assert found == "['11-24', '11-25', '11-28', '11-29']", text  # every Black Friday, unexplained in GB
 
 
+LOW_COUNTS = """
+import numpy as np, pandas as pd
+rng = np.random.default_rng(5)
+days = pd.date_range("2022-01-01", "2025-10-31", freq="D")
+working = days.day_of_week < 5
+mu = np.where(working, {level}, 0.3)  # a B2B seller: a dozen orders a working day, hardly any at weekends
+orders = rng.poisson(mu)
+orders[days == pd.Timestamp("2025-06-18")] = 0  # an outage on an ordinary Wednesday
+SOURCE = save_artifact(pd.DataFrame({{"day": days, "order_count": orders}}))
+"""
+
+
+@pytest.mark.slow  # two fits of four years of days: ~3 s
+async def test_kpi_anomaly_detection_finds_a_day_without_orders_in_a_low_count_series(s: ClientSession) -> None:
+    """Issue 51: a B2B seller with ~14 orders a working day; one Wednesday has none. The exact Poisson tail
+    (e^-14 = 8e-7) clears Bonferroni's bar over 1,400 days for a drop (a one-sided family: a two-sided test's
+    doubling asks twice the evidence), and the output states the minimum detectable drop. At ~3 a day even a
+    day without orders is within chance: the script says NOT DETECTABLE instead of staying silent."""
+    script = (SKILLS / "kpi-anomaly-detection" / "scripts" / "kpi_anomalies.py").read_text()
+    await ok(s, "run_python", code=LOW_COUNTS.format(level=14))
+    text = text_of(await ok(s, "run_python", code="COUNTRY = 'DE'\n" + script, output_level="standard"))
+    assert await value(s, "list(zip(anomalies.period, anomalies.direction))") == "[('2025-06-18', 'low')]", text
+    assert "minimum detectable drop: a typical period" in text and "is flagged at" in text, text
+    await ok(s, "run_python", code=LOW_COUNTS.format(level=3))
+    text = text_of(await ok(s, "run_python", code="COUNTRY = 'DE'\n" + script, output_level="standard"))
+    assert "NOT DETECTABLE: even a typical period with none" in text, text
+
+
 async def test_the_demo_has_no_order_before_its_customer_signed_up(s: ClientSession) -> None:
     """Issue 27 fault 6: 6,602 of the 20,000 orders were dated before their customer's signup date."""
     early = await scalar(
