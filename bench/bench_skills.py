@@ -13,7 +13,9 @@ analyst falls for, from a family, never one fixed case:
 * discount-effectiveness — a real lift of the quantity per discount point that varies within customers;
   look-alike: no effect, but larger customers get larger discounts (a confound a naive fit reads as lift);
 * ab-test-readout — a real lift of 1 to 2 points with enough visitors; look-alike: a sample-ratio mismatch with
-  an "effect" (it must not be called significant).
+  an "effect" (it must not be called significant);
+* kpi-anomaly-detection — a one-day outage on a working day (to zero at 14 or 30 orders a day, to 30 % at 100 or
+  300), B2B closed at weekends; look-alike: the country's public holidays, every year (they must not be alarms).
 
 Each case is followed through the real server over stdio as a model would: the generated table is an upload,
 `run_python` turns it into the artifact the skill's script reads (`SOURCE`), runs the script as the skill says,
@@ -247,6 +249,38 @@ def ab(b: Business, real: bool) -> Case:
     return Case(frame, {}, {})
 
 
+# -- kpi-anomaly-detection ----------------------------------------------------------------------------------------
+
+
+def kpi(b: Business) -> Case:
+    import holidays
+
+    rng = b.rng
+    days = pd.date_range("2022-01-01", "2025-10-31", freq="D")
+    level = float(rng.choice([14, 30, 100, 300]))  # orders on a working day: low counts to large ones
+    t = np.arange(len(days)) / 365.25
+    weekday = (
+        np.array([1.0, 1.0, 1.0, 1.0, 0.95, 0.05, 0.02]) if b.b2b else np.array([1.0, 1.05, 1.05, 1.0, 1.1, 0.8, 0.7])
+    )[days.day_of_week.to_numpy()]
+    season = 1 + 0.2 * np.cos(2 * np.pi * (days.day_of_year.to_numpy() - 340) / 365.25)
+    mu = level * (1 + rng.uniform(-0.05, 0.2)) ** t * weekday * season
+    public = holidays.country_holidays(b.country, years=range(2022, 2026))
+    closed = np.isin(days.date, list(public))
+    mu[closed] *= 0.05 if b.b2b else 0.5  # the look-alike: the country's holidays, every year
+    working = np.flatnonzero((days.day_of_week < 5) & ~closed & (days > pd.Timestamp("2022-06-30")))
+    outage = days[working[int(rng.integers(len(working)))]]
+    mu[days == outage] *= 0.0 if level <= 30 else 0.3  # the truth: a one-day outage
+    orders = rng.negative_binomial(80, 80 / (80 + mu)) if level >= 100 else rng.poisson(mu)
+    frame = pd.DataFrame({"day": days, "order_count": orders})
+    recurring = sorted(str(d) for d, name in public.items() if pd.Timestamp(d) in set(days))
+    return Case(frame, {"day": str(outage.date())}, {"days": recurring}, {"COUNTRY": b.country})
+
+
+def kpi_result(names: dict[str, Any]) -> tuple[bool, bool]:
+    low = {p for p, d in zip(names["periods"], names["directions"], strict=True) if d == "low"}
+    return names["truth"]["day"] in low, bool(set(names["lookalike"]["days"]) & set(names["periods"]))
+
+
 # -- running -----------------------------------------------------------------------------------------------------
 
 SCRIPTS = {
@@ -254,6 +288,7 @@ SCRIPTS = {
     "rfm-segmentation": "skills/rfm-segmentation/scripts/rfm.py",
     "discount-effectiveness": "skills/discount-effectiveness/scripts/discount_lift.py",
     "ab-test-readout": "skills/ab-test-readout/scripts/ab_readout.py",
+    "kpi-anomaly-detection": "skills/kpi-anomaly-detection/scripts/kpi_anomalies.py",
 }
 READS = {  # what each script's run is read back as (JSON)
     "profitability": "json.dumps({'cells': loss_cells.head(40).astype(object).where(loss_cells.head(40).notna(), "
@@ -262,6 +297,7 @@ READS = {  # what each script's run is read back as (JSON)
     ".to_dict('records')}, default=str)",
     "discount-effectiveness": "json.dumps({'detectable': bool(detectable), 'lift_ci': [float(x) for x in lift_ci]})",
     "ab-test-readout": "json.dumps({'significant': bool(significant)})",
+    "kpi-anomaly-detection": "json.dumps({'periods': list(anomalies.period), 'directions': list(anomalies.direction)})",
 }
 RFM_SQL = re.compile(r"```sql\n(-- RFM score.*?)```", re.S)
 
@@ -357,6 +393,7 @@ async def measure(
             cases: dict[str, Callable[[], Any]] = {
                 "profitability": lambda b=b: profitability(business(b.seed)),
                 "rfm-segmentation": lambda b=b: rfm(business(b.seed)),
+                "kpi-anomaly-detection": lambda b=b: kpi(business(b.seed)),
             }
             for skill, make in cases.items():
                 if skill not in skills:
@@ -370,7 +407,9 @@ async def measure(
                         outcome.setdefault(key, []).append("crash")
                         continue
                     got.update(truth=case.truth, lookalike=case.lookalike)
-                    scorer = profitability_result if skill == "profitability" else rfm_result
+                    scorer = {"profitability": profitability_result, "rfm-segmentation": rfm_result}.get(
+                        skill, kpi_result
+                    )
                     outcome.setdefault(key, []).append(scorer(got))
             for skill, maker, scorer in (
                 ("discount-effectiveness", discount, discount_result),
