@@ -87,12 +87,19 @@ def day_model(s: pd.Series) -> tuple[pd.Series, str]:
     ).sort_values("date")
     calendar = named[(named.date >= index.min()) & (named.date <= index.max())].reset_index(drop=True)
     recurring = calendar.name.value_counts()
-    for name in recurring[recurring >= 2].index:  # a holiday seen once cannot be told from an anomaly
+    for name in recurring[recurring >= 2].index:  # each recurring holiday and event: its day and those around it
         when = pd.DatetimeIndex(calendar.date[calendar.name == name])
         for offset in range(-2, 5):
             hit = index.isin(when + pd.Timedelta(days=offset))
             if hit.sum() >= 2:
                 columns[f"{name} {offset:+d}"] = hit.astype(float)
+    # A public holiday seen once in the series (a jubilee, a state funeral, Liberation Day every five years, a
+    # holiday's observed day) is still a day off by law: one shared term for them all, so the law's calendar,
+    # not the data, says it was expected. An event of your own seen once stays unmodelled (its effect unknown).
+    public = {str(n) for n in days.values()}
+    once = calendar[calendar.name.map(recurring).lt(2) & calendar.name.isin(public)]
+    if len(once):
+        columns["public holiday seen once"] = index.isin(pd.DatetimeIndex(once.date)).astype(float)
     X = sm.add_constant(pd.DataFrame(columns, index=index), has_constant="add")
     y = s.to_numpy()
     keep = np.ones(len(y), dtype=bool)
