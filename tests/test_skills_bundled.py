@@ -1217,6 +1217,39 @@ async def test_kpi_anomaly_detection_finds_a_day_without_orders_in_a_low_count_s
     assert "NOT DETECTABLE: even a typical period with none" in text, text
 
 
+CHANNEL_MIX = """
+import pandas as pd
+rate = {"Scanner": 0.10, "Cable": 0.02, "Licence": 0.01}
+mix = {"partner": {"Scanner": 2000, "Cable": 500, "Licence": 500},  # sells the scanner-heavy mix
+       "online": {"Scanner": 300, "Cable": 2000, "Licence": 2000},
+       "retail": {"Scanner": 300, "Cable": 1500, "Licence": 1500},
+       "phone": {"Scanner": 300, "Cable": 1500, "Licence": 1500}}
+rows = []
+for channel, products in mix.items():
+    for product, orders in products.items():
+        returned = round(orders * rate[product] * (2.0 if channel == "phone" else 1.0))  # phone returns twice
+        cancelled = round(orders * 0.02)
+        rows.append((channel, product, orders, orders - returned - cancelled, returned, cancelled))
+SOURCE = save_artifact(pd.DataFrame(rows, columns=["item", "product", "orders", "completed", "returned",
+                                                   "cancelled"]))
+"""
+
+
+async def test_returns_compare_channels_within_their_product_mix(s: ClientSession) -> None:
+    """Issue 51: partner returns 7.0 % against the others' 3.3 % only because it sells scanners (10 % returned
+    everywhere): within the same products it returns no more, and is not flagged. Phone returns twice as much
+    of every product: flagged, with a standardized ratio of 2."""
+    script = (SKILLS / "returns-and-cancellations" / "scripts" / "return_outliers.py").read_text()
+    await ok(s, "run_python", code=CHANNEL_MIX)
+    text = text_of(await ok(s, "run_python", code=script, output_level="standard"))
+    assert "within the same products (indirect standardization" in text, text
+    assert await value(s, "sorted(zip(flags.item, flags.kind))") == "[('phone', 'returned')]", text
+    assert (
+        await value(s, "float(rates.set_index(['item', 'kind']).loc[('phone', 'returned'), 'standardized_ratio'])")
+        == "2.0"
+    ), text
+
+
 async def test_the_demo_has_no_order_before_its_customer_signed_up(s: ClientSession) -> None:
     """Issue 27 fault 6: 6,602 of the 20,000 orders were dated before their customer's signup date."""
     early = await scalar(
