@@ -679,10 +679,38 @@ async def test_data_quality_audit_reports_what_needs_fixing_and_not_the_genuine(
     found = await value(s, "sorted(zip(findings.column, findings.check, findings.rows))")
     expected = [
         ("region", "same category spelled differently", 2),
-        ("unit_price", "outliers beyond 3 x IQR within each product", 1),
+        # a mouse at ten times its price is 36 spreads out: an extreme value, high severity (issue 51)
+        ("unit_price", "extreme values (over 20 x IQR out, most extreme first)", 1),
     ]
     assert found == repr(expected), found
     assert await value(s, "findings.examples[findings.column == 'unit_price'].iloc[0]") == "'245.0'"
+
+
+CROSS_COLUMN = """
+import numpy as np, pandas as pd
+rng = np.random.default_rng(4)
+n = 600
+country = rng.choice(["DE", "FR", "GB", "PL"], n)
+currency = pd.Series(country).map({"DE": "EUR", "FR": "EUR", "GB": "GBP", "PL": "PLN"}).to_numpy()
+currency[[17, 333]] = ["EUR", "USD"]  # invoiced in the wrong currency for their country (GB, PL rows below)
+country[[17, 333]] = ["GB", "PL"]
+quantity = np.round(rng.lognormal(1.2, 0.9, n)).astype(int) + 1  # a long tail: many values beyond 3 x IQR
+quantity[[41, 502]] = [48000, 99999]  # two absurd quantities among them
+DF = pd.DataFrame({"order_id": range(1, n + 1), "country": country, "currency": currency, "quantity": quantity})
+"""
+
+
+async def test_data_quality_audit_checks_across_columns_and_ranks_outliers(s: ClientSession) -> None:
+    """Issue 51: two rows invoiced in a currency their country never uses otherwise (EUR in GB, USD in PL) are
+    a high finding; two absurd quantities are named first, apart from the long tail's ordinary outliers."""
+    script = (SKILLS / "data-quality-audit" / "scripts" / "profile.py").read_text()
+    await ok(s, "run_python", code=CROSS_COLUMN + "SOURCE = None")
+    text = text_of(await ok(s, "run_python", code=script, output_level="full"))
+    found = await value(s, "sorted(zip(findings.column, findings.check, findings.rows))")
+    assert "('country / currency', \"currency not the country's (its other rows use one)\", 2)" in found, found
+    assert "('quantity', 'extreme values (over 20 x IQR out, most extreme first)', 2)" in found, found
+    examples = await value(s, "findings.examples[findings.check.str.startswith('extreme')].iloc[0]")
+    assert examples == "'99999.0, 48000.0'", text
 
 
 def metric_step_and_sql(section: str) -> tuple[dict[str, Any], list[str]]:

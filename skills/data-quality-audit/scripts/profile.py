@@ -56,12 +56,20 @@ def groups_for(col):
     return best
 
 
-def far_out(s: pd.Series) -> pd.Series:
-    """Beyond 3 x IQR from the quartiles (robust: a few extremes do not move the fences). Where most values
+def far_out(s: pd.Series, k: float = 3.0) -> pd.Series:
+    """Beyond k x IQR from the quartiles (robust: a few extremes do not move the fences). Where most values
     are equal (IQR 0, a list price), the spread is taken as a quarter of the median."""
     q1, q3 = s.quantile([0.25, 0.75])
     iqr = q3 - q1 if q3 > q1 else 0.25 * abs(s.median())
-    return (s < q1 - 3 * iqr) | (s > q3 + 3 * iqr) if iqr > 0 else pd.Series(False, index=s.index)
+    return (s < q1 - k * iqr) | (s > q3 + k * iqr) if iqr > 0 else pd.Series(False, index=s.index)
+
+
+def extremeness(s: pd.Series) -> pd.Series:
+    """How far each value lies from the quartiles, in IQRs (0 inside them): outliers are ranked by it, the most
+    extreme first, so that two absurd quantities are not buried among two hundred long-tail values."""
+    q1, q3 = s.quantile([0.25, 0.75])
+    iqr = q3 - q1 if q3 > q1 else 0.25 * abs(s.median()) or 1.0
+    return ((q1 - s).clip(lower=0) + (s - q3).clip(lower=0)) / iqr
 
 
 profile = []
@@ -111,11 +119,21 @@ for col in df.columns:
             continue  # an id is a label: a large one is no outlier
         if group is None:
             far, rule = far_out(s), "outliers beyond 3 x IQR"
+            score = extremeness(s)
         else:  # a laptop's price is far from a pen's, not from other laptops'
             far = s.groupby(df[group].fillna("(missing)")).transform(lambda g: far_out(g) if len(g) >= 5 else g != g)
             far, rule = far.astype(bool), f"outliers beyond 3 x IQR within each {group}"
-        if far.any():
-            finding("low", col, rule, far.sum(), s[far].head(3).round(2))
+            score = s.groupby(df[group].fillna("(missing)")).transform(
+                lambda g: extremeness(g) if len(g) >= 5 else g * 0
+            )
+        absurd = far & (score > 20)  # 20 IQRs out: no long tail reaches there; a typo, a unit, a test row
+        if absurd.any():
+            ranked = score[absurd].sort_values(ascending=False).index
+            finding("high", col, "extreme values (over 20 x IQR out, most extreme first)", absurd.sum(),
+                    s[ranked].head(3).round(2))
+        if (far & ~absurd).any():
+            ranked = score[far & ~absurd].sort_values(ascending=False).index
+            finding("low", col, rule, (far & ~absurd).sum(), s[ranked].head(3).round(2))  # most extreme first
 
 duplicates = df.duplicated()
 if duplicates.any():
@@ -176,6 +194,19 @@ for a, first_values in ordered.items():
             finding("high", f"{a} / {b}", f"{b} before {a}", wrong.sum(), df.index[wrong][:3])
 
 columns = {str(c).lower(): c for c in df.columns}
+# Currency against country: where a country's rows are almost all in one currency (90 % or more), a row in
+# another is invoiced in the wrong currency (or the wrong country): a cross-column rule no single column shows.
+currency = next((columns[k] for k in columns if "currency" in k), None)
+country = next((columns[k] for k in columns if k in ("country", "country_code", "market") or "country" in k), None)
+if currency is not None and country is not None:
+    pairs = df[[country, currency]].dropna().astype(str)
+    usual = pairs.groupby(country)[currency].agg(lambda c: c.value_counts().index[0])
+    share = pairs.groupby(country)[currency].agg(lambda c: c.value_counts(normalize=True).iloc[0])
+    odd = pairs[country].map(usual).ne(pairs[currency]) & pairs[country].map(share).ge(0.9)
+    if odd.any():
+        examples = [f"row {i}: {pairs.at[i, country]} in {pairs.at[i, currency]}" for i in pairs.index[odd][:3]]
+        finding("high", f"{country} / {currency}", "currency not the country's (its other rows use one)", odd.sum(),
+                examples)
 if all(k in columns for k in ("quantity", "unit_price", "discount", "revenue")):
     q, p, d, r = (
         pd.to_numeric(df[columns[k]].astype(str).str.strip(), errors="coerce").astype(float)
