@@ -14,6 +14,8 @@ analyst falls for, from a family, never one fixed case:
   look-alike: no effect, but larger customers get larger discounts (a confound a naive fit reads as lift);
 * ab-test-readout — a real lift of 1 to 2 points with enough visitors; look-alike: a sample-ratio mismatch with
   an "effect" (it must not be called significant);
+* demand-forecast — a fiscal-year-end peak that moved a month later a year before the data ends (the forecast's
+  peak must follow it); look-alike: one month of the last year far above its pattern (no break to report);
 * kpi-anomaly-detection — a one-day outage on a working day (to zero at 14 or 30 orders a day, to 30 % at 100 or
   300), B2B closed at weekends; look-alike: the country's public holidays, every year (they must not be alarms).
 
@@ -281,6 +283,31 @@ def kpi_result(names: dict[str, Any]) -> tuple[bool, bool]:
     return names["truth"]["day"] in low, bool(set(names["lookalike"]["days"]) & set(names["periods"]))
 
 
+# -- demand-forecast ----------------------------------------------------------------------------------------------
+
+
+def forecast(b: Business, moved: bool) -> Case:
+    rng = b.rng
+    months = pd.date_range("2020-01-01", periods=72, freq="MS")
+    pattern = rng.uniform(80, 110, 12)
+    peak = int(rng.integers(12))  # a fiscal-year-end peak, in a month of the business's own
+    pattern[peak] *= rng.uniform(1.6, 2.0)
+    after = pattern.copy()
+    if moved:  # the truth: the peak moved a month later a year before the data ends
+        after[peak], after[(peak + 1) % 12] = pattern[(peak + 1) % 12], pattern[peak]
+    start = months[48]
+    values = np.array([(after if m >= start else pattern)[m.month - 1] for m in months], dtype=float)
+    values *= 1000 * b.size * (1 + rng.uniform(-0.03, 0.15)) ** (np.arange(72) / 12) * np.exp(rng.normal(0, 0.04, 72))
+    if not moved:  # the look-alike: one month in the last year far above its pattern, a one-off
+        values[int(rng.integers(48, 60))] *= rng.uniform(1.6, 1.9)
+    frame = pd.DataFrame({"month": months[:60], "value": values[:60]})
+    return Case(frame, {"peak": f"{(peak + 1) % 12 + 1:02d}" if moved else f"{peak + 1:02d}"}, {})
+
+
+def forecast_result(truth: dict[str, Any], lookalike: dict[str, Any]) -> tuple[bool, bool]:
+    return truth["peak"] == truth["expected_peak"], bool(lookalike["broken"])
+
+
 # -- running -----------------------------------------------------------------------------------------------------
 
 SCRIPTS = {
@@ -289,6 +316,7 @@ SCRIPTS = {
     "discount-effectiveness": "skills/discount-effectiveness/scripts/discount_lift.py",
     "ab-test-readout": "skills/ab-test-readout/scripts/ab_readout.py",
     "kpi-anomaly-detection": "skills/kpi-anomaly-detection/scripts/kpi_anomalies.py",
+    "demand-forecast": "skills/demand-forecast/scripts/forecast.py",
 }
 READS = {  # what each script's run is read back as (JSON)
     "profitability": "json.dumps({'cells': loss_cells.head(40).astype(object).where(loss_cells.head(40).notna(), "
@@ -298,6 +326,8 @@ READS = {  # what each script's run is read back as (JSON)
     "discount-effectiveness": "json.dumps({'detectable': bool(detectable), 'lift_ci': [float(x) for x in lift_ci]})",
     "ab-test-readout": "json.dumps({'significant': bool(significant)})",
     "kpi-anomaly-detection": "json.dumps({'periods': list(anomalies.period), 'directions': list(anomalies.direction)})",
+    "demand-forecast": "json.dumps({'peak': (globals().get('candidate') if len(forecast) == 0 else forecast)"
+    ".sort_values('forecast').month.iloc[-1][-2:], 'broken': globals().get('broken', '')})",
 }
 RFM_SQL = re.compile(r"```sql\n(-- RFM score.*?)```", re.S)
 
@@ -414,12 +444,16 @@ async def measure(
             for skill, maker, scorer in (
                 ("discount-effectiveness", discount, discount_result),
                 ("ab-test-readout", ab, None),
+                ("demand-forecast", forecast, forecast_result),
             ):
                 if skill not in skills:
                     continue
                 for revision in order:
                     script = script_at(revision, SCRIPTS[skill])
-                    got_truth = await follower.run(skill, maker(business(b.seed), True), script, revision)
+                    truth_case = maker(business(b.seed), True)
+                    got_truth = await follower.run(skill, truth_case, script, revision)
+                    if got_truth is not None:
+                        got_truth["expected_peak"] = truth_case.truth.get("peak")
                     got_look = await follower.run(skill, maker(business(b.seed + 10_000), False), script, revision)
                     key = (skill, revision or "now")
                     if got_truth is None or got_look is None:

@@ -5,7 +5,13 @@ a value column (`value`, else VALUE names it, else the second column: query_metr
 optional HORIZON (months ahead, default 12). Run in run_python as:  SOURCE = "artifact_..."  then this script.
 Output: the forecast table (month, forecast, lo80, hi80, lo95, hi95) as the cell's value; `backtest` (error
 of each method by horizon), `method` (the one chosen), `coverage80` / `coverage95` (how often the backtest's
-actual months fell inside the intervals), `model_mape` (the ETS model's) and `naive_mape` (the benchmark's).
+actual months fell inside the intervals), `model_mape` (the ETS model's) and `naive_mape` (the benchmark's),
+`broken` (a seasonal break found: '' when none), `reliable` (False: no forecast, its backtest error is above
+MAX_ERROR_PCT, default 25; the numbers are then in `candidate`).
+Method (said in the output): a seasonal break in the last 12 months (a peak that moved) is looked for first;
+after one, the last year's pattern is the regime that holds and is repeated at its growth. Otherwise the method
+with the lowest rolling-origin backtest error is chosen, and no forecast is given when even that error is above
+the bar (Hyndman & Athanasopoulos, Forecasting: Principles and Practice, on evaluating and refusing forecasts).
 """
 
 import warnings
@@ -53,17 +59,48 @@ def ets(y: pd.Series, steps: int) -> np.ndarray:
     return np.asarray(ets_fit(y).forecast(steps))
 
 
-def seasonal_naive(y: pd.Series, steps: int) -> np.ndarray:
+def unusual_months(y: pd.Series, pooled: bool = False) -> tuple[list[int], float]:
+    """The positions among the last 12 months whose growth on the same month a year before is far from the
+    others' (3.5 robust deviations: of the last 12 months' growths, or ``pooled`` of every year's — a steadier
+    yardstick for a noisy series), and the median growth."""
+    values = y.to_numpy()
+    yearly = np.log(values[12:] / values[:-12])  # each month's growth on the same month a year before
+    centre = float(np.median(yearly[-12:]))
+    scale = yearly if pooled else yearly[-12:]
+    spread = 1.4826 * float(np.median(np.abs(scale - np.median(scale))))
+    far = [i for i in range(len(values) - 12, len(values)) if spread > 0 and abs(yearly[i - 12] - centre) > 3.5 * spread]
+    return far, centre
+
+
+def seasonal_break(y: pd.Series) -> str:
+    """A seasonal break in the last 12 months: the pattern moved — two or more months far off their growth on the
+    year before, some up and some down (a peak that moved from March to April), where one month far off in one
+    direction is a one-off. '' when none."""
+    if len(y) < 36:  # the year-on-year growths of two years at least: the yardstick of what is unusual
+        return ""
+    far, centre = unusual_months(y, pooled=True)
+    values = y.to_numpy()
+    moves = {i: float(np.log(values[i] / values[i - 12])) - centre for i in far}
+    up, down = [i for i, m in moves.items() if m > 0], [i for i, m in moves.items() if m < 0]
+    if not (up and down):
+        return ""
+    name = lambda i: f"{y.index[i]:%b %Y}"  # noqa: E731
+    return (
+        f"SEASONAL BREAK: the pattern moved in the last 12 months ({', '.join(name(i) for i in down)} far below, "
+        f"{', '.join(name(i) for i in up)} far above their growth on the year before)"
+    )
+
+
+def seasonal_naive(y: pd.Series, steps: int, keep_last_year: bool = False) -> np.ndarray:
     """The benchmark: the same month a year earlier times the growth of the last 12 months over the 12 before.
     A one-off month (its growth on the year before far from the others', by 3.5 robust deviations) is first
-    replaced by what the growth says it should have been, so one spike is not repeated next year."""
+    replaced by what the growth says it should have been, so one spike is not repeated next year — unless the
+    last year is a new regime (``keep_last_year``: after a seasonal break its pattern is the one that holds)."""
     values = y.to_numpy().copy()
     growth = values[-12:].sum() / values[-24:-12].sum()
-    yearly = np.log(values[12:] / values[:-12])  # each month's growth on the same month a year before
-    centre = np.median(yearly[-12:])
-    spread = 1.4826 * np.median(np.abs(yearly[-12:] - centre))
-    for i in range(len(values) - 12, len(values)):
-        if spread > 0 and abs(yearly[i - 12] - centre) > 3.5 * spread:
+    far, centre = unusual_months(y)
+    if not keep_last_year:
+        for i in far:
             values[i] = values[i - 12] * np.exp(centre)
     last_year = values[-12:]
     return np.array([last_year[h % 12] * growth ** (1 + h // 12) for h in range(steps)])
@@ -73,6 +110,13 @@ def methods(y: pd.Series, steps: int) -> dict[str, np.ndarray]:
     """Every method's forecast from the data y (ETS fitted once)."""
     model, naive = ets(y, steps), seasonal_naive(y, steps)
     return {"ETS": model, "seasonal naive x growth": naive, "average of the two": (model + naive) / 2}
+
+# Structural break first: a forecast fitted across a moved seasonal peak repeats the old one (a fiscal-year-end
+# peak that moved from March to April forecast for March). After a break the last 12 months are the regime that
+# holds: too short for ETS (24 months), so the forecast is the last year's pattern times its growth, and the
+# backtest (before the break) cannot judge it - said so.
+broken = seasonal_break(series)
+MAX_ERROR = float(globals().get("MAX_ERROR_PCT", 25))  # above this backtest error no forecast is given
 
 # Rolling-origin backtest: from each of the last 18 months that have two years before them, forecast the
 # months ahead (up to the horizon) that the data has, with every method fitted on the data up to that origin.
@@ -101,7 +145,15 @@ if len(backtest_rows):
         f"each forecasting up to {horizon} months ahead; mean absolute % error: "
         + "; ".join(f"{name} {mape:.1f} %" for name, mape in mape_by_method.sort_values().items())
     )
-    print(f"chosen: {method} (the lowest backtest error)")
+    if broken:
+        method = "seasonal naive x growth"
+        print(broken)
+        print(
+            "chosen: seasonal naive x growth on the last 12 months' pattern (the regime after the break); the "
+            "backtest above spans the break and does not judge it: read the forecast as that pattern repeated"
+        )
+    else:
+        print(f"chosen: {method} (the lowest backtest error)")
     errors = backtest_rows[backtest_rows.method == method]
 
     def spread(h: int, used: pd.DataFrame) -> tuple[float, int]:
@@ -129,7 +181,7 @@ if len(backtest_rows):
         f"intervals from the backtest's own errors: the 80 % ones covered {coverage80:.0f} % and the 95 % ones "
         f"{coverage95:.0f} % of the {len(errors)} backtest months (each origin judged by the others' errors)"
     )
-    point = methods(series, horizon)[method]
+    point = seasonal_naive(series, horizon, keep_last_year=True) if broken else methods(series, horizon)[method]
     bands = {level: np.array([band(h, level, errors) for h in range(1, horizon + 1)]) for level in (0.8, 0.95)}
     lo80, hi80 = point * np.exp(-bands[0.8]), point * np.exp(bands[0.8])
     lo95, hi95 = point * np.exp(-bands[0.95]), point * np.exp(bands[0.95])
@@ -141,6 +193,8 @@ else:
         f"backtest skipped: {len(series)} months leave fewer than 6 origins with two years before them (it needs "
         "30); the forecast is the ETS model's, its intervals the model's own, not checked against its errors"
     )
+    if broken:
+        print(broken + "; the history is too short to refit after it: the model below spans the break")
     fitted = ets_fit(series)
     frames = {
         a: fitted.get_prediction(start=len(series), end=len(series) + horizon - 1).summary_frame(alpha=a)
@@ -150,6 +204,8 @@ else:
     lo80, hi80 = frames[0.2]["pi_lower"].to_numpy(), frames[0.2]["pi_upper"].to_numpy()
     lo95, hi95 = frames[0.05]["pi_lower"].to_numpy(), frames[0.05]["pi_upper"].to_numpy()
 
+chosen_mape = float(mape_by_method[method]) if len(backtest) else float("nan")
+reliable = bool(broken or not chosen_mape > MAX_ERROR)
 months = pd.date_range(series.index[-1] + pd.offsets.MonthBegin(1), periods=horizon, freq="MS")
 forecast = pd.DataFrame(
     {
@@ -171,10 +227,21 @@ print(
     f"{year_on_year.min():+.0f} % to {year_on_year.max():+.0f} %"
 )
 
+if not reliable:  # refused, said why: the numbers stay in `candidate` for a look, never as the forecast
+    candidate = forecast
+    forecast = forecast.iloc[0:0]
+    print(
+        f"NO FORECAST: the best method's backtest error is {chosen_mape:.1f} %, above the {MAX_ERROR:g} % bar "
+        "(MAX_ERROR_PCT) - this history does not predict its next months well enough to plan on; look for a "
+        "break the check did not see (a new product, a lost customer, a changed calendar), or forecast "
+        "quarters; the numbers are in `candidate`"
+    )
+
 fig, ax = plt.subplots(figsize=(10, 4.5))
 ax.plot(series.index, series.values, label="history")
-ax.plot(months, forecast.forecast, label=f"forecast ({method})")
-ax.fill_between(months, forecast.lo95, forecast.hi95, alpha=0.2, label="95 % interval")
+if len(forecast):
+    ax.plot(months, forecast.forecast, label=f"forecast ({method})")
+    ax.fill_between(months, forecast.lo95, forecast.hi95, alpha=0.2, label="95 % interval")
 ax.set_title("Monthly forecast")
 ax.legend()
 forecast
