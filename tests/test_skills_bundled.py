@@ -1317,6 +1317,40 @@ async def test_returns_compare_channels_within_their_product_mix(s: ClientSessio
     ), text
 
 
+LATE_RENEWAL = """
+import numpy as np, pandas as pd
+rng = np.random.default_rng(8)
+rows = []
+for month in pd.date_range("2024-04-01", "2025-03-01", freq="MS"):
+    for region in ("DE", "FR", "UK"):
+        for category in ("Hardware", "Licences", "Services"):
+            plan = 100000.0
+            actual = plan + rng.normal(0, 0.02 * plan)
+            if (region, category) == ("DE", "Licences") and month == pd.Timestamp("2024-12-01"):
+                plan += 160000.0  # a renewal planned for December...
+            if (region, category) == ("DE", "Licences") and month == pd.Timestamp("2025-01-01"):
+                actual += 160000.0  # ...booked one week late, in January
+            if (region, category) == ("FR", "Services") and month >= pd.Timestamp("2024-10-01"):
+                actual -= 20000.0  # a real shortfall: a contract lost in October
+            rows.append((month, region, category, plan, actual))
+SOURCE = save_artifact(pd.DataFrame(rows, columns=["month", "region", "category", "plan", "actual"]).assign(
+    data_through=pd.Timestamp("2025-03-31")))
+"""
+
+
+async def test_budget_reads_a_late_renewal_as_timing_in_fiscal_quarters(s: ClientSession) -> None:
+    """Issue 51: with a fiscal year from April, a renewal planned for December and booked in January is a miss in
+    FY2025-Q3 and an overrun in FY2025-Q4 that net to about zero: one TIMING line, not two findings; the year to
+    date nets it out; the largest real miss — FR x Services, a lost contract — is named."""
+    script = (SKILLS / "budget-vs-actual" / "scripts" / "budget_variance.py").read_text()
+    await ok(s, "run_python", code=LATE_RENEWAL)
+    text = text_of(await ok(s, "run_python", code="FISCAL_YEAR_START = 4\n" + script, output_level="standard"))
+    assert "TIMING: DE x Licences" in text and "in FY2025-Q3 and" in text and "in FY2025-Q4 net to" in text, text
+    assert "one booking a quarter late" in text, text
+    assert "year to date FY2025 (through 2025-03)" in text, text
+    assert "LARGEST MISS: FR x Services in FY2025-Q" in text, text
+
+
 async def test_the_demo_has_no_order_before_its_customer_signed_up(s: ClientSession) -> None:
     """Issue 27 fault 6: 6,602 of the 20,000 orders were dated before their customer's signup date."""
     early = await scalar(

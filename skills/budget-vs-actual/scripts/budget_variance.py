@@ -5,7 +5,11 @@ per month and cell; plan 0 for actuals without a plan) and data_through (the las
 set DATA_THROUGH). Run in run_python as:  SOURCE = "artifact_..." then this script. Output: the quarterly cells
 as the cell's value; totals, tables by region and category and the flagged misses and overruns are printed.
 THRESHOLD (default 4) is how many noise units a gap must exceed. Only complete months are compared: a month the
-data does not cover to its end is left out, plan and actual (said in the output).
+data does not cover to its end is left out, plan and actual (said in the output). FISCAL_YEAR_START (the month
+the fiscal year starts, 1-12; default 1) makes the quarters fiscal ("FY2025-Q1" = April-June 2024 with April).
+A miss and an overrun of the same cell in neighbouring quarters that cancel (within a third of the larger) are
+one timing shift — a deal or renewal booked a quarter late or early — said as such, with the year to date beside
+them; the largest miss is named first.
 """
 
 import numpy as np
@@ -37,7 +41,11 @@ unplanned = data[data.plan <= 0].actual.sum()
 unit = planned.variance / np.sqrt(planned.plan)
 noise = float(1.4826 * (unit - unit.median()).abs().median())
 
-data["quarter"] = data.month.dt.year.astype(str) + "-Q" + data.month.dt.quarter.astype(str)
+start = int(globals().get("FISCAL_YEAR_START", 1))
+shifted = data.month - pd.DateOffset(months=start - 1)  # the fiscal year named by the calendar year it ends in
+fiscal_year = shifted.dt.year + (1 if start > 1 else 0)
+data["quarter"] = ("FY" if start > 1 else "") + fiscal_year.astype(str) + "-Q" + shifted.dt.quarter.astype(str)
+data["fiscal_year"] = fiscal_year
 cells = data.groupby(["quarter", "region", "category"], as_index=False).agg(
     plan=("plan", "sum"), actual=("actual", "sum"), variance=("variance", "sum"), months=("month", "nunique")
 )
@@ -72,4 +80,39 @@ if len(overruns):
     print(overruns.round(1).to_string(index=False))
 if not len(flags):
     print("no miss or overrun beyond normal variation: the gaps are within what month-to-month noise explains")
+
+# Timing: a cell's miss in one quarter and overrun in the next (or the reverse) of about the same size is one
+# deal booked late or early, not two findings; the year to date shows that it nets out.
+order = sorted(cells.quarter.unique())
+timing = []
+for (region, category), own in flags.groupby(["region", "category"]):
+    for a in own.itertuples():
+        nxt = order.index(a.quarter) + 1
+        if nxt >= len(order):
+            continue
+        b = own[own.quarter == order[nxt]]
+        if len(b) and np.sign(b.variance.iloc[0]) == -np.sign(a.variance) and abs(a.variance + b.variance.iloc[0]) <= (
+            max(abs(a.variance), abs(b.variance.iloc[0])) / 3
+        ):
+            timing.append((region, category, a.quarter, order[nxt], a.variance, float(b.variance.iloc[0])))
+for region, category, q1, q2, v1, v2 in timing:
+    print(
+        f"TIMING: {region} x {category} {v1:+,.0f} in {q1} and {v2:+,.0f} in {q2} net to {v1 + v2:+,.0f}: one booking "
+        "a quarter " + ("late" if v1 < 0 else "early") + ", not a miss and an overrun"
+    )
+years = planned.assign(fiscal_year=data.loc[planned.index, "fiscal_year"])
+for year, part in years.groupby("fiscal_year"):
+    label = f"FY{year}" if start > 1 else str(year)
+    print(
+        f"year to date {label} (through {part.month.max():%Y-%m}): plan {part.plan.sum():,.0f}  actual "
+        f"{part.actual.sum():,.0f}  variance {part.actual.sum() - part.plan.sum():+,.0f}"
+    )
+timed = {(r, c, q) for r, c, q1, q2, _, _ in timing for q in (q1, q2)}
+real = misses[[(r.region, r.category, r.quarter) not in timed for r in misses.itertuples()]] if len(misses) else misses
+if len(real):
+    worst = real.sort_values("variance").iloc[0]
+    print(
+        f"LARGEST MISS: {worst.region} x {worst.category} in {worst.quarter}, {worst.variance:+,.0f} "
+        f"({worst.variance_pct:+.1f} % of its plan)"
+    )
 cells
