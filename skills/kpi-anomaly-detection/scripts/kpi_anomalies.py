@@ -4,7 +4,9 @@ Input: SOURCE, the id of a table artifact with a date column and a number column
 DATE and VALUE naming them), one row per period. ALPHA (0.01) is the chance of a false alarm over the
 whole series. For days: COUNTRY ("US", an ISO code the `holidays` package knows; SUBDIVISION for a state or
 region) gives the public holidays, and EVENTS ({"name": ["2024-11-29", ...]}) adds recurring events of your
-own. Run in run_python as:  SOURCE = "artifact_..."  then this script.
+own; days that recur far off at the same place of the calendar in most years (Black Friday where it is no
+holiday, a year-end shutdown) are learned from the data and named. Run in run_python as:
+SOURCE = "artifact_..."  then this script.
 Output: `anomalies` (the cell's value: period, value, expected, direction, p_corrected), `expected` (the
 model's value for every period) and `calendar` (the holidays and events the model knows); a chart marks
 the anomalies.
@@ -33,6 +35,7 @@ counts = bool(((s % 1 == 0) & (s >= 0)).all())
 step = s.index.to_series().diff().median()
 daily = step <= pd.Timedelta(days=1)
 calendar = pd.DataFrame(columns=["date", "name"])
+uncertainty = None  # per day, the variance of the expectation's log (day_model sets it)
 
 
 def nb_size(y: np.ndarray, mu: np.ndarray) -> float:
@@ -78,6 +81,7 @@ def day_model(s: pd.Series) -> tuple[pd.Series, str]:
         angle = 2 * np.pi * index.day_of_year.to_numpy() / 365.25
         for k in range(1, 5):
             columns[f"sin_{k}"], columns[f"cos_{k}"] = np.sin(k * angle), np.cos(k * angle)
+    base = dict(columns)  # the expectation without any calendar: where the days that recur far off are seen
     years = range(index.min().year, index.max().year + 1)
     days = holidays.country_holidays(country, subdiv=subdivision, years=years)
     named = pd.DataFrame(
@@ -100,31 +104,112 @@ def day_model(s: pd.Series) -> tuple[pd.Series, str]:
     once = calendar[calendar.name.map(recurring).lt(2) & calendar.name.isin(public)]
     if len(once):
         columns["public holiday seen once"] = index.isin(pd.DatetimeIndex(once.date)).astype(float)
-    X = sm.add_constant(pd.DataFrame(columns, index=index), has_constant="add")
     y = s.to_numpy()
+    mu, keep, z, sd = fit(columns, index, y)
+    # Learned from the data: a day far off in the same direction at the same place in the calendar in most years
+    # (Black Friday where it is no holiday, a year-end shutdown, a yearly sale nobody listed) recurs: it is
+    # expected, named in the output, not an alarm. A one-off outage has no twin in another year.
+    learned: dict[str, pd.DatetimeIndex] = {}
+    base_mu, _, z_base, base_sd = fit(base, index, y) if yearly else (mu, keep, z, sd)
+    # where a day without any could not even be 2.5 off (a B2B Sunday), a drop cannot be seen: not counted
+    can_drop = dict(zip(index, base_mu / base_sd > 2.5 if counts else np.ones(len(y), bool), strict=True))
+    for _ in range(3 if yearly else 0):  # a place learned can show the next (Thanksgiving behind Black Friday)
+        new = {k: w for k, w in recurring_offs(index, z, z_base, can_drop, learned).items() if k not in learned}
+        if not new:
+            break
+        learned.update(new)
+        for name, when in new.items():
+            columns[f"learned: {name}"] = index.isin(when).astype(float)
+        mu, keep, z, sd = fit(columns, index, y)
+    if learned:
+        calendar = pd.concat(
+            [calendar, pd.DataFrame([(d, f"{n} (learned)") for n, w in learned.items() for d in w], columns=["date", "name"])]
+        ).sort_values("date").reset_index(drop=True)
+    terms = "trend, weekday" + (", month and yearly wave" if yearly else " (under two years: no yearly pattern)")
+    held = int((~keep).sum())
+    seen = f"; learned from the data as recurring: {', '.join(learned)}" if learned else ""
+    return (
+        pd.Series(mu, index=index),
+        f"{terms}, {recurring[recurring >= 2].size} recurring holidays and events ({country}){seen}; "
+        f"{held} day(s) left out of the fit as far off",
+    )
+
+
+def calendar_keys(day: pd.Timestamp) -> list[str]:
+    """The places a day holds in the calendar every year: its date, its weekday's rank in the month from the start
+    and from the end, and its distance from US Thanksgiving (Black Friday, Cyber Monday are sold worldwide)."""
+    name = day.day_name()
+    keys = [f"{day:%b} {day.day}", f"{name} #{(day.day - 1) // 7 + 1} of {day:%B}"]
+    if day.day + 7 > day.days_in_month:
+        keys.append(f"last {name} of {day:%B}")
+    thanksgiving = pd.Timestamp(day.year, 11, 1) + pd.offsets.Week(weekday=3) * 4
+    after = (day - thanksgiving).days
+    if -1 <= after <= 4:
+        keys.append({0: "US Thanksgiving", 1: "Black Friday", 4: "Cyber Monday"}.get(after, f"US Thanksgiving {after:+d}"))
+    return keys
+
+
+def recurring_offs(index: pd.DatetimeIndex, z: np.ndarray, z_base: np.ndarray, can_drop: dict, known: dict) -> dict:
+    """Calendar places of the days the model leaves 3 standard deviations off where, without any calendar (z_base),
+    days are 2.5 off in the same direction in at least two years and three quarters of the years the series covers
+    that place (a holiday's calendar may miss one year's; a one-off outage needs two chance twins to pass):
+    {name: the dates of that place in the series}."""
+    places: dict[str, list[pd.Timestamp]] = {}
+    for day in index:
+        for key in calendar_keys(day):
+            places.setdefault(key, []).append(day)
+    off = {d: np.sign(r) for d, r in zip(index, z, strict=True) if abs(r) > 3}
+    seen = {d: np.sign(r) for d, r in zip(index, z_base, strict=True) if abs(r) > 2.5}
+    learned = {}
+    for key in {k for d in off for k in calendar_keys(d)}:
+        when = places[key]
+        for sign in {off[d] for d in when if d in off}:
+            years = {d.year for d in when if seen.get(d) == sign}
+            possible = {d.year for d in when if sign > 0 or can_drop[d]}
+            if len(years) >= max(2, 0.75 * len(possible)):
+                learned[key] = pd.DatetimeIndex(when)
+    # one event seen through several keys (a date and a weekday rank): the key that covers it best, once
+    chosen: dict[str, pd.DatetimeIndex] = {}
+    covered = {d for w in known.values() for d in w}
+    for key, when in sorted(learned.items(), key=lambda kv: (-sum(d in off for d in kv[1]) / len(kv[1]), kv[0])):
+        hits = {d for d in when if d in off}
+        if not hits <= covered:  # a place whose far-off days another place already explains is no event
+            chosen[key] = when
+            covered |= set(when)
+    return chosen
+
+
+def fit(columns: dict, index: pd.DatetimeIndex, y: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The expectation of every day, fitted three rounds, the days far off left out of the next: the expectation,
+    the days kept, each day's standardized residual and its standard deviation (counts; the log's for amounts)."""
+    X = sm.add_constant(pd.DataFrame(columns, index=index), has_constant="add")
+    X = X.loc[:, ~X.T.duplicated()]  # a learned place that is a holiday's own days adds no column of its own
     keep = np.ones(len(y), dtype=bool)
     size = float("inf")
     for _ in range(3):
         if counts:  # a negative binomial GLM, its size estimated robustly from the days kept
             family = sm.families.Poisson() if np.isinf(size) else sm.families.NegativeBinomial(alpha=1 / size)
-            mu = np.asarray(sm.GLM(y[keep], X[keep], family=family).fit().predict(X))
+            result = sm.GLM(y[keep], X[keep], family=family).fit()
+            mu = np.asarray(result.predict(X))
             size = nb_size(y[keep], mu[keep])
-            residual = (y - mu) / np.sqrt(np.clip(mu + mu**2 / size, 0.5, None))
-            keep = np.abs(residual) <= 4
+            sd = np.sqrt(np.clip(mu + mu**2 / size, 0.5, None))
+            residual = (y - mu) / sd
+            keep = np.abs(residual) <= 3
         else:  # amounts: a robust (Huber) fit of the log
             log_y = np.log(np.clip(y, 1e-9, None))
-            fit = sm.RLM(log_y[keep], X[keep], M=sm.robust.norms.HuberT()).fit()
-            mu = np.exp(np.asarray(fit.predict(X)))
+            result = sm.RLM(log_y[keep], X[keep], M=sm.robust.norms.HuberT()).fit()
+            mu = np.exp(np.asarray(result.predict(X)))
             residual = log_y - np.log(mu)
             scale = 1.4826 * np.median(np.abs(residual[keep] - np.median(residual[keep])))
-            keep = np.abs(residual) <= 4 * max(scale, 1e-9)
-    terms = "trend, weekday" + (", month and yearly wave" if yearly else " (under two years: no yearly pattern)")
-    held = int((~keep).sum())
-    return (
-        pd.Series(mu, index=index),
-        f"{terms}, {recurring[recurring >= 2].size} recurring holidays and events ({country}); "
-        f"{held} day(s) left out of the fit as far off",
-    )
+            sd = np.full(len(y), max(scale, 1e-9))
+            residual = residual / sd
+            keep = np.abs(residual) <= 3
+    # How sure the expectation itself is, per day (the variance of its log, from the fit's covariance): a holiday's
+    # term rests on three or four days, an ordinary Tuesday's on hundreds. The tests below add it to the spread.
+    global uncertainty
+    x = X.to_numpy()
+    uncertainty = pd.Series(np.einsum("ij,jk,ik->i", x, np.asarray(result.cov_params()), x), index=index).clip(lower=0)
+    return mu, keep, residual, sd
 
 
 if daily:
@@ -136,19 +221,25 @@ else:  # weeks or months: the median of the 6 periods either side (the period it
     model = "the median of the 6 periods either side"
 observed = s[expected.index]
 n = len(expected)
+unsure = (uncertainty if uncertainty is not None else pd.Series(0.0, index=s.index))[expected.index].to_numpy()
 
 if counts:  # Poisson, or negative binomial when more spread than Poisson (its size judged robustly)
     size = nb_size(observed.to_numpy(), expected.clip(lower=1e-9).to_numpy())
+    # the day's spread: the counts' own (Poisson or negative binomial) and the expectation's uncertainty, together a
+    # negative binomial of size 1 / (1 / size + uncertainty) for that day
+    inverse = (0.0 if np.isinf(size) else 1 / size) + unsure
+    day_size = np.where(inverse > 0, 1 / np.clip(inverse, 1e-12, None), 1e12)
+    prob = day_size / (day_size + expected.to_numpy())
+    low, high = stats.nbinom.cdf(observed, day_size, prob), stats.nbinom.sf(observed - 1, day_size, prob)
     if np.isinf(size):
-        low, high = stats.poisson.cdf(observed, expected), stats.poisson.sf(observed - 1, expected)
         method = "counts, Poisson"
     else:
-        prob = size / (size + expected)
-        low, high = stats.nbinom.cdf(observed, size, prob), stats.nbinom.sf(observed - 1, size, prob)
         method = f"counts, negative binomial (size {size:.0f}: a day's spread is {100 / np.sqrt(size):.0f} % beyond Poisson)"
+    method += ", widened by how sure each day's expectation is (a holiday's rests on a few days)"
 else:  # amounts: the log ratio to the expectation, scaled robustly
     residual = np.log(observed.clip(lower=1e-9)) - np.log(expected.clip(lower=1e-9))
-    z = (residual - residual.median()) / (1.4826 * (residual - residual.median()).abs().median())
+    scale = 1.4826 * (residual - residual.median()).abs().median()
+    z = (residual - residual.median()) / np.sqrt(scale**2 + unsure)
     low, high = stats.norm.cdf(z), stats.norm.sf(z)
     method = "amounts, robust z of the log ratio"
 # Drops and spikes are two questions (an outage, a surge), each a family of n one-sided tests with Bonferroni's
