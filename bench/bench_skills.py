@@ -16,8 +16,24 @@ analyst falls for, from a family, never one fixed case:
   an "effect" (it must not be called significant);
 * demand-forecast — a fiscal-year-end peak that moved a month later a year before the data ends (the forecast's
   peak must follow it); look-alike: one month of the last year far above its pattern (no break to report);
+* customer-cohort-retention — customers one by one (signup, order rate, lifetime), the data ending 2 to 11
+  weeks into a quarter; truth: a promotion's cohort that collapses after a normal first quarter (called out);
+  look-alike: the cut quarter's cells, the newest cohort's period 0 among them (never a point), and the other
+  cohorts' noise (never called out);
+* returns-and-cancellations — a channel returning twice as much of every product; look-alike: a channel selling
+  the product most often returned, returning no more of any (compared within product mix, not flagged);
+* data-quality-audit — an order export with a long lognormal tail and planted faults: another country's
+  currency, shipped before ordered, ordered before signup, two absurd quantities (found, the absurd ones ranked
+  first); look-alike: the long tail (no high finding of its hundreds of values);
+* budget-vs-actual — a cell 30 % under plan for a fiscal quarter (named the largest miss); look-alike: a renewal
+  booked a month late across a quarter's end (one timing shift, neither a miss nor an overrun);
+* sales-performance-review — one item's price up 5-15 % (the bridge's price step equals it within 1 %);
+  look-alike: buyers moving from Pro to Lite at unchanged prices (no price step);
+* customer-lifetime-value — a BG/NBD-like base with nothing changing (the hold-out check supports the model,
+  within 20 %); look-alike: three in ten customers stop at the cut-off (the check must warn);
 * kpi-anomaly-detection — a one-day outage on a working day (to zero at 14 or 30 orders a day, to 30 % at 100 or
-  300), B2B closed at weekends; look-alike: the country's public holidays, every year (they must not be alarms).
+  300), B2B closed at weekends; look-alike: the country's public holidays and events no law lists (a B2B year-end
+  shutdown, a B2C Black Friday), every year (they must not be alarms).
 
 Each case is followed through the real server over stdio as a model would: the generated table is an upload,
 `run_python` turns it into the artifact the skill's script reads (`SOURCE`), runs the script as the skill says,
@@ -269,13 +285,23 @@ def kpi(b: Business) -> Case:
     public = holidays.country_holidays(b.country, years=range(2022, 2026))
     closed = np.isin(days.date, list(public))
     mu[closed] *= 0.05 if b.b2b else 0.5  # the look-alike: the country's holidays, every year
-    working = np.flatnonzero((days.day_of_week < 5) & ~closed & (days > pd.Timestamp("2022-06-30")))
+    recurring = [str(d) for d, name in public.items() if pd.Timestamp(d) in set(days)]
+    for year in range(2022, 2026):  # and events in no law's calendar: a year-end shutdown, Black Friday
+        if b.b2b:
+            shut = pd.date_range(f"{year}-12-27", f"{year}-12-30").intersection(days)
+            mu[days.isin(shut)] *= 0.1
+            recurring += [str(d.date()) for d in shut]
+        else:
+            friday = pd.Timestamp(year, 11, 1) + pd.offsets.Week(weekday=3) * 4 + pd.Timedelta(days=1)
+            mu[days == friday] *= 2.5
+            recurring += [str(friday.date())] if friday in days else []
+    ordinary = ~closed & ~days.isin(pd.DatetimeIndex(recurring)) & (days > pd.Timestamp("2022-06-30"))
+    working = np.flatnonzero((days.day_of_week < 5) & ordinary)
     outage = days[working[int(rng.integers(len(working)))]]
     mu[days == outage] *= 0.0 if level <= 30 else 0.3  # the truth: a one-day outage
     orders = rng.negative_binomial(80, 80 / (80 + mu)) if level >= 100 else rng.poisson(mu)
     frame = pd.DataFrame({"day": days, "order_count": orders})
-    recurring = sorted(str(d) for d, name in public.items() if pd.Timestamp(d) in set(days))
-    return Case(frame, {"day": str(outage.date())}, {"days": recurring}, {"COUNTRY": b.country})
+    return Case(frame, {"day": str(outage.date())}, {"days": sorted(recurring)}, {"COUNTRY": b.country})
 
 
 def kpi_result(names: dict[str, Any]) -> tuple[bool, bool]:
@@ -308,6 +334,260 @@ def forecast_result(truth: dict[str, Any], lookalike: dict[str, Any]) -> tuple[b
     return truth["peak"] == truth["expected_peak"], bool(lookalike["broken"])
 
 
+# -- customer-cohort-retention -------------------------------------------------------------------------------------
+
+
+def cohort(b: Business) -> Case:
+    """Customers one by one: a signup day, an order rate, a lifetime; a quarter counts them active when they order
+    in it while alive (the part of it the data covers). The data ends 2 to 11 weeks into a quarter."""
+    rng = b.rng
+    through = pd.Timestamp("2025-07-01") + pd.Timedelta(days=int(rng.integers(14, 78)))
+    quarters = int(rng.integers(10, 15))
+    first = pd.Period(through, freq="Q") - quarters + 1
+    planted = int(rng.integers(1, quarters - 5))  # old enough to be seen four quarters after its first
+    rate = (1 / 30 if b.b2b else 1 / 75) * rng.uniform(0.7, 1.3)
+    lifetime = rng.uniform(400, 900)  # days; each cohort's within 15 % of it (cohorts differ, a little)
+    rows = []
+    for i in range(quarters):
+        q = first + i
+        begins, ends = q.start_time, min(q.end_time.normalize(), through)
+        n = int(rng.poisson(rng.uniform(60, 200) * b.size))
+        signup = begins + pd.to_timedelta(rng.integers(0, (ends - begins).days + 1, n), unit="D")
+        life = rng.exponential(lifetime * rng.uniform(0.85, 1.15), n)
+        if i == planted:  # the truth: most of the cohort leaves after its first full quarter (a promotion's buyers)
+            gone = rng.random(n) < 0.85
+            after_first = ((q + 2).start_time - signup[gone]).days + rng.integers(0, 20, gone.sum())
+            life[gone] = np.minimum(life[gone], after_first)
+        own = rng.gamma(2.0, rate / 2.0, n)
+        for k in range(quarters - i):
+            qk = q + k
+            lo = np.maximum((qk.start_time - signup).days, 0)
+            hi = np.minimum((min(qk.end_time.normalize(), through) - signup).days + 1, life)
+            days = np.clip(hi - lo, 0, None)
+            active = int((rng.random(n) < 1 - np.exp(-own * days)).sum())
+            if active:
+                rows.append((f"{q.year}-Q{q.quarter}", begins, k, active, n, through))
+    frame = pd.DataFrame(
+        rows, columns=["cohort", "cohort_start", "quarters_since", "active_customers", "cohort_size", "data_through"]
+    )
+    last = pd.Period(through, freq="Q")
+    cut = [[f"{(last - k).year}-Q{(last - k).quarter}", k] for k in range(quarters)]
+    return Case(frame, {"cohort": f"{(first + planted).year}-Q{(first + planted).quarter}"}, {"cells": cut})
+
+
+def cohort_result(names: dict[str, Any]) -> tuple[bool, bool]:
+    shown = {(c, int(k)) for c, k in names["cells"]}
+    planted = names["truth"]["cohort"]
+    cut = any((c, int(k)) in shown for c, k in names["lookalike"]["cells"])
+    return planted in names["outliers"], cut or bool(set(names["outliers"]) - {planted})
+
+
+# -- returns-and-cancellations -------------------------------------------------------------------------------------
+
+
+def returns(b: Business) -> Case:
+    """Channels selling products of different return rates: the truth returns twice as much of every product it
+    sells; the look-alike sells the most of the product most often returned and returns no more of any."""
+    rng = b.rng
+    products = [f"P{i}" for i in range(int(rng.integers(4, 9)))]
+    rate = {p: float(rng.uniform(0.01, 0.04)) for p in products}
+    heavy = products[0]
+    rate[heavy] = float(rng.uniform(0.08, 0.14))
+    channels = ["online", "retail", "partner", "phone", "marketplace"][: int(rng.integers(3, 6))]
+    truth, look = channels[1], channels[2]
+    rows = []
+    for channel in channels:
+        for product in products:
+            orders = int(rng.integers(150, 600) * b.size * (6 if channel == look and product == heavy else 1))
+            r = rate[product] * (2.0 if channel == truth else 1.0)
+            returned = int(rng.binomial(orders, r))
+            cancelled = int(rng.binomial(orders - returned, 0.02))
+            rows.append((channel, product, orders, orders - returned - cancelled, returned, cancelled))
+    frame = pd.DataFrame(rows, columns=["item", "product", "orders", "completed", "returned", "cancelled"])
+    return Case(frame, {"item": truth}, {"item": look})
+
+
+def returns_result(names: dict[str, Any]) -> tuple[bool, bool]:
+    flagged = {f["item"] for f in names["flags"] if f["kind"] == "returned"}
+    return names["truth"]["item"] in flagged, names["lookalike"]["item"] in flagged
+
+
+# -- data-quality-audit ------------------------------------------------------------------------------------------
+
+
+def quality(b: Business) -> Case:
+    """An order export with a long natural tail (lognormal quantities: hundreds of values beyond 3 x IQR) and four
+    planted faults: rows invoiced in another country's currency, shipped before ordered, ordered before the
+    customer signed up, and two absurd quantities. The look-alike: the long tail (not a high finding)."""
+    rng = b.rng
+    n = int(rng.integers(2000, 6000))
+    countries = rng.choice(list(COUNTRIES), n)
+    signup = pd.Timestamp("2022-01-01") + pd.to_timedelta(rng.integers(0, 700, n), unit="D")
+    ordered = signup + pd.to_timedelta(rng.integers(1, 400, n), unit="D")
+    shipped = ordered + pd.to_timedelta(rng.integers(0, 6, n), unit="D")
+    quantity = np.ceil(rng.lognormal(1.0, 0.9, n)).astype(int)
+    price = np.round(rng.choice([4.99, 12.5, 49.0, 199.0], n) * rng.uniform(0.95, 1.05, n), 2)
+    discount = rng.choice([0.0, 0.05, 0.1], n)
+    frame = pd.DataFrame(
+        {
+            "order_id": np.arange(100000, 100000 + n),
+            "customer_id": rng.integers(1, n // 3, n),
+            "country": countries,
+            "currency": [COUNTRIES[c] for c in countries],
+            "signup_date": signup.date,
+            "order_date": ordered.date,
+            "ship_date": shipped.date,
+            "quantity": quantity,
+            "unit_price": price,
+            "discount": discount,
+        }
+    )
+    picks = rng.choice(n, 14, replace=False)
+    wrong, early, before, absurd = picks[:4], picks[4:8], picks[8:12], picks[12:]
+    other = {"EUR": "USD", "GBP": "EUR", "USD": "EUR", "PLN": "EUR"}
+    frame.loc[wrong, "currency"] = frame.loc[wrong, "currency"].map(other)
+    frame.loc[early, "ship_date"] = (pd.to_datetime(frame.loc[early, "order_date"]) - pd.Timedelta(days=3)).dt.date
+    frame.loc[before, "order_date"] = (pd.to_datetime(frame.loc[before, "signup_date"]) - pd.Timedelta(days=20)).dt.date
+    frame.loc[absurd, "quantity"] = frame.loc[absurd, "quantity"] * 1000
+    frame["revenue"] = np.round(frame.quantity * frame.unit_price * (1 - frame.discount), 2)
+    for c in ("signup_date", "order_date", "ship_date"):
+        frame[c] = pd.to_datetime(frame[c])
+    return Case(frame, {"absurd": 2}, {})
+
+
+def quality_result(names: dict[str, Any]) -> tuple[bool, bool]:
+    high = [f for f in names["findings"] if f["severity"] == "high"]
+
+    def has(words: str, column: str) -> bool:
+        return any(words in f["check"] and column in f["column"] for f in high)
+
+    extreme = [f for f in high if "extreme" in f["check"] and f["column"] == "quantity"]
+    top = [float(v) for v in str(extreme[0]["examples"]).split(", ")[:2]] if extreme else []
+    found = (
+        has("currency", "currency")
+        and has("ship_date before order_date", "ship_date")
+        and has("order_date before signup_date", "order_date")
+        and len(top) == 2
+        and min(top) >= 1000  # the two absurd quantities (x 1000) ranked first
+    )
+    tail_high = any(f["column"] == "quantity" and f["rows"] > 10 for f in high)  # the long tail read as faults
+    return found, tail_high
+
+
+# -- budget-vs-actual ----------------------------------------------------------------------------------------------
+
+
+def budget(b: Business) -> Case:
+    """Monthly plan and actual per region x category over a fiscal year and a half; the data ends inside a month.
+    Truth: a cell whose actuals run 30 % below plan for a whole quarter. Look-alike: a renewal booked one month
+    late across a quarter's end (a miss, then an overrun of the same size: one timing shift)."""
+    rng = b.rng
+    start = pd.Timestamp(2024, b.fiscal_start, 1)
+    months = pd.date_range(start, periods=18, freq="MS")
+    regions = ["North", "South", "East", "West"][: int(rng.integers(2, 5))]
+    categories = ["Hardware", "Software", "Services"][: int(rng.integers(2, 4))]
+    cells = [(r, c) for r in regions for c in categories]
+    truth, look = cells[0], cells[1]
+    quarter = int(rng.integers(1, 4))  # the fiscal quarter of the miss (of the first year), 1-3
+    rows = []
+    plans = {cell: float(rng.uniform(50_000, 200_000) * b.size) for cell in cells}
+    for cell in cells:
+        for i, month in enumerate(months):
+            plan = plans[cell] * (1 + 0.1 * np.sin(i / 2))
+            actual = plan * (1 + rng.normal(0, 0.03))
+            if cell == truth and quarter * 3 <= i < quarter * 3 + 3:
+                actual *= 0.7
+            rows.append([month, cell[0], cell[1], round(plan, 0), round(actual, 0)])
+    frame = pd.DataFrame(rows, columns=["month", "region", "category", "plan", "actual"])
+    late = (frame.region == look[0]) & (frame.category == look[1])
+    at = int(rng.integers(1, 5)) * 3 - 1  # a quarter's last month: the renewal planned in it is booked a month late
+    renewal = plans[look] * float(rng.uniform(0.8, 1.2))
+    frame.loc[late & (frame.month == months[at]), "plan"] += renewal
+    frame.loc[late & (frame.month == months[at + 1]), "actual"] += renewal
+    frame["data_through"] = months[-1] + pd.Timedelta(days=int(rng.integers(5, 25)))
+    return Case(frame, {"cell": list(truth)}, {"cell": list(look)}, {"FISCAL_YEAR_START": b.fiscal_start})
+
+
+def budget_result(names: dict[str, Any]) -> tuple[bool, bool]:
+    largest = names["largest"]
+    found = largest is not None and [largest["region"], largest["category"]] == names["truth"]["cell"]
+    look = names["lookalike"]["cell"]
+    untimed = [f for f in names["untimed"] if [f["region"], f["category"]] == look]
+    return found, bool(untimed)
+
+
+# -- sales-performance-review --------------------------------------------------------------------------------------
+
+
+def sales(b: Business, real: bool) -> Case:
+    """Items at list prices over two years, units moving at random. The truth: one item's price rises 5-15 %
+    (the bridge's price step must be that rise on its current units, within 1 %). The look-alike: buyers move from
+    the Pro edition to the Lite one at unchanged prices (no price step: mix is volume at prior prices)."""
+    rng = b.rng
+    n = int(rng.integers(5, 15))
+    price = {f"I{i:02d}": float(np.round(rng.lognormal(3.5, 1.0), 2)) for i in range(n)}
+    price["Pro"], price["Lite"] = float(rng.uniform(800, 1500)), float(rng.uniform(150, 400))
+    rows = []
+    raised = "I00"
+    rise = float(rng.uniform(0.05, 0.15))
+    for item, p0 in price.items():
+        q0 = int(rng.integers(200, 2000) * b.size) + 1
+        q1 = int(q0 * rng.uniform(0.8, 1.3)) + 1
+        p1 = p0
+        if real and item == raised:
+            p1 = round(p0 * (1 + rise), 2)
+        if not real and item in ("Pro", "Lite"):
+            q0 = int(1000 * b.size) + 1
+            q1 = int(q0 * (0.6 if item == "Pro" else 1.8))
+        rows += [(item, "2024", q0, round(q0 * p0, 2)), (item, "2025", q1, round(q1 * p1, 2))]
+    frame = pd.DataFrame(rows, columns=["item", "year", "units", "net_revenue"])
+    now = frame[(frame.item == raised) & (frame.year == "2025")].iloc[0]
+    planted = float(now.net_revenue - now.units * price[raised]) if real else 0.0  # at the new price, less the old
+    return Case(frame, {"price_step": planted, "prior": float(frame[frame.year == "2024"].net_revenue.sum())}, {})
+
+
+def sales_result(truth: dict[str, Any], lookalike: dict[str, Any]) -> tuple[bool, bool]:
+    planted = truth["planted"]["price_step"]
+    found = abs(truth["price"] - planted) <= 0.01 * planted
+    flagged = abs(lookalike["price"]) > 0.005 * lookalike["prior"]  # a mix shift read as a price cut
+    return found, flagged
+
+
+# -- customer-lifetime-value ---------------------------------------------------------------------------------------
+
+
+def clv(b: Business, real: bool) -> Case:
+    """Customers who buy at their own Poisson rate until they drop out (the BG/NBD story), over three years. The
+    truth: nothing changes after the hold-out's cut-off, and the model's check must support it (within 20 %).
+    The look-alike: three in ten customers stop at the cut-off (a competitor, a price rise): the check must warn."""
+    rng = b.rng
+    n = int(rng.integers(400, 900))
+    start, end = pd.Timestamp("2022-10-01"), pd.Timestamp("2025-09-30")
+    cut = end + pd.Timedelta(days=1) - pd.DateOffset(years=1)
+    rows = []
+    base = 1 / 30 if b.b2b else 1 / 90
+    for c in range(n):
+        first = start + pd.Timedelta(days=int(rng.integers(0, 700)))
+        rate = rng.gamma(2.0, base / 2.0)
+        p_drop = rng.beta(1.5, 8.0)
+        margin = rng.gamma(4.0, (120 if b.b2b else 15) / 4.0)
+        stops = not real and rng.random() < 0.3
+        day = first
+        while day <= end:
+            if stops and day >= cut:
+                break
+            rows.append((f"c{c}", day, round(float(margin * rng.uniform(0.7, 1.3)), 2)))
+            if rng.random() < p_drop:
+                break
+            day = day + pd.Timedelta(days=max(1, int(rng.exponential(1 / rate))))
+    frame = pd.DataFrame(rows, columns=["customer_id", "order_date", "margin"])
+    return Case(frame, {}, {})
+
+
+def clv_result(truth: dict[str, Any], lookalike: dict[str, Any]) -> tuple[bool, bool]:
+    return 0.8 <= truth["check_ratio"] <= 1.2, lookalike["check_ratio"] <= 1.2
+
+
 # -- running -----------------------------------------------------------------------------------------------------
 
 SCRIPTS = {
@@ -317,6 +597,12 @@ SCRIPTS = {
     "ab-test-readout": "skills/ab-test-readout/scripts/ab_readout.py",
     "kpi-anomaly-detection": "skills/kpi-anomaly-detection/scripts/kpi_anomalies.py",
     "demand-forecast": "skills/demand-forecast/scripts/forecast.py",
+    "customer-cohort-retention": "skills/customer-cohort-retention/scripts/retention_matrix.py",
+    "returns-and-cancellations": "skills/returns-and-cancellations/scripts/return_outliers.py",
+    "data-quality-audit": "skills/data-quality-audit/scripts/profile.py",
+    "budget-vs-actual": "skills/budget-vs-actual/scripts/budget_variance.py",
+    "sales-performance-review": "skills/sales-performance-review/scripts/price_volume_mix.py",
+    "customer-lifetime-value": "skills/customer-lifetime-value/scripts/clv.py",
 }
 READS = {  # what each script's run is read back as (JSON)
     "profitability": "json.dumps({'cells': loss_cells.head(40).astype(object).where(loss_cells.head(40).notna(), "
@@ -328,6 +614,17 @@ READS = {  # what each script's run is read back as (JSON)
     "kpi-anomaly-detection": "json.dumps({'periods': list(anomalies.period), 'directions': list(anomalies.direction)})",
     "demand-forecast": "json.dumps({'peak': (globals().get('candidate') if len(forecast) == 0 else forecast)"
     ".sort_values('forecast').month.iloc[-1][-2:], 'broken': globals().get('broken', '')})",
+    "customer-cohort-retention": "json.dumps({'outliers': list(outliers), 'cells': [[c, int(k)] for (c, k), v in "
+    "retention.stack().items() if v == v]})",
+    "returns-and-cancellations": "json.dumps({'flags': flags[['item', 'kind']].to_dict('records')})",
+    "data-quality-audit": "json.dumps({'findings': findings.to_dict('records')}, default=str)",
+    "budget-vs-actual": "json.dumps({'largest': (None if not len(globals().get('real', [])) else "
+    "{'region': worst.region, 'category': worst.category}), 'untimed': [r for r in flags[['region', 'category', "
+    "'quarter']].to_dict('records') if (r['region'], r['category'], r['quarter']) not in "
+    "globals().get('timed', set())]}, default=str)",
+    "sales-performance-review": "json.dumps({'price': float(bridge[bridge.step.isin(['price and discount', "
+    "'list price', 'discount'])].revenue.sum()), 'prior': float(bridge.revenue.iloc[0])})",
+    "customer-lifetime-value": "json.dumps({'check_ratio': check_ratio})",
 }
 RFM_SQL = re.compile(r"```sql\n(-- RFM score.*?)```", re.S)
 
@@ -424,6 +721,10 @@ async def measure(
                 "profitability": lambda b=b: profitability(business(b.seed)),
                 "rfm-segmentation": lambda b=b: rfm(business(b.seed)),
                 "kpi-anomaly-detection": lambda b=b: kpi(business(b.seed)),
+                "customer-cohort-retention": lambda b=b: cohort(business(b.seed)),
+                "returns-and-cancellations": lambda b=b: returns(business(b.seed)),
+                "data-quality-audit": lambda b=b: quality(business(b.seed)),
+                "budget-vs-actual": lambda b=b: budget(business(b.seed)),
             }
             for skill, make in cases.items():
                 if skill not in skills:
@@ -437,14 +738,22 @@ async def measure(
                         outcome.setdefault(key, []).append("crash")
                         continue
                     got.update(truth=case.truth, lookalike=case.lookalike)
-                    scorer = {"profitability": profitability_result, "rfm-segmentation": rfm_result}.get(
-                        skill, kpi_result
-                    )
+                    scorer = {
+                        "profitability": profitability_result,
+                        "rfm-segmentation": rfm_result,
+                        "customer-cohort-retention": cohort_result,
+                        "kpi-anomaly-detection": kpi_result,
+                        "returns-and-cancellations": returns_result,
+                        "data-quality-audit": quality_result,
+                        "budget-vs-actual": budget_result,
+                    }[skill]
                     outcome.setdefault(key, []).append(scorer(got))
             for skill, maker, scorer in (
                 ("discount-effectiveness", discount, discount_result),
                 ("ab-test-readout", ab, None),
                 ("demand-forecast", forecast, forecast_result),
+                ("sales-performance-review", sales, sales_result),
+                ("customer-lifetime-value", clv, clv_result),
             ):
                 if skill not in skills:
                     continue
@@ -454,6 +763,7 @@ async def measure(
                     got_truth = await follower.run(skill, truth_case, script, revision)
                     if got_truth is not None:
                         got_truth["expected_peak"] = truth_case.truth.get("peak")
+                        got_truth["planted"] = truth_case.truth
                     got_look = await follower.run(skill, maker(business(b.seed + 10_000), False), script, revision)
                     key = (skill, revision or "now")
                     if got_truth is None or got_look is None:
