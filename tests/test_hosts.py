@@ -102,7 +102,8 @@ def ba_mcp_command() -> list[str]:
 
 
 def claude_cli() -> str | None:
-    return os.environ.get("CLAUDE_CLI") or shutil.which("claude")
+    ci = ROOT / ".ci" / ".claude-cli" / "node_modules" / ".bin" / "claude"  # where .ci/run installs it
+    return os.environ.get("CLAUDE_CLI") or shutil.which("claude") or (str(ci) if ci.exists() else None)
 
 
 def test_plugin_and_marketplace_pass_the_claude_code_validator(tmp_path: Path) -> None:

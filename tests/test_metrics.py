@@ -372,6 +372,7 @@ def test_the_demo_catalog_fits_its_token_budget() -> None:
     assert "net_revenue" in text and "regions.region" in text and "orders.order_date" in text
 
 
+@pytest.mark.slow  # timed: the fast tier never depends on the wall clock
 def test_compiling_a_three_dataset_query_takes_milliseconds() -> None:
     """Not a timing assertion of the suite's speed: a bound 10x above the measured median (bench_metrics.py)
     that only an accidental blow-up (a path search gone exponential) would cross."""
