@@ -412,7 +412,7 @@ def cmd_metrics(args: argparse.Namespace) -> int:
             return 1
         return 0
     if not summary["metrics"]:
-        print("no metrics defined (add OSI files to <workspace>/metrics/ or a dbt project; see the README)")
+        print("no metrics defined (add OSI files to <workspace>/metrics/ or a dbt project; see docs/metrics.md)")
         return 0
     width = max(len(m["name"]) for m in summary["metrics"])
     for m in summary["metrics"]:

@@ -1,6 +1,6 @@
 """The embedded demo database: a deterministic office-supplies retailer, 2022–2025.
 
-Tables (see README): regions, channels, customers, products, orders, order_lines, calendar, budget
+Tables (see docs/databases.md): regions, channels, customers, products, orders, order_lines, calendar, budget
 (the 2025 plan) and experiments (two A/B tests). 20,000 orders with growth from new customers, Q4
 seasonality and weekday effects; no order before its customer signed up; quirks analysts meet: customers
 without e-mail or region, cancelled orders without a ship date, returned orders, discounted lines, a
@@ -292,7 +292,7 @@ def _build(path: Path) -> None:
         }
     )
 
-    # Answers planted for the skills' tests (README, "The demo database and your own"): a completed order with
+    # Answers planted for the skills' tests (docs/databases.md, "The demo database and your own"): a completed order with
     # an Ergo Chair becomes a return 1 time in 5, on top of the 6 % every order has ...
     chair = products.product_id[products.product_name == "Ergo Chair"].iloc[0]
     with_chair = orders.order_id.isin(order_lines.order_id[order_lines.product_id == chair])

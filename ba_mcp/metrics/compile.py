@@ -204,7 +204,7 @@ class _Compiler:
                 f"metric {metric.name}: {window.sql()[:60]} is a window function, which a metric's expression cannot "
                 "hold: a metric is one aggregate per group",
                 "for a change against the previous period, a running total or a share, declare the metric's "
-                "offset, cumulative or share in custom_extensions (README: time intelligence)",
+                "offset, cumulative or share in custom_extensions (docs/metrics.md: time intelligence)",
             )
         filters = tuple(sorted({*outer, *([metric.filter] if metric.filter else [])}))
         for name in filters:

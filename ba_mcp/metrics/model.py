@@ -425,7 +425,7 @@ class _Reader:
             if kinds[0] == "offset_window" and isinstance(spec, str):
                 spec = {"window": spec}
             if not isinstance(spec, dict):
-                self.problem(where, f"metric {name}: {kinds[0]} is an object (README: time intelligence)")
+                self.problem(where, f"metric {name}: {kinds[0]} is an object (docs/metrics.md: time intelligence)")
                 return
             transform = ((kinds[0], _frozen(spec)),)
         non_additive = ext.get("non_additive_dimension")
