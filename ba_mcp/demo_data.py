@@ -292,8 +292,8 @@ def _build(path: Path) -> None:
         }
     )
 
-    # Answers planted for the skills' tests (docs/databases.md, "The demo database and your own"): a completed order with
-    # an Ergo Chair becomes a return 1 time in 5, on top of the 6 % every order has ...
+    # Answers planted for the skills' tests (docs/databases.md, "The demo database and your own"): a completed order
+    # with an Ergo Chair becomes a return 1 time in 5, on top of the 6 % every order has ...
     chair = products.product_id[products.product_name == "Ergo Chair"].iloc[0]
     with_chair = orders.order_id.isin(order_lines.order_id[order_lines.product_id == chair])
     orders.loc[with_chair & (orders.status == "completed") & (rng.random(N_ORDERS) < 0.2), "status"] = "returned"

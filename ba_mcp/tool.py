@@ -14,11 +14,13 @@ import enum
 import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from ba_mcp.settings import ToolSettings
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from ba_mcp.errors import ToolFailure
@@ -141,33 +143,42 @@ class Tool:
 
 def execute_bounded(tool: Tool, params: Any, ctx: ToolContext, parent: ToolContext | None = None) -> RawResult:
     """One sync call of ``tool`` the way the runner bounds a live call, for callers that are not the runner (a
-    saved analysis's replay): the call runs in a thread of its own; at ``ctx.timeout`` plus the tool's
-    grace — or when ``parent`` is cancelled — ``ctx`` is cancelled (what the tool registered interrupts or
-    kills its worker) and the work is waited for, so a step that timed out does not keep running behind the
-    caller. Raises the tool's ToolFailure, or ``timeout``."""
+    saved analysis's replay): see ``run_bounded``. Raises the tool's ToolFailure, or ``timeout``."""
+    raw: Any = run_bounded(lambda: tool.execute(params, ctx), ctx, tool.name, tool.deadline_grace(), parent)
+    return cast("RawResult", raw)
+
+
+def run_bounded(
+    work: Callable[[], T], ctx: ToolContext, name: str, grace: float = 0.0, parent: ToolContext | None = None
+) -> T:
+    """``work`` (a service's call with ``ctx``: a database query, a tool's execute) bounded the way the runner
+    bounds a live call: it runs in a thread of its own; at ``ctx.timeout`` plus ``grace`` — or when ``parent`` is
+    cancelled — ``ctx`` is cancelled (what the work registered interrupts or kills its worker) and the work is
+    waited for, so work that timed out does not keep running behind the caller. Raises what ``work`` raised, or
+    ``timeout``."""
     from ba_mcp import callers
     from ba_mcp.errors import timed_out
 
     box: dict[str, Any] = {}
     acting = callers.current()
 
-    def work() -> None:
+    def run() -> None:
         with callers.acting_as(acting):
             try:
-                box["raw"] = tool.execute(params, ctx)
+                box["value"] = work()
             except BaseException as exc:
                 box["error"] = exc
 
     if parent is not None:
         parent.on_cancel(ctx.cancel)
-    thread = threading.Thread(target=work, name=f"bounded-{tool.name}", daemon=True)
+    thread = threading.Thread(target=run, name=f"bounded-{name}", daemon=True)
     thread.start()
-    thread.join(ctx.timeout + tool.deadline_grace())
+    thread.join(ctx.timeout + grace)
     if thread.is_alive() or (parent is not None and parent.cancelled.is_set()):
         ctx.cancel()
         thread.join(30.0)  # the engine is interrupted, then its worker killed: the work ends
-        raise timed_out(f"{tool.name} did not finish within {ctx.timeout:g} s")
+        raise timed_out(f"{name} did not finish within {ctx.timeout:g} s")
     if "error" in box:
         raise box["error"]
-    raw: RawResult = box["raw"]
-    return raw
+    value: T = box["value"]
+    return value

@@ -18,12 +18,14 @@ from pathlib import Path
 import pytest
 from mcp import ClientSession, stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.server.apps import APP_MIME_TYPE, EXTENSION_ID
 from mcp.shared.exceptions import MCPError
 from mcp.types import ResourceTemplateReference
 
 from ba_mcp import callers
 from ba_mcp.settings import ArtifactSettings
 from ba_mcp.stores.artifacts import ArtifactStore
+from ba_mcp.views import ROWS_TOOL
 from ba_mcp.workspace import Workspace
 from tests.conftest import http_serve, make_workspace, stdio_params, text_of
 
@@ -35,8 +37,10 @@ ARTIFACT = re.compile(r"artifact_[0-9a-f]{12}")
 
 
 @contextlib.asynccontextmanager
-async def _session(url: str) -> AsyncIterator[ClientSession]:
-    async with streamable_http_client(url) as (read, write, *_), ClientSession(read, write) as s:
+async def _session(url: str, views: bool = False) -> AsyncIterator[ClientSession]:
+    """A client session; ``views``: one that declares MCP Apps (it lists and may call the app-only view_rows)."""
+    extensions = {EXTENSION_ID: {"mimeTypes": [APP_MIME_TYPE]}} if views else None
+    async with streamable_http_client(url) as (read, write, *_), ClientSession(read, write, extensions=extensions) as s:
         await s.initialize()
         yield s
 
@@ -81,7 +85,7 @@ async def test_a_session_reaches_only_its_own_artifacts_and_code(tmp_path: Path)
             assert "payroll-99" in (await b.read_resource(f"artifact://{cut}")).contents[0].text  # type: ignore[union-attr]
             assert "912345" in await _ok(b, "run_python", code=f"load_artifact({secret!r})")
 
-            async with _session(url) as a:
+            async with _session(url, views=True) as a:
                 listing = await _files(a)
                 assert secret not in listing and cut not in listing and code not in listing
                 assert not {secret, cut} & set(await _completed_ids(a))
@@ -100,6 +104,11 @@ async def test_a_session_reaches_only_its_own_artifacts_and_code(tmp_path: Path)
                     assert "not_found" in told and "payroll" not in told
                     told = await _refused(a, "run_python", code=f"load_artifact({ref!r})")
                     assert "no artifact" in told and "912345" not in told
+                    paged = await a.call_tool(ROWS_TOOL, {"artifact_id": ref})  # a view pages only its own
+                    assert paged.is_error and paged.structured_content is None, text_of(paged)
+                    assert "not_found" in text_of(paged) and "payroll" not in text_of(paged)
+                    charted = await a.call_tool(ROWS_TOOL, {"artifact_id": ref, "chart": {"x": "who", "y": "n"}})
+                    assert charted.is_error and "payroll" not in text_of(charted), text_of(charted)
                 told = await _refused(a, "file_reader", path=code)
                 assert "no code file" in told and "save_artifact" not in told
                 # by path: the stores' folders are read by id only, and not listed

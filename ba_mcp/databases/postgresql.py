@@ -381,7 +381,8 @@ def role(cur: Any, allow_privileged: bool, allow_writable: bool) -> dict[str, An
             type="permission_denied",
             code="WRITABLE_ROLE",
             message=f"the role {user} can {'; '.join(powers)}: ba-mcp serves a role that can only read",
-            hint="connect as a read-only role (docs/databases.md: CREATE ROLE ba_reader …; GRANT pg_read_all_data), or set "
+            hint="connect as a read-only role (docs/databases.md: CREATE ROLE ba_reader …; GRANT pg_read_all_data), "
+            "or set "
             "allow_writable_role: true for this database if you accept that",
         )
     version = str(version).split(" ")[0]  # 15.18, without the packager's note

@@ -186,7 +186,8 @@ def guard(cur: Any, allow_unguarded: bool) -> dict[str, Any]:
             code="UNGUARDED_SPARK",
             message="this Spark Connect server runs without ba-mcp's read-only rule (or with an older version of it): "
             "Spark has no read-only setting, so a statement could write (tables, files, jars) or run programs",
-            hint="start it with the rule (docs/databases.md: Beyond one machine — `ba-mcp spark-local` or the flags it prints), "
+            hint="start it with the rule (docs/databases.md: Beyond one machine — `ba-mcp spark-local` or the flags it "
+            "prints), "
             "or set allow_unguarded_writes: true for this database if you accept that",
         )
     detail = (

@@ -46,8 +46,7 @@ from mcp.types import (
 from ba_mcp import callers
 from ba_mcp.errors import ErrorType, ToolFailure, format_error
 from ba_mcp.ids import ARTIFACT_ID
-from ba_mcp.results import Table
-from ba_mcp.tool import ToolContext, execute_bounded
+from ba_mcp.tool import ToolContext, run_bounded
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -276,13 +275,14 @@ class ViewsMiddleware:
         # one query: the page, and how many rows match (a window count, taken before LIMIT)
         total_column = "__ba_mcp_total"
         frame = self._query(
+            artifact,
             f"SELECT *, count(*) OVER () AS {total_column} FROM {artifact}{where}{order} LIMIT {limit} OFFSET {offset}",
             params,
         )
         if frame.num_rows:
             total = frame.column(total_column)[0].as_py()
         else:  # past the last row: the count on its own
-            total = self._query(f"SELECT count(*) AS n FROM {artifact}{where}", params).column(0)[0].as_py()
+            total = self._query(artifact, f"SELECT count(*) AS n FROM {artifact}{where}", params).column(0)[0].as_py()
         frame = frame.drop_columns([total_column]) if total_column in frame.column_names else frame
         return {**json_table(frame, limit), "total_rows": int(total), "offset": offset, "artifact_id": artifact}
 
@@ -299,10 +299,12 @@ class ViewsMiddleware:
         assert isinstance(x, str) and isinstance(y, str)
         mean = any(part in y.lower() for part in _MEAN_LIKE)
         agg = f"avg({_quote(y)})" if mean else f"sum({_quote(y)})"
-        types = self._query(f"SELECT typeof({_quote(x)}) AS t FROM {artifact} LIMIT 1")
+        types = self._query(artifact, f"SELECT typeof({_quote(x)}) AS t FROM {artifact} LIMIT 1")
         x_type = str(types.column(0)[0].as_py()) if types.num_rows else ""
         is_time = x_type in ("DATE", "TIMESTAMP", "TIMESTAMP WITH TIME ZONE", "TIMESTAMP_NS", "TIMESTAMP_MS")
-        facts = self._query(f"SELECT count(*) AS n, count(DISTINCT {_quote(x)}) AS d FROM {artifact}").to_pylist()[0]
+        facts = self._query(
+            artifact, f"SELECT count(*) AS n, count(DISTINCT {_quote(x)}) AS d FROM {artifact}"
+        ).to_pylist()[0]
         rows, distinct = int(facts["n"]), int(facts["d"])
         x_expr, grain, notes = _quote(x), None, []
         if is_time and distinct > CHART_POINTS:
@@ -310,7 +312,9 @@ class ViewsMiddleware:
             while grain in _COARSER:
                 grain = _COARSER[grain]
                 buckets = (
-                    self._query(f"SELECT count(DISTINCT date_trunc('{grain}', {_quote(x)})) AS d FROM {artifact}")
+                    self._query(
+                        artifact, f"SELECT count(DISTINCT date_trunc('{grain}', {_quote(x)})) AS d FROM {artifact}"
+                    )
                     .column(0)[0]
                     .as_py()
                 )
@@ -323,7 +327,8 @@ class ViewsMiddleware:
         if series:
             top = (
                 self._query(
-                    f"SELECT {s_expr} AS s FROM {artifact} GROUP BY 1 ORDER BY sum(abs({_quote(y)})) DESC NULLS LAST"
+                    artifact,
+                    f"SELECT {s_expr} AS s FROM {artifact} GROUP BY 1 ORDER BY sum(abs({_quote(y)})) DESC NULLS LAST",
                 )
                 .column(0)
                 .to_pylist()
@@ -339,6 +344,7 @@ class ViewsMiddleware:
             )
             notes.append(f"the {CHART_CATEGORIES} largest of {distinct:,} {x} values")
         frame = self._query(
+            artifact,
             f"SELECT {x_expr} AS x, {s_expr} AS s, {agg} AS v FROM {artifact}{keep} GROUP BY 1, 2 ORDER BY 1, 2",
             params,
             max_rows=CHART_POINTS * CHART_SERIES,
@@ -359,16 +365,23 @@ class ViewsMiddleware:
         if key not in self._schemas:
             if len(self._schemas) >= 512:
                 self._schemas.pop(next(iter(self._schemas)))
-            self._schemas[key] = self._query(f"SELECT * FROM {artifact} LIMIT 0").column_names
+            self._schemas[key] = self._query(artifact, f"SELECT * FROM {artifact} LIMIT 0").column_names
         return self._schemas[key]
 
-    def _query(self, sql: str, params: dict[str, Any] | None = None, max_rows: int = PAGE_MAX) -> pa.Table:
-        tool = self.app.tools["query_database"]
-        arguments = {"query": sql, "max_rows": max_rows, "params": params}
+    def _query(
+        self, artifact: str, sql: str, params: dict[str, Any] | None = None, max_rows: int = PAGE_MAX
+    ) -> pa.Table:
+        """``sql`` (ours: identifiers checked and quoted, values bound) over ``artifact`` on the workspace's
+        database, through the database service the tools use (``Database.query``: the engine worker's read-only
+        frame, the artifact resolved for the calling session, its timeout interrupting the engine)."""
+        from ba_mcp.databases.configured import WORKSPACE
+
         ctx = ToolContext(session=callers.current(), timeout=30.0)
-        raw = execute_bounded(tool, tool.Params.model_validate({k: v for k, v in arguments.items() if v}), ctx)
-        if not isinstance(raw, Table):
-            raise ToolFailure(ErrorType.INTERNAL_ERROR, "BAD_VIEW_REQUEST", "the artifact did not read as a table")
+        database = self.app.databases.get(WORKSPACE)
+        files = [(artifact, self.app.workspace.resolve(artifact))]  # not_found for another session's artifact
+        raw = run_bounded(
+            lambda: database.query(sql, params, max_rows, files, ctx, title=f"view of {artifact}"), ctx, ROWS_TOOL
+        )
         if raw.more:
             raise ToolFailure(ErrorType.RESOURCE_ERROR, "BAD_VIEW_REQUEST", f"more than {max_rows:,} rows to draw")
         return raw.frame
