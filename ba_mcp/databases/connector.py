@@ -24,7 +24,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ba_mcp import registry
 from ba_mcp.databases.base import Analysis, Execution, RunThenCollect, in_worker
@@ -229,6 +229,25 @@ def sql_failure(exc: Exception, name: str, conf: DatabaseSettings, engine: Conne
     return ToolFailure(ErrorType.EXECUTION_ERROR, "SQL_ERROR", text, schema_hint)
 
 
+class Held(Protocol):
+    """What an engine's worker-side hooks receive (``c``): the connection worker's state for the one database
+    connection it serves (``workers/connection.py``'s ``Connector``). An engine keeps what is its own (a second
+    cursor, a session id, the file's URI) in ``extra``, under names of its choosing."""
+
+    options: dict[str, Any]  # the worker's start options
+    con: Any  # the ADBC (DB-API) connection ``open`` made
+    cur: Any  # the cursor the user's statements run on
+    frame: Any  # a cursor of our own fixed text (the read-only frame), where an engine needs one
+    running: Any  # the cursor running the call's statement (``statement`` picks it; ``interrupt`` cancels it)
+    label: str  # the calling session's digest (an application_name, a job tag)
+    in_transaction: bool  # a read-only transaction is open (``begin`` … ``end``)
+    extra: dict[str, Any]  # the engine's own state
+
+    def frame_sql(self, sql: str) -> None:
+        """Run our own fixed text (the frame's BEGIN, ROLLBACK …) on the frame's cursor, its result read and dropped."""
+        ...
+
+
 class ConnectedEngine:
     """An engine served by connection workers: the defaults of any ADBC driver (its own read-only option where it
     has one, its own catalog, ADBC's cancel). Subclasses override the hooks their engine needs."""
@@ -284,9 +303,9 @@ class ConnectedEngine:
         """An error text only this engine speaks (None: the SQLSTATE decides)."""
         return None
 
-    # -- the connection worker's side (``c`` is the worker's Connector: c.con, c.cur, c.frame, …) -------------
+    # -- the connection worker's side (``c``: what the worker holds, ``Held``) --------------------------------
 
-    def open(self, c: Any, message: dict[str, Any]) -> dict[str, Any]:
+    def open(self, c: Held, message: dict[str, Any]) -> dict[str, Any]:
         """Open the connection (``c.con``, ``c.cur``); what the database says of itself (its version, …)."""
         import adbc_driver_manager.dbapi as dbapi
 
@@ -303,14 +322,14 @@ class ConnectedEngine:
             reply["read_only_by_driver"] = False
         return reply
 
-    def driver_info(self, c: Any) -> dict[str, Any]:
+    def driver_info(self, c: Held) -> dict[str, Any]:
         return {k: v for k, v in c.con.adbc_get_info().items() if isinstance(v, (str, int))}
 
     def positional(self, params: Any) -> bool:
         """Whether the engine takes positional parameters only (named ones are refused before the statement)."""
         return False
 
-    def named(self, c: Any, sql: str, params: dict[str, Any]) -> tuple[str, list[Any]]:
+    def named(self, c: Held, sql: str, params: dict[str, Any]) -> tuple[str, list[Any]]:
         """``$name`` placeholders as the engine's positional ones, and their values in order (an engine that
         cannot tell placeholders from text refuses named parameters)."""
         from ba_mcp.workers.wire import Failure
@@ -322,22 +341,22 @@ class ConnectedEngine:
             hint="pass params as an array, in the order of the placeholders",
         )
 
-    def statement(self, c: Any, sql: str) -> str:
+    def statement(self, c: Held, sql: str) -> str:
         """The statement as the engine runs it (``c.running``: the cursor that runs it; by default ``c.cur``)."""
         c.running = c.cur
         return sql
 
-    def begin(self, c: Any, timeout_s: float, label: str) -> None:
+    def begin(self, c: Held, timeout_s: float, label: str) -> None:
         """Open the read-only frame of one call (nothing by default: the driver and the role decide)."""
 
-    def vet(self, c: Any, sql: str, params: Any, timeout_s: float) -> None:
+    def vet(self, c: Held, sql: str, params: Any, timeout_s: float) -> None:
         """Refuse a statement before it runs (nothing by default)."""
 
-    def bind(self, c: Any, sql: str, params: Any, timeout_s: float) -> Any:
+    def bind(self, c: Held, sql: str, params: Any, timeout_s: float) -> Any:
         """The parameters as the statement takes them (as given by default)."""
         return params
 
-    def end(self, c: Any) -> None:
+    def end(self, c: Held) -> None:
         """Close the call's frame: nothing of it may outlive the call."""
 
     def columns(self, schema: Any) -> tuple[Any, Any, dict[str, str]]:
@@ -345,7 +364,7 @@ class ConnectedEngine:
         their storage), the function converting a batch to it, and display names of types Arrow cannot show."""
         return plain_schema(schema, {})
 
-    def catalog(self, c: Any, schemas: list[str]) -> dict[str, Any]:
+    def catalog(self, c: Held, schemas: list[str]) -> dict[str, Any]:
         """Any ADBC driver: the driver's own catalog (tables and columns; no row counts)."""
         out: dict[str, Any] = {}
         objects = c.con.adbc_get_objects(depth="all").read_all().to_pylist()
@@ -368,7 +387,7 @@ class ConnectedEngine:
                     }
         return out
 
-    def interrupt(self, c: Any) -> None:
+    def interrupt(self, c: Held) -> None:
         """The call's timeout: cancel the statement (ADBC's cancel; an engine whose work outlives its client
         stops it in the engine too)."""
         (c.running or c.cur).adbc_cancel()

@@ -31,7 +31,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ba_mcp.databases import pg_calls
-from ba_mcp.databases.connector import ConnectedEngine, plain_schema, rows
+from ba_mcp.databases.connector import ConnectedEngine, Held, plain_schema, rows
 
 if TYPE_CHECKING:
     from ba_mcp.workers.wire import Failure
@@ -50,7 +50,7 @@ def _failure(**kwargs: str) -> Failure:
 class PostgresEngine(ConnectedEngine):
     kind = "postgresql"
 
-    def open(self, c: Any, message: dict[str, Any]) -> dict[str, Any]:
+    def open(self, c: Held, message: dict[str, Any]) -> dict[str, Any]:
         import threading
 
         import adbc_driver_postgresql.dbapi as pg
@@ -62,17 +62,18 @@ class PostgresEngine(ConnectedEngine):
         c.con = pg.connect(message["uri"], db_kwargs=options or None, autocommit=True)
         c.cur = c.con.cursor()
         reply = role(c.cur, bool(message.get("allow_privileged_role")), bool(message.get("allow_writable_role")))
-        c.vet = c.con.cursor()  # EXPLAIN of the user's statement: the plain protocol, not COPY
-        c.vet.adbc_statement.set_options(**{"adbc.postgresql.use_copy": "false"})
-        c.allow_functions = list(message.get("allow_functions") or [])
-        c.calls = pg_calls.read_catalog(c.vet, c.allow_functions)  # what a statement may call (S-14)
-        reply["allowed_functions"] = c.calls.allowed_count
+        c.extra["vet"] = c.con.cursor()  # EXPLAIN of the user's statement: the plain protocol, not COPY
+        c.extra["vet"].adbc_statement.set_options(**{"adbc.postgresql.use_copy": "false"})
+        c.extra["allow_functions"] = list(message.get("allow_functions") or [])
+        # what a statement may call (S-14)
+        c.extra["calls"] = pg_calls.read_catalog(c.extra["vet"], c.extra["allow_functions"])
+        reply["allowed_functions"] = c.extra["calls"].allowed_count
         return reply
 
     def positional(self, params: Any) -> bool:
         return True
 
-    def named(self, c: Any, sql: str, params: dict[str, Any]) -> tuple[str, list[Any]]:
+    def named(self, c: Held, sql: str, params: dict[str, Any]) -> tuple[str, list[Any]]:
         """``$name`` as ``$1``, ``$2`` … (the same name, the same number), read by PostgreSQL's lexer rules (a
         ``$name`` inside a string or a comment is text)."""
         from sqlglot.dialects.postgres import Postgres
@@ -104,11 +105,11 @@ class PostgresEngine(ConnectedEngine):
             at = following.end + 1
         return "".join(out) + sql[at:], values
 
-    def statement(self, c: Any, sql: str) -> str:
+    def statement(self, c: Held, sql: str) -> str:
         """The one statement of ``sql`` without its trailing ``;`` and comments; more than one is refused. Which
         cursor runs it: SHOW and EXPLAIN the plain protocol's, any other the driver's ``COPY (…)`` (queries only).
         """
-        c.explained, c.shown = None, False
+        c.extra["explained"], c.extra["shown"] = None, False
         words = _tokens(sql)
         if words is None:  # the tokenizer gave up: PostgreSQL's own parser says what is wrong
             c.running = c.cur
@@ -133,12 +134,12 @@ class PostgresEngine(ConnectedEngine):
                 message=f"{first} runs code whose plan cannot be read first: ba-mcp runs queries, SHOW and EXPLAIN",
                 hint="send one SELECT",
             )
-        c.running = c.vet if first in ("SHOW", "EXPLAIN") else c.cur
-        c.shown = first == "SHOW"
-        c.explained = _explained(sql, words) if first == "EXPLAIN" else None
+        c.running = c.extra["vet"] if first in ("SHOW", "EXPLAIN") else c.cur
+        c.extra["shown"] = first == "SHOW"
+        c.extra["explained"] = _explained(sql, words) if first == "EXPLAIN" else None
         return sql[: words[-1][2] + 1]
 
-    def begin(self, c: Any, timeout_s: float, label: str) -> None:
+    def begin(self, c: Held, timeout_s: float, label: str) -> None:
         ms = max(1, int(timeout_s * 1000)) if timeout_s else 0
         c.label = label if label.isalnum() and len(label) <= 16 else ""
         name = "ba-mcp" + (f" {c.label}" if c.label else "")
@@ -147,27 +148,27 @@ class PostgresEngine(ConnectedEngine):
         )
         c.in_transaction = True
 
-    def vet(self, c: Any, sql: str, params: Any, timeout_s: float) -> None:
+    def vet(self, c: Held, sql: str, params: Any, timeout_s: float) -> None:
         """The statement may call only functions, operators, types and views on the allow-list built from the
         database's catalog (``pg_calls``: no SQL run from a string, no other backend reached, no lock, file or
         large object) — every session of ba-mcp shares the role, and a role may end, or read the SQL of, its own
         role's backends. Its calls are read from PostgreSQL's own parse of it. Then its plan is read (``EXPLAIN``,
         nothing runs): a statement PostgreSQL cannot explain does not run."""
-        if getattr(c, "shown", False):
+        if c.extra.get("shown", False):
             return  # SHOW reads a setting: no plan, nothing called
-        if getattr(c, "explained", None):  # EXPLAIN [ANALYZE] runs its statement: that statement is vetted
-            sql = c.explained
+        if c.extra.get("explained", None):  # EXPLAIN [ANALYZE] runs its statement: that statement is vetted
+            sql = c.extra["explained"]
         try:
             calls = pg_calls.calls_of(sql)
         except ValueError:
             calls = None  # PostgreSQL's own parser says what is wrong (the explain below fails)
         if calls is not None:
-            catalog = c.calls
+            catalog = c.extra["calls"]
             if time.monotonic() - catalog.read_at > pg_calls.REFRESH_S:
-                catalog = c.calls = pg_calls.read_catalog(c.vet, c.allow_functions)
+                catalog = c.extra["calls"] = pg_calls.read_catalog(c.extra["vet"], c.extra["allow_functions"])
             elif pg_calls.unknown(calls, catalog):  # a view or function made since the catalog was read
-                pg_calls.read_new(c.vet, catalog, calls, c.allow_functions)
-            refused = pg_calls.refusal(calls, catalog, c.vet)
+                pg_calls.read_new(c.extra["vet"], catalog, calls, c.extra["allow_functions"])
+            refused = pg_calls.refusal(calls, catalog, c.extra["vet"])
             if refused:
                 raise _failure(
                     type="permission_denied",
@@ -181,8 +182,8 @@ class PostgresEngine(ConnectedEngine):
         # a statement whose plan cannot be read does not run: its error is the explain's (the same words for a
         # query that names no such table; a syntax error for what is no statement PostgreSQL plans)
         # the text form: the same plan, in half the time of the JSON form (no costs)
-        c.vet.execute("EXPLAIN (VERBOSE, COSTS OFF) " + sql, params)
-        c.vet.fetchall()
+        c.extra["vet"].execute("EXPLAIN (VERBOSE, COSTS OFF) " + sql, params)
+        c.extra["vet"].fetchall()
         if calls is None:  # PostgreSQL planned what its own parser's library could not read: nothing unread runs
             raise _failure(
                 type="permission_denied",
@@ -191,26 +192,26 @@ class PostgresEngine(ConnectedEngine):
                 hint="write it as a plain SELECT",
             )
 
-    def bind(self, c: Any, sql: str, params: Any, timeout_s: float) -> Any:
+    def bind(self, c: Held, sql: str, params: Any, timeout_s: float) -> Any:
         """Texts bound where the statement wants a date, a timestamp or a number become one (JSON has no dates:
         ``ordered_at >= $1`` with "2025-01-01" would compare a date with text). The types are PostgreSQL's own
         inference, read from the statement prepared (never run) under a name of ours."""
         if not params or not any(isinstance(p, str) for p in params):
             return params
         try:
-            c.vet.execute("PREPARE ba_mcp_types AS " + sql)
-            c.vet.execute(
+            c.extra["vet"].execute("PREPARE ba_mcp_types AS " + sql)
+            c.extra["vet"].execute(
                 "SELECT t::text FROM pg_prepared_statements, unnest(parameter_types) t WHERE name = 'ba_mcp_types'"
             )
-            types = [str(r[0]) for r in c.vet.fetchall()]
-            c.vet.execute("DEALLOCATE ba_mcp_types")
+            types = [str(r[0]) for r in c.extra["vet"].fetchall()]
+            c.extra["vet"].execute("DEALLOCATE ba_mcp_types")
         except Exception:  # the statement's own error follows when it runs
             self.end(c)
             self.begin(c, timeout_s, c.label)
             return params
         return tuple(_typed(i, p, types[i] if i < len(types) else "") for i, p in enumerate(params))
 
-    def end(self, c: Any) -> None:
+    def end(self, c: Held) -> None:
         if not c.in_transaction:
             return
         c.in_transaction = False
@@ -254,7 +255,7 @@ class PostgresEngine(ConnectedEngine):
         plain, convert, _ = plain_schema(schema, casts)
         return plain, convert, shown
 
-    def catalog(self, c: Any, schemas: list[str]) -> dict[str, Any]:
+    def catalog(self, c: Held, schemas: list[str]) -> dict[str, Any]:
         self.begin(c, 30.0, "")
         try:
             return catalog(c.cur, schemas)

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ba_mcp.databases.connector import ConnectedEngine, driver_location, rows
+from ba_mcp.databases.connector import ConnectedEngine, Held, driver_location, rows
 from ba_mcp.errors import Code, ToolFailure, denied
 
 RULE_CLASS = "ba_mcp.spark.ReadOnlyRule"  # the Java package (a cluster's spark.sql.extensions names it)
@@ -75,22 +75,26 @@ class SparkEngine(ConnectedEngine):
 
     # -- the connection worker's side -------------------------------------------------------------------
 
-    def open(self, c: Any, message: dict[str, Any]) -> dict[str, Any]:
+    def open(self, c: Held, message: dict[str, Any]) -> dict[str, Any]:
         import uuid
 
         import adbc_driver_manager.dbapi as dbapi
 
         # a Spark session of our own choosing: at a timeout its operations are interrupted in the cluster
-        c.spark_session = str(uuid.uuid4())
-        c.spark_uri = message["uri"]
-        kwargs = {"uri": message["uri"], "adbc.spark.session_id": c.spark_session, **(message.get("options") or {})}
+        c.extra["spark_session"] = str(uuid.uuid4())
+        c.extra["spark_uri"] = message["uri"]
+        kwargs = {
+            "uri": message["uri"],
+            "adbc.spark.session_id": c.extra["spark_session"],
+            **(message.get("options") or {}),
+        }
         c.con = dbapi.connect(driver=driver_location(message["driver"]), db_kwargs=kwargs, autocommit=True)
         c.cur = c.con.cursor()
         reply = guard(c.cur, bool(message.get("allow_unguarded_writes")))
         self._attach_interrupter(c)
         return reply
 
-    def _attach_interrupter(self, c: Any) -> None:
+    def _attach_interrupter(self, c: Held) -> None:
         """A Spark Connect client attached to our session, made in advance (its import takes a while), to
         interrupt the session's operations in the cluster at a timeout."""
         import threading
@@ -99,26 +103,25 @@ class SparkEngine(ConnectedEngine):
             try:
                 from pyspark.sql.connect.client import SparkConnectClient
 
-                separator = "" if c.spark_uri.rstrip("/").count("/") > 2 else "/"
-                c.spark_client = SparkConnectClient(
-                    f"{c.spark_uri.rstrip('/')}{separator};session_id={c.spark_session}"
-                )
+                uri, session = c.extra["spark_uri"].rstrip("/"), c.extra["spark_session"]
+                separator = "" if uri.count("/") > 2 else "/"
+                c.extra["spark_client"] = SparkConnectClient(f"{uri}{separator};session_id={session}")
             except Exception as exc:  # reported when an interrupt is needed
-                c.spark_client = exc
+                c.extra["spark_client"] = exc
 
-        c.spark_client = None
+        c.extra["spark_client"] = None
         threading.Thread(target=attach, name="spark-client", daemon=True).start()
 
-    def interrupt(self, c: Any) -> None:
+    def interrupt(self, c: Held) -> None:
         deadline = time.monotonic() + 10  # ADBC's cancel stops only this client: the job would run on
-        while getattr(c, "spark_client", None) is None and time.monotonic() < deadline:
+        while c.extra.get("spark_client", None) is None and time.monotonic() < deadline:
             time.sleep(0.05)
-        client = getattr(c, "spark_client", None)
+        client = c.extra.get("spark_client", None)
         if client is not None and not isinstance(client, Exception):
             client.interrupt_all()
         c.cur.adbc_cancel()
 
-    def catalog(self, c: Any, schemas: list[str]) -> dict[str, Any]:
+    def catalog(self, c: Held, schemas: list[str]) -> dict[str, Any]:
         """Spark's catalog through SHOW and DESCRIBE (what the read-only rule lets through; nothing is scanned, so
         no row counts): the namespaces asked for (else every one), their tables and views, columns and comments."""
         out: dict[str, Any] = {}

@@ -11,7 +11,7 @@ import urllib.parse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ba_mcp.databases.connector import ConnectedEngine, close_quietly, rows
+from ba_mcp.databases.connector import ConnectedEngine, Held, close_quietly, rows
 
 if TYPE_CHECKING:
     from ba_mcp.settings import DatabaseSettings
@@ -34,30 +34,30 @@ class SqliteEngine(ConnectedEngine):
         message["uri"] = {"target": where, "host": str(host_file)}  # bound there in the worker's own root
         return message
 
-    def open(self, c: Any, message: dict[str, Any]) -> dict[str, Any]:
+    def open(self, c: Held, message: dict[str, Any]) -> dict[str, Any]:
         uri = message["uri"]
         # the file bound read-only into this process's root (its own path where there is no mount namespace)
         path = uri["target"] if c.options.get("confined") else uri["host"]
-        c.file_uri = f"file:{urllib.parse.quote(path)}?mode=ro&immutable=1"
+        c.extra["file_uri"] = f"file:{urllib.parse.quote(path)}?mode=ro&immutable=1"
         self._connect(c)
         return {"version": str(self.driver_info(c).get("vendor_version", ""))}
 
-    def _connect(self, c: Any) -> None:
+    def _connect(self, c: Held) -> None:
         import adbc_driver_sqlite.dbapi as lite
 
-        c.con = lite.connect(c.file_uri, autocommit=True)
+        c.con = lite.connect(c.extra["file_uri"], autocommit=True)
         c.cur = c.con.cursor()
 
-    def begin(self, c: Any, timeout_s: float, label: str) -> None:
+    def begin(self, c: Held, timeout_s: float, label: str) -> None:
         c.in_transaction = True  # a statement will run on this connection
 
-    def end(self, c: Any) -> None:
+    def end(self, c: Held) -> None:
         if c.in_transaction:
             c.in_transaction = False
             close_quietly(c.cur, c.con)
             self._connect(c)
 
-    def catalog(self, c: Any, schemas: list[str]) -> dict[str, Any]:
+    def catalog(self, c: Held, schemas: list[str]) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for kind, name, sql in rows(
             c.cur,

@@ -28,9 +28,9 @@ from ba_mcp.workers.wire import Failure, memfile, write_arrow
 
 
 class Connector:
-    """Serves one database connection (opened on ``connect``). The engine's hooks keep their state here:
-    ``con``, ``cur`` (the user's statements), ``frame`` (our own fixed text), ``in_transaction``, and what an
-    engine adds (a second cursor, a session id)."""
+    """Serves one database connection (opened on ``connect``). The engine's hooks receive it as
+    ``databases.connector.Held`` and keep their state here: ``con``, ``cur`` (the user's statements), ``frame`` (our
+    own fixed text), ``in_transaction``, and in ``extra`` what an engine adds (a second cursor, a session id)."""
 
     def __init__(self, sock: socket.socket, options: dict[str, Any]) -> None:
         self.sock = sock
@@ -45,6 +45,7 @@ class Connector:
         self.pending: Any = None  # (reader, head batches, schema, convert) of a result cut at max_rows
         self.in_transaction = False
         self.after_reply: Any = None  # what the serving loop runs once the answer is sent
+        self.extra: dict[str, Any] = {}  # the engine's own state (databases/connector.py: Held)
 
     def interrupt(self) -> None:
         if self.busy and self.cur is not None and self.engine is not None:
