@@ -264,8 +264,9 @@ def _check_search(settings: Settings) -> Check:
 
 def _check_sandbox(settings: Settings, sessions: Path) -> list[Check]:
     """Start a real worker with the configured limits and report the protections it could apply."""
-    from ba_mcp.workers.process import WorkerGone
+    from ba_mcp.errors import ToolFailure
     from ba_mcp.workers.sandboxes import sandbox_options
+    from ba_mcp.workers.spawn import ready as wait_ready
     from ba_mcp.workers.spawn import spawn
 
     try:
@@ -273,9 +274,9 @@ def _check_sandbox(settings: Settings, sessions: Path) -> list[Check]:
     except OSError as exc:
         return [Check("sandbox worker", False, f"could not start: {exc}")]
     try:
-        ready = worker.wait_ready(settings.sandbox.start_timeout_s)
-    except (WorkerGone, TimeoutError) as exc:
-        return [Check("sandbox worker", False, f"did not start ({exc}): {worker.last_output(300)}")]
+        ready = wait_ready("sandbox", worker, settings.sandbox.start_timeout_s)  # killed, and said, if it did not
+    except ToolFailure as failure:
+        return [Check("sandbox worker", False, failure.message)]
     finally:
         worker.kill()
     from sandbox import protocol

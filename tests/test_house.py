@@ -263,3 +263,26 @@ def test_no_module_outside_its_engine_and_the_registry_names_an_engine() -> None
     }, ENGINE_WORDS.pattern
     named = [hit for path in sorted(PACKAGE.rglob("*.py")) if path not in allowed for hit in _engine_names(path)]
     assert not named, "\n".join(named)
+
+
+BOUNDARY_EXCEPTIONS = {"EngineError", "WorkerGone", "BadBlob", "BadStream"}
+
+
+def test_the_worker_boundary_has_one_translation_point() -> None:
+    """Issue 52: a worker's failures (it ended, broke the protocol, or its engine raised) become the caller's errors
+    in ``workers/failures.py`` alone (``worker_failures``); no other module catches them. (``wire.read_arrow`` lets
+    its own BadStream through while it turns the libraries' errors into one: that is where it is made.)"""
+    allowed = {PACKAGE / "workers" / "failures.py"}
+    sites = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path in allowed:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.ExceptHandler) or node.type is None:
+                continue
+            names = {n.id for n in ast.walk(node.type) if isinstance(n, ast.Name)}
+            names |= {n.attr for n in ast.walk(node.type) if isinstance(n, ast.Attribute)}
+            reraised = len(node.body) == 1 and isinstance(node.body[0], ast.Raise) and node.body[0].exc is None
+            if names & BOUNDARY_EXCEPTIONS and not reraised:
+                sites.append(f"{path.relative_to(ROOT)}:{node.lineno}: except {ast.unparse(node.type)}")
+    assert not sites, "\n".join(sites)

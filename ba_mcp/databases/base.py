@@ -19,6 +19,7 @@ server, the complete result streamed by the engine into a table artifact, as the
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -173,7 +174,7 @@ def in_worker(ask: Callable[..., Any], reply: dict[str, Any], head: pa.Table, re
     that worker, ``reply`` is its answer to ``run``; a cut result is stored (``store``) or dropped at ``close``,
     which then calls ``release`` (the worker and the query slot go back) — once."""
     from ba_mcp.errors import ToolFailure
-    from ba_mcp.workers.pool import EngineError
+    from ba_mcp.workers.failures import engine_failure, worker_failures
 
     state = {"open": True, "pending": bool(reply["more"])}
 
@@ -189,9 +190,8 @@ def in_worker(ask: Callable[..., Any], reply: dict[str, Any], head: pa.Table, re
         state["open"] = False
         try:
             if state["pending"]:
-                ask({"op": "drop"})
-        except (ToolFailure, EngineError):
-            pass
+                with contextlib.suppress(ToolFailure), worker_failures(engine=engine_failure):
+                    ask({"op": "drop"})  # a worker that cannot drop it is ended by the pool
         finally:
             release()
 

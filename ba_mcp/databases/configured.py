@@ -19,7 +19,8 @@ from ba_mcp.demo_data import ensure_demo_database
 from ba_mcp.errors import Code, ErrorType, ToolFailure, denied, invalid, not_found
 from ba_mcp.formats.table import TABLE_SUFFIXES
 from ba_mcp.ids import ARTIFACT_ID
-from ba_mcp.workers.pool import EngineError, ask_metrics
+from ba_mcp.workers.failures import EngineError, worker_failures
+from ba_mcp.workers.pool import ask_metrics
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -123,13 +124,13 @@ class Databases:
             known = self._analyses.get(query)
         if known is not None:
             return known
-        try:
-            with self.engines.held(session, ctx) as call:
-                reply, _ = call.ask({"op": "analyse", "sql": query})
-        except EngineError as exc:
-            raise ToolFailure(
-                ErrorType.VALIDATION_ERROR, "SQL_SYNTAX", self.clean(exc.message), "fix the SQL (DuckDB dialect)"
-            ) from None
+
+        def syntax(exc: EngineError) -> ToolFailure:
+            hint = "fix the SQL (DuckDB dialect)"
+            return ToolFailure(ErrorType.VALIDATION_ERROR, "SQL_SYNTAX", self.clean(exc.message), hint)
+
+        with self.engines.held(session, ctx) as call, worker_failures(engine=syntax):
+            reply, _ = call.ask({"op": "analyse", "sql": query})
         analysis = Analysis(
             tuple(reply["kinds"]), tuple(reply["refs"]), str(reply.get("sql", "")), str(reply.get("refusal", ""))
         )
@@ -193,15 +194,17 @@ class Databases:
         """A metrics question (``Metrics.request("compile", …)``: it carries the metric files) compiled in the
         session's engine worker, then run on its database with ``query`` — the compiled statement passes the
         database's own parser as one SELECT. The table and what the compiler said (SQL, definitions)."""
-        try:
-            compiled = ask_metrics(self.engines, ctx, ctx.session, request)
-        except EngineError as exc:  # the compiler itself failed (a predicate nested beyond its stack, say)
-            raise ToolFailure(
+
+        def uncompiled(exc: EngineError) -> ToolFailure:  # the compiler itself failed (a predicate nested too deep)
+            return ToolFailure(
                 ErrorType.VALIDATION_ERROR,
                 "BAD_METRICS_QUERY",
                 f"the metrics query could not be compiled: {(exc.detail or exc.message).strip()[:300]}",
                 "simplify where; metrics://catalog lists metrics and dimensions",
-            ) from None
+            )
+
+        with worker_failures(engine=uncompiled):
+            compiled = ask_metrics(self.engines, ctx, ctx.session, request)
         database = self.get(compiled["database"])
         analysis = database.analyse(compiled["sql"], ctx.session, ctx)
         if analysis.kinds != ("SELECT",) or not analysis.sql:

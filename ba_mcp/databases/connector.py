@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from ba_mcp.stores.artifacts import ArtifactStore
     from ba_mcp.tool import ToolContext
     from ba_mcp.workers.connections import Connections
-    from ba_mcp.workers.pool import EngineError
+    from ba_mcp.workers.failures import EngineError
     from ba_mcp.workspace import Resolved
 
 _SCHEMA_TTL_S = 60.0
@@ -150,7 +150,7 @@ class Catalogs:
         self._lock = threading.Lock()
 
     def of(self, db: ConnectedDatabase) -> dict[str, Any]:
-        from ba_mcp.workers.pool import EngineError
+        from ba_mcp.workers.failures import worker_failures
 
         with self._lock:
             kept = self._kept.get(db.name)
@@ -164,10 +164,11 @@ class Catalogs:
                 "retry shortly",
             )
         try:
-            with db.pool.connection(db.name, db.conf, db.engine, None, db.host_file) as session:
+            with (
+                worker_failures(engine=lambda exc: sql_failure(exc, db.name, db.conf, db.engine)),
+                db.pool.connection(db.name, db.conf, db.engine, None, db.host_file) as session,
+            ):
                 reply, _ = session.ask({"op": "describe", "schemas": list(db.conf.schemas)})
-        except EngineError as exc:
-            raise sql_failure(exc, db.name, db.conf, db.engine) from None
         finally:
             db.slots.release()
         tables = reply["tables"]
@@ -179,7 +180,7 @@ class Catalogs:
 def sql_failure(exc: Exception, name: str, conf: DatabaseSettings, engine: ConnectedEngine) -> ToolFailure:
     """A database's error in the spec's vocabulary: the engine's own texts first, then by its SQLSTATE, keeping the
     database's message and position."""
-    from ba_mcp.workers.pool import EngineError
+    from ba_mcp.workers.failures import EngineError
 
     if isinstance(exc, ToolFailure):
         return exc

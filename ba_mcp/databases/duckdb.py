@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 from ba_mcp.databases.base import Analysis, Execution, RunThenCollect, in_worker
 from ba_mcp.errors import Code, ErrorType, ToolFailure, denied, timed_out
-from ba_mcp.workers.pool import EngineError, file_identity
+from ba_mcp.workers.failures import EngineError
+from ba_mcp.workers.pool import file_identity
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence

@@ -27,8 +27,9 @@ from ba_mcp.results import Composite, Document, Image, RawResult, Table, arrow_a
 from ba_mcp.settings import RunPythonSettings, SandboxSettings
 from ba_mcp.tool import CacheMode, CachePolicy, ToolContext, ToolParams, ToolPolicy
 from ba_mcp.tool import Tool as BaseTool
-from ba_mcp.workers.process import BadBlob, WorkerGone, WorkerProcess, map_blob, read_blob
-from ba_mcp.workers.wire import BadStream, read_arrow
+from ba_mcp.workers.failures import worker_failures
+from ba_mcp.workers.process import BadBlob, WorkerProcess, map_blob, read_blob
+from ba_mcp.workers.wire import read_arrow
 
 if TYPE_CHECKING:
     from ba_mcp.databases import Databases
@@ -143,10 +144,8 @@ class RunPython(BaseTool):
             cell = _Cell(tool, ctx, worker, code_id, params.code, timeout)
             reply, fds = cell.run()
             handle.last_used = time.monotonic()
-            try:
+            with worker_failures(broken=cell.violation):
                 raw = _result(tool, reply, fds, code_id, notes, worker)
-            except BadBlob as exc:
-                cell.violation(str(exc))
             raw.provenance = {"code_id": code_id, "helpers": cell.helpers}
             if (reply.get("threads") or {}).get("running"):
                 sandboxes.discard(ctx.session)  # threads blocked in C would burn CPU until RLIMIT_CPU
@@ -192,10 +191,8 @@ class _Cell:
                     ctx.progress(round(elapsed, 1), self.timeout, f"running for {elapsed:.0f} s")
                     next_progress += _PROGRESS_EVERY_S
                 continue
-            try:
+            with worker_failures(gone=lambda exc: self._crashed()):
                 message, fds = worker.receive(None)
-            except WorkerGone:
-                self._crashed()
             problem = _frame_problem(message, fds, self.token)
             if problem:
                 _close_all(fds)
@@ -275,31 +272,10 @@ class _Cell:
         reply: dict[str, Any] = {"op": "reply", "id": call_id}
         out_fds: list[int] = []
         try:
-            if method == "load_artifact":
-                reply["kind"], fd = _open_artifact(self.tool, str(args.get("ref", "")))
-                out_fds.append(fd)
-                self._noted(method, str(args.get("ref", "")))
-            elif method == "metric":
-                reply["kind"], fd = _metric(self.tool, args, self.ctx)
-                out_fds.append(fd)
-                self.helpers.append({"helper": method, "query": {k: v for k, v in args.items() if v}})
-            elif method == "open_upload":
-                reply["name"], fd = _open_upload(self.tool.workspace, str(args.get("ref", "")))
-                reply["size"], reply["limit"] = os.fstat(fd).st_size, self.tool.read_limit
-                out_fds.append(fd)
-                self.helpers.append({"helper": "open_file", "ref": str(args.get("ref", ""))})
-            elif method == "save_artifact" and fds:
-                reply["artifact_id"] = _save(self.tool, args, fds[0])
-                self._noted(method, reply["artifact_id"])
-            elif method == "export":
-                reply["path"] = _export(self.tool, args, fds[0] if fds else None, bool(self.ctx.memo.get("replay")))
-                self.helpers.append({"helper": method, "path": reply["path"]})
-            else:
-                reply["error"] = f"unknown helper request {method!r}"
+            with worker_failures(broken=lambda problem: ToolFailure(ErrorType.EXECUTION_ERROR, "BAD_BLOB", problem)):
+                self._serve(method, args, fds, reply, out_fds)
         except ToolFailure as failure:
             reply["error"] = failure.message + (f" ({failure.hint})" if failure.hint else "")
-        except BadBlob as exc:
-            reply["error"] = str(exc)
         except (OSError, ValueError) as exc:
             reply["error"] = f"{type(exc).__name__}: {exc}"
         finally:
@@ -308,6 +284,33 @@ class _Cell:
             self.worker.send(reply, out_fds)
         finally:
             _close_all(out_fds)
+
+    def _serve(
+        self, method: Any, args: dict[str, Any], fds: list[int], reply: dict[str, Any], out_fds: list[int]
+    ) -> None:
+        """One helper request of the cell's code: its answer into ``reply``, the descriptors it sends back into
+        ``out_fds``."""
+        if method == "load_artifact":
+            reply["kind"], fd = _open_artifact(self.tool, str(args.get("ref", "")))
+            out_fds.append(fd)
+            self._noted(method, str(args.get("ref", "")))
+        elif method == "metric":
+            reply["kind"], fd = _metric(self.tool, args, self.ctx)
+            out_fds.append(fd)
+            self.helpers.append({"helper": method, "query": {k: v for k, v in args.items() if v}})
+        elif method == "open_upload":
+            reply["name"], fd = _open_upload(self.tool.workspace, str(args.get("ref", "")))
+            reply["size"], reply["limit"] = os.fstat(fd).st_size, self.tool.read_limit
+            out_fds.append(fd)
+            self.helpers.append({"helper": "open_file", "ref": str(args.get("ref", ""))})
+        elif method == "save_artifact" and fds:
+            reply["artifact_id"] = _save(self.tool, args, fds[0])
+            self._noted(method, reply["artifact_id"])
+        elif method == "export":
+            reply["path"] = _export(self.tool, args, fds[0] if fds else None, bool(self.ctx.memo.get("replay")))
+            self.helpers.append({"helper": method, "path": reply["path"]})
+        else:
+            reply["error"] = f"unknown helper request {method!r}"
 
 
 # -- helpers' server side ---------------------------------------------------------------------------
@@ -420,15 +423,17 @@ def _value_table(tool: RunPython, data: memoryview) -> Table:
 def _arrow_table(data: bytes | memoryview, limit: int) -> Any:
     """A table the worker sent: uncompressed Arrow IPC only, its declared sizes checked before decoding (an
     85 KB zstd stream can inflate to gigabytes)."""
-    try:
-        return read_arrow(data, limit)
-    except BadStream as exc:
-        raise ToolFailure(
+
+    def refused(problem: str) -> ToolFailure:
+        return ToolFailure(
             ErrorType.RESOURCE_ERROR,
             "BAD_VALUE",
-            f"the table the worker sent was refused: {exc}",
+            f"the table the worker sent was refused: {problem}",
             "return a smaller DataFrame (head(), an aggregate), or save it with save_artifact",
-        ) from None
+        )
+
+    with worker_failures(broken=refused):
+        return read_arrow(data, limit)
 
 
 # -- the answer -------------------------------------------------------------------------------------

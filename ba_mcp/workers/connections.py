@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ba_mcp.errors import ErrorType, ToolFailure, timed_out
-from ba_mcp.workers.pool import Call, EngineError, Handle, crash_limit
+from ba_mcp.workers.failures import EngineError, worker_failures
+from ba_mcp.workers.pool import Call, Handle, crash_limit
 from ba_mcp.workers.spawn import confinement, ready, spawn
 
 if TYPE_CHECKING:
@@ -109,17 +110,19 @@ class Connections:
         try:
             ready("connection", process, self.conf.start_timeout_s)
             message = engine.connect_message(conf, host_file)  # the engine's: the worker knows none
+
+            def refused(exc: EngineError) -> ToolFailure:
+                return connect_failure(exc, name, conf, engine)
+
             try:
-                handle.info = self._call(handle, None, conf).ask(message)[0]
-            except EngineError as exc:
-                failure = connect_failure(exc, name, conf, engine)
-                if failure.code != "DATABASE_UNAVAILABLE":
-                    raise failure from None
-                time.sleep(0.25)  # a transient failure to connect is tried once more, by the same worker
-                try:
+                with worker_failures(engine=refused):
                     handle.info = self._call(handle, None, conf).ask(message)[0]
-                except EngineError as again:
-                    raise connect_failure(again, name, conf, engine) from None
+            except ToolFailure as failure:
+                if failure.code != "DATABASE_UNAVAILABLE":
+                    raise
+                time.sleep(0.25)  # a transient failure to connect is tried once more, by the same worker
+                with worker_failures(engine=refused):
+                    handle.info = self._call(handle, None, conf).ask(message)[0]
         except BaseException:
             process.kill()
             raise

@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ba_mcp.errors import ErrorType, ToolFailure, timed_out
-from ba_mcp.workers.process import BadBlob, WorkerGone, WorkerProcess, read_blob
+from ba_mcp.workers.failures import EngineError, engine_failure, worker_failures
+from ba_mcp.workers.process import WorkerProcess, read_blob
 from ba_mcp.workers.spawn import confinement, ready, spawn
 
 if TYPE_CHECKING:
@@ -293,13 +294,10 @@ class Call:
     def arrow(self, blob: bytes) -> Any:
         """An Arrow table the worker sent (uncompressed IPC, sizes checked); anything else ends the worker and is
         ENGINE_PROTOCOL."""
-        from ba_mcp.workers.wire import BadStream, read_arrow
+        from ba_mcp.workers.wire import read_arrow
 
-        try:
+        with worker_failures(end=self.discard):
             return read_arrow(blob, self.max_transfer)
-        except BadStream as exc:
-            self.discard()
-            raise ToolFailure(ErrorType.EXECUTION_ERROR, "ENGINE_PROTOCOL", str(exc)) from None
 
     def ask(self, message: dict[str, Any], fds: list[int] | None = None) -> tuple[dict[str, Any], list[bytes]]:
         """Send one request and wait for its answer: (reply, the blobs that came with it). An error answer is
@@ -307,18 +305,20 @@ class Call:
         call was cancelled) or the pool's crash error."""
         process = self.handle.process
         self.handle.busy = True
-        try:
+        with worker_failures(gone=self._died):
             if self.ctx is not None and self.ctx.cancelled.is_set():
                 raise timed_out("the call was stopped at its timeout before it reached the worker", "retry")
             process.send(message, fds)
             reply, got = process.receive(None)
-        except WorkerGone:
-            self.handle.busy = False
-            stopped = self.handle.killed or (self.ctx is not None and self.ctx.cancelled.is_set())
-            self.discard()
-            raise self.gone(self.handle, stopped) from None
         self.handle.busy = False
         return settle(reply, got, self.max_transfer, self.discard, self.clean)
+
+    def _died(self, exc: BaseException) -> ToolFailure:
+        """The worker ended during the exchange: a timeout when the call was stopped, else the pool's crash error."""
+        self.handle.busy = False
+        stopped = self.handle.killed or (self.ctx is not None and self.ctx.cancelled.is_set())
+        self.discard()
+        return self.gone(self.handle, stopped)
 
 
 def crash_limit(how: str, limits: WorkerLimits, kind: str) -> str:
@@ -465,17 +465,6 @@ class Engines(WorkerPool):
         return self._ready(spare).protections
 
 
-class EngineError(Exception):
-    """An engine exception raised in the worker: its class names (most specific first) and message."""
-
-    def __init__(self, info: dict[str, Any]) -> None:
-        super().__init__(info.get("message", ""))
-        self.classes: list[str] = list(info.get("classes", []))
-        self.message: str = str(info.get("message", ""))
-        self.detail: str = str(info.get("detail", ""))
-        self.sqlstate: str = str(info.get("sqlstate", ""))  # a database's own error code (ADBC drivers)
-
-
 def settle(
     reply: dict[str, Any], got: list[int], limit: int, discard: Any, clean: Any = lambda text: text
 ) -> tuple[dict[str, Any], list[bytes]]:
@@ -484,10 +473,8 @@ def settle(
     and an error answer raised — a ToolFailure as it came, an engine's exception as EngineError — with ``clean``
     applied to what a worker wrote (a connection's secrets)."""
     try:
-        blobs = [read_blob(fd, limit) for fd in got]
-    except BadBlob as exc:
-        discard()
-        raise ToolFailure(ErrorType.EXECUTION_ERROR, "ENGINE_PROTOCOL", str(exc)) from None
+        with worker_failures(end=discard):
+            blobs = [read_blob(fd, limit) for fd in got]
     finally:
         for fd in got:
             with contextlib.suppress(OSError):
@@ -537,7 +524,7 @@ def parse(
     worker: the raw result, its Arrow data checked before it is decoded here. A worker that dies while it
     parses (an allocation of a hostile spreadsheet, say) is PARSER_CRASHED. ``whole``: the whole source as a
     table, or NOT_TABULAR — decided in the worker, so no partial read is sent."""
-    from ba_mcp.workers.wire import BadStream, decode_raw
+    from ba_mcp.workers.wire import decode_raw
 
     message = {
         "op": "parse",
@@ -556,10 +543,8 @@ def parse(
         "whole": whole,  # all of it or an error, decided in the worker (nothing partial is sent)
     }
     reply, blobs = _decode(engines, ctx, message, source.fd, title[:200], 'check the format (format="text" shows it)')
-    try:
+    with worker_failures():
         return decode_raw(reply["raw"], blobs, engines.conf.max_transfer_mb * 1024 * 1024)
-    except BadStream as exc:
-        raise ToolFailure(ErrorType.EXECUTION_ERROR, "ENGINE_PROTOCOL", str(exc)) from None
 
 
 def _decode(
@@ -567,18 +552,19 @@ def _decode(
 ) -> tuple[dict[str, Any], list[bytes]]:
     """One decoding request in the session's worker: a worker that dies doing it is PARSER_CRASHED, an error
     of the library that decodes is BAD_DATA."""
+
+    def unreadable(exc: EngineError) -> ToolFailure:
+        detail = exc.message[:300] or exc.detail
+        return ToolFailure(ErrorType.VALIDATION_ERROR, "BAD_DATA", f"{what} could not be read: {detail}", hint)
+
     with engines.held(ctx.session, ctx) as call:
         try:
-            return call.ask(message, [fd])
+            with worker_failures(engine=unreadable):
+                return call.ask(message, [fd])
         except ToolFailure as failure:
             if failure.code == "ENGINE_CRASHED":
                 raise ToolFailure(failure.type, "PARSER_CRASHED", failure.message, failure.hint) from None
             raise
-        except EngineError as exc:
-            detail = exc.message[:300] or exc.detail
-            raise ToolFailure(
-                ErrorType.VALIDATION_ERROR, "BAD_DATA", f"{what} could not be read: {detail}", hint
-            ) from None
 
 
 def write_parquet(engines: Engines, table: pa.Table, fd: int) -> None:
@@ -615,9 +601,9 @@ def table_stats(engines: Engines, fd: int) -> tuple[dict[str, dict[str, Any]], i
     """Whole-column figures of a stored table (an open Parquet file), computed in the worker of the session
     keyed "default" (the one session of stdio; over HTTP, a worker of the server's own)."""
     try:
-        with engines.held("default", None, wait_s=0.5) as call:  # stdio's one session: its worker
-            reply, _ = call.ask({"op": "stats"}, [fd])
-    except (ToolFailure, EngineError) as exc:
+        with engines.held("default", None, wait_s=0.5) as call, worker_failures(engine=engine_failure):
+            reply, _ = call.ask({"op": "stats"}, [fd])  # stdio's one session: its worker
+    except ToolFailure as exc:
         log.warning("column figures of a stored table could not be computed: %s", exc)
         return None
     return reply["stats"], int(reply["total"])

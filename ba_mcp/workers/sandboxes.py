@@ -9,8 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from ba_mcp.settings import SandboxSettings
+from ba_mcp.workers.failures import worker_failures
 from ba_mcp.workers.pool import Handle, WorkerPool
-from ba_mcp.workers.process import WorkerGone, sweep
+from ba_mcp.workers.process import sweep
 from ba_mcp.workers.spawn import confinement, spawn, unavailable
 
 
@@ -46,8 +47,6 @@ class Sandboxes(WorkerPool):
 
     def _ready(self, handle: Handle) -> Handle:
         """Ready and started for its session (its first message, then the session's start)."""
-        try:
+        with worker_failures(gone=lambda exc: unavailable("sandbox", handle.process, exc)):
             handle.process.start(self.settings.start_timeout_s)
-        except (WorkerGone, TimeoutError) as exc:
-            raise unavailable("sandbox", handle.process, exc) from None
         return handle

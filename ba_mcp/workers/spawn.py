@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ba_mcp.errors import ErrorType, ToolFailure
-from ba_mcp.workers.process import WorkerGone, WorkerProcess
+from ba_mcp.workers.failures import worker_failures
+from ba_mcp.workers.process import WorkerProcess
 from sandbox.isolation import parent_name
 
 if TYPE_CHECKING:
@@ -71,10 +72,8 @@ def spawn(
 
 def ready(kind: str, process: WorkerProcess, wait_s: float) -> dict[str, Any]:
     """Wait for ``process``'s ready message (what its confinement achieved); kill it and say so if none comes."""
-    try:
+    with worker_failures(gone=lambda exc: unavailable(kind, process, exc)):
         return process.wait_ready(wait_s)
-    except (WorkerGone, TimeoutError) as exc:
-        raise unavailable(kind, process, exc) from None
 
 
 def unavailable(kind: str, process: WorkerProcess, exc: BaseException) -> ToolFailure:
