@@ -36,6 +36,7 @@ from mcp.types import (
     ErrorData,
     ImageContent,
     JSONRPCError,
+    ListToolsResult,
     ResourceLink,
     SetLevelRequestParams,
     TextContent,
@@ -52,6 +53,7 @@ from ba_mcp.skills import mcp as skills_mcp
 from ba_mcp.skills.mcp import SkillsExtension
 from ba_mcp.stdio import loop_streams
 from ba_mcp.tool import Tool
+from ba_mcp.tools.use_skill import UseSkill
 from ba_mcp.version import __version__
 
 log = logging.getLogger(__name__)
@@ -240,6 +242,58 @@ class _UnknownToolMiddleware:
                 )
                 return error_result("ba-mcp", failure, self.structured)
         return await call_next(ctx)
+
+
+class _ListingBudgetMiddleware:
+    """tools/list within ``tools_list_budget_tokens`` (cl100k tokens of everything the model sees of the tools):
+    every tool's definition is what it is, and the skill catalog in use_skill's description gives way — skills that
+    no longer fit are listed by name only (use_skill returns their description). A tool added (an embedding
+    application's, the next built-in one) is paid for by the catalog, never by an over-long listing; the fit is
+    computed once per set of tools listed, counted as the wire carries the listing."""
+
+    def __init__(self, app: App) -> None:
+        self.app = app
+        self._fitted: dict[tuple[str, ...], str] = {}
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        result = await call_next(ctx)
+        use_skill = self.app.tools.get("use_skill")
+        if ctx.method != "tools/list" or not isinstance(use_skill, UseSkill):
+            return result
+        listed = result if isinstance(result, ListToolsResult) else ListToolsResult.model_validate(result)
+        names = tuple(t.name for t in listed.tools)
+        if names not in self._fitted:
+            self._fitted[names] = await anyio.to_thread.run_sync(self._fit, listed, use_skill)
+        description = self._fitted[names]
+        tools = [
+            t.model_copy(update={"description": description}) if t.name == "use_skill" else t for t in listed.tools
+        ]
+        return listed.model_copy(update={"tools": tools})
+
+    def _fit(self, listed: ListToolsResult, use_skill: UseSkill) -> str:
+        import json
+
+        budget = self.app.settings.tools_list_budget_tokens
+
+        def cost(description: str) -> int:
+            tools = [
+                (t.model_copy(update={"description": description}) if t.name == "use_skill" else t).model_dump(
+                    mode="json", by_alias=True, exclude_none=True
+                )
+                for t in listed.tools
+            ]
+            return self.app.tokens.raw_tokens(json.dumps(tools, ensure_ascii=False))
+
+        description = use_skill.description
+        over = cost(description) - budget
+        room = use_skill.catalog_budget
+        while over > 0 and room > 0:  # the catalog's own estimate is cautious: a few rounds at most
+            room = max(0, room - over)
+            description = use_skill.describe(room)
+            over = cost(description) - budget
+        if over > 0:
+            log.warning("tools/list is %d cl100k tokens over tools_list_budget_tokens with no skill catalog", over)
+        return description
 
 
 class _SessionMiddleware:
@@ -464,6 +518,7 @@ def build_server(app: App) -> BaServer:
         middleware=[
             _SessionMiddleware(),
             views.ViewsMiddleware(app, [t.name for t in registered]),
+            _ListingBudgetMiddleware(app),  # inside the views': what the model sees, before the app-only view tool
             _UnknownToolMiddleware((t.name for t in registered), structured),
         ],
         log_level=app.settings.log_level,

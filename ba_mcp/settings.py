@@ -363,6 +363,7 @@ class Settings(_Section):
     workspace: Path | None = None
     default_output_level: LevelName = "standard"
     session_token_budget: int = Field(200_000, ge=1000)
+    tools_list_budget_tokens: int = Field(2000, ge=200)
     budget_downgrade_ratio: float = Field(0.8, gt=0, le=1)
     budget_window_s: float = Field(1800, gt=0)
     downgrade_floor_tokens: int = Field(300, ge=0)

@@ -41,11 +41,17 @@ class UseSkill(Tool):
     def __init__(self, settings: ToolSettings, skills: Skills, catalog_budget_tokens: int) -> None:
         self.settings = settings
         self.skills = skills
-        lines, names_only = skills.catalog(catalog_budget_tokens)
+        self.catalog_budget = catalog_budget_tokens
+        self.description = self.describe(catalog_budget_tokens)
+
+    def describe(self, catalog_budget_tokens: int) -> str:
+        """The description with the skills that fit ``catalog_budget_tokens`` (estimated) as ``name: when``
+        lines, the rest by name (the server fits it into the tools/list budget: ``tools_list_budget_tokens``)."""
+        lines, names_only = self.skills.catalog(catalog_budget_tokens)
         parts = [USAGE, "Skills:", *lines]
         if names_only:
             parts.append("More skills (use_skill returns their description): " + ", ".join(names_only))
-        self.description = "\n".join(parts)
+        return "\n".join(parts)
 
     def execute(self, params: Any, ctx: ToolContext) -> RawResult:
         if params.path is None:
