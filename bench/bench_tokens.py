@@ -87,8 +87,8 @@ def tools_list_tokens(counter: TokenCounter) -> tuple[int, dict[str, int]]:
         workspace = Path(tempfile.mkdtemp(prefix="ba-bench-ws-"))
         async with Client(build_server(App(load_settings(environ={}, workspace=workspace)))) as client:
             # as the wire carries them (camelCase keys: inputSchema, outputSchema)
-            listed = (await client.list_tools()).tools
-            return [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in listed]
+            found = (await client.list_tools()).tools
+            return [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in found]
 
     tools = anyio.run(listed)
     per_tool = {str(t["name"]): counter.raw_tokens(json.dumps(t, ensure_ascii=False)) for t in tools}
