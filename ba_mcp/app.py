@@ -140,6 +140,7 @@ class App:
         analyses = (
             self.workspace.dir("analyses"),
             lambda: self.tools,
+            lambda: self.runner,
             self.artifacts,
             self.engines,
             self.sessions,

@@ -5,6 +5,7 @@ half-written; report.html opened in a real headless Chromium."""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -122,9 +123,22 @@ def test_the_generated_script_passes_ruff_and_answers_help(saved: Path) -> None:
     assert "--since SINCE" in helped.stdout and "default '2025-01-01'" in helped.stdout and "--out" in helped.stdout
 
 
-async def test_run_analysis_resources_and_history_from_the_conversation(s: ClientSession, saved: Path) -> None:
+def _steps_logged(ws: Path) -> list[dict[str, object]]:
+    """The telemetry lines of calls a saved analysis's run made (its session: the caller's, ``~analysis``)."""
+    lines = [json.loads(line) for f in sorted((ws / "logs").glob("telemetry-*.jsonl")) for line in f.open()]
+    return [line for line in lines if str(line["session"]).endswith("~analysis")]
+
+
+async def test_run_analysis_resources_and_history_from_the_conversation(
+    s: ClientSession, saved: Path, ws: Path
+) -> None:
     del saved
+    before = len(_steps_logged(ws))
     result = await ok(s, "run_analysis", name="monthly-review", parameters={"since": "2025-10-01"})
+    # issue 52: each step ran through the runner — a call of the run's session in the telemetry, like a client's
+    steps = _steps_logged(ws)[before:]
+    assert [line["tool"] for line in steps] == ["query_database", "run_python", "run_python"], steps
+    assert all(line["success"] and line["duration_ms"] > 0 for line in steps), steps
     text = text_of(result)
     assert "s1_table: changed: rows 48 → 12" in text and "s3_figure1: changed" in text, text
     assert any(b.type == "image" for b in result.content)

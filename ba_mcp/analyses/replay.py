@@ -1,8 +1,9 @@
 """Running a saved analysis's steps again, with no model: the manifest's steps (data — ``analysis.yaml``) each
 through the same tool the conversation used (query_database, query_metrics, file_reader, run_python — so the
-same engines, boundaries and sandbox), bounded like a live call (``tool.execute_bounded``: the timeout cancels
-the step's work in its engine or sandbox), its parameters bound, the artifact ids of earlier steps replaced by
-the ones this run made. Nothing of a saved analysis is ever imported or executed as Python on the host (S-13).
+same engines, boundaries and sandbox), run by the server's runner like a live call (``Runner.run_step``: the
+arguments validated, the timeout cancels the step's work in its engine or sandbox, the call kept in the run's
+session history, usage and telemetry), its parameters bound, the artifact ids of earlier steps replaced by the
+ones this run made. Nothing of a saved analysis is ever imported or executed as Python on the host (S-13).
 
 ``run_steps`` is what ``ba-mcp analyses run`` and ``analysis.py`` run (``ba_mcp.rerun`` gives the
 Replay the tools of an App of its own); the tools ``save_analysis`` (a verifying first run) and ``run_analysis``
@@ -15,17 +16,31 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ba_mcp.errors import ErrorType, ToolFailure, timed_out
-from ba_mcp.results import Composite, Image, Table
-from ba_mcp.tool import ToolContext, execute_bounded
+from ba_mcp.results import Composite, Image, RawResult, Table
+from ba_mcp.tool import ToolContext
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
     from ba_mcp.stores.artifacts import ArtifactStore
     from ba_mcp.tool import Tool
+
+
+class StepRunner(Protocol):
+    """What runs a step: the server's runner (``pipeline.runner.Runner.run_step``)."""
+
+    def run_step(
+        self,
+        tool: Tool,
+        arguments: dict[str, Any],
+        session: str,
+        timeout: float,
+        parent: ToolContext | None = None,
+        memo: dict[str, Any] | None = None,
+    ) -> RawResult: ...
 
 
 class StepFailed(Exception):
@@ -63,6 +78,7 @@ class Replay:
 
     def __init__(
         self,
+        runner: StepRunner,
         tools: dict[str, Tool],
         artifacts: ArtifactStore,
         session: str,
@@ -71,6 +87,7 @@ class Replay:
         timeout: float = 300.0,
         parent: ToolContext | None = None,
     ) -> None:
+        self.runner = runner
         self.tools = tools
         self.artifacts = artifacts
         self.session = session
@@ -189,19 +206,16 @@ class Replay:
     def _run(self, step: str, tool: Tool, arguments: dict[str, Any]) -> Any:
         self.progress(step, f"{tool.name} …")
         try:
-            params = tool.Params.model_validate({k: v for k, v in arguments.items() if v is not None})
             left = self.timeout - (time.monotonic() - self.started)
             if left <= 0 or (self.parent is not None and self.parent.cancelled.is_set()):
                 raise timed_out(f"the analysis did not finish within {self.timeout:g} s")
-            ctx = ToolContext(session=self.session, timeout=left)
-            ctx.memo["replay"] = True  # a step's export() refreshes the file it wrote when the analysis was made
-            raw = execute_bounded(tool, params, ctx, self.parent)
+            arguments = {k: v for k, v in arguments.items() if v is not None}
+            # a step's export() refreshes the file it wrote when the analysis was made
+            raw = self.runner.run_step(tool, arguments, self.session, left, self.parent, {"replay": True})
         except ToolFailure as failure:
             if failure.type is ErrorType.TIMEOUT:
                 failure = timed_out(f"the analysis did not finish within {self.timeout:g} s ({tool.name} stopped)")
             raise StepFailed(step, failure) from None
-        except ValueError as exc:
-            raise StepFailed(step, _invalid(str(exc)[:300])) from None
         return raw
 
     def _table(self, step: str, raw: Any, n: int, window: bool = False) -> str:

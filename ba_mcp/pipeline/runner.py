@@ -36,7 +36,7 @@ from ba_mcp.pipeline.tokens import TokenCounter
 from ba_mcp.pipeline.usage import CallRecord, TelemetryLog
 from ba_mcp.results import approx_size
 from ba_mcp.settings import Settings
-from ba_mcp.tool import CacheMode, Tool, ToolContext
+from ba_mcp.tool import CacheMode, Tool, ToolContext, execute_bounded
 
 if TYPE_CHECKING:
     from ba_mcp.results import RawResult
@@ -228,6 +228,70 @@ class Runner:
             bookkeeping()
             _annotate_span(span, record)
         return CallOutcome(tool.name, observation, failure, record)
+
+    def run_step(
+        self,
+        tool: Tool,
+        arguments: dict[str, Any],
+        session: str,
+        timeout: float,
+        parent: ToolContext | None = None,
+        memo: dict[str, Any] | None = None,
+    ) -> RawResult:
+        """One call made by the server itself, not by a client — a saved analysis's step — run the runner's way:
+        its arguments validated as a client's are, bounded by ``timeout`` (and ``parent``'s cancellation: the work
+        in its engine or sandbox is stopped, not abandoned), and kept like every call: in ``session``'s history
+        (``ba://history``), its usage and the telemetry log. Returns the raw result (the caller makes its own
+        outputs of it: no observation, no cache); raises the tool's ToolFailure. Sync: for a worker thread."""
+        started = time.perf_counter()
+        record = CallRecord(
+            execution_id=uuid.uuid4().hex,
+            session=session,
+            tool=tool.name,
+            timestamp=time.time(),
+            duration_ms=0.0,
+            input_tokens=0,
+            output_tokens=0,
+            output_level="",
+            level_downgraded=False,
+            cache_hit=False,
+            retries=0,
+            success=False,
+            arguments=dict(arguments),
+        )
+        failure: ToolFailure | None = None
+        raw: RawResult | None = None
+        try:
+            params = self._validate(tool, arguments)
+            ctx = ToolContext(session=session, timeout=timeout)  # acting for whom the caller acts (its stores' owner)
+            ctx.memo.update(memo or {})
+            raw = execute_bounded(tool, params, ctx, parent)
+            record.success = True
+            artifact = getattr(raw, "artifact_id", None)
+            record.artifacts = [artifact] if artifact else []
+        except ToolFailure as exc:
+            failure = exc
+        except Exception as exc:
+            named = _tool_classification(tool, exc)
+            if named is None:
+                log.exception("step of tool %s failed unexpectedly", tool.name)
+            failure = named or classify(exc)
+        if failure is not None:
+            record.error_type, record.error_code = failure.type.value, failure.code
+        record.duration_ms = round((time.perf_counter() - started) * 1000, 3)
+        record.provenance = {**_provenance(record, None), "by": "saved analysis"}
+        if failure is None:
+            record.provenance.pop("error", None)
+            record.provenance.update(getattr(raw, "provenance", None) or {})
+        state = self.sessions(session)
+        state.remember(record)
+        record.input_tokens = self.tokens.count_tokens(json.dumps(arguments, default=str)[:200_000])
+        state.usage.add(record)
+        self.telemetry.write(record)
+        if failure is not None:
+            raise failure
+        assert raw is not None
+        return raw
 
     def _observer_for(self, tool: Tool, choice: LevelChoice, recent: int) -> Observe:
         """The observation of a raw result at the chosen level — a level lower when it is over what hosts

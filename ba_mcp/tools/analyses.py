@@ -22,7 +22,7 @@ from ba_mcp.settings import ToolSettings
 from ba_mcp.tool import CacheMode, CachePolicy, Tool, ToolContext, ToolParams, ToolPolicy
 
 if TYPE_CHECKING:
-    from ba_mcp.analyses.replay import Replay
+    from ba_mcp.analyses.replay import Replay, StepRunner
     from ba_mcp.pipeline.sessions import Sessions
     from ba_mcp.stores.artifacts import ArtifactStore
     from ba_mcp.workers.pool import Engines
@@ -66,6 +66,7 @@ class _Analyses(Tool):
         settings: ToolSettings,
         folder: Path,
         tools: Callable[[], dict[str, Tool]],
+        runner: Callable[[], StepRunner],
         artifacts: ArtifactStore,
         engines: Engines,
         sessions: Sessions,
@@ -74,6 +75,7 @@ class _Analyses(Tool):
         self.settings = settings
         self.folder = folder
         self.tools = tools
+        self.runner = runner  # the server's runner: a step is a call like a client's (history, usage, telemetry)
         self.artifacts = artifacts
         self.engines = engines
         self.sessions = sessions
@@ -84,7 +86,8 @@ class _Analyses(Tool):
         session's until the observer hands the outputs a call returns to the caller)."""
         from ba_mcp.analyses.replay import Replay  # the analyses' modules load on their first call, not at start-up
 
-        return Replay(self.tools(), self.artifacts, f"{ctx.session}~analysis", values, timeout=ctx.timeout, parent=ctx)
+        session = f"{ctx.session}~analysis"
+        return Replay(self.runner(), self.tools(), self.artifacts, session, values, timeout=ctx.timeout, parent=ctx)
 
     def steps(self, run: Replay, steps: list[dict[str, Any]]) -> None:
         from ba_mcp.analyses.replay import run_steps
