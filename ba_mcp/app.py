@@ -140,7 +140,7 @@ class App:
         analyses = (
             self.workspace.dir("analyses"),
             lambda: self.tools,
-            lambda: self.runner,
+            lambda: self.runner.run_step,
             self.artifacts,
             self.engines,
             self.sessions,

@@ -80,7 +80,9 @@ def run_folder(
     app = App(settings, ["query_database", "query_metrics", "file_reader", "run_python"])
     started = time.monotonic()
     try:
-        run = Replay(app.runner, app.tools, app.artifacts, f"analysis-{folder.name}", values, progress=_progress(echo))
+        run = Replay(
+            app.runner.run_step, app.tools, app.artifacts, f"analysis-{folder.name}", values, progress=_progress(echo)
+        )
         try:
             run_steps(run, list(manifest.get("steps") or []))
         except StepFailed as failed:

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from ba_mcp.errors import ErrorType, ToolFailure, timed_out
 from ba_mcp.results import Composite, Image, RawResult, Table
@@ -28,19 +29,9 @@ if TYPE_CHECKING:
     from ba_mcp.stores.artifacts import ArtifactStore
     from ba_mcp.tool import Tool
 
-
-class StepRunner(Protocol):
-    """What runs a step: the server's runner (``pipeline.runner.Runner.run_step``)."""
-
-    def run_step(
-        self,
-        tool: Tool,
-        arguments: dict[str, Any],
-        session: str,
-        timeout: float,
-        parent: ToolContext | None = None,
-        memo: dict[str, Any] | None = None,
-    ) -> RawResult: ...
+    # What runs a step: the server's runner's ``Runner.run_step`` (tool, arguments, session, timeout, the parent
+    # call's context, what the tool's context carries) — a call like a client's, kept in the session's history.
+    StepRunner = Callable[[Tool, dict[str, Any], str, float, ToolContext | None, dict[str, Any]], RawResult]
 
 
 class StepFailed(Exception):
@@ -87,7 +78,7 @@ class Replay:
         timeout: float = 300.0,
         parent: ToolContext | None = None,
     ) -> None:
-        self.runner = runner
+        self.run_step = runner
         self.tools = tools
         self.artifacts = artifacts
         self.session = session
@@ -211,7 +202,7 @@ class Replay:
                 raise timed_out(f"the analysis did not finish within {self.timeout:g} s")
             arguments = {k: v for k, v in arguments.items() if v is not None}
             # a step's export() refreshes the file it wrote when the analysis was made
-            raw = self.runner.run_step(tool, arguments, self.session, left, self.parent, {"replay": True})
+            raw = self.run_step(tool, arguments, self.session, left, self.parent, {"replay": True})
         except ToolFailure as failure:
             if failure.type is ErrorType.TIMEOUT:
                 failure = timed_out(f"the analysis did not finish within {self.timeout:g} s ({tool.name} stopped)")

@@ -151,21 +151,7 @@ class Runner:
         if not self._began:
             await anyio.to_thread.run_sync(self._first_call)
         started = time.perf_counter()
-        record = CallRecord(
-            execution_id=uuid.uuid4().hex,
-            session=session,
-            tool=tool.name,
-            timestamp=time.time(),
-            duration_ms=0.0,
-            input_tokens=0,
-            output_tokens=0,
-            output_level="",
-            level_downgraded=False,
-            cache_hit=False,
-            retries=0,
-            success=False,
-            arguments=dict(arguments),
-        )
+        record = _new_record(tool, arguments, session)
         state = self.sessions(session)
         observation: Observation | None = None
         failure: ToolFailure | None = None
@@ -198,13 +184,8 @@ class Runner:
             record.output_tokens = observation.tokens
             state.recent.add(observation.tokens)
             record.artifacts = [a.id for a in observation.artifacts]
-        except ToolFailure as exc:
-            failure = exc
         except Exception as exc:
-            named = _tool_classification(tool, exc)
-            if named is None:
-                log.exception("tool %s failed unexpectedly", tool.name)
-            failure = named or classify(exc)
+            failure = _failure_of(tool, exc)
         if failure is not None:
             if failure.type is ErrorType.TIMEOUT:
                 failure.hint = timeout_hint(tool, getattr(failure, "timeout", None), failure.hint)
@@ -244,21 +225,7 @@ class Runner:
         (``ba://history``), its usage and the telemetry log. Returns the raw result (the caller makes its own
         outputs of it: no observation, no cache); raises the tool's ToolFailure. Sync: for a worker thread."""
         started = time.perf_counter()
-        record = CallRecord(
-            execution_id=uuid.uuid4().hex,
-            session=session,
-            tool=tool.name,
-            timestamp=time.time(),
-            duration_ms=0.0,
-            input_tokens=0,
-            output_tokens=0,
-            output_level="",
-            level_downgraded=False,
-            cache_hit=False,
-            retries=0,
-            success=False,
-            arguments=dict(arguments),
-        )
+        record = _new_record(tool, arguments, session)
         failure: ToolFailure | None = None
         raw: RawResult | None = None
         try:
@@ -269,13 +236,8 @@ class Runner:
             record.success = True
             artifact = getattr(raw, "artifact_id", None)
             record.artifacts = [artifact] if artifact else []
-        except ToolFailure as exc:
-            failure = exc
         except Exception as exc:
-            named = _tool_classification(tool, exc)
-            if named is None:
-                log.exception("step of tool %s failed unexpectedly", tool.name)
-            failure = named or classify(exc)
+            failure = _failure_of(tool, exc)
         if failure is not None:
             record.error_type, record.error_code = failure.type.value, failure.code
         record.duration_ms = round((time.perf_counter() - started) * 1000, 3)
@@ -465,6 +427,25 @@ def retry_delay(base_ms: float, factor: float, max_ms: float, attempt: int, retr
     return max(backoff, retry_after or 0.0)
 
 
+def _new_record(tool: Tool, arguments: dict[str, Any], session: str) -> CallRecord:
+    """The record of a call as it begins (its outcome filled in as it ends)."""
+    return CallRecord(
+        execution_id=uuid.uuid4().hex,
+        session=session,
+        tool=tool.name,
+        timestamp=time.time(),
+        duration_ms=0.0,
+        input_tokens=0,
+        output_tokens=0,
+        output_level="",
+        level_downgraded=False,
+        cache_hit=False,
+        retries=0,
+        success=False,
+        arguments=dict(arguments),
+    )
+
+
 def _provenance(record: CallRecord, observation: Observation | None) -> dict[str, Any]:
     """What produced a call's result: the call, its arguments as sent (output_level aside), what the tool
     reported (database, dialect, SQL, code, what it read), and the artifacts it wrote with their digests."""
@@ -479,6 +460,17 @@ def _provenance(record: CallRecord, observation: Observation | None) -> dict[str
     made.update(observation.provenance)
     made["wrote"] = [{"id": a.id, "kind": a.kind, "sha256": a.sha256} for a in observation.artifacts]
     return made
+
+
+def _failure_of(tool: Tool, exc: Exception) -> ToolFailure:
+    """What a call's exception tells the model: a ToolFailure as raised, else the tool's own classification of
+    its libraries' errors, else the generic one (logged: an exception nobody named is a bug)."""
+    if isinstance(exc, ToolFailure):
+        return exc
+    named = _tool_classification(tool, exc)
+    if named is None:
+        log.exception("tool %s failed unexpectedly", tool.name)
+    return named or classify(exc)
 
 
 def _tool_classification(tool: Tool, exc: BaseException) -> ToolFailure | None:
