@@ -517,7 +517,7 @@ def build_server(app: App) -> BaServer:
         tools=[PipelineTool.wrap(t, structured) for t in registered],
         middleware=[
             _SessionMiddleware(),
-            views.ViewsMiddleware(app, [t.name for t in registered]),
+            views.ViewsMiddleware(app, registered),
             _ListingBudgetMiddleware(app),  # inside the views': what the model sees, before the app-only view tool
             _UnknownToolMiddleware((t.name for t in registered), structured),
         ],

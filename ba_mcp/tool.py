@@ -120,6 +120,9 @@ class Tool:
     window_arg: ClassVar[str | None] = None
     artifact_reader: ClassVar[str | None] = None
     artifact_kinds: ClassVar[frozenset[str] | None] = None
+    # The MCP Apps view that shows its results to a host that renders views: "table" (a table's pages and chart,
+    # figures) or "report" (an analysis's headline and conclusions); None: no view.
+    view: ClassVar[str | None] = None
 
     def execute(self, params: Any, ctx: ToolContext) -> RawResult | Awaitable[RawResult]:
         """The call: a plain method runs in a worker thread, an ``async def`` on the event loop."""

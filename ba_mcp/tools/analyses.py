@@ -187,6 +187,7 @@ class SaveAnalysis(_Analyses):
 
 class RunAnalysis(_Analyses):
     name = "run_analysis"
+    view = "report"  # the MCP Apps view of its results (views/)
     title = "Run a saved analysis"
     description = "Re-run a saved analysis (analysis://catalog) with new parameters; says what changed."
     Params = RunAnalysisParams

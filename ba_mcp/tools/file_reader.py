@@ -49,6 +49,7 @@ class FileReaderParams(ToolParams):
 
 class FileReader(Tool):
     name = "file_reader"
+    view = "table"  # the MCP Apps view of its results (views/)
     title = "Read a file"
     description = "Read a file, upload or artifact (ba://files lists them) or list a folder; large files in windows."
     version = "1"

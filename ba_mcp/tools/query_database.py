@@ -68,6 +68,7 @@ class QueryDatabaseParams(ToolParams):
 
 class QueryDatabase(Tool):
     name = "query_database"
+    view = "table"  # the MCP Apps view of its results (views/)
     title = "Query a database"
     description = (
         "One read-only SQL statement (DuckDB) on a database — default 'demo', a retailer 2022–2025 (view "

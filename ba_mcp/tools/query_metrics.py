@@ -30,6 +30,7 @@ class QueryMetricsParams(ToolParams, MetricsQuery):  # the question (metrics.que
 
 class QueryMetrics(Tool):
     name = "query_metrics"
+    view = "table"  # the MCP Apps view of its results (views/)
     title = "Query agreed metrics"
     description = (
         "Agreed metrics (metrics://catalog) by dimensions, compiled so joins never double-count. Use it, not SQL, "

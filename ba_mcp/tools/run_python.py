@@ -55,6 +55,7 @@ class RunPythonParams(ToolParams):
 
 class RunPython(BaseTool):
     name = "run_python"
+    view = "table"  # the MCP Apps view of its results (views/)
     title = "Run Python"
     Params = RunPythonParams
     policy = ToolPolicy(idempotent=False, read_only=False, cache=CachePolicy(mode=CacheMode.NEVER))

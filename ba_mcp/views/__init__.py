@@ -46,6 +46,7 @@ from mcp.types import (
 from ba_mcp import callers
 from ba_mcp.errors import ErrorType, ToolFailure, format_error
 from ba_mcp.ids import ARTIFACT_ID
+from ba_mcp.tool import Tool as BaTool
 from ba_mcp.tool import ToolContext, run_bounded
 
 if TYPE_CHECKING:
@@ -55,13 +56,7 @@ if TYPE_CHECKING:
 
 TABLE_VIEW = "ui://ba-mcp/result.html"
 REPORT_VIEW = "ui://ba-mcp/report.html"
-VIEWS = {  # the tools whose results a view shows, and which view
-    "query_database": TABLE_VIEW,
-    "query_metrics": TABLE_VIEW,
-    "file_reader": TABLE_VIEW,
-    "run_python": TABLE_VIEW,
-    "run_analysis": REPORT_VIEW,
-}
+VIEWS = {"table": TABLE_VIEW, "report": REPORT_VIEW}  # a tool's ``view`` (``Tool.view``) and its page
 ROWS_TOOL = "view_rows"
 VIEW_META = "dev.ba-mcp/view"  # a result's _meta key: the tables it shows whole, for the view
 PAGE_MAX = 1000
@@ -188,9 +183,9 @@ def view_tables(tables: list[tuple[str, pa.Table]]) -> dict[str, Any]:
 class ViewsMiddleware:
     """The extension's part of the protocol, for clients that declared it (see the module's docstring)."""
 
-    def __init__(self, app: App, tools: list[str]) -> None:
+    def __init__(self, app: App, tools: list[BaTool]) -> None:
         self.app = app
-        self.viewed = {name: uri for name, uri in VIEWS.items() if name in tools}
+        self.viewed = {tool.name: VIEWS[tool.view] for tool in tools if tool.view}  # each tool says its view
         self._schemas: dict[tuple[str, str], list[str]] = {}  # (session, artifact) -> its column names
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
