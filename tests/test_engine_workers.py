@@ -492,7 +492,7 @@ def test_a_killed_server_takes_its_workers_with_it(tmp_path: Path) -> None:
 
         def engine_worker(p: Any) -> bool:
             with contextlib.suppress(psutil.Error):
-                return "ba_mcp.workers" in p.cmdline()
+                return "ba_mcp.worker" in p.cmdline()
             return False
 
         while time.monotonic() < deadline and not children:  # the spare engine worker starts on its own
@@ -644,7 +644,7 @@ async def test_each_worker_gets_its_share_of_the_cores(tmp_path: Path) -> None:
         for child in server.children(recursive=True):
             path = _cpu_cgroup(child.pid)
             if path and f"/ba-mcp-{server.pid}/" in path:
-                kind = "engine" if "ba_mcp.workers" in " ".join(child.cmdline()) else "sandbox"
+                kind = "engine" if "ba_mcp.worker" in " ".join(child.cmdline()) else "sandbox"
                 quotas[kind] = int(Path(f"/sys/fs/cgroup/cpu{path}/cpu.cfs_quota_us").read_text())
         assert quotas == {"engine": 150_000, "sandbox": 50_000}, quotas
 

@@ -36,7 +36,8 @@ ROOMS: list[tuple[str, int]] = [
     ("ba_mcp.databases", 2),
     ("ba_mcp.demo_data", 2),
     ("ba_mcp.web", 2),
-    ("ba_mcp.workers", 2),  # the engine and connection workers: the server's side and the worker's
+    ("ba_mcp.workers", 2),  # the server's side of the worker processes: start, confine, pool, translate failures
+    ("ba_mcp.worker", 2),  # the worker programs, run inside the engine and connection workers (never imported here)
     ("ba_mcp.rerun", 7),  # a saved analysis run with an App of its own (the CLI, analysis.py)
     ("ba_mcp.analyses", 3),  # saved analyses: the plan of a conversation's calls, the replay of its steps
     ("ba_mcp.metrics", 2),  # OSI metric files and their compiler (also run in the engine workers)
@@ -286,3 +287,21 @@ def test_the_worker_boundary_has_one_translation_point() -> None:
             if names & BOUNDARY_EXCEPTIONS and not reraised:
                 sites.append(f"{path.relative_to(ROOT)}:{node.lineno}: except {ast.unparse(node.type)}")
     assert not sites, "\n".join(sites)
+
+
+def test_the_worker_programs_are_a_room_of_their_own() -> None:
+    """Issue 52: the code that runs inside the engine and connection workers (``ba_mcp.worker``) takes nothing of
+    the server's side of workers but their protocol (``workers.wire``), and nothing in the server imports it: the
+    server starts it as a program (``python -m ba_mcp.worker``) and speaks to it over the socket."""
+    edges = graph()
+    inside = {m for m in edges if m == "ba_mcp.worker" or m.startswith("ba_mcp.worker.")}
+    assert {"ba_mcp.worker.engine", "ba_mcp.worker.connection", "ba_mcp.worker.__main__"} <= inside
+    takes = sorted(
+        f"{m} imports {t}"
+        for m in inside
+        for t in edges[m]
+        if t.startswith("ba_mcp.workers") and t != "ba_mcp.workers.wire"
+    )
+    assert not takes, "\n".join(takes)
+    imported = sorted(f"{m} imports {t}" for m, ts in edges.items() if m not in inside for t in ts if t in inside)
+    assert not imported, "\n".join(imported)

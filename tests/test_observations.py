@@ -261,8 +261,8 @@ def test_a_stored_results_figures_are_the_same_counted_in_memory_or_from_its_fil
     import duckdb
     import pyarrow.parquet as pq
 
-    from ba_mcp.workers.engine import _table_stats
-    from ba_mcp.workers.sql import parquet_stats
+    from ba_mcp.worker.engine import _table_stats
+    from ba_mcp.worker.sql import parquet_stats
 
     table = pa.table(
         {

@@ -197,7 +197,7 @@ PYTHON_STATS_ROWS = 5000  # a column this short is summarised with Python's own 
 def column_stats(column: pa.ChunkedArray) -> dict[str, Any]:
     """What a column summary says, as data: ``kind`` (bool, number, time, other), ``count`` (values
     present; NaN counts as missing), ``nulls`` and the kind's figures. The artifact store computes the
-    same figures over a whole stored table with DuckDB (``ba_mcp.workers.sql.parquet_stats``); the engine
+    same figures over a whole stored table with DuckDB (``ba_mcp.worker.sql.parquet_stats``); the engine
     worker uses this one for a stored result small enough to hold (``Engine.op_store``).
 
     A short column — every table the server shows whole — is summarised in Python: Arrow's compute kernels

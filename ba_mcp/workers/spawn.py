@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from ba_mcp.settings import SandboxSettings, WorkerLimits
 
 # what each kind of worker runs, and the error a failed start is
-_MODULES = {"sandbox": "sandbox", "engine": "ba_mcp.workers", "connection": "ba_mcp.workers"}
+_MODULES = {"sandbox": "sandbox", "engine": "ba_mcp.worker", "connection": "ba_mcp.worker"}
 _UNAVAILABLE = {
     "sandbox": ("SANDBOX_UNAVAILABLE", "the Python worker"),
     "engine": ("ENGINE_UNAVAILABLE", "the engine worker"),

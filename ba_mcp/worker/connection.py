@@ -1,6 +1,6 @@
 """The connection worker: one ADBC connection to a configured database, in a process the server kills.
 
-Started like the engine worker (``python -I -B -m ba_mcp.workers`` with ``"kind": "connection"`` in its
+Started like the engine worker (``python -I -B -m ba_mcp.worker`` with ``"kind": "connection"`` in its
 options) and confined the same way — minus the network namespace when the database is reached over the
 network. The driver, URL and options (credentials) arrive over the socket in ``connect``, never on the command
 line or in the environment. This program knows no engine: ``connect`` names the engine's module (the registry's

@@ -1,6 +1,6 @@
 """The engine worker: where untrusted SQL runs and untrusted bytes are decoded, in a process the server kills.
 
-Started as ``python -I -B -m ba_mcp.workers '<options JSON>'`` (see ``pool``), it confines itself first
+Started as ``python -I -B -m ba_mcp.worker '<options JSON>'`` (see ``pool``), it confines itself first
 (``sandbox.isolation.confine``: its own mount, PID and network namespaces, a minimal read-only root, the
 configured database files bound read-only, an unprivileged uid, a memory cgroup and rlimits, seccomp), then
 opens one in-memory DuckDB with every configured database ATTACHed READ_ONLY while calls come (DETACHed, its
@@ -216,7 +216,7 @@ class Engine:
     # -- SQL ----------------------------------------------------------------------------------------
 
     def op_analyse(self, message: dict[str, Any], fds: list[int]) -> tuple[dict[str, Any], list[int]]:
-        from ba_mcp.workers.sql import analyse
+        from ba_mcp.worker.sql import analyse
 
         return {"op": "analysis", **analyse(self.con, message["sql"])}, []
 
@@ -319,7 +319,7 @@ class Engine:
         if complete and kept_all:  # held here: Arrow's kernels, not a second read of the file just written
             reply.update(stats=_table_stats(pa.Table.from_batches(kept, schema=schema)), total=rows)
         elif complete:
-            from ba_mcp.workers.sql import parquet_stats
+            from ba_mcp.worker.sql import parquet_stats
 
             with self._placed(fds[:1]) as taken:
                 stats, total = parquet_stats(self.con, slot_path(taken[0]))
@@ -339,7 +339,7 @@ class Engine:
         self.pending_store = None
 
     def op_describe(self, message: dict[str, Any], fds: list[int]) -> tuple[dict[str, Any], list[int]]:
-        from ba_mcp.workers.sql import catalog
+        from ba_mcp.worker.sql import catalog
 
         name = message["database"]
         self._opened(name)
@@ -374,7 +374,7 @@ class Engine:
         return {"op": "table", "rows": table.num_rows}, [memfile(write_arrow(table), "table")]
 
     def op_stats(self, message: dict[str, Any], fds: list[int]) -> tuple[dict[str, Any], list[int]]:
-        from ba_mcp.workers.sql import parquet_stats
+        from ba_mcp.worker.sql import parquet_stats
 
         with self._placed(fds[:1]) as taken:
             stats, total = parquet_stats(self.con, slot_path(taken[0]))
@@ -519,8 +519,8 @@ class Engine:
         return {"op": "metrics", **answer(model, message, dbt)}, []
 
     def op_placeholders(self, message: dict[str, Any], fds: list[int]) -> tuple[dict[str, Any], list[int]]:
-        """A saved analysis's parameters found in a step's SQL or code and replaced (``workers.params``)."""
-        from ba_mcp.workers.params import code_placeholders, filter_placeholders, sql_placeholders
+        """A saved analysis's parameters found in a step's SQL or code and replaced (``worker.params``)."""
+        from ba_mcp.worker.params import code_placeholders, filter_placeholders, sql_placeholders
 
         values = dict(message.get("values") or {})
         if message.get("sql") is not None:
@@ -722,7 +722,7 @@ def _import_quietly(modules: list[str]) -> None:
 
 def _serve_connection(sock: socket.socket, options: dict[str, Any], protections: list[Any]) -> int:
     """A connection worker (``connection.Connector``): SIGINT cancels the running statement in the database."""
-    from ba_mcp.workers.connection import Connector
+    from ba_mcp.worker.connection import Connector
 
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     connector = Connector(sock, options)
