@@ -686,14 +686,7 @@ def main(argv: list[str]) -> int:
     import pyarrow  # noqa: F401
 
     engine = Engine(sock, options)
-
-    def interrupts() -> None:
-        while True:
-            signal.sigwait({signal.SIGINT})
-            with contextlib.suppress(Exception):
-                engine.interrupt()
-
-    threading.Thread(target=interrupts, name="interrupts", daemon=True).start()
+    _on_sigint(engine.interrupt)
     protocol.send(
         sock,
         {
@@ -712,6 +705,18 @@ def main(argv: list[str]) -> int:
     return 0
 
 
+def _on_sigint(interrupt: Any) -> None:
+    """SIGINT (the call's timeout; blocked in every thread) taken by a thread of its own, which calls ``interrupt``."""
+
+    def interrupts() -> None:
+        while True:
+            signal.sigwait({signal.SIGINT})
+            with contextlib.suppress(Exception):
+                interrupt()
+
+    threading.Thread(target=interrupts, name="interrupts", daemon=True).start()
+
+
 def _import_quietly(modules: list[str]) -> None:
     import importlib
 
@@ -726,14 +731,7 @@ def _serve_connection(sock: socket.socket, options: dict[str, Any], protections:
 
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     connector = Connector(sock, options)
-
-    def interrupts() -> None:
-        while True:
-            signal.sigwait({signal.SIGINT})
-            with contextlib.suppress(Exception):
-                connector.interrupt()
-
-    threading.Thread(target=interrupts, name="interrupts", daemon=True).start()
+    _on_sigint(connector.interrupt)
     protocol.send(sock, {"op": "ready", "pid": os.getpid(), "protections": protections, "missing": {}})
     serve(connector, sock, options)
     return 0
