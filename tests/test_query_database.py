@@ -399,6 +399,50 @@ async def test_an_engine_registered_outside_the_package_is_reached_with_no_other
         registry.unregister("fake")
 
 
+def test_file_and_folder_backed_engines_share_one_base(tmp_path: Path) -> None:
+    """Issue 52 item 4: an engine whose database is a folder (a CSV folder over an ADBC driver) is one class on
+    ``LocalEngine`` with ``folder = True`` — the URL's path (three slashes: in the workspace), the check that it
+    exists, the read-only bind into the worker's root come from the base SQLite uses too (tests/folder_engine.py).
+    The engines' own code with the real settings; the App's pools stand aside (no worker is started here: a second
+    App in this process would re-make the process's one worker cgroup under the other tests' workers)."""
+    from types import SimpleNamespace
+
+    from ba_mcp import registry
+    from ba_mcp.databases.base import engine_of
+    from ba_mcp.errors import ToolFailure
+    from ba_mcp.settings import load_settings
+
+    ws = tmp_path
+    (ws / "lake").mkdir()
+    (ws / "notafolder.csv").write_text("a\n1\n")
+    registry.register(registry.EngineInfo("csvdir", "CSV folder", "tests.folder_engine", ("csvdir:",)))
+    try:
+        env = {
+            "BA_MCP_DATABASES__LAKE__URL": "csvdir:///lake",
+            "BA_MCP_DATABASES__GONE__URL": "csvdir:///nowhere",
+            "BA_MCP_DATABASES__FILE__URL": "csvdir:///notafolder.csv",
+            "BA_MCP_DATABASES__LITE__URL": "sqlite:///lake",  # a file engine given a folder: refused
+        }
+        databases = load_settings(workspace=ws, environ=env).databases
+        owner = SimpleNamespace(
+            connections=object(),
+            workspace=SimpleNamespace(root=ws),
+            slots=lambda name: None,
+            catalogs=None,
+            artifacts=None,
+        )
+        conf = databases["lake"]
+        lake = engine_of(conf.kind).database("lake", conf, owner)
+        assert conf.kind == "csvdir" and lake.host_file == ws / "lake"  # type: ignore[attr-defined]
+        message = lake.engine.connect_message(conf, lake.host_file)  # type: ignore[attr-defined]
+        assert message["uri"] == {"target": "/databases/lake", "host": str(ws / "lake")}
+        for name, what in (("gone", "folder"), ("file", "folder"), ("lite", "file")):
+            with pytest.raises(ToolFailure, match=f"{what} of database '{name}' does not exist"):
+                engine_of(databases[name].kind).database(name, databases[name], owner)
+    finally:
+        registry.unregister("csvdir")
+
+
 async def test_views_of_named_files_are_kept_between_calls_and_never_stale(tmp_path: Path) -> None:
     """Issue 40: the engine worker keeps the view (and descriptor) of a Parquet or CSV file a call named for the
     session's next calls — but only while the file named again is the very file, unchanged: rewritten in place

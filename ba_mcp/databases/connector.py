@@ -254,6 +254,7 @@ class ConnectedEngine:
     has one, its own catalog, ADBC's cancel). Subclasses override the hooks their engine needs."""
 
     kind = "adbc"
+    folder = False  # the database on this machine (``host_file``) is a folder, not a file (``LocalEngine``)
 
     # -- the server's side ------------------------------------------------------------------------------
 
@@ -261,11 +262,12 @@ class ConnectedEngine:
         if owner.connections is None:
             raise ToolFailure(ErrorType.DEPENDENCY_ERROR, "DATABASE_UNAVAILABLE", f"'{name}' is not served here")
         host_file = self.host_file(conf, owner.workspace.root)
-        if host_file is not None and not host_file.is_file():
+        if host_file is not None and not (host_file.is_dir() if self.folder else host_file.is_file()):
+            what = "folder" if self.folder else "file"
             raise ToolFailure(
                 ErrorType.DEPENDENCY_ERROR,
                 "DATABASE_MISSING",
-                f"the {label_of(conf)} file of database '{name}' does not exist",
+                f"the {label_of(conf)} {what} of database '{name}' does not exist",
                 f"check databases.{name}.url",
             )
         return ConnectedDatabase(
@@ -392,6 +394,36 @@ class ConnectedEngine:
         """The call's timeout: cancel the statement (ADBC's cancel; an engine whose work outlives its client
         stops it in the engine too)."""
         (c.running or c.cur).adbc_cancel()
+
+
+class LocalEngine(ConnectedEngine):
+    """An engine whose database is a file — or, with ``folder = True``, a folder — on this machine, named by its
+    URL as SQLAlchemy does (``scheme:///relative/to/the/workspace``, ``scheme:////absolute``): bound read-only into
+    the connection worker's root at ``/databases/<name>`` (and reached there), checked to exist before a worker
+    starts. SQLite is one; a folder of CSV or Parquet files read by an ADBC driver is another — its engine writes
+    only ``open`` (``where(c, message)`` is the path to open) and the hooks it needs."""
+
+    def host_file(self, conf: DatabaseSettings, root: Path) -> Path | None:
+        """The file or folder of the URL (three slashes: relative to the workspace; four: absolute)."""
+        import urllib.parse
+
+        url = conf.url.get_secret_value() if conf.url is not None else ""
+        rest = url.split(":", 1)[1] if ":" in url else url
+        rest = rest[3:] if rest.startswith("///") else rest.lstrip("/") if rest.startswith("//") else rest
+        path = Path(urllib.parse.unquote(rest.split("?", 1)[0])).expanduser()
+        return path if path.is_absolute() else root / path
+
+    def connect_message(self, conf: DatabaseSettings, host_file: Path | None) -> dict[str, Any]:
+        message = super().connect_message(conf, host_file)
+        target = f"/databases/{host_file.name}" if host_file is not None else ""
+        message["uri"] = {"target": target, "host": str(host_file)}  # bound there in the worker's own root
+        return message
+
+    def where(self, c: Held, message: dict[str, Any]) -> str:
+        """The path the worker opens: the bound one in its own root (its host path where it has no mount
+        namespace)."""
+        uri = message["uri"]
+        return str(uri["target"] if c.options.get("confined") else uri["host"])
 
 
 class ExactDecimal:

@@ -8,36 +8,16 @@ that ran a statement is followed by a fresh connection (off the call's path): no
 from __future__ import annotations
 
 import urllib.parse
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ba_mcp.databases.connector import ConnectedEngine, Held, close_quietly, rows
-
-if TYPE_CHECKING:
-    from ba_mcp.settings import DatabaseSettings
+from ba_mcp.databases.connector import Held, LocalEngine, close_quietly, rows
 
 
-class SqliteEngine(ConnectedEngine):
+class SqliteEngine(LocalEngine):
     kind = "sqlite"
 
-    def host_file(self, conf: DatabaseSettings, root: Path) -> Path | None:
-        """The file of the URL (SQLAlchemy's convention: three slashes relative to the workspace, four absolute)."""
-        url = conf.url.get_secret_value() if conf.url is not None else ""
-        rest = url[len("sqlite:") :]
-        rest = rest[3:] if rest.startswith("///") else rest.lstrip("/") if rest.startswith("//") else rest
-        path = Path(urllib.parse.unquote(rest.split("?", 1)[0])).expanduser()
-        return path if path.is_absolute() else root / path
-
-    def connect_message(self, conf: DatabaseSettings, host_file: Path | None) -> dict[str, Any]:
-        message = super().connect_message(conf, host_file)
-        where = f"/databases/{host_file.name}" if host_file is not None else ""
-        message["uri"] = {"target": where, "host": str(host_file)}  # bound there in the worker's own root
-        return message
-
     def open(self, c: Held, message: dict[str, Any]) -> dict[str, Any]:
-        uri = message["uri"]
-        # the file bound read-only into this process's root (its own path where there is no mount namespace)
-        path = uri["target"] if c.options.get("confined") else uri["host"]
+        path = self.where(c, message)  # the file bound read-only into this process's root
         c.extra["file_uri"] = f"file:{urllib.parse.quote(path)}?mode=ro&immutable=1"
         self._connect(c)
         return {"version": str(self.driver_info(c).get("vendor_version", ""))}
