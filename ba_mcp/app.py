@@ -47,14 +47,14 @@ from ba_mcp.web.fetch import Fetcher
 from ba_mcp.web.search import Searcher
 from ba_mcp.workers.connections import Connections
 from ba_mcp.workers.pool import Engines, ask_metrics, read_parquet, table_stats, write_parquet
-from ba_mcp.workers.process import make_worker_cgroup, own_memory_limit, remove_worker_cgroup
+from ba_mcp.workers.process import bound_workers, own_memory_limit, unbound_workers
 from ba_mcp.workers.sandboxes import Sandboxes
 from ba_mcp.workspace import Resolved, Workspace
 
 log = logging.getLogger(__name__)
 
 
-def _bound_the_workers(settings: Settings) -> None:
+def _bound_the_workers(settings: Settings, owner: object) -> int:
     """One cgroup over every worker of this server, beneath the server's own: its memory is the configured
     workers' together, at most the server's own limit and 80 % of the machine. A configuration whose workers
     need more than a limit a supervisor put on the server is refused, naming the settings."""
@@ -71,7 +71,9 @@ def _bound_the_workers(settings: Settings) -> None:
     # the machine's memory from the C library (psutil, which this read before, is only a dev dependency: an
     # installed server without it did not start)
     ram = int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") * 0.8)
-    make_worker_cgroup(min(wanted, limit or wanted, ram), sb.max_processes * sandboxes + 64 * engines)
+    ceiling = min(limit or ram, ram)
+    bound_workers(owner, wanted, sb.max_processes * sandboxes + 64 * engines, ceiling)
+    return ceiling
 
 
 class App:
@@ -98,7 +100,7 @@ class App:
         self.workspace.owned = self._owned  # ids resolve only for the sessions that own them (S-9)
         self.tokens = TokenCounter(config_dir() / "token_encoders.yaml", settings.model_family)
         self.cache = RawCache(settings.cache.max_entries, settings.cache.max_bytes)
-        _bound_the_workers(settings)
+        self._workers_ceiling = _bound_the_workers(settings, self)
         self.engines = Engines(settings, {}, self.workspace.dir("sessions"))
         self.artifacts.parquet_writer = lambda table, fd: write_parquet(self.engines, table, fd)
         self.artifacts.parquet_reader = lambda fd: read_parquet(self.engines, fd)
@@ -244,7 +246,7 @@ class App:
         self.connections.close()
         self.databases.close()
         self.telemetry.close()
-        remove_worker_cgroup()
+        unbound_workers(self, self._workers_ceiling)  # the cgroup goes with the process's last App
 
     async def aclose(self) -> None:
         """``close()`` off the event loop (and, later, services that must close on it)."""

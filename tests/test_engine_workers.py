@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import re
 import socket
@@ -542,6 +543,48 @@ async def test_a_malformed_parquet_file_is_bad_data_and_a_huge_print_is_trimmed(
 def _memory_cgroup(pid: int) -> str:
     with open(f"/proc/{pid}/cgroup", encoding="ascii") as f:
         return next((line.split(":", 2)[2].strip() for line in f if ":memory:" in line), "")
+
+
+TWO_APPS = """
+import json, os, sys
+from pathlib import Path
+from ba_mcp.app import App
+from ba_mcp.settings import load_settings
+from sandbox.isolation import cgroup_dirs, parent_name
+
+path = cgroup_dirs(parent_name(os.getpid()))["memory"]
+
+def state():
+    limit = Path(path, "memory.limit_in_bytes")
+    return int(limit.read_text()) if limit.exists() else None
+
+env = {f"BA_MCP_{part}__{key}": value for part in ("SANDBOX", "ENGINE")
+       for key, value in (("MAX_WORKERS", "1"), ("SPARE_WORKERS", "0"), ("MEMORY_MB", "512"))}
+seen = []
+first = App(load_settings(workspace=Path(sys.argv[1]) / "a", environ=env), ["query_database"])
+seen.append(state())
+second = App(load_settings(workspace=Path(sys.argv[1]) / "b", environ=env), ["query_database"])
+seen.append(state())
+second.close()
+seen.append(state())
+first.close()
+seen.append(state())
+print(json.dumps(seen))
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not _memory_cgroup(os.getpid()), reason="needs root and a v1 memory cgroup")
+def test_two_apps_in_one_process_share_the_workers_cgroup_and_the_last_removes_it(tmp_path: Path) -> None:
+    """Issue 52 (found while testing): a process has one workers' cgroup; a second App re-made it with its own
+    limits and the first to close removed it under the other's workers (an engine worker of another test died by
+    SIGKILL). Now its limits are the sum over the Apps alive, and it goes with the last: in a fresh process, two
+    Apps double the limit, closing one restores the first's, closing both removes the cgroup."""
+    out = subprocess.run(
+        [sys.executable, "-c", TWO_APPS, str(tmp_path)], capture_output=True, text=True, cwd=ROOT, timeout=120
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    one, two, after_second, after_both = json.loads(out.stdout.strip().splitlines()[-1])
+    assert one is not None and two == 2 * one and after_second == one and after_both is None, (one, two, after_second)
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or not _memory_cgroup(os.getpid()), reason="needs root and a v1 memory cgroup")

@@ -332,6 +332,32 @@ def make_worker_cgroup(memory_bytes: int, processes: int) -> None:
                 os.rmdir(path)
 
 
+# What each App alive in this process bounds its workers to (memory bytes, processes): the process has one
+# workers' cgroup, and two Apps in it (an embedding application's, a test's) share it — each App's own numbers
+# re-made it for everyone, and the first to close removed it under the other's workers.
+_BOUNDS: dict[int, tuple[int, int]] = {}
+_BOUNDS_LOCK = threading.Lock()
+
+
+def bound_workers(owner: object, memory_bytes: int, processes: int, ceiling: int) -> None:
+    """Count ``owner``'s workers in the process's one workers' cgroup: its limits are the sum over the Apps alive
+    in the process (memory at most ``ceiling``: the server's own limit, 80 % of the machine)."""
+    with _BOUNDS_LOCK:
+        _BOUNDS[id(owner)] = (memory_bytes, processes)
+        make_worker_cgroup(min(sum(m for m, _ in _BOUNDS.values()), ceiling), sum(n for _, n in _BOUNDS.values()))
+
+
+def unbound_workers(owner: object, ceiling: int) -> None:
+    """``owner`` closed: the cgroup is removed with the last App of the process, else bound to the others' sum."""
+    with _BOUNDS_LOCK:
+        if _BOUNDS.pop(id(owner), None) is None:
+            return
+        if not _BOUNDS:
+            remove_worker_cgroup()
+        else:
+            make_worker_cgroup(min(sum(m for m, _ in _BOUNDS.values()), ceiling), sum(n for _, n in _BOUNDS.values()))
+
+
 def own_memory_limit() -> int | None:
     """The memory limit on the cgroup this process is in (a supervisor's), or None when there is none."""
     for controller, path in cgroup_dirs().items():
