@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from ba_mcp import registry
 from ba_mcp.databases import Databases
 from ba_mcp.errors import ToolFailure
 from ba_mcp.exports import Exports
@@ -34,14 +35,7 @@ from ba_mcp.skills import load_skills
 from ba_mcp.stores.artifacts import ArtifactStore
 from ba_mcp.stores.code import CodeStore
 from ba_mcp.tool import Tool
-from ba_mcp.tools.analyses import RunAnalysis, SaveAnalysis
-from ba_mcp.tools.file_reader import FileReader
-from ba_mcp.tools.query_database import QueryDatabase
-from ba_mcp.tools.query_metrics import QueryMetrics
-from ba_mcp.tools.run_python import RunPython
-from ba_mcp.tools.use_skill import UseSkill
-from ba_mcp.tools.web_reader import WebReader
-from ba_mcp.tools.web_search import WebSearch
+from ba_mcp.tools.services import Services
 from ba_mcp.version import __version__
 from ba_mcp.web.fetch import Fetcher
 from ba_mcp.web.search import Searcher
@@ -93,9 +87,12 @@ class App:
         self.workspace.add_scheme("skill", self._skill_file)
         self.artifacts = ArtifactStore(self.workspace.dir("artifacts"), settings.artifacts)
         self.exports = Exports(settings.export_root(), self.artifacts, configuration_folders(settings, self.workspace))
-        rp = settings.tools.run_python
+        rp = settings.tool("run_python")  # the store of run_python's code: its knobs are that tool's
         self.code = CodeStore(
-            self.workspace.dir("code"), rp.code_store_max_bytes, rp.code_ttl_hours * 3600, settings.artifacts.shared
+            self.workspace.dir("code"),
+            getattr(rp, "code_store_max_bytes"),  # noqa: B009
+            getattr(rp, "code_ttl_hours") * 3600,  # noqa: B009
+            settings.artifacts.shared,
         )
         self.workspace.owned = self._owned  # ids resolve only for the sessions that own them (S-9)
         self.tokens = TokenCounter(config_dir() / "token_encoders.yaml", settings.model_family)
@@ -120,13 +117,17 @@ class App:
         self.fetcher = Fetcher(settings.web, __version__)
         self.searcher = Searcher(settings.web.search, lambda: self.fetcher.client)
         self.sessions = Sessions(settings.sessions)
-        builtin = {t.name: t for t in self._builtin_tools()}
+        names = registry.tool_names()
+        wanted = list(tools) if tools is not None else [n for n in names if settings.tool(n).enabled]
+        unknown = [t for t in wanted if isinstance(t, str) and t not in names]
+        if unknown:
+            raise ValueError(f"no built-in tool named {unknown[0]!r} (built-in: {', '.join(names)})")
         self.tools: dict[str, Tool] = {}
-        default = [name for name, t in builtin.items() if settings.tool(name).enabled]
-        for tool in tools if tools is not None else default:
+        builtin = self._builtin_tools({t for t in wanted if isinstance(t, str)})
+        for tool in wanted:
             if isinstance(tool, str):
                 if tool not in builtin:
-                    raise ValueError(f"no built-in tool named {tool!r} (built-in: {', '.join(builtin)})")
+                    continue  # nothing to serve (no metric file, no skill the model may use)
                 tool = builtin[tool]
             else:
                 tool.settings = settings.tool(tool.name)
@@ -136,45 +137,15 @@ class App:
         self.loop_lag: dict[str, float] = {"samples": 0, "max_ms": 0.0, "over_50ms": 0}  # telemetry.lag_monitor
         self.runner = Runner(settings, self.observer, self.cache, self.telemetry, self.tokens, self.sessions)
 
-    def _builtin_tools(self) -> list[Tool]:
-        s = self.settings
-        metrics = QueryMetrics(s.tools.query_metrics, self.databases, self.metrics)
-        analyses = (
-            self.workspace.dir("analyses"),
-            lambda: self.tools,
-            lambda: self.runner.run_step,
-            self.artifacts,
-            self.engines,
-            self.sessions,
-            s.artifacts.shared,
-        )
-        return [
-            FileReader(s.tools.file_reader, s.formats, self.workspace, self.artifacts, self.engines),
-            QueryDatabase(s.tools.query_database, self.workspace, self.artifacts, self.databases),
-            *([metrics] if self.metrics.files() else []),  # no metric file: no tool (nor its description)
-            RunPython(
-                s.tools.run_python,
-                s.sandbox,
-                self.workspace,
-                self.artifacts,
-                self.code,
-                self.sandboxes,
-                self.exports,
-                (self.metrics, self.databases, s.tools.query_metrics.max_rows)
-                if s.tools.query_metrics.enabled and self.metrics.files()
-                else None,
-                read_limit=s.formats.max_file_bytes,
-            ),
-            WebSearch(s.tools.web_search, s.web.search, self.searcher),
-            WebReader(s.tools.web_reader, self.fetcher, self.artifacts, s.formats, self.engines),
-            SaveAnalysis(s.tools.save_analysis, *analyses),
-            RunAnalysis(s.tools.run_analysis, *analyses),
-            *(
-                [UseSkill(s.tools.use_skill, self.skills, s.skills.catalog_budget_tokens)]
-                if self.skills.model_skills()
-                else []  # no skill the model may use: no tool (nor its description) at all
-            ),
-        ]
+    def _builtin_tools(self, names: set[str]) -> dict[str, Tool]:
+        """The built-in tools named, each built from the services by its class (the tool table in ``registry``),
+        in the table's order; a tool with nothing to serve (no metric file, no skill) is left out."""
+        services: Services = self  # what a tool's build may take (checked here, by the type checker)
+        built = {}
+        for name in registry.tool_names():
+            if name in names and (tool := registry.tool_class(name).build(services)) is not None:
+                built[name] = tool
+        return built
 
     def metrics_answer(self, action: str, **args: Any) -> dict[str, Any]:
         """Metrics work done by the calling session's engine worker (the files are parsed there, never here):

@@ -13,6 +13,7 @@ import os
 import platform
 import shutil
 import sys
+import textwrap
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -608,6 +609,9 @@ def cmd_config(args: argparse.Namespace) -> int:
     project — so a changed file needs approval again."""
     from ba_mcp.settings import PROJECT_FILE, ConfigError, load_settings, trust_project, untrust_project
 
+    if args.action == "tools":
+        print(tool_settings_yaml(load_settings(environ={})))
+        return 0
     path = (args.file or Path.cwd() / PROJECT_FILE).absolute()
     if not path.is_file():
         _err(f"ba-mcp config: no {path.name} at {path.parent}")
@@ -636,6 +640,28 @@ def cmd_config(args: argparse.Namespace) -> int:
     assert state is not None
     print(state.advice())
     return 0
+
+
+def tool_settings_yaml(settings: Settings) -> str:
+    """``ba-mcp config tools``: every built-in tool's section (``tools.<name>``) as YAML with its defaults, each own
+    key under its description — read from the tools' own models, so a new tool's keys appear without a word here."""
+    from ba_mcp import registry
+    from ba_mcp.settings import ToolSettings
+
+    lines = [
+        "# Every tool has enabled (false: not served), timeout_s (per call), max_timeout_s (the most a call may ask",
+        "# for) and default_level (null: default_output_level); then its own keys. Defaults shown.",
+        "tools:",
+    ]
+    for name in registry.tool_names():
+        model = settings.tool_model(name)
+        defaults = model().model_dump(mode="json")
+        lines.append(f"  {name}:")
+        for key, field in model.model_fields.items():
+            if field.description and key not in ToolSettings.model_fields:
+                lines += [f"    # {part}" for part in textwrap.wrap(field.description, 100)]
+            lines.append(f"    {key}: {json.dumps(defaults[key])}")
+    return "\n".join(lines)
 
 
 # -- doctor -----------------------------------------------------------------------------------
@@ -745,8 +771,10 @@ def build_parser(only_serve: bool = False) -> argparse.ArgumentParser:
     for engine in engine_commands():  # an engine's own commands (a local server to try it with, …)
         engine.add_commands(sub, common)
 
-    p = sub.add_parser("config", help="approve (trust), withdraw or show a project's ba-mcp.yaml")
-    p.add_argument("action", choices=["trust", "untrust", "status"])
+    p = sub.add_parser(
+        "config", help="approve (trust), withdraw or show a project's ba-mcp.yaml; list the tools' settings (tools)"
+    )
+    p.add_argument("action", choices=["trust", "untrust", "status", "tools"])
     p.add_argument("file", nargs="?", type=Path, help="the project file (default: ./ba-mcp.yaml)")
     p.set_defaults(func=cmd_config)
 

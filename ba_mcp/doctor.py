@@ -72,7 +72,7 @@ def run_checks(settings: Settings, network: bool = False) -> list[Check]:
         checks += _check_dbt(settings, dict(settings.files.read_roots))
     except OSError as exc:
         checks.append(Check("workspace writable", False, f"{root}: {exc.strerror}"))
-    if not settings.tools.web_search.enabled:  # nothing to ask of a provider the server never uses
+    if not settings.tool("web_search").enabled:  # nothing to ask of a provider the server never uses
         checks.append(Check("web search", True, "disabled (tools.web_search.enabled: false); not contacted"))
     else:
         checks.append(_check_search(settings) if network else _search_configured(settings))

@@ -1,4 +1,6 @@
-"""The database engines ba-mcp serves: one table, the only place their facts live — kind, label, the module that
+"""The two tables of what ba-mcp serves, the only places their facts live.
+
+**The database engines**: one table, the only place their facts live — kind, label, the module that
 implements it (``databases/<kind>.py``, an ``Engine``), the URL schemes and ADBC driver that select it, the SQL
 dialect the metrics compiler writes for it (sqlglot's name).
 
@@ -10,8 +12,16 @@ the embedded demo); a URL no engine claims, with a driver no engine names, is se
 engine needs — the read-only frame, the catalog, its error texts), then ``register(EngineInfo(…))`` below (or, for
 an engine outside the package, at start-up before the App is built). Nothing else names an engine.
 
+**The tools**: one table of names, each with the class that implements it (``"module:Class"``, a ``Tool``). The
+class carries everything else: its ``Settings`` (the model of ``tools.<name>``: its knobs, their defaults and
+descriptions — ``settings.tool(name)`` validates the section with it), its view (``Tool.view``), and
+``build(services)``, which constructs it from the App's services (or returns None when it has nothing to serve).
+**Adding a tool** is one module in ``tools/`` and one ``register_tool`` line below (an embedding application's
+tool: ``App(settings, [*tool_names(), MyTool()])`` instead). Nothing else needs a line: the settings, their
+documentation (``ba-mcp config tools``), the App and the views derive from the table and the class.
+
 Ground floor: this module imports nothing of ba_mcp, so the settings and the metrics room read it (the engines'
-modules are imported by name, on first use, by ``databases.base.engine_of``).
+modules and the tools' classes are imported by name, on first use: ``databases.base.engine_of``, ``tool_class``).
 """
 
 from __future__ import annotations
@@ -37,6 +47,36 @@ class EngineInfo:
 
 
 _ENGINES: dict[str, EngineInfo] = {}
+
+
+@dataclass(frozen=True)
+class ToolInfo:
+    name: str  # the tool's name: in tools/list, and its settings' section (tools.<name>)
+    tool: str  # where its class lives: "module:Class"
+
+
+_TOOLS: dict[str, ToolInfo] = {}
+
+
+def register_tool(info: ToolInfo) -> None:
+    """Add (or replace) a built-in tool; tools/list lists them in the order they were registered."""
+    _TOOLS[info.name] = info
+
+
+def unregister_tool(name: str) -> None:
+    _TOOLS.pop(name, None)
+
+
+def tool_names() -> list[str]:
+    return list(_TOOLS)
+
+
+def tool_class(name: str) -> Any:
+    """The class of the built-in tool ``name`` (its module imported on first use); KeyError when there is none."""
+    import importlib
+
+    module, _, attribute = _TOOLS[name].tool.partition(":")
+    return getattr(importlib.import_module(module), attribute)
 
 
 def register(info: EngineInfo) -> None:
@@ -152,3 +192,17 @@ for _info in (
     EngineInfo("adbc", "ADBC", "ba_mcp.databases.adbc"),  # any other driver (Flight SQL, …): its own name shown
 ):
     register(_info)
+
+
+for _tool in (
+    ToolInfo("file_reader", "ba_mcp.tools.file_reader:FileReader"),
+    ToolInfo("query_database", "ba_mcp.tools.query_database:QueryDatabase"),
+    ToolInfo("query_metrics", "ba_mcp.tools.query_metrics:QueryMetrics"),
+    ToolInfo("run_python", "ba_mcp.tools.run_python:RunPython"),
+    ToolInfo("web_search", "ba_mcp.tools.web_search:WebSearch"),
+    ToolInfo("web_reader", "ba_mcp.tools.web_reader:WebReader"),
+    ToolInfo("save_analysis", "ba_mcp.tools.analyses:SaveAnalysis"),
+    ToolInfo("run_analysis", "ba_mcp.tools.analyses:RunAnalysis"),
+    ToolInfo("use_skill", "ba_mcp.tools.use_skill:UseSkill"),
+):
+    register_tool(_tool)

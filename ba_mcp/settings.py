@@ -11,8 +11,9 @@ may only add what loosens no boundary (``_gate_project``); the keys it was refus
 ``load_settings()`` is the one entry point. It returns a validated, immutable ``Settings`` or raises
 ``ConfigError`` whose message names the offending key (``tools.file_reader.timeout_s: …``) — in YAML
 and in the environment alike (``BA_MCP_WEB__X`` is an error, not ignored). Each tool's settings live
-under ``tools.<name>`` in one model per tool (timeouts, default level and its own keys); a name that is
-not a tool of the server is an error naming it. Services shared by several tools have top-level
+under ``tools.<name>`` in one model per tool — the tool's own ``Settings`` (``ToolSettings``: timeouts, default
+level, and its own keys with their defaults), found through the tool table (``registry``); a name that is not a
+tool of the server is an error naming it. Services shared by several tools have top-level
 sections that follow the rooms (``formats`` — parse bounds, ``sandbox`` — the Python workers, ``databases.<name>``
 — a database and its engine's knobs, ``web``, ``skills``, ``files``); a key that moved there from
 ``tools.<name>`` is an error naming its new place.
@@ -100,7 +101,11 @@ class SessionsSettings(_Section):
 
 
 class ToolSettings(_Section):
-    """What every tool has: its default timeout, the ceiling a call may ask for, its default level."""
+    """What every tool has: its default timeout, the ceiling a call may ask for, its default level. A tool's own
+    model (its ``Settings``) adds keys and changes defaults; the defaults are validated too, so a tool's are checked
+    as the operator's values are."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
 
     enabled: bool = True
     timeout_s: float = Field(30, gt=0)
@@ -176,10 +181,6 @@ class DatabaseSettings(_Section):
         return registry.kind_of(self.url.get_secret_value() if self.url is not None else "", self.driver)
 
 
-class QueryDatabaseSettings(ToolSettings):
-    max_rows_ceiling: int = Field(100_000, ge=1)
-
-
 class WorkerLimits(_Section):
     """What bounds a worker process, the same shape for the engine workers (``engine:``) and the Python sandbox
     (``sandbox:``): its memory, disk, user, CPU, how many live at once, a spare started ahead, how long a timed-out
@@ -225,14 +226,6 @@ class SandboxSettings(WorkerLimits):
     output_tail_chars: int = Field(2_000, ge=0)
 
 
-class RunPythonSettings(ToolSettings):
-    timeout_s: float = Field(60, gt=0)
-    max_timeout_s: float = Field(600, gt=0)
-    code_store_max_bytes: int = Field(64 * 1024**2, ge=1024**2)
-    code_ttl_hours: float = Field(168, gt=0)
-    max_code_chars: int = Field(1_000_000, ge=1000)
-
-
 class BraveSettings(_Section):
     api_key: str | None = Field(None, repr=False)
     endpoint: str = "https://api.search.brave.com/res/v1/web/search"
@@ -269,20 +262,6 @@ class WebSettings(_Section):
     max_redirects: int = Field(5, ge=0, le=30)
     timeout_s: float = Field(20, gt=0)
     search: SearchSettings = SearchSettings()
-
-
-class WebReaderSettings(ToolSettings):
-    max_length: int = Field(20_000, ge=100)
-    page_cache_entries: int = Field(32, ge=0)
-
-
-class QueryMetricsSettings(ToolSettings):
-    max_rows: int = Field(1000, ge=1)
-
-
-class UseSkillSettings(ToolSettings):
-    timeout_s: float = Field(10, gt=0)
-    max_timeout_s: float = Field(30, gt=0)
 
 
 class SkillsSettings(_Section):
@@ -338,23 +317,12 @@ class FilesSettings(_Section):
 
 
 class ToolsSettings(_Section):
-    """``tools.<name>``: one section per tool of the server. Sections of tools registered by an embedding
-    application (or a test) are checked by ``load_settings(tool_models=…)``."""
+    """``tools.<name>``: one section per tool of the server, each validated by the tool's own model (its class's
+    ``Settings``, found through the tool table in ``registry``) — in ``load_settings`` and on first use
+    (``Settings.tool``). Sections of tools registered by an embedding application (or a test) are checked by
+    ``load_settings(tool_models=…)``."""
 
     model_config = ConfigDict(extra="allow", frozen=True)
-
-    file_reader: ToolSettings = ToolSettings()
-    query_database: QueryDatabaseSettings = QueryDatabaseSettings()
-    query_metrics: QueryMetricsSettings = QueryMetricsSettings()
-    save_analysis: ToolSettings = ToolSettings(timeout_s=300, max_timeout_s=1800)
-    run_analysis: ToolSettings = ToolSettings(timeout_s=300, max_timeout_s=1800)
-    run_python: RunPythonSettings = RunPythonSettings()
-    web_search: ToolSettings = ToolSettings()
-    web_reader: WebReaderSettings = WebReaderSettings()
-    use_skill: UseSkillSettings = UseSkillSettings()
-
-
-BUILTIN_TOOLS = tuple(ToolsSettings.model_fields)
 
 
 class Settings(_Section):
@@ -385,6 +353,8 @@ class Settings(_Section):
     files: FilesSettings = FilesSettings()
     tools: ToolsSettings = ToolsSettings()
     _project: ProjectFile | None = PrivateAttr(None)  # set by load_settings
+    _tool_models: dict[str, type[ToolSettings]] = PrivateAttr(default_factory=dict)  # an embedder's (load_settings)
+    _tools: dict[str, ToolSettings] = PrivateAttr(default_factory=dict)  # each tool's section, validated once
 
     @property
     def project_file(self) -> ProjectFile | None:
@@ -402,12 +372,23 @@ class Settings(_Section):
         return self
 
     def tool(self, name: str) -> ToolSettings:
-        """The settings of one tool (defaults when it is not configured)."""
-        if name in ToolsSettings.model_fields:
-            section: ToolSettings = getattr(self.tools, name)
-            return section
-        raw = (self.tools.model_extra or {}).get(name)
-        return ToolSettings.model_validate(raw) if isinstance(raw, dict) else ToolSettings()
+        """The settings of one tool, validated by its own model (``tool_model``): what ``tools.<name>`` sets over
+        the model's defaults. A tool the settings do not know gets ``ToolSettings``'s."""
+        found = self._tools.get(name)
+        if found is None:
+            raw = (self.tools.model_extra or {}).get(name)
+            found = self._tools[name] = self.tool_model(name).model_validate(raw if isinstance(raw, dict) else {})
+        return found
+
+    def tool_model(self, name: str) -> type[ToolSettings]:
+        """The model of ``tools.<name>``: the built-in tool's ``Settings`` (the tool table), an embedder's
+        (``load_settings(tool_models=…)``), else ``ToolSettings``."""
+        if name in self._tool_models:
+            return self._tool_models[name]
+        if name in registry.tool_names():
+            model: type[ToolSettings] = registry.tool_class(name).Settings
+            return model
+        return ToolSettings
 
     def workspace_root(self) -> Path:
         """Where the workspace lives: the setting, else the platform's user data directory."""
@@ -783,16 +764,18 @@ def load_settings(
         settings = Settings(**values)
     except ValidationError as exc:
         raise ConfigError("invalid configuration: " + "; ".join(_problems(exc, origin))) from None
-    extra = settings.tools.model_extra or {}
-    known = dict(tool_models or {})
+    settings._tool_models.update(tool_models or {})
     problems = []
-    for name, raw in extra.items():
-        if name not in known:
-            tools = ", ".join([*BUILTIN_TOOLS, *known])
+    for name, raw in (settings.tools.model_extra or {}).items():
+        if name not in registry.tool_names() and name not in settings._tool_models:
+            tools = ", ".join([*registry.tool_names(), *settings._tool_models])
             problems.append(_named(f"tools.{name}", origin) + f": not a tool of this server (tools: {tools})")
             continue
+        if not isinstance(raw, dict):
+            problems.append(_named(f"tools.{name}", origin) + ": a section of keys (enabled, timeout_s, …)")
+            continue
         try:
-            known[name].model_validate(raw if isinstance(raw, dict) else {})
+            settings.tool(name)
         except ValidationError as exc:
             problems += _problems(exc, origin, prefix=f"tools.{name}")
     if problems:

@@ -1,8 +1,9 @@
 """What a tool is: parameters (a pydantic model), a policy, settings, and ``execute(params, ctx) -> raw
 result``.
 
-A tool is constructed once, by the App, with the services it needs (workspace, stores, databases,
-sandboxes…) and its settings (``tools.<name>``). It knows nothing about MCP or formatting and calls no
+A tool is constructed once, with the services it needs (workspace, stores, databases, sandboxes…) and its
+settings (``tools.<name>``, validated by its ``Settings``): a built-in tool by its ``build`` (the tool table in
+``registry`` names it), an embedder's by the embedder. It knows nothing about MCP or formatting and calls no
 other tool. ``execute`` may be sync (run in a worker thread) or async (run on the event loop). It raises
 ``ToolFailure`` for anything the model should read as an error, or lets ``classify_error`` name what its
 own libraries raise.
@@ -123,6 +124,16 @@ class Tool:
     # The MCP Apps view that shows its results to a host that renders views: "table" (a table's pages and chart,
     # figures) or "report" (an analysis's headline and conclusions); None: no view.
     view: ClassVar[str | None] = None
+    # The model of its section of the configuration (tools.<name>): ToolSettings, or a subclass with its own keys
+    # and defaults (each with a description: that is where they are documented).
+    Settings: ClassVar[type[ToolSettings]] = ToolSettings
+
+    @classmethod
+    def build(cls, services: Any) -> Tool | None:
+        """The built-in tool constructed from the App's services (``tools.services.Services``: it takes what it
+        needs), or None when it has nothing to serve (no metric file, no skill). The App calls it once, for the
+        tools whose ``tools.<name>.enabled`` is true."""
+        raise NotImplementedError(f"{cls.__name__} is not a built-in tool: give App the instance")
 
     def execute(self, params: Any, ctx: ToolContext) -> RawResult | Awaitable[RawResult]:
         """The call: a plain method runs in a worker thread, an ``async def`` on the event loop."""

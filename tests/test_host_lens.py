@@ -104,15 +104,18 @@ async def test_tools_list_is_lean_and_says_the_levels_once(lens_workspace: Path)
     """Issue 10: tools/list lean; since issue 26 every tool listed — nine, the skill catalog included — within
     2,000 cl100k tokens (bench/bench_tokens.py measures the same); the output levels explained in the server's
     instructions only, and run_python's description naming what a model needs."""
+    from ba_mcp import registry
     from ba_mcp.pipeline.tokens import TokenCounter
-    from ba_mcp.settings import BUILTIN_TOOLS, config_dir
+    from ba_mcp.settings import config_dir
 
     async with in_process(lens_workspace) as client:
         tools = (await client.list_tools()).tools
         instructions = client.instructions or ""
     counter = TokenCounter(config_dir() / "token_encoders.yaml", "gpt")
     listing = json.dumps([t.model_dump(by_alias=True, exclude_none=True) for t in tools], ensure_ascii=False)
-    assert len(tools) == len(BUILTIN_TOOLS) and counter.raw_tokens(listing) <= 2000  # the skill catalog included
+    assert (
+        len(tools) == len(registry.tool_names()) and counter.raw_tokens(listing) <= 2000
+    )  # the skill catalog included
     assert "brief" in instructions and "standard" in instructions and "full" in instructions
     assert "standard =" not in listing and "Levels:" not in listing
     python = next(t for t in tools if t.name == "run_python").description or ""
@@ -128,11 +131,12 @@ async def test_a_tool_added_is_paid_for_by_the_skill_catalog_not_by_the_budget(l
     docs/architecture.md, "The tools/list budget".)"""
     from pydantic import BaseModel, Field
 
+    from ba_mcp import registry
     from ba_mcp.app import App
     from ba_mcp.pipeline.tokens import TokenCounter
     from ba_mcp.results import Document
     from ba_mcp.server import build_server
-    from ba_mcp.settings import BUILTIN_TOOLS, ToolSettings, config_dir, load_settings
+    from ba_mcp.settings import ToolSettings, config_dir, load_settings
     from ba_mcp.tool import Tool
 
     class ForecastParams(BaseModel):  # about the newcomer's 35-line tool (+82 tokens)
@@ -146,12 +150,14 @@ async def test_a_tool_added_is_paid_for_by_the_skill_catalog_not_by_the_budget(l
             return Document("forecast", "")
 
     settings = load_settings(workspace=lens_workspace, environ={}, tool_models={"forecast": ToolSettings})
-    client = Client(build_server(App(settings, [*BUILTIN_TOOLS, Forecast()])))
+    client = Client(build_server(App(settings, [*registry.tool_names(), Forecast()])))
     async with client:
         tools = (await client.list_tools()).tools
     counter = TokenCounter(config_dir() / "token_encoders.yaml", "gpt")
     listing = json.dumps([t.model_dump(by_alias=True, exclude_none=True) for t in tools], ensure_ascii=False)
-    assert len(tools) == len(BUILTIN_TOOLS) + 1 and counter.raw_tokens(listing) <= 2000, counter.raw_tokens(listing)
+    assert len(tools) == len(registry.tool_names()) + 1 and counter.raw_tokens(listing) <= 2000, counter.raw_tokens(
+        listing
+    )
     catalog = next(t for t in tools if t.name == "use_skill").description or ""
     assert "More skills (use_skill returns their description): " in catalog, catalog
     for skill in ("profitability", "kpi-anomaly-detection", "customer-lifetime-value", "analysis-workflow"):

@@ -305,3 +305,41 @@ def test_the_worker_programs_are_a_room_of_their_own() -> None:
     assert not takes, "\n".join(takes)
     imported = sorted(f"{m} imports {t}" for m, ts in edges.items() if m not in inside for t in ts if t in inside)
     assert not imported, "\n".join(imported)
+
+
+@pytest.mark.anyio
+async def test_a_built_in_tool_is_one_module_and_one_line(tmp_path: Path) -> None:
+    """Issue 52 item 5: a new tool is a module (tests/tally_tool.py) and one line of the tool table — its settings
+    (``tools.tally``: validated with its own model, its defaults, an error naming its key), its documentation
+    (``ba-mcp config tools``), its construction (``build``) and its listing follow from them, nothing else edited."""
+    from mcp import Client
+
+    from ba_mcp import registry
+    from ba_mcp.app import App
+    from ba_mcp.cli import tool_settings_yaml
+    from ba_mcp.server import build_server
+    from ba_mcp.settings import ConfigError, load_settings
+    from tests.conftest import text_of
+
+    registry.register_tool(registry.ToolInfo("tally", "tests.tally_tool:Tally"))
+    try:
+        bad = tmp_path / "bad.yaml"
+        bad.write_text("tools:\n  tally: {label: ''}\n")
+        with pytest.raises(ConfigError, match=r"tools\.tally\.label"):
+            load_settings(bad, workspace=tmp_path / "ws", environ={})
+        good = tmp_path / "good.yaml"
+        good.write_text("tools:\n  tally: {label: tokens}\n")
+        settings = load_settings(good, workspace=tmp_path / "ws", environ={})
+        assert settings.tool("tally").timeout_s == 7  # the tool's own default
+        listed = tool_settings_yaml(settings)
+        assert "  tally:\n" in listed and "# What the count is called.\n    label: " in listed, listed
+        app = App(settings, ["file_reader", "tally"])
+        try:
+            async with Client(build_server(app)) as client:
+                assert [t.name for t in (await client.list_tools()).tools] == ["file_reader", "tally"]
+                result = await client.call_tool("tally", {"words": "one two three"})
+                assert "3 tokens (timeout 7 s)" in text_of(result), text_of(result)
+        finally:
+            await app.aclose()
+    finally:
+        registry.unregister_tool("tally")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -78,6 +79,28 @@ def test_unknown_keys_stop_start_up_in_the_environment_and_in_yaml(
 def test_lists_come_from_the_environment_as_json() -> None:
     s = load_settings(environ={"BA_MCP_SANDBOX__ENV_ALLOWLIST": '["PATH", "TZ"]'})
     assert s.sandbox.env_allowlist == ["PATH", "TZ"]
+
+
+def test_every_tools_own_setting_is_documented_in_its_model() -> None:
+    """Issue 52: a tool's own keys and defaults live in its module (its ``Settings``), not in default.yaml; each key
+    says what it means there, and ``ba-mcp config tools`` shows it with its default."""
+    from ba_mcp import registry
+    from ba_mcp.cli import tool_settings_yaml
+    from ba_mcp.settings import ToolSettings
+
+    settings = load_settings(environ={})
+    listed = tool_settings_yaml(settings)
+    own = 0
+    for name in registry.tool_names():
+        model = settings.tool_model(name)
+        assert issubclass(model, ToolSettings) and f"\n  {name}:\n" in listed, name
+        for key, field in model.model_fields.items():
+            if key in ToolSettings.model_fields:
+                continue
+            own += 1
+            assert field.description, f"tools.{name}.{key} has no description"
+            assert f"    {key}: {json.dumps(getattr(settings.tool(name), key))}" in listed, (name, key)
+    assert own >= 7  # max_rows_ceiling, max_rows, the code store's three, max_length, page_cache_entries
 
 
 def test_every_setting_is_documented_in_default_yaml() -> None:

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from ba_mcp.analyses.replay import Replay, StepRunner
     from ba_mcp.pipeline.sessions import Sessions
     from ba_mcp.stores.artifacts import ArtifactStore
+    from ba_mcp.tools.services import Services
     from ba_mcp.workers.pool import Engines
 
 
@@ -56,10 +57,31 @@ class RunAnalysisParams(ToolParams):
     timeout: float | None = Field(None, gt=0, description="seconds")
 
 
+class AnalysesSettings(ToolSettings):
+    """Both run every step within their timeout."""
+
+    timeout_s: float = Field(300, gt=0)
+    max_timeout_s: float = Field(1800, gt=0)
+
+
 class _Analyses(Tool):
     """What both tools need: the workspace's analyses/, the sibling tools, the artifact store."""
 
     policy = ToolPolicy(idempotent=False, read_only=False, cache=CachePolicy(CacheMode.NEVER))
+    Settings = AnalysesSettings
+
+    @classmethod
+    def build(cls, services: Services) -> _Analyses:
+        return cls(
+            services.settings.tool(cls.name),
+            services.workspace.dir("analyses"),
+            lambda: services.tools,  # the tools served, known once all are built
+            lambda: services.runner.run_step,
+            services.artifacts,
+            services.engines,
+            services.sessions,
+            services.settings.artifacts.shared,
+        )
 
     def __init__(
         self,

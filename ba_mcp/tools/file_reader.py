@@ -22,6 +22,7 @@ from ba_mcp.workers.pool import parse
 
 if TYPE_CHECKING:
     from ba_mcp.stores.artifacts import ArtifactStore
+    from ba_mcp.tools.services import Services
     from ba_mcp.workers.pool import Engines
     from ba_mcp.workspace import Entry, Resolved, Workspace
 
@@ -57,6 +58,11 @@ class FileReader(Tool):
     policy = ToolPolicy(idempotent=True, cache=CachePolicy(CacheMode.IDENTITY))
     window_arg = "offset"
     artifact_reader = 'file_reader(path="{id}")'
+
+    @classmethod
+    def build(cls, services: Services) -> FileReader:
+        s = services.settings
+        return cls(s.tool(cls.name), s.formats, services.workspace, services.artifacts, services.engines)
 
     def __init__(
         self,

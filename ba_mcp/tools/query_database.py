@@ -21,12 +21,13 @@ from ba_mcp.errors import Code, ErrorType, ToolFailure, denied, invalid
 from ba_mcp.formats import TABLE_SUFFIXES
 from ba_mcp.ids import UPLOAD_ID
 from ba_mcp.results import Table
-from ba_mcp.settings import QueryDatabaseSettings
+from ba_mcp.settings import ToolSettings
 from ba_mcp.tool import CacheMode, CachePolicy, Tool, ToolContext, ToolParams, ToolPolicy
 
 if TYPE_CHECKING:
     from ba_mcp.databases import Database, Databases
     from ba_mcp.stores.artifacts import ArtifactStore
+    from ba_mcp.tools.services import Services
     from ba_mcp.workspace import Resolved, Workspace
 
 _READ_ONLY_TYPES = {"SELECT", "EXPLAIN"}
@@ -66,6 +67,10 @@ class QueryDatabaseParams(ToolParams):
     timeout: float | None = Field(None, gt=0, description="seconds")
 
 
+class QueryDatabaseSettings(ToolSettings):
+    max_rows_ceiling: int = Field(100_000, ge=1, description="Largest max_rows a call may ask for.")
+
+
 class QueryDatabase(Tool):
     name = "query_database"
     view = "table"  # the MCP Apps view of its results (views/)
@@ -78,9 +83,16 @@ class QueryDatabase(Tool):
     )
     version = "1"
     Params = QueryDatabaseParams
+    Settings = QueryDatabaseSettings
     policy = ToolPolicy(idempotent=True, cache=CachePolicy(CacheMode.IDENTITY))
     artifact_reader = "query_database: SELECT … FROM {id}"
     artifact_kinds = frozenset({"table"})
+
+    @classmethod
+    def build(cls, services: Services) -> QueryDatabase:
+        settings = services.settings.tool(cls.name)
+        assert isinstance(settings, QueryDatabaseSettings)
+        return cls(settings, services.workspace, services.artifacts, services.databases)
 
     def __init__(
         self,

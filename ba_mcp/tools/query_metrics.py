@@ -16,16 +16,23 @@ from pydantic import Field
 from ba_mcp.errors import ToolFailure
 from ba_mcp.metrics.query import MetricsQuery
 from ba_mcp.results import Table
-from ba_mcp.settings import QueryMetricsSettings
+from ba_mcp.settings import ToolSettings
 from ba_mcp.tool import CacheMode, CachePolicy, Tool, ToolContext, ToolParams, ToolPolicy
 
 if TYPE_CHECKING:
     from ba_mcp.databases import Databases
     from ba_mcp.metrics.catalog import Metrics
+    from ba_mcp.tools.services import Services
 
 
 class QueryMetricsParams(ToolParams, MetricsQuery):  # the question (metrics.query.MetricsQuery) and output_level
     timeout: float | None = Field(None, gt=0, description="seconds")
+
+
+class QueryMetricsSettings(ToolSettings):
+    max_rows: int = Field(
+        1000, ge=1, description="Rows shown before the complete result is kept as an artifact (as query_database's)."
+    )
 
 
 class QueryMetrics(Tool):
@@ -38,7 +45,15 @@ class QueryMetrics(Tool):
     )
     version = "1"
     Params = QueryMetricsParams
+    Settings = QueryMetricsSettings
     policy = ToolPolicy(idempotent=True, cache=CachePolicy(CacheMode.IDENTITY))
+
+    @classmethod
+    def build(cls, services: Services) -> QueryMetrics | None:
+        """None without a metric file: no tool, nor its description."""
+        settings = services.settings.tool(cls.name)
+        assert isinstance(settings, QueryMetricsSettings)
+        return cls(settings, services.databases, services.metrics) if services.metrics.files() else None
 
     def __init__(self, settings: QueryMetricsSettings, databases: Databases, metrics: Metrics) -> None:
         self.settings: QueryMetricsSettings = settings

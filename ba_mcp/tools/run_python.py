@@ -24,7 +24,7 @@ from ba_mcp.errors import Code, ErrorType, ToolFailure, denied, invalid
 from ba_mcp.ids import upload_id_for
 from ba_mcp.metrics.query import MetricsQuery
 from ba_mcp.results import Composite, Document, Image, RawResult, Table, arrow_array
-from ba_mcp.settings import RunPythonSettings, SandboxSettings
+from ba_mcp.settings import SandboxSettings, ToolSettings
 from ba_mcp.tool import CacheMode, CachePolicy, ToolContext, ToolParams, ToolPolicy
 from ba_mcp.tool import Tool as BaseTool
 from ba_mcp.workers.failures import worker_failures
@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from ba_mcp.metrics.catalog import Metrics
     from ba_mcp.stores.artifacts import ArtifactStore
     from ba_mcp.stores.code import CodeStore
+    from ba_mcp.tools.services import Services
     from ba_mcp.workers.pool import Handle
     from ba_mcp.workers.sandboxes import Sandboxes
     from ba_mcp.workspace import Workspace
@@ -53,13 +54,49 @@ class RunPythonParams(ToolParams):
     reset: bool = Field(False, description="start a fresh interpreter first")
 
 
+class RunPythonSettings(ToolSettings):
+    timeout_s: float = Field(60, gt=0)
+    max_timeout_s: float = Field(600, gt=0)
+    code_store_max_bytes: int = Field(
+        64 * 1024**2,
+        ge=1024**2,
+        description="The code store (code/, ids code_<12 hex>): its size in bytes; over it, the least recently used "
+        "files go first.",
+    )
+    code_ttl_hours: float = Field(168, gt=0, description="How long the code store keeps a file no one used.")
+    max_code_chars: int = Field(
+        1_000_000, ge=1000, description="Longest `code` accepted, in characters (longer: invalid_parameters)."
+    )
+
+
 class RunPython(BaseTool):
     name = "run_python"
     view = "table"  # the MCP Apps view of its results (views/)
     title = "Run Python"
     Params = RunPythonParams
+    Settings = RunPythonSettings
     policy = ToolPolicy(idempotent=False, read_only=False, cache=CachePolicy(mode=CacheMode.NEVER))
     artifact_reader = 'run_python: load_artifact("{id}")'
+
+    @classmethod
+    def build(cls, services: Services) -> RunPython:
+        s = services.settings
+        settings, metrics = s.tool(cls.name), s.tool("query_metrics")
+        assert isinstance(settings, RunPythonSettings)
+        return cls(
+            settings,
+            s.sandbox,
+            services.workspace,
+            services.artifacts,
+            services.code,
+            services.sandboxes,
+            services.exports,
+            # metric(): query_metrics' numbers, bounded as that tool's (its max_rows), while that tool is served
+            (services.metrics, services.databases, getattr(metrics, "max_rows"))  # noqa: B009
+            if metrics.enabled and services.metrics.files()
+            else None,
+            read_limit=s.formats.max_file_bytes,
+        )
 
     def __init__(
         self,

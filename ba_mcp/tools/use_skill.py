@@ -12,13 +12,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from pydantic import Field
+
 from ba_mcp.results import Document, Image, JsonValue, RawResult
-from ba_mcp.settings import ToolSettings
+from ba_mcp.settings import LevelName, ToolSettings
 from ba_mcp.skills.loader import clean_path, is_text, mime_type
 from ba_mcp.tool import CacheMode, CachePolicy, Tool, ToolContext, ToolParams, ToolPolicy
 
 if TYPE_CHECKING:
     from ba_mcp.skills import Skill, Skills
+    from ba_mcp.tools.services import Services
 
 
 class UseSkillParams(ToolParams):
@@ -32,11 +35,26 @@ USAGE = (
 )
 
 
+class UseSkillSettings(ToolSettings):
+    timeout_s: float = Field(10, gt=0)
+    max_timeout_s: float = Field(30, gt=0)
+    # A skill's instructions are read whole: standard would show only their first window.
+    default_level: LevelName | None = "full"
+
+
 class UseSkill(Tool):
     name = "use_skill"
     title = "Use a skill"
     Params = UseSkillParams
+    Settings = UseSkillSettings
     policy = ToolPolicy(cache=CachePolicy(CacheMode.NEVER))
+
+    @classmethod
+    def build(cls, services: Services) -> UseSkill | None:
+        """None when no skill is the model's to use: no tool, nor its description."""
+        if not services.skills.model_skills():
+            return None
+        return cls(services.settings.tool(cls.name), services.skills, services.settings.skills.catalog_budget_tokens)
 
     def __init__(self, settings: ToolSettings, skills: Skills, catalog_budget_tokens: int) -> None:
         self.settings = settings

@@ -24,13 +24,15 @@ from pydantic import Field
 from ba_mcp.errors import ErrorType, ToolFailure, invalid
 from ba_mcp.formats import DATA_FILE_SUFFIX, FORMATS, MEDIA_TYPES
 from ba_mcp.results import Document, JsonValue, RawResult, Table
+from ba_mcp.settings import ToolSettings
 from ba_mcp.tool import REMOTE_RETRIES, CacheMode, CachePolicy, Tool, ToolContext, ToolParams, ToolPolicy
 from ba_mcp.web.extract import charset, html_to_markdown, pdf_text, short_url
 from ba_mcp.workers.pool import extract, parse
 
 if TYPE_CHECKING:
-    from ba_mcp.settings import FormatsSettings, WebReaderSettings
+    from ba_mcp.settings import FormatsSettings
     from ba_mcp.stores.artifacts import ArtifactStore
+    from ba_mcp.tools.services import Services
     from ba_mcp.web.fetch import Download, Fetcher
     from ba_mcp.workers.pool import Engines
 
@@ -74,6 +76,16 @@ class _Page:
     whole_id: str | None = None  # the whole text as an artifact, once stored
 
 
+class WebReaderSettings(ToolSettings):
+    max_timeout_s: float = Field(120, gt=0)
+    max_length: int = Field(20_000, ge=100, description="Characters of page text per call when it names no max_length.")
+    page_cache_entries: int = Field(
+        32,
+        ge=0,
+        description="Downloads kept in memory, so later windows and levels of a page do not download it again.",
+    )
+
+
 class WebReader(Tool):
     name = "web_reader"
     title = "Read a web page"
@@ -82,6 +94,7 @@ class WebReader(Tool):
         "text in windows."
     )
     Params = WebReaderParams
+    Settings = WebReaderSettings
     policy = ToolPolicy(
         idempotent=True,
         # Not a timeout nor a resource error: reading the page is the call's own work (a PDF that parses past
@@ -92,6 +105,13 @@ class WebReader(Tool):
         open_world=True,
     )
     window_arg = "start_index"
+
+    @classmethod
+    def build(cls, services: Services) -> WebReader:
+        settings = services.settings.tool(cls.name)
+        assert isinstance(settings, WebReaderSettings)
+        formats = services.settings.formats
+        return cls(settings, services.fetcher, services.artifacts, formats, services.engines)
 
     def __init__(
         self,

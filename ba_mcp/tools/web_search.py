@@ -9,10 +9,12 @@ from typing import TYPE_CHECKING, Annotated, Any
 from pydantic import Field
 
 from ba_mcp.results import RawResult, Table, arrow_array
+from ba_mcp.settings import ToolSettings
 from ba_mcp.tool import REMOTE_RETRIES, CacheMode, CachePolicy, Tool, ToolContext, ToolParams, ToolPolicy
 
 if TYPE_CHECKING:
-    from ba_mcp.settings import SearchSettings, ToolSettings
+    from ba_mcp.settings import SearchSettings
+    from ba_mcp.tools.services import Services
     from ba_mcp.web.search import Searcher
 
 
@@ -21,12 +23,21 @@ class WebSearchParams(ToolParams):
     num_results: Annotated[int, Field(ge=1, le=20)] = 10
 
 
+class WebSearchSettings(ToolSettings):
+    max_timeout_s: float = Field(120, gt=0)
+
+
 class WebSearch(Tool):
     name = "web_search"
     title = "Search the web"
     description = "Search the web: titles and URLs (brief), with snippets and dates (standard)."
     Params = WebSearchParams
+    Settings = WebSearchSettings
     policy = ToolPolicy(idempotent=True, retry_on=REMOTE_RETRIES, read_only=True, open_world=True)
+
+    @classmethod
+    def build(cls, services: Services) -> WebSearch:
+        return cls(services.settings.tool(cls.name), services.settings.web.search, services.searcher)
 
     def __init__(self, settings: ToolSettings, search: SearchSettings, searcher: Searcher) -> None:
         self.settings = settings

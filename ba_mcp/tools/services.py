@@ -1,0 +1,41 @@
+"""What a built-in tool's ``build`` may take: the App's services, by name (the App is one). A tool takes the ones it
+needs and hands them to its constructor, so the constructor still says what the tool depends on."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from ba_mcp.databases import Databases
+    from ba_mcp.exports import Exports
+    from ba_mcp.metrics.catalog import Metrics
+    from ba_mcp.pipeline.runner import Runner
+    from ba_mcp.pipeline.sessions import Sessions
+    from ba_mcp.settings import Settings
+    from ba_mcp.skills import Skills
+    from ba_mcp.stores.artifacts import ArtifactStore
+    from ba_mcp.stores.code import CodeStore
+    from ba_mcp.tool import Tool
+    from ba_mcp.web.fetch import Fetcher
+    from ba_mcp.web.search import Searcher
+    from ba_mcp.workers.pool import Engines
+    from ba_mcp.workers.sandboxes import Sandboxes
+    from ba_mcp.workspace import Workspace
+
+
+class Services(Protocol):
+    settings: Settings
+    workspace: Workspace
+    artifacts: ArtifactStore
+    code: CodeStore
+    exports: Exports
+    engines: Engines  # the engine workers: where untrusted bytes are decoded
+    databases: Databases
+    metrics: Metrics
+    sandboxes: Sandboxes
+    fetcher: Fetcher
+    searcher: Searcher
+    skills: Skills
+    sessions: Sessions
+    tools: dict[str, Tool]  # the tools served (filled after every build: read it when called, not when built)
+    runner: Runner  # likewise set after the tools are built
