@@ -443,6 +443,29 @@ def test_file_and_folder_backed_engines_share_one_base(tmp_path: Path) -> None:
         registry.unregister("csvdir")
 
 
+@pytest.mark.slow
+async def test_an_engine_registered_from_outside_the_package_is_served_by_its_worker(tmp_path: Path) -> None:
+    """Issue 52: the folder engine of tests/folder_engine.py — a module outside ba_mcp, registered with one line —
+    answers query_database end to end: its connection worker is given its package (bound read-only into the
+    worker's root, on its import path) and the folder (bound at /databases/lake), and DuckDB's ADBC driver reads the
+    CSV files there. (Slow tier: a second App in this process, and a real confined worker.)"""
+    from ba_mcp import registry
+
+    (tmp_path / "lake").mkdir()
+    (tmp_path / "lake" / "sales.csv").write_text("region,amount\nNorth,10.5\nSouth,4\nNorth,1.5\n")
+    registry.register(registry.EngineInfo("csvdir", "CSV folder", "tests.folder_engine", ("csvdir:",)))
+    try:
+        client = in_process(tmp_path, ["query_database"], BA_MCP_DATABASES__LAKE__URL="csvdir:///lake")
+        async with client:
+            sql = "SELECT region, sum(amount) AS total FROM sales GROUP BY region ORDER BY region"
+            result = await client.call_tool("query_database", {"query": sql, "database": "lake"})
+            text = text_of(result)
+            assert not result.is_error, text
+            assert "North" in text and "12" in text and "South" in text and "4" in text, text
+    finally:
+        registry.unregister("csvdir")
+
+
 async def test_views_of_named_files_are_kept_between_calls_and_never_stale(tmp_path: Path) -> None:
     """Issue 40: the engine worker keeps the view (and descriptor) of a Parquet or CSV file a call named for the
     session's next calls — but only while the file named again is the very file, unchanged: rewritten in place

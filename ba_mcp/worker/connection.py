@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import socket
+import sys
 from typing import Any
 
 from ba_mcp.workers.wire import Failure, memfile, write_arrow
@@ -54,6 +55,9 @@ class Connector:
     # -- operations ----------------------------------------------------------------------------------
 
     def op_connect(self, message: dict[str, Any], fds: list[int]) -> tuple[dict[str, Any], list[int]]:
+        path = message.get("path")  # the folder of an engine's package outside ba_mcp (bound into this root)
+        if path and path not in sys.path:
+            sys.path.append(str(path))
         self.engine = importlib.import_module(str(message["engine"])).ENGINE
         info = self.engine.open(self, message)
         return {"op": "connected", "version": "", **info}, []

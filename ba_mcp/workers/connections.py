@@ -1,7 +1,8 @@
-"""The server's side of the connection workers: ADBC connections to configured databases, pooled per database.
+"""The server's side of the connection workers: ADBC connections to configured databases, lent per call by the one
+pool (``pool.WorkerPool``), keyed by database.
 
-A connection worker (``connection.Connector`` in a confined process, see ``engine.main``) holds one ADBC
-connection. Connections are pooled per database and shared by sessions (no session state lives in them: each
+A connection worker (``worker.connection``, in a confined process) holds one ADBC connection. Connections are kept
+per database and shared by sessions (no session state lives in them: each
 call is its own rolled-back transaction); how many run at once is bounded by ``databases.<name>.max_concurrent``
 (the slots of ``Databases``). Secrets — the URL and driver options — are sent over the worker's socket after it
 started, never on its command line or in its environment, and are taken out of every message that comes back.
@@ -15,7 +16,6 @@ import contextlib
 import logging
 import os
 import re
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 from ba_mcp.errors import ErrorType, ToolFailure, timed_out
 from ba_mcp.workers.failures import EngineError, worker_failures
-from ba_mcp.workers.pool import Call, Handle, crash_limit
-from ba_mcp.workers.spawn import confinement, ready, spawn
+from ba_mcp.workers.pool import Call, Handle, WorkerPool, crash_limit
+from ba_mcp.workers.spawn import confinement, module_package, ready, spawn
 
 if TYPE_CHECKING:
     from ba_mcp.settings import DatabaseSettings, Settings
@@ -76,40 +76,43 @@ def redact(text: str, conf: DatabaseSettings) -> str:
     return text
 
 
-class Connections:
-    """The connection workers of one App, pooled per configured database: a connection is held by one call at a
-    time (``connection``), then kept idle for the next call to the same database, up to the database's slots."""
+class Connections(WorkerPool):
+    """The connection workers of one App — the one pool's workers lent per call, keyed by configured database: a
+    connection is held by one call at a time (``connection``), then kept idle for the next call to the same
+    database, up to the database's slots."""
 
     kind = "connection"
 
     def __init__(self, settings: Settings, scratch: Path) -> None:
+        super().__init__(settings.engine)
         self.settings = settings
         self.conf = settings.engine
         self.scratch = scratch
-        self._idle: dict[str, list[Handle]] = {}
-        self._lock = threading.Lock()
-        self._live: list[Handle] = []
-        self._closed = False
         self.info: dict[str, dict[str, Any]] = {}  # what each database said at the last connect (version, role)
 
-    def _options(self, host_file: Path | None) -> dict[str, Any]:
+    def _options(self, host_file: Path | None, message: dict[str, Any]) -> dict[str, Any]:
         binds = [[p, p] for p in _NETWORK_FILES if os.path.exists(p)] if host_file is None else []
         if host_file is not None:
             binds.append([str(host_file), "/databases/" + host_file.name])
-        return confinement(
+        options = confinement(
             self.conf,
             "connection",
             network=host_file is None,  # a file needs none; a server is reached over the network
             binds=binds,
             keep_capabilities=[2] if host_file is not None else [],  # read the bound file whatever its mode
         )
+        outside = module_package(str(message["engine"]))  # an engine registered from outside ba_mcp
+        if outside is not None:
+            options["packages"] = [*options["packages"], outside[0]]
+            message["path"] = outside[1]
+        return options
 
     def _connect(self, name: str, conf: DatabaseSettings, engine: Any, host_file: Path | None) -> Handle:
-        process = spawn("connection", self.settings.sandbox, self.scratch, self._options(host_file), None)
+        message = engine.connect_message(conf, host_file)  # the engine's: the worker knows none
+        process = spawn("connection", self.settings.sandbox, self.scratch, self._options(host_file, message), None)
         handle = Handle(process, name=name)
         try:
             ready("connection", process, self.conf.start_timeout_s)
-            message = engine.connect_message(conf, host_file)  # the engine's: the worker knows none
 
             def refused(exc: EngineError) -> ToolFailure:
                 return connect_failure(exc, name, conf, engine)
@@ -126,9 +129,7 @@ class Connections:
         except BaseException:
             process.kill()
             raise
-        with self._lock:
-            self._live.append(handle)
-            self.info[name] = dict(handle.info)
+        self.info[name] = dict(handle.info)
         return handle
 
     def _call(self, handle: Handle, ctx: ToolContext | None, conf: DatabaseSettings) -> Call:
@@ -138,7 +139,7 @@ class Connections:
             handle.call,
             self.conf.interrupt_grace_s,
             self.conf.max_transfer_mb * 1024 * 1024,
-            lambda: self._discard(handle),
+            lambda: self.end_lent(handle),
             self._gone,
             lambda text: redact(text, conf),
         )
@@ -166,19 +167,7 @@ class Connections:
         the database's slots. ``engine`` (a ``databases.connector.ConnectedEngine``) says what the worker's
         ``connect`` holds and reads the database's messages. ``ctx``'s timeout cancels the statement in the
         database, then ends the worker."""
-        with self._lock:
-            if self._closed:
-                raise ToolFailure(ErrorType.TRANSIENT_ERROR, "SHUTTING_DOWN", "the server is stopping")
-            idle = self._idle.setdefault(name, [])
-            handle = None
-            while idle:
-                candidate = idle.pop()
-                if candidate.alive():
-                    handle = candidate
-                    break
-                self._forget(candidate)
-        if handle is None:
-            handle = self._connect(name, conf, engine, host_file)
+        handle = self.lend(name, lambda: self._connect(name, conf, engine, host_file))
         handle.call += 1
         call = self._call(handle, ctx, conf)
         if ctx is not None:
@@ -186,61 +175,8 @@ class Connections:
         try:
             yield call
         finally:
-            # a database's error leaves the connection usable (the worker rolls back before the next call);
-            # a worker that died, was ended at a timeout or spoke out of turn was discarded where that happened
-            handle.busy = False
-            handle.last_used = time.monotonic()
-            kept = False
-            if handle.alive() and not handle.killed:
-                with self._lock:
-                    if not self._closed:
-                        self._idle[name].append(handle)
-                        kept = True
-            if not kept:
-                self._discard(handle)
-
-    def _forget(self, handle: Handle) -> None:
-        with contextlib.suppress(ValueError):
-            self._live.remove(handle)
-
-    def _discard(self, handle: Handle) -> None:
-        handle.killed = True
-        with self._lock:
-            self._forget(handle)
-            with contextlib.suppress(ValueError):
-                self._idle.get(handle.name, []).remove(handle)
-        handle.process.kill()
-
-    def close(self) -> None:
-        with self._lock:
-            self._closed = True
-            live, self._live = list(self._live), []
-            self._idle.clear()
-        threads = [threading.Thread(target=c.process.kill, daemon=True) for c in live]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(5)
-
-    def drop_idle(self, name: str) -> None:
-        """End the idle connections of database ``name``."""
-        with self._lock:
-            idle, self._idle[name] = self._idle.get(name, []), []
-            for c in idle:
-                self._forget(c)
-        for c in idle:
-            c.process.kill()
-
-    def reap_idle(self, idle_s: float) -> int:
-        now = time.monotonic()
-        with self._lock:
-            stale = [c for idle in self._idle.values() for c in idle if now - c.last_used > idle_s]
-            for c in stale:
-                self._idle[c.name].remove(c)
-                self._forget(c)
-        for c in stale:
-            c.process.kill()
-        return len(stale)
+            # a database's error leaves the connection usable (the worker rolls back before the next call)
+            self.give_back(handle)
 
 
 def connect_failure(exc: EngineError, name: str, conf: DatabaseSettings, engine: Any) -> ToolFailure:

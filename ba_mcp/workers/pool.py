@@ -76,12 +76,18 @@ class Handle:
 
 
 class WorkerPool:
-    """Workers kept by key — a client session's (the Python sandbox, the engine workers) — with one spare started
-    ahead, at most ``limits.max_workers`` alive: at the cap the worker idle the longest makes room (its session is
-    told when it returns), and a call waits, up to its own timeout, for one to become idle when none is; never a
-    refusal while any worker will be free in time. Idle sessions' workers are reaped; a session's end ends its
-    worker. Subclasses say how a worker is made (``_make``), when it serves (``_ready``) and whether it still fits
-    (``_current``)."""
+    """The one pool of worker processes, in two ways of keeping them:
+
+    * **one worker per key** — a client session's (the Python sandbox, the engine workers): ``acquire`` and
+      ``release``, with one spare started ahead, at most ``limits.max_workers`` alive: at the cap the worker idle
+      the longest makes room (its session is told when it returns), and a call waits, up to its own timeout, for
+      one to become idle when none is; never a refusal while any worker will be free in time. Subclasses say how
+      a worker is made (``_make``), when it serves (``_ready``) and whether it still fits (``_current``).
+    * **workers lent per call** — several per key (a configured database's connections): ``lend`` an idle one or
+      a new one (``make``), ``give_back`` when the call is done; how many at once is the caller's (its slots).
+
+    Either way idle workers are reaped (``reap_idle``), a key's end ends its workers, ``discard`` ends one, and
+    ``close`` ends them all at once."""
 
     kind = "worker"
 
@@ -93,6 +99,8 @@ class WorkerPool:
         self._reserved = 0  # workers being started: counted against max_workers before they are listed
         self._evicted: set[str] = set()  # sessions whose idle worker made room for another session
         self.keeps_state: Callable[[str], bool] = lambda key: True  # whether a key's worker holds what it made
+        self._idle: dict[str, list[Handle]] = {}  # lent workers waiting for their key's next call
+        self._lent: set[Handle] = set()  # lent workers alive (idle or in a call)
         self._lock = threading.Lock()
         self._closed = False
 
@@ -239,12 +247,78 @@ class WorkerPool:
         """The session ended: its worker (and what it held) goes with it."""
         self.discard(key)
 
+    # -- workers lent per call --------------------------------------------------------------------------------
+
+    def lend(self, key: str, make: Callable[[], Handle]) -> Handle:
+        """An idle worker of ``key`` (a dead one is dropped on the way), else a new one from ``make``, held by the
+        calling call until ``give_back``."""
+        handle = None
+        with self._lock:
+            self._check_open()
+            idle = self._idle.setdefault(key, [])
+            while idle and handle is None:
+                candidate = idle.pop()
+                if candidate.alive():
+                    handle = candidate
+                else:
+                    self._lent.discard(candidate)
+        if handle is None:
+            handle = make()
+            with self._lock:
+                if self._closed:
+                    handle.process.kill()
+                    self._check_open()
+                self._lent.add(handle)
+        handle.name = key
+        return handle
+
+    def give_back(self, handle: Handle) -> None:
+        """The call is done with a lent worker: kept idle for its key's next call while it is alive and was not
+        ended (a worker that died, was ended at a timeout or spoke out of turn was discarded where that happened)."""
+        handle.busy = False
+        handle.last_used = time.monotonic()
+        with self._lock:
+            if handle.alive() and not handle.killed and not self._closed and handle in self._lent:
+                self._idle.setdefault(handle.name, []).append(handle)
+                return
+        self.end_lent(handle)
+
+    def end_lent(self, handle: Handle) -> None:
+        """End a lent worker now (it died, or must not serve again)."""
+        handle.killed = True
+        with self._lock:
+            self._lent.discard(handle)
+            with contextlib.suppress(ValueError):
+                self._idle.get(handle.name, []).remove(handle)
+        handle.process.kill()
+
+    def drop_idle(self, key: str) -> None:
+        """End the idle lent workers of ``key``."""
+        with self._lock:
+            idle, self._idle[key] = self._idle.get(key, []), []
+            self._lent.difference_update(idle)
+        for handle in idle:
+            handle.process.kill()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ToolFailure(ErrorType.TRANSIENT_ERROR, "SHUTTING_DOWN", "the server is stopping")
+
+    # -- both -------------------------------------------------------------------------------------------------
+
     def reap_idle(self, idle_s: float) -> int:
-        """End the workers of sessions without a call for ``idle_s`` seconds (HTTP sessions; stdio's is kept)."""
+        """End the workers without a call for ``idle_s`` seconds: sessions' (HTTP sessions; stdio's is kept) and
+        idle lent ones."""
         now = time.monotonic()
         with self._lock:
             stale = [k for k, w in self._workers.items() if k != "default" and now - w.last_used > idle_s and w.idle()]
             handles = [self._workers.pop(k) for k in stale]
+            for idle in self._idle.values():
+                old = [h for h in idle if now - h.last_used > idle_s]
+                for h in old:
+                    idle.remove(h)
+                    self._lent.discard(h)
+                handles += old
         for h in handles:
             h.process.kill()
         return len(handles)
@@ -253,9 +327,11 @@ class WorkerPool:
         """Kill every worker at once: nothing they do is worth waiting for at shutdown."""
         with self._lock:
             self._closed = True
-            handles = list(self._workers.values()) + ([self._spare] if self._spare else [])
+            handles = list(self._workers.values()) + ([self._spare] if self._spare else []) + list(self._lent)
             self._workers.clear()
             self._spare = None
+            self._lent.clear()
+            self._idle.clear()
         threads = [threading.Thread(target=h.process.kill, daemon=True) for h in handles]
         for t in threads:
             t.start()

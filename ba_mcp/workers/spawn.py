@@ -58,6 +58,29 @@ def confinement(limits: WorkerLimits, kind: str, **specific: Any) -> dict[str, A
     return options
 
 
+def module_package(module: str) -> tuple[str, str] | None:
+    """Where a module outside ba_mcp that a worker imports by name lives (an engine registered from outside the
+    package): its top-level package's folder, to be bound into the worker's root, and the folder that holds it, for
+    the worker's import path (``python -I`` reads no PYTHONPATH). None for ba_mcp's own modules. A module that is
+    no package's is refused: binding its folder would show the worker whatever lies beside it."""
+    import importlib.util
+
+    top = module.split(".")[0]
+    if top == "ba_mcp":
+        return None
+    spec = importlib.util.find_spec(top)
+    locations = list(spec.submodule_search_locations or []) if spec is not None else []
+    if not locations:
+        raise ToolFailure(
+            ErrorType.DEPENDENCY_ERROR,
+            "ENGINE_UNAVAILABLE",
+            f"the engine module {module} is not in a package, so its worker cannot be given it",
+            "put the engine's module in a package (a folder with __init__.py) or install it",
+        )
+    folder = os.path.realpath(locations[0])
+    return folder, os.path.dirname(folder)
+
+
 def spawn(
     kind: str, process_settings: SandboxSettings, scratch: Path, options: dict[str, Any], wait_s: float | None
 ) -> WorkerProcess:
