@@ -21,7 +21,7 @@ import pytest
 from mcp import ClientSession, stdio_client
 
 from ba_mcp.views import APP_MIME_TYPE, EXTENSION_ID, REPORT_VIEW, ROWS_TOOL, TABLE_VIEW
-from tests.conftest import ROOT, make_workspace, meta_of, stdio_params, text_of
+from tests.conftest import ROOT, http_serve, make_workspace, meta_of, stdio_params, text_of
 
 pytestmark = pytest.mark.anyio
 APPS = {EXTENSION_ID: {"mimeTypes": [APP_MIME_TYPE]}}
@@ -116,16 +116,96 @@ async def test_view_rows_pages_sorts_and_filters_the_complete_artifact(apps: Cli
     assert gone.is_error
 
 
+@pytest.mark.slow  # a server process
+def test_a_bare_probe_then_an_apps_handshake_on_one_stdio_connection_gets_views_the_second_time(ws: Path) -> None:
+    """Issue 53 (ext-apps#671): Claude's host sends a bare ``initialize`` first, then one declaring the extension —
+    on the same connection. The views follow the latest handshake: none after the probe, every one after the
+    second. Raw JSON-RPC lines, as the host writes them (the SDK's client initializes once per session)."""
+    params = stdio_params(ws)
+    proc = subprocess.Popen(
+        [params.command, *params.args], env=params.env, cwd=params.cwd, text=True,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert proc.stdin is not None and proc.stdout is not None
+    lines = iter(proc.stdout.readline, "")
+
+    def ask(number: int, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+        assert proc.stdin is not None
+        proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": number, "method": method, "params": params or {}}) + "\n")
+        proc.stdin.flush()
+        answer: dict[str, Any] = next(m for m in map(json.loads, lines) if m.get("id") == number)
+        return answer["result"]
+
+    def initialized() -> None:
+        assert proc.stdin is not None
+        proc.stdin.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\n")
+
+    hello = {"protocolVersion": "2025-11-25", "clientInfo": {"name": "claude-ai", "version": "0.1.0"}}
+    try:
+        assert ask(1, "initialize", {**hello, "capabilities": {}})["protocolVersion"] == "2025-11-25"
+        initialized()
+        probe = {t["name"]: t for t in ask(2, "tools/list")["tools"]}
+        assert all("_meta" not in t for t in probe.values()) and ROWS_TOOL not in probe
+        ask(3, "initialize", {**hello, "capabilities": {"extensions": APPS}})
+        initialized()
+        second = {t["name"]: t for t in ask(4, "tools/list")["tools"]}
+        assert second["query_database"]["_meta"]["ui"]["resourceUri"] == TABLE_VIEW and ROWS_TOOL in second
+        views = {r["uri"] for r in ask(5, "resources/list")["resources"]}
+        assert TABLE_VIEW in views and REPORT_VIEW in views
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.mark.slow  # a server process
+async def test_one_http_server_answers_a_probe_an_apps_handshake_server_discover_and_initialize(ws: Path) -> None:
+    """Issue 53: over streamable HTTP each handshake is its own session of one server — a bare probe gets no views,
+    the Apps handshake after it gets them (ext-apps#671); a 2026-07-28 client's ``server/discover`` (Claude Code
+    2.1.260 sends it first) is answered with the extension, and a 2025-11-25 ``initialize`` still works beside it."""
+    from mcp.client.streamable_http import streamable_http_client
+
+    with http_serve(ws) as url:
+        async with streamable_http_client(url) as (read, write, *_), ClientSession(read, write) as probe:
+            await probe.initialize()
+            tools = {t.name: t for t in (await probe.list_tools()).tools}
+            assert tools["query_database"].meta is None and ROWS_TOOL not in tools
+        async with (
+            streamable_http_client(url) as (read, write, *_),
+            ClientSession(read, write, extensions=APPS) as second,
+        ):
+            await second.initialize()
+            tools = {t.name: t for t in (await second.list_tools()).tools}
+            assert tools["query_database"].meta["ui"]["resourceUri"] == TABLE_VIEW and ROWS_TOOL in tools  # type: ignore[index]
+        async with (
+            streamable_http_client(url) as (read, write, *_),
+            ClientSession(read, write, extensions=APPS) as modern,
+        ):
+            found = await modern.discover()
+            assert modern.protocol_version == "2026-07-28"
+            assert found.capabilities.extensions is not None and EXTENSION_ID in found.capabilities.extensions
+            assert ROWS_TOOL in {t.name for t in (await modern.list_tools()).tools}
+        async with streamable_http_client(url) as (read, write, *_), ClientSession(read, write) as legacy:
+            assert (await legacy.initialize()).protocol_version == "2025-11-25"
+            result = await legacy.call_tool("query_database", {"query": "SELECT 41 + 1 AS answer"})
+            assert "42" in text_of(result)
+
+
 # -- rendered in Chromium through the official AppBridge -----------------------------------------------
 
 HOST_PAGE = """<!doctype html><html><head><meta charset="utf-8"></head><body style="margin:0">
 <iframe id="view" sandbox="allow-scripts" style="width:1000px;height:1400px;border:0"></iframe>
 </body></html>"""
 
-START = """async ([html, input, result, theme]) => {
+START = """async ([html, input, result, theme, modes]) => {
   const iframe = document.getElementById("view");
-  const bridge = new window.AppBridge(null, {name: "test-host", version: "1.0.0"}, {serverTools: {}},
-                                      {hostContext: {theme}});
+  const hostContext = {theme, availableDisplayModes: modes, displayMode: "inline"};
+  const bridge = new window.AppBridge(null, {name: "test-host", version: "1.0.0"}, {serverTools: {}}, {hostContext});
+  window.bridge = bridge;
+  window.modeRequests = [];
+  bridge.onrequestdisplaymode = async ({mode}) => {  // a host that grants what it offers
+    window.modeRequests.push(mode);
+    return {mode: modes.includes(mode) ? mode : "inline"};
+  };
   bridge.oncalltool = async (params) => JSON.parse(await window.hostCallTool(params.name, params.arguments));
   window.sizes = [];
   bridge.onsizechange = (size) => window.sizes.push(size);
@@ -163,10 +243,16 @@ def bundle(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 @asynccontextmanager
 async def rendered(
-    session: ClientSession, bundle: str, view: str, tool: str, arguments: dict[str, Any]
+    session: ClientSession,
+    bundle: str,
+    view: str,
+    tool: str,
+    arguments: dict[str, Any],
+    modes: tuple[str, ...] = ("inline",),
 ) -> AsyncIterator[tuple[Any, Any, list[str]]]:
     """Call ``tool`` on the server, then render ``view`` in a host page with the AppBridge fed with the call's
-    input and result: the page, the view's frame and every URL the page requested."""
+    input and result (the host offering the display ``modes``): the page, the view's frame and every URL the page
+    requested."""
     from playwright.async_api import async_playwright
 
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -190,7 +276,7 @@ async def rendered(
             await page.expose_function("hostCallTool", host_call_tool)
             await page.set_content(HOST_PAGE)
             await page.add_script_tag(content=bundle)
-            assert await page.evaluate(START, [html, arguments, payload, "light"])
+            assert await page.evaluate(START, [html, arguments, payload, "light", list(modes)])
             frame = page.frames[1]
             await frame.wait_for_selector("main > *:not(#waiting)", timeout=20000)
             yield page, frame, requests
@@ -205,6 +291,38 @@ async def test_the_table_view_renders_rows_and_a_chart_and_pages_to_the_last_row
     query = {"query": ROWS, "output_level": "brief"}
     async with rendered(apps, bundle, TABLE_VIEW, "query_database", query) as (page, frame, requests):
         await table_view_works(page, frame, requests, tmp_path)
+
+
+@pytest.mark.slow
+async def test_the_views_declare_inline_and_fullscreen_and_go_full_screen_where_the_host_offers_it(
+    apps: ClientSession, bundle: str
+) -> None:
+    """Issue 53: the view tells the host the display modes it supports (``appCapabilities.availableDisplayModes``:
+    inline and fullscreen, read back by the official AppBridge); where the host offers full screen, a toggle asks
+    for it (``ui/request-display-mode``) and back; where it offers only inline, there is no toggle."""
+    query = {"query": "SELECT 1 AS a", "output_level": "brief"}
+    async with rendered(apps, bundle, TABLE_VIEW, "query_database", query, ("inline", "fullscreen")) as (
+        page,
+        frame,
+        _,
+    ):
+        assert await page.evaluate("window.bridge.getAppCapabilities().availableDisplayModes") == [
+            "inline",
+            "fullscreen",
+        ]
+        toggle = frame.locator("button.display-mode")
+        assert await toggle.text_content() == "Full screen"
+        await toggle.click()
+        await frame.wait_for_selector("button.display-mode:text-is('Exit full screen')")
+        await frame.locator("button.display-mode").click()
+        await frame.wait_for_selector("button.display-mode:text-is('Full screen')")
+        assert await page.evaluate("window.modeRequests") == ["fullscreen", "inline"]
+    async with rendered(apps, bundle, TABLE_VIEW, "query_database", query) as (page, frame, _):  # inline only
+        assert await page.evaluate("window.bridge.getAppCapabilities().availableDisplayModes") == [
+            "inline",
+            "fullscreen",
+        ]
+        assert await frame.locator("button.display-mode").count() == 0
 
 
 async def table_view_works(page: Any, frame: Any, requests: list[str], tmp_path: Path) -> None:

@@ -47,8 +47,41 @@
     }
     if (m.method === "ui/notifications/tool-input") state.input = (m.params || {}).arguments || {};
     else if (m.method === "ui/notifications/tool-result") show(m.params || {});
-    else if (m.method === "ui/notifications/host-context-changed") theme(m.params || {});
+    else if (m.method === "ui/notifications/host-context-changed") context(m.params || {});
   });
+
+  // -- the host's context: its look, and the display modes it offers (the view supports inline and fullscreen) --
+  var SUPPORTED = ["inline", "fullscreen"];
+  var display = { mode: "inline", offered: [], button: null };
+  function context(ctx) {
+    theme(ctx);
+    if (Array.isArray(ctx.availableDisplayModes)) display.offered = ctx.availableDisplayModes;
+    if (SUPPORTED.indexOf(ctx.displayMode) >= 0) display.mode = ctx.displayMode;
+    showDisplayMode();
+  }
+  function showDisplayMode() {
+    // a toggle only where the host offers full screen (Claude Code renders no views; some hosts only inline)
+    if (display.offered.indexOf("fullscreen") < 0) {
+      if (display.button) display.button.remove();
+      display.button = null;
+      return;
+    }
+    if (!display.button) {
+      display.button = el("button", { type: "button", class: "display-mode" });
+      display.button.addEventListener("click", function () {
+        var want = display.mode === "fullscreen" ? "inline" : "fullscreen";
+        request("ui/request-display-mode", { mode: want }).then(function (result) {
+          if (result && SUPPORTED.indexOf(result.mode) >= 0) display.mode = result.mode;
+          showDisplayMode();
+        }).catch(function () {});
+      });
+      document.body.insertBefore(display.button, root);
+    }
+    var full = display.mode === "fullscreen";
+    document.documentElement.setAttribute("data-display", display.mode);
+    display.button.textContent = full ? "Exit full screen" : "Full screen";
+    display.button.setAttribute("aria-pressed", full ? "true" : "false");
+  }
 
   // -- the host's look -----------------------------------------------------------------------------------
   function theme(context) {
@@ -451,10 +484,10 @@
   if (window.ResizeObserver) new ResizeObserver(resized).observe(document.body);
   request("ui/initialize", {
     appInfo: { name: "ba-mcp view", version: "1" },
-    appCapabilities: { availableDisplayModes: ["inline", "fullscreen"] },
+    appCapabilities: { availableDisplayModes: SUPPORTED },
     protocolVersion: PROTOCOL,
   }).then(function (result) {
-    theme((result || {}).hostContext || {});
+    context((result || {}).hostContext || {});
     notify("ui/notifications/initialized", {});
   }).catch(function (error) {
     root.textContent = "The host did not start the view: " + error.message;
