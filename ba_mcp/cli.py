@@ -664,6 +664,19 @@ def tool_settings_yaml(settings: Settings) -> str:
     return "\n".join(lines)
 
 
+def cmd_bundle(args: argparse.Namespace) -> int:
+    """``ba-mcp bundle OUT``: the MCPB bundle's folder (ba_mcp/bundle.py), ready for ``mcpb pack``."""
+    from ba_mcp.bundle import BundleError, build
+
+    try:
+        out = build(args.out)
+    except BundleError as exc:
+        _err(f"ba-mcp bundle: {exc}")
+        return 2
+    print(f"assembled {out}; pack it with: npx @anthropic-ai/mcpb pack {out} ba-mcp.mcpb")
+    return 0
+
+
 # -- doctor -----------------------------------------------------------------------------------
 
 
@@ -777,6 +790,10 @@ def build_parser(only_serve: bool = False) -> argparse.ArgumentParser:
     p.add_argument("action", choices=["trust", "untrust", "status", "tools"])
     p.add_argument("file", nargs="?", type=Path, help="the project file (default: ./ba-mcp.yaml)")
     p.set_defaults(func=cmd_config)
+
+    p = sub.add_parser("bundle", help="assemble the Claude Desktop extension's folder (then: mcpb pack FOLDER)")
+    p.add_argument("out", type=Path, help="the folder to assemble it in (new or empty)")
+    p.set_defaults(func=cmd_bundle)
 
     p = sub.add_parser("doctor", parents=[common], help="check the environment (nothing outside is contacted)")
     p.add_argument("--network", action="store_true", help="also send the search provider one test query")

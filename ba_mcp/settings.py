@@ -461,11 +461,13 @@ ENV_PREFIX = "BA_MCP_"
 
 def environment_values(environ: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, str]]:
     """``BA_MCP_*`` variables as nested values (``__`` joins keys; JSON for lists and objects), and
-    which variable set which dotted key (for error messages)."""
+    which variable set which dotted key (for error messages). An empty variable sets nothing (as pydantic-settings'
+    ``env_ignore_empty``): a host that passes an optional field the user left blank — a Claude Desktop extension's
+    ``user_config`` — leaves the key at its default."""
     values: dict[str, Any] = {}
     origin: dict[str, str] = {}
     for name, raw in environ.items():
-        if not name.startswith(ENV_PREFIX) or name == ENV_PREFIX:
+        if not name.startswith(ENV_PREFIX) or name == ENV_PREFIX or raw == "":
             continue
         path = [part.lower() for part in name[len(ENV_PREFIX) :].split("__")]
         if any(not part for part in path):

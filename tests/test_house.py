@@ -57,6 +57,7 @@ ROOMS: list[tuple[str, int]] = [
     ("ba_mcp.server", 6),
     ("ba_mcp.stdio", 6),  # the stdio transport's streams on the event loop (a part of the server)
     ("ba_mcp.doctor", 7),
+    ("ba_mcp.bundle", 7),  # the Claude Desktop extension assembled from a checkout
     ("ba_mcp.demo", 7),
     ("ba_mcp.cli", 8),
     ("ba_mcp.__main__", 9),

@@ -76,6 +76,18 @@ def test_unknown_keys_stop_start_up_in_the_environment_and_in_yaml(
         load_settings(user, environ=environ)
 
 
+def test_an_empty_variable_sets_nothing() -> None:
+    """Issue 53: a Claude Desktop extension passes the optional fields a user left blank as empty variables
+    (``${user_config.database_url}`` → ""): they leave the keys at their defaults, instead of a workspace "" (the
+    current folder) or a database with no URL."""
+    blank = ("BA_MCP_WORKSPACE", "BA_MCP_DATABASES__WAREHOUSE__URL", "BA_MCP_FILES__READ_ROOTS__MY_DATA")
+    s = load_settings(environ=dict.fromkeys(blank, ""))
+    assert s.workspace is None and "warehouse" not in s.databases and s.files.read_roots == {}
+    assert load_settings(environ={"BA_MCP_FILES__READ_ROOTS__MY_DATA": "/srv/data"}).files.read_roots == {
+        "my_data": Path("/srv/data")
+    }
+
+
 def test_lists_come_from_the_environment_as_json() -> None:
     s = load_settings(environ={"BA_MCP_SANDBOX__ENV_ALLOWLIST": '["PATH", "TZ"]'})
     assert s.sandbox.env_allowlist == ["PATH", "TZ"]
