@@ -105,6 +105,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
         )
     from ba_mcp.settings import ConfigError
 
+    loopback = args.host in ("127.0.0.1", "localhost", "::1")
+    if args.transport == "http" and not loopback and settings.http.auth is None:
+        _err(
+            f"ba-mcp: not serving on {args.host}: over HTTP without http.auth anyone who reaches the port would use "
+            "your databases and files as you. Set http.auth (an OAuth issuer and this server's audience: "
+            "docs/team-server.md), or serve on 127.0.0.1."
+        )
+        return 2
     try:
         app = App(settings)
     except ConfigError as exc:
@@ -117,9 +125,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     gc.freeze()
     gc.enable()
     if args.transport == "http":
-        if args.host not in ("127.0.0.1", "localhost", "::1"):
-            _err(f"ba-mcp: warning: serving on {args.host}, reachable from other machines; HTTP has no authentication")
-        _err(f"ba-mcp: serving MCP over streamable HTTP at http://{args.host}:{args.port}/mcp")
+        auth = settings.http.auth
+        where = f"http://{args.host}:{args.port}/mcp" + (f" for {auth.audience} (OAuth: {auth.issuer})" if auth else "")
+        _err(f"ba-mcp: serving MCP over streamable HTTP at {where}")
         server.run("streamable-http", host=args.host, port=args.port)
     else:
         server.run("stdio")

@@ -12,7 +12,7 @@ import json
 import mimetypes
 import time
 import urllib.parse
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any
 
 import anyio.to_thread
@@ -26,7 +26,6 @@ from ba_mcp.analyses.manifest import listed, read_manifest
 from ba_mcp.errors import ToolFailure
 from ba_mcp.ids import ARTIFACT_ID
 from ba_mcp.metrics.catalog import catalog_text
-from ba_mcp.pipeline.sessions import session_key
 
 if TYPE_CHECKING:
     from mcp.server import MCPServer
@@ -191,10 +190,10 @@ def _threaded(fn: Callable[[], str]) -> Callable[[], Any]:
     return read
 
 
-async def read_special(app: App, uri: str, headers: Mapping[str, str] | None) -> list[ReadResourceContents] | None:
+async def read_special(app: App, uri: str, key: str) -> list[ReadResourceContents] | None:
     """Resources a template cannot serve: ``artifact://`` with each artifact's own MIME type, and
-    ``ba://metrics`` for the calling session only (static resources get no request context). None: not one
-    of these."""
+    ``ba://metrics`` for the calling session only (``key``: static resources get no request context). None: not
+    one of these."""
 
     if uri.startswith("skill://"):
         from ba_mcp.skills.mcp import read
@@ -204,17 +203,17 @@ async def read_special(app: App, uri: str, headers: Mapping[str, str] | None) ->
         content, mime = await anyio.to_thread.run_sync(read_artifact_resource, app, uri[len("artifact://") :])
         return [ReadResourceContents(content=content, mime_type=mime)]
     if uri == "ba://metrics":
-        return [ReadResourceContents(content=metrics_report(app, session_key(headers)), mime_type="application/json")]
+        return [ReadResourceContents(content=metrics_report(app, key), mime_type="application/json")]
     if uri == "ba://history":
-        return [ReadResourceContents(content=history_markdown(app, session_key(headers)), mime_type="text/markdown")]
+        return [ReadResourceContents(content=history_markdown(app, key), mime_type="text/markdown")]
     if uri.startswith("db://") and "/schema/" in uri:
         database, _, table = uri[len("db://") :].partition("/schema/")
-        args = (app, urllib.parse.unquote(database), urllib.parse.unquote(table), session_key(headers))
+        args = (app, urllib.parse.unquote(database), urllib.parse.unquote(table), key)
         text = await anyio.to_thread.run_sync(table_markdown, *args)
         return [ReadResourceContents(content=text, mime_type="text/markdown")]
     if uri.startswith("db://") and uri.endswith("/schema"):  # the session's own TEMP tables are part of it
         database = urllib.parse.unquote(uri[len("db://") : -len("/schema")])
-        text = await anyio.to_thread.run_sync(schema_markdown, app, database, session_key(headers))
+        text = await anyio.to_thread.run_sync(schema_markdown, app, database, key)
         return [ReadResourceContents(content=text, mime_type="text/markdown")]
     return None
 

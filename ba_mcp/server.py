@@ -11,6 +11,7 @@ work, and — in ``SdkInternals``, the one place that touches them — the SDK's
 from __future__ import annotations
 
 import base64
+import collections
 import functools
 import logging
 import sys
@@ -27,6 +28,7 @@ from mcp.server import MCPServer
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver.tools.base import Tool as SdkTool
 from mcp.server.mcpserver.utilities.func_metadata import func_metadata
+from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 from mcp.types import (
     INVALID_REQUEST,
@@ -46,6 +48,7 @@ from pydantic import ConfigDict, ValidationError
 
 from ba_mcp import callers, resources, views
 from ba_mcp.app import App
+from ba_mcp.auth import principal_key
 from ba_mcp.errors import Code, ErrorType, ToolFailure, format_error
 from ba_mcp.pipeline.runner import CallOutcome
 from ba_mcp.pipeline.sessions import http_session_key, session_key
@@ -153,7 +156,7 @@ class PipelineTool(SdkTool):
 
     async def run(self, arguments: dict[str, Any], context: Any, convert_result: bool = False) -> Any:
         app: App = context.request_context.lifespan_context
-        key = session_key(context.headers)
+        key = request_key(context.request_context.request)
 
         async def notify(level: str, message: str) -> None:
             """A log message to the client, at or above the level it chose with logging/setLevel."""
@@ -296,14 +299,61 @@ class _ListingBudgetMiddleware:
         return description
 
 
+def public_url_security(audience: str, host: str) -> Any:
+    """Host and Origin as the public URL names them (DNS rebinding: a page elsewhere cannot reach the server through a
+    name of its own), and the loopback names too when the server listens there (behind a reverse proxy)."""
+    import urllib.parse
+
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    public = urllib.parse.urlsplit(audience)
+    hosts, origins = [public.netloc], [f"{public.scheme}://{public.netloc}"]
+    if host in ("127.0.0.1", "localhost", "::1"):
+        hosts += ["127.0.0.1:*", "localhost:*", "[::1]:*"]
+        origins += ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
+    return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins)
+
+
+def request_key(request: Any) -> str:
+    """Whose work a request is (S-19): the principal of its bearer token when the server authenticates (``http.auth``:
+    a user's every session shares their artifacts, analyses, code, history and workers), else its HTTP session,
+    else stdio's one session."""
+    scope = getattr(request, "scope", None) if request is not None else None
+    token = getattr(scope.get("user"), "access_token", None) if isinstance(scope, dict) else None
+    if token is not None and token.subject:
+        return principal_key(str((token.claims or {}).get("iss", "")), str(token.subject))
+    return session_key(getattr(request, "headers", None) if request is not None else None)
+
+
 class _SessionMiddleware:
-    """Every request is served for the client session it came from (``ba_mcp.callers``): the stores answer
-    each session with its own artifacts and code, whatever handler reads them — tools, resources,
-    completions."""
+    """Every request is served for the client session — with ``http.auth``, the user — it came from
+    (``ba_mcp.callers``): the stores answer each with its own artifacts and code, whatever handler reads them —
+    tools, resources, completions. Over HTTP each may send ``http.requests_per_minute`` requests a minute; beyond,
+    a request is refused until the minute has room."""
+
+    def __init__(self, per_minute: int) -> None:
+        self.per_minute = per_minute
+        self._recent: dict[str, collections.deque[float]] = {}
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-        headers = getattr(ctx.request, "headers", None) if ctx.request is not None else None
-        with callers.acting_as(session_key(headers)):
+        key = request_key(ctx.request)
+        if key != "default":  # HTTP: a session's or a user's requests a minute
+            now = time.monotonic()
+            recent = self._recent.setdefault(key, collections.deque())
+            while recent and now - recent[0] > 60:
+                recent.popleft()
+            if len(recent) >= self.per_minute:
+                wait = 60 - (now - recent[0])
+                raise MCPError(
+                    code=-32000,
+                    message=f"rate limit: {self.per_minute} requests a minute (http.requests_per_minute); "
+                    f"try again in {wait:.0f} s",
+                )
+            recent.append(now)
+            if len(self._recent) > 10_000:  # keys of sessions long gone
+                for stale in [k for k, q in self._recent.items() if not q or now - q[-1] > 60]:
+                    del self._recent[stale]
+        with callers.acting_as(key):
             return await call_next(ctx)
 
 
@@ -365,7 +415,8 @@ class BaServer(MCPServer[App]):
     initialize_answered: anyio.Event | None = None  # stdio: set by the first message after ``initialize``
 
     async def read_resource(self, uri: Any, context: Any = None) -> Any:
-        special = await resources.read_special(self.app, str(uri), context.headers if context is not None else None)
+        request = context.request_context.request if context is not None else None
+        special = await resources.read_special(self.app, str(uri), request_key(request))
         if special is not None:
             return special
         return await super().read_resource(uri, context)
@@ -375,6 +426,9 @@ class BaServer(MCPServer[App]):
         ``sessions.http_idle_timeout_s``), its Python and engine workers end and what the server kept for it
         (history, usage) is forgotten (S-16)."""
         kwargs["session_idle_timeout"] = self.app.settings.sessions.http_idle_timeout_s
+        auth = self.app.settings.http.auth
+        if auth is not None and kwargs.get("transport_security") is None:
+            kwargs["transport_security"] = public_url_security(auth.audience, kwargs.get("host", "127.0.0.1"))
         starlette = super().streamable_http_app(**kwargs)
 
         def end(key: str) -> None:
@@ -485,6 +539,25 @@ def _protocol_error(exc: Exception) -> JSONRPCError:
     )
 
 
+def _auth(app: App) -> dict[str, Any]:
+    """With ``http.auth``: the SDK's resource-server pieces (401 and 403 with the protected-resource metadata, RFC
+    9728; a session id held only by the principal that opened it) and our token verifier (``ba_mcp.auth``)."""
+    conf = app.settings.http.auth
+    if conf is None:
+        return {}
+    from mcp.server.auth.settings import AuthSettings
+
+    from ba_mcp.auth import TokenVerifier
+
+    settings = AuthSettings(
+        issuer_url=conf.issuer,  # type: ignore[arg-type]
+        resource_server_url=conf.audience,  # type: ignore[arg-type]
+        required_scopes=conf.required_scopes or None,
+        validate_token_resource=False,  # the verifier checks aud against the audience itself
+    )
+    return {"auth": settings, "token_verifier": TokenVerifier(conf)}
+
+
 def build_server(app: App) -> BaServer:
     """The MCP server of ``app``. Its lifespan runs the background work (the spare Python worker,
     warm-up, periodic clean-up) and closes the App when it ends: a server serves one lifespan."""
@@ -516,13 +589,14 @@ def build_server(app: App) -> BaServer:
         lifespan=lifespan,
         tools=[PipelineTool.wrap(t, structured) for t in registered],
         middleware=[
-            _SessionMiddleware(),
+            _SessionMiddleware(app.settings.http.requests_per_minute),
             views.ViewsMiddleware(app, registered),
             _ListingBudgetMiddleware(app),  # inside the views': what the model sees, before the app-only view tool
             _UnknownToolMiddleware((t.name for t in registered), structured),
         ],
         log_level=app.settings.log_level,
         extensions=[*([SkillsExtension(app.skills)] if len(app.skills) else []), views.ViewsExtension()],
+        **_auth(app),
     )
     server.app = app
     resources.register(server, app)
@@ -578,8 +652,7 @@ async def _watch_event_loop(app: App) -> None:
 def _register_logging(server: BaServer) -> None:
     async def set_level(ctx: ServerRequestContext[App, Any], params: SetLevelRequestParams) -> EmptyResult:
         app = ctx.lifespan_context
-        headers = getattr(ctx.request, "headers", None) if ctx.request is not None else None
-        app.sessions(session_key(headers)).log_level = params.level
+        app.sessions(request_key(ctx.request)).log_level = params.level
         return EmptyResult()
 
     # The SDK has no public hook for logging/setLevel on MCPServer; the low-level server's is the documented way.

@@ -70,6 +70,7 @@ class ArtifactSettings(_Section):
     max_bytes: int = Field(2 * 1024**3, ge=1024 * 1024)
     cleanup_interval_s: float = Field(600, gt=0)
     max_artifact_bytes: int = Field(1024**3, ge=1024)
+    max_bytes_per_user: int | None = Field(None, ge=1024 * 1024)  # one HTTP session's (one user's, with http.auth)
     shared: bool = False  # every session reads every session's artifacts and code (single-user HTTP)
 
 
@@ -98,6 +99,41 @@ class SessionsSettings(_Section):
     history_calls: int = Field(200, ge=1)  # the latest calls kept in a session's history (ba://history, saving)
     history_call_bytes: int = Field(256 * 1024, ge=1024)  # a call's arguments over this are kept as their size
     history_bytes: int = Field(16 * 1024**2, ge=64 * 1024)  # a session's history in all; the oldest go first
+
+
+class HttpAuthSettings(_Section):
+    """``http.auth``: the server as an OAuth 2.1 resource server (the MCP authorization specification): every HTTP
+    request carries a bearer token the ``issuer`` issued for ``audience``, and the server's work is the token's
+    principal's (S-19)."""
+
+    issuer: str = Field(min_length=1, max_length=500)  # its metadata: /.well-known/openid-configuration or
+    # /.well-known/oauth-authorization-server beneath it
+    audience: str = Field(min_length=1, max_length=500)  # this server's resource identifier (its public MCP URL)
+    required_scopes: list[str] = []
+    principal_claim: str = Field("sub", min_length=1, max_length=100)
+    leeway_s: float = Field(30, ge=0, le=300)  # clock skew allowed on exp, nbf and iat
+    keys_cache_s: float = Field(300, gt=0)  # how long the issuer's metadata and keys are kept (an unknown kid
+    # fetches them again at once, at most every 10 s)
+    introspection_client_id: str | None = Field(None, max_length=200)  # for opaque tokens (RFC 7662)
+    introspection_client_secret: SecretStr | None = None
+
+    @model_validator(mode="after")
+    def _urls(self) -> HttpAuthSettings:
+        import urllib.parse
+
+        for key in ("issuer", "audience"):
+            url = urllib.parse.urlsplit(getattr(self, key))
+            loopback = url.hostname in ("127.0.0.1", "localhost", "::1")
+            if (url.scheme != "https" and not (url.scheme == "http" and loopback)) or not url.hostname:
+                raise ValueError(f"{key} must be an https:// URL (http:// only on this machine's loopback)")
+        return self
+
+
+class HttpSettings(_Section):
+    """``http:``: the streamable HTTP transport (``serve --transport http``)."""
+
+    auth: HttpAuthSettings | None = None
+    requests_per_minute: int = Field(600, ge=1)  # per principal (per HTTP session without auth)
 
 
 class ToolSettings(_Section):
@@ -343,6 +379,7 @@ class Settings(_Section):
     retry: RetrySettings = RetrySettings()
     telemetry: TelemetrySettings = TelemetrySettings()
     sessions: SessionsSettings = SessionsSettings()
+    http: HttpSettings = HttpSettings()
     databases: dict[str, DatabaseSettings] = {"demo": DatabaseSettings()}
     formats: FormatsSettings = FormatsSettings()
     engine: EngineSettings = EngineSettings()

@@ -318,12 +318,17 @@ def _service_folder() -> Path:
 _SERVICES = pytest.StashKey[list[background.Service]]()
 
 
-@contextlib.contextmanager
-def http_serve(workspace: Path, **extra_env: str) -> Iterator[str]:
-    """A spawned ``ba-mcp serve --transport http`` on a free loopback port: yields its MCP URL."""
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        port = int(s.getsockname()[1])
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def http_serve(workspace: Path, port: int | None = None, **extra_env: str) -> Iterator[str]:
+    """A spawned ``ba-mcp serve --transport http`` on ``port`` (a free loopback port by default): yields its MCP
+    URL."""
+    port = port or free_port()
     with tempfile.TemporaryFile() as log:  # what the server says, never a pipe that could fill
         proc = subprocess.Popen(
             [sys.executable, "-m", "ba_mcp", "serve", "--transport", "http", "--port", str(port)],

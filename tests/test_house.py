@@ -55,6 +55,7 @@ ROOMS: list[tuple[str, int]] = [
     ("ba_mcp.resources", 6),
     ("ba_mcp.views", 6),  # MCP Apps: the views of results and the protocol they need (a part of the server)
     ("ba_mcp.server", 6),
+    ("ba_mcp.auth", 6),  # the bearer tokens of HTTP requests and the principal they name (a part of the server)
     ("ba_mcp.stdio", 6),  # the stdio transport's streams on the event loop (a part of the server)
     ("ba_mcp.doctor", 7),
     ("ba_mcp.bundle", 7),  # the Claude Desktop extension assembled from a checkout

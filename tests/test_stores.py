@@ -103,6 +103,28 @@ def test_one_artifact_is_never_larger_than_the_store(tmp_path: Path) -> None:
     assert err.value.code == "ARTIFACT_TOO_LARGE" and s.list() == []
 
 
+def test_a_users_artifacts_stay_under_their_quota_their_own_oldest_going_first(tmp_path: Path) -> None:
+    """Issue 54: ``max_bytes_per_user`` bounds one HTTP session's (one user's) artifacts: its own least recently used
+    go first, another user's are never touched, and one too large for the quota is refused naming the key."""
+    from ba_mcp import callers
+
+    s = store(tmp_path, max_bytes_per_user=1024 * 1024)
+    mb = 400 * 1024
+    with callers.acting_as("user-bob"):
+        bobs = s.put_text("b" * mb, title="bob", source_tool="t")
+    with callers.acting_as("user-alice"):
+        first = s.put_text("1" * mb, title="one", source_tool="t")
+        second = s.put_text("2" * mb, title="two", source_tool="t")
+        third = s.put_text("3" * mb, title="three", source_tool="t")  # 1.2 MB of hers: the first goes
+        assert {m.id for m in s.list()} == {second.id, third.id}
+        with pytest.raises(ToolFailure) as err:
+            s.put_text("4" * 2 * 1024 * 1024, title="too big", source_tool="t")
+        assert err.value.code == "USER_QUOTA" and "artifacts.max_bytes_per_user" in err.value.message
+    assert first.id not in {m.id for m in s.list()}
+    with callers.acting_as("user-bob"):
+        assert [m.id for m in s.list()] == [bobs.id]
+
+
 def test_a_new_artifact_reads_no_other_metadata_and_the_cap_holds_across_two_servers(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -214,6 +214,7 @@ class ArtifactStore:
                 return self._update(existing, own=True, touch=stale)
             _fsync(tmp)
             with self._commit_lock:
+                self._make_room_for_caller(size)
                 self._make_room(size)
                 os.replace(tmp, final)
                 meta = self._list_new(aid, kind, mime, ext, size, digest, title, source_tool, rows, columns, summary)
@@ -222,6 +223,29 @@ class ArtifactStore:
         finally:
             with contextlib.suppress(FileNotFoundError):
                 tmp.unlink()
+
+    def _make_room_for_caller(self, incoming: int) -> None:
+        """Keep the calling HTTP session's (user's) artifacts under ``max_bytes_per_user``: its own least recently
+        used go first (those no other session holds); still over, the new one is refused (stdio's one session and
+        the operator's commands are bounded by ``max_bytes`` alone)."""
+        cap, caller = self.settings.max_bytes_per_user, callers.current()
+        if cap is None or caller == callers.DEFAULT:
+            return
+        mine = [m for m in self._all() if caller in m.owners]
+        total = sum(m.size for m in mine)
+        for meta in sorted(mine, key=lambda m: m.last_accessed):
+            if total + incoming <= cap:
+                break
+            if meta.owners == [caller] and self._remove(meta):
+                total -= meta.size
+        if total + incoming > cap:
+            raise ToolFailure(
+                ErrorType.RESOURCE_ERROR,
+                "USER_QUOTA",
+                f"your artifacts take {total:,} bytes and this one {incoming:,}: over artifacts.max_bytes_per_user "
+                f"({cap:,})",
+                "narrow the request, or wait for older artifacts to expire (artifacts.ttl_hours)",
+            )
 
     def _make_room(self, incoming: int) -> None:
         """Keep the store under ``max_bytes`` on every write (S-7): least recently used artifacts go first;

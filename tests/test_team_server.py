@@ -1,0 +1,329 @@
+"""Issue 54: a team server — streamable HTTP as an OAuth 2.1 resource server, tested against a real identity provider
+(panva's certified ``oidc-provider``, tests/idp_server.py) through the official streamable HTTP client.
+
+401 with the protected-resource metadata (RFC 9728); a valid token end to end; a token for another audience, an
+expired one, a forged signature, another key under the issuer's key id, a shared-secret signature and a missing
+scope refused; opaque tokens through introspection; a key rotation followed; two users' artifacts and analyses kept
+apart across sessions; a session id presented with another user's token refused; a non-loopback host without
+``http.auth`` refused at start. Slow tier: the provider and the servers are processes."""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+
+from tests.conftest import ROOT, free_port, http_serve, make_workspace, meta_of, server_env, text_of
+from tests.idp_server import identity_provider, token
+
+pytestmark = [pytest.mark.slow, pytest.mark.anyio]
+APPS = {"io.modelcontextprotocol/ui": {"mimeTypes": ["text/html;profile=mcp-app"]}}
+
+
+@dataclass
+class Team:
+    issuer: str
+    url: str  # the server's MCP URL: its audience
+    key_file: Path
+
+    def token(self, user: str, scope: str = "ba-mcp", resource: str | None = None) -> str:
+        return token(self.issuer, user, resource or self.url, scope)
+
+
+@pytest.fixture(scope="module")
+def team(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Team]:
+    base = tmp_path_factory.mktemp("team")
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    with identity_provider(base / "key.json") as issuer:
+        env = {
+            "BA_MCP_HTTP__AUTH__ISSUER": issuer,
+            "BA_MCP_HTTP__AUTH__AUDIENCE": url,
+            "BA_MCP_HTTP__AUTH__REQUIRED_SCOPES": '["ba-mcp"]',
+            "BA_MCP_HTTP__AUTH__LEEWAY_S": "0",
+            "BA_MCP_HTTP__AUTH__KEYS_CACHE_S": "1",
+            "BA_MCP_HTTP__AUTH__INTROSPECTION_CLIENT_ID": "ba-mcp-server",
+            "BA_MCP_HTTP__AUTH__INTROSPECTION_CLIENT_SECRET": "ba-mcp-server-secret",
+        }
+        with http_serve(make_workspace(base), port=port, **env) as served:
+            assert served == url
+            yield Team(issuer, url, base / "key.json")
+
+
+@asynccontextmanager
+async def session_as(bearer: str, url: str, extensions: dict[str, Any] | None = None) -> AsyncIterator[ClientSession]:
+    client = httpx2.AsyncClient(headers={"Authorization": f"Bearer {bearer}"}, timeout=60)
+    async with (
+        client,
+        streamable_http_client(url, http_client=client) as (read, write, *_),
+        ClientSession(read, write, extensions=extensions) as session,
+    ):
+        await session.initialize()
+        yield session
+
+
+def post(url: str, bearer: str | None, **headers: str) -> httpx2.Response:
+    """One raw initialize request, as a client would send it first."""
+    message = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+    }
+    if bearer is not None:
+        headers["Authorization"] = f"Bearer {bearer}"
+    return httpx2.post(
+        url, json=message, headers={"Accept": "application/json, text/event-stream", **headers}, timeout=30
+    )
+
+
+def test_no_token_is_401_naming_the_protected_resource_metadata(team: Team) -> None:
+    answer = post(team.url, None)
+    assert answer.status_code == 401
+    challenge = answer.headers["www-authenticate"]
+    assert challenge.startswith("Bearer") and "resource_metadata=" in challenge, challenge
+    metadata_url = challenge.split('resource_metadata="', 1)[1].split('"', 1)[0]
+    metadata = httpx2.get(metadata_url, timeout=30).json()
+    assert metadata["resource"] == team.url and metadata["authorization_servers"] == [team.issuer], metadata
+    assert "ba-mcp" in metadata.get("scopes_supported", ["ba-mcp"])
+
+
+async def test_a_valid_token_works_end_to_end_with_a_view_page(team: Team) -> None:
+    async with session_as(team.token("alice"), team.url, APPS) as alice:
+        names = {t.name for t in (await alice.list_tools()).tools}
+        assert {"query_database", "view_rows"} <= names
+        result = await alice.call_tool(
+            "query_database", {"query": "SELECT range AS n FROM range(3000)", "output_level": "brief"}
+        )
+        assert not result.is_error, text_of(result)
+        page = await alice.call_tool("view_rows", {"artifact_id": meta_of(result)["artifact_id"], "offset": 2990})
+        assert not page.is_error, text_of(page)
+        data = page.structured_content or {}
+        assert data["total_rows"] == 3000 and data["rows"][-1][0] == 2999
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["another audience", "forged signature", "another key with the issuer's key id", "a shared-secret signature"],
+)
+def test_tokens_the_server_must_not_accept_are_401(team: Team, case: str) -> None:
+    good = team.token("alice")
+    header, payload, signature = good.split(".")
+    if case == "another audience":
+        bad = team.token("alice", resource="http://127.0.0.1:1/somewhere-else")
+    elif case == "forged signature":
+        bad = f"{header}.{payload}.{signature[:-6]}{'AAAAAA' if not signature.endswith('AAAAAA') else 'BBBBBB'}"
+    else:
+        import jwt
+        from cryptography.hazmat.primitives.asymmetric import rsa
+
+        claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+        kid = json.loads(base64.urlsafe_b64decode(header + "=" * (-len(header) % 4)))["kid"]
+        if case == "a shared-secret signature":  # the issuer's public key as an HMAC secret (algorithm confusion)
+            public = json.dumps(json.loads(team.key_file.read_text())["n"])
+            bad = jwt.encode(claims, public, algorithm="HS256", headers={"kid": kid})
+        else:
+            mine = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+            bad = jwt.encode(claims, mine, algorithm="RS256", headers={"kid": kid, "typ": "at+jwt"})
+    assert post(team.url, good).status_code == 200
+    refused = post(team.url, bad)
+    assert refused.status_code == 401, (case, refused.status_code, refused.text[:300])
+    assert "invalid_token" in refused.headers.get("www-authenticate", ""), refused.headers
+
+
+def test_an_expired_token_is_401(team: Team) -> None:
+    brief = team.token("brief")  # valid for 2 s
+    assert post(team.url, brief).status_code == 200
+    time.sleep(3)
+    assert post(team.url, brief).status_code == 401
+
+
+def test_a_token_without_the_scope_is_403_insufficient_scope(team: Team) -> None:
+    answer = post(team.url, team.token("carol", scope="other"))
+    assert answer.status_code == 403
+    assert "insufficient_scope" in answer.headers.get("www-authenticate", "") + answer.text
+
+
+async def test_an_opaque_token_is_introspected(team: Team) -> None:
+    opaque = team.token("opaque")
+    assert opaque.count(".") != 2  # not a JWT
+    async with session_as(opaque, team.url) as session:
+        result = await session.call_tool("query_database", {"query": "SELECT 6 * 7 AS answer"})
+        assert "42" in text_of(result)
+
+
+async def test_two_users_work_apart_and_each_finds_their_own_in_a_new_session(team: Team) -> None:
+    made = "SELECT range AS n, range * 2 AS twice FROM range(2500)"
+    async with session_as(team.token("alice"), team.url) as alice:
+        result = await alice.call_tool("query_database", {"query": made, "output_level": "brief"})
+        artifact = meta_of(result)["artifact_id"]
+        saved = await alice.call_tool("save_analysis", {"name": "alice-rows", "steps": "last:1"})
+        assert not saved.is_error, text_of(saved)
+    async with session_as(team.token("bob"), team.url) as bob:
+        read = await bob.call_tool("file_reader", {"path": artifact})
+        assert read.is_error, text_of(read)
+        with pytest.raises(Exception):  # noqa: B017 - the SDK raises its error type for a refused read
+            await bob.read_resource(f"artifact://{artifact}")  # type: ignore[arg-type]
+        catalog = await bob.read_resource("analysis://catalog")  # type: ignore[arg-type]
+        assert "alice-rows" not in str(catalog.contents[0])
+        rerun = await bob.call_tool("run_analysis", {"name": "alice-rows"})
+        assert rerun.is_error, text_of(rerun)
+        mine = await bob.call_tool("query_database", {"query": "SELECT 1 AS bob"})
+        assert not mine.is_error
+    async with session_as(team.token("alice"), team.url) as alice_again:  # a new session of the same user
+        read = await alice_again.call_tool("file_reader", {"path": artifact, "output_level": "brief"})
+        assert not read.is_error and "2,500" in text_of(read), text_of(read)
+        catalog = await alice_again.read_resource("analysis://catalog")  # type: ignore[arg-type]
+        assert "alice-rows" in str(catalog.contents[0])
+
+
+def test_a_session_id_presented_with_another_users_token_is_refused(team: Team) -> None:
+    opened = post(team.url, team.token("alice"))
+    assert opened.status_code == 200
+    session_id = opened.headers["mcp-session-id"]
+    listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}
+    headers = {"Accept": "application/json, text/event-stream", "mcp-session-id": session_id}
+    as_bob = httpx2.post(
+        team.url, json=listing, headers={**headers, "Authorization": f"Bearer {team.token('bob')}"}, timeout=30
+    )
+    assert as_bob.status_code in (403, 404), (as_bob.status_code, as_bob.text[:300])
+    assert "query_database" not in as_bob.text
+
+
+def test_a_rotated_signing_key_is_fetched_when_a_token_names_it(tmp_path: Path) -> None:
+    """The provider restarts with a new signing key: the server, holding the old key set, fetches the issuer's keys
+    again when a token names a key id it does not know (at most every 10 s), and accepts the new tokens."""
+    port, idp_port = free_port(), free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+
+    def kid(jwt_text: str) -> str:
+        header = jwt_text.split(".")[0]
+        return str(json.loads(base64.urlsafe_b64decode(header + "=" * (-len(header) % 4)))["kid"])
+
+    old_provider = identity_provider(tmp_path / "old.json", idp_port)
+    issuer = old_provider.__enter__()
+    try:
+        env = {"BA_MCP_HTTP__AUTH__ISSUER": issuer, "BA_MCP_HTTP__AUTH__AUDIENCE": url}
+        with http_serve(make_workspace(tmp_path), port=port, **env):
+            old = token(issuer, "alice", url)
+            assert post(url, old).status_code == 200  # the old key set fetched and kept
+            old_provider.__exit__(None, None, None)
+            with identity_provider(tmp_path / "new.json", idp_port) as same:
+                assert same == issuer
+                new = token(same, "alice", url)
+                assert kid(new) != kid(old)
+                time.sleep(11)
+                assert post(url, new).status_code == 200
+    finally:
+        old_provider.__exit__(None, None, None)
+
+
+def test_a_non_loopback_host_without_auth_refuses_to_start(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "ba_mcp", "serve", "--transport", "http", "--host", "0.0.0.0", "--port", "9"],
+        env=server_env(tmp_path),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2 and "http.auth" in done.stderr, done.stderr
+
+
+async def test_a_sessions_requests_a_minute_are_bounded_and_another_session_is_not_slowed(tmp_path: Path) -> None:
+    """``http.requests_per_minute``: one session (one user, with auth) past it is refused, saying which setting
+    and when to try again; another session is served meanwhile."""
+    from mcp.shared.exceptions import MCPError
+
+    with http_serve(make_workspace(tmp_path), BA_MCP_HTTP__REQUESTS_PER_MINUTE="6") as url:
+        async with streamable_http_client(url) as (read, write, *_), ClientSession(read, write) as busy:
+            await busy.initialize()
+            refused = None
+            for _ in range(10):
+                try:
+                    await busy.list_tools()
+                except MCPError as exc:
+                    refused = exc
+                    break
+            assert refused is not None and "http.requests_per_minute" in str(refused), refused
+            async with streamable_http_client(url) as (read2, write2, *_), ClientSession(read2, write2) as other:
+                await other.initialize()
+                assert (await other.list_tools()).tools
+
+
+def test_behind_a_reverse_proxy_terminating_tls(tmp_path: Path) -> None:
+    """docs/team-server.md's deployment, run: Caddy terminates TLS (its own local CA here; a public certificate in
+    production) and forwards to the server on 127.0.0.1; the public https URL is the audience, the protected-resource
+    metadata names it, and a client that trusts the certificate works end to end through the proxy."""
+    import shutil
+    import socket
+    import ssl
+
+    caddy = shutil.which("caddy")
+    if caddy is None:
+        pytest.skip("Caddy is not installed (.ci/run installs Debian's package)")
+    proxy_port, port = free_port(), free_port()
+    public = f"https://127.0.0.1:{proxy_port}/mcp"
+    caddyfile = tmp_path / "Caddyfile"
+    caddyfile.write_text(
+        "{\n  admin off\n  skip_install_trust\n"
+        f"  storage file_system {tmp_path / 'caddy'}\n}}\n"
+        f"https://127.0.0.1:{proxy_port} {{\n  tls internal\n  reverse_proxy 127.0.0.1:{port}\n}}\n"
+    )
+    proxy = subprocess.Popen(
+        [caddy, "run", "--config", str(caddyfile), "--adapter", "caddyfile"],
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        with identity_provider(tmp_path / "key.json") as issuer:
+            env = {"BA_MCP_HTTP__AUTH__ISSUER": issuer, "BA_MCP_HTTP__AUTH__AUDIENCE": public}
+            with http_serve(make_workspace(tmp_path), port=port, **env):
+                root = tmp_path / "caddy" / "pki" / "authorities" / "local" / "root.crt"
+                deadline = time.monotonic() + 60
+                while not root.exists() or not _listening(proxy_port, socket):
+                    assert proxy.poll() is None and time.monotonic() < deadline, "Caddy did not start"
+                    time.sleep(0.1)
+                trusted = ssl.create_default_context(cafile=str(root))
+                challenge = httpx2.post(public, json={}, verify=trusted, timeout=30)
+                assert challenge.status_code == 401
+                assert f'resource_metadata="https://127.0.0.1:{proxy_port}/' in challenge.headers["www-authenticate"]
+                bearer = token(issuer, "alice", public)
+
+                async def use() -> str:
+                    client = httpx2.AsyncClient(headers={"Authorization": f"Bearer {bearer}"}, verify=trusted)
+                    async with (
+                        client,
+                        streamable_http_client(public, http_client=client) as (read, write, *_),
+                        ClientSession(read, write) as session,
+                    ):
+                        await session.initialize()
+                        return text_of(await session.call_tool("query_database", {"query": "SELECT 7 * 6 AS a"}))
+
+                import anyio
+
+                assert "42" in anyio.run(use)
+    finally:
+        proxy.terminate()
+        proxy.wait(10)
+
+
+def _listening(port: int, socket: Any) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+        return True
+    except OSError:
+        return False
