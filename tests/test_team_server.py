@@ -327,3 +327,84 @@ def _listening(port: int, socket: Any) -> bool:
         return True
     except OSError:
         return False
+
+
+async def test_a_user_logs_in_through_the_authorization_code_flow_with_pkce(team: Team) -> None:
+    """The official Python SDK client's OAuth support, as an MCP client does it: the 401 leads it to the resource's
+    metadata and the issuer's, it registers itself (RFC 7591), sends the user to log in (the provider's own login and
+    consent pages, filled in here as a browser would), exchanges the code with its PKCE verifier for a token of this
+    resource (RFC 8707), and calls the server."""
+    import anyio.to_thread
+    from mcp.client.auth import AuthorizationCodeResult, OAuthClientProvider
+    from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
+
+    redirect_uri = "http://127.0.0.1:33418/callback"  # never listened on: the browser's last redirect is read
+    seen: dict[str, str] = {}
+
+    class Memory:
+        tokens: OAuthToken | None = None
+        client: OAuthClientInformationFull | None = None
+
+        async def get_tokens(self) -> OAuthToken | None:
+            return self.tokens
+
+        async def set_tokens(self, tokens: OAuthToken) -> None:
+            self.tokens = tokens
+
+        async def get_client_info(self) -> OAuthClientInformationFull | None:
+            return self.client
+
+        async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
+            self.client = client_info
+
+    def browser(authorization_url: str) -> None:
+        """The user's browser: the provider's login page (user "dana"), its consent page, the redirect back."""
+        import re
+        import urllib.parse
+
+        seen["authorization_url"] = authorization_url
+        with httpx2.Client(follow_redirects=False, timeout=30) as web:
+            response = web.get(authorization_url)
+            for _ in range(20):
+                if response.is_redirect:
+                    location = urllib.parse.urljoin(str(response.url), response.headers["location"])
+                    if location.startswith(redirect_uri):
+                        query = urllib.parse.parse_qs(urllib.parse.urlsplit(location).query)
+                        seen.update({k: v[0] for k, v in query.items()})
+                        return
+                    response = web.get(location)
+                    continue
+                form = re.search(r'<form[^>]*action="([^"]+)"', response.text)
+                assert form, response.text[:500]
+                fields = dict(re.findall(r'<input[^>]*name="([^"]+)"[^>]*value="([^"]*)"', response.text))
+                if 'name="login"' in response.text:
+                    fields |= {"login": "dana", "password": "any"}
+                response = web.post(urllib.parse.urljoin(str(response.url), form.group(1)), data=fields)
+        raise AssertionError("the provider never redirected back")
+
+    async def redirect(url: str) -> None:
+        await anyio.to_thread.run_sync(browser, url)
+
+    async def callback() -> AuthorizationCodeResult:
+        return AuthorizationCodeResult(code=seen["code"], state=seen.get("state"), iss=seen.get("iss"))
+
+    metadata = OAuthClientMetadata(
+        client_name="ba-mcp test client",
+        redirect_uris=[redirect_uri],  # type: ignore[list-item]
+        grant_types=["authorization_code"],
+        response_types=["code"],
+        token_endpoint_auth_method="none",
+    )
+    storage = Memory()
+    oauth = OAuthClientProvider(team.url, metadata, storage, redirect, callback)
+    async with (
+        httpx2.AsyncClient(auth=oauth, timeout=60) as client,
+        streamable_http_client(team.url, http_client=client) as (read, write, *_),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        result = await session.call_tool("query_database", {"query": "SELECT 6 * 7 AS answer"})
+        assert not result.is_error and "42" in text_of(result)
+    asked = seen["authorization_url"]
+    assert "code_challenge_method=S256" in asked and "resource=" in asked, asked
+    assert storage.tokens is not None and storage.client is not None and storage.client.client_id

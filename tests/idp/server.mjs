@@ -1,6 +1,7 @@
 // A real identity provider for the team-server tests (tests/idp_server.py): panva's certified oidc-provider on
 // 127.0.0.1, issuing RFC 9068 JWT access tokens for the resource a client names (RFC 8707). Its clients stand for
-// users: each one's client-credentials tokens carry sub = its id.
+// users: each one's client-credentials tokens carry sub = its id. A client that registers itself (RFC 7591) logs a
+// user in through the authorization-code flow with PKCE: its dev login page takes any user name.
 //   node server.mjs PORT KEY_FILE
 // KEY_FILE: the signing key (a private JWK, made here when missing): the tests rotate it by restarting with another.
 import { generateKeyPairSync, randomUUID } from "node:crypto";
@@ -26,7 +27,8 @@ const provider = new Provider(`http://127.0.0.1:${port}`, {
   jwks: { keys: [key] },
   scopes: ["openid", "ba-mcp", "other"],
   features: {
-    devInteractions: { enabled: false },
+    devInteractions: { enabled: true },  // its login and consent pages: the PKCE test fills them in
+    registration: { enabled: true },  // dynamic client registration (RFC 7591), as MCP clients use
     clientCredentials: { enabled: true },
     introspection: { enabled: true, allowedPolicy: (ctx, client) => client.clientId === "ba-mcp-server" },
     resourceIndicators: {
