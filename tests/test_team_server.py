@@ -408,3 +408,12 @@ async def test_a_user_logs_in_through_the_authorization_code_flow_with_pkce(team
     asked = seen["authorization_url"]
     assert "code_challenge_method=S256" in asked and "resource=" in asked, asked
     assert storage.tokens is not None and storage.client is not None and storage.client.client_id
+
+
+def test_host_and_origin_follow_the_public_url(team: Team) -> None:
+    """DNS rebinding: a request naming another host, or coming from another origin's page, is refused even with a
+    valid token; the public URL's own name and origin are served."""
+    good = team.token("alice")
+    assert post(team.url, good, Origin="http://127.0.0.1:" + team.url.split(":")[2].split("/")[0]).status_code == 200
+    assert post(team.url, good, Host="evil.example").status_code in (400, 403, 421)
+    assert post(team.url, good, Origin="https://evil.example").status_code in (400, 403)
