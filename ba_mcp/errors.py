@@ -86,7 +86,8 @@ class ToolFailure(Exception):
     """A failed tool call, as the model will read it.
 
     ``code`` is a stable UPPER_SNAKE identifier; ``retry_after`` (seconds) is honoured by the
-    runner's retry policy when the error is retryable.
+    runner's retry policy when the error is retryable. Its ``message`` and ``hint`` never hold a configured
+    database's secret: they pass ``redaction.redact`` whenever they are set (S-1, S-11), whoever sets them.
     """
 
     def __init__(
@@ -98,12 +99,19 @@ class ToolFailure(Exception):
         *,
         retry_after: float | None = None,
     ) -> None:
-        super().__init__(message)
+        self.message = message
+        super().__init__(self.message)
         self.type = type
         self.code = code
-        self.message = message
         self.hint = hint
         self.retry_after = retry_after
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if name in ("message", "hint") and isinstance(value, str):
+            from ba_mcp.redaction import redact
+
+            value = redact(value)
+        super().__setattr__(name, value)
 
 
 def invalid(message: str, hint: str = "", code: str = Code.INVALID_PARAMETERS) -> ToolFailure:

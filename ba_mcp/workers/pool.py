@@ -562,7 +562,7 @@ def settle(
                 ErrorType(f.get("type", "execution_error")),
                 str(f.get("code", "ERROR")),
                 clean(str(f.get("message", ""))),
-                str(f.get("hint") or ""),
+                clean(str(f.get("hint") or "")),
             )
         engine = dict(reply.get("engine", {}))
         for key in ("message", "detail"):
