@@ -22,7 +22,8 @@ that are active, which the worker reports to the server (and ``ba-mcp doctor`` s
 * a **seccomp filter** (via libseccomp) refusing the system calls a sandbox never needs: execve and execveat (no
   program runs but the worker: S-18), mount,
   pivot_root, new namespaces (unshare, setns, clone with namespace flags), ptrace, kernel keyrings,
-  bpf, perf events, userfaultfd, module and kexec loading, open_by_handle_at;
+  bpf, perf events, userfaultfd, module and kexec loading, open_by_handle_at; a system call of another architecture
+  (i386's ``int 0x80``, x32's) ends the whole worker at once (SIGSYS);
 * **resource limits** (RLIMIT_AS, RLIMIT_CPU, RLIMIT_NPROC, RLIMIT_FSIZE, no core files).
 
 On Linux a PID namespace needs a fork: the process the server started stays outside as a small
@@ -596,6 +597,7 @@ def _seccomp() -> Protection:
         return (P.DEGRADED, f"seccomp: not active (libseccomp unavailable: {exc})")
     try:
         flt = seccomp.SyscallFilter(seccomp.ALLOW)
+        _end_on_foreign_architecture(seccomp, flt)
         eperm = seccomp.ERRNO(errno.EPERM)
         for name in DENIED_SYSCALLS:
             with contextlib.suppress(Exception):  # a call this architecture does not have
@@ -621,6 +623,18 @@ def _seccomp() -> Protection:
         P.SECCOMP_FILTER,
         "seccomp filter (no other program, mount, namespaces, ptrace, keyrings, bpf, perf, io_uring, module loading)",
     )
+
+
+def _end_on_foreign_architecture(seccomp: Any, flt: Any) -> None:
+    """A system call of another architecture than the filter's — i386's ``int 0x80``, an x32 call (``nr |
+    0x40000000``) on x86_64 — reaches none of the rules above, which name this architecture's numbers: it ends the
+    whole worker at once (SIGSYS), never just its thread. libseccomp's default for it kills the calling thread only,
+    so a worker whose cell thread made one stopped answering until its timeout. With a libseccomp or kernel that has
+    no "kill the process" (before 2.4 / 4.14) the call fails with ENOSYS instead: refused either way."""
+    try:
+        flt.set_attr(seccomp.Attr.ACT_BADARCH, seccomp.KILL_PROCESS)
+    except Exception:
+        flt.set_attr(seccomp.Attr.ACT_BADARCH, seccomp.ERRNO(errno.ENOSYS))
 
 
 def _write(path: str, text: str) -> None:

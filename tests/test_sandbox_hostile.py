@@ -3,11 +3,14 @@
 
 from __future__ import annotations
 
+import platform
 import socket
 import sys
+import time
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from mcp import ClientSession, stdio_client
@@ -221,6 +224,63 @@ async def test_the_kernel_refuses_namespaces_and_mounts(raw: tuple[ClientSession
     text = ok(await run(s, code))
     for key in ("unshare_user", "unshare_net", "mount", "ptrace", "io_uring_setup"):
         assert f"'{key}': -1" in text, text
+
+
+# Machine code run from an executable page: a system call of another architecture than the filter's, then ``ret``.
+FOREIGN_SYSCALLS = {
+    "i386 int 0x80": "b814000000cd80c3",  # mov eax, 20 (i386 getpid); int 0x80
+    "x32 syscall": "b827000040" + "0f05c3",  # mov eax, 0x40000000 | 39 (x32 getpid); syscall
+}
+MACHINE_CODE = (
+    "import ctypes, mmap\n"
+    "page = mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)\n"
+    "page.write(bytes.fromhex({hex!r}))\n"
+    "ctypes.CFUNCTYPE(ctypes.c_long)(ctypes.addressof(ctypes.c_char.from_buffer(page)))()"
+)
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="i386 and x32 system calls are x86_64's")
+@pytest.mark.parametrize("kind", list(FOREIGN_SYSCALLS))
+async def test_a_foreign_architectures_system_call_ends_the_worker_at_once(
+    raw: tuple[ClientSession, Path], kind: str
+) -> None:
+    """Red team: libseccomp's default for a call of another architecture killed only the calling thread, so the
+    worker hung until its timeout and the next call was an internal error (WorkerGone, untranslated). The whole
+    worker ends at once (SIGSYS), the call says the sandbox stopped a forbidden system call, the next one works."""
+    s, _ = raw
+    ok(await run(s, "before = 1"))
+    started = time.monotonic()
+    result = await run(s, MACHINE_CODE.format(hex=FOREIGN_SYSCALLS[kind]), timeout=60)
+    text = failed(result, "permission_denied", "FORBIDDEN_SYSCALL")
+    assert "TIMEOUT" not in text and "forbidden system call" in text and "state was lost" in text, text
+    assert time.monotonic() - started < 20, text  # ended by the kernel, not by the 60 s timeout
+    after = ok(await run(s, "'before' in dir(), 1 + 1"))
+    assert "(False, 2)" in after and "fresh interpreter" in after, after
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="i386 system calls are x86_64's")
+async def test_a_call_waiting_for_a_worker_that_was_ended_runs_on_a_fresh_one(raw: tuple[ClientSession, Path]) -> None:
+    """A second call of the session waits its turn on the session's worker; the first one's forbidden call ends
+    that worker meanwhile: the second runs on a fresh interpreter (it was an internal error: Bad file descriptor)."""
+    import anyio
+
+    s, _ = raw
+    results: dict[str, Any] = {}
+
+    async def first() -> None:
+        code = "import time\ntime.sleep(1.5)\n" + MACHINE_CODE.format(hex=FOREIGN_SYSCALLS["i386 int 0x80"])
+        results["first"] = await run(s, code, timeout=60)
+
+    async def second() -> None:
+        await anyio.sleep(0.5)  # sent while the first runs: it waits for the worker
+        results["second"] = await run(s, "'served after'")
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(first)
+        group.start_soon(second)
+    failed(results["first"], "permission_denied", "FORBIDDEN_SYSCALL")
+    text = ok(results["second"])
+    assert "served after" in text and "fresh interpreter" in text, text
 
 
 async def test_memory_is_limited_for_all_the_workers_processes_together(raw: tuple[ClientSession, Path]) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import socket
 from pathlib import Path
 
@@ -177,3 +178,34 @@ def test_an_ended_worker_is_never_signalled_by_a_number_another_process_may_hold
     finally:
         bystander.kill()
         bystander.wait()
+
+
+FOREIGN_CALL = """
+import ctypes, mmap, os, sys, threading, time
+from sandbox.isolation import _seccomp
+if not _seccomp()[1].startswith("seccomp filter"):
+    sys.exit(4)  # no libseccomp here
+page = mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+page.write(bytes.fromhex(sys.argv[1]))
+call = ctypes.CFUNCTYPE(ctypes.c_long)(ctypes.addressof(ctypes.c_char.from_buffer(page)))
+threading.Thread(target=call, daemon=True).start()  # a cell's code runs beside the worker's serving thread
+time.sleep(5)
+sys.exit(7)  # still alive: only the calling thread was killed
+"""
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="i386 and x32 system calls are x86_64's")
+@pytest.mark.parametrize("code", ["b814000000cd80c3", "b8270000400f05c3"], ids=["i386 int 0x80", "x32 syscall"])
+def test_a_foreign_architectures_system_call_ends_the_whole_process(code: str) -> None:
+    """The seccomp filter's action for a call of another architecture (libseccomp's bad-arch action) is to end the
+    process, not the calling thread (its default), which left a worker hanging until its timeout."""
+    import signal
+    import subprocess
+    import sys
+
+    ended = subprocess.run(
+        [sys.executable, "-c", FOREIGN_CALL, code], cwd=Path(__file__).parent.parent, capture_output=True, timeout=60
+    )
+    if ended.returncode == 4:
+        pytest.skip("libseccomp is not available here")
+    assert ended.returncode == -signal.SIGSYS, (ended.returncode, ended.stderr[-400:])

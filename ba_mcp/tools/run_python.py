@@ -14,7 +14,6 @@ import logging
 import os
 import re
 import secrets
-import select
 import time
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -155,11 +154,19 @@ class RunPython(BaseTool):
         sandboxes = tool.sandboxes
         if params.reset:
             sandboxes.discard(ctx.session)
-        handle, fresh = sandboxes.acquire(ctx.session, wait_s=ctx.timeout)
-        try:
-            return self._run(params, ctx, handle, fresh, code_id)
-        finally:
-            sandboxes.release(handle)
+        for turn in range(2):
+            handle, fresh = sandboxes.acquire(ctx.session, wait_s=ctx.timeout)
+            try:
+                with handle.lock:
+                    if turn == 0 and not handle.alive():
+                        # The session's earlier call ended this worker (a crash, its timeout) while this call waited
+                        # for its turn: nothing of this call ran there, so it runs on the fresh one instead.
+                        sandboxes.discard(ctx.session, handle)
+                        continue
+                    return self._run(params, ctx, handle, fresh, code_id)
+            finally:
+                sandboxes.release(handle)
+        raise AssertionError("unreachable: the second turn runs or raises")
 
     def _run(self, params: RunPythonParams, ctx: ToolContext, handle: Handle, fresh: bool, code_id: str) -> RawResult:
         worker = handle.process
@@ -176,18 +183,16 @@ class RunPython(BaseTool):
             missing = _missing_protections(worker, self.sandbox.network)
             if missing:  # for the operator, not the model (SPEC §3.1): the log and `ba-mcp doctor`
                 log.warning("%s", missing)
-        timeout = ctx.timeout
-        with handle.lock:
-            handle.last_used = time.monotonic()
-            cell = _Cell(tool, ctx, worker, code_id, params.code, timeout)
-            reply, fds = cell.run()
-            handle.last_used = time.monotonic()
-            with worker_failures(broken=cell.violation):
-                raw = _result(tool, reply, fds, code_id, notes, worker)
-            raw.provenance = {"code_id": code_id, "helpers": cell.helpers}
-            if (reply.get("threads") or {}).get("running"):
-                sandboxes.discard(ctx.session)  # threads blocked in C would burn CPU until RLIMIT_CPU
-            return raw
+        handle.last_used = time.monotonic()
+        cell = _Cell(tool, ctx, worker, code_id, params.code, ctx.timeout)
+        reply, fds = cell.run()
+        handle.last_used = time.monotonic()
+        with worker_failures(broken=cell.violation):
+            raw = _result(tool, reply, fds, code_id, notes, worker)
+        raw.provenance = {"code_id": code_id, "helpers": cell.helpers}
+        if (reply.get("threads") or {}).get("running"):
+            sandboxes.discard(ctx.session)  # threads blocked in C would burn CPU until RLIMIT_CPU
+        return raw
 
 
 class _Cell:
@@ -212,7 +217,8 @@ class _Cell:
         interrupted_at: float | None = None
         reason = ""
         next_progress = started + _PROGRESS_EVERY_S
-        worker.send({"op": "exec", "cell": self.token, "code": self.code, "filename": f"{self.code_id}.py"})
+        with worker_failures(gone=lambda exc: self._crashed()):
+            worker.send({"op": "exec", "cell": self.token, "code": self.code, "filename": f"{self.code_id}.py"})
         while True:
             now = time.monotonic()
             if interrupted_at is None and (now - started >= self.timeout or ctx.cancelled.is_set()):
@@ -222,7 +228,8 @@ class _Cell:
             if interrupted_at is not None and now - interrupted_at >= grace:
                 self._lost(reason, started)
             wake = min(next_progress, started + self.timeout, (interrupted_at or now) + grace)
-            readable, _, _ = select.select([worker.sock], [], [], max(0.0, min(wake - now, 0.5)))
+            with worker_failures(gone=lambda exc: self._crashed()):
+                readable = worker.wait_readable(max(0.0, min(wake - now, 0.5)))
             if not readable:
                 if time.monotonic() >= next_progress and interrupted_at is None:
                     elapsed = time.monotonic() - started
@@ -287,6 +294,15 @@ class _Cell:
         how = self.worker.exit_description()
         output = self.worker.last_output(600)
         self.tool.sandboxes.discard(self.ctx.session)
+        if "SIGSYS" in how:  # seccomp ended the worker: a system call of another architecture (int 0x80, x32)
+            raise ToolFailure(
+                ErrorType.PERMISSION_DENIED,
+                "FORBIDDEN_SYSCALL",
+                "the sandbox stopped the code: it made a forbidden system call (one of another architecture, such "
+                "as i386's int 0x80 or an x32 call), so the Python worker was ended; it was restarted and its "
+                "state was lost",
+                f"the next call gets a fresh interpreter; re-run the set-up cells; code stored as {self.code_id}",
+            )
         message = f"the Python worker {how} while running the code; it was restarted and its state was lost"
         if output:
             message += f". Its last output: {output}"
@@ -319,7 +335,8 @@ class _Cell:
         finally:
             _close_all(fds)
         try:
-            self.worker.send(reply, out_fds)
+            with worker_failures(gone=lambda exc: self._crashed()):
+                self.worker.send(reply, out_fds)
         finally:
             _close_all(out_fds)
 

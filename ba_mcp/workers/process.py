@@ -17,6 +17,7 @@ import logging
 import os
 import re
 import secrets
+import select
 import shutil
 import signal
 import socket
@@ -179,6 +180,15 @@ class WorkerProcess:
         except (EOFError, OSError, protocol.ProtocolError) as exc:
             raise WorkerGone(str(exc)) from None
 
+    def wait_readable(self, timeout: float) -> bool:
+        """Whether the worker has sent something (or closed its end) within ``timeout`` seconds; a socket already
+        closed here (the worker was ended by another call) is WorkerGone."""
+        try:
+            readable, _, _ = select.select([self.sock], [], [], timeout)
+        except (OSError, ValueError) as exc:  # ValueError: a closed socket's fileno() is -1
+            raise WorkerGone(str(exc)) from None
+        return bool(readable)
+
     def interrupt(self) -> None:
         if self.proc.returncode is not None:  # reaped: its pid may be another process's now (see kill)
             return
@@ -248,6 +258,7 @@ class WorkerProcess:
                 "SIGABRT": "aborted",
                 "SIGXCPU": "its CPU time limit",
                 "SIGBUS": "a bus error",
+                "SIGSYS": "a system call the sandbox forbids",  # seccomp ended it (a foreign architecture's call)
             }.get(name, name)
             return f"ended by {name} ({meaning})" if meaning != name else f"ended by {name}"
         return f"exited with code {code}"
