@@ -116,6 +116,109 @@ async def test_view_rows_pages_sorts_and_filters_the_complete_artifact(apps: Cli
     assert gone.is_error
 
 
+async def test_view_rows_refuses_bad_arguments_naming_the_parameter(apps: ClientSession) -> None:
+    """Red team: ``{"offset": "abc"}`` answered Python's ``invalid literal for int()``; a negative limit gave one row
+    and 1.5 a page. Each bad argument is refused, the error naming it and what it takes; the paging stays served."""
+    result = await apps.call_tool("query_database", {"query": ROWS, "output_level": "brief"})
+    artifact = meta_of(result)["artifact_id"]
+    bad: list[tuple[dict[str, Any], str]] = [
+        ({"offset": "abc"}, "offset must be a whole number from 0"),
+        ({"offset": -1}, "offset must be a whole number from 0"),
+        ({"offset": 1.5}, "offset must be a whole number"),
+        ({"offset": True}, "offset must be a whole number"),
+        ({"offset": 10**20}, "offset must be a whole number"),
+        ({"offset": [1]}, "not an array"),
+        ({"limit": 0}, "limit must be a whole number from 1 to 1,000"),
+        ({"limit": -5}, "limit must be a whole number from 1 to 1,000"),
+        ({"limit": 10**9}, "limit must be a whole number from 1 to 1,000"),
+        ({"limit": "50"}, "limit must be a whole number"),
+        ({"order_by": 3}, "order_by must be a text"),
+        ({"order_by": "no such column"}, "order_by: no column 'no such column'"),
+        ({"descending": "yes"}, "descending must be true or false"),
+        ({"descending": 1}, "descending must be true or false"),
+        ({"filter": {"a": 1}}, "filter must be a text"),
+        ({"filter": "x" * 201}, "filter must be a text of at most 200 characters"),
+        ({"chart": "n"}, "chart must be an object"),
+        ({"chart": {"x": "n"}}, "chart.y is required"),
+        ({"chart": {"x": "n", "y": 2}}, "chart.y must be a text"),
+        ({"chart": {"x": "n", "y": "revenue", "z": "n"}}, "chart: unknown key 'z'"),
+        ({"chart": {"x": "nope", "y": "revenue"}}, "chart.x: no column 'nope'"),
+        ({"page": 2}, "unknown argument 'page'"),
+    ]
+    for arguments, said in bad:
+        answer = await apps.call_tool(ROWS_TOOL, {"artifact_id": artifact, **arguments})
+        text = text_of(answer)
+        assert answer.is_error and "BAD_VIEW_REQUEST" in text and said in text, (arguments, text)
+        assert "invalid literal" not in text and "Traceback" not in text
+    for artifact_id in (7, None, "artifact_XYZ", "../artifact_000000000000"):
+        answer = await apps.call_tool(ROWS_TOOL, {"artifact_id": artifact_id})
+        assert answer.is_error and "artifact_id must be an artifact id" in text_of(answer), text_of(answer)
+    page = await apps.call_tool(ROWS_TOOL, {"artifact_id": artifact, "offset": 4998.0, "limit": 1000})
+    data = page.structured_content or {}
+    assert not page.is_error and [r[0] for r in data["rows"]] == [4998, 4999] and data["total_rows"] == 5000
+
+
+async def test_view_rows_pages_an_artifact_whatever_its_column_names(apps: ClientSession) -> None:
+    """Red team: a data column named ``__ba_mcp_total`` (the page's helper column) broke paging; columns named after
+    artifact ids (``artifact_0123456789ab_total``, ``see artifact_…``, a real artifact's id) must never be read as
+    references to artifacts — the ids a statement reads are the tables DuckDB's parser finds, never text inside a
+    quoted identifier. Paged, filtered, sorted and charted through the real path, and queried."""
+    other = meta_of(await apps.call_tool("query_database", {"query": ROWS, "output_level": "brief"}))["artifact_id"]
+    names = [
+        "__ba_mcp_total",
+        "__BA_MCP_TOTAL_",
+        "artifact_0123456789ab_total",
+        "see artifact_0123456789ab",
+        other,  # a look-alike: the name of a real artifact, as a column
+        'a "quoted" name',
+    ]
+    picked = ", ".join(f"range % {i + 2} AS {_quote(name)}" for i, name in enumerate(names))
+    made = await apps.call_tool(
+        "query_database", {"query": f"SELECT range AS n, {picked} FROM range(2500)", "output_level": "brief"}
+    )
+    artifact = meta_of(made)["artifact_id"]
+    page = await apps.call_tool(ROWS_TOOL, {"artifact_id": artifact, "offset": 2495, "limit": 10})
+    data = page.structured_content or {}
+    assert not page.is_error, text_of(page)
+    assert [c["name"] for c in data["columns"]] == ["n", *names] and data["total_rows"] == 2500
+    assert data["rows"][0] == [2495, *[2495 % (i + 2) for i in range(len(names))]] and len(data["rows"]) == 5
+    for name in names:  # sorted by each: the total is the count of rows, never the column's values
+        page = await apps.call_tool(ROWS_TOOL, {"artifact_id": artifact, "order_by": name, "descending": True})
+        data = page.structured_content or {}
+        assert not page.is_error and data["total_rows"] == 2500 and len(data["rows"][0]) == 1 + len(names), name
+    page = await apps.call_tool(ROWS_TOOL, {"artifact_id": artifact, "filter": "2499", "limit": 5})
+    assert [r[0] for r in (page.structured_content or {})["rows"]] == [2499]
+    page = await apps.call_tool(ROWS_TOOL, {"artifact_id": artifact, "offset": 3000})  # past the end: the count
+    data = page.structured_content or {}
+    assert data["rows"] == [] and data["total_rows"] == 2500
+    chart = await apps.call_tool(ROWS_TOOL, {"artifact_id": artifact, "chart": {"x": names[3], "y": "n"}})
+    points = (chart.structured_content or {})["chart"]["points"]
+    assert [p[0] for p in points] == [0, 1, 2, 3, 4]
+    # the model's SQL: a quoted identifier or a string that holds an id reads no artifact; the table it names does
+    query = (
+        f'SELECT count(*) AS rows, sum("see artifact_0123456789ab") AS s FROM {artifact} '
+        f"WHERE {_quote(other)} >= 0 AND 'see {other}' <> 'artifact_0123456789ab'"
+    )
+    answer = await apps.call_tool("query_database", {"query": query})
+    assert not answer.is_error and "2500," in text_of(answer), text_of(answer)
+    assert [r["ref"] for r in meta_of(answer)["provenance"]["read"]] == [artifact]
+    # and a string literal in FROM names an artifact, as it always did (DuckDB reads FROM 'x' as the table x)
+    answer = await apps.call_tool("query_database", {"query": f"SELECT count(*) AS rows FROM '{artifact}'"})
+    assert not answer.is_error and "2500" in text_of(answer), text_of(answer)
+
+
+async def test_a_whole_table_with_two_columns_of_one_name_keeps_every_cell(apps: ClientSession) -> None:
+    """The table a result shows whole (in _meta for the view) is read column by column: two columns named ``a``
+    are two cells of each row (rows as dicts kept one of them)."""
+    result = await apps.call_tool("query_database", {"query": 'SELECT 1 AS a, 2 AS a, 3 AS "A"'})
+    table = result.meta["dev.ba-mcp/view"]["tables"][0]  # type: ignore[index]
+    assert [c["name"] for c in table["columns"]] == ["a", "a", "A"] and table["rows"] == [[1, 2, 3]]
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
 @pytest.mark.slow  # a server process
 def test_a_bare_probe_then_an_apps_handshake_on_one_stdio_connection_gets_views_the_second_time(ws: Path) -> None:
     """Issue 53 (ext-apps#671): Claude's host sends a bare ``initialize`` first, then one declaring the extension —

@@ -60,6 +60,9 @@ VIEWS = {"table": TABLE_VIEW, "report": REPORT_VIEW}  # a tool's ``view`` (``Too
 ROWS_TOOL = "view_rows"
 VIEW_META = "dev.ba-mcp/view"  # a result's _meta key: the tables it shows whole, for the view
 PAGE_MAX = 1000
+OFFSET_MAX = 10**15  # a row number no artifact reaches (DuckDB's OFFSET is a BIGINT)
+FILTER_MAX = 200
+NAME_MAX = 10_000  # characters of a column's name (order_by, chart)
 INLINE_MAX = 1000  # rows of a whole table sent in a result's _meta
 
 
@@ -93,11 +96,11 @@ ROWS_SCHEMA: dict[str, Any] = {
     "additionalProperties": False,
     "properties": {
         "artifact_id": {"type": "string"},
-        "offset": {"type": "integer", "minimum": 0},
+        "offset": {"type": "integer", "minimum": 0, "maximum": OFFSET_MAX},
         "limit": {"type": "integer", "minimum": 1, "maximum": PAGE_MAX},
         "order_by": {"type": "string"},
         "descending": {"type": "boolean"},
-        "filter": {"type": "string", "maxLength": 200},
+        "filter": {"type": "string", "maxLength": FILTER_MAX},
         "chart": {
             "type": "object",
             "additionalProperties": False,
@@ -169,9 +172,12 @@ def json_cell(value: Any) -> Any:
 
 
 def json_table(frame: pa.Table, limit: int = INLINE_MAX) -> dict[str, Any]:
+    """Columns and rows as JSON, column by column: two columns of one name (``SELECT 1 AS a, 2 AS a``) are two
+    cells of each row (rows as dicts would keep one of them)."""
     part = frame.slice(0, limit)
     columns = [{"name": f.name, "type": str(f.type)} for f in frame.schema]
-    rows = [[json_cell(v) for v in row.values()] for row in part.to_pylist()]
+    cells = [[json_cell(v) for v in column.to_pylist()] for column in part.columns]
+    rows = [list(row) for row in zip(*cells, strict=True)] if cells else [[] for _ in range(part.num_rows)]
     return {"columns": columns, "rows": rows, "total_rows": frame.num_rows}
 
 
@@ -247,38 +253,38 @@ class ViewsMiddleware:
         return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=page)
 
     def _page(self, arguments: dict[str, Any]) -> dict[str, Any]:
-        unknown = sorted(set(arguments) - set(ROWS_SCHEMA["properties"]))
-        artifact = str(arguments.get("artifact_id") or "")
-        if unknown or not ARTIFACT_ID.match(artifact):
-            raise ToolFailure(ErrorType.VALIDATION_ERROR, "BAD_VIEW_REQUEST", "an artifact id and paging arguments")
-        if isinstance(arguments.get("chart"), dict):
-            return self._chart(artifact, dict(arguments["chart"]))
-        offset = max(0, int(arguments.get("offset") or 0))
-        limit = min(PAGE_MAX, max(1, int(arguments.get("limit") or 100)))
+        request = _rows_request(arguments)
+        artifact = request["artifact_id"]
+        if "chart" in request:
+            return self._chart(artifact, request["chart"])
+        offset, limit = request["offset"], request["limit"]
         columns = self._columns(artifact)
         where, params = "", None
-        needle = str(arguments.get("filter") or "")
+        needle = request["filter"]
         if needle:
             texts = " OR ".join(f"CAST({_quote(c)} AS VARCHAR) ILIKE $needle" for c in columns)
             where, params = f" WHERE {texts}", {"needle": f"%{needle}%"}
         order = ""
-        by = arguments.get("order_by")
+        by = request["order_by"]
         if by is not None:
             if by not in columns:
-                raise ToolFailure(ErrorType.VALIDATION_ERROR, "BAD_VIEW_REQUEST", f"no column {str(by)[:80]!r}")
-            order = f" ORDER BY {_quote(by)} {'DESC' if arguments.get('descending') else 'ASC'} NULLS LAST"
-        # one query: the page, and how many rows match (a window count, taken before LIMIT)
-        total_column = "__ba_mcp_total"
+                raise _bad_request(f"order_by: no column {by[:80]!r} in {artifact}")
+            order = f" ORDER BY {_quote(by)} {'DESC' if request['descending'] else 'ASC'} NULLS LAST"
+        # One query: the page, and how many rows match (a window count, taken before LIMIT) as one more column —
+        # the last one, read and dropped by its position, under a name none of the artifact's columns has.
+        total_column = _unused_name("__ba_mcp_total", columns)
         frame = self._query(
             artifact,
-            f"SELECT *, count(*) OVER () AS {total_column} FROM {artifact}{where}{order} LIMIT {limit} OFFSET {offset}",
+            f"SELECT *, count(*) OVER () AS {_quote(total_column)} FROM {artifact}{where}{order} "
+            f"LIMIT {limit} OFFSET {offset}",
             params,
         )
+        last = frame.num_columns - 1
         if frame.num_rows:
-            total = frame.column(total_column)[0].as_py()
+            total = frame.column(last)[0].as_py()
         else:  # past the last row: the count on its own
             total = self._query(artifact, f"SELECT count(*) AS n FROM {artifact}{where}", params).column(0)[0].as_py()
-        frame = frame.drop_columns([total_column]) if total_column in frame.column_names else frame
+        frame = frame.remove_column(last)
         return {**json_table(frame, limit), "total_rows": int(total), "offset": offset, "artifact_id": artifact}
 
     def _chart(self, artifact: str, chart: dict[str, Any]) -> dict[str, Any]:
@@ -287,11 +293,10 @@ class ViewsMiddleware:
         a category axis keeps its CHART_CATEGORIES largest, a split its CHART_SERIES largest (the rest "other") —
         and ``note`` says so: the chart is never silently of a part."""
         columns = self._columns(artifact)
-        x, y, series = chart.get("x"), chart.get("y"), chart.get("series") or None
-        for name in (x, y, series):
+        x, y, series = chart["x"], chart["y"], chart.get("series") or None
+        for key, name in (("x", x), ("y", y), ("series", series)):
             if name is not None and name not in columns:
-                raise ToolFailure(ErrorType.VALIDATION_ERROR, "BAD_VIEW_REQUEST", f"no column {str(name)[:80]!r}")
-        assert isinstance(x, str) and isinstance(y, str)
+                raise _bad_request(f"chart.{key}: no column {name[:80]!r} in {artifact}")
         mean = any(part in y.lower() for part in _MEAN_LIKE)
         agg = f"avg({_quote(y)})" if mean else f"sum({_quote(y)})"
         types = self._query(artifact, f"SELECT typeof({_quote(x)}) AS t FROM {artifact} LIMIT 1")
@@ -383,6 +388,91 @@ class ViewsMiddleware:
 
 
 _METHODS = frozenset({"tools/list", "tools/call", "resources/list", "resources/read"})
+
+
+def _bad_request(message: str) -> ToolFailure:
+    return ToolFailure(
+        ErrorType.INVALID_PARAMETERS,
+        "BAD_VIEW_REQUEST",
+        message,
+        f"view_rows takes artifact_id (artifact_ + 12 hex digits), offset (a whole number from 0), limit (1 to "
+        f"{PAGE_MAX:,}), order_by (a column's name), descending (true or false), filter (text of at most "
+        f"{FILTER_MAX} characters) or chart ({{x, y, series}}: columns' names)",
+    )
+
+
+def _whole(arguments: dict[str, Any], name: str, default: int, low: int, high: int) -> int:
+    """Argument ``name``: a whole number from ``low`` to ``high`` (2.0 is 2; a text, 1.5, true or 10**20 is not)."""
+    value = arguments.get(name)
+    if value is None:
+        return default
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        shown = repr(value)[:40] if isinstance(value, int | float | str) and not isinstance(value, bool) else None
+        raise _bad_request(f"{name} must be a whole number from {low:,} to {high:,}, not {shown or _json_type(value)}")
+    return value
+
+
+def _text(value: Any, name: str, longest: int = NAME_MAX) -> str | None:
+    """Argument ``name``'s ``value``: None, or a text of at most ``longest`` characters."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or len(value) > longest:
+        what = f"{len(value):,} characters" if isinstance(value, str) else _json_type(value)
+        raise _bad_request(f"{name} must be a text of at most {longest:,} characters, not {what}")
+    return value
+
+
+def _json_type(value: Any) -> str:
+    """What a JSON value is, in JSON's words."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return {dict: "an object", list: "an array", str: "a text", int: "a number", float: "a number"}.get(
+        type(value), type(value).__name__
+    )
+
+
+def _rows_request(arguments: dict[str, Any]) -> dict[str, Any]:
+    """view_rows' arguments checked — each of the right type and within its range — before any is used; a bad one
+    is an error naming it and what it takes."""
+    unknown = sorted(set(arguments) - set(ROWS_SCHEMA["properties"]))
+    if unknown:
+        raise _bad_request(f"unknown argument {str(unknown[0])[:40]!r}")
+    artifact = arguments.get("artifact_id")
+    if not isinstance(artifact, str) or not ARTIFACT_ID.match(artifact):
+        shown = repr(artifact)[:40] if isinstance(artifact, str) else _json_type(artifact)
+        raise _bad_request(f"artifact_id must be an artifact id (artifact_ + 12 hex digits), not {shown}")
+    request: dict[str, Any] = {"artifact_id": artifact}
+    chart = arguments.get("chart")
+    if chart is not None:
+        if not isinstance(chart, dict):
+            raise _bad_request(f"chart must be an object {{x, y, series}}, not {_json_type(chart)}")
+        extra = sorted(set(chart) - {"x", "y", "series"})
+        if extra:
+            raise _bad_request(f"chart: unknown key {str(extra[0])[:40]!r}")
+        request["chart"] = {key: _text(chart.get(key), f"chart.{key}") for key in ("x", "y", "series")}
+        for key in ("x", "y"):
+            if request["chart"][key] is None:
+                raise _bad_request(f"chart.{key} is required: a column's name")
+    request["offset"] = _whole(arguments, "offset", 0, 0, OFFSET_MAX)
+    request["limit"] = _whole(arguments, "limit", 100, 1, PAGE_MAX)
+    request["order_by"] = _text(arguments.get("order_by"), "order_by")
+    request["filter"] = _text(arguments.get("filter"), "filter", FILTER_MAX) or ""
+    descending = arguments.get("descending")
+    if descending is not None and not isinstance(descending, bool):
+        shown = repr(descending)[:40] if isinstance(descending, int | float | str) else _json_type(descending)
+        raise _bad_request(f"descending must be true or false, not {shown}")
+    request["descending"] = bool(descending)
+    return request
+
+
+def _unused_name(name: str, columns: list[str]) -> str:
+    """``name``, made longer until no column has it (DuckDB compares names without case)."""
+    taken = {c.lower() for c in columns}
+    while name.lower() in taken:
+        name += "_"
+    return name
 
 
 def _quote(name: str) -> str:
