@@ -1,7 +1,10 @@
 // A real identity provider for the team-server tests (tests/idp_server.py): panva's certified oidc-provider on
 // 127.0.0.1, issuing RFC 9068 JWT access tokens for the resource a client names (RFC 8707). Its clients stand for
 // users: each one's client-credentials tokens carry sub = its id. A client that registers itself (RFC 7591) logs a
-// user in through the authorization-code flow with PKCE: its dev login page takes any user name.
+// user in through the authorization-code flow with PKCE: its dev login page takes any user name. A user's token (the
+// configured clients', a logged-in user's) carries groups: ["ba-analysts"]; a self-registered client's own
+// (client credentials) carries none. IDP_ID_TOKEN_CLIENT: a confidential client of that id (a URL: the server's
+// audience) whose ID tokens the tests present as access tokens.
 //   node server.mjs PORT KEY_FILE
 // KEY_FILE: the signing key (a private JWK, made here when missing): the tests rotate it by restarting with another.
 import { generateKeyPairSync, randomUUID } from "node:crypto";
@@ -18,14 +21,25 @@ const user = (id, scope) => ({
   client_id: id, client_secret: `${id}-secret`, grant_types: ["client_credentials"], redirect_uris: [],
   response_types: [], scope, token_endpoint_auth_method: "client_secret_post",
 });
+const clients = [
+  user("alice", "ba-mcp other"), user("bob", "ba-mcp other"), user("carol", "other"), user("brief", "ba-mcp"),
+  user("opaque", "ba-mcp"),  // its tokens are opaque: the server asks the introspection endpoint
+  { ...user("ba-mcp-server", "other"), grant_types: [], token_endpoint_auth_method: "client_secret_basic" },
+];
+const configured = new Set(clients.map((c) => c.client_id));
+if (process.env.IDP_ID_TOKEN_CLIENT) {
+  clients.push({
+    ...user(process.env.IDP_ID_TOKEN_CLIENT, "openid"), client_secret: "id-token-secret",
+    grant_types: ["authorization_code"], response_types: ["code"], redirect_uris: ["http://127.0.0.1:33418/callback"],
+  });
+}
 const provider = new Provider(`http://127.0.0.1:${port}`, {
-  clients: [
-    user("alice", "ba-mcp other"), user("bob", "ba-mcp other"), user("carol", "other"), user("brief", "ba-mcp"),
-    user("opaque", "ba-mcp"),  // its tokens are opaque: the server asks the introspection endpoint
-    { ...user("ba-mcp-server", "other"), grant_types: [], token_endpoint_auth_method: "client_secret_basic" },
-  ],
+  clients,
   jwks: { keys: [key] },
-  scopes: ["openid", "ba-mcp", "other"],
+  // offline_access makes refresh_token a grant type clients may register: Claude's and the MCP SDK's registration
+  // ask for it, and a provider without it refuses them (invalid_client_metadata)
+  scopes: ["openid", "offline_access", "ba-mcp", "other"],
+  extraTokenClaims: (ctx, token) => (token.accountId || configured.has(token.clientId) ? { groups: ["ba-analysts"] } : undefined),
   features: {
     devInteractions: { enabled: true },  // its login and consent pages: the PKCE test fills them in
     registration: { enabled: true },  // dynamic client registration (RFC 7591), as MCP clients use
