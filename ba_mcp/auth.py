@@ -7,15 +7,23 @@ id refused to any principal but the one that opened it. What it does not ship is
 (``TokenVerifier``, the SDK's protocol):
 
 * **JWT access tokens** (RFC 9068) are checked against the issuer's keys: an asymmetric signature (never ``none``
-  or a shared secret), ``iss`` the configured issuer, ``aud`` holding the configured audience (RFC 8707: a token
-  issued for another resource is refused), ``exp`` (required) and ``nbf`` within ``leeway_s``. The issuer's
-  metadata (OpenID Connect discovery, else RFC 8414) and its JWKS are kept ``keys_cache_s``; a key id not among
-  them fetches them again at once (a rotation), at most every 10 s (a flood of forged key ids costs nothing).
+  or a shared secret) by an algorithm **the key** allows (``algorithms_for_key``: its ``alg``, else its type's
+  family — never the algorithm the token's unverified header names alone), a header ``typ`` among ``token_types``
+  (``at+jwt``: an ID token is no access token, RFC 9068 §4), ``iss`` the configured issuer, ``aud`` holding the
+  configured audience (RFC 8707: a token issued for another resource is refused), ``exp`` (required) and ``nbf``
+  within ``leeway_s``. The issuer's metadata (OpenID Connect discovery, else RFC 8414) and its JWKS are kept
+  ``keys_cache_s``; a key id not among them fetches them again at once (a rotation), at most every 10 s (a flood
+  of forged key ids costs nothing).
 * **Opaque tokens** go to the issuer's introspection endpoint (RFC 7662) when the server has credentials for it
   (``introspection_client_id``/``_secret``); without them an opaque token is refused.
+* Either kind then passes the operator's ``allowed_clients`` (the token's ``client_id``, else ``azp``) and
+  ``required_claims``, when set: a token some self-registered client obtained for itself names no person.
 
+Every refusal — whatever failed, however malformed the token — is ``Refused``: the SDK answers 401
+``invalid_token`` (403 ``insufficient_scope`` is the SDK's, for ``required_scopes`` only); never a 500.
 The principal is the token's ``principal_claim`` (``sub``) under its issuer: ``principal_key`` makes the key the
-stores, workers and history of that user are kept under. Nothing of a token is logged: a refusal logs its reason.
+stores, workers and history of that user are kept under. Nothing of a token is logged, not even its header: a
+refusal logs its reason.
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ import json
 import logging
 import time
 import urllib.parse
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -38,12 +47,73 @@ log = logging.getLogger(__name__)
 
 # asymmetric algorithms only: a shared-secret (HS*) token would be one anybody holding the key set could forge
 ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA")
+_RSA = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512")
+_EC = {"P-256": "ES256", "P-384": "ES384", "P-521": "ES512"}
+_OKP = {"Ed25519": "EdDSA", "Ed448": "EdDSA"}
 _REFETCH_AFTER_S = 10.0
 _MAX_DOCUMENT = 1024 * 1024
 
 
 class Refused(Exception):
     """Why a token is not accepted (logged; never the token)."""
+
+
+def algorithms_for_key(jwk: Mapping[str, Any]) -> tuple[str, ...]:
+    """The signature algorithms a token signed with the issuer's key ``jwk`` may use: its ``alg`` member when it has
+    one (and that fits its type), else its type's family — RSA: RS256/384/512 and PS256/384/512; EC: ES256, ES384 or
+    ES512 by its curve; OKP Ed25519/Ed448: EdDSA. None for any other key (a shared secret, ``oct``, above all): the
+    key then verifies nothing. The token's own header only picks among these."""
+    kty, crv, alg = jwk.get("kty"), jwk.get("crv"), jwk.get("alg")
+    family: tuple[str, ...] = ()
+    if kty == "RSA":
+        family = _RSA
+    elif kty == "EC" and isinstance(crv, str) and crv in _EC:
+        family = (_EC[crv],)
+    elif kty == "OKP" and isinstance(crv, str) and crv in _OKP:
+        family = (_OKP[crv],)
+    if alg is None:
+        return family
+    return (alg,) if isinstance(alg, str) and alg in family else ()
+
+
+def _media_type(typ: str) -> str:
+    """A ``typ`` compared as RFC 7515 §4.1.9 says: case-insensitive, ``application/`` optional."""
+    typ = typ.strip().lower()
+    return typ.removeprefix("application/")
+
+
+# a fixed reason per PyJWT error: their messages may quote the token (its critical header names, its bytes)
+_DECODE_REASONS = {
+    "ExpiredSignatureError": "expired (exp)",
+    "ImmatureSignatureError": "not yet valid (nbf or iat)",
+    "InvalidAudienceError": "issued for another resource (aud)",
+    "InvalidIssuerError": "another issuer's token (iss)",
+    "InvalidSignatureError": "the signature does not verify",
+    "InvalidAlgorithmError": "an algorithm its key does not allow",
+    "InvalidKeyError": "a key that does not fit the algorithm",
+    "DecodeError": "not a well-formed JWT",
+}
+
+
+def _decode_reason(exc: Exception) -> str:
+    import jwt
+
+    if isinstance(exc, jwt.MissingRequiredClaimError):
+        return f"no {exc.claim} claim"  # one of the claims required here: never the token's
+    for kind in type(exc).__mro__:
+        if kind.__name__ in _DECODE_REASONS:
+            return _DECODE_REASONS[kind.__name__]
+    return f"undecodable ({type(exc).__name__})"
+
+
+def _values(claim: Any) -> list[Any]:
+    """A claim's values: a list's items, else the claim itself (``groups: [a, b]`` holds a and b)."""
+    return list(claim) if isinstance(claim, list) else [claim]
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal as JSON values: ``true`` is not ``1``, ``"1"`` is not ``1``."""
+    return type(a) is type(b) and a == b
 
 
 def principal_key(issuer: str, subject: str) -> str:
@@ -57,7 +127,7 @@ class TokenVerifier:
     def __init__(self, conf: HttpAuthSettings) -> None:
         self.conf = conf
         self._metadata: dict[str, Any] | None = None
-        self._keys: dict[str, Any] = {}  # kid -> jwt.PyJWK
+        self._keys: dict[str, tuple[Any, tuple[str, ...]]] = {}  # kid -> (jwt.PyJWK, the algorithms it allows)
         self._fetched_at = 0.0
         self._lock = anyio.Lock()
 
@@ -67,23 +137,39 @@ class TokenVerifier:
         try:
             claims = await (self._jwt(token) if token.count(".") == 2 else self._introspect(token))
             principal = claims.get(self.conf.principal_claim)
-            if not isinstance(principal, str | int) or principal == "":
+            if not isinstance(principal, str | int) or isinstance(principal, bool) or principal == "":
                 raise Refused(f"no {self.conf.principal_claim} claim to name the user")
+            self._admitted(claims)
+            scope = claims.get("scope", claims.get("scp", ""))
+            scopes = scope.split() if isinstance(scope, str) else [str(s) for s in scope or []]
         except Refused as exc:
             log.info("bearer token refused: %s", exc)
             return None
-        scope = claims.get("scope", claims.get("scp", ""))
-        scopes = scope.split() if isinstance(scope, str) else [str(s) for s in scope or []]
+        except Exception as exc:  # whatever a token makes fail is its refusal, never a 500
+            log.warning("bearer token refused: %s while checking it", type(exc).__name__)
+            return None
         exp = claims.get("exp")
         return AccessToken(
             token=token,
-            client_id=str(claims.get("client_id") or claims.get("azp") or principal),
+            client_id=str(_client_of(claims) or principal),
             scopes=scopes,
             expires_at=int(exp) if isinstance(exp, int | float) else None,
             resource=self.conf.audience,  # checked here (aud): the SDK's own check is off
             subject=str(principal),
             claims={"iss": self.conf.issuer},
         )
+
+    def _admitted(self, claims: Mapping[str, Any]) -> None:
+        """The operator's ``allowed_clients`` and ``required_claims``, for JWT and introspected tokens alike."""
+        conf = self.conf
+        if conf.allowed_clients is not None and _client_of(claims) not in conf.allowed_clients:
+            raise Refused("its client is not among http.auth.allowed_clients")
+        for name, wanted in conf.required_claims.items():
+            if name not in claims:
+                raise Refused(f"no {name} claim (http.auth.required_claims)")
+            accepted = _values(wanted)
+            if not any(_same(have, want) for have in _values(claims[name]) for want in accepted):
+                raise Refused(f"its {name} claim is not one http.auth.required_claims accepts")
 
     # -- JWT access tokens ---------------------------------------------------------------------------------------
 
@@ -93,27 +179,34 @@ class TokenVerifier:
         try:
             header = jwt.get_unverified_header(token)
         except jwt.PyJWTError as exc:
-            raise Refused(f"not a JWT ({exc})") from None
-        alg = header.get("alg")
-        if alg not in ALGORITHMS:
-            raise Refused(f"algorithm {alg!r} is not accepted (asymmetric signatures only)")
-        key = await self._key(str(header.get("kid") or ""))
+            raise Refused(f"not a JWT ({_decode_reason(exc)})") from None
+        typ = header.get("typ", "JWT")  # no typ: a plain JWT (RFC 7519 §5.1)
+        if not isinstance(typ, str) or _media_type(typ) not in {_media_type(t) for t in self.conf.token_types}:
+            raise Refused("its header's typ is not one of http.auth.token_types (an ID token is no access token)")
+        kid = header.get("kid", "")
+        if not isinstance(kid, str):
+            raise Refused("its header's kid is not a string")
+        key, allowed = await self._key(kid)
+        if header.get("alg") not in allowed:
+            # the key decides the algorithm; the header may only name one of the key's (S-19: algorithm confusion)
+            raise Refused(f"its header's alg is not one its key allows ({', '.join(allowed)})")
         try:
             claims: dict[str, Any] = jwt.decode(
                 token,
                 key=key.key,
-                algorithms=[alg],
+                algorithms=list(allowed),
                 audience=self.conf.audience,
                 issuer=self.conf.issuer,
                 leeway=self.conf.leeway_s,
                 options={"require": ["exp", "iss", "aud"]},
             )
-        except jwt.PyJWTError as exc:
-            raise Refused(f"{type(exc).__name__}: {exc}") from None
+        except Exception as exc:  # PyJWT's errors, and whatever a hostile token makes it raise
+            raise Refused(_decode_reason(exc)) from None
         return claims
 
-    async def _key(self, kid: str) -> Any:
-        """The issuer's signing key ``kid`` (the only one it has when the token names none)."""
+    async def _key(self, kid: str) -> tuple[Any, tuple[str, ...]]:
+        """The issuer's signing key ``kid`` (the only one it has when the token names none) and the algorithms it
+        allows."""
         async with self._lock:
             stale = time.monotonic() - self._fetched_at > self.conf.keys_cache_s
             unknown = kid not in self._keys if kid else len(self._keys) != 1
@@ -123,7 +216,7 @@ class TokenVerifier:
             return self._keys[kid]
         if not kid and len(self._keys) == 1:
             return next(iter(self._keys.values()))
-        raise Refused(f"signed with a key the issuer does not publish ({kid or 'no key id'})")
+        raise Refused("signed with a key the issuer does not publish" + ("" if kid else " (no key id)"))
 
     async def _fetch_keys(self) -> None:
         import jwt
@@ -132,15 +225,19 @@ class TokenVerifier:
         uri = metadata.get("jwks_uri")
         if not isinstance(uri, str):
             raise Refused("the issuer publishes no jwks_uri")
-        keys: dict[str, Any] = {}
-        for entry in (await _get_json(uri)).get("keys", []):
-            if entry.get("use", "sig") != "sig":
+        keys: dict[str, tuple[Any, tuple[str, ...]]] = {}
+        published = (await _get_json(uri)).get("keys")
+        for entry in published if isinstance(published, list) else []:
+            if not isinstance(entry, dict) or entry.get("use", "sig") != "sig":
                 continue
+            allowed = algorithms_for_key(entry)
+            if not allowed:
+                continue  # a shared secret, or a key whose alg does not fit it: it verifies nothing here
             try:
-                key = jwt.PyJWK.from_dict(entry)
-            except jwt.PyJWTError:
-                continue  # a key type this library cannot use: the others still serve
-            keys[str(entry.get("kid") or "")] = key
+                key = jwt.PyJWK.from_dict(entry, algorithm=allowed[0])
+            except Exception:  # a key this library cannot use: the others still serve
+                continue
+            keys[str(entry.get("kid") or "")] = (key, allowed)
         self._keys, self._fetched_at = keys, time.monotonic()
 
     async def _issuer_metadata(self, refresh: bool = False) -> dict[str, Any]:
@@ -194,6 +291,12 @@ class TokenVerifier:
         if "sub" not in claims and claims.get("client_id"):
             claims["sub"] = claims["client_id"]  # a client's own token (client credentials): RFC 9068 §2.2's sub
         return claims
+
+
+def _client_of(claims: Mapping[str, Any]) -> str | None:
+    """The client a token was issued to: its ``client_id`` (RFC 9068, RFC 7662), else its ``azp``."""
+    client = claims.get("client_id") or claims.get("azp")
+    return client if isinstance(client, str) else None
 
 
 async def _get_json(url: str) -> dict[str, Any]:

@@ -76,7 +76,9 @@ def run_checks(settings: Settings, network: bool = False) -> list[Check]:
         checks.append(Check("web search", True, "disabled (tools.web_search.enabled: false); not contacted"))
     else:
         checks.append(_check_search(settings) if network else _search_configured(settings))
-    return checks
+    from ba_mcp.redaction import redact
+
+    return [Check(c.name, c.ok, redact(c.detail)) for c in checks]  # no line shows a database's credentials
 
 
 def _check_metrics(settings: Settings, read_roots: dict[str, Path]) -> Check:
@@ -183,14 +185,20 @@ def _check_databases(settings: Settings, root: Path, sessions: Path, network: bo
     from ba_mcp.databases.base import engine_of
     from ba_mcp.databases.connector import ConnectedEngine, label_of
     from ba_mcp.errors import ToolFailure
-    from ba_mcp.workers.connections import Connections, redact, shown_url
+    from ba_mcp.workers.connections import Connections, redact, shown_url, url_refusal
 
     pool = Connections(settings, sessions)
 
     def check(name: str, conf: DatabaseSettings, engine: ConnectedEngine) -> Check:
         """One database (in a thread of its own: the databases are contacted at once, each by its worker)."""
         label, dialect = f"database {name}", label_of(conf)
-        host_file = engine.host_file(conf, root)
+        refused = url_refusal(name, conf)
+        if refused is not None:
+            return Check(label, False, f"{refused.message} ({refused.hint})")
+        try:
+            host_file = engine.host_file(conf, root)
+        except ToolFailure as failure:  # a file engine's URL in a form it refuses
+            return Check(label, False, f"its URL {failure.message}; {failure.hint}")
         url = conf.url.get_secret_value() if conf.url is not None else ""
         host = (urllib.parse.urlsplit(url).hostname or "") if host_file is None else ""
         local = host_file is not None or host in ("localhost", "127.0.0.1", "::1") or (not host and bool(url))
@@ -201,7 +209,7 @@ def _check_databases(settings: Settings, root: Path, sessions: Path, network: bo
             with pool.connection(name, conf, engine, None, host_file):
                 info = dict(pool.info.get(name, {}))
         except ToolFailure as failure:
-            return Check(label, False, redact(failure.message, conf))
+            return Check(label, False, redact(f"{failure.message} ({failure.hint})", conf))
         detail = f"{dialect} {info.get('version', '')}".strip()
         if info.get("role"):
             privileges = ", ".join(info.get("privileges") or []) or "no server-file or program privileges"

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 
@@ -44,6 +45,9 @@ class EngineInfo:
     commands: tuple[str, ...] = ()  # ba-mcp commands its module adds (``ENGINE.add_commands``)
     # MetricFlow's SQL for it (dbt projects' metrics): "module:Renderer:SqlEngine member" ('' : none)
     metricflow: str = ""
+    # its database is a file or a folder on this machine, named by its URL's path (``local_path``; its engine a
+    # ``databases.connector.LocalEngine``): a project's file judges the path, not the URL's shape
+    files: bool = False
 
 
 _ENGINES: dict[str, EngineInfo] = {}
@@ -106,6 +110,30 @@ def kind_of(url: str, driver: str | None) -> str:
     return next((e.kind for e in _ENGINES.values() if url.startswith(e.schemes)), "adbc")
 
 
+def local_path(url: str, root: Path) -> Path:
+    """The file or folder a file engine's URL names, as the engine opens it: ``scheme:///relative`` (to ``root``),
+    ``scheme:////absolute``, percent-decoding undone and ``~`` expanded. A URL with a host part
+    (``sqlite://x/…``, ``sqlite://~/…``, ``sqlite://%2Ftmp…``) is refused: a file has no host, and reading the host
+    as a path is how such a URL would name any file (BAD_DATABASE_URL, saying the form to use)."""
+    import urllib.parse
+
+    from ba_mcp.errors import ErrorType, ToolFailure
+
+    scheme, colon, rest = url.partition(":")
+    if not colon:
+        scheme, rest = "sqlite", url
+    if rest.startswith("//") and not rest.startswith("///"):
+        raise ToolFailure(
+            ErrorType.INVALID_PARAMETERS,
+            "BAD_DATABASE_URL",
+            f"names a host ({scheme}://<host>/…), which a {scheme} file has none of",
+            f"write {scheme}:///relative/to/the/workspace.db (three slashes) or {scheme}:////absolute/path.db (four)",
+        )
+    rest = rest[3:] if rest.startswith("///") else rest
+    path = Path(urllib.parse.unquote(rest.split("?", 1)[0])).expanduser()
+    return path if path.is_absolute() else root / path
+
+
 def schemes() -> list[str]:
     """The URL schemes that need no driver (for the settings' message)."""
     return [s for e in _ENGINES.values() for s in e.schemes]
@@ -151,7 +179,8 @@ for _info in (
         ("sqlite:",),
         "adbc_driver_sqlite",
         "sqlite",
-        {
+        files=True,
+        grains={
             "day": "DATE(__x__)",
             "week": "DATE(__x__, '-' || ((CAST(STRFTIME('%w', __x__) AS INTEGER) + 6) % 7) || ' days')",
             "month": "DATE(__x__, 'start of month')",

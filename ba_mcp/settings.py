@@ -101,6 +101,9 @@ class SessionsSettings(_Section):
     history_bytes: int = Field(16 * 1024**2, ge=64 * 1024)  # a session's history in all; the oldest go first
 
 
+ClaimValue = str | int | bool  # a claim http.auth.required_claims accepts, compared as a JSON value
+
+
 class HttpAuthSettings(_Section):
     """``http.auth``: the server as an OAuth 2.1 resource server (the MCP authorization specification): every HTTP
     request carries a bearer token the ``issuer`` issued for ``audience``, and the server's work is the token's
@@ -116,6 +119,24 @@ class HttpAuthSettings(_Section):
     # fetches them again at once, at most every 10 s)
     introspection_client_id: str | None = Field(None, max_length=200)  # for opaque tokens (RFC 7662)
     introspection_client_secret: SecretStr | None = None
+    token_types: list[str] = Field(
+        ["at+jwt"],
+        min_length=1,
+        description="The header typ a JWT access token must carry (case-insensitive; application/ optional). "
+        "at+jwt (RFC 9068) keeps ID tokens out; add JWT for an issuer that types its access tokens JWT or not at "
+        "all (Entra ID, Keycloak) — a token without typ counts as JWT.",
+    )
+    allowed_clients: list[str] | None = Field(
+        None,
+        min_length=1,
+        description="The OAuth clients whose tokens are accepted (the token's client_id, else its azp). "
+        "null: any client of the issuer — with anonymous dynamic registration, any client anybody registers.",
+    )
+    required_claims: dict[str, ClaimValue | list[ClaimValue]] = Field(
+        {},
+        description="Claims a token must carry: each claim present and equal to the value, or one of the list "
+        "(a list-valued claim, e.g. groups, holding one of them). E.g. {groups: [ba-analysts]}.",
+    )
 
     @model_validator(mode="after")
     def _urls(self) -> HttpAuthSettings:
@@ -126,6 +147,9 @@ class HttpAuthSettings(_Section):
             loopback = url.hostname in ("127.0.0.1", "localhost", "::1")
             if (url.scheme != "https" and not (url.scheme == "http" and loopback)) or not url.hostname:
                 raise ValueError(f"{key} must be an https:// URL (http:// only on this machine's loopback)")
+        for key in ("token_types", "allowed_clients"):
+            if any(not name or len(name) > 500 for name in getattr(self, key) or []):
+                raise ValueError(f"{key}: each name is 1 to 500 characters")
         return self
 
 
@@ -188,9 +212,17 @@ class DatabaseSettings(_Section):
     threads: int = Field(2, ge=1, le=64)
     memory_limit: str = Field("2GB", pattern=r"^\d+(\.\d+)?\s*(KB|MB|GB|TB|KiB|MiB|GiB|TiB)$")
     max_concurrent: int = Field(4, ge=1, le=64)
+    max_concurrent_per_user: int | None = Field(None, ge=1, le=64)  # None: all (one analyst), half with http.auth
     # set by load_settings: the url and options as written (``${VAR}`` unexpanded) and the values the variables gave
     _written: dict[str, str] = PrivateAttr(default_factory=dict)
     _expanded: list[str] = PrivateAttr(default_factory=list)
+    # set by load_settings for a database an unapproved project file added: the project's folder (S-17)
+    _beneath: Path | None = PrivateAttr(None)
+
+    def beneath(self) -> Path | None:
+        """The folder an unapproved project file's database lies in: its file is opened beneath it, following no
+        symbolic link (None: the operator's database, opened as configured)."""
+        return self._beneath
 
     def written(self, key: str) -> str | None:
         """``url`` or ``options.<k>`` as the configuration wrote it, when it named environment variables."""
@@ -705,18 +737,41 @@ def _project_database(
         if inside is None:
             return f"its file {out['path']} is outside the project"
         out["path"] = inside
-    url = out.get("url")
-    if isinstance(url, str):  # a URL without a host names a local file: an absolute path inside the project
-        from urllib.parse import unquote, urlsplit
-
-        parts = urlsplit(url)
-        target = "/" + unquote(parts.path).lstrip("/")
-        if not parts.netloc and (not parts.path.startswith("//") or _inside(folder, target) is None):
-            return f"its URL names a file ({target[:80]}) that is not an absolute path inside the project"
     driver = out.get("driver")
     if driver is not None and not (isinstance(driver, str) and _PACKAGE_NAME.match(driver)):
         return "its driver is not a package name (a driver manifest or library path needs approval)"
+    url = out.get("url")
+    if isinstance(url, str):
+        served, judged = _project_url(url, driver, folder)
+        if not served:
+            return judged
+        out["url"] = judged
     return out, left
+
+
+def _project_url(url: str, driver: str | None, folder: Path) -> tuple[bool, str]:
+    """(True, a project's database URL as it will be served — a file engine's (``LocalEngine``: SQLite, a folder
+    engine) rewritten to the absolute path of the file inside the project it opens) or (False, why it is refused).
+    The file is judged by what the engine will open (``registry.local_path``: ``~`` expanded, percent-decoding
+    undone, symbolic links resolved), a relative one relative to the project."""
+    from urllib.parse import quote, urlsplit
+
+    from ba_mcp.errors import ToolFailure
+
+    if registry.info(registry.kind_of(url, driver)).files:
+        try:
+            target = registry.local_path(url, folder)
+        except ToolFailure as failure:
+            return False, f"its URL {failure.message}: {failure.hint}"
+        inside = _inside(folder, target)
+        if inside is None:
+            return False, f"its URL names a file outside the project ({str(target)[:120]})"
+        scheme, _, rest = url.partition(":")
+        query = "?" + rest.split("?", 1)[1] if "?" in rest else ""
+        return True, f"{scheme}:///{quote(str(inside))}{query}"
+    if not urlsplit(url).netloc:  # no engine of files, no server: nothing the project may name unapproved
+        return False, "its URL names no server (a database file must be inside the project)"
+    return True, url
 
 
 def _read_source(path: Path) -> tuple[dict[str, Any], str]:
@@ -823,6 +878,12 @@ def load_settings(
         if name in settings.databases:
             settings.databases[name]._written = texts
             settings.databases[name]._expanded = expanded
+    if state is not None and not state.approved:  # the project's own databases: opened beneath it (S-17)
+        for name, conf in (data.get("databases") or {}).items():
+            served = settings.databases.get(name)
+            url = served.url.get_secret_value() if served is not None and served.url is not None else None
+            if served is not None and url == conf.get("url") and served.path == conf.get("path"):
+                served._beneath = Path(os.path.realpath(project.parent))  # type: ignore[union-attr]
     settings._project = state
     return settings
 

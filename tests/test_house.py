@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from ba_mcp import registry
 from tests.conftest import ROOT
 
 PACKAGE = ROOT / "ba_mcp"
@@ -21,6 +22,7 @@ ROOMS: list[tuple[str, int]] = [
     ("ba_mcp.errors", 0),
     ("ba_mcp.registry", 0),  # the table of database engines: settings and the metrics' dialects read it
     ("ba_mcp.callers", 0),
+    ("ba_mcp.redaction", 0),  # secrets taken out of every message that leaves (errors, logs, the doctor)
     ("ba_mcp.ids", 0),
     ("ba_mcp.results", 0),
     ("ba_mcp.settings", 0),
@@ -266,6 +268,16 @@ def test_no_module_outside_its_engine_and_the_registry_names_an_engine() -> None
     }, ENGINE_WORDS.pattern
     named = [hit for path in sorted(PACKAGE.rglob("*.py")) if path not in allowed for hit in _engine_names(path)]
     assert not named, "\n".join(named)
+
+
+def test_the_registry_says_which_engines_open_files_as_their_engines_do() -> None:
+    """The project-file gate (settings, the ground floor) reads ``EngineInfo.files`` rather than the engines: it holds
+    exactly for the engines whose databases are files on this machine (``LocalEngine``)."""
+    from ba_mcp.databases.base import engine_of
+    from ba_mcp.databases.connector import LocalEngine
+
+    for info in registry.engines():
+        assert info.files == isinstance(engine_of(info.kind), LocalEngine), info.kind
 
 
 BOUNDARY_EXCEPTIONS = {"EngineError", "WorkerGone", "BadBlob", "BadStream"}

@@ -662,3 +662,62 @@ async def test_the_same_metric_through_query_metrics_sql_and_run_python_on_postg
     assert multiset(rows_of(text_of(by_metrics))) == expected, (text_of(by_metrics), text_of(by_sql))
     printed = [line for line in text_of(by_python).splitlines() if line.startswith("[[")]
     assert multiset([tuple(r) for r in json.loads(printed[0])]) == expected
+
+
+RESERVED = "Qz7@xK#v9/Rm?Lp:W8"  # the password of role atsign: every character a URL reserves
+WRONG = "Vb3@nM#q8/Zt?Xc"  # a wrong one, as reserved
+TOKEN = "TkN9zQ4xWv7Lr2Hs"  # a token as the whole user part
+PAIR = "Wq4kZ%3AHj5vX8qPn2"  # user%3Apassword: a user part that is both, encoded
+
+
+@pytest.mark.slow  # a server and the doctor of their own (each database is connected to)
+async def test_a_password_with_reserved_characters_shows_no_fragment_anywhere(
+    pg: pg_server.Postgres, ws: Path, tmp_path: Path
+) -> None:
+    """The raw password (@ # / ? :) is refused before any driver reads it, saying to percent-encode it; encoded it
+    connects; a wrong encoded one, a token as the user part and ``user%3Apassword`` are refused by PostgreSQL — and
+    no fragment of any of them longer than 3 characters, raw or encoded, is in a tool error, a ``db://`` resource,
+    the doctor's output or the server's stderr."""
+    from urllib.parse import quote
+
+    pg.sql(
+        "DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'atsign') THEN "
+        f"CREATE ROLE atsign LOGIN PASSWORD '{RESERVED}'; END IF; END $$",
+        "GRANT pg_read_all_data TO atsign",
+    )
+    at = f"127.0.0.1:{pg.port}/shop"
+    env = {
+        "BA_MCP_DATABASES__RAW__URL": f"postgresql://atsign:{RESERVED}@{at}",
+        "BA_MCP_DATABASES__ENCODED__URL": f"postgresql://atsign:{quote(RESERVED, safe='')}@{at}",
+        "BA_MCP_DATABASES__WRONG__URL": f"postgresql://atsign:{quote(WRONG, safe='')}@{at}",
+        "BA_MCP_DATABASES__TOKEN__URL": f"postgresql://{TOKEN}@{at}",
+        "BA_MCP_DATABASES__PAIR__URL": f"postgresql://{PAIR}@{at}",
+        "BA_MCP_ENGINE__SPARE_WORKERS": "0",
+    }
+    said: list[str] = []
+    errors = tmp_path / "stderr.txt"
+    with errors.open("w") as errlog:
+        async with _client(ws, env, errlog) as s:
+            failed, text = await _ask(s, said, database="encoded", query="SELECT current_user AS who")
+            assert not failed and "atsign" in text, text  # percent-encoded, it is read right
+            failed, text = await _ask(s, said, database="raw", query="SELECT 1")
+            assert failed and "BAD_DATABASE_URL" in text and "percent-encode the password" in text, text
+            for name in ("wrong", "token", "pair"):
+                failed, text = await _ask(s, said, database=name, query="SELECT 1")
+                assert failed and "DATABASE_AUTH" in text and f"databases.{name}.url" in text, text
+            for name in ("raw", "wrong", "token", "pair"):
+                try:
+                    said.append(json.dumps((await s.read_resource(f"db://{name}/schema")).model_dump(mode="json")))
+                except Exception as exc:  # the resource's error
+                    said.append(str(exc))
+    doctor = ba("doctor", workspace=ws, env=env)
+    lines = {line.split()[2]: line for line in doctor.stdout.splitlines() if line.split()[1:2] == ["database"]}
+    assert lines["encoded"].startswith("ok") and lines["raw"].startswith("FAIL"), doctor.stdout
+    assert "percent-encode the password" in lines["raw"], lines["raw"]
+    assert all(lines[name].startswith("FAIL") for name in ("wrong", "token", "pair")), doctor.stdout
+    blob = "\n".join([*said, errors.read_text(errors="replace"), doctor.stdout, doctor.stderr])
+    assert len(blob) > 1000 and "DATABASE_AUTH" in blob
+    for secret in (RESERVED, WRONG, TOKEN, PAIR, "Wq4kZ:Hj5vX8qPn2"):
+        for form in {secret, quote(secret, safe=""), quote(secret)}:
+            for i in range(len(form) - 3):
+                assert form[i : i + 4] not in blob, (form[i : i + 4], secret)

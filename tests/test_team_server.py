@@ -2,10 +2,13 @@
 (panva's certified ``oidc-provider``, tests/idp_server.py) through the official streamable HTTP client.
 
 401 with the protected-resource metadata (RFC 9728); a valid token end to end; a token for another audience, an
-expired one, a forged signature, another key under the issuer's key id, a shared-secret signature and a missing
-scope refused; opaque tokens through introspection; a key rotation followed; two users' artifacts and analyses kept
-apart across sessions; a session id presented with another user's token refused; a non-loopback host without
-``http.auth`` refused at start. Slow tier: the provider and the servers are processes."""
+expired one, a forged signature, another key under the issuer's key id, a shared-secret signature, an EC signature
+under the issuer's RSA key id, a header with no or garbage fields and a missing scope refused (401/403, never a 500);
+an ID token refused unless ``http.auth.token_types`` lists JWT; an anonymously registered client's own token refused
+under ``allowed_clients`` or ``required_claims`` (introspected tokens too); opaque tokens through introspection; a key
+rotation followed; two users' artifacts and analyses kept apart across sessions; a session id presented with another
+user's token refused; a non-loopback host without ``http.auth`` refused at start. Slow tier: the provider and the
+servers are processes. The verifier in process: tests/test_auth.py."""
 
 from __future__ import annotations
 
@@ -26,7 +29,7 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.conftest import ROOT, free_port, http_serve, make_workspace, meta_of, server_env, text_of
-from tests.idp_server import identity_provider, token
+from tests.idp_server import client_token, identity_provider, log_in, register, token
 
 pytestmark = [pytest.mark.slow, pytest.mark.anyio]
 APPS = {"io.modelcontextprotocol/ui": {"mimeTypes": ["text/html;profile=mcp-app"]}}
@@ -114,33 +117,59 @@ async def test_a_valid_token_works_end_to_end_with_a_view_page(team: Team) -> No
         assert data["total_rows"] == 3000 and data["rows"][-1][0] == 2999
 
 
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def _unb64(part: str) -> Any:
+    return json.loads(base64.urlsafe_b64decode(part + "=" * (-len(part) % 4)))
+
+
 @pytest.mark.parametrize(
     "case",
-    ["another audience", "forged signature", "another key with the issuer's key id", "a shared-secret signature"],
+    [
+        "another audience",
+        "forged signature",
+        "another key with the issuer's key id",
+        "a shared-secret signature",
+        "an EC signature under the issuer's RSA key id",
+        "a header with no fields",
+        "a header of garbage",
+        "header fields of the wrong types",
+    ],
 )
 def test_tokens_the_server_must_not_accept_are_401(team: Team, case: str) -> None:
+    import jwt
+    from cryptography.hazmat.primitives.asymmetric import ec, rsa
+
     good = team.token("alice")
     header, payload, signature = good.split(".")
+    claims, kid = _unb64(payload), _unb64(header)["kid"]
     if case == "another audience":
         bad = team.token("alice", resource="http://127.0.0.1:1/somewhere-else")
     elif case == "forged signature":
         bad = f"{header}.{payload}.{signature[:-6]}{'AAAAAA' if not signature.endswith('AAAAAA') else 'BBBBBB'}"
+    elif case == "a shared-secret signature":  # the issuer's public key as an HMAC secret (algorithm confusion)
+        public = json.dumps(json.loads(team.key_file.read_text())["n"])
+        bad = jwt.encode(claims, public, algorithm="HS256", headers={"kid": kid})
+    elif case == "another key with the issuer's key id":
+        mine = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        bad = jwt.encode(claims, mine, algorithm="RS256", headers={"kid": kid, "typ": "at+jwt"})
+    elif case == "an EC signature under the issuer's RSA key id":  # the header chose the algorithm: a 500 once
+        mine_ec = ec.generate_private_key(ec.SECP256R1())
+        bad = jwt.encode(claims, mine_ec, algorithm="ES256", headers={"kid": kid, "typ": "at+jwt"})
+    elif case == "a header with no fields":
+        bad = f"{_b64(b'{}')}.{payload}.{signature}"
+    elif case == "a header of garbage":
+        bad = f"{_b64(bytes(range(256)))}.{payload}.{signature}"
     else:
-        import jwt
-        from cryptography.hazmat.primitives.asymmetric import rsa
-
-        claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
-        kid = json.loads(base64.urlsafe_b64decode(header + "=" * (-len(header) % 4)))["kid"]
-        if case == "a shared-secret signature":  # the issuer's public key as an HMAC secret (algorithm confusion)
-            public = json.dumps(json.loads(team.key_file.read_text())["n"])
-            bad = jwt.encode(claims, public, algorithm="HS256", headers={"kid": kid})
-        else:
-            mine = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-            bad = jwt.encode(claims, mine, algorithm="RS256", headers={"kid": kid, "typ": "at+jwt"})
+        fields = {"alg": ["RS256"], "kid": {"kid": kid}, "typ": 7, "crit": "b64"}
+        bad = f"{_b64(json.dumps(fields).encode())}.{payload}.{signature}"
     assert post(team.url, good).status_code == 200
     refused = post(team.url, bad)
     assert refused.status_code == 401, (case, refused.status_code, refused.text[:300])
     assert "invalid_token" in refused.headers.get("www-authenticate", ""), refused.headers
+    assert post(team.url, good).status_code == 200  # and the server goes on serving
 
 
 def test_an_expired_token_is_401(team: Team) -> None:
@@ -333,7 +362,8 @@ async def test_a_user_logs_in_through_the_authorization_code_flow_with_pkce(team
     """The official Python SDK client's OAuth support, as an MCP client does it: the 401 leads it to the resource's
     metadata and the issuer's, it registers itself (RFC 7591), sends the user to log in (the provider's own login and
     consent pages, filled in here as a browser would), exchanges the code with its PKCE verifier for a token of this
-    resource (RFC 8707), and calls the server."""
+    resource (RFC 8707), and calls the server. It registers for refresh tokens too, as Claude and the SDK do: the
+    provider must allow them (docs/team-server.md)."""
     import anyio.to_thread
     from mcp.client.auth import AuthorizationCodeResult, OAuthClientProvider
     from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
@@ -359,28 +389,8 @@ async def test_a_user_logs_in_through_the_authorization_code_flow_with_pkce(team
 
     def browser(authorization_url: str) -> None:
         """The user's browser: the provider's login page (user "dana"), its consent page, the redirect back."""
-        import re
-        import urllib.parse
-
         seen["authorization_url"] = authorization_url
-        with httpx2.Client(follow_redirects=False, timeout=30) as web:
-            response = web.get(authorization_url)
-            for _ in range(20):
-                if response.is_redirect:
-                    location = urllib.parse.urljoin(str(response.url), response.headers["location"])
-                    if location.startswith(redirect_uri):
-                        query = urllib.parse.parse_qs(urllib.parse.urlsplit(location).query)
-                        seen.update({k: v[0] for k, v in query.items()})
-                        return
-                    response = web.get(location)
-                    continue
-                form = re.search(r'<form[^>]*action="([^"]+)"', response.text)
-                assert form, response.text[:500]
-                fields = dict(re.findall(r'<input[^>]*name="([^"]+)"[^>]*value="([^"]*)"', response.text))
-                if 'name="login"' in response.text:
-                    fields |= {"login": "dana", "password": "any"}
-                response = web.post(urllib.parse.urljoin(str(response.url), form.group(1)), data=fields)
-        raise AssertionError("the provider never redirected back")
+        seen.update(log_in(authorization_url, redirect_uri, "dana"))
 
     async def redirect(url: str) -> None:
         await anyio.to_thread.run_sync(browser, url)
@@ -391,7 +401,7 @@ async def test_a_user_logs_in_through_the_authorization_code_flow_with_pkce(team
     metadata = OAuthClientMetadata(
         client_name="ba-mcp test client",
         redirect_uris=[redirect_uri],  # type: ignore[list-item]
-        grant_types=["authorization_code"],
+        grant_types=["authorization_code", "refresh_token"],  # as Claude and the SDK register (its default)
         response_types=["code"],
         token_endpoint_auth_method="none",
     )
@@ -417,3 +427,92 @@ def test_host_and_origin_follow_the_public_url(team: Team) -> None:
     assert post(team.url, good, Origin="http://127.0.0.1:" + team.url.split(":")[2].split("/")[0]).status_code == 200
     assert post(team.url, good, Host="evil.example").status_code in (400, 403, 421)
     assert post(team.url, good, Origin="https://evil.example").status_code in (400, 403)
+
+
+def _id_token(issuer: str, client_id: str, user: str) -> str:
+    """An OpenID Connect ID token of ``user``, issued to the confidential client ``client_id`` (the authorization-code
+    flow with PKCE, the provider's login page filled in): its ``aud`` is the client id."""
+    import hashlib
+    import secrets
+    import urllib.parse
+
+    redirect_uri = "http://127.0.0.1:33418/callback"
+    verifier = secrets.token_urlsafe(48)
+    challenge = _b64(hashlib.sha256(verifier.encode()).digest())
+    asked = {"client_id": client_id, "response_type": "code", "scope": "openid", "redirect_uri": redirect_uri}
+    asked |= {"code_challenge": challenge, "code_challenge_method": "S256", "state": "s", "nonce": "n"}
+    answer = log_in(f"{issuer}/auth?{urllib.parse.urlencode(asked)}", redirect_uri, user)
+    exchange = {"grant_type": "authorization_code", "code": answer["code"], "redirect_uri": redirect_uri}
+    exchange |= {"code_verifier": verifier, "client_id": client_id, "client_secret": "id-token-secret"}
+    issued = httpx2.post(f"{issuer}/token", data=exchange, timeout=30)
+    assert issued.status_code == 200, issued.text
+    return str(issued.json()["id_token"])
+
+
+def test_an_id_token_is_no_access_token_unless_the_operator_lists_jwt(tmp_path: Path) -> None:
+    """RFC 9068 §4: an ID token whose client id is the server's URL carries iss, aud (the client id: the audience),
+    exp and sub — everything but an access token's typ (at+jwt). Refused under the default ``token_types``; accepted
+    only when the operator lists JWT (for an issuer whose access tokens are typed JWT, or not typed at all)."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    with identity_provider(tmp_path / "key.json", id_token_client=url) as issuer:
+        id_token = _id_token(issuer, url, "dana")
+        header, payload = (_unb64(part) for part in id_token.split(".")[:2])
+        assert header.get("typ", "JWT") == "JWT" and payload["aud"] == url and payload["sub"] == "dana"
+        env = {"BA_MCP_HTTP__AUTH__ISSUER": issuer, "BA_MCP_HTTP__AUTH__AUDIENCE": url}
+        with http_serve(make_workspace(tmp_path / "default"), port=port, **env):
+            assert post(url, token(issuer, "alice", url)).status_code == 200  # an access token (typ at+jwt)
+            refused = post(url, id_token)
+            assert refused.status_code == 401, (refused.status_code, refused.text[:300])
+            assert "invalid_token" in refused.headers.get("www-authenticate", "")
+        env["BA_MCP_HTTP__AUTH__TOKEN_TYPES"] = '["at+jwt", "JWT"]'
+        with http_serve(make_workspace(tmp_path / "jwt"), port=port, **env):
+            assert post(url, id_token).status_code == 200
+
+
+def test_a_self_registered_clients_own_token_names_nobody_under_allowed_clients_or_required_claims(
+    team: Team, tmp_path: Path
+) -> None:
+    """Anonymous dynamic registration (RFC 7591) and client credentials: anybody who reaches the provider gets a
+    client, and its own token for this server, whose sub is the client — a principal with no person behind it.
+    ``allowed_clients`` (the token's client_id) and ``required_claims`` (here the provider's groups claim, on its
+    users' tokens only) refuse it — a 401, as any refused token —, JWT and introspected tokens alike; the configured
+    clients still work."""
+    stranger = register(
+        team.issuer,
+        {
+            "client_name": "anybody",
+            "grant_types": ["client_credentials"],
+            "response_types": [],
+            "redirect_uris": [],
+            "token_endpoint_auth_method": "client_secret_post",
+        },
+    )
+    anonymous = client_token(team.issuer, stranger["client_id"], stranger["client_secret"], team.url)
+    assert _unb64(anonymous.split(".")[1])["sub"] == stranger["client_id"]
+    assert post(team.url, anonymous).status_code == 200  # without either setting: a principal
+
+    introspection = {
+        "BA_MCP_HTTP__AUTH__INTROSPECTION_CLIENT_ID": "ba-mcp-server",
+        "BA_MCP_HTTP__AUTH__INTROSPECTION_CLIENT_SECRET": "ba-mcp-server-secret",
+    }
+    settings = {
+        "allowed_clients": ({"BA_MCP_HTTP__AUTH__ALLOWED_CLIENTS": '["alice", "bob"]'}, {"alice": 200, "opaque": 401}),
+        "required_claims": (
+            {"BA_MCP_HTTP__AUTH__REQUIRED_CLAIMS": '{"groups": "ba-analysts"}'},
+            {"bob": 200, "opaque": 200},
+        ),
+    }
+    for name, (setting, expected) in settings.items():
+        port = free_port()
+        url = f"http://127.0.0.1:{port}/mcp"
+        env = {"BA_MCP_HTTP__AUTH__ISSUER": team.issuer, "BA_MCP_HTTP__AUTH__AUDIENCE": url, **introspection, **setting}
+        with http_serve(make_workspace(tmp_path / name), port=port, **env):
+            mine = client_token(team.issuer, stranger["client_id"], stranger["client_secret"], url)
+            refused = post(url, mine)
+            assert refused.status_code == 401, (name, refused.status_code, refused.text[:300])
+            assert "invalid_token" in refused.headers.get("www-authenticate", "")
+            for user, status in expected.items():  # opaque: its token introspected (client_id opaque, groups)
+                issued = token(team.issuer, user, url)
+                assert (issued.count(".") == 2) is (user != "opaque")
+                assert post(url, issued).status_code == status, (name, user)

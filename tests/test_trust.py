@@ -8,6 +8,7 @@ plugin's) with the user's ordinary environment: secrets in variables, a private 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
@@ -252,7 +253,7 @@ def test_the_gate_keeps_what_loosens_nothing_and_names_the_rest(tmp_path: Path) 
                     "own": {"path": "shop.duckdb", "description": "ours", "allow_writable_role": True},
                     "far": {"path": "../outside.duckdb"},
                     "lite": {"url": "sqlite:////etc/passwd"},
-                    "rel": {"url": "sqlite:///data/kpis.db"},  # relative to the workspace: not the project's
+                    "rel": {"url": "sqlite:///data/kpis.db"},  # relative: in a project file, to the project
                     "inside": {"url": f"sqlite:///{project}/kpis.db"},
                     "pg": {"url": "postgresql://reader@db.internal/shop", "driver": "adbc_driver_postgresql"},
                     "lib": {"url": "grpc://x", "driver": "/tmp/evil.so"},
@@ -266,7 +267,10 @@ def test_the_gate_keeps_what_loosens_nothing_and_names_the_rest(tmp_path: Path) 
     settings = _load(path, {"PGPASSWORD": "pw-Value-7"})
     state = settings.project_file
     assert state is not None and not state.approved
-    assert sorted(settings.databases) == ["demo", "inside", "own", "pg"]
+    assert sorted(settings.databases) == ["demo", "inside", "own", "pg", "rel"]
+    rel = settings.databases["rel"]
+    assert rel.url is not None and rel.url.get_secret_value() == f"sqlite:///{project}/data/kpis.db"
+    assert rel.beneath() == project
     assert settings.databases["demo"].path is None and settings.databases["own"].path == (project / "shop.duckdb")
     assert settings.databases["own"].description == "ours" and not settings.databases["own"].allow_writable_role
     assert settings.workspace is None and not settings.artifacts.shared and settings.files.read_roots == {}
@@ -284,7 +288,6 @@ def test_the_gate_keeps_what_loosens_nothing_and_names_the_rest(tmp_path: Path) 
         "databases.own.allow_writable_role",
         "databases.far",
         "databases.lite",
-        "databases.rel",
         "databases.lib",
         "databases.env",
         "metrics.paths /etc, ~/m",
@@ -388,3 +391,154 @@ def test_the_sandbox_filter_refuses_execve() -> None:
     from sandbox.isolation import DENIED_SYSCALLS
 
     assert {"execve", "execveat"} <= set(DENIED_SYSCALLS)
+
+
+# -- an unapproved project file's SQLite database: only a file inside the project, judged by what opens -----------
+
+
+def _sqlite(path: Path, value: str) -> Path:
+    import sqlite3
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with contextlib.closing(sqlite3.connect(path)) as con:
+        con.executescript(f"CREATE TABLE t (v TEXT); INSERT INTO t VALUES ('{value}');")
+        con.commit()
+    return path
+
+
+def _sqlite_attacks(tmp_path: Path) -> tuple[Path, Path, Path, dict[str, Any]]:
+    """The user's files (a cookie jar in the home folder, a database elsewhere), a project whose file names them
+    every way the red team found, a symbolic link inside the project to the cookie jar, and two look-alikes that
+    must work: a relative file inside the project, and one in a folder of it."""
+    home = tmp_path / "home"
+    cookies = _sqlite(home / ".mozilla" / "cookies.sqlite", "COOKIE-of-the-user")
+    elsewhere = _sqlite(tmp_path / "elsewhere" / "x.db", "ELSEWHERE-of-the-user")
+    project = tmp_path / "project"
+    _sqlite(project / "kpis.db", "kpi-of-the-project")
+    _sqlite(project / "data" / "deep.db", "deep-of-the-project")
+    (project / "cookies.db").symlink_to(cookies)
+    encoded = str(elsewhere).replace("/", "%2F")
+    databases = {
+        "tilde": {"url": "sqlite://~/.mozilla/cookies.sqlite"},
+        "tilde3": {"url": "sqlite:///~/.mozilla/cookies.sqlite"},
+        "encoded": {"url": f"sqlite://{encoded}"},
+        "encoded3": {"url": f"sqlite:///{encoded}"},
+        "host": {"url": f"sqlite://localhost{elsewhere}"},
+        "up": {"url": "sqlite:///../elsewhere/x.db"},
+        "link": {"url": "sqlite:///cookies.db"},
+        "absolute": {"url": f"sqlite:///{elsewhere}"},
+        "kpis": {"url": "sqlite:///kpis.db"},
+        "deep": {"url": f"sqlite:///{project}/data/deep.db"},
+    }
+    (project / "ba-mcp.yaml").write_text(yaml.safe_dump({"databases": databases}))
+    return home, project, elsewhere, databases
+
+
+ATTACKS = ("tilde", "tilde3", "encoded", "encoded3", "host", "up", "link", "absolute")
+
+
+def test_an_unapproved_project_file_names_no_sqlite_file_outside_the_project(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The gate judges a URL by the file the engine will open (``~`` expanded, ``%2F`` decoded, links resolved); a
+    host part is refused outright, saying the form to use; the operator's own absolute URL keeps its freedom."""
+    home, project, elsewhere, _ = _sqlite_attacks(tmp_path)
+    monkeypatch.setenv("HOME", str(home))
+    settings = _load(project / "ba-mcp.yaml", {"BA_MCP_DATABASES__MINE__URL": f"sqlite:///{elsewhere}"})
+    assert sorted(settings.databases) == ["deep", "demo", "kpis", "mine"], sorted(settings.databases)
+    ignored = "\n".join(settings.project_file.ignored)
+    for name in ATTACKS:
+        assert f"databases.{name} —" in ignored, (name, ignored)
+    for name in ("tilde", "encoded", "host"):
+        line = next(line for line in settings.project_file.ignored if line.startswith(f"databases.{name} "))
+        assert "names a host" in line and "sqlite:///" in line and "sqlite:////" in line, line
+    kpis = settings.databases["kpis"]
+    assert kpis.url is not None and kpis.url.get_secret_value() == f"sqlite:///{project}/kpis.db"
+    assert kpis.beneath() == project
+    mine = settings.databases["mine"]  # the operator's: as configured, opened as configured
+    assert mine.url is not None and mine.url.get_secret_value() == f"sqlite:///{elsewhere}" and mine.beneath() is None
+
+
+def test_a_project_databases_file_is_opened_beneath_the_project_following_no_link(tmp_path: Path) -> None:
+    """A link swapped in after the configuration was read is refused when the file is opened for the worker; the
+    operator's link is followed as before; a host part in the operator's URL is refused naming the form."""
+    from ba_mcp.databases.base import engine_of
+    from ba_mcp.errors import ToolFailure
+    from ba_mcp.workers.connections import open_host_file
+
+    home, project, _, _ = _sqlite_attacks(tmp_path)
+    settings = _load(project / "ba-mcp.yaml", {"BA_MCP_DATABASES__MINE__URL": f"sqlite:///{project}/cookies.db"})
+    kpis, mine = settings.databases["kpis"], settings.databases["mine"]
+    engine = engine_of("sqlite")
+    where = engine.host_file(kpis, tmp_path / "ws")
+    opened = open_host_file("kpis", kpis, where, False)
+    inode = os.stat(project / "kpis.db")
+    assert opened == (project / "kpis.db", [inode.st_dev, inode.st_ino]), opened
+    (project / "kpis.db").rename(project / "kpis-real.db")
+    (project / "kpis.db").symlink_to(home / ".mozilla" / "cookies.sqlite")  # the swap, after the gate
+    with pytest.raises(ToolFailure) as refused:
+        open_host_file("kpis", kpis, where, False)
+    assert refused.value.code == "DATABASE_FILE_REFUSED" and "symbolic link" in refused.value.message
+    opened = open_host_file("mine", mine, engine.host_file(mine, tmp_path / "ws"), False)  # the operator's link
+    assert opened is not None and opened[0] == home / ".mozilla" / "cookies.sqlite"
+    from ba_mcp.settings import load_settings
+
+    bad = load_settings(environ={"BA_MCP_DATABASES__BAD__URL": "sqlite://~/x.db"}).databases["bad"]
+    with pytest.raises(ToolFailure) as named:
+        engine.host_file(bad, tmp_path / "ws")
+    assert named.value.code == "BAD_DATABASE_URL" and "sqlite:////absolute" in named.value.hint
+
+
+@pytest.mark.slow  # a server of its own, started in the project as Claude Code starts the plugin's
+async def test_a_hostile_project_file_reads_no_sqlite_file_of_the_user(tmp_path: Path) -> None:
+    """End to end, with real SQLite files: every attack is an unknown database (ignored, named on stderr), a file
+    swapped for a link after the start is refused when it is opened, and the look-alikes answer — a relative file
+    inside the project, and the operator's own absolute URL."""
+    home, project, elsewhere, _ = _sqlite_attacks(tmp_path)
+    config_home = tmp_path / "config"
+    config_home.mkdir()
+    ws = tmp_path / "ws"
+    base = sandbox_params(
+        ws, HOME=str(home), XDG_CONFIG_HOME=str(config_home), BA_MCP_DATABASES__MINE__URL=f"sqlite:///{elsewhere}"
+    )
+    params = StdioServerParameters(command=base.command, args=base.args, env=base.env, cwd=str(project))
+    errors = tmp_path / "stderr.log"
+    seen: dict[str, str] = {}
+    with errors.open("w") as log:
+        async with stdio_client(params, errlog=log) as (r, w), ClientSession(r, w) as s:
+            await s.initialize()
+            # deep.db, checked by the gate at the start, is swapped for a link before its first query
+            (project / "data" / "deep.db").unlink()
+            (project / "data" / "deep.db").symlink_to(home / ".mozilla" / "cookies.sqlite")
+            for name in (*ATTACKS, "kpis", "deep", "mine"):
+                result = await s.call_tool("query_database", {"database": name, "query": "SELECT v FROM t"})
+                seen[name] = ("ERROR " if result.is_error else "") + text_of(result)
+    said = "\n".join(seen.values())
+    assert "COOKIE-of-the-user" not in said, said
+    for name in ATTACKS:
+        assert seen[name].startswith("ERROR") and f"unknown database '{name}'" in seen[name], seen[name]
+    assert "kpi-of-the-project" in seen["kpis"], seen["kpis"]  # a relative file inside the project
+    assert "ELSEWHERE-of-the-user" in seen["mine"], seen["mine"]  # the operator's own absolute file
+    assert seen["deep"].startswith("ERROR") and "DATABASE_FILE_REFUSED" in seen["deep"], seen["deep"]
+    stderr = errors.read_text()
+    assert all(f"databases.{name}" in stderr for name in ATTACKS), stderr
+
+
+def test_a_url_is_shown_with_its_whole_user_part_masked_and_an_unsure_one_refused() -> None:
+    """S-11: the user part up to the URL's last @ is masked (the user kept only when plainly a user name); a
+    reserved character in it is refused before a driver reads it; every form of a secret is redacted."""
+    from ba_mcp import redaction
+    from ba_mcp.errors import ErrorType, ToolFailure
+
+    url = "postgresql://ba:p@ss#word@host/db"
+    assert redaction.masked_url(url) == "postgresql://***@host/db" and redaction.unsure(url)
+    assert redaction.masked_url("postgresql://TkN9zQ4xWv7Lr2Hs@h/db") == "postgresql://***@h/db"
+    assert redaction.masked_url("postgresql://Wq4kZ%3AHj5vX8qPn2@h/db") == "postgresql://***@h/db"
+    assert redaction.masked_url("postgresql://ba:Qz7%40xK%23v9@h/db?sslpassword=Sp-9") == (
+        "postgresql://ba:***@h/db?sslpassword=***"
+    )
+    assert not redaction.unsure("postgresql://ba:Qz7%40xK%23v9@h/db")
+    redaction.register(redaction.url_secrets("postgresql://ba:Qz7%40xK%23v9@h/db"))
+    failure = ToolFailure(ErrorType.DEPENDENCY_ERROR, "X", "said Qz7@xK#v9 and Qz7%40xK%23v9", "hint Qz7@xK#v9")
+    failure.hint += " again Qz7%40xK%23v9"
+    assert "Qz7" not in failure.message + failure.hint + str(failure), (failure.message, failure.hint)

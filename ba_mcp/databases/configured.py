@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ba_mcp.databases.base import Analysis, Database, engine_of
 from ba_mcp.databases.connector import Catalogs, label_of
 from ba_mcp.databases.duckdb import DEMO_FILE, DuckDBEngine
+from ba_mcp.databases.slots import FairSlots
 from ba_mcp.demo_data import ensure_demo_database
 from ba_mcp.errors import Code, ErrorType, ToolFailure, denied, invalid, not_found
 from ba_mcp.formats.table import TABLE_SUFFIXES
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from ba_mcp.results import Table
-    from ba_mcp.settings import Settings
+    from ba_mcp.settings import DatabaseSettings, Settings
     from ba_mcp.stores.artifacts import ArtifactStore
     from ba_mcp.tool import ToolContext
     from ba_mcp.workers.connections import Connections
@@ -35,6 +36,14 @@ if TYPE_CHECKING:
 
 
 WORKSPACE = "workspace"  # the name a model uses for "where my uploads are"
+
+
+def per_user(settings: Settings, db: DatabaseSettings) -> int | None:
+    """One user's share of a database's slots: as configured, else all of them on one analyst's server and half
+    (at least one) on a server whose users log in (``http.auth``)."""
+    if db.max_concurrent_per_user is not None:
+        return db.max_concurrent_per_user
+    return max(1, db.max_concurrent // 2) if settings.http.auth is not None else None
 
 
 class Databases:
@@ -57,7 +66,9 @@ class Databases:
         self._engines = {name: engine_of(conf.kind) for name, conf in settings.databases.items()}
         self._lock = threading.Lock()
         self._analyses: dict[str, Analysis] = {}
-        self._slots = {name: threading.BoundedSemaphore(db.max_concurrent) for name, db in settings.databases.items()}
+        self._slots = {
+            name: FairSlots(db.max_concurrent, per_user(settings, db)) for name, db in settings.databases.items()
+        }
         self._changes: dict[str, int] = {}  # session -> CREATE/DROP statements it ran
         engines.prepare = self.prepare
         engines.keeps_state = lambda session: self.session_objects(session) > 0  # its TEMP tables and views
@@ -70,9 +81,9 @@ class Databases:
         with self._lock:
             self._changes[session] = self._changes.get(session, 0) + 1
 
-    def slots(self, name: str) -> threading.BoundedSemaphore:
-        """Queries in flight on database ``name`` across sessions (``databases.<name>.max_concurrent``); a
-        session has one engine worker, so one session holds at most one slot at a time."""
+    def slots(self, name: str) -> FairSlots:
+        """Queries in flight on database ``name`` across principals (``databases.<name>.max_concurrent``), each
+        principal's at most their share (``max_concurrent_per_user``), waiting callers served fairly."""
         return self._slots[name]
 
     @property

@@ -26,13 +26,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ba_mcp import registry
+from ba_mcp import callers, registry
 from ba_mcp.databases.base import Analysis, Execution, RunThenCollect, in_worker
-from ba_mcp.errors import Code, ErrorType, ToolFailure, denied, timed_out
+from ba_mcp.errors import Code, ErrorType, ToolFailure, denied
+from ba_mcp.registry import local_path
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from ba_mcp.databases.slots import FairSlots
     from ba_mcp.settings import DatabaseSettings
     from ba_mcp.stores.artifacts import ArtifactStore
     from ba_mcp.tool import ToolContext
@@ -59,7 +61,7 @@ class ConnectedDatabase(RunThenCollect):
     conf: DatabaseSettings
     engine: ConnectedEngine
     pool: Connections
-    slots: threading.BoundedSemaphore
+    slots: FairSlots
     catalogs: Catalogs
     store: ArtifactStore  # where a complete result is kept
     host_file: Path | None = None  # a database that is a file on this machine (bound read-only into the worker)
@@ -84,13 +86,10 @@ class ConnectedDatabase(RunThenCollect):
     def run(
         self, sql: str, params: Any, files: Sequence[tuple[str, Resolved]], max_rows: int, ctx: ToolContext
     ) -> Execution:
-        while not self.slots.acquire(timeout=0.05):
-            if ctx.cancelled.is_set():
-                raise timed_out(
-                    f"every connection to {self.name} was busy with other queries until the timeout "
-                    f"(databases.{self.name}.max_concurrent = {self.conf.max_concurrent})",
-                    "retry shortly",
-                )
+        who = callers.principal_of(ctx.session)
+        started = time.monotonic()
+        if not self.slots.acquire(who, ctx.timeout, ctx.cancelled.is_set):
+            raise self.slots.busy(self.name, who, time.monotonic() - started)
         label = hashlib.sha256(ctx.session.encode()).hexdigest()[:8]  # the session, told apart by the database
         request = {
             "op": "run",
@@ -115,12 +114,12 @@ class ConnectedDatabase(RunThenCollect):
                 held.__exit__(type(exc), exc, exc.__traceback__)
                 if lost and attempt == 1:
                     continue
-                self.slots.release()
+                self.slots.release(who)
                 raise
 
         def release() -> None:
             held.__exit__(None, None, None)
-            self.slots.release()
+            self.slots.release(who)
 
         return in_worker(session.ask, reply, head, release)
 
@@ -156,7 +155,8 @@ class Catalogs:
             kept = self._kept.get(db.name)
         if kept is not None and time.monotonic() - kept[0] < _SCHEMA_TTL_S:
             return kept[1]
-        if not db.slots.acquire(timeout=_SCHEMA_WAIT_S):
+        who = callers.principal_of(callers.current())
+        if not db.slots.acquire(who, _SCHEMA_WAIT_S):
             raise ToolFailure(
                 ErrorType.TRANSIENT_ERROR,
                 "DATABASE_BUSY",
@@ -170,7 +170,7 @@ class Catalogs:
             ):
                 reply, _ = session.ask({"op": "describe", "schemas": list(db.conf.schemas)})
         finally:
-            db.slots.release()
+            db.slots.release(who)
         tables = reply["tables"]
         with self._lock:
             self._kept[db.name] = (time.monotonic(), tables)
@@ -261,7 +261,12 @@ class ConnectedEngine:
     def database(self, name: str, conf: DatabaseSettings, owner: Any) -> ConnectedDatabase:
         if owner.connections is None:
             raise ToolFailure(ErrorType.DEPENDENCY_ERROR, "DATABASE_UNAVAILABLE", f"'{name}' is not served here")
-        host_file = self.host_file(conf, owner.workspace.root)
+        try:
+            host_file = self.host_file(conf, owner.workspace.root)
+        except ToolFailure as failure:  # a file engine's URL in a form it refuses
+            raise ToolFailure(
+                failure.type, failure.code, f"the URL of database '{name}' {failure.message}", failure.hint
+            ) from None
         if host_file is not None and not (host_file.is_dir() if self.folder else host_file.is_file()):
             what = "folder" if self.folder else "file"
             raise ToolFailure(
@@ -404,14 +409,8 @@ class LocalEngine(ConnectedEngine):
     only ``open`` (``where(c, message)`` is the path to open) and the hooks it needs."""
 
     def host_file(self, conf: DatabaseSettings, root: Path) -> Path | None:
-        """The file or folder of the URL (three slashes: relative to the workspace; four: absolute)."""
-        import urllib.parse
-
-        url = conf.url.get_secret_value() if conf.url is not None else ""
-        rest = url.split(":", 1)[1] if ":" in url else url
-        rest = rest[3:] if rest.startswith("///") else rest.lstrip("/") if rest.startswith("//") else rest
-        path = Path(urllib.parse.unquote(rest.split("?", 1)[0])).expanduser()
-        return path if path.is_absolute() else root / path
+        """The file or folder of the URL (three slashes: relative to the workspace; four: absolute): ``local_path``."""
+        return local_path(conf.url.get_secret_value() if conf.url is not None else "", root)
 
     def connect_message(self, conf: DatabaseSettings, host_file: Path | None) -> dict[str, Any]:
         message = super().connect_message(conf, host_file)
@@ -421,9 +420,28 @@ class LocalEngine(ConnectedEngine):
 
     def where(self, c: Held, message: dict[str, Any]) -> str:
         """The path the worker opens: the bound one in its own root (its host path where it has no mount
-        namespace)."""
+        namespace) — only when it is the very file the server opened (``message["identity"]``: device and inode;
+        ``workers.connections.open_host_file``), so a symbolic link swapped in before the bind is refused."""
+        import os
+
         uri = message["uri"]
-        return str(uri["target"] if c.options.get("confined") else uri["host"])
+        path = str(uri["target"] if c.options.get("confined") else uri["host"])
+        expected = message.get("identity")
+        try:
+            found = os.stat(path)
+        except OSError:
+            found = None
+        if expected is not None and (found is None or [found.st_dev, found.st_ino] != list(expected)):
+            from ba_mcp.workers.wire import Failure
+
+            raise Failure(
+                type="permission_denied",
+                code="DATABASE_FILE_REFUSED",
+                message="the database's file changed between the server opening it and the worker binding it "
+                "(a symbolic link swapped in?)",
+                hint="check the file; a project file's database must be a file inside the project",
+            )
+        return path
 
 
 class ExactDecimal:

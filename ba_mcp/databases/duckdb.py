@@ -15,12 +15,14 @@ own objects), the per-database query slots, and the classification of the engine
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ba_mcp import callers
 from ba_mcp.databases.base import Analysis, Execution, RunThenCollect, in_worker
-from ba_mcp.errors import Code, ErrorType, ToolFailure, denied, timed_out
+from ba_mcp.errors import Code, ErrorType, ToolFailure, denied
 from ba_mcp.workers.failures import EngineError
 from ba_mcp.workers.pool import file_identity
 
@@ -56,12 +58,10 @@ class DuckDBDatabase(RunThenCollect):
         """Run ``sql`` in the session's engine worker once a query slot of this database is free; the call's
         timeout interrupts it there and, past the grace, ends the worker."""
         slots = self.owner.slots(self.name)
-        while not slots.acquire(timeout=0.05):
-            if ctx.cancelled.is_set():
-                raise timed_out(
-                    "every query slot of this database was taken by other queries until the timeout",
-                    "retry shortly",
-                )
+        who = callers.principal_of(ctx.session)
+        started = time.monotonic()
+        if not slots.acquire(who, ctx.timeout, ctx.cancelled.is_set):
+            raise slots.busy(self.name, who, time.monotonic() - started)
         engines = self.owner.engines
         held = engines.held(ctx.session, ctx)
         try:
@@ -82,12 +82,12 @@ class DuckDBDatabase(RunThenCollect):
             head = call.arrow(blobs[0])
         except BaseException as exc:
             held.__exit__(type(exc), exc, exc.__traceback__)
-            slots.release()
+            slots.release(who)
             raise
 
         def release() -> None:
             held.__exit__(None, None, None)
-            slots.release()
+            slots.release(who)
 
         return in_worker(call.ask, reply, head, release)
 

@@ -13,14 +13,16 @@ At a call's timeout the worker cancels the statement in the database; a worker s
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
-import re
+import stat
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ba_mcp import redaction
 from ba_mcp.errors import ErrorType, ToolFailure, timed_out
 from ba_mcp.workers.failures import EngineError, worker_failures
 from ba_mcp.workers.pool import Call, Handle, WorkerPool, crash_limit
@@ -36,44 +38,41 @@ log = logging.getLogger(__name__)
 _NETWORK_FILES = ("/etc/resolv.conf", "/etc/hosts", "/etc/gai.conf", "/etc/ssl", "/etc/pki", "/etc/ca-certificates")
 
 
-# a URL's query parameter that carries a credential (password=, sslpassword=, token=, client_secret=, …)
-_SECRET_PARAM = re.compile(r"([?&;](?:[\w.-]*(?:pass|pwd|secret|token|key|auth|credential)[\w.-]*)=)([^&;#]*)", re.I)
-
-
 def secrets_of(conf: DatabaseSettings) -> list[str]:
-    """Every secret text of a database's settings (the URL, its password — in the user part or a query
-    parameter, raw and percent-decoded —, the options' values), longest first."""
-    from urllib.parse import unquote
-
+    """Every secret text of a database's settings, longest first: the URL whole, its user part and password (up to
+    the URL's last ``@``) and its credential query parameters — each raw, percent-decoded and encoded
+    (``redaction.url_secrets``) —, the options' values, and what ``${VAR}`` gave (a user name, a host, a token)."""
     found: list[str] = []
     if conf.url is not None:
         url = conf.url.get_secret_value()
-        found.append(url)
-        m = re.match(r"^[a-z+]+://([^:/@]*):([^@]*)@", url)
-        if m and m.group(2):
-            found.append(m.group(2))
-        found += [m.group(2) for m in _SECRET_PARAM.finditer(url) if m.group(2)]
-        found += [unquote(s) for s in found[1:]]
+        found += [url, *redaction.url_secrets(url)]
     found += [v.get_secret_value() for v in conf.options.values() if v.get_secret_value()]
     found += conf.expanded()  # what ${VAR} gave: a user name, a host, a token — none is shown
     return sorted({s for s in found if len(s) >= 3}, key=len, reverse=True)
 
 
+def register_secrets(conf: DatabaseSettings) -> None:
+    """The database's credentials, taken out of every message this process shows from now on (``redaction``): its
+    URL's user part, password and credential parameters, its options' values. (What ``${VAR}`` gave a host or a
+    database name is taken out of this database's own messages only: ``redact``.)"""
+    url = conf.url.get_secret_value() if conf.url is not None else ""
+    options = [v.get_secret_value() for v in conf.options.values() if v.get_secret_value()]
+    redaction.register([*(redaction.url_secrets(url) if url else []), *options])
+
+
 def shown_url(conf: DatabaseSettings) -> str:
-    """The URL with its credentials replaced (for the doctor and errors): the password of its user part and the
-    value of every query parameter that carries one; where the configuration named variables, as written."""
+    """The URL fit to show (for the doctor and errors; ``redaction.masked_url``): its user part masked up to the
+    URL's last ``@`` — the user kept only when it is plainly a user name — and the value of every query parameter
+    that carries a credential; where the configuration named variables, as written."""
     if conf.url is None:
         return ""
     # as written when it named variables (``${PGUSER}``: the name, never the value)
-    url = conf.written("url") or conf.url.get_secret_value()
-    url = re.sub(r"^([a-z+]+://[^:/@]*):[^@]*@", r"\1:***@", url)
-    return _SECRET_PARAM.sub(r"\1***", url)
+    return redaction.masked_url(conf.written("url") or conf.url.get_secret_value())
 
 
 def redact(text: str, conf: DatabaseSettings) -> str:
-    for secret in secrets_of(conf):
-        text = text.replace(secret, "***")
-    return text
+    """``text`` without any secret of ``conf`` (nor any registered one): ``redaction.redact``."""
+    return redaction.redact(text, secrets_of(conf))
 
 
 class Connections(WorkerPool):
@@ -89,6 +88,8 @@ class Connections(WorkerPool):
         self.conf = settings.engine
         self.scratch = scratch
         self.info: dict[str, dict[str, Any]] = {}  # what each database said at the last connect (version, role)
+        for conf in settings.databases.values():  # no message of this process shows their credentials
+            register_secrets(conf)
 
     def _options(self, host_file: Path | None, message: dict[str, Any]) -> dict[str, Any]:
         binds = [[p, p] for p in _NETWORK_FILES if os.path.exists(p)] if host_file is None else []
@@ -108,8 +109,16 @@ class Connections(WorkerPool):
         return options
 
     def _connect(self, name: str, conf: DatabaseSettings, engine: Any, host_file: Path | None) -> Handle:
-        message = engine.connect_message(conf, host_file)  # the engine's: the worker knows none
-        process = spawn("connection", self.settings.sandbox, self.scratch, self._options(host_file, message), None)
+        bad_url = url_refusal(name, conf)
+        if bad_url is not None:
+            raise bad_url
+        # the file as the server opened it: its real path is bound, and the worker opens it only if it is that file
+        opened = open_host_file(name, conf, host_file, bool(getattr(engine, "folder", False)))
+        real = opened[0] if opened is not None else None
+        message = engine.connect_message(conf, real)  # the engine's: the worker knows none
+        if opened is not None:
+            message["identity"] = opened[1]
+        process = spawn("connection", self.settings.sandbox, self.scratch, self._options(real, message), None)
         handle = Handle(process, name=name)
         try:
             ready("connection", process, self.conf.start_timeout_s)
@@ -179,11 +188,88 @@ class Connections(WorkerPool):
             self.give_back(handle)
 
 
+def url_refusal(name: str, conf: DatabaseSettings) -> ToolFailure | None:
+    """BAD_DATABASE_URL for a URL whose user part holds a character a URL reserves (``redaction.unsure``): drivers
+    split it elsewhere (libpq at its first ``@``) and would show the rest of the password; no driver is given it."""
+    if not redaction.unsure(conf.url.get_secret_value() if conf.url is not None else ""):
+        return None
+    return ToolFailure(
+        ErrorType.INVALID_PARAMETERS,
+        "BAD_DATABASE_URL",
+        f"the user or password in databases.{name}.url holds a character a URL reserves (@ # / ?), so drivers read "
+        "it differently — percent-encode the password",
+        redaction.PERCENT_ENCODE_HINT,
+    )
+
+
+def open_host_file(
+    name: str, conf: DatabaseSettings, host_file: Path | None, folder: bool
+) -> tuple[Path, list[int]] | None:
+    """The database's file (or folder) on this machine as the server opens it for the worker to bind: its real path
+    and its identity (device, inode) — None for a server over the network. An unapproved project file's database
+    (``conf.beneath()``) is opened beneath the project's folder following no symbolic link at any step
+    (``workspace.open_beneath``: ``openat2`` with ``RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS``), so a link in the project
+    to ``~/.ssh/…`` — made before or after the configuration was read — is refused; the operator's is opened as
+    configured (links followed). The worker binds the real path and opens what it bound only when it is this very
+    file (``LocalEngine.where``): a link swapped in between is refused there."""
+    if host_file is None:
+        return None
+    from ba_mcp.workspace import open_beneath
+
+    what = "folder" if folder else "file"
+    folder_of = conf.beneath()
+    try:
+        if folder_of is None:
+            fd = os.open(host_file, os.O_PATH | os.O_CLOEXEC | (os.O_DIRECTORY if folder else 0))
+        else:
+            relative = os.path.relpath(host_file, folder_of)
+            if relative == ".." or relative.startswith("../") or os.path.isabs(relative):
+                raise OSError(errno.EXDEV, "outside the project")
+            root = os.open(folder_of, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+            try:
+                fd = open_beneath(root, relative, directory=folder)
+            finally:
+                os.close(root)
+    except OSError as exc:
+        why = {
+            errno.ELOOP: "is a symbolic link or lies beneath one, which a project file's database may not",
+            errno.EXDEV: "lies outside the project",
+            errno.ENOENT: "does not exist",
+            errno.ENOTDIR: f"is not a {what}",
+        }.get(exc.errno or 0, f"cannot be opened ({exc.strerror})")
+        hint = (
+            f"the project's ba-mcp.yaml names it: put the {what} itself inside the project, or approve the file "
+            "(ba-mcp config trust)"
+            if folder_of is not None
+            else f"check databases.{name}.url"
+        )
+        raise ToolFailure(
+            ErrorType.PERMISSION_DENIED if folder_of is not None else ErrorType.DEPENDENCY_ERROR,
+            "DATABASE_FILE_REFUSED" if folder_of is not None else "DATABASE_MISSING",
+            f"the {what} of database '{name}' {why}",
+            hint,
+        ) from None
+    try:
+        found = os.fstat(fd)
+        real = Path(os.readlink(f"/proc/self/fd/{fd}"))
+    finally:
+        os.close(fd)
+    if not (stat.S_ISDIR(found.st_mode) if folder else stat.S_ISREG(found.st_mode)):
+        raise ToolFailure(
+            ErrorType.DEPENDENCY_ERROR,
+            "DATABASE_MISSING",
+            f"the {what} of database '{name}' is not a {'folder' if folder else 'regular file'}",
+            f"check databases.{name}.url",
+        )
+    return real, [found.st_dev, found.st_ino]
+
+
 def connect_failure(exc: EngineError, name: str, conf: DatabaseSettings, engine: Any) -> ToolFailure:
     """A connection that could not be made: unreachable, or refused credentials — naming the setting."""
     text = engine.message(exc)
     state = exc.sqlstate
-    if state.startswith("28") or "password authentication failed" in text or "authentication" in text.lower():
+    lower = text.lower()
+    if state.startswith("28") or "authentication" in lower or "no password supplied" in lower:
         return ToolFailure(
             ErrorType.PERMISSION_DENIED,
             "DATABASE_AUTH",
