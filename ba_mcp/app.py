@@ -77,16 +77,23 @@ class App:
 
     def __init__(self, settings: Settings, tools: Iterable[Tool | str] | None = None) -> None:
         self.settings = settings
-        self.workspace = Workspace.open(settings.workspace_root(), settings.files.read_roots)
+        self.workspace = Workspace.open(settings.workspace_root(), settings.files.read_roots, settings.artifacts.shared)
         for name, root in self.workspace.read_roots.items():
             if not root.is_dir():
                 log.warning("read root %r is not available: files.read_roots.%s is not a directory", name, name)
+        if not settings.artifacts.shared and any(self.workspace.dir("analyses").glob("*/analysis.yaml")):
+            self._move_analyses_to_owners()
         self.skills = load_skills(settings.skills)
         for warning in self.skills.warnings:
             log.warning("skill %s", warning)
         self.workspace.add_scheme("skill", self._skill_file)
         self.artifacts = ArtifactStore(self.workspace.dir("artifacts"), settings.artifacts)
-        self.exports = Exports(settings.export_root(), self.artifacts, configuration_folders(settings, self.workspace))
+        self.exports = Exports(
+            settings.export_root(),
+            self.artifacts,
+            configuration_folders(settings, self.workspace),
+            lambda root: self.workspace.own("exports", root),  # each principal's own, where they are kept apart
+        )
         rp = settings.tool("run_python")  # the store of run_python's code: its knobs are that tool's
         self.code = CodeStore(
             self.workspace.dir("code"),
@@ -164,6 +171,20 @@ class App:
                 self.metrics.answers.clear()
             self.metrics.answers[key] = answer
         return answer
+
+    def _move_analyses_to_owners(self) -> None:
+        """Analyses a principal saved in the workspace's analyses/ before each had a folder of their own, moved
+        to their owner's (where the owner now finds them)."""
+        import ba_mcp.callers as callers
+        from ba_mcp.analyses.manifest import move_to_owners
+
+        def folder_of(owner: str) -> Path:
+            with callers.acting_as(owner):
+                return self.workspace.own("analyses")
+
+        moved = move_to_owners(self.workspace.dir("analyses"), folder_of)
+        if moved:
+            log.info("moved %d saved analyses to their owners' folders", len(moved))
 
     def _owned(self, kind: str, ref_id: str) -> bool:
         """Whether the calling session may read the stored item ``ref_id`` (an artifact or a code file)."""

@@ -50,6 +50,11 @@ def with_owner(owners: list[str]) -> list[str] | None:
     return [*owners, who][-MAX_OWNERS:]
 
 
+def principal_of(session: str) -> str:
+    """The principal a session key works for: a saved analysis's run (``<key>~analysis``) is its caller's."""
+    return session.split("~", 1)[0]
+
+
 def new_owners() -> list[str]:
     """The owners of an item the current session makes."""
     who = current()

@@ -434,23 +434,36 @@ def cmd_metrics(args: argparse.Namespace) -> int:
 
 
 def cmd_analyses(args: argparse.Namespace) -> int:
-    """Saved analyses (analyses/<name>/ in the workspace): list, show one, run one with no model."""
+    """Saved analyses (analyses/<name>/ in the workspace, and each user's of a team server as <user>/<name>): list,
+    show one, run one with no model."""
     from ba_mcp.analyses.manifest import listed, read_manifest
     from ba_mcp.errors import ToolFailure
+    from ba_mcp.workspace import Workspace
 
-    folder = _settings(args).workspace_root() / "analyses"
+    root = _settings(args).workspace_root()
+    # the operator sees every principal's: the workspace's own analyses/, then each user's as <user>/<name>
+    folders = {"": root / "analyses", **{h: p / "analyses" for h, p in Workspace(root).homes().items()}}
     if args.action == "list":
-        names = listed(folder, shared=True)  # the operator sees every session's
-        for name in names:
-            manifest = read_manifest(folder, name, shared=True)
-            params = ", ".join(f"{n}={s.get('default')!r}" for n, s in (manifest.get("parameters") or {}).items())
-            print(f"{name}  {len(manifest.get('steps') or [])} steps  {params}  {manifest.get('description') or ''}")
-        if not names:
+        shown = 0
+        for home, where in folders.items():
+            for name in listed(where, shared=True):
+                manifest = read_manifest(where, name, shared=True)
+                params = ", ".join(f"{n}={s.get('default')!r}" for n, s in (manifest.get("parameters") or {}).items())
+                steps = len(manifest.get("steps") or [])
+                label = f"{home}/{name}" if home else name
+                print(f"{label}  {steps} steps  {params}  {manifest.get('description') or ''}")
+                shown += 1
+        if not shown:
             print("no saved analyses (save_analysis saves one from a conversation)")
         return 0
     if not args.name:
         _err(f"ba-mcp analyses {args.action}: give an analysis name (ba-mcp analyses list shows them)")
         return 2
+    home, _, name = args.name.rpartition("/")
+    if home not in folders:
+        _err(f"ba-mcp analyses {args.action}: no user folder {home!r} (ba-mcp analyses list shows the analyses)")
+        return 1
+    folder, args.name = folders[home], name
     try:
         manifest = read_manifest(folder, args.name, shared=True)
     except ToolFailure as failure:

@@ -24,7 +24,7 @@ from ba_mcp.errors import ErrorType, ToolFailure, denied, invalid
 from ba_mcp.workspace import open_beneath
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     from ba_mcp.stores.artifacts import ArtifactStore
 
@@ -46,12 +46,25 @@ CONFIGURATION_NAMES = frozenset({"skill.md", "ba-mcp.yaml", "ba-mcp.yml"})
 class Exports:
     """The export folder (created on first use) and the writer of artifacts into it. ``protected``: the folders the
     server reads configuration from (skills, metric files, dbt projects) — no export lands in one (S-18), even when
-    the export folder holds them."""
+    the export folder holds them. ``own``: the calling principal's export folder when the server keeps principals
+    apart (``Workspace.own``), given ``root`` — what one analyst's server writes to; by default ``root`` itself."""
 
-    def __init__(self, root: Path, artifacts: ArtifactStore, protected: Sequence[Path] = ()) -> None:
-        self.root = root
+    def __init__(
+        self,
+        root: Path,
+        artifacts: ArtifactStore,
+        protected: Sequence[Path] = (),
+        own: Callable[[Path], Path] | None = None,
+    ) -> None:
+        self._root = root
+        self._own = own or (lambda root: root)
         self.artifacts = artifacts
         self.protected = [Path(os.path.realpath(p)) for p in protected]
+
+    @property
+    def root(self) -> Path:
+        """The export folder of the calling principal."""
+        return self._own(self._root)
 
     @property
     def shown_root(self) -> str:
@@ -62,7 +75,8 @@ class Exports:
         """Write the artifact at ``path`` beneath the export folder; returns the name to show
         (``exports/reports/q3.xlsx``)."""
         relative = _checked(path)
-        self._not_configuration(relative)
+        root = self.root  # the caller's, decided once
+        self._not_configuration(root, relative)
         suffix = PurePosixPath(relative).suffix.lower()
         with self.artifacts.reading(artifact_id) as meta:
             if meta.kind not in EXPORT_FORMATS[suffix]:
@@ -73,7 +87,7 @@ class Exports:
                     code="EXPORT_FORMAT",
                 )
             source = self.artifacts.data_path(meta)
-            folder_fd, name = self._folder(relative)
+            folder_fd, name = self._folder(root, relative)
             try:
                 tmp = f".{name}.{uuid.uuid4().hex}.tmp"
                 fd = os.open(
@@ -92,12 +106,12 @@ class Exports:
                         pass
             finally:
                 os.close(folder_fd)
-        return f"{self.shown_root}/{relative}"
+        return f"{root.name or 'exports'}/{relative}"
 
-    def _not_configuration(self, relative: str) -> None:
+    def _not_configuration(self, root: Path, relative: str) -> None:
         """No export writes a file the server would read as configuration: a skill's SKILL.md, a project file, or
         anything in a folder of skills, metric files or a dbt project (an agent rewriting its own configuration)."""
-        target = Path(os.path.realpath(self.root)) / relative  # beneath the root no symbolic link is followed
+        target = Path(os.path.realpath(root)) / relative  # beneath the root no symbolic link is followed
         inside = next((p for p in self.protected if p == target or p in target.parents), None)
         if PurePosixPath(relative).name.lower() in CONFIGURATION_NAMES or inside is not None:
             raise denied(
@@ -106,10 +120,10 @@ class Exports:
                 'export into a folder of its own, e.g. "reports/q3.md"',
             )
 
-    def _folder(self, relative: str) -> tuple[int, str]:
-        """A descriptor of the folder that will hold ``relative`` (made as needed, beneath the export folder,
-        no link followed), and the file's name."""
-        fd = self._open_root()
+    def _folder(self, root: Path, relative: str) -> tuple[int, str]:
+        """A descriptor of the folder that will hold ``relative`` (made as needed, beneath the export folder
+        ``root``, no link followed), and the file's name."""
+        fd = self._open_root(root)
         *folders, name = relative.split("/")
         try:
             for part in folders:
@@ -133,11 +147,11 @@ class Exports:
             raise
         return fd, name
 
-    def _open_root(self) -> int:
+    def _open_root(self, root: Path) -> int:
         """The export folder itself, opened beneath its parent without following a link (a project that ships
         ``ba-exports`` as a symbolic link does not send exports elsewhere); its parent is the operator's
         choice (``files.export_dir``), made as needed."""
-        parent, name = self.root.parent, self.root.name
+        parent, name = root.parent, root.name
         parent.mkdir(parents=True, exist_ok=True)
         parent_fd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
@@ -151,7 +165,7 @@ class Exports:
                 if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
                     raise
                 raise denied(
-                    f"the export folder {self.shown_root} is a symbolic link or a file, which exports never follow",
+                    f"the export folder {name} is a symbolic link or a file, which exports never follow",
                     "make it a plain folder, or point files.export_dir at one",
                 ) from None
         finally:

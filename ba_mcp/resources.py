@@ -48,7 +48,7 @@ def register(server: MCPServer[Any], app: App) -> None:
         ("db://{database}/schema/{table}", "table"): _table_names,
         ("skill://{name}/{path}", "name"): lambda a, _: [s.name for s in a.skills],
         ("metrics://{name}", "name"): lambda a, _: [m["name"] for m in a.metrics_answer("summary")["metrics"]],
-        ("analysis://{name}", "name"): lambda a, _: listed(a.workspace.dir("analyses"), a.settings.artifacts.shared),
+        ("analysis://{name}", "name"): lambda a, _: listed(a.workspace.own("analyses"), a.settings.artifacts.shared),
     }
 
     @server.resource(
@@ -268,8 +268,8 @@ def _analyses(server: MCPServer[Any], app: App) -> None:
 
     # the prompts are the server's, listed to every client: those of the analyses the stdio session (``default``)
     # saved, or every one when artifacts.shared
-    for name in listed(app.workspace.dir("analyses"), app.settings.artifacts.shared):
-        manifest = read_manifest(app.workspace.dir("analyses"), name, app.settings.artifacts.shared)
+    for name in listed(app.workspace.own("analyses"), app.settings.artifacts.shared):
+        manifest = read_manifest(app.workspace.own("analyses"), name, app.settings.artifacts.shared)
         server.prompt(
             name=f"rerun-{name}",
             title=f"Re-run {name}",
@@ -292,7 +292,7 @@ def _rerun_prompt(name: str) -> Any:
 
 
 def analysis_catalog(app: App) -> str:
-    folder = app.workspace.dir("analyses")
+    folder = app.workspace.own("analyses")
     shared = app.settings.artifacts.shared
     names = listed(folder, shared)
     if not names:
@@ -309,7 +309,7 @@ def analysis_catalog(app: App) -> str:
 
 def analysis_markdown(app: App, name: str) -> str:
     try:
-        m = read_manifest(app.workspace.dir("analyses"), name, app.settings.artifacts.shared)
+        m = read_manifest(app.workspace.own("analyses"), name, app.settings.artifacts.shared)
     except ToolFailure as failure:
         raise ResourceNotFoundError(f"{failure.message}; {failure.hint}") from None
     lines = [f"# {name}", "", str(m.get("description") or ""), "", f"Saved {m.get('saved')}.", "", "Parameters:"]

@@ -30,11 +30,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Literal
 
+from ba_mcp import callers
 from ba_mcp.errors import ToolFailure, denied, invalid, not_found
 from ba_mcp.ids import ARTIFACT_ID, CODE_ID, UPLOAD_ID, upload_id_for
 
-SUBDIRS = ("uploads", "artifacts", "code", "sessions", "data", "logs")
-PRIVATE_DIRS = frozenset({"sessions", "logs"})  # never read through a reference
+SUBDIRS = ("uploads", "artifacts", "code", "sessions", "data", "logs", "users")
+PRIVATE_DIRS = frozenset({"sessions", "logs", "users"})  # never read through a reference
+# What a principal writes and owns by path (saved analyses, exports): a folder of each principal's own
+# (``users/<principal>/``) when the server keeps principals apart, reached by every principal as ``analyses/``
+# and ``exports/`` — another principal's is unknown by every path (S-19)
+HOME_DIRS = frozenset({"analyses", "exports"})
 STORE_DIRS = frozenset({"artifacts", "code"})  # read only by id, so that each session reaches only its own
 
 MAX_REF_LENGTH = 4096
@@ -87,8 +92,9 @@ class Resolved:
 class Workspace:
     """The confined file tree. Create with ``Workspace.open(root)`` to make its layout."""
 
-    def __init__(self, root: Path, read_roots: Mapping[str, Path] | None = None) -> None:
+    def __init__(self, root: Path, read_roots: Mapping[str, Path] | None = None, shared: bool = False) -> None:
         self.root = Path(os.path.realpath(root))
+        self.shared = shared  # artifacts.shared: one folder of analyses and exports for every principal
         self._root_fd: int | None = None
         # Read-only directories beyond the workspace (``files.read_roots``), reachable as <name>/<path>.
         self.read_roots = {name: Path(os.path.realpath(Path(p).expanduser())) for name, p in (read_roots or {}).items()}
@@ -114,14 +120,45 @@ class Workspace:
         return self._root_fd
 
     @classmethod
-    def open(cls, root: Path, read_roots: Mapping[str, Path] | None = None) -> Workspace:
-        ws = cls(root, read_roots)
+    def open(cls, root: Path, read_roots: Mapping[str, Path] | None = None, shared: bool = False) -> Workspace:
+        ws = cls(root, read_roots, shared)
         for sub in SUBDIRS:
             (ws.root / sub).mkdir(parents=True, exist_ok=True)
+        os.chmod(ws.root / "users", 0o700)
         return ws
 
     def dir(self, name: str) -> Path:
         return self.root / name
+
+    # -- each principal's own folders ---------------------------------------------------------
+
+    def home(self) -> str | None:
+        """The folder (beneath ``users/``) of what the calling principal writes and owns by path, or None when
+        they work at the workspace's root: a stdio process or stateless HTTP (one analyst), the operator, or a
+        server whose principals share everything (``artifacts.shared``)."""
+        who = callers.principal_of(callers.current())
+        if self.shared or who in (callers.DEFAULT, callers.EVERYONE):
+            return None
+        return home_name(who)
+
+    def own(self, name: str, default: Path | None = None) -> Path:
+        """The calling principal's folder ``name`` (one of HOME_DIRS): ``users/<principal>/<name>`` when the
+        server keeps principals apart, else ``default`` (or ``<workspace>/<name>``)."""
+        assert name in HOME_DIRS, name
+        home = self.home()
+        if home is None:
+            return default if default is not None else self.root / name
+        return self.root / "users" / home / name
+
+    def homes(self) -> dict[str, Path]:
+        """Every principal's folder (the operator's view): {folder name: path}."""
+        return {p.name: p for p in _entries(self.root / "users") if p.is_dir()}
+
+    def _homed(self, parts: list[str]) -> list[str]:
+        """Workspace-relative ``parts`` as opened for the caller: ``analyses/…`` and ``exports/…`` in their own
+        folder when they have one."""
+        home = self.home() if parts and parts[0] in HOME_DIRS else None
+        return ["users", home, *parts] if home is not None else parts
 
     # -- resolution ---------------------------------------------------------------------------
 
@@ -170,13 +207,15 @@ class Workspace:
         parts = [p for p in re.split(r"[\\/]+", ref) if p not in ("", ".")]
         if parts and parts[0] in self.read_roots:
             return self._in_read_root(parts[0], "/".join(parts[1:]), ref)
-        relative = "/".join(parts)
+        shown = "/".join(parts)
+        relative = "/".join(self._homed(parts))
         if decoded != ref and not self._exists(relative):
-            relative = "/".join(p for p in re.split(r"[\\/]+", decoded) if p not in ("", "."))
+            shown = "/".join(p for p in re.split(r"[\\/]+", decoded) if p not in ("", "."))
+            relative = "/".join(self._homed(shown.split("/")))
         if len(parts) == 1 and not self._exists(relative) and self._exists(f"uploads/{relative}"):
-            relative = f"uploads/{relative}"  # a file named as the user knows it: sales.csv is uploads/sales.csv
+            relative = shown = f"uploads/{relative}"  # a file named as the user knows it: sales.csv is uploads/…
         try:
-            return self._confined(relative, ref, "path", None)
+            return open_resolved(self._root(), relative, ref, "path", None, display=shown)
         except ToolFailure as failure:
             if failure.code != "NOT_FOUND" or "does not exist" not in failure.message:
                 raise
@@ -320,7 +359,7 @@ class Workspace:
         if parts[0] in self.read_roots:
             root_fd, relative, where = self._read_root_fd(parts[0]), "/".join(parts[1:]), f"{parts[0]}/"
         else:
-            root_fd, relative, where = self._root(), "/".join(parts), "the workspace"
+            root_fd, relative, where = self._root(), "/".join(self._homed(parts)), "the workspace"
         try:
             if relative:
                 fd = open_beneath(root_fd, relative, directory=True)
@@ -527,3 +566,16 @@ def _entries(folder: Path) -> list[Path]:
         return sorted(p for p in folder.iterdir() if not p.name.startswith("."))
     except OSError:
         return []
+
+
+_HOME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+
+
+def home_name(principal: str) -> str:
+    """The folder name of a principal's own files: their key when it is a plain name (``user-<digest>``,
+    ``http-<digest>``), else a digest of it."""
+    if _HOME.fullmatch(principal) and principal not in (".", ".."):
+        return principal
+    import hashlib
+
+    return "k-" + hashlib.sha256(principal.encode("utf-8", "replace")).hexdigest()[:24]

@@ -291,7 +291,8 @@ def pytest_configure(config: pytest.Config) -> None:
         return any(t.endswith(file) or Path(t).is_dir() for t in targets)
 
     services = []
-    postgres = runs("test_postgres.py") or runs("test_own_data.py") or runs("test_time_metrics.py")
+    postgres = any(runs(f) for f in ("test_postgres.py", "test_own_data.py", "test_time_metrics.py"))
+    postgres = postgres or runs("test_team_isolation.py")
     if postgres and pg_server.available() and not os.environ.get(background.variable("postgres")):
         services.append(background.Service("postgres", pg_server.service, _service_folder()))
     if (

@@ -182,8 +182,8 @@ def test_the_stores_answer_for_the_calling_session(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 async def test_a_session_sees_runs_and_overwrites_only_its_own_saved_analyses(tmp_path: Path) -> None:
-    """S-9 / S-13 (issue 34 item 7): session B can neither list, read, complete, re-run nor overwrite the analysis A
-    saved; the operator's command sees it."""
+    """S-9 / S-13 (issue 34 item 7, issue 60): session B can neither list, read, complete, re-run nor overwrite the
+    analysis A saved, and may save one of the same name; the operator's command sees both."""
     from tests.conftest import ba
 
     ws = make_workspace(tmp_path)
@@ -201,9 +201,13 @@ async def test_a_session_sees_runs_and_overwrites_only_its_own_saved_analyses(tm
             said = await _refused(b, "run_analysis", name="payroll")
             assert "UNKNOWN_ANALYSIS" in said and "A's own" not in said, said
             await _ok(b, "query_database", query="SELECT 1 AS planted")
-            said = await _refused(b, "save_analysis", name="payroll", steps="last:1", overwrite=True)
-            assert "EXISTS" in said and "overwrite" not in said, said
-            assert "payroll" in await _ok(a, "run_analysis", name="payroll")
-    manifest = (ws / "analyses" / "payroll" / "analysis.yaml").read_text()
-    assert "A's own" in manifest and "planted" not in manifest
-    assert "payroll" in ba("analyses", "list", workspace=ws).stdout
+            # names are each session's own (issue 60): B's payroll is B's, and A's is untouched
+            said = await _ok(b, "save_analysis", name="payroll", steps="last:1", overwrite=True)
+            assert "EXISTS" not in said, said
+            assert "planted" in await _ok(b, "run_analysis", name="payroll")
+            assert "planted" not in await _ok(a, "run_analysis", name="payroll")
+    manifests = {p.parent.parent.parent.name: p.read_text() for p in ws.glob("users/*/analyses/payroll/analysis.yaml")}
+    assert len(manifests) == 2 and not (ws / "analyses" / "payroll").exists(), manifests
+    assert sorted("A's own" in m for m in manifests.values()) == [False, True]
+    listed = ba("analyses", "list", workspace=ws).stdout
+    assert sorted(line.split()[0] for line in listed.splitlines()) == sorted(f"{h}/payroll" for h in manifests)

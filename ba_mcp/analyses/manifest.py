@@ -306,8 +306,25 @@ def visible(manifest: dict[str, Any], shared: bool = False) -> bool:
 
 
 def exists(folder: Path, name: str) -> bool:
-    """Whether any session saved an analysis named ``name`` (a name is the workspace's, not a session's)."""
+    """Whether an analysis named ``name`` is in ``folder`` (the caller's own: a name is each principal's)."""
     return (folder / name).exists()
+
+
+def move_to_owners(folder: Path, folder_of: Callable[[str], Path]) -> list[str]:
+    """Analyses saved in the workspace's ``analyses/`` by a principal who now has a folder of their own
+    (``folder_of(owner)``, None for the workspace's), moved there — an analysis saved before each principal had
+    one is found where its owner now looks. One already there of that name is left where it is. Returns the
+    names moved."""
+    moved = []
+    for name in listed(folder, shared=True):
+        owner = str((_load(folder / name / "analysis.yaml") or {}).get("owner") or callers.DEFAULT)
+        target = folder_of(owner)
+        if target == folder or (target / name).exists():
+            continue
+        target.mkdir(parents=True, exist_ok=True)
+        os.replace(folder / name, target / name)
+        moved.append(name)
+    return moved
 
 
 def listed(folder: Path, shared: bool = False) -> list[str]:

@@ -65,7 +65,8 @@ class AnalysesSettings(ToolSettings):
 
 
 class _Analyses(Tool):
-    """What both tools need: the workspace's analyses/, the sibling tools, the artifact store."""
+    """What both tools need: the caller's analyses/ (each principal's own folder on a server that keeps them
+    apart), the sibling tools, the artifact store."""
 
     policy = ToolPolicy(idempotent=False, read_only=False, cache=CachePolicy(CacheMode.NEVER))
     Settings = AnalysesSettings
@@ -74,7 +75,7 @@ class _Analyses(Tool):
     def build(cls, services: Services) -> _Analyses:
         return cls(
             services.settings.tool(cls.name),
-            services.workspace.dir("analyses"),
+            lambda: services.workspace.own("analyses"),  # the caller's own: names are each principal's
             lambda: services.tools,  # the tools served, known once all are built
             lambda: services.runner.run_step,
             services.artifacts,
@@ -86,7 +87,7 @@ class _Analyses(Tool):
     def __init__(
         self,
         settings: ToolSettings,
-        folder: Path,
+        folder: Callable[[], Path],
         tools: Callable[[], dict[str, Tool]],
         runner: Callable[[], StepRunner],
         artifacts: ArtifactStore,
@@ -135,9 +136,10 @@ class SaveAnalysis(_Analyses):
         from ba_mcp.analyses.replay import StepFailed
 
         name = check_name(params.name)
-        if exists(self.folder, name):
+        folder = self.folder()
+        if exists(folder, name):
             try:
-                read_manifest(self.folder, name, self.shared)
+                read_manifest(folder, name, self.shared)
             except ToolFailure:  # another session's: never overwritten, whatever was asked
                 raise bad(f"an analysis named {name} exists", "choose another name", code="EXISTS") from None
             if not params.overwrite:
@@ -158,7 +160,7 @@ class SaveAnalysis(_Analyses):
             ) from None
         outputs = [o.facts() for o in run.outputs]
         conclusions = self._conclusions(params.conclusions, p, run)
-        target = write(self.folder, p, outputs, params.overwrite, conclusions)
+        target = write(folder, p, outputs, params.overwrite, conclusions)
         lines = [
             f"Saved analysis {name} in analyses/{name}/ (analysis.py, analysis.yaml): {len(p.steps)} steps "
             f"({', '.join(f'{s.id} {s.tool}' for s in p.steps)}), run once to record its outputs.",
@@ -219,7 +221,7 @@ class RunAnalysis(_Analyses):
         from ba_mcp.analyses.manifest import describe_change, read_manifest, typed_values
         from ba_mcp.analyses.replay import StepFailed
 
-        manifest = read_manifest(self.folder, params.name, self.shared)
+        manifest = read_manifest(self.folder(), params.name, self.shared)
         parameters = manifest.get("parameters") or {}
         values = typed_values(parameters, dict(params.parameters))
         defaults = {n: s.get("default") for n, s in parameters.items()}
