@@ -10,6 +10,8 @@ Slow tier: the provider, the server and PostgreSQL are processes."""
 from __future__ import annotations
 
 import asyncio
+import json
+import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -73,8 +75,13 @@ async def test_another_users_analyses_exports_and_names_are_unknown_by_every_pat
         )
         assert not failed, said
         code = "import pandas as pd\nprint(export(pd.DataFrame({'who': ['alice-q3']}), 'alice/q3.csv'))"
-        failed, said = await _text(alice, "run_python", code=code)
-        assert not failed and "exports/alice/q3.csv" in said, said
+        ran = await alice.call_tool("run_python", {"code": code})
+        said = text_of(ran)
+        assert not ran.is_error and "exports/alice/q3.csv" in said, said
+        code_ids = set(re.findall(r"code_[0-9a-f]{12}", json.dumps(ran.model_dump(mode="json"))))
+        assert code_ids, ran  # the code she ran, kept by id
+        failed, said = await _text(alice, "file_reader", path=sorted(code_ids)[0])
+        assert not failed and "alice-q3" in said, said
         failed, said = await _text(alice, "file_reader", path="exports/alice/q3.csv")
         assert not failed and "alice-q3" in said, said
         failed, said = await _text(alice, "file_reader", path="analyses/weekly-sales/analysis.yaml")
@@ -99,6 +106,9 @@ async def test_another_users_analyses_exports_and_names_are_unknown_by_every_pat
             failed, said = await _text(bob, "file_reader", path=path)
             assert failed and "alice" not in said.replace(path, ""), (path, said)
             assert "alice's plan" not in said and "alice-q3" not in said, said
+        for code_id in code_ids:  # her code, by its id
+            failed, said = await _text(bob, "file_reader", path=code_id)
+            assert failed and "alice-q3" not in said, said
         for folder in ("analyses/", "exports/"):
             failed, said = await _text(bob, "file_reader", path=folder)
             assert "weekly-sales" not in said and "q3.csv" not in said, said
