@@ -1,23 +1,41 @@
-"""Data-quality profile of a table file.
+"""Data-quality audit of a table, on the business's facts (PROFILE, from business-profile; SKILL.md step 3).
 
-Input: SOURCE, the file's id or path (e.g. "upload_sales_2025"; run_python's load_file reads it) or a table
-artifact's id (a query result; load_artifact reads it) - or set
-DF to a DataFrame you already have. Run in run_python as:  SOURCE = "upload_..."  then this script.
-Output: the findings table (severity, column, check, rows, examples) as the cell's value; the per-column
-profile is printed.
+Input: SOURCE (a file's or table artifact's id) or DF; optional PROFILE (store_timezone, utc_offsets, files: each
+export's layout; business-profile's `files` table is read too), LAYOUT {"key": …, "first_line_only": [...]},
+RELATED {"customers": "upload_…"} or {"invoices": {"source": …, "on": {"Reference Invoice": "Document Number"}}}.
+Output: `findings` ranked by harm (the cell's value), `assumed` (printed `Assumed: …`), WARNING lines, a profile.
 """
 
 import re
 
 import pandas as pd
 
+PROFILE = globals().get("PROFILE") or {}
 df = globals().get("DF")
 if df is None:  # SOURCE, load_file and load_artifact come from run_python
     df = load_artifact(SOURCE) if str(SOURCE).startswith("artifact_") else load_file(SOURCE)  # noqa: F821
-findings = []
+df = df.copy()
+findings, assumed_facts, warnings = [], [], []
+if not PROFILE:
+    warnings.append("no PROFILE: run business-profile first - layout, units and time zones read from this file alone")
+
+# how wrong a finding is: a wrong value harms every total it enters; a blank or a spelling less
+WEIGHT = {
+    "date": 5,
+    "duplicate": 4,
+    "arithmetic": 4,
+    "currency": 4,
+    "range": 3,
+    "type": 3,
+    "extreme": 3,
+    "missing": 1,
+    "format": 0.5,
+    "spelling": 0.5,
+    "outlier": 0.2,
+}
 
 
-def finding(severity: str, column: str, check: str, rows: int, examples=()) -> None:
+def finding(severity: str, column: str, check: str, rows: int, examples=(), kind: str = "type") -> None:
     findings.append(
         {
             "severity": severity,
@@ -25,24 +43,156 @@ def finding(severity: str, column: str, check: str, rows: int, examples=()) -> N
             "check": check,
             "rows": int(rows),
             "examples": ", ".join(str(e) for e in list(examples)[:3]),
+            "harm": round(int(rows) * WEIGHT[kind], 1),
         }
     )
 
 
 def is_text(s: pd.Series) -> bool:
-    """Text columns: object (pandas 2) or str (pandas 3), but not booleans or categories of numbers."""
     return pd.api.types.is_object_dtype(s) or pd.api.types.is_string_dtype(s)
 
 
-# a full date (2025-03-01, 01/03/2025, 1.3.2025, with a time or not); period labels (Jan, Q1, 2025-Q1, H2,
-# FY25) are labels, not broken dates
+# a full date (2025-03-01, 01/03/2025, 1.3.2025, with a time or an offset); Jan, Q1, FY25 are labels
 ID_LIKE = re.compile(r"(^|_)(id|key|no|nr|number|line|code)$")  # labels, not quantities: no outliers, maybe keys
 FULL_DATE = re.compile(r"^\s*(\d{4}[-/.]\d{1,2}[-/.]\d{1,2}|\d{1,2}[-/.]\d{1,2}[-/.]\d{2,4})([ T].*)?$")
+OFFSET = re.compile(r"(?:[+-]\d{2}:?\d{2}|Z)$")
+TIME_NAME = re.compile(r"([ _]at|date|time|timestamp|created|updated|period_start|period_end)$", re.I)
+EVENT = re.compile(r"refund|return|cancel|credit|ship|deliver|fulfil|paus|end", re.I)  # blank: not happened
+STORE_TZ = PROFILE.get("store_timezone")
+
+
+def unix_unit(s: pd.Series, name: str):
+    if not TIME_NAME.search(str(name).strip()) or pd.api.types.is_bool_dtype(s):
+        return None
+    n = pd.to_numeric(s, errors="coerce").dropna()
+    if len(n) == 0 or n.size < 0.9 * s.notna().sum():
+        return None
+    if n.between(9e8, 2.2e9).mean() > 0.9:
+        return "s"
+    return "ms" if n.between(9e11, 2.2e12).mean() > 0.9 else None
+
+
+def as_times(s: pd.Series, name: str) -> pd.Series:
+    """Times in naive UTC: offsets parsed with utc=True, Unix seconds, day-first dates; local times as written
+    (or in PROFILE's store_timezone)."""
+    if pd.api.types.is_datetime64_any_dtype(s):
+        t = pd.to_datetime(s, errors="coerce")
+        return t.dt.tz_convert("UTC").dt.tz_localize(None) if t.dt.tz is not None else t
+    unit = unix_unit(s, name)
+    if unit is not None:
+        return pd.to_datetime(pd.to_numeric(s, errors="coerce"), unit=unit, errors="coerce")
+    text = s.astype(str).str.strip().where(s.notna() & (s.astype(str).str.strip() != ""))
+    filled = text.dropna()
+    if len(filled) and filled.str.contains(OFFSET).mean() > 0.5:
+        return pd.to_datetime(text, utc=True, errors="coerce", format="mixed").dt.tz_localize(None)
+    parts = filled.str.extract(r"^(\d{1,2})([./])(\d{1,2})[./]\d{2,4}")
+    dayfirst = (parts[1] == ".").mean() > 0.5 or (pd.to_numeric(parts[0], errors="coerce") > 12).any()
+    t = pd.to_datetime(text, errors="coerce", format="mixed", dayfirst=dayfirst)
+    if STORE_TZ and t.notna().any():  # local store time, made UTC like the rest
+        t = t.dt.tz_localize(STORE_TZ, ambiguous="NaT", nonexistent="NaT").dt.tz_convert("UTC").dt.tz_localize(None)
+    return t
+
+
+# ---- layout: one row per line, order-level fields on each order's first line only (Shopify)
+def detect_layout(frame: pd.DataFrame):
+    """A key repeated on consecutive rows, fields filled on its first row only: those are the order's fields."""
+    best = None
+    blank = frame.isna() | frame.astype(str).apply(lambda c: c.str.strip().isin(["", "nan", "None", "NaT"]))
+    for key in frame.columns[:60]:
+        values = frame[key].astype(str).str.strip()
+        if frame[key].isna().any() or values.eq("").any() or values.is_unique:
+            continue
+        if values.ne(values.shift()).sum() != values.nunique():  # an order's lines come together
+            continue
+        multi = values.duplicated(keep=False)
+        first = ~values.duplicated()
+        later = multi & ~first
+        order_level = [
+            c
+            for c in frame.columns
+            if c != key and (~blank.loc[multi & first, c]).mean() > 0.5 and (~blank.loc[later, c]).mean() < 0.05
+        ]
+        if order_level and (best is None or len(order_level) > len(best["first_line_only"])):
+            best = {"key": key, "first_line_only": order_level}
+    return best
+
+
+def given_layout():
+    if globals().get("LAYOUT"):
+        return dict(LAYOUT), "LAYOUT"  # noqa: F821
+    rows = PROFILE.get("files")
+    if rows is None and isinstance(globals().get("files"), pd.DataFrame):
+        rows = globals()["files"]
+    if isinstance(rows, pd.DataFrame):
+        rows = rows.to_dict("records")
+    best = None
+    for row in rows or []:
+        cols = row.get("first_line_only") or []
+        cols = [c.strip() for c in cols.split(",")] if isinstance(cols, str) else list(cols)
+        key = row.get("key") or (re.search(r"several rows per (.+)\)", str(row.get("grain", ""))) or [None, None])[1]
+        if (
+            cols
+            and key in df.columns
+            and set(cols) <= set(df.columns)
+            and len(cols) > len((best or {}).get("first_line_only", ()))
+        ):
+            best = {"key": key, "first_line_only": cols}
+    return best, "business-profile"
+
+
+layout, layout_from = given_layout()
+if layout is None:
+    layout, layout_from = detect_layout(df), "detected in this file"
+first_line = pd.Series(True, index=df.index)
+if layout is not None:
+    key = layout["key"]
+    first_line = ~df[key].astype(str).duplicated()
+    order_level = set()
+    for c in layout["first_line_only"]:
+        filled = (df.loc[~first_line, c].notna() & (df.loc[~first_line, c].astype(str).str.strip() != "")).mean()
+        if filled > 0.05:  # the profile contradicted by the data
+            warnings.append(f"{c} is said to be on first lines only, but {filled:.0%} of later lines fill it")
+            continue
+        df[c] = df.groupby(df[key].astype(str), sort=False)[c].transform(lambda g: g.iloc[0])  # the order's value
+        order_level.add(c)
+    assumed_facts.append(
+        f"one row per line, several per {key}; order-level fields ({', '.join(map(str, order_level))}) "
+        f"filled from each {key}'s first line ({layout_from})"
+    )
+else:
+    order_level = set()
+    assumed_facts.append("one row per record (no multi-row layout)")
+
+
+def scope(col) -> pd.Series:
+    """An order-level field is judged on its order's first line only."""
+    return first_line if col in order_level else pd.Series(True, index=df.index)
+
+
+# ---- units: a rate (0-1) or an amount (money), before any range rule
+RATE_NAME = re.compile(r"rate|pct|percent|%|share|ratio", re.I)
+AMOUNT_NAME = re.compile(r"amount|amt|value|total|sum|eur|usd|gbp|price|cost|betrag", re.I)
+units = {}
+
+
+def unit_of(col, s: pd.Series) -> str:
+    name = str(col)
+    listed = PROFILE.get("files") if isinstance(PROFILE.get("files"), list) else []
+    for row in listed:
+        if name in str(row.get("rates", "")).split(", "):
+            return "rate"
+        if name in str(row.get("amounts", "")).split(", "):
+            return "amount"
+    if RATE_NAME.search(name):
+        return "rate"
+    if AMOUNT_NAME.search(name):
+        return "amount"
+    nonzero = s[s.fillna(0) != 0].dropna()
+    return "rate" if len(nonzero) == 0 or nonzero.between(-1, 1).mean() >= 0.9 else "amount"
 
 
 def groups_for(col):
-    """The text column that explains most of a number column's spread (a product for its price), if it
-    explains at least half: outliers are then judged within each group."""
+    """The text column explaining over half a number's spread (a product for its price): outliers by group."""
     s = pd.to_numeric(df[col], errors="coerce")
     best, share = None, 0.5
     total = ((s - s.mean()) ** 2).sum()
@@ -57,49 +207,54 @@ def groups_for(col):
 
 
 def far_out(s: pd.Series, k: float = 3.0) -> pd.Series:
-    """Beyond k x IQR from the quartiles (robust: a few extremes do not move the fences). Where most values
-    are equal (IQR 0, a list price), the spread is taken as a quarter of the median."""
+    """Beyond k x IQR from the quartiles; IQR 0 (a list price): a quarter of the median."""
     q1, q3 = s.quantile([0.25, 0.75])
     iqr = q3 - q1 if q3 > q1 else 0.25 * abs(s.median())
     return (s < q1 - k * iqr) | (s > q3 + k * iqr) if iqr > 0 else pd.Series(False, index=s.index)
 
 
 def extremeness(s: pd.Series) -> pd.Series:
-    """How far each value lies from the quartiles, in IQRs (0 inside them): outliers are ranked by it, the most
-    extreme first, so that two absurd quantities are not buried among two hundred long-tail values."""
+    """How far each value lies from the quartiles, in IQRs: the most extreme are named first."""
     q1, q3 = s.quantile([0.25, 0.75])
     iqr = q3 - q1 if q3 > q1 else 0.25 * abs(s.median()) or 1.0
     return ((q1 - s).clip(lower=0) + (s - q3).clip(lower=0)) / iqr
 
 
+time_columns = {c for c in df.columns if pd.api.types.is_numeric_dtype(df[c]) and unix_unit(df[c], c)}
 profile = []
 for col in df.columns:
     s = df[col]
+    judged = scope(col)
     empty = s.isna() | (s.astype(str).str.strip() == "") if is_text(s) else s.isna()
+    empty = empty & judged
     profile.append(
         {
             "column": col,
             "dtype": str(s.dtype),
             "missing": int(empty.sum()),
-            "missing_pct": round(100 * empty.mean(), 1),
+            "missing_pct": round(100 * empty.sum() / max(judged.sum(), 1), 1),
             "distinct": int(s.nunique()),
             "example": s.dropna().iloc[0] if s.notna().any() else None,
         }
     )
-    if empty.any():
-        finding("high" if empty.mean() > 0.2 else "medium", col, "missing values", empty.sum(), df.index[empty][:3])
+    if empty.any() and not (EVENT.search(str(col)) and TIME_NAME.search(str(col))):
+        where = f" (on {layout['key']} first lines)" if col in order_level else ""
+        finding("medium", col, "missing values" + where, empty.sum(), df.index[empty][:3], "missing")
+    if col in time_columns:
+        continue  # Unix seconds: dates, checked with the dates below
     if is_text(s):
-        text = s.dropna().astype(str)
+        text = s[judged].dropna().astype(str)
+        text = text[text.str.strip() != ""]
         normalised = text.str.strip().str.lower()
         spellings = text.groupby([normalised, text]).size()
         clashing = spellings[spellings.groupby(level=0).transform("size") > 1]
         if len(clashing):  # the rows to fix: every spelling but the most common one of each value
             to_fix = int(clashing.sum() - clashing.groupby(level=0).max().sum())
             examples = [list(v.index.get_level_values(1)) for _, v in clashing.groupby(level=0)]
-            finding("medium", col, "same category spelled differently", to_fix, examples[:3])
+            finding("medium", col, "same category spelled differently", to_fix, examples[:3], "spelling")
         full_dates = text.str.match(FULL_DATE)
         if full_dates.mean() > 0.5:
-            as_dates = pd.to_datetime(text.where(full_dates), errors="coerce", format="mixed")
+            as_dates = as_times(text.where(full_dates), col)
             bad = text[as_dates.isna()]
             if len(bad):
                 finding("high", col, "values that are not dates in a date column", len(bad), bad.unique()[:3])
@@ -108,12 +263,15 @@ for col in df.columns:
             bad = text[as_numbers.isna()]
             finding("high", col, "values that are not numbers in a number column", len(bad), bad.unique()[:3])
     elif pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s) and s.notna().sum() >= 8:
-        s = s.astype(float)  # a flag column is no quantity: True/False has no quartiles (it crashed here)
+        s = s[judged].astype(float)  # a flag column is no quantity: True/False has no quartiles (it crashed here)
         name = str(col).lower()
         if any(k in name for k in ("qty", "quantity", "price", "revenue", "amount", "cost")) and (s < 0).any():
-            finding("high", col, "negative values", (s < 0).sum(), s[s < 0].head(3))
-        if "discount" in name and ((s < 0) | (s > 1)).any():
-            finding("high", col, "discount outside 0-1", ((s < 0) | (s > 1)).sum(), s[(s < 0) | (s > 1)].head(3))
+            finding("high", col, "negative values", (s < 0).sum(), s[s < 0].head(3), "range")
+        if "discount" in name or RATE_NAME.search(name):
+            units[col] = unit_of(col, s)
+            wrong = (s < 0) | (s > 1)
+            if units[col] == "rate" and wrong.any():
+                finding("high", col, "discount outside 0-1", wrong.sum(), s[wrong].head(3), "range")
         group = groups_for(col)
         if ID_LIKE.search(name):
             continue  # an id is a label: a large one is no outlier
@@ -121,106 +279,239 @@ for col in df.columns:
             far, rule = far_out(s), "outliers beyond 3 x IQR"
             score = extremeness(s)
         else:  # a laptop's price is far from a pen's, not from other laptops'
-            far = s.groupby(df[group].fillna("(missing)")).transform(lambda g: far_out(g) if len(g) >= 5 else g != g)
+            labels = df.loc[s.index, group].fillna("(missing)")
+            far = s.groupby(labels).transform(lambda g: far_out(g) if len(g) >= 5 else g != g)
             far, rule = far.astype(bool), f"outliers beyond 3 x IQR within each {group}"
-            score = s.groupby(df[group].fillna("(missing)")).transform(
-                lambda g: extremeness(g) if len(g) >= 5 else g * 0
-            )
+            score = s.groupby(labels).transform(lambda g: extremeness(g) if len(g) >= 5 else g * 0)
         absurd = far & (score > 20)  # 20 IQRs out: no long tail reaches there; a typo, a unit, a test row
         if absurd.any():
             ranked = score[absurd].sort_values(ascending=False).index
-            finding("high", col, "extreme values (over 20 x IQR out, most extreme first)", absurd.sum(),
-                    s[ranked].head(3).round(2))
+            finding(
+                "high",
+                col,
+                "extreme values (over 20 x IQR out, most extreme first)",
+                absurd.sum(),
+                s[ranked].head(3).round(2),
+                "extreme",
+            )
         if (far & ~absurd).any():
             ranked = score[far & ~absurd].sort_values(ascending=False).index
-            finding("low", col, rule, (far & ~absurd).sum(), s[ranked].head(3).round(2))  # most extreme first
+            finding("low", col, rule, (far & ~absurd).sum(), s[ranked].head(3).round(2), "outlier")
+if units:
+    assumed_facts.append(
+        "units: "
+        + ", ".join(f"{c} is a {u}" for c, u in units.items())
+        + " (a rate is checked against 0-1, an amount is money and is not)"
+    )
 
 duplicates = df.duplicated()
 if duplicates.any():
-    finding("high", "(all)", "exact duplicate rows", duplicates.sum(), df.index[duplicates][:3])
+    finding("high", "(all)", "exact duplicate rows", duplicates.sum(), df.index[duplicates][:3], "duplicate")
 
-# Keys: a column is a key only when it is meant to be unique — an id-like name and at most 5 % of its rows
-# repeated (an order_id on order lines repeats by design: no finding). Where no one column is such a key, a
-# pair of id-like columns can be one (order_id, line_no): its repeats are duplicate composite keys.
+# Keys: an id-like name with at most 5 % repeats (an order_id on lines repeats by design), or a pair of them
 id_columns = [c for c in df.columns if ID_LIKE.search(str(c).lower()) and df[c].notna().all()]
 keys = [c for c in id_columns if df[c].duplicated().mean() <= 0.05]
 for key in keys:
     if df[key].duplicated().any():
         repeated = df[key][df[key].duplicated(keep=False)]
-        finding("high", key, "duplicate ids", repeated.shape[0], repeated.unique()[:3])
+        finding("high", key, "duplicate ids", repeated.shape[0], repeated.unique()[:3], "duplicate")
 if not keys:
     for i, a in enumerate(id_columns):
         for b in id_columns[i + 1 :]:
             pair = df[[a, b]].duplicated(keep=False) & ~df.duplicated(keep=False)
             if 0 < df[[a, b]].duplicated().mean() <= 0.05 and pair.any():
                 examples = df.loc[pair, [a, b]].drop_duplicates().head(3).itertuples(index=False, name=None)
-                finding("high", f"{a}, {b}", "duplicate composite keys", pair.sum(), list(examples))
+                finding("high", f"{a}, {b}", "duplicate composite keys", pair.sum(), list(examples), "duplicate")
 
-# Dates: each column holding dates (a date type, or text that is mostly full dates) — in the future, written in
-# more than one format, or out of order with another date column (shipped before ordered).
-today = pd.Timestamp.now().normalize()
-dates, mixed = {}, set()
-for col in df.columns:
-    s = df[col]
-    if pd.api.types.is_datetime64_any_dtype(s):
-        dates[col] = pd.to_datetime(s, errors="coerce").dt.tz_localize(None)
-    elif is_text(s):
-        text = s.dropna().astype(str).str.strip()
-        full = text.str.match(FULL_DATE)
-        if len(text) and full.mean() > 0.5:
-            text = text[full]
-            shape = text.str.replace(r"[ T].*$", "", regex=True).map(
-                lambda v: ("year first " if re.match(r"^\d{4}", v) else "year last ") + re.sub(r"[\d]", "", v)[:1]
-            )
-            kinds = shape.value_counts()
-            if len(kinds) > 1:
-                mixed.add(col)
-                minority = shape[shape != kinds.index[0]]
-                finding("medium", col, "mixed date formats", len(minority), text[minority.index].unique()[:3])
-            dates[col] = pd.to_datetime(s.astype(str).str.strip().where(s.notna()), errors="coerce", format="mixed")
+# Dates (a date type, Unix seconds, text of full dates): in UTC; in the future, of mixed formats, out of order
+today = pd.Timestamp.now(tz="UTC").tz_localize(None).normalize() + pd.Timedelta(days=1)
+dates, mixed, offsets = {}, set(), set()
+
+
+def date_columns(frame: pd.DataFrame):
+    found, odd = {}, {}
+    for col in frame.columns:
+        s = frame[col]
+        if pd.api.types.is_datetime64_any_dtype(s) or (pd.api.types.is_numeric_dtype(s) and unix_unit(s, col)):
+            found[col] = as_times(s, col)
+        elif is_text(s):
+            text = s.dropna().astype(str).str.strip()
+            text = text[text != ""]
+            full = text.str.match(FULL_DATE)
+            if len(text) and full.mean() > 0.5:
+                text = text[full]
+                offsets.update(text.str.extract(r"([+-]\d{2}:?\d{2}|Z)$")[0].dropna().unique())
+                shape = text.str.replace(r"[ T].*$", "", regex=True).map(
+                    lambda v: ("year first " if re.match(r"^\d{4}", v) else "year last ") + re.sub(r"[\d]", "", v)[:1]
+                )
+                kinds = shape.value_counts()
+                if len(kinds) > 1:
+                    odd[col] = (shape, kinds, text)
+                found[col] = as_times(s, col)
+            elif unix_unit(s, col):
+                found[col] = as_times(s, col)
+    return found, odd
+
+
+dates, odd = date_columns(df)
+for col, (shape, kinds, text) in odd.items():
+    mixed.add(col)
+    minority = shape[shape != kinds.index[0]]
+    finding("medium", col, "mixed date formats", len(minority), text[minority.index].unique()[:3], "format")
 for col, values in dates.items():
-    future = values > today
+    future = (values > today) & scope(col)
     if future.any():
-        finding("high", col, "dates in the future", future.sum(), values[future].dt.date.head(3))
+        finding("high", col, "dates in the future", future.sum(), values[future].dt.date.head(3), "date")
+
+# By name: shipped after ordered; refunded/returned/cancelled/credited after the sale; ordered after signup - on
+# every row (the same day is fine); any other pair only where 90 % of rows follow an order
+CLASSES = [
+    ("signup", re.compile(r"sign.?up|regist|account.?creat|joined|opened|subscribed|first.?seen", re.I)),
+    ("ship", re.compile(r"ship|deliver|fulfil|dispatch|lieferdatum", re.I)),
+    ("after", re.compile(r"refund|return|cancel|credit|churn|chargeback", re.I)),
+    (
+        "order",
+        re.compile(
+            r"order|placed|processed|posting|purchase|sale|paid|invoice|created|buchungsdatum|"
+            r"transaction|^date$",
+            re.I,
+        ),
+    ),
+]
+FOLLOWS = {("ship", "order"), ("after", "order"), ("order", "signup"), ("after", "signup"), ("ship", "signup")}
+
+
+def date_class(col):
+    return next((k for k, pattern in CLASSES if pattern.search(str(col))), None)
+
+
+def compared(first, later):
+    """Day precision when either is a bare date (the same day is no fault)."""
+    if (first.dropna().dt.normalize() == first.dropna()).all() or (
+        later.dropna().dt.normalize() == later.dropna()
+    ).all():
+        return first.dt.normalize(), later.dt.normalize()
+    return first, later
+
+
 ordered = {c: v for c, v in dates.items() if c not in mixed}  # a column of mixed formats has ambiguous dates
 for a, first_values in ordered.items():
     for b, later in ordered.items():
-        both = first_values.notna() & later.notna()
-        if a == b or both.sum() < 10:
+        rows = scope(a) & scope(b) if a in order_level and b in order_level else pd.Series(True, index=df.index)
+        both = first_values.notna() & later.notna() & rows
+        if a == b or both.sum() < 3:
             continue
-        in_order = (first_values <= later)[both]
-        if 0.9 <= in_order.mean() < 1:  # b follows a almost always: the rows where it does not are faults
-            wrong = both & (later < first_values)
-            finding("high", f"{a} / {b}", f"{b} before {a}", wrong.sum(), df.index[wrong][:3])
+        f, g = compared(first_values, later)
+        wrong = both & (g < f)
+        named = (date_class(b), date_class(a)) in FOLLOWS
+        in_order = 1 - wrong.sum() / both.sum()
+        if named and wrong.any() and in_order < 0.5:
+            warnings.append(f"{b} before {a} on {1 - in_order:.0%} of rows: not what the names say?")
+        elif wrong.any() and (named or (both.sum() >= 10 and in_order >= 0.9)):
+            finding("high", f"{a} / {b}", f"{b} before {a}", wrong.sum(), df.index[wrong][:3], "date")
+
+# Across tables (RELATED): a row dated before the record it refers to (an order before its customer's signup)
+norm = lambda c: re.sub(r"[^a-z0-9]", "", str(c).lower())  # noqa: E731
+related = globals().get("RELATED") or {}
+for rname, ref in related.items():
+    spec = ref if isinstance(ref, dict) else {"source": ref}
+    other = spec["source"]
+    if not isinstance(other, pd.DataFrame):
+        other = load_artifact(other) if str(other).startswith("artifact_") else load_file(other)  # noqa: F821
+    on = spec.get("on")
+    if not on:
+        shared = {norm(c): c for c in other.columns}
+        on = {
+            c: shared[norm(c)]
+            for c in df.columns
+            if norm(c) in shared
+            and (ID_LIKE.search(str(c).lower()) or re.search(r"email|customer|account|kunde", str(c), re.I))
+        }
+        on = dict(list(on.items())[:1])
+    if not on:
+        warnings.append(f"RELATED {rname}: no column shared with this table by name - give 'on'")
+        continue
+    ((mine, theirs),) = on.items()
+    their_dates, _ = date_columns(other)
+    since = next((c for c in their_dates if date_class(c) == "signup"), None) or next(
+        (c for c in their_dates if date_class(c) == "order"), None
+    )
+    event = next((c for c in ordered if date_class(c) == "order"), None) or next(
+        (c for c in ordered if date_class(c) in ("after", "ship")), None
+    )
+    if since is None or event is None:
+        warnings.append(f"RELATED {rname}: no date to compare ({since=}, {event=})")
+        continue
+    keyed = lambda s: s.astype(str).str.strip().str.lower().str.replace(r"\.0$", "", regex=True)  # noqa: E731
+    starts = pd.Series(their_dates[since].values, index=keyed(other[theirs])).groupby(level=0).min()
+    theirs_at = keyed(df[mine]).map(starts)
+    rows = scope(event)
+    f, g = compared(theirs_at, ordered[event])
+    wrong = rows & f.notna() & g.notna() & (g < f)
+    assumed_facts.append(f"{rname} joined on {mine} = {theirs}: {event} must not precede {rname}.{since}")
+    if wrong.any():
+        finding(
+            "high",
+            f"{event} / {rname}.{since}",
+            f"{event} before {rname}.{since}",
+            wrong.sum(),
+            df.loc[wrong, mine].head(3),
+            "date",
+        )
+if offsets:
+    assumed_facts.append(f"timestamps compared in UTC (offsets seen: {', '.join(sorted(offsets))})")
+if time_columns:
+    assumed_facts.append(f"{', '.join(map(str, time_columns))}: Unix seconds (UTC)")
+if STORE_TZ:
+    assumed_facts.append(f"local times without an offset are in {STORE_TZ}")
+elif any(c not in time_columns for c in dates) and not offsets and PROFILE.get("utc_offsets"):
+    warnings.append("PROFILE has UTC offsets but this file's times have none: give PROFILE['store_timezone']")
 
 columns = {str(c).lower(): c for c in df.columns}
-# Currency against country: where a country's rows are almost all in one currency (90 % or more), a row in
-# another is invoiced in the wrong currency (or the wrong country): a cross-column rule no single column shows.
+# Currency against country: a row in another currency than the 90 % of its country's rows
 currency = next((columns[k] for k in columns if "currency" in k), None)
 country = next((columns[k] for k in columns if k in ("country", "country_code", "market") or "country" in k), None)
 if currency is not None and country is not None:
-    pairs = df[[country, currency]].dropna().astype(str)
+    pairs = df.loc[scope(currency), [country, currency]].dropna().astype(str)
+    pairs = pairs[(pairs[country].str.strip() != "") & (pairs[currency].str.strip() != "")]
     usual = pairs.groupby(country)[currency].agg(lambda c: c.value_counts().index[0])
     share = pairs.groupby(country)[currency].agg(lambda c: c.value_counts(normalize=True).iloc[0])
     odd = pairs[country].map(usual).ne(pairs[currency]) & pairs[country].map(share).ge(0.9)
     if odd.any():
         examples = [f"row {i}: {pairs.at[i, country]} in {pairs.at[i, currency]}" for i in pairs.index[odd][:3]]
-        finding("high", f"{country} / {currency}", "currency not the country's (its other rows use one)", odd.sum(),
-                examples)
+        finding(
+            "high",
+            f"{country} / {currency}",
+            "currency not the country's (its other rows use one)",
+            odd.sum(),
+            examples,
+            "currency",
+        )
 if all(k in columns for k in ("quantity", "unit_price", "discount", "revenue")):
     q, p, d, r = (
         pd.to_numeric(df[columns[k]].astype(str).str.strip(), errors="coerce").astype(float)
         for k in ("quantity", "unit_price", "discount", "revenue")
     )  # a value that is not a number ("ten", "1.234,50") is reported above, not a crash here
-    expected = q * p * (1 - d)
+    if units.get(columns["discount"], "rate") == "amount":
+        expected = q * p - d
+        rule = "revenue != quantity x unit_price - discount"
+    else:
+        expected = q * p * (1 - d)
+        rule = "revenue != quantity x unit_price x (1 - discount)"
     off = ((r - expected).abs() > 0.01 * expected.abs().clip(lower=1)).fillna(False)
     if off.any():
-        finding("high", columns["revenue"], "revenue != quantity x unit_price x (1 - discount)", off.sum(), df.index[off][:3])
+        finding("high", columns["revenue"], rule, off.sum(), df.index[off][:3], "arithmetic")
 
 print(f"{len(df):,} rows x {len(df.columns)} columns")
 print(pd.DataFrame(profile).to_string(index=False))
+assumed = "; ".join(assumed_facts)
+print("Assumed:", assumed)
+for line in warnings:
+    print("WARNING:", line)
+# ranked by harm: a wrong value (high), a blank or spelling (medium), a long tail (low); within each rows x weight
 order = {"high": 0, "medium": 1, "low": 2}
-findings = pd.DataFrame(findings, columns=["severity", "column", "check", "rows", "examples"])
-findings = findings.sort_values(["severity", "rows"], key=lambda c: c.map(order) if c.name == "severity" else -c)
+findings = pd.DataFrame(findings, columns=["severity", "column", "check", "rows", "examples", "harm"])
+findings = findings.sort_values(["severity", "harm"], key=lambda c: c.map(order) if c.name == "severity" else -c)
+findings = findings.reset_index(drop=True)
 print(f"{len(findings)} findings" if len(findings) else "no findings: the file passed every check")
-findings.reset_index(drop=True)
+findings  # noqa: B018 - the cell's value
