@@ -17,7 +17,7 @@ PROFILE (from business-profile) decides the rest:
   exchange rate cannot be told apart in one currency's totals.
 - fiscal_calendar: on a 4-5-4 / 4-4-5 / 5-4-4 calendar SOURCE has one row per item and day or week (<item>, <date>,
   …) and the script cuts the fiscal periods itself from first_day and 53_week_years: PERIOD = 12 compares that
-  period (None: the whole year), FISCAL_YEAR = 2024 names the current year (default: the latest complete one). A
+  period ((1, 10): periods 1 to 10; None: the whole year), FISCAL_YEAR = 2024 names the current year (default: the latest complete one). A
   53-week year is restated: its 53rd week is left out when it is the current year; when it is the prior year, the
   prior year is shifted one week (weeks 2-53: P12 on its last 4 weeks), so both sides have the same weeks.
 Run in run_python as:  PROFILE = {...}  [FX = "artifact_…"  FX_DIRECTION = "…"  PERIOD = 12]  SOURCE = "artifact_..."
@@ -99,14 +99,16 @@ def fiscal_years(cal, first_date, last_date):
 
 
 def period_weeks(pattern, period):
-    """The weeks (1-based) of a period in a 52-week year; None: the whole year."""
+    """The weeks (1-based) of a period (or a range of periods, (1, 10)) in a 52-week year; None: the whole year."""
     if period is None:
         return list(range(1, 53))
+    first_p, last_p = (period, period) if isinstance(period, int | str) else tuple(period)
+    first_p, last_p = int(first_p), int(last_p)
     lengths = pattern * 4
-    if not 1 <= int(period) <= 12:
-        refuse(f"PERIOD = {period!r}: a fiscal period is 1..12")
-    first = sum(lengths[: int(period) - 1]) + 1
-    return list(range(first, first + lengths[int(period) - 1]))
+    if not 1 <= first_p <= last_p <= 12:
+        refuse(f"PERIOD = {period!r}: a fiscal period is 1..12 (or a range (first, last))")
+    first = sum(lengths[: first_p - 1]) + 1
+    return list(range(first, sum(lengths[:last_p]) + 1))
 
 
 def fiscal_two_periods(df, item, date_col, cal):
@@ -129,6 +131,9 @@ def fiscal_two_periods(df, item, date_col, cal):
     by_label = {lab: (start, n) for lab, start, n in years}
     reach = distinct.iloc[-1] + pd.Timedelta(days=grain - 1)  # the last day the data cover
     wanted = period_weeks(WEEK_CALENDARS[cal["kind"]], PERIOD)
+    what = (
+        "year" if PERIOD is None else f"P{PERIOD}" if isinstance(PERIOD, int | str) else f"P{PERIOD[0]}-P{PERIOD[-1]}"
+    )
 
     def window(lab, role):
         start, n = by_label[lab]
@@ -142,9 +147,7 @@ def fiscal_two_periods(df, item, date_col, cal):
     else:
         complete = [lab for lab, _, _ in years if window(lab, "current")[1] - pd.Timedelta(days=1) <= reach]
         if not complete:
-            refuse(
-                "no complete fiscal " + (f"P{PERIOD}" if PERIOD else "year") + f" in the data (up to {reach.date()})"
-            )
+            refuse(f"no complete fiscal {what} in the data (up to {reach.date()})")
         current = complete[-1]
     prior = current - 1
     if prior not in by_label:
@@ -153,12 +156,11 @@ def fiscal_two_periods(df, item, date_col, cal):
     p0, p1 = window(prior, "prior")
     if c1 - pd.Timedelta(days=1) > reach:
         refuse(
-            f"FY{current} {'P' + str(PERIOD) if PERIOD else ''} runs to {(c1 - pd.Timedelta(days=1)).date()} but the "
+            f"FY{current} {what} runs to {(c1 - pd.Timedelta(days=1)).date()} but the "
             f"data end {reach.date()}: never a part period against a whole one"
         )
     if distinct.iloc[0] > p0:
         refuse(f"the data start {distinct.iloc[0].date()}, after the prior window's first day {p0.date()}")
-    what = f"P{PERIOD}" if PERIOD else "year"
     notes = [
         f"{cal['kind']} calendar from {cal['first_day']}; FY{current} {what} {c0.date()}.."
         f"{(c1 - pd.Timedelta(days=1)).date()} vs FY{prior} {what} {p0.date()}..{(p1 - pd.Timedelta(days=1)).date()}"
@@ -170,7 +172,7 @@ def fiscal_two_periods(df, item, date_col, cal):
         notes.append(f"FY{prior} has 53 weeks: restated, shifted one week (its weeks {wanted[0] + 1}-{wanted[-1] + 1})")
         start, _ = by_label[prior]  # the unrestated period, for the record
         raw = period_weeks(WEEK_CALENDARS[cal["kind"]], PERIOD)
-        raw_end = start + pd.Timedelta(weeks=53 if (PERIOD in (None, 12)) else raw[-1])
+        raw_end = start + pd.Timedelta(weeks=53 if raw[-1] == 52 else raw[-1])
         raw_rev = df.net_revenue.astype(float)[(dates >= start + pd.Timedelta(weeks=raw[0] - 1)) & (dates < raw_end)]
         cur_rev = df.net_revenue.astype(float)[(dates >= c0) & (dates < c1)]
         if raw_rev.sum():
