@@ -434,7 +434,7 @@ for rname, ref in related.items():
     ((mine, theirs),) = on.items()
     their_dates, _ = date_columns(other)
     since = next((c for c in their_dates if date_class(c) == "signup"), None) or next(
-        (c for c in their_dates if date_class(c) == "order"), None
+        (c for c in their_dates if date_class(c) == "order"), next(iter(their_dates), None)
     )
     event = next((c for c in ordered if date_class(c) == "order"), None) or next(
         (c for c in ordered if date_class(c) in ("after", "ship")), None
