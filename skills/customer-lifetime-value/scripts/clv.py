@@ -1,93 +1,416 @@
-"""Customer lifetime value: historic, and a buy-till-you-die model (BG/NBD + Gamma-Gamma) checked on a hold-out year.
-
-Input: SOURCE, the id of a table artifact with one row per order: customer_id, order_date and margin (the
-order's gross margin). CUTOFF (default: a year before the day after the last order) splits the orders: the
-model is fitted before it and checked on the time after it. YEARS (3) and DISCOUNT_RATE (0.1, a year) set the
-value's horizon and discount. Run in run_python as:  SOURCE = "artifact_..."  then this script.
-Output: `clv` per customer (the cell's value), `holdout` (predicted vs actual after the cut-off, by decile of
-the prediction), `check_ratio` (predicted / actual, in total), `rank_correlation`, `naive_ratio` (the same
-check for "each customer repeats their last year"), `alive` (each customer's probability of still buying).
+"""Customer lifetime value: subscribers from their contract state and renewal survival by plan (shifted-beta-
+geometric, Fader & Hardie 2007); BG/NBD + Gamma-Gamma only for buyers without a contract; checked on a hold-out
+year by contract status. SKILL.md lists the inputs (SOURCE: orders; PROFILE; STATES: one row per subscription)
+and the outputs (clv, subscriptions, survival, value_by_status, holdout_by_status, holdout, assumed).
 """
 
 import warnings
 
 import numpy as np
 import pandas as pd
+from scipy.optimize import minimize
+from scipy.special import betaln
 
-with warnings.catch_warnings():  # the libraries' import-time notices are not the analysis
-    warnings.simplefilter("ignore")
-    import pytensor
-
-    # a model this small is fitted fastest without compiling C: 1-2 s instead of ~15 s
-    pytensor.config.cxx = ""
-    pytensor.config.mode = "FAST_COMPILE"
-    from pymc_marketing.clv import BetaGeoModel, GammaGammaModel
-    from pymc_marketing.clv.utils import rfm_summary
-
+PROFILE = globals().get("PROFILE") or {}
 years = int(globals().get("YEARS", 3))
 rate = float(globals().get("DISCOUNT_RATE", 0.1))
-orders = load_artifact(SOURCE)  # noqa: F821 - SOURCE and load_artifact come from run_python
-orders = orders.assign(order_date=pd.to_datetime(orders.order_date), margin=orders.margin.astype(float))
-end = orders.order_date.max() + pd.Timedelta(days=1)  # the data's end: the day after its last order
+recovery = globals().get("DUNNING_RECOVERY")
+zone = PROFILE.get("store_timezone")
+warnings_out = []
+
+
+def warn(text: str) -> None:
+    warnings_out.append(text)
+    print("WARNING: " + text)
+
+
+def when(col: pd.Series) -> pd.Series:
+    """Local (tz-naive) times: UTC offsets converted to the store's time zone, Unix seconds as UTC."""
+    if pd.api.types.is_datetime64_any_dtype(col):
+        out = col
+    elif pd.api.types.is_numeric_dtype(col) and col.dropna().between(9e8, 2.2e9).all() and col.notna().any():
+        out = pd.to_datetime(col, unit="s", utc=True)
+    else:
+        text = col.astype("string").str.strip()
+        if text.str.contains(r"(?:[+-]\d{2}:?\d{2}|Z)$", regex=True, na=False).any():
+            out = pd.to_datetime(text, utc=True, format="mixed")
+        else:
+            out = pd.to_datetime(text, format="mixed")
+    if getattr(out.dt, "tz", None) is not None:
+        out = out.dt.tz_convert(zone or "UTC").dt.tz_localize(None)
+    return out
+
+
+orders = load_artifact(SOURCE)  # noqa: F821
+orders = orders.assign(order_date=when(orders.order_date), margin=orders.margin.astype(float))
+end = orders.order_date.max().normalize() + pd.Timedelta(days=1)  # the data's end: the day after its last order
 cut = pd.Timestamp(globals().get("CUTOFF") or end - pd.DateOffset(years=1))
-WEEK = 7  # time in weeks: recency, T and the horizons
+horizon = 365.25 * years
+
+# ---- which method: the business's contract facts (PROFILE) and the subscription states (STATES)
+said = PROFILE.get("contractual")
+said = "mixed" if str(said).lower() == "mixed" else (None if said is None else bool(said))
+states_ref = globals().get("STATES")
+if states_ref is None and said in (True, "mixed"):
+    raise ValueError(
+        "REFUSED: PROFILE says the business is contractual"
+        + (" (mixed)" if said == "mixed" else "")
+        + " - a subscriber's value comes from their contract state, not from their order gaps (BG/NBD gives a "
+        "subscriber who just cancelled a high value). Pass STATES = an artifact with one row per subscription "
+        "(customer_id, status, plan, started_at, cancelled_at, pause_until) and run again."
+    )
+WORDS = {  # a status as written -> the contract state it means
+    "active": "active trialing trial skipped skip",
+    "paused": "paused pause",
+    "dunning": "past_due unpaid dunning error failed",
+    "cancelled": "cancelled canceled expired churned ended",
+    "pending_cancel": "pending_cancel non_renewing",
+}
+STATE_WORDS = {word: state for state, words in WORDS.items() for word in words.split()}
+ALIASES = {"canceled_at": "cancelled_at", "paused_until": "pause_until", "created_at": "started_at"}
+states = None
+if states_ref is not None:
+    states = load_artifact(states_ref) if isinstance(states_ref, str) else pd.DataFrame(states_ref)  # noqa: F821
+    states.columns = [str(c).strip().lower() for c in states.columns]
+    states = states.rename(columns={k: v for k, v in ALIASES.items() if v not in states.columns})
+    missing = {"customer_id", "status"} - set(states.columns)
+    if missing:
+        raise ValueError(f"STATES needs the columns {sorted(missing)} (one row per subscription)")
+    raw = states.status.astype(str).str.strip().str.lower().str.replace(" ", "_")
+    states["state"] = raw.map(STATE_WORDS)
+    if states.state.isna().any():
+        unknown = sorted(raw[states.state.isna()].unique())[:6]
+        warn(f"statuses {unknown} are not contract states: read as active - check them")
+        states["state"] = states.state.fillna("active")
+    if "cancel_at_period_end" in states.columns:  # Stripe: active, but set to end with the paid period
+        pending = states.cancel_at_period_end.astype(str).str.strip().str.lower().isin(["true", "1", "yes"])
+        states.loc[pending & states.state.isin(["active", "dunning", "paused"]), "state"] = "pending_cancel"
+    if "subscription_id" not in states.columns:
+        states["subscription_id"] = np.arange(len(states))
+    if "plan" not in states.columns:
+        warn("STATES has no plan: one survival curve for every subscription")
+        states["plan"] = "all"
+    states["plan"] = states.plan.astype(str)
+    for c in ("started_at", "cancelled_at", "pause_until", "next_charge_at"):
+        states[c] = when(states[c]) if c in states.columns else pd.NaT
+    if said is False:
+        warn("PROFILE says not contractual, but STATES holds contract states: subscribers valued by contract")
+    elif said is None:
+        warn("PROFILE does not say if the business is contractual: STATES given, read as mixed")
+    mode = "contractual" if said is True else "mixed"
+else:
+    mode = "non-contractual"
+if said is None and states is None:
+    warn(
+        "PROFILE does not say if the business is contractual (run business-profile): valued with BG/NBD - "
+        "wrong for subscribers (a cancelled one keeps a high value); pass PROFILE and STATES"
+    )
+
+subscribers = set(states.customer_id) if states is not None else set()
+contract_orders = orders[orders.customer_id.isin(subscribers)]
+free_orders = orders[~orders.customer_id.isin(subscribers)]
+if mode == "contractual" and len(free_orders):
+    warn(f"{free_orders.customer_id.nunique():,} customers have orders but no subscription: not valued (contractual)")
+    free_orders = free_orders.iloc[0:0]
 
 
-def summary(upto: pd.Timestamp) -> pd.DataFrame:
-    """Per customer with an order before `upto`: repeat days (frequency), recency and age (T) in weeks, and the
-    average margin of the repeat orders (the Gamma-Gamma model's input)."""
-    seen = orders[orders.order_date < upto]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return rfm_summary(
-            seen,
-            "customer_id",
-            "order_date",
-            monetary_value_col="margin",
-            observation_period_end=upto - pd.Timedelta(days=1),
-            time_unit="D",
-            time_scaler=WEEK,
+# ---- contractual: state first, then renewal survival by plan (sBG)
+def sbg_fit(paid: np.ndarray, churned: np.ndarray, entered=None) -> tuple[float, float]:
+    """sBG by maximum likelihood: churn chance per renewal ~ Beta(a, b); cancelled after paying n periods:
+    B(a + 1, b + n - 1) / B(a, b), alive: B(a, b + n - 1) / B(a, b); left truncation: / P(T >= entered)."""
+    entered = 1.0 if entered is None else np.asarray(entered, float)
+    table = pd.DataFrame({"paid": np.asarray(paid, float), "churned": np.asarray(churned, bool), "entered": entered})
+    table = table.value_counts().reset_index()  # one term per distinct history: fast on any number of rows
+    n, gone, start, count = (table[c].to_numpy() for c in ("paid", "churned", "entered", "count"))
+
+    def nll(p):
+        a, b = np.exp(p)
+        ll = np.where(gone, betaln(a + 1, b + n - 1), betaln(a, b + n - 1)) - betaln(a, b + start - 1)
+        return -(count * ll).sum()
+
+    # log a, log b bounded: with no spread in churn between subscribers a and b run off together (a geometric)
+    tries = [minimize(nll, x, method="L-BFGS-B", bounds=[(-6, 12), (-6, 12)]) for x in ([0, 0], [0, 2], [2, 5])]
+    a, b = np.exp(min(tries, key=lambda r: r.fun).x)
+    return float(a), float(b)
+
+
+def renew(a: float, b: float, t) -> np.ndarray:
+    """sBG: the chance that one who paid t periods pays period t + 1."""
+    t = np.asarray(t, float)
+    return (b + t - 1) / (a + b + t - 1)
+
+
+def tenure(frame: pd.DataFrame, at: pd.Timestamp) -> pd.DataFrame:
+    """Periods paid by `at` (cancelled: ceil(days / period); live: floor + 1) and ended or not."""
+    out = frame.copy()
+    out = out[out.started_at < at]
+    ended = out.cancelled_at.notna() & (out.cancelled_at < at)
+    if at == end:
+        ended = ended | out.state.eq("cancelled")
+    stop = out.cancelled_at.where(ended, at).fillna(at)
+    days = (stop - out.started_at).dt.total_seconds() / 86400
+    out["paid"] = np.where(ended, np.ceil(days / out.period).clip(lower=1), np.floor(days / out.period) + 1)
+    out["ended"] = ended
+    before = ((export_start - out.started_at).dt.total_seconds() / 86400).clip(lower=0) if export_start else 0
+    out["entered"] = np.minimum(np.floor(before / out.period) + 1, out.paid) if export_start else 1.0
+    return out
+
+
+def fit_plans(data: pd.DataFrame) -> dict:
+    """One sBG per plan (30+ subscriptions, 5+ cancelled); smaller plans share a pooled fit."""
+    pooled = sbg_fit(data.paid, data.ended, data.entered)
+    fits = {}
+    for plan, group in data.groupby("plan"):
+        if len(group) >= 30 and group.ended.sum() >= 5:
+            fits[plan] = sbg_fit(group.paid, group.ended, group.entered)
+        else:
+            fits[plan] = pooled
+    return fits
+
+
+def future(data: pd.DataFrame, fits: dict, at: pd.Timestamp, until: float, discount: bool) -> pd.DataFrame:
+    """Per subscription: expected charges in `until` days after `at` and their value; charge k at first +
+    (k - 1) x period (next charge, resume date, or the end of the current period), paid with S(n+k-1) / S(n-1)."""
+    charges, value, within_year = [], [], []
+    for row in data.itertuples():
+        if row.ended or (at == end and row.state in ("cancelled", "pending_cancel")):
+            charges.append(0.0)
+            value.append(0.0)
+            within_year.append(0.0)
+            continue
+        a, b = fits[row.plan]
+        if row.state == "paused" and pd.notna(row.pause_until) and at == end:
+            first = max((row.pause_until - at).total_seconds() / 86400, 0.0)
+        elif pd.notna(row.next_charge_at) and row.next_charge_at >= at and at == end:
+            first = (row.next_charge_at - at).total_seconds() / 86400
+        elif pd.notna(row.started_at):
+            first = ((row.started_at + pd.Timedelta(days=row.period * row.paid)) - at).total_seconds() / 86400
+            first = max(first, 0.0)
+        else:
+            first = row.period / 2
+        k = np.arange(0, max(int((until - first) // row.period) + 1, 0))
+        times = first + k * row.period
+        times = times[times < until]
+        survive = np.cumprod(renew(a, b, row.paid + np.arange(len(times))))
+        if row.state == "dunning" and at == end:
+            survive = survive * row.p_alive
+        weights = survive / (1 + rate) ** (times / 365.25) if discount else survive
+        charges.append(float(survive.sum()))
+        value.append(float(row.margin_per_period * weights.sum()))
+        within_year.append(float(row.margin_per_period * survive[times < 365.25].sum()))
+    return pd.DataFrame({"charges": charges, "value": value, "next_year": within_year}, index=data.index)
+
+
+subscriptions = pd.DataFrame()
+survival = pd.DataFrame()
+strata = []
+value_by_status = pd.DataFrame()
+assumed_contract = ""
+if states is not None:
+    states = states[~states.customer_id.isna()].copy()
+    period_note = "billing period from STATES.period_days"
+    if "period_days" not in states.columns:
+        gaps = contract_orders.sort_values("order_date").groupby("customer_id").order_date.diff().dt.days
+        states["period_days"] = globals().get("PERIOD_DAYS") or float(gaps[gaps > 0].median())
+        period_note = f"billing period {states.period_days.iloc[0]:g} days (PERIOD_DAYS, else the median order gap)"
+        warn(f"no period_days in STATES: {period_note}")
+    states["period"] = states.period_days.astype(float)
+    if "margin_per_period" in states.columns:
+        states["margin_per_period"] = states.margin_per_period.astype(float)
+        margin_note = "margin per period from STATES"
+    else:
+        own = contract_orders.sort_values("order_date").groupby("customer_id").margin.apply(lambda m: m.tail(6).mean())
+        per_sub = states.customer_id.map(own)
+        states["margin_per_period"] = per_sub.fillna(per_sub.median())
+        margin_note = "margin per period: the subscriber's last 6 orders' average (one order per charge)"
+    if recovery is None:
+        recovery = 0.7
+        if states.state.eq("dunning").any():
+            warn("past-due subscriptions valued with a recovery chance of 0.7 (not measured): set DUNNING_RECOVERY")
+    export_start = globals().get("EXPORT_START")
+    export_start = pd.Timestamp(export_start) if export_start else None
+    first_end = states.cancelled_at.min()
+    if export_start is None and pd.notna(first_end) and states.started_at.notna().any():
+        older = (states.started_at < first_end - pd.Timedelta(days=3 * float(states.period.median()))).mean()
+        if older > 0.2 and first_end - states.started_at.min() > pd.Timedelta(days=365):
+            export_start = first_end.normalize()
+            warn(
+                f"none ended before {export_start.date()}, {100 * older:.0f} % started earlier: read as live on "
+                "that day (left-truncated; else say EXPORT_START)"
+            )
+    if states.started_at.isna().any():
+        raise ValueError("STATES needs started_at for every subscription: tenure decides survival")
+    now = tenure(states, end)
+    now["p_alive"] = now.state.map(
+        {"active": 1.0, "paused": 1.0, "dunning": float(recovery), "pending_cancel": 0.0, "cancelled": 0.0}
+    )
+    fits = fit_plans(now)
+    worth = future(now, fits, end, horizon, discount=True)
+    keep = "customer_id subscription_id plan status state paid p_alive margin_per_period expected_charges"
+    subscriptions = now.assign(
+        value=worth.value.round(2), next_year_margin=worth.next_year.round(2), expected_charges=worth.charges.round(3)
+    )[[*keep.split(), "next_year_margin", "value"]].rename(columns={"paid": "periods_paid"})
+    if (subscriptions.loc[subscriptions.state.isin(["cancelled", "pending_cancel"]), "value"] != 0).any():
+        raise AssertionError("a cancelled subscription was given value")
+    rows = []  # observed (Kaplan-Meier) vs fitted renewal rates
+    for plan, group in now.groupby("plan"):
+        a, b = fits[plan]
+        for t in range(1, int(min(group.paid.max(), 12))):
+            at_risk = group[(group.paid > t) | (group.ended & (group.paid == t))]  # faced renewal t
+            seen, fitted = round(float((at_risk.paid > t).mean()), 3), round(float(renew(a, b, t)), 3)
+            rows.append((plan, t, len(at_risk), seen, fitted, round(a, 3), round(b, 3)))
+    survival = pd.DataFrame(rows, columns=["plan", "renewal", "at_risk", "observed", "sbg", "a", "b"])
+    for plan, group in survival.groupby("plan"):
+        gap = float((group.observed - group.sbg).abs().mean())
+        one = group.iloc[0]
+        print(
+            f"survival {plan}: sBG a={one.a}, b={one.b}; renewal 1 {one.observed:.0%} (fitted {one.sbg:.0%}); "
+            f"mean gap {100 * gap:.1f} pp" + (" - WARNING: the curve does not fit" if gap > 0.05 else "")
         )
+    value_by_status = subscriptions.groupby("state").agg(
+        subscriptions=("value", "size"), p_alive=("p_alive", "mean"), average_value=("value", "mean")
+    )
+    value_by_status["average_value"] = value_by_status.average_value.round(2)
+    # the check by contract status: fitted on the states at the cut-off, predicted vs made after it
+    past = tenure(states, cut)
+    past["p_alive"] = 1.0
+    if len(past) and past.ended.any() and (~past.ended).any():
+        guess = future(past, fit_plans(past), cut, (end - cut).days, discount=False)
+        made = contract_orders[contract_orders.order_date >= cut].groupby("customer_id").margin.sum()
+        past["predicted"] = guess.charges * past.margin_per_period
+        status_now = past.state.where(~past.state.eq("cancelled"), "cancelled after the cut-off")
+        past["stratum"] = status_now.where(~past.ended, "cancelled before the cut-off")
+        order = {"active": 0, "paused": 1, "dunning": 2, "pending_cancel": 3, "cancelled after the cut-off": 4}
+        past["rank"] = past.stratum.map(order).fillna(5)
+        past = past.sort_values("rank")
+        per_customer = past.groupby("customer_id").agg(predicted=("predicted", "sum"), stratum=("stratum", "first"))
+        per_customer["actual"] = per_customer.index.map(made).fillna(0.0)
+        for stratum, group in per_customer.groupby("stratum"):
+            strata.append(("contractual", stratum, len(group), round(group.predicted.sum()), round(group.actual.sum())))
+    assumed_contract = f"{period_note}; {margin_note}; past-due recovery {float(recovery):g}" + (
+        f"; STATES left-truncated at {export_start.date()}" if export_start else ""
+    )
+    print(f"contractual: {len(subscriptions):,} subscriptions; value by status:", value_by_status.to_dict("index"))
 
-
-def fit(data: pd.DataFrame) -> tuple[BetaGeoModel, GammaGammaModel | None]:
-    """BG/NBD for how often and how long customers buy; Gamma-Gamma for their margin per order (MAP fits)."""
+# ---- non-contractual: BG/NBD (how often, how long) and Gamma-Gamma (margin per order)
+WEEK = 7  # time in weeks: recency, T and the horizons
+stream = free_orders
+holdout = pd.DataFrame(columns=["predicted", "actual"])
+check_ratio = naive_ratio = rank_correlation = float("nan")
+alive = pd.Series(dtype=float)
+free_clv = pd.DataFrame()
+if stream.customer_id.nunique() >= 20:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        buying = BetaGeoModel(data=data[["customer_id", "frequency", "recency", "T"]])
-        buying.fit(method="map", progressbar=False)
-        repeat = data[(data.frequency > 0) & (data.monetary_value > 0)]
-        spending = None
-        if len(repeat) >= 20:
-            spending = GammaGammaModel(data=repeat[["customer_id", "frequency", "monetary_value"]])
-            spending.fit(method="map", progressbar=False)
-    return buying, spending
+        import pytensor
 
+        pytensor.config.cxx = ""
+        pytensor.config.mode = "FAST_COMPILE"
+        from pymc_marketing.clv import BetaGeoModel, GammaGammaModel
+        from pymc_marketing.clv.utils import rfm_summary
 
-def margin_per_order(data: pd.DataFrame, spending: GammaGammaModel | None) -> pd.Series:
-    """Expected margin of a customer's future order: Gamma-Gamma's (shrunk toward the average); a customer whose
-    repeat orders lost money keeps their own average (the model needs positive values)."""
-    positive = data.monetary_value > 0
-    spend = pd.Series(np.nan, index=data.index)
-    if spending is not None:
-        fitted = data.assign(monetary_value=data.monetary_value.where(positive, 1.0))
+    def summary(upto: pd.Timestamp) -> pd.DataFrame:
+        seen = stream[stream.order_date < upto]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            expected = spending.expected_customer_spend(data=fitted[["customer_id", "frequency", "monetary_value"]])
-        spend = pd.Series(np.asarray(expected.mean(("chain", "draw"))), index=data.index)
-    first = orders.groupby("customer_id").margin.mean()  # no repeat order: the customer's own average so far
-    spend = spend.where(positive | (data.frequency == 0), data.monetary_value)
-    return spend.fillna(data.customer_id.map(first))
+            return rfm_summary(
+                seen,
+                "customer_id",
+                "order_date",
+                monetary_value_col="margin",
+                observation_period_end=upto - pd.Timedelta(days=1),
+                time_unit="D",
+                time_scaler=WEEK,
+            )
 
+    def fit(data: pd.DataFrame):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            buying = BetaGeoModel(data=data[["customer_id", "frequency", "recency", "T"]])
+            buying.fit(method="map", progressbar=False)
+            repeat = data[(data.frequency > 0) & (data.monetary_value > 0)]
+            spending = None
+            if len(repeat) >= 20:
+                spending = GammaGammaModel(data=repeat[["customer_id", "frequency", "monetary_value"]])
+                spending.fit(method="map", progressbar=False)
+        return buying, spending
 
-def purchases(buying: BetaGeoModel, data: pd.DataFrame, weeks: float) -> pd.Series:
+    def margin_per_order(data: pd.DataFrame, spending) -> pd.Series:
+        positive = data.monetary_value > 0
+        spend = pd.Series(np.nan, index=data.index)
+        if spending is not None:
+            fitted = data.assign(monetary_value=data.monetary_value.where(positive, 1.0))
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                expected = spending.expected_customer_spend(data=fitted[["customer_id", "frequency", "monetary_value"]])
+            spend = pd.Series(np.asarray(expected.mean(("chain", "draw"))), index=data.index)
+        first = stream.groupby("customer_id").margin.mean()  # no repeat order: their own average
+        spend = spend.where(positive | (data.frequency == 0), data.monetary_value)
+        return spend.fillna(data.customer_id.map(first))
+
+    def purchases(buying, data: pd.DataFrame, weeks: float) -> pd.Series:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            expected = buying.expected_purchases(
+                data=data[["customer_id", "frequency", "recency", "T"]], future_t=weeks
+            )
+        return pd.Series(np.asarray(expected.mean(("chain", "draw"))), index=data.index)
+
+    # The check: fitted on the orders before the cut-off, the margin predicted for the time after it, against
+    # what those customers made; and the naive benchmark (each customer repeats their last year before it)
+    train = summary(cut)
+    weeks_after = (end - cut).days / WEEK
+    buying, spending = fit(train)
+    predicted = purchases(buying, train, weeks_after) * margin_per_order(train, spending)
+    after = stream[stream.order_date >= cut].groupby("customer_id").margin.sum()
+    actual = train.customer_id.map(after).fillna(0.0)
+    year_before = stream[(stream.order_date < cut) & (stream.order_date >= cut - pd.DateOffset(years=1))]
+    naive = train.customer_id.map(year_before.groupby("customer_id").margin.sum()).fillna(0.0) * weeks_after / 52.18
+    check_ratio = float(predicted.sum() / actual.sum())
+    naive_ratio = float(naive.sum() / actual.sum())
+    rank_correlation = float(predicted.rank().corr(actual.rank()))
+    decile = pd.qcut(predicted.rank(method="first"), 10, labels=range(1, 11))
+    holdout = (
+        pd.DataFrame({"decile": decile, "predicted": predicted, "actual": actual})
+        .groupby("decile", observed=True)[["predicted", "actual"]]
+        .sum()
+        .round(0)
+    )
+    strata.append(("non-contractual", "no contract (BG/NBD)", len(train), round(predicted.sum()), round(actual.sum())))
+    print(
+        f"check (no-contract buyers): fitted on the orders before {cut.date()}, the model predicted "
+        f"{predicted.sum():,.0f} in margin until {(end - pd.Timedelta(days=1)).date()}; the {len(train):,} customers "
+        f"made {actual.sum():,.0f} (predicted / actual {check_ratio:.2f}; rank correlation {rank_correlation:.2f}). "
+        f"Naive 'same as their last year': {naive_ratio:.2f}"
+    )
+    if check_ratio > 1.2:
+        print(
+            f"WARNING: the model over-predicts by {100 * (check_ratio - 1):.0f} %: customers stopped more than "
+            "their history showed - its values are an upper bound"
+        )
+    elif check_ratio < 0.8:
+        print(f"WARNING: the model under-predicts by {100 * (1 - check_ratio):.0f} %")
+    else:
+        print("the check supports the model: within 20 % in total")
+
+    everything = summary(end)
+    buying, spending = fit(everything)
+    per_order = margin_per_order(everything, spending)
+    cumulative = [purchases(buying, everything, 52.18 * y) for y in range(years + 1)]
+    value = sum((cumulative[y] - cumulative[y - 1]) * per_order / (1 + rate) ** y for y in range(1, years + 1))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        expected = buying.expected_purchases(data=data[["customer_id", "frequency", "recency", "T"]], future_t=weeks)
-    return pd.Series(np.asarray(expected.mean(("chain", "draw"))), index=data.index)
+        alive = buying.expected_probability_alive(data=everything[["customer_id", "frequency", "recency", "T"]])
+        alive = pd.Series(np.asarray(alive.mean(("chain", "draw"))), index=everything.index)
+    free_clv = everything[["customer_id"]].assign(
+        stream="non-contractual", status="no contract", p_alive=alive.round(3)
+    )
+    free_clv["next_year_margin"] = ((cumulative[1] - cumulative[0]) * per_order).round(2)
+    free_clv[f"value_{years}y"] = value.round(2)
+elif stream.customer_id.nunique():
+    warn(f"only {stream.customer_id.nunique()} buyers without a contract: too few for BG/NBD, not valued")
 
-
-# Historic value: margin to date
+# ---- per customer: both streams, and the checks by contract status
 history = orders.groupby("customer_id").margin.sum()
 top = history.sort_values(ascending=False)
 top10 = 100 * top.head(max(1, len(top) // 10)).sum() / top.sum()
@@ -95,74 +418,60 @@ print(
     f"historic: {len(history):,} customers with orders, average margin to date {history.mean():,.0f}; "
     f"top 10 % bring {top10:.0f} %"
 )
-
-# The check: fitted on the orders before the cut-off, the margin predicted for the time after it, against what
-# those customers made; and the naive benchmark (each customer repeats their last year before the cut-off)
-train = summary(cut)
-weeks_after = (end - cut).days / WEEK
-buying, spending = fit(train)
-predicted = purchases(buying, train, weeks_after) * margin_per_order(train, spending)
-after = orders[orders.order_date >= cut].groupby("customer_id").margin.sum()
-actual = train.customer_id.map(after).fillna(0.0)
-year_before = orders[(orders.order_date < cut) & (orders.order_date >= cut - pd.DateOffset(years=1))]
-naive = train.customer_id.map(year_before.groupby("customer_id").margin.sum()).fillna(0.0) * weeks_after / 52.18
-check_ratio = float(predicted.sum() / actual.sum())
-naive_ratio = float(naive.sum() / actual.sum())
-rank_correlation = float(predicted.rank().corr(actual.rank()))
-decile = pd.qcut(predicted.rank(method="first"), 10, labels=range(1, 11))
-holdout = (
-    pd.DataFrame({"decile": decile, "predicted": predicted, "actual": actual})
-    .groupby("decile", observed=True)[["predicted", "actual"]]
-    .sum()
-    .round(0)
-)
-print(
-    f"check: fitted on the orders before {cut.date()}, the model predicted {predicted.sum():,.0f} in margin until "
-    f"{(end - pd.Timedelta(days=1)).date()}; the {len(train):,} customers made {actual.sum():,.0f} "
-    f"(predicted / actual {check_ratio:.2f}; rank correlation {rank_correlation:.2f}). "
-    f"Naive 'same as their last year': {naive_ratio:.2f}"
-)
-if check_ratio > 1.2:
-    print(
-        f"WARNING: the model over-predicts by {100 * (check_ratio - 1):.0f} %: customers stopped or slowed down "
-        "after the cut-off more than their history showed - read its values as an upper bound"
+parts = [free_clv]
+if len(subscriptions):
+    rank = {"active": 0, "paused": 1, "dunning": 2, "pending_cancel": 3, "cancelled": 4}
+    subs = subscriptions.assign(rank=subscriptions.state.map(rank), gone=1 - subscriptions.p_alive).sort_values("rank")
+    per = subs.groupby("customer_id").agg(
+        status=("state", "first"),
+        gone=("gone", "prod"),
+        next_year_margin=("next_year_margin", "sum"),
+        v=("value", "sum"),
     )
-elif check_ratio < 0.8:
-    print(f"WARNING: the model under-predicts by {100 * (1 - check_ratio):.0f} %: customers buy more than before")
-else:
-    print("the check supports the model: within 20 % in total")
-
-# The value: refitted on every order, each customer's expected margin per year for `years`, discounted
-everything = summary(end)
-buying, spending = fit(everything)
-per_order = margin_per_order(everything, spending)
-cumulative = [purchases(buying, everything, 52.18 * y) for y in range(years + 1)]
-value = sum((cumulative[y] - cumulative[y - 1]) * per_order / (1 + rate) ** y for y in range(1, years + 1))
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore")
-    alive = pd.Series(
-        np.asarray(
-            buying.expected_probability_alive(data=everything[["customer_id", "frequency", "recency", "T"]]).mean(
-                ("chain", "draw")
-            )
-        ),
-        index=everything.index,
+    per = per.assign(stream="contractual", p_alive=(1 - per.gone).round(3)).rename(columns={"v": f"value_{years}y"})
+    parts.append(
+        per.reset_index()[["customer_id", "stream", "status", "p_alive", "next_year_margin", f"value_{years}y"]]
     )
-clv = pd.DataFrame(
-    {
-        "customer_id": everything.customer_id,
-        "historic_margin": everything.customer_id.map(history).round(2),
-        "p_alive": alive.round(3),
-        "next_year_margin": ((cumulative[1] - cumulative[0]) * per_order).round(2),
-        f"value_{years}y": value.round(2),
-    }
-)
+clv = pd.concat([p for p in parts if len(p)], ignore_index=True)
+clv.insert(3, "historic_margin", clv.customer_id.map(history).fillna(0.0).round(2))
 clv = clv.sort_values(f"value_{years}y", ascending=False, ignore_index=True)
-params = buying.fit_summary()
+contract_check_ratio = float("nan")
+holdout_by_status = pd.DataFrame(strata, columns=["stream", "stratum", "customers", "predicted", "actual"])
+if len(holdout_by_status):
+    made_after = holdout_by_status.actual.where(holdout_by_status.actual != 0)
+    holdout_by_status["ratio"] = (holdout_by_status.predicted / made_after).round(2)
+    for row in holdout_by_status[holdout_by_status.stream == "contractual"].itertuples():
+        ratio = "-" if pd.isna(row.ratio) else f"{row.ratio:.2f}"
+        print(
+            f"check (contract, {row.stratum}): {row.customers:,} customers, predicted {row.predicted:,.0f}, "
+            f"made {row.actual:,.0f} (ratio {ratio})"
+        )
+        if row.stratum.startswith("cancelled before") and row.actual > 0:
+            warn(f"customers cancelled before the cut-off made {row.actual:,.0f} after it: reactivations")
+    contract_rows = holdout_by_status[holdout_by_status.stream == "contractual"]
+    total = contract_rows.actual.sum()
+    contract_check_ratio = float(contract_rows.predicted.sum() / total) if total else float("nan")
+    if total:
+        print(
+            f"check (contract, all live at the cut-off): predicted / actual {contract_check_ratio:.2f} (by status "
+            "now, stayers beat and cancellers miss the prediction: the total is the test)"
+        )
+        if abs(contract_check_ratio - 1) > 0.2:
+            warn(f"the survival model is off by {100 * (contract_check_ratio - 1):+.0f} % on the hold-out")
+by_stream = clv.groupby("stream")[f"value_{years}y"].agg(["size", "mean"])
 print(
     f"predicted {years}-year value (discounted at {100 * rate:.0f} % a year): average "
-    f"{clv[f'value_{years}y'].mean():,.0f}, top decile average "
-    f"{clv[f'value_{years}y'].head(max(1, len(clv) // 10)).mean():,.0f}; "
+    f"{clv[f'value_{years}y'].mean():,.0f} ("
+    + "; ".join(f"{s} {int(n):,} customers, {m:,.0f}" for s, n, m in by_stream.itertuples())
+    + f"), top decile average {clv[f'value_{years}y'].head(max(1, len(clv) // 10)).mean():,.0f}; "
     f"{100 * (clv.p_alive < 0.5).mean():.0f} % of customers are more likely gone than still buying"
 )
+assumed = (
+    f"Assumed: contractual = {said!r} (PROFILE) -> {mode}"
+    + (f", subscription states from STATES ({len(subscriptions):,} subscriptions)" if len(subscriptions) else "")
+    + f"; store time zone {zone or 'UTC (not given)'}; data end {end.date()}, cut-off {cut.date()}"
+    + (f"; {assumed_contract}" if assumed_contract else "")
+    + f"; value = gross margin over {years} years discounted at {100 * rate:.0f} % a year"
+)
+print(assumed)
 clv
