@@ -274,6 +274,7 @@ class Workspace:
         fd = self._read_root_fd(name)
         if not relative:
             raise not_found(f"'{name}/' is a directory, not a file", f"pass a file's path, e.g. {name}/data/sales.csv")
+        self._not_private(name, relative, shown)
         resolved = open_resolved(fd, relative, shown, "root", None, display=shown, where=f"{name}/")
         try:
             real = Path(os.readlink(f"/proc/self/fd/{resolved.fd}"))
@@ -283,6 +284,14 @@ class Workspace:
             resolved.close()
             raise denied(f"'{shown[:200]}' is a private folder of the workspace", "read artifacts and code by id")
         return resolved
+
+    def _not_private(self, name: str, relative: str, shown: str) -> None:
+        """Refuse a path of a read root that lies in the workspace's private or store folders by its very name,
+        before anything is opened: whether such a file exists is nobody's to learn (another user's export, an
+        artifact id). No link is followed beneath a read root, so the name is where the path leads."""
+        target = self.read_roots[name].joinpath(*[p for p in relative.split("/") if p not in ("", ".")])
+        if any(target == self.root / d or target.is_relative_to(self.root / d) for d in PRIVATE_DIRS | STORE_DIRS):
+            raise denied(f"'{shown[:200]}' is a private folder of the workspace", "read artifacts and code by id")
 
     def _read_root_fd(self, name: str) -> int:
         fd = self._read_root_fds.get(name)
@@ -358,6 +367,7 @@ class Workspace:
         self._refuse_escapes(ref)  # the same refusals as for a file ('..', absolute, private folders)
         if parts[0] in self.read_roots:
             root_fd, relative, where = self._read_root_fd(parts[0]), "/".join(parts[1:]), f"{parts[0]}/"
+            self._not_private(parts[0], relative, ref)
         else:
             root_fd, relative, where = self._root(), "/".join(self._homed(parts)), "the workspace"
         try:

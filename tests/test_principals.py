@@ -150,3 +150,59 @@ def test_a_cancelled_waiter_leaves_the_queue() -> None:
     assert not slots._waiting
     slots.release("alice")
     assert slots.acquire("bob", 0)
+
+
+def test_the_same_bytes_stored_by_two_users_are_two_artifacts(tmp_path: Path) -> None:
+    """Red team, issue 60: content addressing across users confirmed alice's content to bob and showed him her title.
+    Each user's address is their own; one analyst's (and a shared server's) stays the content's digest."""
+    from ba_mcp.settings import ArtifactSettings
+    from ba_mcp.stores.artifacts import ArtifactStore
+
+    store = ArtifactStore(tmp_path / "artifacts", ArtifactSettings())
+    with callers.acting_as("user-alice"):
+        hers = store.put_text("CEO bonus: 731000", title="ALICE-CONFIDENTIAL", source_tool="run_python")
+    with callers.acting_as("user-bob"):
+        his = store.put_text("CEO bonus: 731000", title="bob guess", source_tool="run_python")
+        assert his.id != hers.id and his.title == "bob guess" and his.owners == ["user-bob"]
+        with pytest.raises(ToolFailure):
+            store.get(hers.id)
+    with callers.acting_as("user-alice~analysis"):  # her saved analysis's run: hers
+        again = store.put_text("CEO bonus: 731000", title="again", source_tool="run_python")
+        assert again.id == hers.id
+    with callers.acting_as(callers.DEFAULT):
+        one = store.put_text("CEO bonus: 731000", title="mine", source_tool="run_python")
+        assert one.id == "artifact_" + one.sha256[:12]
+    shared = ArtifactStore(tmp_path / "shared", ArtifactSettings(shared=True))
+    with callers.acting_as("user-alice"):
+        a = shared.put_text("same", title="a", source_tool="t")
+    with callers.acting_as("user-bob"):
+        assert shared.put_text("same", title="b", source_tool="t").id == a.id
+
+
+def test_a_read_root_holding_the_workspace_says_nothing_of_what_is_in_users(tmp_path: Path) -> None:
+    """Red team, issue 60: a read root containing the workspace told an existing file of another user's folder
+    (refused) from a missing one (not found). Both are refused, by name, before anything is opened."""
+    ws = Workspace.open(tmp_path / "ws", {"base": tmp_path})
+    _write(ws, "user-alice", "q3.csv", "alice\n")
+    for path in ("base/ws/users/user-alice/exports/q3.csv", "base/ws/users/user-alice/exports/q4.csv"):
+        with callers.acting_as("user-bob"), pytest.raises(ToolFailure) as refused:
+            ws.resolve(path)
+        assert refused.value.code == "PERMISSION_DENIED", (path, refused.value)
+    with callers.acting_as("user-bob"), pytest.raises(ToolFailure) as listing:
+        ws.directory("base/ws/users/user-alice/")
+    assert listing.value.code == "PERMISSION_DENIED"
+
+
+def test_names_a_user_reaches_as_their_own_are_no_read_root_and_no_analysis_ends_in_a_newline() -> None:
+    from pydantic import ValidationError
+
+    from ba_mcp.analyses.manifest import check_name
+    from ba_mcp.settings import FilesSettings
+
+    for name in ("exports", "analyses", "users"):
+        with pytest.raises(ValidationError):
+            FilesSettings(read_roots={name: Path("/tmp")})
+    with pytest.raises(ToolFailure) as bad:
+        check_name("weekly-sales\n")
+    assert bad.value.code == "BAD_NAME"
+    assert check_name("weekly-sales") == "weekly-sales"

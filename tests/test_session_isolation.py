@@ -149,7 +149,8 @@ async def test_over_stdio_a_later_process_reads_what_an_earlier_one_kept(tmp_pat
 
 
 def test_the_stores_answer_for_the_calling_session(tmp_path: Path) -> None:
-    """The pieces: owners recorded on commit (one artifact, two owners), ``get``/``list`` per session, the
+    """The pieces: owners recorded on commit (the same bytes from two sessions: two artifacts), ``get``/``list`` per
+    session, the
     workspace's ids and a read root that holds the workspace, and metadata from before owners existed."""
     ws = Workspace.open(tmp_path / "ws", {"everything": tmp_path})
     store = ArtifactStore(ws.dir("artifacts"), ArtifactSettings())
@@ -158,9 +159,11 @@ def test_the_stores_answer_for_the_calling_session(tmp_path: Path) -> None:
         mine = store.put_json({"n": 1}, title="a's", source_tool="test")
         shared = store.put_json({"n": 2}, title="both", source_tool="test")
         assert ws.resolve(mine.id).size == mine.size
-    with callers.acting_as("http-b"):
-        again = store.put_json({"n": 2}, title="both", source_tool="test")
-        assert again.id == shared.id and [m.id for m in store.list()] == [shared.id]
+    with callers.acting_as("http-b"):  # the same bytes: b's own artifact, never a share of a's (issue 60)
+        again = store.put_json({"n": 2}, title="b's", source_tool="test")
+        assert again.id != shared.id and [m.id for m in store.list()] == [again.id]
+        with pytest.raises(Exception, match="no artifact"):
+            store.get(shared.id)
         with pytest.raises(Exception, match="no artifact"):
             store.get(mine.id)
         with pytest.raises(Exception, match="no artifact"):
@@ -168,8 +171,8 @@ def test_the_stores_answer_for_the_calling_session(tmp_path: Path) -> None:
         with pytest.raises(Exception, match="private folder"):
             ws.resolve(f"everything/ws/artifacts/{mine.id}.json")
     with callers.acting_as(callers.EVERYONE):
-        assert {m.id for m in store.list()} == {mine.id, shared.id}
-        assert store.get(shared.id).owners == ["http-a", "http-b"]
+        assert {m.id for m in store.list()} == {mine.id, shared.id, again.id}
+        assert store.get(shared.id).owners == ["http-a"] and store.get(shared.id).title == "both"
     # metadata written before owners were recorded belongs to stdio's session
     meta_path = ws.dir("artifacts") / f"{mine.id}.meta.json"
     old = json.loads(meta_path.read_text())

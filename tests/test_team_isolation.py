@@ -129,6 +129,11 @@ async def test_another_users_analyses_exports_and_names_are_unknown_by_every_pat
         failed, said = await _text(bob, "run_analysis", name="weekly-sales")
         assert failed and "alice" not in said, said
 
+        # a query alice ran, sent by bob: computed for him, never her cached result (whose hit would tell him)
+        failed, said = await _text(bob, "query_database", query="SELECT 'alice-only' AS who, 42 AS n")
+        assert not failed, said
+        usage = json.loads(getattr((await bob.read_resource("ba://metrics")).contents[0], "text", "{}"))
+        assert usage["session"]["total"]["cache_hit_rate"] == 0, usage
         # bob's own names: the same analysis name and the same export path are his to take
         failed, said = await _text(bob, "query_database", query="SELECT 'bob-only' AS who")
         assert not failed, said

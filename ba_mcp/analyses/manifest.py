@@ -69,7 +69,7 @@ class Plan:
 
 
 def check_name(name: str) -> str:
-    if not NAME.match(name):
+    if not isinstance(name, str) or not NAME.fullmatch(name):  # fullmatch: no name ending in a newline
         raise bad(
             f"analysis name {name[:80]!r}: lowercase letters, digits, '-' and '_' (no '/', no '..'), 64 at most",
             "e.g. monthly-review",
@@ -331,7 +331,7 @@ def listed(folder: Path, shared: bool = False) -> list[str]:
     """The analyses the calling session may see."""
     if not folder.is_dir():
         return []
-    names = [p.name for p in folder.iterdir() if NAME.match(p.name) and (p / "analysis.yaml").is_file()]
+    names = [p.name for p in folder.iterdir() if NAME.fullmatch(p.name) and (p / "analysis.yaml").is_file()]
     return sorted(n for n in names if visible(_load(folder / n / "analysis.yaml") or {}, shared))
 
 

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ba_mcp import callers, registry
 from ba_mcp.databases.base import Analysis, Execution, RunThenCollect, in_worker
+from ba_mcp.databases.slots import slot_wait
 from ba_mcp.errors import Code, ErrorType, ToolFailure, denied
 from ba_mcp.registry import local_path
 
@@ -88,7 +89,7 @@ class ConnectedDatabase(RunThenCollect):
     ) -> Execution:
         who = callers.principal_of(ctx.session)
         started = time.monotonic()
-        if not self.slots.acquire(who, ctx.timeout, ctx.cancelled.is_set):
+        if not self.slots.acquire(who, slot_wait(ctx.timeout), ctx.cancelled.is_set):
             raise self.slots.busy(self.name, who, time.monotonic() - started)
         label = hashlib.sha256(ctx.session.encode()).hexdigest()[:8]  # the session, told apart by the database
         request = {

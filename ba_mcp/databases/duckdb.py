@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from ba_mcp import callers
 from ba_mcp.databases.base import Analysis, Execution, RunThenCollect, in_worker
+from ba_mcp.databases.slots import slot_wait
 from ba_mcp.errors import Code, ErrorType, ToolFailure, denied
 from ba_mcp.workers.failures import EngineError
 from ba_mcp.workers.pool import file_identity
@@ -60,7 +61,7 @@ class DuckDBDatabase(RunThenCollect):
         slots = self.owner.slots(self.name)
         who = callers.principal_of(ctx.session)
         started = time.monotonic()
-        if not slots.acquire(who, ctx.timeout, ctx.cancelled.is_set):
+        if not slots.acquire(who, slot_wait(ctx.timeout), ctx.cancelled.is_set):
             raise slots.busy(self.name, who, time.monotonic() - started)
         engines = self.owner.engines
         held = engines.held(ctx.session, ctx)

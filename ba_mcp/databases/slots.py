@@ -15,6 +15,14 @@ from dataclasses import dataclass, field
 
 from ba_mcp.errors import ToolFailure, timed_out
 
+REPORT_MARGIN_S = 0.5  # a wait for a slot gives up this long before the call's own deadline, to say why
+
+
+def slot_wait(timeout: float) -> float:
+    """How long a call with ``timeout`` waits for a slot: a little less than its whole timeout, so that a wait that
+    came to nothing ends with the failure saying whose work held the database, not the call's generic timeout."""
+    return max(0.0, timeout - REPORT_MARGIN_S)
+
 
 @dataclass(eq=False)
 class _Waiter:

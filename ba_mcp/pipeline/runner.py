@@ -318,6 +318,9 @@ class Runner:
             identity = tool.cache_identity(params, ctx) if policy.mode is CacheMode.IDENTITY else None
             if policy.mode is CacheMode.IDENTITY and identity is None:
                 return None, None
+            who = callers.principal_of(ctx.session)
+            if not self.settings.artifacts.shared and who != callers.DEFAULT:  # one user's results are theirs (S-19)
+                identity = f"{identity or ''}|{who}"
             key = cache_key(tool.name, tool.version, params.model_dump(exclude=set(_NOT_CACHE_ARGS)), identity)
             return key, self.cache.get(key)
 

@@ -203,7 +203,7 @@ class ArtifactStore:
                     "narrow the request (fewer rows or columns, or aggregate first)",
                 )
             digest = _sha256_file(tmp)
-            aid = f"artifact_{digest[:12]}"
+            aid = f"artifact_{self._address(digest)[:12]}"
             ext = KIND_EXT[kind]
             final = self.root / f"{aid}.{ext}"
             existing = self._read_meta(aid)
@@ -223,6 +223,15 @@ class ArtifactStore:
         finally:
             with contextlib.suppress(FileNotFoundError):
                 tmp.unlink()
+
+    def _address(self, digest: str) -> str:
+        """An artifact's address: its content's digest — under the calling principal where principals are kept apart
+        (S-19), so that storing the same bytes as another user makes an artifact of one's own instead of joining
+        theirs (which would confirm their content and show their title)."""
+        who = callers.principal_of(callers.current())
+        if self.settings.shared or who in (callers.DEFAULT, callers.EVERYONE):
+            return digest
+        return hashlib.sha256(f"{who}\0{digest}".encode()).hexdigest()
 
     def _make_room_for_caller(self, incoming: int) -> None:
         """Keep the calling HTTP session's (user's) artifacts under ``max_bytes_per_user``: its own least recently

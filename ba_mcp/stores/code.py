@@ -34,7 +34,11 @@ class CodeStore:
 
     def put(self, code: str, language: str = "python") -> str:
         """Store ``code``; returns its id (the same code gets the same id)."""
-        code_id = "code_" + hashlib.sha256(code.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+        digest = hashlib.sha256(code.encode("utf-8", "surrogatepass")).hexdigest()
+        who = callers.principal_of(callers.current())
+        if not self.shared and who not in (callers.DEFAULT, callers.EVERYONE):  # each principal's own (S-19)
+            digest = hashlib.sha256(f"{who}\0{digest}".encode()).hexdigest()
+        code_id = "code_" + digest[:12]
         meta_path = self.folder / f"{code_id}.meta.json"
         known = self._meta(code_id)
         if known is not None:
