@@ -47,7 +47,9 @@ _DECIMAL_COMMA = re.compile(r"^-?\d{1,3}(?:\.\d{3})*,\d+$|^-?\d+,\d+$")
 _ID = re.compile(r"(^|_|\b)(id|number|no|nr|key)$|_id$|^id_|order.?id|customer|account|workspace|profile", re.I)
 _FEE = re.compile(r"\bfees?\b|commission|referral|fba|fulfil+ment fee|payment processing", re.I)
 _LINE_KEY = re.compile(r"order|trans|invoice|document|receipt|ticket|charge|bill", re.I)
-_VARIANT = re.compile(r"^(variant|arm|group|bucket|treatment|cohort_variant|experiment_group)$", re.I)
+_VARIANT = re.compile(
+    r"^(variant|arm|group|bucket|treatment|cohort_variant|experiment_group)([ _-]?(key|name|id))?$", re.I
+)
 _RATE = re.compile(r"rate|pct|percent|share|ratio", re.I)
 _AMOUNT = re.compile(r"amount|price|total|revenue|sales|cost|fee|discount|net|gross|value", re.I)
 
@@ -61,6 +63,7 @@ def _read(ref):
         return {"": load_artifact(ref)}  # noqa: F821 - run_python's helper
     attempts = (
         {"dtype": str, "keep_default_na": False, "sep": None, "engine": "python"},  # CSV/TSV, any separator
+        {"dtype": str, "keep_default_na": False, "sep": None, "engine": "python", "encoding": "cp1252"},  # ERP files
         {"sheet_name": None, "header": None, "dtype": str},  # a workbook, every sheet
         {"dtype": False},  # JSON
         {"dtype": False, "lines": True},  # JSON lines named .json
@@ -69,7 +72,7 @@ def _read(ref):
     for options in attempts:
         try:
             read = load_file(ref, **options)  # noqa: F821 - run_python's helper
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, UnicodeDecodeError):
             continue
         if isinstance(read, dict):
             return {f"[{sheet}]": _headed(frame) for sheet, frame in read.items()}
