@@ -408,7 +408,9 @@ for a, first_values in ordered.items():
         if named and wrong.any() and in_order < 0.5:
             warnings.append(f"{b} before {a} on {1 - in_order:.0%} of rows: not what the names say?")
         elif wrong.any() and (named or (both.sum() >= 10 and in_order >= 0.9)):
-            finding("high", f"{a} / {b}", f"{b} before {a}", wrong.sum(), df.index[wrong][:3], "date")
+            finding(
+                "high" if named else "medium", f"{a} / {b}", f"{b} before {a}", wrong.sum(), df.index[wrong][:3], "date"
+            )
 
 # Across tables (RELATED): a row dated before the record it refers to (an order before its customer's signup)
 norm = lambda c: re.sub(r"[^a-z0-9]", "", str(c).lower())  # noqa: E731
