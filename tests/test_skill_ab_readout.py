@@ -65,7 +65,9 @@ async def ok(session: ClientSession, tool: str, **arguments: Any) -> Any:
 
 async def readout(session: ClientSession, setup: str) -> str:
     """The script as the model reads it (use_skill), run after ``setup`` (which sets SOURCE and the inputs)."""
-    read = text_of(await ok(session, "use_skill", name="ab-test-readout", path="scripts/ab_readout.py"))
+    read = text_of(
+        await ok(session, "use_skill", name="ab-test-readout", path="scripts/ab_readout.py", output_level="full")
+    )
     code = read.split("\n", 2)[2].rstrip("\n")
     assert code.strip() == SCRIPT.read_text().strip()
     reset = "PROFILE = UNIT = METRIC = REVENUE = EXPERIMENT = EXPECTED_SPLIT = None\nCONTROL = 'control'\n"

@@ -40,7 +40,9 @@ async def ok(session: ClientSession, tool: str, **arguments: Any) -> Any:
 
 async def audit(session: ClientSession, setup: str) -> str:
     """The script as the model reads it (use_skill), run after ``setup`` (which sets DF and the inputs)."""
-    read = text_of(await ok(session, "use_skill", name="data-quality-audit", path="scripts/profile.py"))
+    read = text_of(
+        await ok(session, "use_skill", name="data-quality-audit", path="scripts/profile.py", output_level="full")
+    )
     code = read.split("\n", 2)[2].rstrip("\n")
     assert code.strip() == SCRIPT.read_text().strip()  # the whole script fits the model's window
     reset = "PROFILE = None\nLAYOUT = None\nRELATED = None\nSOURCE = None\n"

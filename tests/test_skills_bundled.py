@@ -97,7 +97,7 @@ async def follow(session: ClientSession, name: str, sources: dict[str, str] | No
     """Load the skill, run its SQL in order (``artifact_from_previous_query`` replaced by the previous
     query's artifact), then each script on the artifact of the query that says it feeds it (or on
     ``sources``). Returns every script's observation by path."""
-    loaded = text_of(await ok(session, "use_skill", name=name))
+    loaded = text_of(await ok(session, "use_skill", name=name, output_level="full"))
     assert loaded.startswith("use_skill: document (full)")
     section = own_section(loaded)
     assert "Required skill: analysis-workflow" in loaded  # the dependency travels with it
@@ -240,7 +240,7 @@ async def test_sales_review_bridge_is_unit_free_and_says_new_discontinued_and_in
     """Issue 27 fault 5, planted: the same sales with gel pens counted per pen instead of per 12-pack leave
     volume and price unchanged (the old bridge moved ~220k from mix to volume); an item sold only this year
     and one sold only last year get their own lines; step 0 says a year cut short is incomplete."""
-    loaded = own_section(text_of(await ok(s, "use_skill", name="sales-performance-review")))
+    loaded = own_section(text_of(await ok(s, "use_skill", name="sales-performance-review", output_level="full")))
     steps = STEP.findall(loaded)
     arguments = next(json.loads(code) for language, info, code in steps if "feeds" in info)
     source = meta_of(await ok(s, "query_metrics", **arguments))["artifact_id"]
@@ -430,7 +430,7 @@ async def test_rfm_segments_cover_every_customer_and_abc_classes_split_revenue(s
         .strip()
         .split("\n")[-1]
     )
-    loaded = own_section(text_of(await ok(s, "use_skill", name="rfm-segmentation")))
+    loaded = own_section(text_of(await ok(s, "use_skill", name="rfm-segmentation", output_level="full")))
     first, summary, abc = (code for _, code in FENCE.findall(loaded))
     rfm = meta_of(await ok(s, "query_database", query=first, output_level="brief"))["artifact_id"]
     table = text_of(
@@ -540,7 +540,7 @@ async def test_data_quality_audit_finds_date_and_key_faults_and_no_false_duplica
 
 
 async def test_analysis_workflow_example_query_runs(s: ClientSession) -> None:
-    loaded = text_of(await ok(s, "use_skill", name="analysis-workflow"))
+    loaded = text_of(await ok(s, "use_skill", name="analysis-workflow", output_level="full"))
     (query,) = (code for _, code in FENCE.findall(loaded))
     result = await ok(s, "query_database", query=query, output_level="brief")
     assert "48 rows × 2 columns" in text_of(result)
@@ -666,7 +666,7 @@ async def test_demand_forecast_follows_a_moved_peak_and_refuses_an_unpredictable
 async def test_rfm_scores_ties_alike_and_new_means_newly_acquired(s: ClientSession) -> None:
     """Issue 27 fault 2: ntile split 905 customers with equal order counts across F scores (and moved customers
     between segments from run to run); "New or promising" held customers of 479 days' median tenure."""
-    loaded = own_section(text_of(await ok(s, "use_skill", name="rfm-segmentation")))
+    loaded = own_section(text_of(await ok(s, "use_skill", name="rfm-segmentation", output_level="full")))
     first = FENCE.findall(loaded)[0][1]
     rfm = meta_of(await ok(s, "query_database", query=first, output_level="brief"))["artifact_id"]
     for value, score in (("orders", "f"), ("recency_days, cycle_days", "r"), ("revenue", "m")):
@@ -822,7 +822,7 @@ async def test_budget_vs_actual_finds_the_planted_miss_and_nothing_on_a_clean_pl
     )
     assert shortfall == pytest.approx(float(plain), abs=0.01)
     assert -240_000 < shortfall < -120_000  # the 180,000 that never came, give or take the quarter's noise
-    section = own_section(text_of(await ok(s, "use_skill", name="budget-vs-actual")))
+    section = own_section(text_of(await ok(s, "use_skill", name="budget-vs-actual", output_level="full")))
     metrics, (sql,) = metric_step_and_sql(section)
     actuals = meta_of(await ok(s, "query_metrics", **metrics))["artifact_id"]
     clean_plan = (
@@ -1012,7 +1012,7 @@ async def test_profitability_finds_the_key_account_sold_below_cost(s: ClientSess
     margin = float(await value(s, "float(loss_makers.margin.iloc[0])"))
     assert margin == float(plain) < 0
     assert float(await value(s, "peak_pct")) > 100  # the curve rises above the total, then falls back to 100
-    section = own_section(text_of(await ok(s, "use_skill", name="profitability")))
+    section = own_section(text_of(await ok(s, "use_skill", name="profitability", output_level="full")))
     for language, _, code in STEP.findall(section)[:2]:
         assert language == "query_metrics"
         result = meta_of(await ok(s, "query_metrics", **{**json.loads(code), "output_level": "brief"}))["artifact_id"]
@@ -1117,7 +1117,7 @@ async def test_ab_test_readout_finds_the_real_effect_and_not_the_null_one(s: Cli
     low, high = (float(v) for v in (await value(s, "diff_ci")).strip("()").split(","))
     assert low < 1.2 < high and low > 0, text
     assert float(await value(s, "srm_p")) > 0.01
-    section = own_section(text_of(await ok(s, "use_skill", name="ab-test-readout")))
+    section = own_section(text_of(await ok(s, "use_skill", name="ab-test-readout", output_level="full")))
     totals = FENCE.findall(section)[1][1].replace("one_page_checkout", "green_buy_button")
     null = meta_of(await ok(s, "query_database", query=totals, output_level="brief"))["artifact_id"]
     text = await run_script(s, "ab-test-readout", "scripts/ab_readout.py", null)
@@ -1429,7 +1429,7 @@ async def test_rfm_puts_planted_customers_in_their_segments(s: ClientSession) ->
     whose first order was a month ago (New); one small order two years ago (Lost: more than six of the business's
     cycles); a valuable monthly buyer silent two cycles (Cannot lose); an annual buyer eight months into their
     year (Loyal: within their own cycle, though 240 days is long for this base)."""
-    loaded = own_section(text_of(await ok(s, "use_skill", name="rfm-segmentation")))
+    loaded = own_section(text_of(await ok(s, "use_skill", name="rfm-segmentation", output_level="full")))
     first = FENCE.findall(loaded)[0][1]
     await ok(s, "run_python", code=PLANTED_CUSTOMERS)
     planted = (await value(s, "SOURCE")).strip("'")

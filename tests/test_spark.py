@@ -68,7 +68,9 @@ async def lake(clusters: dict[str, Any], tmp_path_factory: pytest.TempPathFactor
     env = {
         "BA_MCP_DATABASES__LAKE__URL": clusters["url"],
         "BA_MCP_DATABASES__LAKE__DRIVER": "adbc_driver_spark",
-        "BA_MCP_TOOLS__QUERY_DATABASE__TIMEOUT_S": "10",
+        # generous: a busy machine's Spark answers slowly, and no test here times the cluster (the one that
+        # times out on purpose passes its own timeout)
+        "BA_MCP_TOOLS__QUERY_DATABASE__TIMEOUT_S": "120",
         "BA_MCP_ENGINE__SPARE_WORKERS": "0",
     }
     async with _client(ws, env) as s:
@@ -97,6 +99,9 @@ def _shown_by_region(text: str) -> dict[str, list[str]]:
     }
 
 
+GENEROUS = {"BA_MCP_TOOLS__QUERY_DATABASE__TIMEOUT_S": "120"}  # a busy machine's first Spark session is slow
+
+
 async def _ask(s: ClientSession, **args: Any) -> tuple[bool, str]:
     result = await s.call_tool("query_database", args)
     return bool(result.is_error), text_of(result)
@@ -108,13 +113,15 @@ async def test_an_endpoint_without_the_rule_is_refused_unless_allowed(tmp_path: 
     with spark.local(tmp_path / "bare", guarded=False) as server:
         bare = server.url
         ws = make_workspace(tmp_path)
-        async with _client(ws, {"BA_MCP_DATABASES__BARE__URL": bare, "BA_MCP_ENGINE__SPARE_WORKERS": "0"}) as s:
+        bare_env = {"BA_MCP_DATABASES__BARE__URL": bare, "BA_MCP_ENGINE__SPARE_WORKERS": "0", **GENEROUS}
+        async with _client(ws, bare_env) as s:
             failed, text = await _ask(s, database="bare", query="SELECT 1")
         assert failed and "UNGUARDED_SPARK" in text and "allow_unguarded_writes" in text, text
         env = {
             "BA_MCP_DATABASES__BARE__URL": bare,
             "BA_MCP_DATABASES__BARE__ALLOW_UNGUARDED_WRITES": "true",
             "BA_MCP_ENGINE__SPARE_WORKERS": "0",
+            **GENEROUS,
         }
         async with _client(ws, env) as allowed:
             failed, text = await _ask(allowed, database="bare", query="SELECT 5 AS five")
@@ -208,7 +215,9 @@ async def test_every_write_is_refused_by_the_rule_and_nothing_is_written(
 async def test_a_long_query_is_cancelled_in_the_cluster_and_the_next_answers_promptly(lake: Any) -> None:
     s, _ = lake
     started = time.monotonic()
-    failed, text = await _ask(s, database="lake", query="SELECT count(*) FROM range(100000000000) a WHERE rand() < 0.5")
+    failed, text = await _ask(
+        s, database="lake", query="SELECT count(*) FROM range(100000000000) a WHERE rand() < 0.5", timeout=10
+    )
     assert failed and "timeout" in text.lower(), text
     timed_out = time.monotonic()
     failed, text = await _ask(s, database="lake", query="SELECT 41 + 1 AS answer")
