@@ -13,9 +13,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 from mcp import ClientSession
-from mcp.client.stdio import stdio_client
 
-from tests.conftest import stdio_params, text_of
+from tests.conftest import text_of
+from tests.skill_session import served
 
 pytestmark = pytest.mark.anyio
 
@@ -66,8 +66,6 @@ def plan_months(year: int) -> str:
 @pytest.fixture(scope="module")
 async def s(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[ClientSession]:
     ws = tmp_path_factory.mktemp("profile") / "ws"
-    up = ws / "uploads"
-    up.mkdir(parents=True)
     files = {
         "shop.csv": SHOPIFY,
         "subscriptions.csv": SUBSCRIPTIONS,
@@ -77,11 +75,7 @@ async def s(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[ClientSes
         "plan_454.csv": plan_454(dt.date(2024, 2, 4), 2024),
         "plan_months.csv": plan_months(2025),
     }
-    for name, text in files.items():
-        (up / name).write_text(text)
-    params = stdio_params(ws, BA_MCP_TOOLS__RUN_PYTHON__TIMEOUT_S="120")
-    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
-        await session.initialize()
+    async with served(ws, files) as session:
         yield session
 
 

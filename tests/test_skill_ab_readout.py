@@ -8,19 +8,18 @@ from __future__ import annotations
 
 import sys
 from collections.abc import AsyncIterator
-from typing import Any
 
 import pytest
-from mcp import ClientSession, stdio_client
+from mcp import ClientSession
 
-from tests.conftest import ROOT, stdio_params, text_of
+from tests.conftest import text_of
+from tests.skill_session import ok, script, served, value
 
 pytestmark = [
     pytest.mark.anyio,
     pytest.mark.skipif(not sys.platform.startswith("linux"), reason="run_python's sandbox is Linux-specific"),
 ]
 
-SCRIPT = ROOT / "skills" / "ab-test-readout" / "scripts" / "ab_readout.py"
 PETS = {"randomisation_unit": "account_id", "analysis_row_unit": "pet_profile_id"}
 
 # accounts(variant, n_accounts, n_converted, pets): every pet of an account shares the account's outcome (ICC = 1)
@@ -50,34 +49,17 @@ async def s(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[ClientSes
                         f"{'true' if i < converted else 'false'}"
                     )
     (ws / "uploads" / "ab_assignments.csv").write_text("\n".join(lines) + "\n")
-    params = stdio_params(ws, BA_MCP_TOOLS__RUN_PYTHON__TIMEOUT_S="120")
-    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
-        await session.initialize()
+    async with served(ws) as session:
         await ok(session, "run_python", code=BUILD)
         yield session
 
 
-async def ok(session: ClientSession, tool: str, **arguments: Any) -> Any:
-    result = await session.call_tool(tool, arguments)
-    assert not result.is_error, text_of(result)
-    return result
-
-
 async def readout(session: ClientSession, setup: str) -> str:
     """The script as the model reads it (use_skill), run after ``setup`` (which sets SOURCE and the inputs)."""
-    read = text_of(
-        await ok(session, "use_skill", name="ab-test-readout", path="scripts/ab_readout.py", output_level="full")
-    )
-    code = read.split("\n", 2)[2].rstrip("\n")
-    assert code.strip() == SCRIPT.read_text().strip()
+    code = await script(session, "ab-test-readout", "scripts/ab_readout.py")
     reset = "PROFILE = UNIT = METRIC = REVENUE = EXPERIMENT = EXPECTED_SPLIT = None\nCONTROL = 'control'\n"
     result = await session.call_tool("run_python", {"code": reset + setup + "\n" + code, "output_level": "full"})
     return text_of(result)
-
-
-async def value(session: ClientSession, expression: str) -> str:
-    text = text_of(await ok(session, "run_python", code=f"print(repr({expression}))", output_level="full"))
-    return text.split("## stdout\n", 1)[1].strip().split("\n")[0]
 
 
 async def test_a_null_significant_per_pet_is_not_significant_per_account(s: ClientSession) -> None:

@@ -5,12 +5,12 @@ from __future__ import annotations
 import shutil
 import sys
 from collections.abc import AsyncIterator
-from typing import Any
 
 import pytest
-from mcp import ClientSession, stdio_client
+from mcp import ClientSession
 
-from tests.conftest import ROOT, stdio_params, text_of
+from tests.conftest import ROOT, text_of
+from tests.skill_session import ok, served, value
 
 pytestmark = [
     pytest.mark.anyio,
@@ -25,21 +25,8 @@ async def s(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[ClientSes
     ws = tmp_path_factory.mktemp("budget") / "ws"
     (ws / "uploads").mkdir(parents=True)
     shutil.copy(ROOT / "ba_mcp" / "samples" / "sales_2025.csv", ws / "uploads" / "sales_2025.csv")
-    params = stdio_params(ws, BA_MCP_TOOLS__RUN_PYTHON__TIMEOUT_S="120")
-    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
-        await session.initialize()
+    async with served(ws) as session:
         yield session
-
-
-async def ok(session: ClientSession, tool: str, **arguments: Any) -> Any:
-    result = await session.call_tool(tool, arguments)
-    assert not result.is_error, text_of(result)
-    return result
-
-
-async def value(session: ClientSession, expression: str) -> str:
-    text = text_of(await ok(session, "run_python", code=f"print(repr({expression}))", output_level="full"))
-    return text.split("## stdout\n", 1)[1].strip().split("\n")[0]
 
 
 # A 4-5-4 plan by fiscal period names (no dates: they come from PROFILE's calendar). FY2025 starts on Sunday

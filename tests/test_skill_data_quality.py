@@ -7,51 +7,31 @@ from __future__ import annotations
 
 import sys
 from collections.abc import AsyncIterator
-from typing import Any
 
 import pytest
-from mcp import ClientSession, stdio_client
+from mcp import ClientSession
 
-from tests.conftest import ROOT, stdio_params, text_of
+from tests.conftest import text_of
+from tests.skill_session import ok, script, served, value
 
 pytestmark = [
     pytest.mark.anyio,
     pytest.mark.skipif(not sys.platform.startswith("linux"), reason="run_python's sandbox is Linux-specific"),
 ]
 
-SCRIPT = ROOT / "skills" / "data-quality-audit" / "scripts" / "profile.py"
-
 
 @pytest.fixture(scope="module")
 async def s(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[ClientSession]:
     ws = tmp_path_factory.mktemp("dq") / "ws"
-    (ws / "uploads").mkdir(parents=True)
-    params = stdio_params(ws, BA_MCP_TOOLS__RUN_PYTHON__TIMEOUT_S="120")
-    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
-        await session.initialize()
+    async with served(ws) as session:
         yield session
-
-
-async def ok(session: ClientSession, tool: str, **arguments: Any) -> Any:
-    result = await session.call_tool(tool, arguments)
-    assert not result.is_error, text_of(result)
-    return result
 
 
 async def audit(session: ClientSession, setup: str) -> str:
     """The script as the model reads it (use_skill), run after ``setup`` (which sets DF and the inputs)."""
-    read = text_of(
-        await ok(session, "use_skill", name="data-quality-audit", path="scripts/profile.py", output_level="full")
-    )
-    code = read.split("\n", 2)[2].rstrip("\n")
-    assert code.strip() == SCRIPT.read_text().strip()  # the whole script fits the model's window
+    code = await script(session, "data-quality-audit", "scripts/profile.py")  # the whole script fits the window
     reset = "PROFILE = None\nLAYOUT = None\nRELATED = None\nSOURCE = None\n"
     return text_of(await ok(session, "run_python", code=reset + setup + "\n" + code, output_level="full"))
-
-
-async def value(session: ClientSession, expression: str) -> str:
-    text = text_of(await ok(session, "run_python", code=f"print(repr({expression}))", output_level="full"))
-    return text.split("## stdout\n", 1)[1].strip().split("\n")[0]
 
 
 async def found(session: ClientSession) -> str:

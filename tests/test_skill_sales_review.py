@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 from mcp import ClientSession
-from mcp.client.stdio import stdio_client
 
-from tests.conftest import stdio_params, text_of
+from tests.conftest import text_of
+from tests.skill_session import served
 
 pytestmark = [
     pytest.mark.anyio,
@@ -98,8 +98,6 @@ def weekly() -> str:
 @pytest.fixture(scope="module")
 async def s(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[ClientSession]:
     ws = tmp_path_factory.mktemp("sales_review") / "ws"
-    up = ws / "uploads"
-    up.mkdir(parents=True)
     files = {
         "rise.csv": RISE,
         "rise_fx.csv": RISE_FX,
@@ -109,11 +107,7 @@ async def s(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[ClientSes
         "no_currency.csv": NO_CURRENCY,
         "weekly.csv": weekly(),
     }
-    for name, text in files.items():
-        (up / name).write_text(text)
-    params = stdio_params(ws, BA_MCP_TOOLS__RUN_PYTHON__TIMEOUT_S="120")
-    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
-        await session.initialize()
+    async with served(ws, files) as session:
         yield session
 
 
