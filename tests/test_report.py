@@ -133,8 +133,11 @@ async def test_conclusions_are_recorded_and_a_re_run_leads_with_those_that_no_lo
     assert now > 1, lines[1]
     assert lines[2].startswith("conclusion NO LONGER HOLDS: “the miss is West x Computers in 2025-Q2”")
     assert lines[3] == "conclusion holds: “West's Q2 Computers gap is negative” (negative)", lower.stdout
-    # the cells are the same (the threshold does not change them); the misses changed, rows counted
-    assert re.search(r"s3_value \(.*\): same as the saved run", lower.stdout), lower.stdout
+    # the cells' figures are the same (the threshold changes only which of them are flagged: rows and totals the
+    # same); the misses changed, rows counted
+    assert re.search(
+        r"s3_value \(.*\): (same as the saved run|changed: values differ, totals and rows the same)", lower.stdout
+    ), lower.stdout
     assert re.search(rf"s4_saved1 \(.*\): changed: rows 1 → {now}", lower.stdout), lower.stdout
     report = (ws / "run-2" / "report.md").read_text()
     assert report.index("no longer hold") < report.index("## Key figures") < report.index("## Audit trail")
@@ -145,20 +148,21 @@ async def test_conclusions_are_recorded_and_a_re_run_leads_with_those_that_no_lo
 
 
 async def test_no_rate_is_ever_totalled(saved: dict[str, str], same: str, ws: Path) -> None:
-    """The cells table has amounts (plan, actual, variance) and rates (variance_pct, z): only the amounts get a
+    """The cells table has amounts (plan, actual, variance, residual) and rates and scales (variance_pct, z,
+    cell_noise): only the amounts get a
     total, in the report's total row, its key figures and the change lines."""
     del saved, same  # the run whose report is read
     manifest = yaml.safe_load((ws / "analyses" / "budget-review" / "analysis.yaml").read_text())
     cells = next(o for o in manifest["outputs"] if o["name"] == "s3_value")
-    assert set(cells["totals"]) == {"plan", "actual", "variance"}, cells
-    assert {"variance_pct", "z"} <= set(cells["ranges"]), cells
+    assert set(cells["totals"]) == {"plan", "actual", "variance", "residual"}, cells  # the gap after the plan's bias
+    assert {"variance_pct", "z", "cell_noise"} <= set(cells["ranges"]), cells  # a noise scale is never summed
     report = (ws / "run-same" / "report.md").read_text()
     section = report.split("### ")[1:]
-    table = next(part for part in section if "| Variance (%) | Z |" in part)  # column labels for people
+    table = next(part for part in section if "| Variance (%) |" in part and "| Z |" in part)  # labels for people
     header = [c.strip() for c in next(x for x in table.split("\n") if x.startswith("| Quarter")).strip("|").split("|")]
     total = next(line for line in table.split("\n") if line.startswith("| **"))
     cells_total = [c.strip() for c in total.strip("|").split("|")]
-    for column in ("Variance (%)", "Z", "Months"):
+    for column in ("Variance (%)", "Residual (%)", "Cell noise", "Z", "Months"):
         assert cells_total[header.index(column)] == "", (column, total)
     for column in ("Plan", "Actual", "Variance"):
         assert cells_total[header.index(column)].startswith("**"), (column, total)

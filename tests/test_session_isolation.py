@@ -119,12 +119,16 @@ async def test_a_session_reaches_only_its_own_artifacts_and_code(tmp_path: Path)
                 told = await _refused(a, "query_database", query=f"SELECT * FROM 'artifacts/{cut}.parquet'")
                 assert "payroll" not in told
 
-                # the same query is A's own result too (a cached result's artifact becomes A's)
-                assert cut in await _ok(a, "query_database", query=QUERY, max_rows=5)
-                assert "payroll-99" in await _ok(a, "file_reader", path=cut, offset=95)
+                # the same query gives A a result of A's own: another artifact (issue 60: the same bytes never
+                # join another session's item, whose id would confirm its content and show its title)
+                mine = ARTIFACT.search(await _ok(a, "query_database", query=QUERY, max_rows=5)).group(0)  # type: ignore[union-attr]
+                assert mine != cut
+                assert "payroll-99" in await _ok(a, "file_reader", path=mine, offset=95)
                 listing = await _files(a)  # (A's own code names the id it tried: listed as A's code)
-                assert f"[{cut}]" in listing and f"[{secret}]" not in listing and f"[{code}]" not in listing
+                assert f"[{mine}]" in listing and f"[{cut}]" not in listing and f"[{secret}]" not in listing
+                assert f"[{code}]" not in listing
                 await _refused(a, "file_reader", path=secret)
+                await _refused(a, "file_reader", path=cut)
 
 
 @pytest.mark.slow

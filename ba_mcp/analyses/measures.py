@@ -3,7 +3,7 @@ means something) and which do not (a rate, a share, a price, a score, an id, a y
 they are compared as values), which columns name the rows (dimensions), and numbers written for a reader.
 
 The judgement is by the column's Arrow type and its name: ``revenue``, ``orders``, ``variance`` add up;
-``margin_pct``, ``conversion_rate``, ``avg_order_value``, ``z``, ``unit_price``, ``year`` do not.
+``margin_pct``, ``conversion_rate``, ``avg_order_value``, ``z``, ``cell_noise``, ``unit_price``, ``year`` do not.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ if TYPE_CHECKING:  # imported where a table is read: the server starts without p
 # a name made of these words (separated by _ or space, or a word's end) is not an amount
 _NOT_ADDITIVE = re.compile(
     r"(^|[_\s])(pct|percent|percentage|share|rate|ratio|avg|average|mean|median|min|max|minimum|maximum|score|"
-    r"z|zscore|index|price|p|pvalue|p_value|growth|yoy|mom|std|sd|stddev|rank|decile|quartile|quantile|"
+    r"z|zscore|index|price|p|pvalue|p_value|growth|yoy|mom|std|sd|stddev|stdev|sigma|noise|spread|volatility|"
+    r"rank|decile|quartile|quantile|"
     r"percentile|probability|prob|alive|lift|elasticity|aov|per|cv|correlation|corr|days|age|lat|lon|"
     r"latitude|longitude|id|years?|quarters?|months?|weeks?|day|hours?|number|no)([_\s]|$)",
     re.IGNORECASE,

@@ -34,7 +34,8 @@ import numpy as np
 import pandas as pd
 
 PROFILE = globals().get("PROFILE") or {}
-threshold = float(globals().get("THRESHOLD", 4))
+threshold = 4  # noise units a gap must exceed (THRESHOLD overrides; a saved analysis may make it a parameter)
+threshold = float(globals().get("THRESHOLD", threshold))
 materiality = float(globals().get("MATERIALITY", 0.05))
 materiality_abs = float(globals().get("MATERIALITY_ABS", 0))
 bias_min = float(globals().get("BIAS_MIN", 0.01))
