@@ -196,10 +196,9 @@ async def test_seasonal_buyers_are_on_a_yearly_cycle(s: ClientSession) -> None:
     orders) until 2025-03-31: 198 days = 6.6 cycles, flagged (Lost), the lapsed high-value truth."""
     text = await scored(s, SEASONAL, end="2025-10-15", PROFILE="{'contractual': False}")
     holiday = "rfm[rfm.customer_id.str.match(r'H[1-5]$')]"
-    assert await value(
-        s,
-        f"sorted({{(float(c), int(r), bool(f)) for c, r, f in zip({holiday}.cycle_days, {holiday}.r, {holiday}.flagged)}})",
-    ) == ("[(365.0, 5, False)]"), text
+    h = f"zip({holiday}.cycle_days, {holiday}.r, {holiday}.flagged)"
+    triples = await value(s, f"sorted({{(float(c), int(r), bool(f)) for c, r, f in {h}}})")
+    assert triples == "[(365.0, 5, False)]", text
     h9 = "rfm.set_index('customer_id').loc['H9']"
     assert await value(s, f"[int({h9}.r), bool({h9}.flagged)]") == "[3, True]", text
     assert await segment_of(s, "L1") == "['Lost', True]", text
