@@ -13,6 +13,9 @@ Per skill: truths found (target >= 90 %), look-alikes flagged (target <= 5 %), c
 
 Run: uv run python bench/bench_playbooks.py [--seeds 10] [--first 1] [--archetypes a,b] [--skills x,y] [--jobs 2]
      [--keep DIR] (the scripts' outputs per archetype and seed, to read a miss)
+     [--skills-from DIR] (serve the method skills from DIR instead of the bundled ones - e.g. the playbooks before
+     issue 61: ``git archive 52b03a8 skills | tar -x -C /tmp/before`` then ``--skills-from /tmp/before/skills``;
+     business-profile is always today's, the step every recipe starts with)
 """
 
 from __future__ import annotations
@@ -53,7 +56,9 @@ def _answers(business: dict[str, Any]) -> dict[str, Any]:
     return facts
 
 
-async def one(name: str, seed: int, skills: list[str] | None, keep: Path | None) -> dict[str, Any]:
+async def one(
+    name: str, seed: int, skills: list[str] | None, keep: Path | None, skills_from: Path | None
+) -> dict[str, Any]:
     generator = importlib.import_module(name)
     recipes = importlib.import_module(f"bench.playbooks.{name}").RECIPES
     folder = Path(tempfile.mkdtemp(prefix=f"ba-mcp-playbooks-{name}-"))
@@ -66,7 +71,16 @@ async def one(name: str, seed: int, skills: list[str] | None, keep: Path | None)
         if path.name != "truth.json":
             shutil.copy(path, ws / "uploads" / path.name)
             sources[path.name] = f"uploads/{path.name}"
-    params = stdio_params(ws, BA_MCP_TOOLS__RUN_PYTHON__MAX_TIMEOUT_S="900")
+    env = {"BA_MCP_TOOLS__RUN_PYTHON__MAX_TIMEOUT_S": "900"}
+    if skills_from:
+        served = folder / "skills"
+        shutil.copytree(skills_from, served)
+        shutil.rmtree(served / "business-profile", ignore_errors=True)
+        shutil.copytree(
+            Path(__file__).resolve().parent.parent / "skills" / "business-profile", served / "business-profile"
+        )
+        env |= {"BA_MCP_SKILLS__BUNDLED": "false", "BA_MCP_SKILLS__PATHS": f'["{served}"]'}
+    params = stdio_params(ws, **env)
     out: dict[str, Any] = {"skills": {}, "seconds": 0.0}
     started = time.perf_counter()
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
@@ -115,7 +129,14 @@ def _line(label: str, c: Counter[str]) -> str:
     return f"{label:<28}{tp:>16}{lp:>16}{c['crash']:>8}{c['recipe error']:>8}{c['not run']:>9}"
 
 
-async def run(archetypes: list[str], seeds: list[int], skills: list[str] | None, jobs: int, keep: Path | None) -> None:
+async def run(
+    archetypes: list[str],
+    seeds: list[int],
+    skills: list[str] | None,
+    jobs: int,
+    keep: Path | None,
+    skills_from: Path | None,
+) -> None:
     per_skill: dict[str, Counter[str]] = {}
     per_archetype: dict[str, Counter[str]] = {}
     misses: Counter[str] = Counter()
@@ -124,7 +145,7 @@ async def run(archetypes: list[str], seeds: list[int], skills: list[str] | None,
     async def task(name: str, seed: int) -> None:
         async with limiter:
             try:
-                result = await one(name, seed, skills, keep)
+                result = await one(name, seed, skills, keep, skills_from)
             except Exception as e:  # the whole run failed: the profile or the server
                 print(f"{name} seed {seed}: FAILED {e!r}\n{''.join(traceback.format_exception(e))[-2500:]}")
                 return
@@ -175,10 +196,11 @@ def main() -> None:
     parser.add_argument("--skills", default="")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--keep", type=Path, default=None)
+    parser.add_argument("--skills-from", type=Path, default=None)
     args = parser.parse_args()
     seeds = list(range(args.first, args.first + args.seeds))
     skills = [s for s in args.skills.split(",") if s] or None
-    anyio.run(run, args.archetypes.split(","), seeds, skills, args.jobs, args.keep)
+    anyio.run(run, args.archetypes.split(","), seeds, skills, args.jobs, args.keep, args.skills_from)
 
 
 if __name__ == "__main__":
