@@ -2,14 +2,26 @@
 
 Input: SOURCE, the id of a table artifact with one row per customer: customer_id, revenue, margin and
 optionally avg_discount, orders, segment. Run in run_python as:  SOURCE = "artifact_..."  then this script.
-Output: `customers` sorted by margin (the cell's value), `loss_makers` (margin below zero), `peak_pct` (the
+PROFILE (optional): reporting_currency, currencies; a `contribution` column is judged instead of margin.
+Output: `assumed`, `customers` sorted by margin (the cell's value), `loss_makers` (margin below zero), `peak_pct` (the
 whale curve's peak in % of the total margin) and `top20_pct`; a whale curve is drawn.
 """
 
 import matplotlib.pyplot as plt
 import numpy as np
 
+PROFILE = globals().get("PROFILE") or {}
 customers = load_artifact(SOURCE)  # noqa: F821 - SOURCE and load_artifact come from run_python
+if "contribution" in customers.columns:  # net revenue - COGS - variable costs: the margin judged
+    customers["gross_margin"] = customers.get("margin")
+    customers["margin"] = customers["contribution"]
+basis = "contribution" if "contribution" in customers.columns else "gross margin (no variable costs in the frame)"
+assumed = f"Assumed: customer margin = {basis}; currency {PROFILE.get('reporting_currency') or 'one, as given'}" + (
+    "; PROFILE lists several currencies: the frame must be converted already"
+    if len(PROFILE.get("currencies") or []) > 1
+    else ""
+)
+print(assumed)
 for column in ("revenue", "margin", "avg_discount"):
     if column in customers.columns:
         customers[column] = customers[column].astype(float)
@@ -40,4 +52,4 @@ ax.axhline(100, color="grey", linewidth=0.8)
 ax.set_xlabel("customers, most profitable first (%)")
 ax.set_ylabel("cumulative gross margin (% of total)")
 ax.set_title("Whale curve")
-customers
+customers  # noqa: B018 - the cell's value
