@@ -5,13 +5,17 @@ columns to compare within - customer, product, channel, period (month) - whichev
 are ignored). Run in run_python as:  SOURCE = "artifact_..."  then this script.
 Output: `lift_pct` (change in quantity per 10 points of discount, %), `lift_ci` (its 95 % interval),
 `detectable` (the interval excludes 0), `identified` (the data has discounts that vary within those groups),
-`controls` (what was held fixed) and `model` (the statsmodels fit) - printed as sentences.
+`controls` (what was held fixed) and `model` (the statsmodels fit) - printed as sentences - and `assumed` (the
+business facts assumed, printed on a line starting "Assumed:"). PROFILE (business-profile) is read when set: a
+`period` must be the business's own period (fiscal, from PROFILE fiscal_calendar) and quantities need no currency.
+For a code or scheme given to a group from a date, a holiday promotion or a coupon: scripts/promo_did.py.
 """
 
 import numpy as np
 import pandas as pd
 import statsmodels.api as sm
 
+PROFILE = globals().get("PROFILE") or {}
 sales = load_artifact(SOURCE)  # noqa: F821 - SOURCE and load_artifact come from run_python
 sales = sales.assign(discount=sales.discount.astype(float), quantity=sales.quantity.astype(float))
 sales = sales[sales.quantity > 0].reset_index(drop=True)
@@ -87,3 +91,13 @@ else:
         f"(95 % interval {lift_ci[0]:+.1f} % to {lift_ci[1]:+.1f} %)"
     )
     print("a lift is detectable" if detectable else "no detectable lift: the interval includes zero")
+
+calendar = (PROFILE.get("fiscal_calendar") or {}).get("kind")
+assumed = [
+    "the discount is a rate (a fraction of the list price), quantity in units",
+    f"period = {'the fiscal calendar ' + calendar if calendar else 'as given (fiscal calendar UNKNOWN)'}",
+    "discounts vary line by line within the groups held fixed (not a code given to a group from a date)",
+]
+if "discount" in sales and sales.discount.max() > 1:
+    print("WARNING: discounts above 1: an amount, not a rate - divide by the list price first")
+print("Assumed: " + "; ".join(assumed))

@@ -1,0 +1,423 @@
+"""Did a code, scheme or promotion given to a group cause the lift? Against a comparison that did not get it.
+
+Input: SOURCE, a table artifact, and DESIGN, how the group came to get the discount:
+- "rollout" (default): a code or scheme given to a group from a date. One row per unit treated (customer, account,
+  store) and period (week, month, box number), counts summed into it: columns `unit`, `group` (treated / control,
+  1 / 0), `period` (a date or a number: box number for a lifecycle), `outcome`; the start as START (the first
+  treated period) or a column `start` per unit (staggered: a unit is a comparison until its own start - not yet
+  treated); optional `stratum` (lifecycle stage: tenure band, box number, age; the comparison is matched within
+  it). Difference-in-differences in ratios, an event study per period and a pre-trend test over the pre-period.
+- "seasonal": a holiday promotion. Rows as for a rollout with `period` a date (a day or a week's start), START and
+  END the promotion's first and last day; the baseline is the SAME FISCAL WEEKS LAST YEAR (PROFILE
+  fiscal_calendar), the comparison a matched untreated group (`group` 0: another department) - never the weeks
+  before the promotion; the same comparison over the PRE_WEEKS (default 4) weeks before it is the placebo.
+- "randomised" / "self-selected": one row per unit: `unit`, `group`, `outcome` (retained 0/1, orders, units),
+  optional `stratum` or `pre_usage` (pre-period usage; cut into deciles). A randomised holdout is the estimate of
+  record (strata only add precision); a self-selected discount (customers chose it, or staff picked them) is
+  compared only within strata of pre-period usage, and its raw difference is reported as selection, not effect.
+Optional: SCHEME (its name, for the output), PROFILE (business-profile), ALPHA (0.05), SEED.
+Run in run_python as:  PROFILE = {...}; DESIGN = "rollout"; START = "2025-06-01"; SOURCE = "artifact_..."  then this.
+Output: `effects` (one row per scheme: scheme, design, comparison, naive_lift, lift, ci_low, ci_high, pretrend_p,
+treated_units, control_units, finding, flagged - flagged = a lift is claimed), `event` (rollout / seasonal: one row
+per period: rel_period, estimate, ci_low, ci_high, phase), `assumed` (the business facts assumed; printed as one
+line starting "Assumed:"). Lifts are ratios minus one (+0.25 = +25 %); randomised / self-selected lifts are
+differences in the outcome's own units (retention points).
+"""
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+PROFILE = globals().get("PROFILE") or {}
+DESIGN = str(globals().get("DESIGN") or "rollout").lower().replace("_", "-")
+DESIGN = {"randomized": "randomised", "selfselected": "self-selected", "self-selection": "self-selected"}.get(
+    DESIGN, DESIGN
+)
+START, END = globals().get("START"), globals().get("END")
+SCHEME = str(globals().get("SCHEME") or "the scheme")
+PRE_WEEKS = int(globals().get("PRE_WEEKS") or 4)
+ALPHA = float(globals().get("ALPHA") or 0.05)
+SEED = int(globals().get("SEED") or 0)
+if DESIGN not in ("rollout", "seasonal", "randomised", "self-selected"):
+    raise ValueError(f'DESIGN = "{DESIGN}": use "rollout", "seasonal", "randomised" or "self-selected"')
+
+data = load_artifact(SOURCE)  # noqa: F821 - SOURCE and load_artifact come from run_python
+data.columns = [str(c).strip().lower() for c in data.columns]
+need = {"unit", "group", "outcome"} | ({"period"} if DESIGN in ("rollout", "seasonal") else set())
+if not need <= set(data.columns):
+    raise ValueError(f"the input needs columns {sorted(need)}; it has {list(data.columns)}")
+assumed, warnings = [], []
+
+# --- the business facts ---------------------------------------------------------------------------------------
+currencies = sorted(data["currency"].dropna().astype(str).unique()) if "currency" in data.columns else []
+reporting = PROFILE.get("reporting_currency")
+if len(currencies) > 1:
+    raise ValueError(
+        f"the outcome is in {len(currencies)} currencies ({', '.join(currencies)}): convert it to one (PROFILE "
+        "reporting_currency, at the period's rate) or use units / orders, then drop the currency column"
+    )
+if currencies:
+    if reporting and currencies[0] != reporting:
+        warnings.append(f"the outcome is in {currencies[0]}, the reporting currency is {reporting}")
+    assumed.append(f"outcome in {currencies[0]}")
+elif len(PROFILE.get("currencies") or []) > 1:
+    assumed.append(
+        f"outcome is a count or already in one currency (the business has {', '.join(PROFILE['currencies'])})"
+    )
+
+randomised_by = PROFILE.get("randomisation_unit")
+if DESIGN == "randomised":
+    if randomised_by:
+        assumed.append(f"randomised by {randomised_by} (PROFILE): `unit` must hold it")
+    else:
+        warnings.append("the randomisation unit is UNKNOWN (PROFILE randomisation_unit): `unit` is taken to be it")
+    if data.groupby("unit")["group"].nunique().max() > 1:
+        raise ValueError("the group changes within a unit: `unit` is not what was randomised - aggregate to it")
+
+
+def _group(col):
+    text = col.astype(str).str.strip().str.lower()
+    yes = {"1", "1.0", "true", "treated", "treatment", "test", "yes", "t", "exposed", "pilot", "code", "coupon"}
+    no = {"0", "0.0", "false", "control", "holdout", "no", "f", "comparison", "untreated", "none", ""}
+    unknown = sorted(set(text) - yes - no)
+    if unknown:
+        raise ValueError(f"`group` values {unknown[:5]} are neither treated (1) nor control (0)")
+    return text.isin(yes)
+
+
+data["treated"] = _group(data["group"])
+data["outcome"] = pd.to_numeric(data["outcome"], errors="coerce").fillna(0.0)
+rng = np.random.default_rng(SEED)
+B = 400
+
+
+def _dates(col):
+    """Dates as the business counts its days: offsets parsed in UTC, then the store's time zone (PROFILE)."""
+    text = col.astype(str)
+    if text.str.contains(r"[+-]\d{2}:?\d{2}$|Z$", regex=True).mean() > 0.5:
+        tz = PROFILE.get("store_timezone")
+        stamps = pd.to_datetime(text, utc=True, format="mixed")
+        if tz:
+            assumed.append(f"days counted in {tz} (PROFILE store_timezone)")
+            return stamps.dt.tz_convert(tz).dt.tz_localize(None).dt.normalize()
+        warnings.append("timestamps carry UTC offsets but the store's time zone is UNKNOWN: days are UTC days")
+        return stamps.dt.tz_localize(None).dt.normalize()
+    return pd.to_datetime(text, format="mixed").dt.normalize()
+
+
+def _unit_matrix(frame, cells):
+    """{cell name: boolean row mask} -> (units, U x cells matrix of the outcome's sums)."""
+    codes, units = pd.factorize(frame["unit"].astype(str))
+    out = np.zeros((len(units), len(cells)))
+    y = frame["outcome"].to_numpy(float)
+    for j, mask in enumerate(cells.values()):
+        out[:, j] = np.bincount(codes, weights=np.where(mask, y, 0.0), minlength=len(units))
+    return units, out
+
+
+def _draws(matrix):
+    """The cells' totals in the data (row 0) and in B resamples of whole units (the cluster bootstrap)."""
+    weights = rng.multinomial(matrix.shape[0], np.full(matrix.shape[0], 1 / matrix.shape[0]), size=B)
+    return np.vstack([matrix.sum(axis=0), weights @ matrix])
+
+
+def _ratio_did(frame, post, pre, strata):
+    """Treated post / its counterfactual (treated pre x the comparison's post / pre, within each stratum) - 1,
+    per period of each phase; returns (estimate, bootstrap draws)."""
+    cells, scale = {}, {}
+    t = frame["treated"].to_numpy()
+    for s in strata.unique():
+        in_s = (strata == s).to_numpy()
+        for name, phase in (("post", post), ("pre", pre)):
+            periods = max(frame.loc[phase & in_s, "period_key"].nunique(), 1)
+            for arm, mask in (("T", t), ("C", ~t)):
+                cells[(s, arm, name)] = phase & in_s & mask
+                scale[(s, arm, name)] = periods
+    _, matrix = _unit_matrix(frame, cells)
+    totals = _draws(matrix) / np.array([scale[k] for k in cells])
+    col = {k: i for i, k in enumerate(cells)}
+    actual = np.zeros(B + 1)
+    counterfactual = np.zeros(B + 1)
+    for s in strata.unique():
+        tp, tq = totals[:, col[(s, "T", "post")]], totals[:, col[(s, "T", "pre")]]
+        cp, cq = totals[:, col[(s, "C", "post")]], totals[:, col[(s, "C", "pre")]]
+        usable = (tq > 0) & (cq > 0) & (cp > 0)
+        actual += np.where(usable, tp, 0.0)
+        counterfactual += np.where(usable, tq * cp / np.where(cq > 0, cq, 1), 0.0)
+    lift = np.where(counterfactual > 0, actual / np.where(counterfactual > 0, counterfactual, 1) - 1, np.nan)
+    return float(lift[0]), lift[1:]
+
+
+def _ci(draws, estimate):
+    draws = draws[np.isfinite(draws)]
+    if len(draws) < 20:
+        return float("nan"), float("nan"), float("nan")
+    low, high = np.quantile(draws, [ALPHA / 2, 1 - ALPHA / 2])
+    se = float(np.std(np.log1p(np.clip(draws, -0.999, None))))
+    effect = abs(np.log1p(max(estimate, -0.999)))
+    z = effect / se if se > 0 else (0.0 if effect < 1e-12 else np.inf)
+    return float(low), float(high), float(2 * stats.norm.sf(z))
+
+
+def _trend_p(rel, draws_by_period, estimates):
+    """Pre-trend: the slope of log(1 + event estimate) on the period over the pre-period, its bootstrap se."""
+    if len(rel) < 2:
+        return float("nan")
+    x = np.asarray(rel, float) - np.mean(rel)
+    logs = np.log1p(np.clip(np.column_stack(draws_by_period), -0.999, None))
+    slopes = logs @ x / (x @ x)
+    slope = float(np.log1p(np.clip(np.asarray(estimates), -0.999, None)) @ x / (x @ x))
+    se = float(np.nanstd(slopes))
+    return float(2 * stats.norm.sf(abs(slope) / se)) if se > 0 else (1.0 if abs(slope) < 1e-12 else 0.0)
+
+
+rows, event = [], pd.DataFrame(columns=["rel_period", "estimate", "ci_low", "ci_high", "phase"])
+strata = data["stratum"].astype(str) if "stratum" in data.columns else pd.Series("all", index=data.index)
+if "stratum" in data.columns:
+    assumed.append(f"comparison matched within {data['stratum'].nunique()} strata (`stratum`)")
+
+# --- rollout: difference-in-differences against not-yet / never-treated units, event study, pre-trend ----------
+if DESIGN == "rollout":
+    numeric = pd.api.types.is_numeric_dtype(data["period"])
+    data["period_key"] = data["period"] if numeric else _dates(data["period"])
+    convert = (lambda v: float(v)) if numeric else (lambda v: _dates(pd.Series([v])).iloc[0])
+    if END is not None:  # the scheme's last period: what comes after it is neither pre nor post
+        data = data[data.period_key <= convert(END)].copy()
+        strata = strata.loc[data.index]
+    if "start" in data.columns:  # staggered: each unit's own start; a later unit is a comparison until then
+        starts = data.groupby("unit")["start"].first()
+        starts = starts[starts.notna() & (starts.astype(str).str.strip() != "")].map(convert)
+    elif START is not None:
+        starts = pd.Series(convert(START), index=data.loc[data.treated, "unit"].unique())
+    else:
+        raise ValueError("a rollout needs START (the first treated period) or a `start` column per unit")
+    if not data.treated.any() or data.treated.all():
+        raise ValueError(
+            "a rollout needs treated and comparison units (`group` 1 and 0): a before/after on the treated "
+            "alone is not a lift (the season and the trend move it too)"
+        )
+    cohorts = sorted(starts.unique())
+    never = set(data.loc[~data.treated, "unit"]) - set(starts.index)
+    pieces, event_rows = [], []
+    for c in cohorts:
+        later = [d for d in cohorts if d > c]
+        horizon = data.period_key.max() if never or not later else later[0]
+        members = set(starts[starts == c].index)
+        comparison = never | set(starts[starts > (horizon if never else c)].index)
+        if not never and later:  # no never-treated: units not yet treated, up to the next start
+            comparison = set(starts[starts >= later[0]].index)
+        window = data.period_key < horizon if (not never and later) else data.period_key <= horizon
+        part = data[data.unit.isin(members | comparison) & window].copy()
+        part["treated"] = part.unit.isin(members)
+        post, pre = (part.period_key >= c), (part.period_key < c)
+        if not pre.any() or not post.any() or part.treated.all() or not (~part.treated).any():
+            continue
+        s = strata.loc[part.index]
+        est, draws = _ratio_did(part, post, pre, s)
+        pieces.append((c, len(members), len(comparison), est, draws, part, post, pre))
+    if not pieces:
+        raise ValueError("no cohort has both a pre-period and a comparison: nothing to compare")
+    # one cohort (the usual case) or several weighted by their treated units
+    weights = np.array([p[1] for p in pieces], float)
+    lift = float(np.average([p[3] for p in pieces], weights=weights))
+    draws = np.average(np.vstack([p[4] for p in pieces]), axis=0, weights=weights)
+    low, high, p_lift = _ci(draws, lift)
+    # event study on the first (largest) cohort: every period against the pre-period
+    c, n_t, n_c, _, _, part, post, pre = max(pieces, key=lambda p: p[1])
+    periods = sorted(part.period_key.unique())
+    first_post = periods.index(min(x for x in periods if x >= c))
+    rel_draws, rel_est, rel_k = [], [], []
+    for i, k in enumerate(periods):
+        est, d = _ratio_did(part, part.period_key == k, pre, strata.loc[part.index])
+        lo, hi, _ = _ci(d, est)
+        event_rows.append((i - first_post, est, lo, hi, "post" if k >= c else "pre"))
+        if k < c:
+            rel_k.append(i - first_post)
+            rel_est.append(est)
+            rel_draws.append(d)
+    event = pd.DataFrame(event_rows, columns=["rel_period", "estimate", "ci_low", "ci_high", "phase"])
+    pretrend_p = _trend_p(rel_k, rel_draws, rel_est)
+    t_part = part[part.treated]
+    naive = t_part.loc[post, "outcome"].sum() / max(t_part.loc[post, "period_key"].nunique(), 1)
+    naive = naive / (t_part.loc[pre, "outcome"].sum() / max(t_part.loc[pre, "period_key"].nunique(), 1)) - 1
+    comparison_text = "never-treated units" if never else "units not yet treated"
+    treated_units, control_units = int(sum(p[1] for p in pieces)), int(max(p[2] for p in pieces))
+    n_pre = len(rel_k)
+    if not numeric:
+        cal = PROFILE.get("fiscal_calendar") or {}
+        assumed.append(f"periods as given ({cal.get('kind') or 'fiscal calendar UNKNOWN'}); start {str(c)[:10]}")
+    else:
+        assumed.append(f"periods are lifecycle / period numbers; start at {c:g}")
+
+# --- seasonal: the same fiscal weeks last year, against a matched untreated group ----------------------------
+elif DESIGN == "seasonal":
+    if START is None or END is None:
+        raise ValueError("a seasonal promotion needs START and END (its first and last day)")
+    cal = PROFILE.get("fiscal_calendar") or {}
+    kind, first = cal.get("kind"), cal.get("first_day")
+    data["period_key"] = _dates(data["period"])
+    start, end = pd.Timestamp(START), pd.Timestamp(END)
+    if kind in ("4-5-4", "4-4-5", "5-4-4") and first:
+        listed = {str(y).replace("FY", "").strip() for y in cal.get("53_week_years") or []}
+        year_starts = [pd.Timestamp(first)]
+        for _ in range(12):
+            s = year_starts[-1]
+            long = str(s.date()) in listed or str(s.year) in listed or str(s.year + 1) in listed
+            year_starts.append(s + pd.Timedelta(weeks=53 if long else 52))
+        for _ in range(12):
+            s = year_starts[0] - pd.Timedelta(weeks=52)
+            long = str(s.date()) in listed or str(s.year) in listed or str(s.year + 1) in listed
+            year_starts.insert(0, s - pd.Timedelta(weeks=1) if long else s)
+
+        def last_year(day):
+            this = max(s for s in year_starts if s <= day)
+            return year_starts[year_starts.index(this) - 1] + (day - this)  # same fiscal week and weekday
+
+        basis = f"the same fiscal weeks last year ({kind} from {first}, 53-week years {sorted(listed) or 'none'})"
+    else:
+        if kind:
+            warnings.append(f"fiscal calendar {kind}: last year is the same weekday 52 weeks earlier")
+        else:
+            warnings.append(
+                "the fiscal calendar is UNKNOWN (PROFILE fiscal_calendar): last year = 52 weeks earlier, the same "
+                "weekday - a 53-week year shifts the holiday by a week; run business-profile"
+            )
+
+        def last_year(day):
+            return day - pd.Timedelta(weeks=52)
+
+        basis = "the same weekdays 52 weeks earlier"
+    ly_start, ly_end = last_year(start), last_year(end)
+    pre_start = start - pd.Timedelta(weeks=PRE_WEEKS)
+    day = data["period_key"]
+    if not (day <= ly_start).any():
+        raise ValueError(f"no data for last year's window ({ly_start.date()}): the seasonal baseline is missing")
+    post, base = day.between(start, end), day.between(ly_start, ly_end)
+    pre_ty = day.between(pre_start, start - pd.Timedelta(days=1))
+    pre_ly = day.between(last_year(pre_start), ly_start - pd.Timedelta(days=1))
+    data["period_key"] = day.dt.strftime("%Y-%m-%d")
+    had_control = bool((~data.treated).any())
+    if not had_control:
+        warnings.append("no untreated comparison group: the lift is against last year only (it includes the trend)")
+    if had_control:
+        lift, draws = _ratio_did(data, post, base, strata)
+        placebo, placebo_draws = _ratio_did(data, pre_ty, pre_ly, strata)
+    else:
+        cells = {"post": post.to_numpy(), "base": base.to_numpy()}
+        _, matrix = _unit_matrix(data, cells)
+        totals = _draws(matrix)
+        ratio = totals[:, 0] / max(post.sum(), 1) / (totals[:, 1] / max(base.sum(), 1)) - 1
+        lift, draws = float(ratio[0]), ratio[1:]
+        placebo, placebo_draws = float("nan"), np.full(B, np.nan)
+    low, high, p_lift = _ci(draws, lift)
+    pretrend_p = _ci(placebo_draws, placebo)[2] if had_control else float("nan")
+    t = data[data.treated]
+    per_day = lambda m: t.loc[m, "outcome"].sum() / max(t.loc[m, "period_key"].nunique(), 1)  # noqa: E731
+    naive = per_day(post[data.treated]) / per_day(pre_ty[data.treated]) - 1
+    event = pd.DataFrame(
+        [(-1, placebo, *_ci(placebo_draws, placebo)[:2], "pre (placebo)"), (0, lift, low, high, "post")],
+        columns=["rel_period", "estimate", "ci_low", "ci_high", "phase"],
+    )
+    comparison_text = basis + (", against the untreated group" if had_control else "")
+    treated_units = int(data.loc[data.treated, "unit"].nunique())
+    control_units = int(data.loc[~data.treated, "unit"].nunique())
+    n_pre = PRE_WEEKS
+    assumed.append(f"baseline = {basis}")
+
+# --- randomised holdout / self-selected discount: per unit, within strata --------------------------------------
+else:
+    if data["unit"].duplicated().any():
+        raise ValueError("one row per unit is needed (randomised / self-selected): aggregate to the unit first")
+    if "stratum" not in data.columns and "pre_usage" in data.columns:
+        usage = pd.to_numeric(data["pre_usage"], errors="coerce")
+        if usage.nunique() <= 10:  # already bands: each its own stratum
+            strata = usage.astype(str)
+        else:  # deciles, ties kept together
+            strata = pd.Series(pd.qcut(usage, 10, labels=False, duplicates="drop"), index=data.index).astype(str)
+        strata = strata.where(usage.notna(), "unknown")
+        assumed.append("strata = deciles of pre-period usage (`pre_usage`)")
+    elif "stratum" not in data.columns and DESIGN == "self-selected":
+        raise ValueError(
+            "a self-selected discount is compared only within strata of pre-period usage: give `pre_usage` "
+            "(or `stratum`); its raw difference is selection, not effect"
+        )
+    y, t = data["outcome"].to_numpy(float), data["treated"].to_numpy()
+    raw = float(y[t].mean() - y[~t].mean())
+    effect, variance, n_t = 0.0, 0.0, 0
+    for s in strata.unique():
+        m = (strata == s).to_numpy()
+        yt, yc = y[m & t], y[m & ~t]
+        if len(yt) == 0 or len(yc) == 0:
+            continue  # a stratum without both groups compares nothing
+        effect += len(yt) * (yt.mean() - yc.mean())
+        vt = yt.var(ddof=1) / len(yt) if len(yt) > 1 else 0.0
+        vc = yc.var(ddof=1) / len(yc) if len(yc) > 1 else 0.0
+        variance += len(yt) ** 2 * (vt + vc)
+        n_t += len(yt)
+    if n_t == 0:
+        raise ValueError("no stratum has both treated and comparison units")
+    lift, se = effect / n_t, np.sqrt(variance) / n_t
+    z = stats.norm.ppf(1 - ALPHA / 2)
+    low, high = lift - z * se, lift + z * se
+    p_lift = float(2 * stats.norm.sf(abs(lift) / se)) if se > 0 else 0.0
+    naive, pretrend_p, n_pre = raw, float("nan"), 0
+    comparison_text = (
+        "randomised holdout" if DESIGN == "randomised" else "units who did not take it"
+    ) + f", within {strata.nunique()} strata"
+    treated_units, control_units = int(t.sum()), int((~t).sum())
+    assumed.append(f"the unit is `unit` ({treated_units} treated, {control_units} comparison)")
+
+# --- the finding ---------------------------------------------------------------------------------------------
+detectable = bool(np.isfinite(low) and (low > 0 or high < 0))
+pretrend_failed = bool(np.isfinite(pretrend_p) and pretrend_p < ALPHA)
+if pretrend_failed:
+    finding = (
+        f"NOT CLAIMED: the pre-trend test fails (p = {pretrend_p:.3g}) - the groups were already diverging "
+        "before the start (selection on a trend), so the difference-in-differences is not an effect"
+    )
+elif DESIGN == "self-selected" and detectable:
+    finding = "an effect within strata of pre-period usage (observational: only as good as the strata)"
+elif detectable:
+    finding = "lift" if lift > 0 else "a detectable FALL"
+else:
+    finding = "no detectable lift: the interval includes zero"
+if DESIGN == "self-selected":
+    finding += f"; the raw difference ({naive:+.3g}) is selection, not effect"
+if DESIGN in ("rollout", "seasonal") and abs(naive - lift) > 0.1:
+    finding += f"; a before/after on the treated alone ({naive:+.0%}) is not the lift"
+flagged = bool(detectable and not pretrend_failed)
+effects = pd.DataFrame(
+    [
+        {
+            "scheme": SCHEME,
+            "design": DESIGN,
+            "comparison": comparison_text,
+            "naive_lift": naive,
+            "lift": lift,
+            "ci_low": low,
+            "ci_high": high,
+            "p": p_lift,
+            "pretrend_p": pretrend_p,
+            "treated_units": treated_units,
+            "control_units": control_units,
+            "finding": finding,
+            "flagged": flagged,
+        }
+    ]
+)
+unit_word = "points" if DESIGN in ("randomised", "self-selected") else ""
+shown = (lambda v: f"{v:+.3f}") if unit_word else (lambda v: f"{100 * v:+.1f} %")
+print(f"{SCHEME} ({DESIGN}): {treated_units} treated units against {control_units}: {comparison_text}")
+if DESIGN in ("rollout", "seasonal"):
+    print(
+        f"pre-trend test over {n_pre} pre-period {'weeks' if DESIGN == 'seasonal' else 'periods'}: "
+        f"p = {pretrend_p:.3g}" + (" - FAILED" if pretrend_failed else " (parallel)")
+    )
+    print(f"naive before/after on the treated: {shown(naive)}")
+else:
+    print(f"raw difference: {shown(naive)}" + (" (selection, not effect)" if DESIGN == "self-selected" else ""))
+print(f"lift: {shown(lift)} (95 % interval {shown(low)} to {shown(high)}, units resampled / clustered by unit)")
+print(f"finding: {finding}")
+for w in warnings:
+    print(f"WARNING: {w}")
+print("Assumed: " + "; ".join(assumed or ["nothing beyond the input's columns"]))
