@@ -9,7 +9,10 @@ as one table of sale lines (merchandise sales after discounts, the plan's basis)
 
 from __future__ import annotations
 
-from bench.playbooks.common import Recipe, Run, by_class, within
+import re
+
+from bench.playbooks.common import Recipe, Run, ScriptCrash, by_class, within
+from tests.conftest import meta_of, text_of
 
 # The raw exports as one table of sale lines (both channels) - `lines` - and the fiscal periods of the plan
 # workbook (its own weeks from PROFILE's first day) - `periods`. Run once per session.
@@ -71,6 +74,22 @@ print(len(lines), data_through, len(periods))
 """
 
 
+async def _sql(run: Run, skill: str, feeds: str, table: str, artifact: str) -> str:
+    """The SQL block of SKILL.md (as served) that feeds `feeds`, on the shaped artifact in place of `table`, run
+    with query_database at brief: its artifact id (into the session as `sql_id`)."""
+    read = await run.session.call_tool("use_skill", {"name": skill, "output_level": "full"})
+    blocks = re.findall(r"```sql\n(.*?)```", text_of(read), re.S)
+    query = next(b for b in blocks if feeds in b).replace(table, artifact)
+    result = await run.session.call_tool("query_database", {"query": query, "output_level": "brief"})
+    text = text_of(result)
+    run.outputs.append(f"### {skill} query_database ({feeds})\n{text}")
+    if result.is_error:
+        raise ScriptCrash(text[-1500:])
+    aid = meta_of(result).get("artifact_id") or re.search(r"artifact_[0-9a-f]+", text).group(0)
+    await run.py(f"sql_id = {aid!r}")
+    return aid
+
+
 async def budget_vs_actual(run: Run) -> dict[str, bool]:
     """Plan (department x period, merchandise sales after discounts before returns) against the same actuals from
     both channels, each period on the plan's own dates; data_through the last day of the exports."""
@@ -110,6 +129,174 @@ async def budget_vs_actual(run: Run) -> dict[str, bool]:
     return verdicts
 
 
+async def _bridge(run: Run, source: str, fiscal_year: int, period: object, by: str | None = None) -> dict:
+    """The bridge of price_volume_mix.py on one fiscal window; its revenue change and, with BY, per group."""
+    extra = f"BY = {by!r}\n" if by else "BY = None\n"
+    await run.script(
+        "sales-performance-review",
+        "scripts/price_volume_mix.py",
+        f"{extra}PERIOD = {period!r}\nFISCAL_YEAR = {fiscal_year}\nSOURCE = {source}",
+    )
+    return await run.get(
+        "{'steps': dict(zip(bridge.step, bridge.revenue)), 'price_index': bridge.attrs['price_index'], "
+        "'groups': None if by_group is None else by_group.to_dict('index')}"
+    )
+
+
+def _change(steps: dict) -> float:
+    return steps["current period revenue"] / steps["prior period revenue"] - 1
+
+
+def _price_change(steps: dict) -> float:
+    """The group's like-for-like price change as the bridge states it: its price step over the continuing items'
+    current units at prior prices."""
+    price = sum(v for k, v in steps.items() if k in ("price and discount", "list price", "discount"))
+    at_prior = (
+        steps["current period revenue"] - price - steps.get("new items", 0) - steps.get("revenue without units", 0)
+    )
+    return price / at_prior
+
+
+async def sales_performance_review(run: Run) -> dict[str, bool]:
+    """Rows per item and week (the fiscal calendar is 4-5-4: the script cuts the periods and restates the 53-week
+    FY2023): FY2024 against FY2023 (the year, then P12); FY2025 P1-P8 against FY2024 P1-P8 by region (item =
+    region x SKU, the web as its own region) and by department (item = SKU)."""
+    plants = run.plants("sales-performance-review")
+    await run.py(LINES)
+    await run.py(
+        "wk = lines.assign(week=lines.date - pd.to_timedelta((lines.date.dt.dayofweek + 1) % 7, unit='D'),\n"
+        "                  list_revenue=lines.net_sales + lines.discount)\n"
+        "spr_sku = wk.groupby(['sku', 'week'], as_index=False).agg(net_revenue=('net_sales', 'sum'),\n"
+        "    units=('units', 'sum'), list_revenue=('list_revenue', 'sum'), department=('dept', 'first'))\n"
+        "wk['region_sku'] = wk.region + '|' + wk.sku\n"
+        "spr_region = wk.groupby(['region_sku', 'week'], as_index=False).agg(net_revenue=('net_sales', 'sum'),\n"
+        "    units=('units', 'sum'), list_revenue=('list_revenue', 'sum'), region=('region', 'first'))\n"
+        "spr_sku_id = save_artifact(spr_sku, title='net revenue and units per SKU and week')\n"
+        "spr_region_id = save_artifact(spr_region, title='net revenue and units per region x SKU and week')\n"
+        "print(len(spr_sku), len(spr_region))"
+    )
+    year = await _bridge(run, "spr_sku_id", 2024, None)
+    p12 = await _bridge(run, "spr_sku_id", 2024, 12)
+    regions = await _bridge(run, "spr_region_id", 2025, (1, 8), "region")
+    depts = await _bridge(run, "spr_sku_id", 2025, (1, 8), "department")
+    growth = {g: _change(s) for g, s in regions["groups"].items()}
+    chain = _change(regions["steps"])
+    verdicts: dict[str, bool] = {}
+    for p in by_class(plants, "truth", "53_week_restatement"):  # FY2024 growth on the restated year, within
+        verdicts[p["id"]] = within(_change(year["steps"]), p)
+    for p in by_class(plants, "lookalike", "53_week_restatement"):  # P12 read as a decline on last year
+        verdicts[p["id"]] = _change(p12["steps"]) < 0
+    for p in by_class(plants, "truth", "comp_store_decline"):  # the Midwest's change the script reports, within
+        verdicts[p["id"]] = within(growth.get("Midwest"), p)
+    for p in by_class(plants, "lookalike", "new_store_inflation"):  # West reported ahead of the chain beyond comp
+        verdicts[p["id"]] = growth.get("West", 0) > chain and not within(growth.get("West"), p)
+    prices = {g: _price_change(s) for g, s in depts["groups"].items()}
+    for p in by_class(plants, "truth", "price_markdown"):  # Denim's price step in its own bridge, within
+        verdicts[p["id"]] = within(prices.get("12"), p)
+    for p in by_class(plants, "lookalike", "mix_not_price"):  # a price fall outside Denim (Home Fragrance or all)
+        rest = [s for g, s in depts["groups"].items() if g != "12"]
+        price = sum(sum(v for k, v in s.items() if k in ("price and discount", "list price", "discount")) for s in rest)
+        base = sum(s["current period revenue"] for s in rest) - price
+        verdicts[p["id"]] = prices.get("22", 0) < -0.03 or not within(price / base, p)
+    return verdicts
+
+
+async def rfm_segmentation(run: Run) -> dict[str, bool]:
+    """One row per completed member purchase (a POS transaction or a web order with a loyalty id; returns and
+    cancelled orders left out), on its local day, in USD; step 1's SQL on it, then rfm.py with AS_OF the data's
+    end. Judged on `flagged` (Dunning, Cannot lose, At risk, Hibernating, Lost)."""
+    plants = run.plants("rfm-segmentation")
+    await run.py(LINES)
+    await run.py(
+        "m = lines[lines.member_id.notna() & (lines.member_id.astype(str).str.strip() != '')]\n"
+        "order_facts = m.groupby(['member_id', 'trans_id'], as_index=False).agg(order_date=('date', 'min'),\n"
+        "    net_revenue=('net_sales', 'sum')).rename(columns={'member_id': 'customer_id', 'trans_id': 'order_id'})\n"
+        "order_facts['status'] = 'completed'\n"
+        "order_facts['order_date'] = order_facts.order_date.dt.date\n"
+        "of_id = save_artifact(order_facts, title='member purchases')\n"
+        "print(len(order_facts), order_facts.customer_id.nunique())"
+    )
+    aid = await run.py("print(of_id)")
+    aid = aid.strip().splitlines()[-1].strip()
+    await _sql(run, "rfm-segmentation", "feeds scripts/rfm.py", "order_facts", aid)
+    await run.script("rfm-segmentation", "scripts/rfm.py", "AS_OF = str(data_through.date())\nSOURCE = sql_id")
+    # the members each plant names, by the generator's definitions (retail_454.md), from the same purchases
+    await run.py(
+        "p = order_facts.assign(d=pd.to_datetime(order_facts.order_date))\n"
+        "per = p.groupby('customer_id').agg(n=('order_id', 'nunique'), last=('d', 'max'))\n"
+        "lapsed_ids = per.index[(per.n >= 8) & (per['last'] <= pd.Timestamp('2025-03-31'))]\n"
+        "hol = p.d.dt.month.isin([11, 12])\n"
+        "only = (~hol).groupby(p.customer_id).sum() == 0\n"
+        "years = p[hol].groupby('customer_id').d.apply(lambda d: d.dt.year.nunique())\n"
+        "holiday_ids = only[only].index.intersection(years[years >= 2].index)\n"
+        "is_flagged = rfm.set_index('customer_id').flagged.astype(bool)"
+    )
+    out = await run.get(
+        "{'lapsed': is_flagged.reindex(lapsed_ids).fillna(False).tolist(), "
+        "'holiday': is_flagged.reindex(holiday_ids).fillna(False).tolist()}"
+    )
+    run.outputs.append(
+        f"### rfm judged: lapsed frequent members flagged {sum(out['lapsed'])} of {len(out['lapsed'])}; "
+        f"holiday-only members flagged {sum(out['holiday'])} of {len(out['holiday'])}"
+    )
+    verdicts: dict[str, bool] = {}
+    for p in by_class(plants, "truth", "lapsed_high_value"):  # about that many lapsed frequent members flagged
+        verdicts[p["id"]] = within(sum(out["lapsed"]), p)
+    for p in by_class(plants, "lookalike", "seasonal_not_lapsed"):  # a material share (over 20 %) flagged
+        verdicts[p["id"]] = sum(out["holiday"]) > 0.2 * max(len(out["holiday"]), 1)
+    return verdicts
+
+
+async def data_quality_audit(run: Run) -> dict[str, bool]:
+    """profile.py on each export the plants sit in, as uploaded: pos_lines.csv, returns.csv (RELATED: the web
+    orders, whose creation a mail return must follow - the JSON lines flattened to order_id, created_at) and
+    stores.csv. Judged on each file's `findings`."""
+    plants = run.plants("data-quality-audit")
+    await run.py(
+        "import pandas as pd\n"
+        "dq_orders = load_file('uploads/ecom_orders.json', lines=True, dtype=False)[['order_id', 'created_at']]\n"
+        "dq_orders_id = save_artifact(dq_orders, title='web orders: id and creation time')\n"
+        "dq = {}"
+    )
+    related = "RELATED = {'orders': {'source': dq_orders_id, 'on': {'Orig Trans ID': 'order_id'}}}\n"
+    found = {}
+    for name, extra in (
+        ("pos_lines.csv", "RELATED = None\n"),
+        ("returns.csv", related),
+        ("stores.csv", "RELATED = None\n"),
+    ):
+        await run.script("data-quality-audit", "scripts/profile.py", f"{extra}SOURCE = 'uploads/{name}'")
+        found[name] = await run.get("findings")
+    pos, ret, stores = found["pos_lines.csv"], found["returns.csv"], found["stores.csv"]
+
+    def named(rows: list[dict], *words: str) -> list[dict]:
+        return [
+            f
+            for f in rows
+            if any(w.lower() in (f["column"] + " " + f["check"] + " " + f["examples"]).lower() for w in words)
+        ]
+
+    verdicts: dict[str, bool] = {}
+    for p in by_class(plants, "truth", "return_before_sale"):  # a date-order finding on returns.csv, its rows
+        verdicts[p["id"]] = any(within(f["rows"], p) for f in named(ret, "before"))
+    for p in by_class(plants, "truth", "negative_units_no_reason"):  # a POS finding of exactly those lines
+        verdicts[p["id"]] = any(within(f["rows"], p) for f in named(pos, "units", "reason", "negative"))
+    for p in by_class(plants, "truth", "duplicate_transactions"):  # a duplicate finding on the POS lines
+        verdicts[p["id"]] = bool(named(pos, "duplicate"))
+    for p in by_class(plants, "truth", "timezone_dst_offset"):  # a finding on the POS times, those lines
+        verdicts[p["id"]] = any(within(f["rows"], p) for f in named(pos, "time"))
+    for p in by_class(plants, "lookalike", "legit_zero_price"):  # the GWP lines called a price fault
+        verdicts[p["id"]] = any(f["rows"] == p["expected"]["value"] for f in pos) or bool(named(pos, "99-0001"))
+    for p in by_class(plants, "lookalike", "legit_unlinked_return"):  # gift returns' blank original id a finding
+        verdicts[p["id"]] = bool(named(ret, "Orig Trans ID", "Days Since Purchase"))
+    for p in by_class(plants, "lookalike", "legit_no_dst"):  # Phoenix's store or zone named in a finding
+        verdicts[p["id"]] = bool(named(stores + pos, "Phoenix", "406"))
+    return verdicts
+
+
 RECIPES: dict[str, Recipe] = {
     "budget-vs-actual": budget_vs_actual,
+    "sales-performance-review": sales_performance_review,
+    "rfm-segmentation": rfm_segmentation,
+    "data-quality-audit": data_quality_audit,
 }
