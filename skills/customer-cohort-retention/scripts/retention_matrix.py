@@ -94,7 +94,6 @@ def fiscal_periods(lo: pd.Timestamp, hi: pd.Timestamp) -> pd.DataFrame:
                 label = ystart.year if naming != "end_year" else (ystart + pd.DateOffset(months=11)).year
                 rows.append((start, start + pd.DateOffset(months=1) - pd.Timedelta(days=1), label, n + 1))
     out = pd.DataFrame(rows, columns=["start", "end", "fy", "p"]).drop_duplicates("start").sort_values("start")
-    out = out[(out.end >= lo) & (out.start <= hi)].reset_index(drop=True)
     fiscal = bool(calendar) and (kind != "calendar-month" or first.month != 1)
     out["q"] = (out.p - 1) // 3 + 1
     if grain.startswith("q"):
@@ -102,7 +101,8 @@ def fiscal_periods(lo: pd.Timestamp, hi: pd.Timestamp) -> pd.DataFrame:
         out["label"] = [f"FY{y}-Q{q}" if fiscal else f"{s.year}-Q{s.quarter}" for y, q, s in zip(out.fy, out.q, out.start)]
     else:
         out["label"] = [f"FY{y}-P{p:02d}" if fiscal else f"{s:%Y-%m}" for y, p, s in zip(out.fy, out.p, out.start)]
-    return out.sort_values("start").reset_index(drop=True)[["label", "start", "end"]]
+    out = out[(out.end >= lo) & (out.start <= hi)].sort_values("start").reset_index(drop=True)
+    return out[["label", "start", "end"]]
 
 
 source = table(globals().get("SOURCE"))
@@ -176,8 +176,8 @@ if events_mode:
             acquired = acquired[acquired >= data_start + pd.DateOffset(years=1)]
             excluded = "customers first seen in the data's first year are left out (left-censored: no acquisition date)"
         else:
-            acquired = acquired[acquired >= data_start]
-            excluded = f"customers acquired before the data starts ({data_start.date()}) are left out (left-censored)"
+            acquired = acquired[acquired >= periods.start[0]]
+            excluded = f"customers acquired before {periods.start[0].date()} (the data's first period) are left out"
     cohort_ord = pd.Series(ord_of(acquired), index=acquired.index)
     cohort_ord = cohort_ord[cohort_ord >= 0]
     last_ord = int(ord_of(pd.Series([through]))[0])
@@ -389,7 +389,7 @@ for k in sorted({k for _, k in compared}):
             far.setdefault(cohort, []).append((int(k), float(value_k), float(others.median())))
             if len(far[cohort]) >= 2 and cohort not in outliers:
                 k0, v0, t0 = far[cohort][0]
-                outliers[cohort] = (v0, t0, k0)
+                outliers[cohort] = (round(v0, 1), round(t0, 1), k0)
 cohort_effects = pd.DataFrame(
     [(c, [k for k, *_ in far.get(c, [])], *(far[c][0][1:] if c in far else (None, None))) for c in level.index],
     columns=["cohort", "far_periods", "retention_pct", "others_median_pct"],
