@@ -294,9 +294,75 @@ async def data_quality_audit(run: Run) -> dict[str, bool]:
     return verdicts
 
 
+async def returns_and_cancellations(run: Run) -> dict[str, bool]:
+    """Returns are line-level (returns.csv: SKU and units, linked to the sale by Orig Trans ID): units sold and
+    returned per SKU (by department); per store and per channel with the SKU kept as the driver (the sale's store
+    from the original transaction, else the returning store); then each sold line with its returned units for the
+    order-level attribution. Gift-receipt returns (no original) count for the SKU and the returning store only."""
+    plants = run.plants("returns-and-cancellations")
+    await run.py(LINES)
+    await run.py(
+        "ret = load_file('uploads/returns.csv', dtype=str)\n"
+        "ret['units_returned'] = pd.to_numeric(ret.Units).abs()\n"
+        "ret['returned_revenue'] = pd.to_numeric(ret['Refund Amount'].str.replace(r'[$,]', '', regex=True)).abs()\n"
+        "orig = ret['Orig Trans ID'].fillna('')\n"
+        "ret['channel'] = np.where(ret['Orig Channel'].str.upper().str.startswith('E'), 'ecom', 'store')\n"
+        "ret['store'] = np.where(ret.channel == 'ecom', 'WEB', np.where(orig.str.len() > 4,\n"
+        "    orig.str[:4].str.lstrip('0'), ret.Location.fillna('').str.lstrip('0')))\n"
+        "sold = lines.groupby(['sku', 'store', 'channel', 'dept'], as_index=False).units.sum()\n"
+        "back = ret.groupby(['SKU', 'store', 'channel'], as_index=False)[['units_returned',\n"
+        "    'returned_revenue']].sum()\n"
+        "rc = sold.rename(columns={'units': 'units_sold'}).merge(back.rename(columns={'SKU': 'sku'}),\n"
+        "    on=['sku', 'store', 'channel'], how='outer').fillna({'units_sold': 0, 'units_returned': 0,\n"
+        "    'returned_revenue': 0})\n"
+        "rc['dept'] = rc.sku.str[:2]\n"
+        "rc_sku = rc.groupby(['sku', 'dept'], as_index=False)[['units_sold', 'units_returned',\n"
+        "    'returned_revenue']].sum().rename(columns={'sku': 'item', 'dept': 'product'})\n"
+        "rc_store = rc[rc.channel == 'store'].groupby(['store', 'sku'], as_index=False)[['units_sold',\n"
+        "    'units_returned', 'returned_revenue']].sum().rename(columns={'store': 'item', 'sku': 'product'})\n"
+        "rc_chan = rc.groupby(['channel', 'sku'], as_index=False)[['units_sold', 'units_returned',\n"
+        "    'returned_revenue']].sum().rename(columns={'channel': 'item', 'sku': 'product'})\n"
+        "linked = ret[orig != ''].groupby(['Orig Trans ID', 'SKU'], as_index=False).units_returned.sum()\n"
+        "att = lines.groupby(['trans_id', 'sku', 'dept'], as_index=False).units.sum().merge(linked.rename(\n"
+        "    columns={'Orig Trans ID': 'trans_id', 'SKU': 'sku'}), on=['trans_id', 'sku'], how='left')\n"
+        "att = att.fillna({'units_returned': 0}).rename(columns={'trans_id': 'order_id', 'sku': 'item',\n"
+        "    'dept': 'product'})\n"
+        "rc_ids = {k: save_artifact(v, title=k) for k, v in\n"
+        "    {'sku': rc_sku, 'store': rc_store, 'channel': rc_chan, 'attribution': att}.items()}\n"
+        "print(rc_sku.units_returned.sum(), rc_store.units_returned.sum(), len(att))"
+    )
+    flags = {}
+    for what in ("sku", "store", "channel"):
+        await run.script(
+            "returns-and-cancellations", "scripts/return_outliers.py", f"ITEM = 'item'\nSOURCE = rc_ids[{what!r}]"
+        )
+        flags[what] = await run.get(
+            "rates[rates.kind == 'returned'][['item', 'rate_pct', 'standardized_ratio', 'flagged']]"
+        )
+    await run.script("returns-and-cancellations", "scripts/order_attribution.py", "SOURCE = rc_ids['attribution']")
+    named = set(await run.get("[str(x) for x in named['item']]"))
+
+    def row(what: str, item: str) -> dict:
+        return next((r for r in flags[what] if str(r["item"]) == item), {"flagged": False})
+
+    verdicts: dict[str, bool] = {}
+    for p in by_class(plants, "truth", "defective_product"):  # flagged, named at order level, its rate within
+        r = row("sku", p["entity"]["sku"])
+        verdicts[p["id"]] = bool(r["flagged"]) and p["entity"]["sku"] in named and within(r.get("rate_pct"), p, 0.01)
+    for p in by_class(plants, "lookalike", "bundle_co_return"):  # the partner named after attribution
+        verdicts[p["id"]] = p["entity"]["sku"] in named
+    for p in by_class(plants, "truth", "store_excess_within_product"):  # flagged, its standardized ratio within
+        r = row("store", p["entity"]["store"])
+        verdicts[p["id"]] = bool(r["flagged"]) and within(r.get("standardized_ratio"), p)
+    for p in by_class(plants, "lookalike", "channel_mix"):  # the web flagged for its returns
+        verdicts[p["id"]] = bool(row("channel", "ecom")["flagged"])
+    return verdicts
+
+
 RECIPES: dict[str, Recipe] = {
     "budget-vs-actual": budget_vs_actual,
     "sales-performance-review": sales_performance_review,
     "rfm-segmentation": rfm_segmentation,
     "data-quality-audit": data_quality_audit,
+    "returns-and-cancellations": returns_and_cancellations,
 }
