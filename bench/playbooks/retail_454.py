@@ -359,10 +359,53 @@ async def returns_and_cancellations(run: Run) -> dict[str, bool]:
     return verdicts
 
 
+async def discount_effectiveness(run: Run) -> dict[str, bool]:
+    """promo_did.py, one scheme per run. REFRESH25 went to the Northeast and West stores from a date: a rollout,
+    unit = store, weekly Home Decor units in stores, Southeast and Midwest stores the comparison, the 4 weeks before
+    as the pre-period. HOLIDAY24 (apparel, Black Friday to Dec 24) is a holiday promotion: seasonal, daily units
+    of the apparel departments (group 1) against the home departments without a promotion then (Bedding, Home
+    Decor, Home Fragrance; Rugs had its clearance), unit = department, both channels."""
+    plants = run.plants("discount-effectiveness")
+    await run.py(LINES)
+    await run.py(
+        "st = lines[lines.channel == 'store']\n"
+        "hd = st[(st.dept == '21') & (st.date >= '2025-03-16') & (st.date <= '2025-05-03')]\n"
+        "hd = hd.assign(week=hd.date - pd.to_timedelta((hd.date.dt.dayofweek + 1) % 7, unit='D'))\n"
+        "refresh = hd.groupby(['store', 'week'], as_index=False).units.sum()\n"
+        "refresh = refresh.rename(columns={'store': 'unit', 'week': 'period', 'units': 'outcome'})\n"
+        "refresh['group'] = refresh.unit.map(region).isin(['Northeast', 'West']).astype(int)\n"
+        "refresh_id = save_artifact(refresh, title='REFRESH25: Home Decor units per store and week')\n"
+        "hol = lines[lines.dept.isin(['10', '11', '12', '13', '14', '15', '20', '21', '22'])]\n"
+        "hol = hol[(hol.date >= '2023-10-01') & (hol.date <= '2024-12-24')]\n"
+        "holiday = hol.groupby(['dept', 'date'], as_index=False).units.sum()\n"
+        "holiday = holiday.rename(columns={'dept': 'unit', 'date': 'period', 'units': 'outcome'})\n"
+        "holiday['group'] = (holiday.unit.astype(int) < 20).astype(int)\n"
+        "holiday_id = save_artifact(holiday, title='HOLIDAY24: daily units, apparel vs home departments')\n"
+        "print(refresh.groupby('group').unit.nunique(), len(holiday))"
+    )
+    runs = {
+        "REFRESH25": "DESIGN = 'rollout'\nSTART = '2025-04-13'\nEND = '2025-04-27'\nSOURCE = refresh_id",
+        "HOLIDAY24": "DESIGN = 'seasonal'\nSTART = '2024-11-29'\nEND = '2024-12-24'\nSOURCE = holiday_id",
+    }
+    effects = {}
+    for scheme, inputs in runs.items():
+        await run.script("discount-effectiveness", "scripts/promo_did.py", f"SCHEME = {scheme!r}\n{inputs}")
+        effects[scheme] = (await run.get("effects"))[0]
+    verdicts: dict[str, bool] = {}
+    for p in by_class(plants, "truth", "matched_control_lift"):  # the lift claimed, its size within
+        e = effects["REFRESH25"]
+        verdicts[p["id"]] = bool(e["flagged"]) and within(e["lift"], p)
+    for p in by_class(plants, "lookalike", "seasonality_not_lift"):  # a lift claimed beyond the seasonal one
+        e = effects["HOLIDAY24"]
+        verdicts[p["id"]] = bool(e["flagged"]) and e["lift"] > 0 and not within(e["lift"], p)
+    return verdicts
+
+
 RECIPES: dict[str, Recipe] = {
     "budget-vs-actual": budget_vs_actual,
     "sales-performance-review": sales_performance_review,
     "rfm-segmentation": rfm_segmentation,
     "data-quality-audit": data_quality_audit,
     "returns-and-cancellations": returns_and_cancellations,
+    "discount-effectiveness": discount_effectiveness,
 }
