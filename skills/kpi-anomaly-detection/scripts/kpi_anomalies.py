@@ -1,54 +1,112 @@
-"""Anomalies in a KPI series: days (or weeks, months) far from what their trend, season and calendar predict.
+"""Anomalies in a KPI series: days (weeks, months) far from what trend, season and the business calendar predict.
 
-Input: SOURCE, the id of a table artifact with a date column and a number column (the first of each, or
-DATE and VALUE naming them), one row per period. ALPHA (0.01) is the chance of a false alarm over the
-whole series. For days: COUNTRY ("US", an ISO code the `holidays` package knows; SUBDIVISION for a state or
-region) gives the public holidays, and EVENTS ({"name": ["2024-11-29", ...]}) adds recurring events of your
-own; days that recur far off at the same place of the calendar in most years (Black Friday where it is no
-holiday, a year-end shutdown) are learned from the data and named. Run in run_python as:
-SOURCE = "artifact_..."  then this script.
-Output: `anomalies` (the cell's value: period, value, expected, direction, p_corrected), `expected` (the
-model's value for every period) and `calendar` (the holidays and events the model knows); a chart marks
-the anomalies.
+SOURCE: a table artifact, one row per period (DATE, VALUE: the first date and last number column) or per event (rows
+counted per day, or VALUE summed). ENTITY: a column (store) whose every series is judged, with the total. PROFILE
+(business-profile): `fiscal_calendar` (kind, first_day, year_naming, 53_week_years, or a `periods` list of
+{start, end}) puts fiscal-period starts/ends in the model; `store_timezone` dates timestamps with UTC offsets.
+COUNTRY: "US" or ["DE", "FR", "GB"] (public holidays). EVENTS: {"name": ["2024-07-10", "2024-12-24..2025-01-01"],
+"billing": "monthly:1"} or rows {date or start/end, name, kind: closure/campaign/billing, entity}. ALPHA: 0.01.
+Output: `anomalies`, `explained`, `expected`, `calendar`, `assumed`.
 """
 
-import holidays
+import re
+
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import statsmodels.api as sm
 from scipy import stats
+from sklearn.utils.parallel import _get_threadpool_controller
 
+_get_threadpool_controller().limit(limits=1)
+
+PROFILE = globals().get("PROFILE") or {}
 alpha = float(globals().get("ALPHA", 0.01))
-country = str(globals().get("COUNTRY", "US"))
-subdivision = globals().get("SUBDIVISION")
-events = dict(globals().get("EVENTS") or {})
+entity = globals().get("ENTITY")
+warnings: list[str] = []
+facts: list[str] = []
+
+
+def warn(text: str) -> None:
+    warnings.append(text)
+    print("WARNING:", text)
+
+
 frame = load_artifact(SOURCE)  # noqa: F821 - SOURCE and load_artifact come from run_python
 date = globals().get("DATE") or next(
     c
     for c in frame.columns
-    if "date" in str(c).lower() or "day" in str(c).lower() or pd.api.types.is_datetime64_any_dtype(frame[c])
+    if re.search(r"date|day|time|_at$|period|week|month", str(c), re.I)
+    or pd.api.types.is_datetime64_any_dtype(frame[c])
 )
-value = globals().get("VALUE") or [c for c in frame.columns if c != date][-1]
-s = frame.assign(**{date: pd.to_datetime(frame[date])}).set_index(date)[value].astype(float).sort_index()
-counts = bool(((s % 1 == 0) & (s >= 0)).all())
-step = s.index.to_series().diff().median()
-daily = step <= pd.Timedelta(days=1)
-calendar = pd.DataFrame(columns=["date", "name"])
-uncertainty = None  # per day, the variance of the expectation's log (day_model sets it)
+raw_dates = frame[date]
+text_dates = raw_dates.astype(str)
+zone = globals().get("TIMEZONE") or PROFILE.get("store_timezone")
+with_offset = isinstance(raw_dates.dtype, pd.DatetimeTZDtype) or text_dates.str.contains(
+    r"(?:[+-]\d{2}:?\d{2}|Z)$", regex=True
+).mean() > 0.5
+if with_offset:
+    instants = pd.to_datetime(raw_dates, utc=True, format="mixed")
+    if zone:
+        days = instants.dt.tz_convert(zone).dt.tz_localize(None)
+        facts.append(f"days in {zone} (timestamps with UTC offsets converted)")
+    else:
+        days = pd.to_datetime(text_dates.str[:19], format="mixed")
+        warn("timestamps carry UTC offsets but the store's time zone is UNKNOWN: days taken as written locally "
+             "(give PROFILE['store_timezone'] or TIMEZONE)")
+else:
+    days = pd.to_datetime(raw_dates, format="mixed")
+frame = frame.assign(**{date: days})
+value = globals().get("VALUE")
+numbers = [c for c in frame.columns if c not in (date, entity) and pd.api.types.is_numeric_dtype(frame[c])]
+keys = [entity, date] if entity else [date]
+step_guess = pd.Series(frame[date].sort_values().unique()).diff().median()
+is_daily = pd.isna(step_guess) or step_guess <= pd.Timedelta(days=1)
+if is_daily:
+    frame[date] = frame[date].dt.floor("D")
+events_like = frame.duplicated(keys).any()
+currency = next((c for c in frame.columns if re.fullmatch(r"(amount_?)?(currency|curr|ccy|w(ä|ae)hrung)", str(c), re.I)), None)
+if value is None and (events_like or not numbers):
+    frame = frame.assign(rows=1.0)
+    value = "rows"
+    facts.append("one row per event: rows counted per day")
+value = value or numbers[-1]
+if currency is not None and value != "rows" and frame[currency].nunique() > 1:
+    raise ValueError(f"{value} is in {sorted(frame[currency].astype(str).unique())}: convert to one currency first "
+                     "(business-profile's fx), or judge a count")
+frame[value] = pd.to_numeric(frame[value], errors="coerce").astype(float)
+if events_like:
+    frame = frame.groupby(keys, as_index=False)[value].sum()
+
+cal = globals().get("business_calendar")
+where = str(globals().get("COUNTRY") or "US")
+if cal is None:
+    warn(f"no business_calendar (run scripts/business_calendar.py with PROFILE first): public holidays of {where} "
+         "only; fiscal calendar UNKNOWN, its period starts/ends only learned from the data")
+    import holidays
+
+    years = range(frame[date].min().year, frame[date].max().year + 1)
+    law = holidays.country_holidays(where, subdiv=globals().get("SUBDIVISION"), years=years)
+    cal = pd.DataFrame([(d, n, "public holiday", None) for d, n in law.items()], columns=["date", "name", "kind", "entity"])
+    cal.attrs = {"facts": [f"public holidays of {where}"], "countries": where}
+cal = cal.assign(date=pd.to_datetime(cal.date))
+fiscal_days = {n: pd.DatetimeIndex(g.date) for n, g in cal[cal.kind == "fiscal"].groupby("name")}
+events = cal[cal.kind != "fiscal"]
+public_names = set(events.name[events.kind == "public holiday"])
+facts += list(cal.attrs.get("facts", []))
+where = cal.attrs.get("countries", where)
+high_all = frame[date].max()
 
 
 def nb_size(y: np.ndarray, mu: np.ndarray) -> float:
-    """The negative binomial's size k (variance mu + mu^2 / k): first the k at which the median squared
-    standardized residual is the chi-square's median (robust to anomalies), then the moment estimate over the
-    periods within 4 of those standard deviations (efficient). inf: Poisson is spread enough."""
+    """Negative binomial size k (var mu + mu^2/k), robust: median chi-square fit, then moments within 4 sd."""
 
     def spread(k: float) -> float:
         return float(np.median((y - mu) ** 2 / (mu + mu**2 / k)) - stats.chi2.median(1))
 
     rough = float("inf")
     if spread(1e9) > 0:
-        low, high = 1e-3, 1e9  # spread falls as k falls: bisect on a log scale
+        low, high = 1e-3, 1e9
         for _ in range(100):
             mid = float(np.sqrt(low * high))
             low, high = (mid, high) if spread(mid) <= 0 else (low, mid)
@@ -58,86 +116,11 @@ def nb_size(y: np.ndarray, mu: np.ndarray) -> float:
     return 1 / excess if excess > 1e-9 else float("inf")
 
 
-def day_model(s: pd.Series) -> tuple[pd.Series, str]:
-    """Expected value of every day from a log-linear model of the whole series, fitted robustly:
-    trend (piecewise linear, a bend allowed every quarter), weekday, month and a smooth yearly wave,
-    and each public holiday and event with the days around it (2 before, 4 after: Black Friday and Cyber
-    Monday are Thanksgiving + 1 and + 4) - a holiday that recurs is expected, not an alarm. Days the model
-    misses by far are left out and the model refitted (three rounds), so that one outage or spike does not
-    bend the expectation of the days around it."""
-    global calendar
-    t = np.arange(len(s), dtype=float)
-    columns = {"trend": t / 365.25}
-    for knot in range(91, len(s) - 91, 91):
-        columns[f"bend_{knot}"] = np.clip(t - knot, 0, None) / 365.25
-    index = s.index
-    for d in range(1, 7):
-        columns[f"weekday_{d}"] = (index.day_of_week == d).astype(float)
-    span_years = len(s) / 365.25
-    yearly = span_years >= 2
-    if yearly:  # the yearly pattern needs two years to be told from the trend
-        for m in range(2, 13):
-            columns[f"month_{m}"] = (index.month == m).astype(float)
-        angle = 2 * np.pi * index.day_of_year.to_numpy() / 365.25
-        for k in range(1, 5):
-            columns[f"sin_{k}"], columns[f"cos_{k}"] = np.sin(k * angle), np.cos(k * angle)
-    base = dict(columns)  # the expectation without any calendar: where the days that recur far off are seen
-    years = range(index.min().year, index.max().year + 1)
-    days = holidays.country_holidays(country, subdiv=subdivision, years=years)
-    named = pd.DataFrame(
-        [(pd.Timestamp(d), str(n)) for d, n in days.items()]
-        + [(pd.Timestamp(d), str(name)) for name, dates in events.items() for d in dates],
-        columns=["date", "name"],
-    ).sort_values("date")
-    calendar = named[(named.date >= index.min()) & (named.date <= index.max())].reset_index(drop=True)
-    recurring = calendar.name.value_counts()
-    for name in recurring[recurring >= 2].index:  # each recurring holiday and event: its day and those around it
-        when = pd.DatetimeIndex(calendar.date[calendar.name == name])
-        for offset in range(-2, 5):
-            hit = index.isin(when + pd.Timedelta(days=offset))
-            if hit.sum() >= 2:
-                columns[f"{name} {offset:+d}"] = hit.astype(float)
-    # A public holiday seen once in the series (a jubilee, a state funeral, Liberation Day every five years, a
-    # holiday's observed day) is still a day off by law: one shared term for them all, so the law's calendar,
-    # not the data, says it was expected. An event of your own seen once stays unmodelled (its effect unknown).
-    public = {str(n) for n in days.values()}
-    once = calendar[calendar.name.map(recurring).lt(2) & calendar.name.isin(public)]
-    if len(once):
-        columns["public holiday seen once"] = index.isin(pd.DatetimeIndex(once.date)).astype(float)
-    y = s.to_numpy()
-    mu, keep, z, sd = fit(columns, index, y)
-    # Learned from the data: a day far off in the same direction at the same place in the calendar in most years
-    # (Black Friday where it is no holiday, a year-end shutdown, a yearly sale nobody listed) recurs: it is
-    # expected, named in the output, not an alarm. A one-off outage has no twin in another year.
-    learned: dict[str, pd.DatetimeIndex] = {}
-    base_mu, _, z_base, base_sd = fit(base, index, y) if yearly else (mu, keep, z, sd)
-    # where a day without any could not even be 2.5 off (a B2B Sunday), a drop cannot be seen: not counted
-    can_drop = dict(zip(index, base_mu / base_sd > 2.5 if counts else np.ones(len(y), bool), strict=True))
-    for _ in range(3 if yearly else 0):  # a place learned can show the next (Thanksgiving behind Black Friday)
-        new = {k: w for k, w in recurring_offs(index, z, z_base, can_drop, learned).items() if k not in learned}
-        if not new:
-            break
-        learned.update(new)
-        for name, when in new.items():
-            columns[f"learned: {name}"] = index.isin(when).astype(float)
-        mu, keep, z, sd = fit(columns, index, y)
-    if learned:
-        calendar = pd.concat(
-            [calendar, pd.DataFrame([(d, f"{n} (learned)") for n, w in learned.items() for d in w], columns=["date", "name"])]
-        ).sort_values("date").reset_index(drop=True)
-    terms = "trend, weekday" + (", month and yearly wave" if yearly else " (under two years: no yearly pattern)")
-    held = int((~keep).sum())
-    seen = f"; learned from the data as recurring: {', '.join(learned)}" if learned else ""
-    return (
-        pd.Series(mu, index=index),
-        f"{terms}, {recurring[recurring >= 2].size} recurring holidays and events ({country}){seen}; "
-        f"{held} day(s) left out of the fit as far off",
-    )
+MONTHLY = ("day 1 of the month", "last day of the month", "last day of a quarter")
 
 
 def calendar_keys(day: pd.Timestamp) -> list[str]:
-    """The places a day holds in the calendar every year: its date, its weekday's rank in the month from the start
-    and from the end, and its distance from US Thanksgiving (Black Friday, Cyber Monday are sold worldwide)."""
+    """A day's places: date, n-th/last weekday of its month, US Thanksgiving +-, the 1st, month/quarter end, fiscal."""
     name = day.day_name()
     keys = [f"{day:%b} {day.day}", f"{name} #{(day.day - 1) // 7 + 1} of {day:%B}"]
     if day.day + 7 > day.days_in_month:
@@ -146,128 +129,275 @@ def calendar_keys(day: pd.Timestamp) -> list[str]:
     after = (day - thanksgiving).days
     if -1 <= after <= 4:
         keys.append({0: "US Thanksgiving", 1: "Black Friday", 4: "Cyber Monday"}.get(after, f"US Thanksgiving {after:+d}"))
+    if day.day == 1:
+        keys.append(MONTHLY[0])
+    if day.day == day.days_in_month:
+        keys.append(MONTHLY[1])
+        if day.month % 3 == 0:
+            keys.append(MONTHLY[2])
+    keys += [k for k, when in fiscal_days.items() if day in when]
     return keys
 
 
-def recurring_offs(index: pd.DatetimeIndex, z: np.ndarray, z_base: np.ndarray, can_drop: dict, known: dict) -> dict:
-    """Calendar places of the days the model leaves 3 standard deviations off where, without any calendar (z_base),
-    days are 2.5 off in the same direction in at least two years and three quarters of the years the series covers
-    that place (a holiday's calendar may miss one year's; a one-off outage needs two chance twins to pass):
-    {name: the dates of that place in the series}."""
-    places: dict[str, list[pd.Timestamp]] = {}
-    for day in index:
-        for key in calendar_keys(day):
-            places.setdefault(key, []).append(day)
+def recurring_offs(index, z, z_base, can_drop, known, places) -> dict:
+    """Places where days 3 sd off recur (2.5 sd off without calendar) in >= 2 and 3/4 of the years; monthly places: >= 3 and half."""
     off = {d: np.sign(r) for d, r in zip(index, z, strict=True) if abs(r) > 3}
     seen = {d: np.sign(r) for d, r in zip(index, z_base, strict=True) if abs(r) > 2.5}
     learned = {}
-    for key in {k for d in off for k in calendar_keys(d)}:
+    for key in {k for d in off for k in calendar_keys(d)} & set(places):
         when = places[key]
+        monthly = key in MONTHLY or key.startswith("fiscal")
         for sign in {off[d] for d in when if d in off}:
-            years = {d.year for d in when if seen.get(d) == sign}
-            possible = {d.year for d in when if sign > 0 or can_drop[d]}
-            if len(years) >= max(2, 0.75 * len(possible)):
+            unit = (lambda d: d) if monthly else (lambda d: d.year)
+            hits = {unit(d) for d in when if seen.get(d) == sign}
+            possible = {unit(d) for d in when if sign > 0 or can_drop[d]}
+            if len(hits) >= (max(3, 0.5 * len(possible)) if monthly else max(2, 0.75 * len(possible))):
                 learned[key] = pd.DatetimeIndex(when)
-    # one event seen through several keys (a date and a weekday rank): the key that covers it best, once
     chosen: dict[str, pd.DatetimeIndex] = {}
     covered = {d for w in known.values() for d in w}
     for key, when in sorted(learned.items(), key=lambda kv: (-sum(d in off for d in kv[1]) / len(kv[1]), kv[0])):
         hits = {d for d in when if d in off}
-        if not hits <= covered:  # a place whose far-off days another place already explains is no event
+        if not hits <= covered:
             chosen[key] = when
             covered |= set(when)
     return chosen
 
 
-def fit(columns: dict, index: pd.DatetimeIndex, y: np.ndarray) -> tuple[np.ndarray, ...]:
-    """The expectation of every day, fitted three rounds, the days far off left out of the next: the expectation,
-    the days kept, each day's standardized residual and its standard deviation (counts; the log's for amounts)."""
+def fit(columns: dict, index: pd.DatetimeIndex, y: np.ndarray, counts: bool) -> tuple:
+    """Three robust rounds (days 3 sd off left out): expectation, kept, z, sd, variance of the expectation's log."""
     X = sm.add_constant(pd.DataFrame(columns, index=index), has_constant="add")
-    X = X.loc[:, ~X.T.duplicated()]  # a learned place that is a holiday's own days adds no column of its own
+    X = X.loc[:, ~X.T.duplicated()]
     keep = np.ones(len(y), dtype=bool)
     size = float("inf")
     for _ in range(3):
-        if counts:  # a negative binomial GLM, its size estimated robustly from the days kept
+        Xk = X[keep]
+        Xk = Xk.loc[:, (Xk != 0).any()]
+        if counts:
             family = sm.families.Poisson() if np.isinf(size) else sm.families.NegativeBinomial(alpha=1 / size)
-            result = sm.GLM(y[keep], X[keep], family=family).fit()
-            mu = np.asarray(result.predict(X))
+            result = sm.GLM(y[keep], Xk, family=family).fit()
+            mu = np.asarray(result.predict(X[Xk.columns]))
             size = nb_size(y[keep], mu[keep])
             sd = np.sqrt(np.clip(mu + mu**2 / size, 0.5, None))
             residual = (y - mu) / sd
-            keep = np.abs(residual) <= 3
-        else:  # amounts: a robust (Huber) fit of the log
+        else:
             log_y = np.log(np.clip(y, 1e-9, None))
-            result = sm.RLM(log_y[keep], X[keep], M=sm.robust.norms.HuberT()).fit()
-            mu = np.exp(np.asarray(result.predict(X)))
+            result = sm.RLM(log_y[keep], Xk, M=sm.robust.norms.HuberT()).fit()
+            mu = np.exp(np.asarray(result.predict(X[Xk.columns])))
             residual = log_y - np.log(mu)
             scale = 1.4826 * np.median(np.abs(residual[keep] - np.median(residual[keep])))
             sd = np.full(len(y), max(scale, 1e-9))
             residual = residual / sd
-            keep = np.abs(residual) <= 3
-    # How sure the expectation itself is, per day (the variance of its log, from the fit's covariance): a holiday's
-    # term rests on three or four days, an ordinary Tuesday's on hundreds. The tests below add it to the spread.
-    global uncertainty
-    x = X.to_numpy()
-    uncertainty = pd.Series(np.einsum("ij,jk,ik->i", x, np.asarray(result.cov_params()), x), index=index).clip(lower=0)
-    return mu, keep, residual, sd
+        keep = np.abs(residual) <= 3
+    x = X[Xk.columns].to_numpy()
+    unsure = np.clip(np.einsum("ij,jk,ik->i", x, np.asarray(result.cov_params()), x), 0, None)
+    return mu, keep, residual, sd, unsure
 
 
-if daily:
-    s = s.asfreq("D", fill_value=0.0)  # a day without a row had none
-    expected, model = day_model(s)
-else:  # weeks or months: the median of the 6 periods either side (the period itself left out)
-    neighbours = pd.concat([s.shift(k) for k in range(-6, 7) if k], axis=1)
-    expected = neighbours.median(axis=1).dropna()
-    model = "the median of the 6 periods either side"
-observed = s[expected.index]
-n = len(expected)
-unsure = (uncertainty if uncertainty is not None else pd.Series(0.0, index=s.index))[expected.index].to_numpy()
+def day_model(s: pd.Series, who) -> dict:
+    """Log-linear: trend with quarterly bends, weekday, month, yearly wave, holidays/events, fiscal positions, learned places."""
+    index = s.index
+    counts = bool(((s % 1 == 0) & (s >= 0)).all())
+    mine = events[events.entity.isna() | (events.entity == (None if who is None else str(who)))]
+    closed_days = set(mine.date[mine.kind.str.contains("clos")])
+    named = mine.loc[~mine.kind.str.contains("clos"), ["date", "name"]].drop_duplicates()
+    calendar = named[(named.date >= index.min()) & (named.date <= index.max())].sort_values("date").reset_index(drop=True)
+    zero = set(s.index[s.to_numpy() == 0])
+    for name, group in calendar.groupby("name"):
+        when = [d for d in group.date if d in s.index]
+        if len(when) >= 2 and all(d in zero for d in when):
+            closed_days |= set(when)
+    closed = index.isin(list(closed_days)) & (s.to_numpy() <= 0.1 * max(float(s[s > 0].median()) if (s > 0).any() else 0, 0))
+    fit_index = index[~closed]
+    y = s[fit_index].to_numpy()
+    t = (fit_index - index.min()).days.to_numpy(dtype=float)
+    columns = {"trend": t / 365.25}
+    span = (index.max() - index.min()).days
+    for knot in range(91, span - 91, 91):
+        columns[f"bend_{knot}"] = np.clip(t - knot, 0, None) / 365.25
+    for d in range(1, 7):
+        columns[f"weekday_{d}"] = (fit_index.day_of_week == d).astype(float)
+    yearly = span / 365.25 >= 2
+    if yearly:
+        for m in range(2, 13):
+            columns[f"month_{m}"] = (fit_index.month == m).astype(float)
+        angle = 2 * np.pi * fit_index.day_of_year.to_numpy() / 365.25
+        for k in range(1, 5):
+            columns[f"sin_{k}"], columns[f"cos_{k}"] = np.sin(k * angle), np.cos(k * angle)
+    base = dict(columns)
+    recurring = calendar.name.value_counts()
+    rules = {n for n, g in mine.groupby("name") if len(g) > 12}
+    for name in recurring[recurring >= 2].index:
+        when = pd.DatetimeIndex(calendar.date[calendar.name == name])
+        for offset in range(0, 2) if name in rules else range(-2, 5):
+            hit = fit_index.isin(when + pd.Timedelta(days=offset))
+            if hit.sum() >= 2:
+                columns[f"{name} {offset:+d}"] = hit.astype(float)
+    for name, when in fiscal_days.items():
+        hit = fit_index.isin(when)
+        if hit.sum() >= 2:
+            columns[name] = hit.astype(float)
+    once = calendar[calendar.name.map(recurring).lt(2) & calendar.name.isin(public_names)]
+    if len(once):
+        columns["public holiday seen once"] = fit_index.isin(pd.DatetimeIndex(once.date)).astype(float)
+    mu, keep, z, sd, unsure = fit(columns, fit_index, y, counts)
+    learned: dict[str, pd.DatetimeIndex] = {}
+    if yearly or len(fit_index) > 180:
+        base_mu, _, z_base, base_sd, _ = fit(base, fit_index, y, counts)
+        can_drop = dict(zip(fit_index, base_mu / base_sd > 2.5 if counts else np.ones(len(y), bool), strict=True))
+        places: dict[str, list] = {}
+        for day in fit_index:
+            for key in calendar_keys(day):
+                places.setdefault(key, []).append(day)
+        if not yearly:
+            places = {k: v for k, v in places.items() if k in MONTHLY or k.startswith("fiscal")}
+        for _ in range(3):
+            new = {k: w for k, w in recurring_offs(fit_index, z, z_base, can_drop, learned, places).items()
+                   if k not in learned and k not in columns}
+            if not new:
+                break
+            learned.update(new)
+            for name, when in new.items():
+                columns[f"learned: {name}"] = fit_index.isin(when).astype(float)
+            mu, keep, z, sd, unsure = fit(columns, fit_index, y, counts)
+    if learned:
+        calendar = pd.concat(
+            [calendar, pd.DataFrame([(d, f"{n} (learned)") for n, w in learned.items() for d in w], columns=["date", "name"])]
+        ).sort_values("date").reset_index(drop=True)
+    terms = "trend, weekday" + (", month and yearly wave" if yearly else " (under two years: no yearly pattern)")
+    if fiscal_days:
+        terms += ", fiscal-period first/second/last day and quarter end"
+    seen = f"; learned from the data as recurring: {', '.join(learned)}" if learned else ""
+    description = (f"{terms}, {recurring[recurring >= 2].size} recurring holidays and events "
+                   f"({where}){seen}; {int((~keep).sum())} day(s) left out of the fit as far off")
+    return {"expected": pd.Series(mu, index=fit_index), "unsure": pd.Series(unsure, index=fit_index),
+            "counts": counts, "model": description, "calendar": calendar, "learned": learned,
+            "closed": pd.Series(s[closed], dtype=float)}
 
-if counts:  # Poisson, or negative binomial when more spread than Poisson (its size judged robustly)
-    size = nb_size(observed.to_numpy(), expected.clip(lower=1e-9).to_numpy())
-    # the day's spread: the counts' own (Poisson or negative binomial) and the expectation's uncertainty, together a
-    # negative binomial of size 1 / (1 / size + uncertainty) for that day
-    inverse = (0.0 if np.isinf(size) else 1 / size) + unsure
-    day_size = np.where(inverse > 0, 1 / np.clip(inverse, 1e-12, None), 1e12)
-    prob = day_size / (day_size + expected.to_numpy())
-    low, high = stats.nbinom.cdf(observed, day_size, prob), stats.nbinom.sf(observed - 1, day_size, prob)
-    if np.isinf(size):
-        method = "counts, Poisson"
+
+def judge(s: pd.Series, who) -> dict:
+    """A series' expectation and each period's one-sided tail probabilities."""
+    if is_daily:
+        s = s.asfreq("D", fill_value=0.0)
+        out = day_model(s, who)
     else:
-        method = f"counts, negative binomial (size {size:.0f}: a day's spread is {100 / np.sqrt(size):.0f} % beyond Poisson)"
-    method += ", widened by how sure each day's expectation is (a holiday's rests on a few days)"
-else:  # amounts: the log ratio to the expectation, scaled robustly
-    residual = np.log(observed.clip(lower=1e-9)) - np.log(expected.clip(lower=1e-9))
-    scale = 1.4826 * (residual - residual.median()).abs().median()
-    z = (residual - residual.median()) / np.sqrt(scale**2 + unsure)
-    low, high = stats.norm.cdf(z), stats.norm.sf(z)
-    method = "amounts, robust z of the log ratio"
-# Drops and spikes are two questions (an outage, a surge), each a family of n one-sided tests with Bonferroni's
-# correction: the chance of a false drop alarm anywhere in the series is ALPHA, and of a false spike alarm too.
-# The exact tail of a count: a working day with none where 12 were expected (Poisson: 6e-6) is found over four
-# years at 1 %, where a two-sided test's doubling missed it.
-p = np.minimum(low, high)
-p_corrected = np.minimum(np.asarray(p) * n, 1.0)
-flagged = p_corrected < alpha
-anomalies = pd.DataFrame(
-    {
-        "period": expected.index[flagged].strftime("%Y-%m-%d"),
-        "value": observed[flagged].to_numpy(),
-        "expected": expected[flagged].round(1).to_numpy(),
-        "direction": np.where(observed[flagged] > expected[flagged], "high", "low"),
-        "p_corrected": p_corrected[flagged],
-    }
-)
-if len(calendar):
-    names = calendar.assign(period=calendar.date.dt.strftime("%Y-%m-%d")).groupby("period").name.agg(", ".join)
-    anomalies["holiday"] = anomalies.period.map(names).fillna("")
-typical = float(expected.median())
-if counts:  # the smallest drop a typical period can show and be flagged: the minimum detectable drop
-    if np.isinf(size):
-        floor = int(stats.poisson.ppf(alpha / n, typical)) - 1  # the largest count whose tail is below the bar
+        neighbours = pd.concat([s.shift(k) for k in range(-6, 7) if k], axis=1)
+        expected = neighbours.median(axis=1).dropna()
+        out = {"expected": expected, "unsure": pd.Series(0.0, index=expected.index), "counts": bool(((s % 1 == 0) & (s >= 0)).all()),
+               "model": "the median of the 6 periods either side", "calendar": pd.DataFrame(columns=["date", "name"]),
+               "learned": {}, "closed": pd.Series(dtype=float)}
+    expected = out["expected"]
+    observed = s[expected.index]
+    unsure = out["unsure"].to_numpy()
+    if out["counts"]:
+        size = nb_size(observed.to_numpy(), expected.clip(lower=1e-9).to_numpy())
+        inverse = (0.0 if np.isinf(size) else 1 / size) + unsure
+        day_size = np.where(inverse > 0, 1 / np.clip(inverse, 1e-12, None), 1e12)
+        prob = day_size / (day_size + expected.to_numpy())
+        low, high = stats.nbinom.cdf(observed, day_size, prob), stats.nbinom.sf(observed - 1, day_size, prob)
+        out["method"] = "counts, Poisson" if np.isinf(size) else (
+            f"counts, negative binomial (size {size:.0f}: a day's spread is {100 / np.sqrt(size):.0f} % beyond Poisson)")
+        out["method"] += ", widened by how sure each day's expectation is (a holiday's rests on a few days)"
+        out["size"] = size
     else:
-        prob = size / (size + typical)
-        floor = int(stats.nbinom.ppf(alpha / n, size, prob)) - 1
+        residual = np.log(observed.clip(lower=1e-9)) - np.log(expected.clip(lower=1e-9))
+        scale = 1.4826 * (residual - residual.median()).abs().median()
+        z = (residual - residual.median()) / np.sqrt(scale**2 + unsure)
+        low, high = stats.norm.cdf(z), stats.norm.sf(z)
+        out["method"] = "amounts, robust z of the log ratio"
+        out["scale"], out["center"] = float(scale), float(residual.median())
+    out.update(series=s, observed=observed, low=np.asarray(low), high=np.asarray(high))
+    return out
+
+
+series = {}
+if entity:
+    for who, part in frame.groupby(entity):
+        one = part.set_index(date)[value].sort_index()
+        if is_daily:
+            one = one.reindex(pd.date_range(one.index.min(), high_all, freq="D"), fill_value=0.0)
+        series[who] = one
+    series["(all)"] = frame.groupby(date)[value].sum().sort_index()
+else:
+    series[None] = frame.set_index(date)[value].sort_index()
+results = {who: judge(s, who) for who, s in series.items()}
+n = sum(len(r["expected"]) for r in results.values())
+
+rows, explained_rows = [], []
+for who, r in results.items():
+    expected, observed, s = r["expected"], r["observed"], r["series"]
+    p_low, p_high = np.minimum(r["low"] * n, 1.0), np.minimum(r["high"] * n, 1.0)
+    names = r["calendar"].assign(period=r["calendar"].date.dt.strftime("%Y-%m-%d")).groupby("period").name.agg(", ".join)
+    for d, v in r["closed"].items():
+        explained_rows.append({"entity": who, "period": f"{d:%Y-%m-%d}", "value": v, "expected": 0.0,
+                               "reason": "closed as expected (a scheduled closure, or a holiday closed every year)"})
+    low_days = set(expected.index[p_low < alpha])
+    high_days = set(expected.index[p_high < alpha])
+    catch = {}
+    for d in sorted(low_days):
+        shortfall, surplus, after = float(expected[d] - observed[d]), 0.0, []
+        for k in (1, 2):
+            nxt = d + pd.Timedelta(days=k)
+            if nxt not in expected.index or observed[nxt] - expected[nxt] < 0.1 * shortfall or nxt in low_days:
+                break
+            surplus += float(observed[nxt] - expected[nxt])
+            after.append(nxt)
+        if after and shortfall > 0 and surplus >= 0.5 * shortfall:
+            catch[d] = (after, surplus / shortfall)
+    caught = {a: d for d, (after, _) in catch.items() for a in after}
+    for d in sorted(low_days | high_days | set(caught)):
+        if d in caught:
+            share = catch[caught[d]][1]
+            explained_rows.append({"entity": who, "period": f"{d:%Y-%m-%d}", "value": float(observed[d]),
+                                   "expected": round(float(expected[d]), 1),
+                                   "reason": f"catch-up of the outage on {caught[d]:%Y-%m-%d} (with it restores "
+                                   f"{100 * share:.0f} % of the shortfall)"})
+            continue
+        same = s[(s.index < d) & (s.index >= d - pd.Timedelta(weeks=8)) & (s.index.day_of_week == d.day_of_week)]
+        same = same[~same.index.isin(list(r["closed"].index))]
+        typical = float(same.median()) if len(same) else float("nan")
+        low_side = d in low_days
+        finding = "drop" if low_side else "spike"
+        if low_side and observed[d] <= 0.05 * expected[d]:
+            finding = "closed (none)" if entity and who != "(all)" else "outage (none)"
+        elif low_side and d in catch:
+            finding = "outage with catch-up"
+        rows.append({"entity": who, "period": f"{d:%Y-%m-%d}", "value": float(observed[d]),
+                     "expected": round(float(expected[d]), 1), "ratio": round(float(observed[d] / expected[d]), 3),
+                     "same_weekday": typical, "ratio_same_weekday": round(float(observed[d] / typical), 3) if typical else np.nan,
+                     "direction": "low" if low_side else "high", "p_corrected": float(p_low[expected.index.get_loc(d)] if low_side else p_high[expected.index.get_loc(d)]),
+                     "holiday": names.get(f"{d:%Y-%m-%d}", ""), "finding": finding,
+                     "catch_up": ", ".join(f"{a:%Y-%m-%d}" for a in catch[d][0]) + f" ({100 * catch[d][1]:.0f} % restored)" if d in catch else ""})
+columns_out = ["entity", "period", "value", "expected", "ratio", "same_weekday", "ratio_same_weekday", "direction",
+               "p_corrected", "holiday", "finding", "catch_up"]
+anomalies = pd.DataFrame(rows, columns=columns_out)
+explained = pd.DataFrame(explained_rows, columns=["entity", "period", "value", "expected", "reason"])
+if entity:
+    anomalies = anomalies.rename(columns={"entity": entity}).sort_values([entity, "period"], key=lambda c: c.astype(str))
+    explained = explained.rename(columns={"entity": entity})
+    expected = pd.concat([pd.DataFrame({entity: who, "period": r["expected"].index, "value": r["observed"].to_numpy(),
+                                        "expected": r["expected"].to_numpy()}) for who, r in results.items()])
+    main = results["(all)"]
+else:
+    anomalies, explained = anomalies.drop(columns="entity"), explained.drop(columns="entity")
+    main = results[None]
+    expected = main["expected"]
+anomalies = anomalies.reset_index(drop=True)
+calendar = main["calendar"]
+learned_all = sorted({k for r in results.values() for k in r["learned"]})
+if fiscal_days and "week" in str(cal.attrs.get("fiscal_kind")) and MONTHLY[0] in learned_all:
+    warn("the data recur on calendar months' first days, not only on the 4-5-4 period starts PROFILE gives: a billing "
+         "day, or the calendar is wrong - check PROFILE['fiscal_calendar'] and list the billing day in EVENTS")
+if not fiscal_days and any(k in MONTHLY for k in learned_all):
+    warn(f"recurring month starts or ends were learned ({', '.join(k for k in learned_all if k in MONTHLY)}): "
+         "a billing cycle or fiscal period - confirm it and give it in PROFILE or EVENTS")
+
+typical = float(main["expected"].median())
+size = main.get("size")
+if main["counts"]:
+    if np.isinf(size):
+        floor = int(stats.poisson.ppf(alpha / n, typical)) - 1
+    else:
+        floor = int(stats.nbinom.ppf(alpha / n, size, size / (size + typical))) - 1
     if floor >= 0:
         detectable = (
             f"a typical period (expected {typical:,.1f}) is flagged at {floor:,} or fewer: a drop of "
@@ -279,20 +409,29 @@ if counts:  # the smallest drop a typical period can show and be flagged: the mi
             "periods at this volume - an outage needs a check of its own (the order log, a monitor), or weeks"
         )
 else:
-    scale = float(1.4826 * (residual - residual.median()).abs().median())
-    drop = 1 - float(np.exp(stats.norm.ppf(alpha / n) * scale + residual.median()))
+    drop = 1 - float(np.exp(stats.norm.ppf(alpha / n) * main["scale"] + main["center"]))
     detectable = f"a typical period is flagged when it falls by {100 * drop:.0f} % or more below its expectation"
+assumed = "Assumed: " + "; ".join(facts) + (f"; WARNINGS: {len(warnings)}" if warnings else "")
+print(assumed)
 print(
-    f"{n:,} periods checked against {model}; {method}; one-sided tests per direction, Bonferroni-corrected: a false "
-    f"drop alarm anywhere in the series has a chance of {alpha:g}, a false spike alarm too"
+    f"{n:,} periods checked ({len(results)} series{f': each {entity} and the total' if entity else ''}) against "
+    f"{main['model']}; {main['method']}; one-sided tests per direction, Bonferroni-corrected: a false drop alarm "
+    f"anywhere has a chance of {alpha:g}, a false spike alarm too"
 )
+if learned_all and entity:
+    print(f"learned as recurring in some series: {', '.join(learned_all)}")
 print(f"minimum detectable drop: {detectable}")
 print(anomalies.to_string(index=False) if len(anomalies) else "no anomaly: every period is within its expected range")
+if len(explained):
+    print(f"explained, not flagged ({len(explained)}):")
+    print(explained.to_string(index=False, max_rows=30))
 
+show = main["series"]
 fig, ax = plt.subplots(figsize=(10, 4))
-ax.plot(s.index, s.to_numpy(), linewidth=0.6, label=str(value))
-ax.plot(expected.index, expected.to_numpy(), linewidth=0.8, label="expected")
-ax.scatter(pd.to_datetime(anomalies.period), anomalies.value, color="red", zorder=3, label="anomaly")
+ax.plot(show.index, show.to_numpy(), linewidth=0.6, label=str(value))
+ax.plot(main["expected"].index, main["expected"].to_numpy(), linewidth=0.8, label="expected")
+marks = anomalies[anomalies[entity] == "(all)"] if entity else anomalies
+ax.scatter(pd.to_datetime(marks.period), marks.value, color="red", zorder=3, label="anomaly")
 ax.legend()
-ax.set_title(f"{value}: anomalies")
+ax.set_title(f"{value}: anomalies" + (" (the total; each series in `anomalies`)" if entity else ""))
 anomalies
