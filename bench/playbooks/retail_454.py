@@ -401,6 +401,117 @@ async def discount_effectiveness(run: Run) -> dict[str, bool]:
     return verdicts
 
 
+async def kpi_anomaly_detection(run: Run) -> dict[str, bool]:
+    """Transactions per store and day (sales only, the POS's local day, the web's US/Eastern day; a day a store
+    sold nothing is a zero from its first sale on), ENTITY = store; the business calendar first (PROFILE's 4-5-4
+    calendar, US holidays)."""
+    plants = run.plants("kpi-anomaly-detection")
+    await run.py(LINES)
+    await run.py(
+        "tx = lines.groupby(['store', 'date']).trans_id.nunique().rename('transactions')\n"
+        "first_day = lines.groupby('store').date.min()\n"
+        "grid = pd.MultiIndex.from_tuples([(s, d) for s, f in first_day.items()\n"
+        "    for d in pd.date_range(f, data_through)], names=['store', 'date'])\n"
+        "kpi = tx.reindex(grid, fill_value=0).reset_index()[['date', 'store', 'transactions']]\n"
+        "kpi_id = save_artifact(kpi, title='transactions per store and day')\n"
+        "print(len(kpi), kpi.store.nunique())"
+    )
+    await run.script("kpi-anomaly-detection", "scripts/business_calendar.py", "COUNTRY = 'US'\nSOURCE = kpi_id")
+    await run.script(
+        "kpi-anomaly-detection",
+        "scripts/kpi_anomalies.py",
+        "COUNTRY = 'US'\nDATE = 'date'\nVALUE = 'transactions'\nENTITY = 'store'\nSOURCE = kpi_id",
+        timeout=900,
+    )
+    found = await run.get(
+        "[{'entity': str(r.get('store', '(all)')), 'day': str(pd.Timestamp(r['period']).date()), "
+        "'direction': str(r['direction'])} for r in anomalies.to_dict('records')]"
+    )
+    starts = {str(d)[:10] for d in await run.get("list(periods.period_start.astype(str))")}
+    verdicts: dict[str, bool] = {}
+    for p in by_class(plants, "truth", "store_closure"):  # the store's closed days flagged, as many as closed
+        e = p["entity"]
+        days = {f["day"] for f in found if f["entity"] == e["store"] and e["date"] <= f["day"] <= e["date_end"]}
+        verdicts[p["id"]] = within(len(days), p)
+    for p in by_class(plants, "lookalike", "expected_holiday_peak") + by_class(
+        plants, "lookalike", "scheduled_closure"
+    ):  # the day flagged anywhere (a store or the total)
+        verdicts[p["id"]] = any(f["day"] == p["entity"]["date"] for f in found)
+    for p in by_class(plants, "lookalike", "recurring_calendar_peak"):  # spikes on 3+ fiscal period starts
+        days = {f["day"] for f in found if f["day"] in starts and f["direction"] in ("high", "spike")}
+        verdicts[p["id"]] = len(days) >= 3
+    return verdicts
+
+
+async def profitability(run: Run) -> dict[str, bool]:
+    """loss_cells.py on one frame per channel x department x region x fiscal period over FY2025 P1-P8 (the year's
+    complete periods): net revenue = sales - refunds of returns dated in the window (by the original channel); cogs
+    = unit cost x units sold - unit cost x units restocked; the channels' variable costs the user gave (store card
+    fees 2.2 %, web 2.9 % and $2.50 a unit fulfilment) and the web's freight both ways from item_costs.csv's
+    Est Ecom Ship Cost (mail returns), each its own column."""
+    plants = run.plants("profitability")
+    rates = {c: v["variable_costs"] for c, v in run.business["channels"].items()}  # what the user says
+    await run.py(LINES)
+    await run.py(
+        f"web_fee, store_fee = {rates['ecom']['payment_fee_pct']}, {rates['store']['payment_fee_pct']}\n"
+        f"per_unit = {rates['ecom']['fulfilment_per_unit']}\n"
+        "costs = load_file('uploads/item_costs.csv', dtype=str)\n"
+        "money = lambda c: pd.to_numeric(c.str.replace(r'[$,]', '', regex=True))\n"
+        "unit_cost = dict(zip(costs.Item, money(costs['Unit Cost'])))\n"
+        "ship_cost = dict(zip(costs.Item, money(costs['Est Ecom Ship Cost'])))\n"
+        "a, b = periods[(periods.fiscal_year == 'FY2025') & (periods.n <= 8)].agg(\n"
+        "    {'period_start': 'min', 'period_end': 'max'})\n"
+        "w = lines[(lines.date >= a) & (lines.date <= b)].copy()\n"
+        "ecom = w.channel == 'ecom'\n"
+        "w = w.assign(cogs=w.units * w.sku.map(unit_cost),\n"
+        "    payment_fees=w.net_sales * np.where(ecom, web_fee, store_fee),\n"
+        "    fulfilment=np.where(ecom, per_unit * w.units, 0.0),\n"
+        "    freight=np.where(ecom, w.units * w.sku.map(ship_cost), 0.0),\n"
+        "    return_freight=0.0, refunds=0.0)\n"
+        "r = load_file('uploads/returns.csv', dtype=str)\n"
+        "r['date'] = pd.to_datetime(r['Return Date'])\n"
+        "r = r[(r.date >= a) & (r.date <= b)]\n"
+        "u = pd.to_numeric(r.Units).abs()\n"
+        "r_ch = np.where(r['Orig Channel'].str.upper().str.startswith('E'), 'ecom', 'store')\n"
+        "loc = r.Location.fillna('').str.lstrip('0')\n"
+        "rr = pd.DataFrame({'channel': r_ch, 'dept': r.SKU.str[:2], 'date': r.date,\n"
+        "    'region': np.where(r_ch == 'ecom', 'Ecom', loc.map(region).fillna('(unknown)')),\n"
+        "    'refunds': money(r['Refund Amount']).abs(),\n"
+        "    'cogs': -np.where(r.Disposition == 'RESTOCK', u * r.SKU.map(unit_cost), 0.0),\n"
+        "    'return_freight': np.where(r['Return Channel'] == 'MAIL', u * r.SKU.map(ship_cost), 0.0)})\n"
+        "both = pd.concat([w, rr], ignore_index=True).fillna({'net_sales': 0, 'units': 0, 'payment_fees': 0,\n"
+        "    'fulfilment': 0, 'freight': 0})\n"
+        "both['period'] = fiscal_period(both.date)[1]\n"
+        "both['department'] = both.dept\n"
+        "prof = both.groupby(['channel', 'department', 'region', 'period'], as_index=False)[['net_sales', 'refunds',\n"
+        "    'units', 'cogs', 'payment_fees', 'fulfilment', 'freight', 'return_freight']].sum()\n"
+        "prof['net_revenue'] = prof.net_sales - prof.refunds\n"
+        "prof = prof.drop(columns=['net_sales', 'refunds'])\n"
+        "prof_id = save_artifact(prof, title='contribution inputs FY2025 P1-P8')\n"
+        "print(prof.groupby('channel')[['net_revenue', 'cogs', 'freight']].sum())"
+    )
+    await run.script("profitability", "scripts/loss_cells.py", "SOURCE = prof_id")
+    cells = await run.get(
+        "cells[cells.dimensions.astype(str).str.contains('channel') & cells.dimensions.astype(str)"
+        ".str.contains('department') & ~cells.dimensions.astype(str).str.contains('region')]"
+        "[['channel', 'department', 'margin_pct', 'flagged']]"
+    )
+
+    def cell(p: dict) -> dict:
+        d, c = p["entity"]["department"][:2], p["entity"]["channel"]
+        return next((x for x in cells if str(x["department"]) == d and str(x["channel"]) == c), {"flagged": False})
+
+    verdicts: dict[str, bool] = {}
+    for p in by_class(plants, "truth", "negative_contribution"):  # the cell a loss, its contribution margin within
+        x = cell(p)
+        verdicts[p["id"]] = bool(x["flagged"]) and within(x.get("margin_pct"), p, 0.01)
+    for p in by_class(plants, "lookalike", "channel_specific") + by_class(
+        plants, "lookalike", "margin_down_still_profitable"
+    ):  # the cell called a loss
+        verdicts[p["id"]] = bool(cell(p)["flagged"])
+    return verdicts
+
+
 RECIPES: dict[str, Recipe] = {
     "budget-vs-actual": budget_vs_actual,
     "sales-performance-review": sales_performance_review,
@@ -408,4 +519,6 @@ RECIPES: dict[str, Recipe] = {
     "data-quality-audit": data_quality_audit,
     "returns-and-cancellations": returns_and_cancellations,
     "discount-effectiveness": discount_effectiveness,
+    "kpi-anomaly-detection": kpi_anomaly_detection,
+    "profitability": profitability,
 }
