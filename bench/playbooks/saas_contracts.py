@@ -16,6 +16,8 @@ if 'sc_subs' not in globals():
     def sc_ts(s):  # Stripe's Unix seconds -> UTC time (naive)
         return pd.to_datetime(pd.to_numeric(s, errors='coerce'), unit='s')
     sc_fxm = load_file('uploads/fx_rates_monthly.csv').set_index('month').rate
+    def unix(s):  # Unix seconds as written, read as numbers (the file's own type)
+        return pd.to_numeric(s, errors='coerce')
     def sc_usd(amount, currency, when):  # EUR at the month's average (USD per 1 EUR)
         rate = pd.Series(pd.to_datetime(when)).dt.strftime('%Y-%m').map(sc_fxm).to_numpy()
         return np.where(np.asarray(currency).astype(str) == 'eur', np.asarray(amount, float) * rate,
@@ -96,9 +98,9 @@ async def customer_lifetime_value(run: Run) -> dict[str, bool]:
         "clv_src = save_artifact(clv_orders, title='paid invoices with margin (USD)')\n"
         "states = pd.DataFrame({'customer_id': sc_subs.customer, 'subscription_id': sc_subs.id,\n"
         "    'status': sc_subs.status,\n"
-        "    'plan': sc_subs.plan, 'started_at': sc_subs.start_date, 'cancelled_at': sc_subs.canceled_at,\n"
+        "    'plan': sc_subs.plan, 'started_at': unix(sc_subs.start_date), 'cancelled_at': unix(sc_subs.canceled_at),\n"
         "    'cancel_at_period_end': sc_subs.cancel_at_period_end, 'pause_until': None,\n"
-        "    'next_charge_at': sc_subs.current_period_end,\n"
+        "    'next_charge_at': unix(sc_subs.current_period_end),\n"
         "    'period_days': np.where(sc_subs.interval == 'year', 365, 30)})\n"
         "clv_states = save_artifact(states, title='Stripe subscriptions')\n"
         "failed = sc_inv[sc_inv.attempt_count.astype(int) > 1]\n"
@@ -409,12 +411,13 @@ async def discount_effectiveness(run: Run) -> dict[str, bool]:
 # lines covering the day (seats x list price, annual / 12) at June 2024's EURUSD, segment = tier + region
 COHORTS = """
 paid_inv = sc_inv[(sc_inv.status == 'paid') & (sc_inv.total > 0) & (sc_inv.billing_reason != 'manual')]
-coh_source = paid_inv.rename(columns={'customer': 'customer_id'}).assign(active_at=paid_inv.created)
+coh_source = paid_inv.rename(columns={'customer': 'customer_id'}).assign(active_at=unix(paid_inv.created))
 coh_source = coh_source[['customer_id', 'active_at', 'segment']]
 trial = sc_subs.trial_end.notna() & (sc_subs.trial_end != '')
 first_paid = sc_subs.trial_end.where(trial, sc_subs.start_date)
 never = trial & sc_subs.ended_at_t.notna() & (sc_subs.ended_at_t <= sc_subs.trial_end_t)
-coh_subs = pd.DataFrame({'customer_id': sc_subs.customer, 'started_at': first_paid, 'ended_at': sc_subs.ended_at,
+coh_subs = pd.DataFrame({'customer_id': sc_subs.customer, 'started_at': unix(first_paid),
+    'ended_at': unix(sc_subs.ended_at),
     'converted': ~never, 'segment': sc_subs.segment + ' ' + sc_subs.region})
 reg = sc_lines[(sc_lines.type == 'subscription') & (sc_lines.proration == 'false')].copy()
 reg['ps'], reg['pe'] = sc_ts(reg.period_start), sc_ts(reg.period_end)
