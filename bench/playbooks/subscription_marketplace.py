@@ -1,12 +1,355 @@
 """Recipes for the pet-food subscription business (bench/archetypes/subscription_marketplace.md).
 
 Each recipe follows its SKILL.md literally on these exports and judges the archetype's plants for that skill from
-the script's output (see bench/playbooks/common.py).
+the script's output (see bench/playbooks/common.py). The shaping every skill shares (``SETUP``) is the model's part:
+Recharge charges with the exact duplicate rows counted once and their UTC-offset timestamps turned into the store's
+local day; Shopify's order-level fields filled from each order's first line; every local amount in USD at the rate
+of its local day (finance's file: units of the currency per 1 USD, weekends on the last earlier rate).
 """
 
 from __future__ import annotations
 
-from bench.playbooks.common import Recipe, Run, by_class, within
+import re
+
+from bench.playbooks.common import Recipe, Run, ScriptCrash, by_class, within
+from tests.conftest import text_of
+
+SETUP = """
+import pandas as pd, numpy as np
+if 'charges' not in globals():
+    TZ = PROFILE['store_timezone']
+    def local(ts):  # a timestamp with its UTC offset -> the store's local time
+        return pd.to_datetime(ts, utc=True, format='mixed', errors='coerce').dt.tz_convert(TZ).dt.tz_localize(None)
+    def num(s):
+        return pd.to_numeric(s.astype(str).str.replace(r'[^0-9.\\-]', '', regex=True), errors='coerce').fillna(0.0)
+    fx = load_file('uploads/fx_rates.csv')
+    fx['Date'] = pd.to_datetime(fx.Date)
+    fx = fx.sort_values('Date')
+    def usd(amount, currency, day):  # local money / the rate of its local day (the last earlier business day)
+        q = pd.DataFrame({'amount': np.asarray(amount, float), 'Quote': np.asarray(currency, dtype=object),
+                          'Date': pd.to_datetime(np.asarray(day)).normalize(), 'i': np.arange(len(amount))})
+        m = pd.merge_asof(q.sort_values('Date'), fx[['Date', 'Quote', 'Rate']], on='Date', by='Quote')
+        m['Rate'] = m.Rate.where(m.Quote != 'USD', 1.0)
+        return (m.sort_values('i').amount / m.sort_values('i').Rate).to_numpy()
+    cogs = load_file('uploads/product_costs.csv').set_index('SKU')['Unit COGS (USD)']
+    charges = load_file('uploads/charges.csv', dtype=str).fillna('')
+    charges = charges.drop_duplicates()  # an exact copy of a row is the same attempt exported twice
+    charges['when'] = local(charges.processed_at.where(charges.processed_at != '', charges.scheduled_at))
+    charges['day'] = charges['when'].dt.normalize()
+    charges['qty'] = num(charges.line_item_quantity)
+    charges['net'] = num(charges.subtotal_price) - num(charges.total_discounts)
+    paid = charges[charges.status.isin(['SUCCESS', 'REFUNDED', 'PARTIALLY_REFUNDED'])].copy()
+    paid['net_usd'] = usd(paid.net, paid.currency, paid.day)
+    subs = load_file('uploads/subscriptions.csv', dtype=str).fillna('')
+    customers = load_file('uploads/customers.csv', dtype=str).fillna('')
+    by_email = dict(zip(customers.email.str.lower(), customers.customer_id))
+    lines = load_file('uploads/orders_export.csv', dtype=str).fillna('')
+    first = lines['Financial Status'] != ''
+    for c in ['Email', 'Financial Status', 'Currency', 'Subtotal', 'Created at', 'Shipping Country', 'Refunded Amount']:
+        lines[c] = lines[c].where(first).groupby(lines.Name).transform('first')
+    lines['when'] = local(lines['Created at'])
+    lines['day'] = lines['when'].dt.normalize()
+    lines['qty'] = num(lines['Lineitem quantity'])
+    lines['customer_id'] = lines.Email.str.lower().map(by_email).fillna(lines.Email.str.lower())
+    orders = lines[first].copy()
+    orders['subtotal_usd'] = usd(num(orders.Subtotal), orders.Currency, orders.day)
+    amazon = load_file('uploads/amazon_settlement.tsv', sep='\\t', dtype=str).fillna('')
+    amazon = amazon[amazon['transaction-type'] != '']  # a settlement's summary row is no transaction
+    data_end = charges.day.max()
+print(len(charges), len(paid), len(orders), len(amazon), data_end)
+"""
+
+
+async def sql(run: Run, query: str) -> str:
+    """A query of the playbook with ``query_database`` at brief: the artifact id it returns."""
+    result = await run.session.call_tool("query_database", {"query": query, "output_level": "brief"})
+    text = text_of(result)
+    run.outputs.append(f"### query_database\n{text}")
+    found = re.search(r"artifact_[0-9a-z]+", text)
+    if result.is_error or not found:
+        raise ScriptCrash(text[-1500:])
+    return found.group(0)
+
+
+async def customer_lifetime_value(run: Run) -> dict[str, bool]:
+    """One row per completed order (a paid Recharge charge or a Shopify order; Amazon buyers have no id) with its
+    margin in USD, net of refunds, minus COGS; STATES one row per subscription as Recharge writes it."""
+    plants = run.plants("customer-lifetime-value")
+    await run.py(SETUP)
+    await run.py(
+        "c = paid.assign(margin=usd(paid.net - num(paid.total_refunds), paid.currency, paid.day)"
+        " - paid.line_item_sku.map(cogs) * paid.qty)\n"
+        "line_cogs = (lines['Lineitem sku'].map(cogs) * lines.qty).groupby(lines.Name).sum()\n"
+        "o = orders.assign(margin=usd(num(orders.Subtotal) - num(orders['Refunded Amount']), orders.Currency,"
+        " orders.day) - orders.Name.map(line_cogs))\n"
+        "clv_orders = pd.concat([c[['customer_id', 'processed_at', 'margin']].rename(columns={'processed_at': "
+        "'order_date'}), o[['customer_id', 'Created at', 'margin']].rename(columns={'Created at': 'order_date'})])\n"
+        "clv_source = save_artifact(clv_orders, title='completed orders with margin (USD)')\n"
+        "states = pd.DataFrame({'customer_id': subs.customer_id, 'subscription_id': subs.subscription_id,\n"
+        "    'status': subs.status, 'plan': subs.sku, 'started_at': subs.created_at,\n"
+        "    'cancelled_at': subs.cancelled_at.replace('', None), 'pause_until': subs.paused_until.replace('', None),\n"
+        "    'next_charge_at': subs.next_charge_scheduled_at.replace('', None),\n"
+        "    'period_days': 7 * subs.order_interval_frequency.astype(int)})\n"
+        "clv_states = save_artifact(states, title='subscriptions (Recharge)')\n"
+        "failed = charges[charges.status == 'ERROR'].charge_id.unique()\n"  # recovered / failed charges
+        "recovered = paid[paid.charge_id.isin(failed)].charge_id.nunique() / max(len(failed), 1)\n"
+        "print(len(clv_orders), len(states), round(recovered, 3))"
+    )
+    await run.script(
+        "customer-lifetime-value",
+        "scripts/clv.py",
+        "SOURCE = clv_source\nSTATES = clv_states\nEXPORT_START = '2023-01-29'\nDUNNING_RECOVERY = recovered",
+        timeout=600,
+    )
+    verdicts: dict[str, bool] = {}
+    for p in by_class(plants, "truth", "contractual_churn_observed"):  # every recent canceller valued at exactly 0
+        gone = await run.get(
+            f"int(clv[clv.customer_id.isin({p['entity']['customers']!r}) & (clv.p_alive == 0)"
+            " & (clv.value_3y == 0)].customer_id.nunique())"
+        )
+        verdicts[p["id"]] = within(gone, p)
+    for p in by_class(plants, "lookalike", "paused_with_resume_date"):  # a paused one with a resume date valued as gone
+        dead = await run.get(
+            "int(subscriptions[subscriptions.subscription_id.isin(subs[(subs.status == 'PAUSED') & "
+            "(subs.paused_until > str(data_end.date()))].subscription_id) & ((subscriptions.p_alive == 0) | "
+            "(subscriptions.value <= 0))].shape[0])"
+        )
+        verdicts[p["id"]] = dead > 0
+    return verdicts
+
+
+RFM_SQL = """
+WITH orders AS (
+  SELECT customer_id, order_id, min(order_date) AS order_date, sum(net_revenue) AS revenue
+  FROM order_facts WHERE status = 'completed'
+  GROUP BY customer_id, order_id
+), gaps AS (
+  SELECT customer_id,
+         date_diff('day', lag(order_date) OVER (PARTITION BY customer_id ORDER BY order_date), order_date) AS gap
+  FROM (SELECT DISTINCT customer_id, order_date FROM orders)
+), own AS (
+  SELECT customer_id, median(gap) AS own_cycle, count(*) AS gap_count FROM gaps WHERE gap > 0 GROUP BY customer_id
+), business AS (
+  SELECT coalesce(median(gap), 30) AS cycle FROM gaps WHERE gap > 0
+), per_customer AS (
+  SELECT customer_id, min(order_date) AS first_order, max(order_date) AS last_order,
+         count(DISTINCT order_id) AS orders, sum(revenue) AS revenue,
+         count(DISTINCT year(order_date)) >= 2 AND date_diff('day', min(order_date), max(order_date)) >= 300
+           AND least(max(dayofyear(order_date)) - min(dayofyear(order_date)),
+                     max((dayofyear(order_date) + 183) % 366) - min((dayofyear(order_date) + 183) % 366)) <= 92
+           AS seasonal
+  FROM orders GROUP BY customer_id
+), scored AS (
+  SELECT p.*,
+         date_diff('day', last_order, (SELECT max(order_date) FROM orders)) AS recency_days,
+         date_diff('day', first_order, (SELECT max(order_date) FROM orders)) AS tenure_days,
+         greatest(1, CASE WHEN seasonal THEN 365 WHEN own.gap_count >= 2 THEN own.own_cycle
+                          ELSE business.cycle END) AS cycle_days,
+         business.cycle AS business_cycle_days,
+         1 + floor(5 * (rank() OVER (ORDER BY orders) - 1) / count(*) OVER ())::INT AS f,
+         1 + floor(5 * (rank() OVER (ORDER BY p.revenue) - 1) / count(*) OVER ())::INT AS m
+  FROM per_customer p LEFT JOIN own USING (customer_id) CROSS JOIN business
+), cycles AS (
+  SELECT *, round(recency_days / cycle_days, 2) AS cycles_silent,
+         CASE WHEN recency_days <= cycle_days THEN 5 WHEN recency_days <= 1.5 * cycle_days THEN 4
+              WHEN recency_days <= 3 * cycle_days THEN 3 WHEN recency_days <= 6 * cycle_days THEN 2 ELSE 1 END AS r
+  FROM scored
+)
+SELECT customer_id, last_order, recency_days, tenure_days, round(cycle_days) AS cycle_days, cycles_silent,
+       seasonal, orders, round(revenue, 2) AS revenue, r, f, m,
+       CASE
+         WHEN tenure_days <= 180 THEN 'New'
+         WHEN r >= 4 AND f >= 4 AND m >= 4 THEN 'Champions'
+         WHEN r >= 4 AND f >= 3 THEN 'Loyal'
+         WHEN r = 5 THEN 'Promising'
+         WHEN r = 4 THEN 'Needs attention'
+         WHEN r = 3 AND m >= 4 THEN 'Cannot lose'
+         WHEN r = 3 THEN 'At risk'
+         WHEN r = 2 THEN 'Hibernating'
+         ELSE 'Lost'
+       END AS segment
+FROM cycles
+ORDER BY revenue DESC
+"""
+
+
+async def rfm_segmentation(run: Run) -> dict[str, bool]:
+    """Purchases: the non-contractual orders only (Shopify one-offs and add-ons, refunded ones left out; Amazon
+    buyers have no id; renewals are not purchases), net revenue in USD at the order month's rate; STATES: every
+    subscription with the status of its latest charge attempt."""
+    plants = run.plants("rfm-segmentation")
+    await run.py(SETUP)
+    await run.py(
+        "month_fx = fx.assign(month=fx.Date.dt.to_period('M')).groupby(['Quote', 'month']).Rate.mean()\n"
+        "o = orders[orders['Financial Status'] != 'refunded']\n"
+        "rate = [1.0 if c == 'USD' else month_fx[(c, m)] for c, m in zip(o.Currency, o.day.dt.to_period('M'))]\n"
+        "facts = pd.DataFrame({'customer_id': o.customer_id, 'order_id': o.Name, 'order_date': o.day.dt.date,\n"
+        "    'status': 'completed', 'net_revenue': num(o.Subtotal).to_numpy() / np.array(rate)})\n"
+        "rfm_facts = save_artifact(facts, title='order_facts (non-contractual orders, USD)')\n"
+        "attempts = charges.assign(tried=pd.to_numeric(charges.number_times_tried, errors='coerce'))\n"
+        "last = attempts.sort_values(['when', 'tried']).groupby('subscription_id').tail(1)\n"
+        "states = pd.DataFrame({'customer_id': subs.customer_id, 'status': subs.status,\n"
+        "    'pause_until': subs.paused_until.replace('', None),\n"
+        "    'last_charge_status': subs.subscription_id.map(last.set_index('subscription_id').status)})\n"
+        "rfm_states = save_artifact(states, title='subscriptions with their latest charge attempt')\n"
+        "print(rfm_facts, rfm_states, len(facts), states.last_charge_status.value_counts().to_dict())"
+    )
+    facts = await run.get("rfm_facts")
+    scored = await sql(run, RFM_SQL.replace("order_facts", facts))
+    await run.script(
+        "rfm-segmentation",
+        "scripts/rfm.py",
+        f"SOURCE = {scored!r}\nSTATES = rfm_states\nAS_OF = str(data_end.date())",
+    )
+    verdicts: dict[str, bool] = {}
+    for p in by_class(plants, "truth", "involuntary_churn_risk"):  # the Dunning customers, flagged, as many as planted
+        n = await run.get("int((rfm.segment.eq('Dunning') & rfm.flagged).sum())")
+        verdicts[p["id"]] = n > 0 and within(n, p)
+    for p in by_class(plants, "lookalike", "cadence_driven_recency"):  # a live, not dunning subscriber flagged
+        n = await run.get("int((rfm.contract_state.isin(['active', 'paused', 'paused_open']) & rfm.flagged).sum())")
+        verdicts[p["id"]] = n > 0
+    return verdicts
+
+
+# The plan's fiscal periods, dated from PROFILE's calendar (4-5-4 from its first day, the 53rd week in P12 of the
+# years it lists), each day of the actuals in its period.
+PERIODS = """
+cal = PROFILE['fiscal_calendar']
+rows, start = [], pd.Timestamp(cal['first_day'])
+for fy in range(start.year, start.year + 4):
+    weeks = [4, 5, 4] * 4
+    if fy in cal.get('53_week_years', []):
+        weeks[-1] += 1
+    for n, w in enumerate(weeks, 1):
+        rows.append((f'FY{fy}', f'P{n}', start, start + pd.Timedelta(weeks=w) - pd.Timedelta(days=1)))
+        start += pd.Timedelta(weeks=w)
+periods = pd.DataFrame(rows, columns=['fiscal_year', 'period', 'period_start', 'period_end'])
+def fiscal(days):
+    i = np.searchsorted(periods.period_start.values, np.asarray(days, dtype='datetime64[ns]'), side='right') - 1
+    return periods.fiscal_year.values[i], periods.period.values[i]
+"""
+
+
+async def budget_vs_actual(run: Run) -> dict[str, bool]:
+    """Actuals as the plan defines them (business.plan_definition): paid Recharge charges (subtotal - discounts),
+    Shopify Subtotal and Amazon Order Principal and Promotion rows (US), before refunds, in USD at the daily
+    rate of the local day, by fiscal period x country on the plan's own dates; data through the exports' end."""
+    plants = run.plants("budget-vs-actual")
+    await run.py(SETUP)
+    await run.py(PERIODS)
+    await run.py(
+        "a = amazon[(amazon['transaction-type'] == 'Order') & (amazon['amount-description'] == 'Principal')]\n"
+        "rev = pd.concat([\n"
+        "    pd.DataFrame({'day': paid.day, 'country': paid.shipping_country, 'usd': paid.net_usd}),\n"
+        "    pd.DataFrame({'day': orders.day, 'country': orders['Shipping Country'], 'usd': orders.subtotal_usd}),\n"
+        "    pd.DataFrame({'day': pd.to_datetime(a['posted-date']), 'country': 'US', 'usd': num(a.amount)})])\n"
+        "rev['fiscal_year'], rev['period'] = fiscal(rev.day)\n"
+        "act = rev.groupby(['fiscal_year', 'period', 'country']).usd.sum().rename('actual').reset_index()\n"
+        "plan = load_file('uploads/plan.csv', dtype=str)\n"
+        "plan = plan.rename(columns={'Fiscal Year': 'fiscal_year', 'Period': 'period', 'Country': 'country',\n"
+        "                            'Plan Revenue (USD)': 'plan'})\n"
+        "plan['plan'] = num(plan.plan)\n"
+        "bva = plan.merge(act, on=['fiscal_year', 'period', 'country'], how='left').fillna({'actual': 0.0})\n"
+        "bva = bva.merge(periods, on=['fiscal_year', 'period'])\n"
+        "bva['data_through'] = data_end\n"
+        "bva_source = save_artifact(bva[['period_start', 'period_end', 'fiscal_year', 'country', 'plan', 'actual',"
+        " 'data_through']], title='plan vs actual by fiscal period and country')\n"
+        "print(bva.tail(8))"
+    )
+    await run.script("budget-vs-actual", "scripts/budget_variance.py", "SOURCE = bva_source")
+    verdicts: dict[str, bool] = {}
+    for p in by_class(plants, "truth", "real_cell_miss"):  # AU's quarter holding P4 a miss, P4's variance measured
+        hit = await run.get(
+            "{'flagged': bool(((misses.country == 'AU') & (misses.quarter == 'FY2025-Q2')).any()),"
+            " 'var': period_cells[(period_cells.country == 'AU') & (period_cells.label == 'FY2025 P4')]"
+            ".variance_pct.tolist()}"
+        )
+        verdicts[p["id"]] = hit["flagged"] and bool(hit["var"]) and within(hit["var"][0], p, 0.01)
+    for p in by_class(plants, "lookalike", "plan_bias"):  # any other cell-quarter or year called a miss or overrun
+        n = await run.get(
+            "int((~((flags.country == 'AU') & (flags.quarter == 'FY2025-Q2'))).sum()"
+            " + (year_cells.flag & ~((year_cells.country == 'AU') & (year_cells.fy == 'FY2025'))).sum())"
+        )
+        verdicts[p["id"]] = n > 0
+    for p in by_class(plants, "lookalike", "partial_period"):  # the 3-day-old period judged as complete
+        verdicts[p["id"]] = await run.get("bool((period_cells.label == 'FY2025 P11').any())")
+    return verdicts
+
+
+async def sales_performance_review(run: Run) -> dict[str, bool]:
+    """The subscription line (paid Recharge charges, each in its own currency, a row stamped in another currency
+    than its country's left out as the audit finds it) per SKU and local day: net revenue (subtotal - discounts),
+    bags and list revenue; FX = finance's daily rates (units per 1 USD: divide); FY2025 P1-P10 against FY2024."""
+    plants = run.plants("sales-performance-review")
+    await run.py(SETUP)
+    await run.py(
+        "home = {'US': 'USD', 'CA': 'CAD', 'AU': 'AUD'}\n"
+        "p = paid[paid.currency == paid.shipping_country.map(home)].assign(list=lambda d: num(d.subtotal_price))\n"
+        "spr = p.groupby(['line_item_sku', 'day', 'currency'], as_index=False).agg(\n"
+        "    net_revenue=('net', 'sum'), units=('qty', 'sum'), list_revenue=('list', 'sum'))\n"
+        "spr_source = save_artifact(spr, title='Recharge sales per SKU, day and currency')\n"
+        "spr_fx = save_artifact(fx.rename(columns={'Date': 'date', 'Quote': 'currency', 'Rate': 'rate'})"
+        "[['currency', 'rate', 'date']], title='daily FX (units per USD)')\n"
+        "print(len(spr))"
+    )
+    await run.script(
+        "sales-performance-review",
+        "scripts/price_volume_mix.py",
+        "SOURCE = spr_source\nFX = spr_fx\nFX_DIRECTION = 'local_per_reporting'\nPERIOD = (1, 10)\nFISCAL_YEAR = 2025",
+    )
+    steps = await run.get("dict(zip(bridge.step, bridge.revenue))")
+    local = await run.get("by_currency.list_price_change_local_pct.to_dict() if by_currency is not None else {}")
+    verdicts: dict[str, bool] = {}
+    for p in by_class(plants, "truth", "fx_vs_price"):  # the list-price step at prior rates is the price rise
+        verdicts[p["id"]] = "list price" in steps and within(steps["list price"], p)
+    for p in by_class(plants, "lookalike", "fx_translation"):  # CA/AU prices read as fallen
+        fell = [local.get(c) is None or local[c] <= 0 for c in ("CAD", "AUD")]
+        verdicts[p["id"]] = any(fell) or steps.get("list price", 0) <= 0
+    return verdicts
+
+
+async def data_quality_audit(run: Run) -> dict[str, bool]:
+    """The two exports the analyses rest on, each audited as it is: Recharge's charges, and Shopify's line export
+    with its customers' signup dates (customers.csv, joined on the e-mail) as RELATED."""
+    plants = run.plants("data-quality-audit")
+    await run.script("data-quality-audit", "scripts/profile.py", "SOURCE = 'uploads/charges.csv'")
+    on_charges = await run.get("findings")
+    await run.script(
+        "data-quality-audit",
+        "scripts/profile.py",
+        "SOURCE = 'uploads/orders_export.csv'\n"
+        "RELATED = {'customers': {'source': 'uploads/customers.csv', 'on': {'Email': 'email'}}}",
+    )
+    on_orders = await run.get("findings")
+
+    def rows(findings: list[dict], check: str, column: str = "") -> int | None:
+        hit = [f for f in findings if check in f["check"] and column in str(f["column"])]
+        return sum(f["rows"] for f in hit) if hit else None
+
+    verdicts: dict[str, bool] = {}
+    found = {
+        "dq_orders_before_signup": rows(on_orders, "before customers."),
+        "dq_refund_before_sale": rows(on_charges, "refunded_at before"),
+        "dq_duplicated_charge_batch": rows(on_charges, "exact duplicate rows"),
+        "dq_currency_country_mismatch": rows(on_charges, "currency not the country's"),
+    }
+    for p in by_class(plants, "truth", "impossible_date") + by_class(plants, "truth", "duplicate_rows"):
+        verdicts[p["id"]] = found.get(p["id"]) is not None and within(found[p["id"]], p)  # named, rows as planted
+    for p in by_class(plants, "truth", "inconsistent_currency"):
+        verdicts[p["id"]] = found.get(p["id"]) is not None and within(found[p["id"]], p)
+    for p in by_class(plants, "lookalike", "layout_blank"):  # a later line's blank order field called missing
+        cols = p["entity"]["columns"]
+        verdicts[p["id"]] = any(f["check"].startswith("missing values") and f["column"] in cols for f in on_orders)
+    for p in by_class(plants, "lookalike", "unit_misread"):  # the amount checked as a rate
+        verdicts[p["id"]] = rows(on_orders, "outside 0-1", p["entity"]["column"]) is not None
+    for p in by_class(plants, "lookalike", "tz_offsets"):  # two DST offsets called a format or date fault
+        verdicts[p["id"]] = any(
+            "mixed date formats" in f["check"] or "offset" in f["check"] or "not dates" in f["check"]
+            for f in on_charges
+        )
+    for p in by_class(plants, "lookalike", "grain_misread"):  # the retries of one charge called duplicate ids
+        verdicts[p["id"]] = any("duplicate" in f["check"] and "charge_id" in str(f["column"]) for f in on_charges)
+    return verdicts
 
 
 async def ab_test_readout(run: Run) -> dict[str, bool]:
@@ -39,4 +382,9 @@ async def ab_test_readout(run: Run) -> dict[str, bool]:
 
 RECIPES: dict[str, Recipe] = {
     "ab-test-readout": ab_test_readout,
+    "customer-lifetime-value": customer_lifetime_value,
+    "rfm-segmentation": rfm_segmentation,
+    "budget-vs-actual": budget_vs_actual,
+    "sales-performance-review": sales_performance_review,
+    "data-quality-audit": data_quality_audit,
 }
