@@ -512,6 +512,45 @@ async def profitability(run: Run) -> dict[str, bool]:
     return verdicts
 
 
+async def customer_cohort_retention(run: Run) -> dict[str, bool]:
+    """Not contractual: activity. One row per member purchase (a POS transaction or a web order with a loyalty id,
+    returns and cancelled orders left out) with its day - the store's local day, the web's US/Eastern day: the
+    stores are in six zones, so the day is taken here - and the member's signup date from customers.csv; fiscal
+    quarters (GRAIN = "quarter": buyers who buy a few times a year), DATA_THROUGH the exports' last day."""
+    plants = run.plants("customer-cohort-retention")
+    await run.py(LINES)
+    await run.py(
+        "cust = load_file('uploads/customers.csv', dtype=str)\n"
+        "mem = lines[lines.member_id.notna() & (lines.member_id.astype(str).str.strip() != '')]\n"
+        "act = mem.groupby(['member_id', 'trans_id'], as_index=False).date.min()\n"
+        "act = act.rename(columns={'member_id': 'customer_id', 'date': 'active_at'})\n"
+        "act['acquired_at'] = act.customer_id.map(dict(zip(cust.member_id, cust.signup_date)))\n"
+        "act['active_at'] = act.active_at.dt.strftime('%Y-%m-%d')\n"
+        "act = act[['customer_id', 'active_at', 'acquired_at']]\n"
+        "act_id = save_artifact(act, title='member purchases with signup date')\n"
+        "print(len(act), act.acquired_at.isna().sum())"
+    )
+    await run.script(
+        "customer-cohort-retention",
+        "scripts/retention_matrix.py",
+        "GRAIN = 'quarter'\nDATA_THROUGH = str(data_through.date())\nSOURCE = act_id",
+    )
+    out = await run.get(
+        "{'cohorts': [str(c) for c in cohort_effects[cohort_effects.flagged].cohort], "
+        "'q2': {str(c): (None if pd.isna(v) else float(v)) for c, v in retention.get(2, pd.Series(dtype=float))"
+        ".items()}, 'periods': [str(p) for p in period_effects[period_effects.flagged].period], "
+        "'findings': [str(x) for x in findings.entity] + [str(x) for x in findings.period]}"
+    )
+    verdicts: dict[str, bool] = {}
+    for p in by_class(plants, "truth", "cohort_collapse"):  # the cohort flagged, its quarter-2 retention within
+        c = p["entity"]["cohort"].replace(" ", "-")
+        verdicts[p["id"]] = c in out["cohorts"] and within(out["q2"].get(c), p, 0.01)
+    for p in by_class(plants, "lookalike", "right_censoring"):  # the cut quarter named as a period effect
+        q = p["entity"]["cohort_quarter"].replace(" ", "-")
+        verdicts[p["id"]] = any(q in x for x in out["periods"] + out["findings"])
+    return verdicts
+
+
 RECIPES: dict[str, Recipe] = {
     "budget-vs-actual": budget_vs_actual,
     "sales-performance-review": sales_performance_review,
@@ -521,4 +560,5 @@ RECIPES: dict[str, Recipe] = {
     "discount-effectiveness": discount_effectiveness,
     "kpi-anomaly-detection": kpi_anomaly_detection,
     "profitability": profitability,
+    "customer-cohort-retention": customer_cohort_retention,
 }
