@@ -551,6 +551,40 @@ async def customer_cohort_retention(run: Run) -> dict[str, bool]:
     return verdicts
 
 
+async def demand_forecast(run: Run) -> dict[str, bool]:
+    """Outerwear units per day (sale lines with units > 0, both channels, cancelled orders out; the POS's local
+    day, the web's US/Eastern day), periods.py on fiscal weeks with DATA_END the exports' last day, then
+    forecast.py; the next four fiscal weeks picked from `outlook` by their start (the week under way is its first
+    row)."""
+    plants = run.plants("demand-forecast")
+    await run.py(LINES)
+    await run.py(
+        "ow = lines[(lines.dept == '13') & (lines.units > 0)].groupby('date').units.sum()\n"
+        "ow = ow.reindex(pd.date_range(lines.date.min(), data_through), fill_value=0)\n"
+        "demand = pd.DataFrame({'date': ow.index.strftime('%Y-%m-%d'), 'value': ow.values})\n"
+        "demand_id = save_artifact(demand, title='Outerwear units per day')\n"
+        "print(len(demand), demand.value.sum())"
+    )
+    await run.script(
+        "demand-forecast",
+        "scripts/periods.py",
+        "GRAIN = 'week'\nDATA_END = str(data_through.date())\nSOURCE = demand_id",
+    )
+    await run.script("demand-forecast", "scripts/forecast.py", "SOURCE = periods", timeout=900)
+    out = await run.get(
+        "{'outlook': [{'period': str(r['period']), 'start': str(pd.Timestamp(r['start']).date()), "
+        "'forecast': float(r['forecast'])} for r in outlook.to_dict('records')], "
+        "'partial': [str(r['period']) for r in periods.to_dict('records') if 'partial' in str(r.get('flag'))]}"
+    )
+    verdicts: dict[str, bool] = {}
+    for p in by_class(plants, "truth", "seasonal_forecast"):  # the next four weeks' total within the hold-out's
+        ahead = [r for r in out["outlook"] if "2025-10-19" <= r["start"] <= "2025-11-09"]
+        verdicts[p["id"]] = len(ahead) == 4 and within(sum(r["forecast"] for r in ahead), p)
+    for p in by_class(plants, "lookalike", "partial_week"):  # the partial week not dropped (forecast from)
+        verdicts[p["id"]] = not any(p["entity"]["week"] in x for x in out["partial"])
+    return verdicts
+
+
 RECIPES: dict[str, Recipe] = {
     "budget-vs-actual": budget_vs_actual,
     "sales-performance-review": sales_performance_review,
@@ -561,4 +595,5 @@ RECIPES: dict[str, Recipe] = {
     "kpi-anomaly-detection": kpi_anomaly_detection,
     "profitability": profitability,
     "customer-cohort-retention": customer_cohort_retention,
+    "demand-forecast": demand_forecast,
 }
