@@ -22,7 +22,7 @@ if 'sc_subs' not in globals():
         rate = pd.Series(pd.to_datetime(when)).dt.strftime('%Y-%m').map(sc_fxm).to_numpy()
         return np.where(np.asarray(currency).astype(str) == 'eur', np.asarray(amount, float) * rate,
                         np.asarray(amount, float))
-    sc_accounts = load_file('uploads/sc_accounts.csv', dtype=str)
+    sc_accounts = load_file('uploads/accounts.csv', dtype=str)
     sc_ws = sc_accounts.set_index('workspace_id')
     sc_subs = load_file('uploads/subscriptions.csv', dtype=str)
     for c in ['created', 'start_date', 'current_period_start', 'current_period_end', 'trial_start', 'trial_end',
@@ -522,7 +522,7 @@ async def kpi_anomaly_detection(run: Run) -> dict[str, bool]:
     business calendar with the business's own days (sales-led contracts start and provision on the 1st)."""
     plants = run.plants("kpi-anomaly-detection")
     await run.py(
-        "acc = load_file('uploads/sc_accounts.csv', dtype=str)\n"
+        "acc = load_file('uploads/accounts.csv', dtype=str)\n"
         "signups = acc[['workspace_created_at']].rename(columns={'workspace_created_at': 'created_at'})\n"
         "kpi_src = save_artifact(signups, title='workspace sign-ups')\n"
         "print(len(signups))"
