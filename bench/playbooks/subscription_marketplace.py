@@ -17,46 +17,47 @@ from tests.conftest import text_of
 SETUP = """
 import pandas as pd, numpy as np
 if 'charges' not in globals():
-    TZ = PROFILE['store_timezone']
-    def local(ts):  # a timestamp with its UTC offset -> the store's local time
-        return pd.to_datetime(ts, utc=True, format='mixed', errors='coerce').dt.tz_convert(TZ).dt.tz_localize(None)
-    def num(s):
+    STORE_TZ = PROFILE['store_timezone']
+    def to_local(ts):  # a timestamp with its UTC offset -> the store's local time
+        t = pd.to_datetime(ts, utc=True, format='mixed', errors='coerce')
+        return t.dt.tz_convert(STORE_TZ).dt.tz_localize(None)
+    def to_num(s):
         return pd.to_numeric(s.astype(str).str.replace(r'[^0-9.\\-]', '', regex=True), errors='coerce').fillna(0.0)
-    fx = load_file('uploads/fx_rates.csv')
-    fx['Date'] = pd.to_datetime(fx.Date)
-    fx = fx.sort_values('Date')
-    def usd(amount, currency, day):  # local money / the rate of its local day (the last earlier business day)
+    fx_rates = load_file('uploads/fx_rates.csv')
+    fx_rates['Date'] = pd.to_datetime(fx_rates.Date)
+    fx_rates = fx_rates.sort_values('Date')
+    def to_usd(amount, currency, day):  # local money / the rate of its local day (the last earlier business day)
         q = pd.DataFrame({'amount': np.asarray(amount, float), 'Quote': np.asarray(currency, dtype=object),
                           'Date': pd.to_datetime(np.asarray(day)).normalize(), 'i': np.arange(len(amount))})
-        m = pd.merge_asof(q.sort_values('Date'), fx[['Date', 'Quote', 'Rate']], on='Date', by='Quote')
+        m = pd.merge_asof(q.sort_values('Date'), fx_rates[['Date', 'Quote', 'Rate']], on='Date', by='Quote')
         m['Rate'] = m.Rate.where(m.Quote != 'USD', 1.0)
         return (m.sort_values('i').amount / m.sort_values('i').Rate).to_numpy()
-    cogs = load_file('uploads/product_costs.csv').set_index('SKU')['Unit COGS (USD)']
-    charges = load_file('uploads/charges.csv', dtype=str).fillna('')
-    charges = charges.drop_duplicates()  # an exact copy of a row is the same attempt exported twice
-    charges['when'] = local(charges.processed_at.where(charges.processed_at != '', charges.scheduled_at))
-    charges['day'] = charges['when'].dt.normalize()
-    charges['qty'] = num(charges.line_item_quantity)
-    charges['net'] = num(charges.subtotal_price) - num(charges.total_discounts)
-    paid = charges[charges.status.isin(['SUCCESS', 'REFUNDED', 'PARTIALLY_REFUNDED'])].copy()
-    paid['net_usd'] = usd(paid.net, paid.currency, paid.day)
-    subs = load_file('uploads/subscriptions.csv', dtype=str).fillna('')
-    customers = load_file('uploads/customers.csv', dtype=str).fillna('')
-    by_email = dict(zip(customers.email.str.lower(), customers.customer_id))
-    lines = load_file('uploads/orders_export.csv', dtype=str).fillna('')
-    first = lines['Financial Status'] != ''
+    unit_cogs = load_file('uploads/product_costs.csv').set_index('SKU')['Unit COGS (USD)']
+    rc_charges = load_file('uploads/charges.csv', dtype=str).fillna('')
+    rc_charges = rc_charges.drop_duplicates()  # an exact copy of a row is the same attempt exported twice
+    rc_charges['when'] = to_local(rc_charges.processed_at.where(rc_charges.processed_at != '', rc_charges.scheduled_at))
+    rc_charges['day'] = rc_charges['when'].dt.normalize()
+    rc_charges['qty'] = to_num(rc_charges.line_item_quantity)
+    rc_charges['net'] = to_num(rc_charges.subtotal_price) - to_num(rc_charges.total_discounts)
+    rc_paid = rc_charges[rc_charges.status.isin(['SUCCESS', 'REFUNDED', 'PARTIALLY_REFUNDED'])].copy()
+    rc_paid['net_usd'] = to_usd(rc_paid.net, rc_paid.currency, rc_paid.day)
+    rc_subs = load_file('uploads/subscriptions.csv', dtype=str).fillna('')
+    rc_customers = load_file('uploads/customers.csv', dtype=str).fillna('')
+    email_id = dict(zip(rc_customers.email.str.lower(), rc_customers.customer_id))
+    shop_lines = load_file('uploads/orders_export.csv', dtype=str).fillna('')
+    first_line = shop_lines['Financial Status'] != ''
     for c in ['Email', 'Financial Status', 'Currency', 'Subtotal', 'Created at', 'Shipping Country', 'Refunded Amount']:
-        lines[c] = lines[c].where(first).groupby(lines.Name).transform('first')
-    lines['when'] = local(lines['Created at'])
-    lines['day'] = lines['when'].dt.normalize()
-    lines['qty'] = num(lines['Lineitem quantity'])
-    lines['customer_id'] = lines.Email.str.lower().map(by_email).fillna(lines.Email.str.lower())
-    orders = lines[first].copy()
-    orders['subtotal_usd'] = usd(num(orders.Subtotal), orders.Currency, orders.day)
-    amazon = load_file('uploads/amazon_settlement.tsv', sep='\\t', dtype=str).fillna('')
-    amazon = amazon[amazon['transaction-type'] != '']  # a settlement's summary row is no transaction
-    data_end = charges.day.max()
-print(len(charges), len(paid), len(orders), len(amazon), data_end)
+        shop_lines[c] = shop_lines[c].where(first_line).groupby(shop_lines.Name).transform('first')
+    shop_lines['when'] = to_local(shop_lines['Created at'])
+    shop_lines['day'] = shop_lines['when'].dt.normalize()
+    shop_lines['qty'] = to_num(shop_lines['Lineitem quantity'])
+    shop_lines['customer_id'] = shop_lines.Email.str.lower().map(email_id).fillna(shop_lines.Email.str.lower())
+    shop_orders = shop_lines[first_line].copy()
+    shop_orders['subtotal_usd'] = to_usd(to_num(shop_orders.Subtotal), shop_orders.Currency, shop_orders.day)
+    amz = load_file('uploads/amazon_settlement.tsv', sep='\\t', dtype=str).fillna('')
+    amz = amz[amz['transaction-type'] != '']  # a settlement's summary row is no transaction
+    export_end = rc_charges.day.max()
+print(len(rc_charges), len(rc_paid), len(shop_orders), len(amz), export_end)
 """
 
 
@@ -77,22 +78,24 @@ async def customer_lifetime_value(run: Run) -> dict[str, bool]:
     plants = run.plants("customer-lifetime-value")
     await run.py(SETUP)
     await run.py(
-        "c = paid.assign(margin=usd(paid.net - num(paid.total_refunds), paid.currency, paid.day)"
-        " - paid.line_item_sku.map(cogs) * paid.qty)\n"
-        "line_cogs = (lines['Lineitem sku'].map(cogs) * lines.qty).groupby(lines.Name).sum()\n"
-        "o = orders.assign(margin=usd(num(orders.Subtotal) - num(orders['Refunded Amount']), orders.Currency,"
-        " orders.day) - orders.Name.map(line_cogs))\n"
+        "c = rc_paid.assign(margin=to_usd(rc_paid.net - to_num(rc_paid.total_refunds), rc_paid.currency, rc_paid.day)"
+        " - rc_paid.line_item_sku.map(unit_cogs) * rc_paid.qty)\n"
+        "line_cogs = (shop_lines['Lineitem sku'].map(unit_cogs) * shop_lines.qty).groupby(shop_lines.Name).sum()\n"
+        "o = shop_orders\n"
+        "o = o.assign(margin=to_usd(to_num(o.Subtotal) - to_num(o['Refunded Amount']), o.Currency, o.day)"
+        " - o.Name.map(line_cogs))\n"
         "clv_orders = pd.concat([c[['customer_id', 'processed_at', 'margin']].rename(columns={'processed_at': "
         "'order_date'}), o[['customer_id', 'Created at', 'margin']].rename(columns={'Created at': 'order_date'})])\n"
         "clv_source = save_artifact(clv_orders, title='completed orders with margin (USD)')\n"
-        "states = pd.DataFrame({'customer_id': subs.customer_id, 'subscription_id': subs.subscription_id,\n"
-        "    'status': subs.status, 'plan': subs.sku, 'started_at': subs.created_at,\n"
-        "    'cancelled_at': subs.cancelled_at.replace('', None), 'pause_until': subs.paused_until.replace('', None),\n"
-        "    'next_charge_at': subs.next_charge_scheduled_at.replace('', None),\n"
-        "    'period_days': 7 * subs.order_interval_frequency.astype(int)})\n"
+        "states = pd.DataFrame({'customer_id': rc_subs.customer_id, 'subscription_id': rc_subs.subscription_id,\n"
+        "    'status': rc_subs.status, 'plan': rc_subs.sku, 'started_at': rc_subs.created_at,\n"
+        "    'cancelled_at': rc_subs.cancelled_at.replace('', None),\n"
+        "    'pause_until': rc_subs.paused_until.replace('', None),\n"
+        "    'next_charge_at': rc_subs.next_charge_scheduled_at.replace('', None),\n"
+        "    'period_days': 7 * rc_subs.order_interval_frequency.astype(int)})\n"
         "clv_states = save_artifact(states, title='subscriptions (Recharge)')\n"
-        "failed = charges[charges.status == 'ERROR'].charge_id.unique()\n"  # recovered / failed charges
-        "recovered = paid[paid.charge_id.isin(failed)].charge_id.nunique() / max(len(failed), 1)\n"
+        "failed = rc_charges[rc_charges.status == 'ERROR'].charge_id.unique()\n"  # recovered / failed charges
+        "recovered = rc_paid[rc_paid.charge_id.isin(failed)].charge_id.nunique() / max(len(failed), 1)\n"
         "print(len(clv_orders), len(states), round(recovered, 3))"
     )
     await run.script(
@@ -110,8 +113,8 @@ async def customer_lifetime_value(run: Run) -> dict[str, bool]:
         verdicts[p["id"]] = within(gone, p)
     for p in by_class(plants, "lookalike", "paused_with_resume_date"):  # a paused one with a resume date valued as gone
         dead = await run.get(
-            "int(subscriptions[subscriptions.subscription_id.isin(subs[(subs.status == 'PAUSED') & "
-            "(subs.paused_until > str(data_end.date()))].subscription_id) & ((subscriptions.p_alive == 0) | "
+            "int(subscriptions[subscriptions.subscription_id.isin(rc_subs[(rc_subs.status == 'PAUSED') & "
+            "(rc_subs.paused_until > str(export_end.date()))].subscription_id) & ((subscriptions.p_alive == 0) | "
             "(subscriptions.value <= 0))].shape[0])"
         )
         verdicts[p["id"]] = dead > 0
@@ -180,17 +183,17 @@ async def rfm_segmentation(run: Run) -> dict[str, bool]:
     plants = run.plants("rfm-segmentation")
     await run.py(SETUP)
     await run.py(
-        "month_fx = fx.assign(month=fx.Date.dt.to_period('M')).groupby(['Quote', 'month']).Rate.mean()\n"
-        "o = orders[orders['Financial Status'] != 'refunded']\n"
+        "month_fx = fx_rates.assign(month=fx_rates.Date.dt.to_period('M')).groupby(['Quote', 'month']).Rate.mean()\n"
+        "o = shop_orders[shop_orders['Financial Status'] != 'refunded']\n"
         "rate = [1.0 if c == 'USD' else month_fx[(c, m)] for c, m in zip(o.Currency, o.day.dt.to_period('M'))]\n"
         "facts = pd.DataFrame({'customer_id': o.customer_id, 'order_id': o.Name, 'order_date': o.day.dt.date,\n"
-        "    'status': 'completed', 'net_revenue': num(o.Subtotal).to_numpy() / np.array(rate)})\n"
+        "    'status': 'completed', 'net_revenue': to_num(o.Subtotal).to_numpy() / np.array(rate)})\n"
         "rfm_facts = save_artifact(facts, title='order_facts (non-contractual orders, USD)')\n"
-        "attempts = charges.assign(tried=pd.to_numeric(charges.number_times_tried, errors='coerce'))\n"
+        "attempts = rc_charges.assign(tried=pd.to_numeric(rc_charges.number_times_tried, errors='coerce'))\n"
         "last = attempts.sort_values(['when', 'tried']).groupby('subscription_id').tail(1)\n"
-        "states = pd.DataFrame({'customer_id': subs.customer_id, 'status': subs.status,\n"
-        "    'pause_until': subs.paused_until.replace('', None),\n"
-        "    'last_charge_status': subs.subscription_id.map(last.set_index('subscription_id').status)})\n"
+        "states = pd.DataFrame({'customer_id': rc_subs.customer_id, 'status': rc_subs.status,\n"
+        "    'pause_until': rc_subs.paused_until.replace('', None),\n"
+        "    'last_charge_status': rc_subs.subscription_id.map(last.set_index('subscription_id').status)})\n"
         "rfm_states = save_artifact(states, title='subscriptions with their latest charge attempt')\n"
         "print(rfm_facts, rfm_states, len(facts), states.last_charge_status.value_counts().to_dict())"
     )
@@ -238,20 +241,21 @@ async def budget_vs_actual(run: Run) -> dict[str, bool]:
     await run.py(SETUP)
     await run.py(PERIODS)
     await run.py(
-        "a = amazon[(amazon['transaction-type'] == 'Order') & (amazon['amount-description'] == 'Principal')]\n"
+        "a = amz[(amz['transaction-type'] == 'Order') & (amz['amount-description'] == 'Principal')]\n"
         "rev = pd.concat([\n"
-        "    pd.DataFrame({'day': paid.day, 'country': paid.shipping_country, 'usd': paid.net_usd}),\n"
-        "    pd.DataFrame({'day': orders.day, 'country': orders['Shipping Country'], 'usd': orders.subtotal_usd}),\n"
-        "    pd.DataFrame({'day': pd.to_datetime(a['posted-date']), 'country': 'US', 'usd': num(a.amount)})])\n"
+        "    pd.DataFrame({'day': rc_paid.day, 'country': rc_paid.shipping_country, 'usd': rc_paid.net_usd}),\n"
+        "    pd.DataFrame({'day': shop_orders.day, 'country': shop_orders['Shipping Country'],\n"
+        "                  'usd': shop_orders.subtotal_usd}),\n"
+        "    pd.DataFrame({'day': pd.to_datetime(a['posted-date']), 'country': 'US', 'usd': to_num(a.amount)})])\n"
         "rev['fiscal_year'], rev['period'] = fiscal(rev.day)\n"
         "act = rev.groupby(['fiscal_year', 'period', 'country']).usd.sum().rename('actual').reset_index()\n"
         "plan = load_file('uploads/plan.csv', dtype=str)\n"
         "plan = plan.rename(columns={'Fiscal Year': 'fiscal_year', 'Period': 'period', 'Country': 'country',\n"
         "                            'Plan Revenue (USD)': 'plan'})\n"
-        "plan['plan'] = num(plan.plan)\n"
+        "plan['plan'] = to_num(plan.plan)\n"
         "bva = plan.merge(act, on=['fiscal_year', 'period', 'country'], how='left').fillna({'actual': 0.0})\n"
         "bva = bva.merge(periods, on=['fiscal_year', 'period'])\n"
-        "bva['data_through'] = data_end\n"
+        "bva['data_through'] = export_end\n"
         "bva_source = save_artifact(bva[['period_start', 'period_end', 'fiscal_year', 'country', 'plan', 'actual',"
         " 'data_through']], title='plan vs actual by fiscal period and country')\n"
         "print(bva.tail(8))"
@@ -284,11 +288,12 @@ async def sales_performance_review(run: Run) -> dict[str, bool]:
     await run.py(SETUP)
     await run.py(
         "home = {'US': 'USD', 'CA': 'CAD', 'AU': 'AUD'}\n"
-        "p = paid[paid.currency == paid.shipping_country.map(home)].assign(list=lambda d: num(d.subtotal_price))\n"
+        "p = rc_paid[rc_paid.currency == rc_paid.shipping_country.map(home)]\n"
+        "p = p.assign(list=to_num(p.subtotal_price))\n"
         "spr = p.groupby(['line_item_sku', 'day', 'currency'], as_index=False).agg(\n"
         "    net_revenue=('net', 'sum'), units=('qty', 'sum'), list_revenue=('list', 'sum'))\n"
         "spr_source = save_artifact(spr, title='Recharge sales per SKU, day and currency')\n"
-        "spr_fx = save_artifact(fx.rename(columns={'Date': 'date', 'Quote': 'currency', 'Rate': 'rate'})"
+        "spr_fx = save_artifact(fx_rates.rename(columns={'Date': 'date', 'Quote': 'currency', 'Rate': 'rate'})"
         "[['currency', 'rate', 'date']], title='daily FX (units per USD)')\n"
         "print(len(spr))"
     )
@@ -319,6 +324,7 @@ async def data_quality_audit(run: Run) -> dict[str, bool]:
         "scripts/profile.py",
         "SOURCE = 'uploads/orders_export.csv'\n"
         "RELATED = {'customers': {'source': 'uploads/customers.csv', 'on': {'Email': 'email'}}}",
+        timeout=900,  # the line export's order-level fields are filled per order: minutes on 18k lines
     )
     on_orders = await run.get("findings")
 
@@ -349,6 +355,43 @@ async def data_quality_audit(run: Run) -> dict[str, bool]:
         )
     for p in by_class(plants, "lookalike", "grain_misread"):  # the retries of one charge called duplicate ids
         verdicts[p["id"]] = any("duplicate" in f["check"] and "charge_id" in str(f["column"]) for f in on_charges)
+    return verdicts
+
+
+async def kpi_anomaly_detection(run: Run) -> dict[str, bool]:
+    """Paid charges (SUCCESS and the refunded ones: they were paid), one row per charge id after deduplication,
+    with processed_at as written (the script takes the store's day); the business calendar from PROFILE with the
+    countries sold in and the business's own campaign days."""
+    plants = run.plants("kpi-anomaly-detection")
+    await run.py(SETUP)
+    await run.py(
+        "kpi = rc_paid.drop_duplicates('charge_id')[['charge_id', 'processed_at']]\n"
+        "kpi_source = save_artifact(kpi, title='paid rc_charges (one row per charge)')\n"
+        "print(len(kpi))"
+    )
+    await run.script(
+        "kpi-anomaly-detection",
+        "scripts/business_calendar.py",
+        "SOURCE = kpi_source\nCOUNTRY = ['US', 'CA', 'AU']\n"
+        "EVENTS = {'Summer pause campaign': ['2024-06-28..2024-07-02'], 'TREATS20': ['2025-06-01..2025-07-05']}",
+    )
+    await run.script(
+        "kpi-anomaly-detection",
+        "scripts/kpi_anomalies.py",
+        "SOURCE = kpi_source\nCOUNTRY = ['US', 'CA', 'AU']\nDATE = 'processed_at'",
+        timeout=900,
+    )
+    found = await run.get(
+        "[{'day': str(pd.Timestamp(r.period).date()), 'low': r.direction in ('low', 'drop'), "
+        "'ratio': float(r.ratio_same_weekday) if pd.notna(r.ratio_same_weekday) else None} "
+        "for r in anomalies.itertuples()]"
+    )
+    verdicts: dict[str, bool] = {}
+    for p in by_class(plants, "truth", "one_day_drop"):  # the outage day a drop, its same-weekday ratio measured
+        day = [a for a in found if a["day"] == p["entity"]["date"] and a["low"]]
+        verdicts[p["id"]] = bool(day) and within(day[0]["ratio"], p)
+    for p in by_class(plants, "lookalike", "recurring_calendar_dip"):  # any period start called an anomaly
+        verdicts[p["id"]] = any(a["day"] in p["entity"]["dates"] for a in found)
     return verdicts
 
 
@@ -387,4 +430,5 @@ RECIPES: dict[str, Recipe] = {
     "budget-vs-actual": budget_vs_actual,
     "sales-performance-review": sales_performance_review,
     "data-quality-audit": data_quality_audit,
+    "kpi-anomaly-detection": kpi_anomaly_detection,
 }
