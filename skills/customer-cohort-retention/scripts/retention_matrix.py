@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-CURVE_PERIODS = 8  # the average curve covers periods 0..CURVE_PERIODS, over the cohorts observed that long
+CURVE_PERIODS = 8  # the average curve: periods 0..8, over the cohorts observed that long
 PROFILE = globals().get("PROFILE") or {}
 assumed_facts: list[str] = []
 warnings_out: list[str] = []
@@ -28,15 +28,11 @@ calendar = PROFILE.get("fiscal_calendar") or {}
 
 
 def table(ref):
-    if ref is None:
-        return None
-    if isinstance(ref, pd.DataFrame):
-        return ref.copy()
-    return load_artifact(ref)  # noqa: F821 - run_python's helper
+    return ref if ref is None or isinstance(ref, pd.DataFrame) else load_artifact(ref)  # noqa: F821
 
 
 def local_day(values) -> pd.Series:
-    """Dates in the store's day: times with a UTC offset converted to the store's time zone, then the date."""
+    """The date in the store's day (UTC offsets and Unix seconds converted to the store's time zone)."""
     raw = pd.Series(values)
     if pd.api.types.is_numeric_dtype(raw) and raw.dropna().between(9e8, 2.2e9).all():
         parsed = pd.to_datetime(raw, unit="s", utc=True)
@@ -56,7 +52,6 @@ def local_day(values) -> pd.Series:
 
 
 def fiscal_periods(lo: pd.Timestamp, hi: pd.Timestamp) -> pd.DataFrame:
-    """The business's periods covering lo..hi: start, end, fiscal year name, period number, quarter."""
     kind = calendar.get("kind") or "calendar-month"
     naming = calendar.get("year_naming")
     first = pd.Timestamp(calendar.get("first_day") or "2000-01-01")
@@ -112,7 +107,7 @@ events_mode = source is None or "active_customers" not in source.columns
 if contractual in (True, "mixed", "true") and subs is None:
     warnings_out.append(
         "WARNING: PROFILE says contractual but no SUBSCRIPTIONS given: this is ACTIVITY (a charge in the period), "
-        "not retention - a paused or annual subscriber is not lost; give SUBSCRIPTIONS"
+        "not retention - a paused or annual subscriber is not lost"
     )
 if contractual is None:
     assumed_facts.append("contractual UNKNOWN (read as activity retention; run business-profile)")
@@ -120,7 +115,6 @@ else:
     assumed_facts.append(f"contractual={contractual}")
 
 if events_mode:
-    # ---- (a) events: cohorts and periods built here, on the business's calendar ----
     if not calendar:
         assumed_facts.append("calendar months (PROFILE has no fiscal_calendar)")
     else:
@@ -148,7 +142,7 @@ if events_mode:
     else:
         through = max(d for d in dates if pd.notna(d))
         assumed_facts.append(f"data through {through.date()} (the latest date in the exports; else set DATA_THROUGH)")
-    data_start = min(d for d in dates if pd.notna(d))
+    data_start = pd.Timestamp(globals().get("DATA_START") or dates[0]).normalize()  # the exports' first day
     periods = fiscal_periods(data_start, through)
 
     def ord_of(days: pd.Series) -> np.ndarray:
@@ -215,7 +209,7 @@ if events_mode:
     period_end = dict(enumerate(periods.end))
     grain_word = "quarter" if grain.startswith("q") else "period"
 else:
-    # ---- (b) counts made by SQL: cohorts labelled 2024-Q1 (or FY2025-Q1 with cohort_start) ----
+    # (b) counts from SQL: cohorts 2024-Q1 (FY2025-Q1 with cohort_start)
     counts = source
     since = next(c for c in ("quarters_since", "periods_since", "months_since") if c in counts.columns)
     step = 1 if since == "months_since" else 3
@@ -234,10 +228,7 @@ else:
                 index=matrix.index,
             )
         except ValueError as e:
-            raise ValueError(
-                f"cohort labels must be calendar quarters like 2024-Q1 (got {list(matrix.index[:2])}); for other "
-                "labels (a fiscal FY2025-Q1) give each cohort's first day as a cohort_start column"
-            ) from e
+            raise ValueError(f"cohorts must read 2024-Q1 (got {matrix.index[0]}), else give cohort_start") from e
     months = first_day.dt.year * 12 + first_day.dt.month - 1
     base = int(months.min())
     cohort_ordinal = ((months - base) // step).astype(int)
@@ -276,7 +267,7 @@ if through is not None:
     cut = [(c, k) for (c, k), o in cells.items() if period_end[o] > through]
     for c, k in cut:
         matrix.loc[c, k] = np.nan
-        if activity_counts is not None and activity_counts is not matrix and c in activity_counts.index:
+        if activity_counts is not None and c in activity_counts.index:
             activity_counts.loc[c, k] = np.nan
     if cut:
         o = max(cells[x] for x in cut)
@@ -321,7 +312,7 @@ else:
 
 # ---- cohort x calendar period: a dip in ONE calendar period across cohorts is one period effect ----
 # Buyers: each cohort's active share in calendar period p against its own p-1 and p+1 (a dip); subscriptions: churn
-# in the period against the churn all cohorts show at that age (a spike); pooled over the cohorts. Flagged: pooled ratio <= 0.9 (churn >= 1.5), beyond Poisson chance (Bonferroni, 1 %), and still
+# in the period against the daily churn all cohorts show at that age x the period's days (a spike); pooled. Flagged: pooled ratio <= 0.9 (churn >= 1.5), beyond Poisson chance (Bonferroni, 1 %), and still
 # so with any one cohort left out (one big cohort's collapse is a cohort effect, not a period's).
 contract_rows = subs is not None if events_mode else False
 if contract_rows:
@@ -331,11 +322,13 @@ else:
     at_risk = matrix.notna().mul(sizes, axis=0).where(matrix.notna())
     share = matrix / at_risk
 by_period: dict[int, list[tuple[str, float, float]]] = {}
-hazard = (at_risk - matrix).sum() / at_risk.sum()  # subscriptions: churn expected at each age, all cohorts
+days = {o: (period_end[o] - period_start[o]).days + 1 for o in period_end}
+length = pd.DataFrame({k: [days.get(o + k, np.nan) for o in cohort_ordinal] for k in matrix}, index=matrix.index)
+hazard = (at_risk - matrix).sum() / (at_risk * length).sum()  # subscriptions: churn a day at each age, all cohorts
 for c in matrix.index:
     for k in matrix.columns[0 if contract_rows else 2 : -1]:
         here, near = share.loc[c, k], share.loc[c, [k - 1, k + 1]] if k else share.loc[c, [k + 1]]
-        base = hazard[k] if contract_rows else near.mean()
+        base = hazard[k] * length.loc[c, k] if contract_rows else near.mean()
         if pd.notna(here) and near.notna().all() and at_risk.loc[c, k] > 0:
             by_period.setdefault(int(cohort_ordinal[c]) + k, []).append((c, here * at_risk.loc[c, k], base * at_risk.loc[c, k]))
 cols = ["period", "period_start", "period_end", "cohorts", "ratio", "ratio_leave_one_out", "observed", "expected"]

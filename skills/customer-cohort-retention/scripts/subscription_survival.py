@@ -81,9 +81,9 @@ if globals().get("MRR") is not None:
         nrr, grr = g.later.sum() / g.mrr.sum(), np.minimum(g.later, g.mrr).sum() / g.mrr.sum()
         out.append((name, len(g), round(float((g.later > 0).mean()), 4), round(float(nrr), 4), round(float(grr), 4)))
     segments = pd.DataFrame(out, columns=["segment", "customers", "logo_retention", "nrr", "grr"])
-    typical = segments.logo_retention[segments.segment != "all"].median()
+    # NRR above 100 % with a fifth or more of the logos lost: expansion of the survivors hides the churn
     segments["finding"] = [
-        "loses logos while its revenue grows: report both" if s != "all" and n > 1 and lr < typical - 0.1 else ""
+        "loses logos while its revenue grows: report both" if s != "all" and n > 1 and lr < 0.8 else ""
         for s, n, lr in zip(segments.segment, segments.nrr, segments.logo_retention)
     ]
     notes.append(f"logo retention and NRR from MRR snapshots {frm.date()} -> {to.date()} at the FX given")
