@@ -395,6 +395,105 @@ async def kpi_anomaly_detection(run: Run) -> dict[str, bool]:
     return verdicts
 
 
+async def profitability(run: Run) -> dict[str, bool]:
+    """One frame per channel x SKU x country x currency x month: net revenue after discounts and refunds, COGS and
+    the channel's variable costs in each row's own currency with the month's fx_rate (USD per 1 unit): Recharge
+    boxes (payment fee and pick/pack/ship per box from the business's cost sheet), Shopify lines (payment fee and
+    pick/pack/ship per order), Amazon's settlement rows (referral and FBA fees from its fee lines, the account-level
+    Storage and Subscription fees on CHK-30, its only product; tax lines left out)."""
+    plants = run.plants("profitability")
+    costs = run.business["channels"]
+    box = costs["recharge_subscription"]["variable_costs"]["pick_pack_ship_usd_per_box"]
+    await run.py(SETUP)
+    await run.py(
+        f"BOX = {box!r}\n"
+        f"ORDER_SHIP = {costs['shopify_one_off']['variable_costs']['pick_pack_ship_usd_per_order']!r}\n"
+        "usd_per = lambda cur, day: to_usd(np.ones(len(cur)), cur, day)  # USD per 1 unit of the row's currency\n"
+        "c = rc_paid\n"
+        "rate = usd_per(c.currency, c.day)\n"
+        "size = c.line_item_sku.str[-2:].astype(int).astype(str) + 'lb'\n"
+        "rc = pd.DataFrame({'channel': 'recharge', 'sku': c.line_item_sku, 'country': c.shipping_country,\n"
+        "    'currency': c.currency, 'month': c.day.dt.to_period('M').astype(str), 'rate': rate,\n"
+        "    'net_revenue': c.net - to_num(c.total_refunds), 'units': c.qty,\n"
+        "    'cogs': c.qty * c.line_item_sku.map(unit_cogs) / rate,\n"
+        "    'payment_fees': 0.029 * to_num(c.total_price) + 0.30 / rate, 'shipping': size.map(BOX) / rate})\n"
+        "l = shop_lines\n"
+        "rate = usd_per(l.Currency, l.day)\n"
+        "one = ~l.Name.duplicated()\n"
+        "line = to_num(l['Lineitem price']) * l.qty - to_num(l['Lineitem discount'])\n"
+        "sh = pd.DataFrame({'channel': 'shopify', 'sku': l['Lineitem sku'], 'country': l['Shipping Country'],\n"
+        "    'currency': l.Currency, 'month': l.day.dt.to_period('M').astype(str), 'rate': rate,\n"
+        "    'net_revenue': line - np.where(one, to_num(l['Refunded Amount']), 0.0), 'units': l.qty,\n"
+        "    'cogs': l.qty * l['Lineitem sku'].map(unit_cogs) / rate,\n"
+        "    'payment_fees': 0.029 * line + np.where(one, 0.30 / rate, 0.0),\n"
+        "    'shipping': np.where(one, ORDER_SHIP / rate, 0.0)})\n"
+        "a = amz[amz['amount-type'] != 'ItemWithheldTax']\n"
+        "a = a[~((a['amount-type'] == 'ItemPrice') & (a['amount-description'] == 'Tax'))]\n"
+        "amount = to_num(a.amount)\n"
+        "what = a['amount-description']\n"
+        "units = np.where((a['transaction-type'] == 'Order') & (a['amount-type'] == 'ItemPrice'),"
+        " to_num(a['quantity-purchased']), 0.0)\n"
+        "am = pd.DataFrame({'channel': 'amazon', 'sku': 'CHK-30', 'country': 'US', 'currency': 'USD',\n"
+        "    'month': pd.to_datetime(a['posted-date']).dt.to_period('M').astype(str), 'rate': 1.0,\n"
+        "    'net_revenue': np.where(what == 'Principal', amount, 0.0), 'units': units,\n"
+        "    'cogs': units * unit_cogs['CHK-30'],\n"
+        "    'referral_fees': -np.where(what.isin(['Commission', 'RefundCommission']), amount, 0.0),\n"
+        "    'fba_fees': -np.where(what.isin(['FBAPerUnitFulfillmentFee', 'Storage Fee', 'Subscription Fee']),"
+        " amount, 0.0)})\n"
+        "rows = pd.concat([rc, sh, am], ignore_index=True).fillna({'referral_fees': 0.0, 'fba_fees': 0.0,"
+        " 'payment_fees': 0.0, 'shipping': 0.0})\n"
+        "keys = ['channel', 'sku', 'country', 'currency', 'month']\n"
+        "prof = rows.drop(columns='rate').groupby(keys, as_index=False).sum()\n"
+        "prof['fx_rate'] = prof.set_index(keys).index.map(rows.groupby(keys).rate.mean())\n"
+        "prof_source = save_artifact(prof, title='contribution inputs by channel, SKU, country and month')\n"
+        "print(prof.groupby('channel')[['net_revenue', 'cogs']].sum())"
+    )
+    await run.script("profitability", "scripts/loss_cells.py", "SOURCE = prof_source")
+    cell = await run.get(
+        "cells[(cells.dimensions == 'channel x sku') & (cells.channel == 'amazon') & (cells.sku == 'CHK-30')]"
+        "[['contribution', 'gross_margin', 'flagged']].to_dict('records')"
+    )
+    verdicts: dict[str, bool] = {}
+    for p in by_class(plants, "truth", "negative_contribution"):  # amazon x CHK-30 a loss cell, its contribution
+        verdicts[p["id"]] = bool(cell) and cell[0]["flagged"] and within(cell[0]["contribution"], p)
+    for p in by_class(plants, "lookalike", "gross_margin_only"):  # the cell judged profitable on its gross margin
+        verdicts[p["id"]] = bool(cell) and not cell[0]["flagged"]
+    return verdicts
+
+
+async def returns_and_cancellations(run: Run) -> dict[str, bool]:
+    """Subscriptions: one row per paid charge, deduplicated on its id, only subscriptions whose first box
+    (CHECKOUT) is in the export; shipped = paid, returned = refunded or partly refunded; plan = the box's SKU;
+    drivers the box number (rank of the paid charges by processed_at: 1, 2, 3+) and the billing interval."""
+    plants = run.plants("returns-and-cancellations")
+    await run.py(SETUP)
+    await run.py(
+        "c = rc_paid.drop_duplicates('charge_id').sort_values(['subscription_id', 'when'])\n"
+        "c = c.assign(n=c.groupby('subscription_id').cumcount() + 1)\n"
+        "c = c[c.subscription_id.isin(c[(c.n == 1) & (c.type == 'CHECKOUT')].subscription_id)]\n"
+        "interval = rc_subs.set_index('subscription_id').order_interval_frequency\n"
+        "ret = pd.DataFrame({'plan': c.line_item_sku, 'box': np.where(c.n >= 3, '3+', c.n.astype(str)),\n"
+        "    'interval': c.subscription_id.map(interval).fillna('?') + ' weeks', 'shipped': 1,\n"
+        "    'returned': c.status.isin(['REFUNDED', 'PARTIALLY_REFUNDED']).astype(int)})\n"
+        "ret = ret.groupby(['plan', 'box', 'interval'], as_index=False)[['shipped', 'returned']].sum()\n"
+        "ret_source = save_artifact(ret, title='paid boxes and refunds by plan, box number and interval')\n"
+        "print(ret.groupby('box')[['shipped', 'returned']].sum())"
+    )
+    await run.script("returns-and-cancellations", "scripts/return_outliers.py", "SOURCE = ret_source\nITEM = 'plan'")
+    rows = await run.get(
+        "{str(r['plan']): {'flagged': bool(r['flagged']), 'ratio': float(r['standardized_ratio'])}"
+        " for r in rates.to_dict('records')}"
+    )
+    verdicts: dict[str, bool] = {}
+    for p in by_class(plants, "truth", "real_excess"):  # the plan flagged beyond its box mix, its ratio measured
+        r = rows.get(p["entity"]["plan"])
+        verdicts[p["id"]] = bool(r) and r["flagged"] and within(r["ratio"], p)
+    for p in by_class(plants, "lookalike", "mix_effect"):  # the first-box-heavy plan flagged
+        r = rows.get(p["entity"]["plan"])
+        verdicts[p["id"]] = bool(r) and r["flagged"]
+    return verdicts
+
+
 async def ab_test_readout(run: Run) -> dict[str, bool]:
     """One row per pet profile; the unit comes from PROFILE (randomised by account). Each test read on its own."""
     plants = run.plants("ab-test-readout")
@@ -431,4 +530,6 @@ RECIPES: dict[str, Recipe] = {
     "sales-performance-review": sales_performance_review,
     "data-quality-audit": data_quality_audit,
     "kpi-anomaly-detection": kpi_anomaly_detection,
+    "profitability": profitability,
+    "returns-and-cancellations": returns_and_cancellations,
 }
