@@ -481,7 +481,7 @@ async def returns_and_cancellations(run: Run) -> dict[str, bool]:
     )
     await run.script("returns-and-cancellations", "scripts/return_outliers.py", "SOURCE = ret_source\nITEM = 'plan'")
     rows = await run.get(
-        "{str(r['plan']): {'flagged': bool(r['flagged']), 'ratio': float(r['standardized_ratio'])}"
+        "{str(r['item']): {'flagged': bool(r['flagged']), 'ratio': float(r['standardized_ratio'])}"
         " for r in rates.to_dict('records')}"
     )
     verdicts: dict[str, bool] = {}
@@ -491,6 +491,94 @@ async def returns_and_cancellations(run: Run) -> dict[str, bool]:
     for p in by_class(plants, "lookalike", "mix_effect"):  # the first-box-heavy plan flagged
         r = rows.get(p["entity"]["plan"])
         verdicts[p["id"]] = bool(r) and r["flagged"]
+    return verdicts
+
+
+async def customer_cohort_retention(run: Run) -> dict[str, bool]:
+    """SOURCE the paid charges (one row per charge id, amount above 0) with the customer's signup from customers.csv;
+    SUBSCRIPTIONS one row per subscription (started = created, ended = cancelled, all paid at start); fiscal
+    periods from PROFILE; then the activity view again without SUBSCRIPTIONS, as SKILL.md asks."""
+    plants = run.plants("customer-cohort-retention")
+    await run.py(SETUP)
+    await run.py(
+        "c = rc_paid[rc_paid.net > 0].drop_duplicates('charge_id')\n"
+        "signup = rc_customers.set_index('customer_id').created_at\n"
+        "coh = pd.DataFrame({'customer_id': c.customer_id, 'active_at': c.processed_at,"
+        " 'acquired_at': c.customer_id.map(signup)})\n"
+        "coh_source = save_artifact(coh, title='paid charges with signup')\n"
+        "coh_subs = save_artifact(pd.DataFrame({'customer_id': rc_subs.customer_id, 'started_at': rc_subs.created_at,\n"
+        "    'ended_at': rc_subs.cancelled_at.replace('', None), 'converted': True}), title='subscriptions')\n"
+        "through = str(export_end.date())\n"
+        "print(len(coh), through)"
+    )
+    effects, cohorts = [], []
+    for subscriptions in ("coh_subs", "None"):
+        await run.script(
+            "customer-cohort-retention",
+            "scripts/retention_matrix.py",
+            f"SOURCE = coh_source\nSUBSCRIPTIONS = {subscriptions}\nGRAIN = 'period'\nDATA_THROUGH = through",
+            timeout=600,
+        )
+        effects += await run.get("period_effects[period_effects.flagged].to_dict('records')")
+        cohorts += await run.get("cohort_effects[cohort_effects.flagged].cohort.astype(str).tolist()")
+    verdicts: dict[str, bool] = {}
+    for p in by_class(plants, "truth", "calendar_period_effect"):  # the campaign's fiscal period named as one effect
+        # (the plant's value is a calendar-month ratio; the script measures fiscal periods: not the same quantity)
+        fiscal = p["entity"]["fiscal_period"].replace(" P", "-P0" if len(p["entity"]["fiscal_period"]) < 10 else "-P")
+        verdicts[p["id"]] = any(str(e["period"]) == fiscal for e in effects)
+    for p in by_class(plants, "lookalike", "cohort_specific_dip"):  # a spring-2024 cohort called a weak cohort
+        verdicts[p["id"]] = any(c.startswith("FY2024-P0") and c[-1] in "12345" for c in cohorts)
+    return verdicts
+
+
+async def discount_effectiveness(run: Run) -> dict[str, bool]:
+    """Two schemes given to a group from a date (DESIGN rollout). TREATS20: treat units per customer (the e-mail) and
+    week (Sun-Sat) from the Shopify lines, US customers treated, CA+AU the comparison, the 10 weeks before as the
+    pre-period. PUPPY15: lbs per paid box per puppy subscription by box number (START = box 4), the code's puppies
+    against puppies who signed up before it, each followed to box 6 (a fixed panel)."""
+    plants = run.plants("discount-effectiveness")
+    await run.py(SETUP)
+    await run.py(
+        "t = shop_lines[shop_lines['Lineitem sku'].str.startswith('TRT')]\n"
+        "t = t[(t.day >= '2025-03-23') & (t.day <= '2025-07-05')]\n"
+        "week = t.day - pd.to_timedelta((t.day.dt.dayofweek + 1) % 7, unit='D')\n"
+        "treats = t.assign(period=week.dt.date.astype(str)).groupby(['Email', 'period'], as_index=False).qty.sum()\n"
+        "country = shop_lines.groupby('Email')['Shipping Country'].first()\n"
+        "treats = treats.rename(columns={'Email': 'unit', 'qty': 'outcome'})\n"
+        "treats['group'] = (treats.unit.map(country) == 'US').astype(int)\n"
+        "treats_source = save_artifact(treats, title='treat units per customer and week')\n"
+        "c = rc_paid.drop_duplicates('charge_id').sort_values(['subscription_id', 'when'])\n"
+        "c = c.assign(box=c.groupby('subscription_id').cumcount() + 1)\n"
+        "c = c.assign(lbs=c.qty * c.line_item_sku.str[-2:].astype(int))\n"
+        "pup = c[(c.box == 1) & (c.type == 'CHECKOUT') & c.line_item_sku.str.startswith('PUP')].subscription_id\n"
+        "c = c[c.subscription_id.isin(pup)]\n"
+        "c = c[c.subscription_id.isin(c[c.box == 6].subscription_id) & (c.box <= 6)]\n"
+        "created = rc_subs.set_index('subscription_id').created_at.str[:10]\n"
+        "coded = set(c[c.discount_codes.str.contains('PUPPY15')].subscription_id)\n"
+        "c = c[c.subscription_id.isin(coded) | (c.subscription_id.map(created) < '2024-06-02')]\n"
+        "puppies = pd.DataFrame({'unit': c.subscription_id, 'period': c.box, 'outcome': c.lbs,\n"
+        "    'group': c.subscription_id.isin(coded).astype(int)})\n"
+        "puppies_source = save_artifact(puppies, title='lbs per box, puppy subscriptions')\n"
+        "print(treats.group.value_counts().to_dict(), puppies.groupby('group').unit.nunique().to_dict())"
+    )
+    lifts = {}
+    for scheme, source, window in (
+        ("TREATS20", "treats_source", "START = '2025-06-01'\nEND = '2025-07-05'"),
+        ("PUPPY15", "puppies_source", "START = 4\nEND = 6"),
+    ):
+        await run.script(
+            "discount-effectiveness",
+            "scripts/promo_did.py",
+            f"DESIGN = 'rollout'\nSCHEME = {scheme!r}\n{window}\nSOURCE = {source}",
+            timeout=600,
+        )
+        lifts[scheme] = await run.get("effects[['lift', 'flagged']].to_dict('records')[0]")
+    verdicts: dict[str, bool] = {}
+    for p in by_class(plants, "truth", "real_lift"):  # the lift claimed, its size measured
+        e = lifts[p["entity"]["code"]]
+        verdicts[p["id"]] = bool(e["flagged"]) and within(e["lift"], p)
+    for p in by_class(plants, "lookalike", "lifecycle_confounding"):  # a lift claimed for the code
+        verdicts[p["id"]] = bool(lifts[p["entity"]["code"]]["flagged"])
     return verdicts
 
 
@@ -525,11 +613,13 @@ async def ab_test_readout(run: Run) -> dict[str, bool]:
 RECIPES: dict[str, Recipe] = {
     "ab-test-readout": ab_test_readout,
     "customer-lifetime-value": customer_lifetime_value,
+    "customer-cohort-retention": customer_cohort_retention,
     "rfm-segmentation": rfm_segmentation,
     "budget-vs-actual": budget_vs_actual,
     "sales-performance-review": sales_performance_review,
     "data-quality-audit": data_quality_audit,
     "kpi-anomaly-detection": kpi_anomaly_detection,
     "profitability": profitability,
+    "discount-effectiveness": discount_effectiveness,
     "returns-and-cancellations": returns_and_cancellations,
 }
