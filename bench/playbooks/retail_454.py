@@ -4,7 +4,8 @@ Each recipe follows its SKILL.md literally on these exports and judges the arche
 the script's output (see bench/playbooks/common.py). The shaping every skill shares (``LINES``) is the model's part:
 POS lines with the store number unpadded, the duplicate register copies counted once and the local date taken as
 written; the web orders without the cancelled ones, their UTC time turned into the US/Eastern business day; both
-as one table of sale lines (merchandise sales after discounts, the plan's basis) and one of POS return lines.
+as one table of sale lines (merchandise sales after discounts, the plan's basis). Session names are prefixed
+rx_: the playbooks' scripts run in the same session and leave their own variables (periods, lines ...).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from tests.conftest import meta_of, text_of
 # workbook (its own weeks from PROFILE's first day) - `periods`. Run once per session.
 LINES = """
 import pandas as pd, numpy as np, json
-if 'lines' not in globals():
+if 'rx_lines' not in globals():
     pos = load_file('uploads/pos_lines.csv', dtype=str)
     pos = pos.drop_duplicates(['Trans ID', 'Line'])  # a register file re-sent under another register counts once
     pos['store'] = pos['Store'].astype(int).astype(str)
@@ -31,15 +32,15 @@ if 'lines' not in globals():
     stores = load_file('uploads/stores.csv', dtype=str)
     stores['store'] = stores['store_nbr'].astype(int).astype(str)
     stores['open_date'] = pd.to_datetime(stores['open_date'])
-    region = dict(zip(stores.store, stores.region))
+    rx_region = dict(zip(stores.store, stores.region))
     orders = load_file('uploads/ecom_orders.json', lines=True, dtype=False)
     orders = orders[orders.status != 'cancelled']
     web = orders[['order_id', 'created_at', 'member_id', 'lines']].explode('lines').reset_index(drop=True)
     web = pd.concat([web.drop(columns='lines'), pd.json_normalize(web['lines'])], axis=1)
     web['ts'] = pd.to_datetime(web['created_at'], utc=True).dt.tz_convert('US/Eastern').dt.tz_localize(None)
     sale = pos[pos.units > 0]
-    lines = pd.concat([
-        pd.DataFrame({'channel': 'store', 'store': sale.store, 'region': sale.store.map(region),
+    rx_lines = pd.concat([
+        pd.DataFrame({'channel': 'store', 'store': sale.store, 'region': sale.store.map(rx_region),
                       'trans_id': sale['Trans ID'], 'date': sale.date, 'ts': sale.ts, 'sku': sale.SKU,
                       'dept': sale.dept, 'member_id': sale['Loyalty ID'], 'units': sale.units,
                       'net_sales': sale.net_sales, 'discount': sale.discount, 'promo': sale['Promo ID']}),
@@ -49,27 +50,26 @@ if 'lines' not in globals():
                       'net_sales': pd.to_numeric(web.line_total), 'discount': pd.to_numeric(web.discount),
                       'promo': web.promo}),
     ], ignore_index=True)
-    lines = lines[lines.dept != '99']  # non-merchandise (the GWP candle at 0): not sales
-    pos_returns = pos[pos.units < 0]
-    data_through = lines.date.max()
+    rx_lines = rx_lines[rx_lines.dept != '99']  # non-merchandise (the GWP candle at 0): not sales
+    rx_through = rx_lines.date.max()
     # the plan workbook's periods, dated by its own weeks from the calendar's first day
     sheets = load_file('uploads/plan.xlsx', sheet_name=None, header=3)
-    plan = pd.concat([s.assign(fiscal_year=n) for n, s in sheets.items()], ignore_index=True)
-    plan = plan[plan['Dept'].astype(str).str.strip() != 'TOTAL'].dropna(subset=['Period'])
-    plan['dept'] = plan['Dept'].astype(int).astype(str)
-    weeks = plan.drop_duplicates(['fiscal_year', 'Period'])[['fiscal_year', 'Period', 'Weeks']].copy()
+    rx_plan = pd.concat([s.assign(fiscal_year=n) for n, s in sheets.items()], ignore_index=True)
+    rx_plan = rx_plan[rx_plan['Dept'].astype(str).str.strip() != 'TOTAL'].dropna(subset=['Period'])
+    rx_plan['dept'] = rx_plan['Dept'].astype(int).astype(str)
+    weeks = rx_plan.drop_duplicates(['fiscal_year', 'Period'])[['fiscal_year', 'Period', 'Weeks']].copy()
     weeks['n'] = weeks.Period.str[1:].astype(int)
     weeks = weeks.sort_values(['fiscal_year', 'n']).reset_index(drop=True)
     first = pd.Timestamp(PROFILE['fiscal_calendar']['first_day'])
     ends = first + pd.to_timedelta(7 * weeks.Weeks.astype(int).cumsum(), unit='D')
     weeks['period_end'] = ends - pd.Timedelta(days=1)
     weeks['period_start'] = ends - pd.to_timedelta(7 * weeks.Weeks.astype(int), unit='D')
-    periods = weeks[['fiscal_year', 'Period', 'n', 'period_start', 'period_end']]
-    def fiscal_period(dates):
-        idx = np.searchsorted(periods.period_end.values, dates.values)
+    rx_periods = weeks[['fiscal_year', 'Period', 'n', 'period_start', 'period_end']]
+    def rx_fiscal_period(dates):
+        idx = np.searchsorted(rx_periods.period_end.values, dates.values)
         idx = np.minimum(idx, len(periods) - 1)
-        return periods.fiscal_year.values[idx], periods.Period.values[idx]
-    lines['fiscal_year'], lines['period'] = fiscal_period(lines.date)
+        return rx_periods.fiscal_year.values[idx], rx_periods.Period.values[idx]
+    rx_lines['fiscal_year'], rx_lines['period'] = rx_fiscal_period(rx_lines.date)
 print(len(lines), data_through, len(periods))
 """
 
@@ -96,12 +96,12 @@ async def budget_vs_actual(run: Run) -> dict[str, bool]:
     plants = run.plants("budget-vs-actual")
     await run.py(LINES)
     await run.py(
-        "act = lines.groupby(['fiscal_year', 'period', 'dept'], as_index=False).net_sales.sum()\n"
-        "bva = plan.rename(columns={'Period': 'period', 'Planned Sales $': 'plan'})\n"
-        "bva = bva.merge(periods.rename(columns={'Period': 'period'}), on=['fiscal_year', 'period'])\n"
+        "act = rx_lines.groupby(['fiscal_year', 'period', 'dept'], as_index=False).net_sales.sum()\n"
+        "bva = rx_plan.rename(columns={'Period': 'period', 'Planned Sales $': 'plan'})\n"
+        "bva = bva.merge(rx_periods.rename(columns={'Period': 'period'}), on=['fiscal_year', 'period'])\n"
         "bva = bva.merge(act, on=['fiscal_year', 'period', 'dept'], how='outer')\n"
         "bva['department'] = bva['dept'] + ' ' + bva['Department'].fillna('')\n"
-        "bva = bva.assign(plan=bva.plan.fillna(0), actual=bva.net_sales.fillna(0), data_through=data_through)\n"
+        "bva = bva.assign(plan=bva.plan.fillna(0), actual=bva.net_sales.fillna(0), data_through=rx_through)\n"
         "bva = bva[['fiscal_year', 'period_start', 'period_end', 'department', 'plan', 'actual', 'data_through']]\n"
         "bva_id = save_artifact(bva, title='plan vs actual by department and fiscal period')\n"
         "print(bva.tail())"
@@ -164,8 +164,8 @@ async def sales_performance_review(run: Run) -> dict[str, bool]:
     plants = run.plants("sales-performance-review")
     await run.py(LINES)
     await run.py(
-        "wk = lines.assign(week=lines.date - pd.to_timedelta((lines.date.dt.dayofweek + 1) % 7, unit='D'),\n"
-        "                  list_revenue=lines.net_sales + lines.discount)\n"
+        "wk = rx_lines.assign(week=rx_lines.date - pd.to_timedelta((rx_lines.date.dt.dayofweek + 1) % 7, unit='D'),\n"
+        "                  list_revenue=rx_lines.net_sales + rx_lines.discount)\n"
         "spr_sku = wk.groupby(['sku', 'week'], as_index=False).agg(net_revenue=('net_sales', 'sum'),\n"
         "    units=('units', 'sum'), list_revenue=('list_revenue', 'sum'), department=('dept', 'first'))\n"
         "wk['region_sku'] = wk.region + '|' + wk.sku\n"
@@ -208,7 +208,7 @@ async def rfm_segmentation(run: Run) -> dict[str, bool]:
     plants = run.plants("rfm-segmentation")
     await run.py(LINES)
     await run.py(
-        "m = lines[lines.member_id.notna() & (lines.member_id.astype(str).str.strip() != '')]\n"
+        "m = rx_lines[rx_lines.member_id.notna() & (rx_lines.member_id.astype(str).str.strip() != '')]\n"
         "order_facts = m.groupby(['member_id', 'trans_id'], as_index=False).agg(order_date=('date', 'min'),\n"
         "    net_revenue=('net_sales', 'sum')).rename(columns={'member_id': 'customer_id', 'trans_id': 'order_id'})\n"
         "order_facts['status'] = 'completed'\n"
@@ -219,7 +219,7 @@ async def rfm_segmentation(run: Run) -> dict[str, bool]:
     aid = await run.py("print(of_id)")
     aid = aid.strip().splitlines()[-1].strip()
     await _sql(run, "rfm-segmentation", "feeds scripts/rfm.py", "order_facts", aid)
-    await run.script("rfm-segmentation", "scripts/rfm.py", "AS_OF = str(data_through.date())\nSOURCE = sql_id")
+    await run.script("rfm-segmentation", "scripts/rfm.py", "AS_OF = str(rx_through.date())\nSOURCE = sql_id")
     # the members each plant names, by the generator's definitions (retail_454.md), from the same purchases
     await run.py(
         "p = order_facts.assign(d=pd.to_datetime(order_facts.order_date))\n"
@@ -309,7 +309,7 @@ async def returns_and_cancellations(run: Run) -> dict[str, bool]:
         "ret['channel'] = np.where(ret['Orig Channel'].str.upper().str.startswith('E'), 'ecom', 'store')\n"
         "ret['store'] = np.where(ret.channel == 'ecom', 'WEB', np.where(orig.str.len() > 4,\n"
         "    orig.str[:4].str.lstrip('0'), ret.Location.fillna('').str.lstrip('0')))\n"
-        "sold = lines.groupby(['sku', 'store', 'channel', 'dept'], as_index=False).units.sum()\n"
+        "sold = rx_lines.groupby(['sku', 'store', 'channel', 'dept'], as_index=False).units.sum()\n"
         "back = ret.groupby(['SKU', 'store', 'channel'], as_index=False)[['units_returned',\n"
         "    'returned_revenue']].sum()\n"
         "rc = sold.rename(columns={'units': 'units_sold'}).merge(back.rename(columns={'SKU': 'sku'}),\n"
@@ -323,7 +323,7 @@ async def returns_and_cancellations(run: Run) -> dict[str, bool]:
         "rc_chan = rc.groupby(['channel', 'sku'], as_index=False)[['units_sold', 'units_returned',\n"
         "    'returned_revenue']].sum().rename(columns={'channel': 'item', 'sku': 'product'})\n"
         "linked = ret[orig != ''].groupby(['Orig Trans ID', 'SKU'], as_index=False).units_returned.sum()\n"
-        "att = lines.groupby(['trans_id', 'sku', 'dept'], as_index=False).units.sum().merge(linked.rename(\n"
+        "att = rx_lines.groupby(['trans_id', 'sku', 'dept'], as_index=False).units.sum().merge(linked.rename(\n"
         "    columns={'Orig Trans ID': 'trans_id', 'SKU': 'sku'}), on=['trans_id', 'sku'], how='left')\n"
         "att = att.fillna({'units_returned': 0}).rename(columns={'trans_id': 'order_id', 'sku': 'item',\n"
         "    'dept': 'product'})\n"
@@ -368,14 +368,14 @@ async def discount_effectiveness(run: Run) -> dict[str, bool]:
     plants = run.plants("discount-effectiveness")
     await run.py(LINES)
     await run.py(
-        "st = lines[lines.channel == 'store']\n"
+        "st = rx_lines[rx_lines.channel == 'store']\n"
         "hd = st[(st.dept == '21') & (st.date >= '2025-03-16') & (st.date <= '2025-05-03')]\n"
         "hd = hd.assign(week=hd.date - pd.to_timedelta((hd.date.dt.dayofweek + 1) % 7, unit='D'))\n"
         "refresh = hd.groupby(['store', 'week'], as_index=False).units.sum()\n"
         "refresh = refresh.rename(columns={'store': 'unit', 'week': 'period', 'units': 'outcome'})\n"
-        "refresh['group'] = refresh.unit.map(region).isin(['Northeast', 'West']).astype(int)\n"
+        "refresh['group'] = refresh.unit.map(rx_region).isin(['Northeast', 'West']).astype(int)\n"
         "refresh_id = save_artifact(refresh, title='REFRESH25: Home Decor units per store and week')\n"
-        "hol = lines[lines.dept.isin(['10', '11', '12', '13', '14', '15', '20', '21', '22'])]\n"
+        "hol = rx_lines[rx_lines.dept.isin(['10', '11', '12', '13', '14', '15', '20', '21', '22'])]\n"
         "hol = hol[(hol.date >= '2023-10-01') & (hol.date <= '2024-12-24')]\n"
         "holiday = hol.groupby(['dept', 'date'], as_index=False).units.sum()\n"
         "holiday = holiday.rename(columns={'dept': 'unit', 'date': 'period', 'units': 'outcome'})\n"
@@ -408,10 +408,10 @@ async def kpi_anomaly_detection(run: Run) -> dict[str, bool]:
     plants = run.plants("kpi-anomaly-detection")
     await run.py(LINES)
     await run.py(
-        "tx = lines.groupby(['store', 'date']).trans_id.nunique().rename('transactions')\n"
-        "first_day = lines.groupby('store').date.min()\n"
+        "tx = rx_lines.groupby(['store', 'date']).trans_id.nunique().rename('transactions')\n"
+        "first_day = rx_lines.groupby('store').date.min()\n"
         "grid = pd.MultiIndex.from_tuples([(s, d) for s, f in first_day.items()\n"
-        "    for d in pd.date_range(f, data_through)], names=['store', 'date'])\n"
+        "    for d in pd.date_range(f, rx_through)], names=['store', 'date'])\n"
         "kpi = tx.reindex(grid, fill_value=0).reset_index()[['date', 'store', 'transactions']]\n"
         "kpi_id = save_artifact(kpi, title='transactions per store and day')\n"
         "print(len(kpi), kpi.store.nunique())"
@@ -427,7 +427,7 @@ async def kpi_anomaly_detection(run: Run) -> dict[str, bool]:
         "[{'entity': str(r.get('store', '(all)')), 'day': str(pd.Timestamp(r['period']).date()), "
         "'direction': str(r['direction'])} for r in anomalies.to_dict('records')]"
     )
-    starts = {str(d)[:10] for d in await run.get("list(periods.period_start.astype(str))")}
+    starts = {str(d)[:10] for d in await run.get("list(rx_periods.period_start.astype(str))")}
     verdicts: dict[str, bool] = {}
     for p in by_class(plants, "truth", "store_closure"):  # the store's closed days flagged, as many as closed
         e = p["entity"]
@@ -459,9 +459,9 @@ async def profitability(run: Run) -> dict[str, bool]:
         "money = lambda c: pd.to_numeric(c.str.replace(r'[$,]', '', regex=True))\n"
         "unit_cost = dict(zip(costs.Item, money(costs['Unit Cost'])))\n"
         "ship_cost = dict(zip(costs.Item, money(costs['Est Ecom Ship Cost'])))\n"
-        "a, b = periods[(periods.fiscal_year == 'FY2025') & (periods.n <= 8)].agg(\n"
+        "a, b = rx_periods[(rx_periods.fiscal_year == 'FY2025') & (rx_periods.n <= 8)].agg(\n"
         "    {'period_start': 'min', 'period_end': 'max'})\n"
-        "w = lines[(lines.date >= a) & (lines.date <= b)].copy()\n"
+        "w = rx_lines[(rx_lines.date >= a) & (rx_lines.date <= b)].copy()\n"
         "ecom = w.channel == 'ecom'\n"
         "w = w.assign(cogs=w.units * w.sku.map(unit_cost),\n"
         "    payment_fees=w.net_sales * np.where(ecom, web_fee, store_fee),\n"
@@ -475,13 +475,13 @@ async def profitability(run: Run) -> dict[str, bool]:
         "r_ch = np.where(r['Orig Channel'].str.upper().str.startswith('E'), 'ecom', 'store')\n"
         "loc = r.Location.fillna('').str.lstrip('0')\n"
         "rr = pd.DataFrame({'channel': r_ch, 'dept': r.SKU.str[:2], 'date': r.date,\n"
-        "    'region': np.where(r_ch == 'ecom', 'Ecom', loc.map(region).fillna('(unknown)')),\n"
+        "    'region': np.where(r_ch == 'ecom', 'Ecom', loc.map(rx_region).fillna('(unknown)')),\n"
         "    'refunds': money(r['Refund Amount']).abs(),\n"
         "    'cogs': -np.where(r.Disposition == 'RESTOCK', u * r.SKU.map(unit_cost), 0.0),\n"
         "    'return_freight': np.where(r['Return Channel'] == 'MAIL', u * r.SKU.map(ship_cost), 0.0)})\n"
         "both = pd.concat([w, rr], ignore_index=True).fillna({'net_sales': 0, 'units': 0, 'payment_fees': 0,\n"
         "    'fulfilment': 0, 'freight': 0})\n"
-        "both['period'] = fiscal_period(both.date)[1]\n"
+        "both['period'] = rx_fiscal_period(both.date)[1]\n"
         "both['department'] = both.dept\n"
         "prof = both.groupby(['channel', 'department', 'region', 'period'], as_index=False)[['net_sales', 'refunds',\n"
         "    'units', 'cogs', 'payment_fees', 'fulfilment', 'freight', 'return_freight']].sum()\n"
@@ -521,7 +521,7 @@ async def customer_cohort_retention(run: Run) -> dict[str, bool]:
     await run.py(LINES)
     await run.py(
         "cust = load_file('uploads/customers.csv', dtype=str)\n"
-        "mem = lines[lines.member_id.notna() & (lines.member_id.astype(str).str.strip() != '')]\n"
+        "mem = rx_lines[rx_lines.member_id.notna() & (rx_lines.member_id.astype(str).str.strip() != '')]\n"
         "act = mem.groupby(['member_id', 'trans_id'], as_index=False).date.min()\n"
         "act = act.rename(columns={'member_id': 'customer_id', 'date': 'active_at'})\n"
         "act['acquired_at'] = act.customer_id.map(dict(zip(cust.member_id, cust.signup_date)))\n"
@@ -533,7 +533,7 @@ async def customer_cohort_retention(run: Run) -> dict[str, bool]:
     await run.script(
         "customer-cohort-retention",
         "scripts/retention_matrix.py",
-        "GRAIN = 'quarter'\nDATA_THROUGH = str(data_through.date())\nSOURCE = act_id",
+        "GRAIN = 'quarter'\nDATA_THROUGH = str(rx_through.date())\nSOURCE = act_id",
     )
     out = await run.get(
         "{'cohorts': [str(c) for c in cohort_effects[cohort_effects.flagged].cohort], "
@@ -559,8 +559,8 @@ async def demand_forecast(run: Run) -> dict[str, bool]:
     plants = run.plants("demand-forecast")
     await run.py(LINES)
     await run.py(
-        "ow = lines[(lines.dept == '13') & (lines.units > 0)].groupby('date').units.sum()\n"
-        "ow = ow.reindex(pd.date_range(lines.date.min(), data_through), fill_value=0)\n"
+        "ow = rx_lines[(rx_lines.dept == '13') & (rx_lines.units > 0)].groupby('date').units.sum()\n"
+        "ow = ow.reindex(pd.date_range(rx_lines.date.min(), rx_through), fill_value=0)\n"
         "demand = pd.DataFrame({'date': ow.index.strftime('%Y-%m-%d'), 'value': ow.values})\n"
         "demand_id = save_artifact(demand, title='Outerwear units per day')\n"
         "print(len(demand), demand.value.sum())"
@@ -568,7 +568,7 @@ async def demand_forecast(run: Run) -> dict[str, bool]:
     await run.script(
         "demand-forecast",
         "scripts/periods.py",
-        "GRAIN = 'week'\nDATA_END = str(data_through.date())\nSOURCE = demand_id",
+        "GRAIN = 'week'\nDATA_END = str(rx_through.date())\nSOURCE = demand_id",
     )
     await run.script("demand-forecast", "scripts/forecast.py", "SOURCE = periods", timeout=900)
     out = await run.get(
