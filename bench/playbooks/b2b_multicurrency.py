@@ -223,8 +223,9 @@ async def sales_performance_review(run: Run) -> dict[str, bool]:
             and min(pct, key=pct.get) == p["entity"]["product_group"]
             and within(pct[p["entity"]["product_group"]], p)
         )
-    for p in by_class(plants, "lookalike", "fx-driven decline"):  # UK (GBP) called down at constant currency / no FX
-        verdicts[p["id"]] = gbp is None or gbp["change_local_pct"] < 0
+    for p in by_class(plants, "lookalike", "fx-driven decline"):
+        # the UK's EUR fall read as its own: no GBP FX line, or its constant-currency change not the plant's
+        verdicts[p["id"]] = gbp is None or not within(gbp["change_local_pct"], p)
     return verdicts
 
 
