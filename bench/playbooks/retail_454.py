@@ -15,8 +15,8 @@ import re
 from bench.playbooks.common import Recipe, Run, ScriptCrash, by_class, within
 from tests.conftest import meta_of, text_of
 
-# The raw exports as one table of sale lines (both channels) - `lines` - and the fiscal periods of the plan
-# workbook (its own weeks from PROFILE's first day) - `periods`. Run once per session.
+# The raw exports as one table of sale lines (both channels) - `rx_lines` - and the fiscal periods of the plan
+# workbook (its own weeks from PROFILE's first day) - `rx_periods`. Run once per session.
 LINES = """
 import pandas as pd, numpy as np, json
 if 'rx_lines' not in globals():
@@ -67,10 +67,10 @@ if 'rx_lines' not in globals():
     rx_periods = weeks[['fiscal_year', 'Period', 'n', 'period_start', 'period_end']]
     def rx_fiscal_period(dates):
         idx = np.searchsorted(rx_periods.period_end.values, dates.values)
-        idx = np.minimum(idx, len(periods) - 1)
+        idx = np.minimum(idx, len(rx_periods) - 1)
         return rx_periods.fiscal_year.values[idx], rx_periods.Period.values[idx]
     rx_lines['fiscal_year'], rx_lines['period'] = rx_fiscal_period(rx_lines.date)
-print(len(lines), data_through, len(periods))
+print(len(rx_lines), rx_through, len(rx_periods))
 """
 
 
