@@ -430,30 +430,35 @@ async def customer_cohort_retention(run: Run) -> dict[str, bool]:
 
 
 async def returns_and_cancellations(run: Run) -> dict[str, bool]:
-    """Step 2's counts per SKU from the invoices and credit memos: orders = invoices holding the SKU, returned =
-    those with a return credit memo on that line (a reason with a quantity: Z01, Z02, Z05; Z03 price corrections are
-    no return), returned revenue in EUR; then the same per product group. Step 4 (order attribution) on the invoices
-    with the SKU flagged."""
+    """Line-level returns (credit memos with quantities, linked to invoice + item): per SKU x segment (the driver)
+    units_sold (sale lines, units > 0), units_returned and returns (memos) of one reason, Z01 defective; per product
+    group x segment the same for every return reason with a quantity (Z01, Z02, Z05); step 4 on one row per invoice
+    and SKU (units, units_returned Z01, product group)."""
     plants = run.plants("returns-and-cancellations")
     await run.py(
         LINES + "cn = load_file('uploads/credit_notes.csv', dtype=str)\n"
-        "back = cn[cn['Reason Code'].isin(['Z01', 'Z02', 'Z05'])]\n"
-        "back_keys = set(zip(back['Reference Invoice'], back['Reference Item']))\n"
-        "ret = sales.assign(returned=[k in back_keys for k in zip(sales.document_number, sales.item)])\n"
-        "cn_eur = back.assign(v=pd.to_numeric(back['Net Amount']))\n"
-        "def counts(by):\n"
-        "    g = ret.groupby([by, 'document_number']).returned.max().reset_index()\n"
-        "    t = g.groupby(by).agg(orders=('document_number', 'nunique'), returned=('returned', 'sum'))\n"
-        "    t['completed'] = t.orders - t.returned\n"
-        "    t['cancelled'] = 0\n"
-        "    t['returned_revenue'] = ret[ret.returned].groupby(by).amount_eur.sum()\n"
-        "    return t.fillna(0).reset_index().rename(columns={by: 'item'})[\n"
-        "        ['item', 'orders', 'completed', 'returned', 'cancelled', 'returned_revenue']]\n"
-        "ret_sku = save_artifact(counts('material'), title='returns per SKU')\n"
-        "ret_group = save_artifact(counts('product_group'), title='returns per product group')\n"
-        "basket = ret.groupby(['document_number', 'material'], as_index=False).returned.max()\n"
-        "basket = basket.rename(columns={'document_number': 'order_id', 'material': 'item'})\n"
-        "ret_orders = save_artifact(basket, title='invoices and their items')\nprint(len(basket))"
+        "cn['units'] = pd.to_numeric(cn.Quantity)\n"
+        "sold = sales[sales.quantity > 0].copy()\n"
+        "def returned(reasons):\n"
+        "    c = cn[cn['Reason Code'].isin(reasons) & cn.units.notna()]\n"
+        "    c = c.groupby(['Reference Invoice', 'Reference Item']).agg(\n"
+        "        u=('units', 'sum'), n=('Credit Memo', 'nunique'))\n"
+        "    k = pd.MultiIndex.from_arrays([sold.document_number, sold.item])\n"
+        "    return c.u.reindex(k).fillna(0).to_numpy(), c.n.reindex(k).fillna(0).to_numpy()\n"
+        "def counts(by, reasons):\n"
+        "    u, n = returned(reasons)\n"
+        "    t = sold.assign(units_returned=u, returns=n).groupby([by, 'segment'], as_index=False).agg(\n"
+        "        units_sold=('quantity', 'sum'), units_returned=('units_returned', 'sum'),\n"
+        "        returns=('returns', 'sum'))\n"
+        "    return t.rename(columns={by: 'item'})\n"
+        "ret_sku = save_artifact(counts('material', ['Z01']), title='Z01 defective returns per SKU and segment')\n"
+        "ret_group = save_artifact(counts('product_group', ['Z01', 'Z02', 'Z05']), title='returns per group')\n"
+        "u, n = returned(['Z01'])\n"
+        "basket = sold.assign(units_returned=u).groupby(['document_number', 'material', 'product_group'],\n"
+        "    as_index=False).agg(units=('quantity', 'sum'), units_returned=('units_returned', 'sum'))\n"
+        "basket = basket.rename(\n"
+        "    columns={'document_number': 'order_id', 'material': 'item', 'product_group': 'product'})\n"
+        "ret_orders = save_artifact(basket, title='invoices and their SKUs')\nprint(len(basket))"
     )
     await run.script("returns-and-cancellations", "scripts/return_outliers.py", "SOURCE = ret_sku")
     sku_flags = set(await run.get("sorted(str(i) for i in flags['item'])"))
