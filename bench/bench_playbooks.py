@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import shutil
 import sys
 import tempfile
@@ -42,17 +43,31 @@ from bench.bench_profile import ARCHETYPES
 from bench.playbooks.common import RecipeError, Run, ScriptCrash
 from tests.conftest import stdio_params
 
-# what the user answers when business-profile asks (the archetype's own facts)
+# what the user answers when business-profile asks: the archetype's own facts, put as a model would write them into
+# FACTS (the column an experiment was randomised by, one time-zone key; the archetypes describe them in prose)
 ANSWERS = ("contractual", "fiscal_calendar", "reporting_currency", "store_timezone", "randomisation_unit")
+_CALENDAR = ("kind", "first_day", "year_naming", "53_week_years")
 
 
-def _answers(business: dict[str, Any]) -> dict[str, Any]:
-    facts = {k: business[k] for k in ANSWERS if business.get(k) not in (None, "")}
-    if facts.get("contractual") == "mixed":
-        facts["contractual"] = True
-    cal = facts.get("fiscal_calendar")
-    if isinstance(cal, dict):
-        facts["fiscal_calendar"] = {k: v for k, v in cal.items() if k != "periods"}  # what a user says, not a list
+def _answers(business: dict[str, Any], profile: dict[str, Any]) -> dict[str, Any]:
+    facts: dict[str, Any] = {}
+    for key in ANSWERS:
+        said, truth = profile.get(key), business.get(key)
+        if truth in (None, "") or (
+            said is not None and not (isinstance(said, dict) and said.get("year_naming") is None)
+        ):
+            continue  # not asked: the profile read it from the data
+        if key == "fiscal_calendar":
+            truth = {k: truth[k] for k in _CALENDAR if k in truth}
+        elif key == "randomisation_unit":
+            column = re.search(r"\b(\w+_id)\b", str(truth))
+            truth = column.group(1) if column else str(truth).split()[0]
+        elif key == "store_timezone":
+            zone = re.search(r"\b(UTC|[A-Z][a-z]+/[A-Za-z_]+)\b", str(truth))
+            if zone is None:
+                continue  # e.g. "per store": no one zone to give
+            truth = zone.group(1)
+        facts[key] = truth
     return facts
 
 
@@ -88,7 +103,7 @@ async def one(
         run = Run(session, truth, exports)
         await run.script("business-profile", "scripts/profile_business.py", f"SOURCES = {sources!r}")
         if await run.get("questions"):  # the user answers; the profile is read again with their facts
-            facts = f"FACTS = {_answers(truth['business'])!r}"
+            facts = f"FACTS = {_answers(truth['business'], await run.get('PROFILE'))!r}"
             await run.script("business-profile", "scripts/profile_business.py", f"SOURCES = {sources!r}\n{facts}")
         out["profile"] = await run.get("PROFILE")
         for skill in sorted({p["skill"] for p in truth["plants"]}):

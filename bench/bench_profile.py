@@ -9,7 +9,7 @@ every export in ``SOURCES``. Each fact the business has is then **right** (the v
 exports hold nothing that shows it, e.g. a store-level promotion test with no assignment file), or **wrong** (a value
 stated that is not the business's: the one outcome that misleads every method after it).
 
-Facts scored: contractual or not (a mixed business counts as contractual), the currencies, the unit the experiment
+Facts scored: contractual or not (true, false or mixed: subscriptions beside one-off orders), the currencies, the unit the experiment
 randomised (the column named appears in the archetype's description of it), the fiscal calendar's kind, how its
 years are named, and its 53-week years.
 
@@ -51,7 +51,7 @@ def score(business: dict[str, Any], profile: dict[str, Any], questions: list[str
     asked = " ".join(questions).lower()
     out: dict[str, str] = {}
     truth = business.get("contractual")
-    out["contractual"] = "right" if profile.get("contractual") == (truth in (True, "mixed")) else "wrong"
+    out["contractual"] = "right" if profile.get("contractual") == truth else "wrong"
     want = {str(c).upper() for c in business.get("currencies") or []}
     out["currencies"] = "right" if {str(c).upper() for c in profile.get("currencies") or []} == want else "wrong"
     unit = str(business.get("randomisation_unit") or "")

@@ -1,9 +1,10 @@
 """Issue 61 item 1: the business-profile skill reads the facts that decide a method from a business's own exports,
 through the real server (use_skill, then its script in run_python), each with a hand-built answer and a look-alike
 that must not be read as the fact: a Shopify line export's order fields on the first line only (not missing values),
-timestamps with two UTC offsets, contract states (a plain order status is none), the unit an experiment randomised
-(an account, not the pet rows; a visitor when each row is one), a 4-5-4 fiscal year named by its start year from a
-plan's own period dates (a calendar-month plan is one), and what it cannot know asked of the user."""
+timestamps with two UTC offsets, contract states (a plain order status is none; mixed when a shop's orders are tied
+to no subscription, not when the charges name theirs), the unit an experiment randomised (an account, not the pet
+rows; a visitor when each row is one), a 4-5-4 fiscal year named by its start year from a plan's own period dates (a
+calendar-month plan is one), and what it cannot know asked of the user."""
 
 from __future__ import annotations
 
@@ -32,6 +33,10 @@ s1,c1,ACTIVE,2024-01-02T10:00:00-05:00
 s2,c2,PAUSED,2024-02-02T10:00:00-05:00
 s3,c3,CANCELLED,2024-03-02T10:00:00-05:00
 s4,c4,ACTIVE,2024-04-02T10:00:00-04:00
+"""
+CHARGES = """charge_id,subscription_id,customer_id,status,processed_at,line_item_sku,total_price
+ch1,s1,c1,SUCCESS,2025-01-02T10:00:00-05:00,KIB-04,30.00
+ch2,s2,c2,SUCCESS,2025-01-03T10:00:00-05:00,KIB-12,55.00
 """
 PETS_BY_ACCOUNT = "pet_profile_id,account_id,variant,converted\n" + "".join(
     f"p{i},a{i // 2},{'treatment' if (i // 2) % 2 else 'control'},{i % 3 == 0}\n" for i in range(40)
@@ -69,6 +74,7 @@ async def s(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[ClientSes
     files = {
         "shop.csv": SHOPIFY,
         "subscriptions.csv": SUBSCRIPTIONS,
+        "charges.csv": CHARGES,
         "pets_ab.csv": PETS_BY_ACCOUNT,
         "visitors_ab.csv": VISITORS,
         "plain_orders.csv": PLAIN_ORDERS,
@@ -108,7 +114,8 @@ async def test_a_subscription_business_with_a_line_export_and_a_test_by_account(
         },
     )
     said = got["_said"]
-    assert got["contractual"] is True
+    # subscriptions beside a web shop's orders tied to no subscription: one-off buyers too
+    assert got["contractual"] == "mixed", said
     assert got["randomisation_unit"] == "account_id" and got["analysis_row_unit"] == "pet_profile_id"
     assert got["currencies"] == ["CAD", "USD"]
     assert got["utc_offsets"] == ["-0400", "-0500"]
@@ -119,6 +126,12 @@ async def test_a_subscription_business_with_a_line_export_and_a_test_by_account(
     shop = next(x for x in said.splitlines() if x.strip().startswith("shop "))
     assert "line (several rows per Name)" in shop and "Email" in shop and "Total" in shop, shop
     assert any("report in" in q for q in got["_questions"]), got["_questions"]  # two currencies: which one?
+
+
+async def test_a_subscriptions_own_charges_are_no_one_off_stream(s: ClientSession) -> None:
+    """Line items of charges that name their subscription are the contracts' billing: contractual, not mixed."""
+    got = await profile_of(s, {"subscriptions": "upload_subscriptions", "charges": "upload_charges"})
+    assert got["contractual"] is True, got["_said"]
 
 
 async def test_look_alikes_are_not_read_as_the_facts(s: ClientSession) -> None:

@@ -60,6 +60,10 @@ class Run:
         if read.is_error:
             raise ScriptCrash(text_of(read)[-1500:])
         code = text_of(read).split("\n", 2)[2]
+        try:
+            compile(code, path, "exec")
+        except SyntaxError as e:  # served in part (longer than use_skill's window): the model cannot run it whole
+            raise ScriptCrash(f"{skill} {path} is not served whole by use_skill: {e}") from e
         result = await self.session.call_tool(
             "run_python", {"code": f"{inputs}\n{code}", "timeout": timeout, "output_level": "full"}
         )

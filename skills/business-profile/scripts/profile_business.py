@@ -298,7 +298,9 @@ def _fiscal(name, frame):
     return None
 
 
-files, facts, evidence = [], {}, {}
+files, facts, evidence, one_off = [], {}, {}, []
+_ONE_OFF = re.compile(r"order|line[ _-]?item", re.I)
+_CONTRACT = re.compile(r"subscription|contract|^plan$|plan[ _-]?id", re.I)
 
 
 def note(fact, value, why):
@@ -334,6 +336,8 @@ for name, frame in sources.items():
     states = _contract_states(frame)
     if states:
         note("contractual", True, f"{name}: " + "; ".join(f"{c} holds {', '.join(s)}" for c, s in states.items()))
+    elif any(_ONE_OFF.search(c) for c in frame.columns) and not any(_CONTRACT.search(c) for c in frame.columns):
+        one_off.append(name)  # orders or order lines tied to no subscription: a stream of one-off purchases
     split = _randomisation(frame)
     if split is not None and split["randomisation_unit"]:
         note(
@@ -373,6 +377,9 @@ for name, frame in sources.items():
 
 if currencies_seen:
     note("currencies", sorted(currencies_seen), "currency codes in the exports")
+if facts.get("contractual") is True and one_off:
+    facts["contractual"] = "mixed"
+    evidence["contractual"] += f"; and {', '.join(one_off)} hold orders tied to no subscription (one-off purchases)"
 note("contractual", False, "no status column holds contract states (active, paused, cancelled …)")
 
 given = dict(globals().get("FACTS") or {})
