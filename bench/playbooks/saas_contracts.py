@@ -281,8 +281,10 @@ async def data_quality_audit(run: Run) -> dict[str, bool]:
             verdicts[p["id"]] = named.get(p["id"]) is not None and within(named[p["id"]], p)
     for p in by_class(plants, "lookalike", "legitimate_proration"):  # prorations called duplicates
         verdicts[p["id"]] = any("duplicate" in f["check"] for f in found["invoice_line_items.csv"])
-    for p in by_class(plants, "lookalike", "minor_units"):  # the seat price in cents (unit_amount) called wrong
-        verdicts[p["id"]] = any(f["column"] == "unit_amount" for f in found["invoice_line_items.csv"])
+    for p in by_class(plants, "lookalike", "minor_units"):  # the seat price in cents (unit_amount) called a wrong value
+        verdicts[p["id"]] = any(
+            f["column"] == "unit_amount" and f["severity"] != "low" for f in found["invoice_line_items.csv"]
+        )
     for p in by_class(plants, "lookalike", "unix_time"):  # the Unix seconds called not dates, or outliers / future
         verdicts[p["id"]] = any(
             f["column"]
@@ -410,8 +412,9 @@ async def discount_effectiveness(run: Run) -> dict[str, bool]:
 
 # SKILL.md step 2 from the exports: the logo is the Stripe customer (= CRM account); SOURCE the paid invoices
 # above 0, SUBSCRIPTIONS one row per subscription (first paid day = the trial's end when a trial came first; a
-# trial that ended at or before its end never converted), MRR at 2024-06-01 and 2025-06-01 from the regular seat
-# lines covering the day (seats x list price, annual / 12) at June 2024's EURUSD, segment = tier + region
+# trial that ended at or before its end never converted), MRR at 2024-06-01 and 2025-06-01: each subscription
+# billed over the day, its seats then (the seat audit log) x its seat line's list price (annual / 12) at June
+# 2024's EURUSD, segment = tier + region
 COHORTS = """
 paid_inv = sc_inv[(sc_inv.status == 'paid') & (sc_inv.total > 0) & (sc_inv.billing_reason != 'manual')]
 coh_source = paid_inv.rename(columns={'customer': 'customer_id'}).assign(active_at=unix(paid_inv.created))
@@ -426,12 +429,17 @@ reg = sc_lines[(sc_lines.type == 'subscription') & (sc_lines.proration == 'false
 reg['ps'], reg['pe'] = sc_ts(reg.period_start), sc_ts(reg.period_end)
 reg['customer_id'] = reg.subscription.map(sc_subs.set_index('id').customer)
 reg['segment'] = reg.subscription.map((sc_subs.segment + ' ' + sc_subs.region).set_axis(sc_subs.id))
+seat_log = load_file('uploads/seat_changes.csv').sort_values('occurred_at')
+seat_log['at'] = pd.to_datetime(seat_log.occurred_at, utc=True).dt.tz_localize(None)
+reg['workspace_id'] = reg.subscription.map(sc_subs.set_index('id').metadata_workspace_id)
 snaps = []
 for at in ('2024-06-01', '2025-06-01'):
-    on = reg[(reg.ps <= at) & (reg.pe > at)]
+    on = reg[(reg.ps <= at) & (reg.pe > at)].copy()
+    seats_then = seat_log[seat_log['at'] <= at].groupby('workspace_id').seats_after.last()  # the audit log's seats
+    on['seats'] = on.workspace_id.map(seats_then).fillna(on.quantity).clip(lower=0)
     per_month = np.where(on.plan.isin(['team_annual', 'business_annual', 'enterprise_annual']), 12, 1)
-    snaps.append(on.assign(at=at, mrr=sc_usd(on.quantity * on.unit_amount / per_month, on.currency,
-                                          pd.Series('2024-06-01', index=on.index))))
+    snaps.append(on.assign(at=at, mrr=sc_usd(on.seats * on.unit_amount / per_month, on.currency,
+                                             pd.Series('2024-06-01', index=on.index))))
 mrr = pd.concat(snaps).groupby(['customer_id', 'at', 'segment'], as_index=False).mrr.sum()
 coh_mrr = save_artifact(mrr, title='MRR snapshots (list, constant FX)')
 coh_subs_all = save_artifact(coh_subs, title='subscriptions: first paid day, end, converted')
@@ -457,8 +465,8 @@ async def customer_cohort_retention(run: Run) -> dict[str, bool]:
             f"SOURCE, SUBSCRIPTIONS = coh[{seg!r}]\nDATA_THROUGH = '2025-06-17'",
         )
         effects[seg] = await run.get(
-            "{'cohorts': cohort_effects[cohort_effects.flagged].cohort.astype(str).tolist(),"
-            " 'm3': {str(k): v for k, v in retention[3].dropna().items()} if 3 in retention.columns else {}}"
+            "dict(zip(cohort_effects[cohort_effects.flagged].cohort.astype(str),"
+            " cohort_effects[cohort_effects.flagged].retention_pct))"
         )
     await run.script(
         "customer-cohort-retention",
@@ -468,12 +476,12 @@ async def customer_cohort_retention(run: Run) -> dict[str, bool]:
     segments = {r["segment"]: r for r in await run.get("segments")}
     verdicts: dict[str, bool] = {}
     ss = effects["self_serve"]
-    for p in by_class(plants, "truth", "cohort_effect_promo"):  # the 2024-04 cohort flagged, its month 3 as planted
-        label = [c for c in ss["cohorts"] if c in ("2024-04", "FY2024-P04")]
-        m3 = [v for k, v in ss["m3"].items() if k in ("2024-04", "FY2024-P04")]
-        verdicts[p["id"]] = bool(label) and bool(m3) and within(m3[0], p, 0.01)
+    for p in by_class(plants, "truth", "cohort_effect_promo"):
+        # the 2024-04 cohort flagged, the retention the script names it at as planted (month 3 after the free months)
+        hit = [v for c, v in ss.items() if c in ("2024-04", "FY2024-P04")]
+        verdicts[p["id"]] = bool(hit) and within(hit[0], p, 0.01)
     for p in by_class(plants, "lookalike", "period_effect"):  # a 2023 cohort named weak (the Oct-2023 diagonal)
-        verdicts[p["id"]] = any("2023" in c for seg in effects.values() for c in seg["cohorts"])
+        verdicts[p["id"]] = any("2023" in c for seg in effects.values() for c in seg)
     emea = segments.get("sales_led EMEA", {})
     for p in by_class(plants, "truth", "logo_vs_nrr"):  # sales-led EMEA called out, logo retention / NRR as planted
         value = emea.get("nrr") if p["id"].endswith("_nrr") else emea.get("logo_retention")
