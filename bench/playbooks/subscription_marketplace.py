@@ -202,7 +202,7 @@ async def rfm_segmentation(run: Run) -> dict[str, bool]:
     await run.script(
         "rfm-segmentation",
         "scripts/rfm.py",
-        f"SOURCE = {scored!r}\nSTATES = rfm_states\nAS_OF = str(data_end.date())",
+        f"SOURCE = {scored!r}\nSTATES = rfm_states\nAS_OF = str(export_end.date())",
     )
     verdicts: dict[str, bool] = {}
     for p in by_class(plants, "truth", "involuntary_churn_risk"):  # the Dunning customers, flagged, as many as planted
