@@ -336,8 +336,9 @@ async def returns_and_cancellations(run: Run) -> dict[str, bool]:
         await run.script(
             "returns-and-cancellations", "scripts/return_outliers.py", f"ITEM = 'item'\nSOURCE = rc_ids[{what!r}]"
         )
-        flags[what] = await run.get(
-            "rates[rates.kind == 'returned'][['item', 'rate_pct', 'standardized_ratio', 'flagged']]"
+        flags[what] = await run.get(  # the flagged rows and the plants' own (the whole table is too long to print)
+            "rates[(rates.kind == 'returned') & (rates.flagged | rates.item.astype(str).isin(['20-0118', '20-0119', "
+            "'107', 'ecom']))][['item', 'rate_pct', 'standardized_ratio', 'flagged']]"
         )
     await run.script("returns-and-cancellations", "scripts/order_attribution.py", "SOURCE = rc_ids['attribution']")
     named = set(await run.get("[str(x) for x in named['item']]"))
