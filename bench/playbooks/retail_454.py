@@ -332,13 +332,14 @@ async def returns_and_cancellations(run: Run) -> dict[str, bool]:
         "print(rc_sku.units_returned.sum(), rc_store.units_returned.sum(), len(att))"
     )
     flags = {}
+    named_items = [str(v) for p in plants for k, v in p["entity"].items() if k in ("sku", "store")] + ["ecom"]
     for what in ("sku", "store", "channel"):
         await run.script(
             "returns-and-cancellations", "scripts/return_outliers.py", f"ITEM = 'item'\nSOURCE = rc_ids[{what!r}]"
         )
         flags[what] = await run.get(  # the flagged rows and the plants' own (the whole table is too long to print)
-            "rates[(rates.kind == 'returned') & (rates.flagged | rates.item.astype(str).isin(['20-0118', '20-0119', "
-            "'107', 'ecom']))][['item', 'rate_pct', 'standardized_ratio', 'flagged']]"
+            "rates[(rates.kind == 'returned') & (rates.flagged | rates.item.astype(str).isin("
+            f"{named_items!r}))][['item', 'rate_pct', 'standardized_ratio', 'flagged']]"
         )
     await run.script("returns-and-cancellations", "scripts/order_attribution.py", "SOURCE = rc_ids['attribution']")
     named = set(await run.get("[str(x) for x in named['item']]"))
