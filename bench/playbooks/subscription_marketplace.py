@@ -66,10 +66,10 @@ async def sql(run: Run, query: str) -> str:
     result = await run.session.call_tool("query_database", {"query": query, "output_level": "brief"})
     text = text_of(result)
     run.outputs.append(f"### query_database\n{text}")
-    found = re.search(r"artifact_[0-9a-z]+", text)
+    found = [i for i in re.findall(r"artifact_[0-9a-f]{12}", text) if i not in query]  # the result, not the input
     if result.is_error or not found:
         raise ScriptCrash(text[-1500:])
-    return found.group(0)
+    return found[-1]
 
 
 async def customer_lifetime_value(run: Run) -> dict[str, bool]:
