@@ -496,20 +496,22 @@ async def customer_cohort_retention(run: Run) -> dict[str, bool]:
 
 
 async def returns_and_cancellations(run: Run) -> dict[str, bool]:
-    """Paid invoices above 0 (not manual) per plan and tenure (the subscription's first invoice vs later: the
-    30-day money-back is on the first paid month), returned = refunded by a credit note, returned revenue in USD.
+    """Paid invoices above 0 (not manual) per plan, tenure (the rank of the subscription's paid charges: 1 vs later,
+    the 30-day money-back is on the first paid month) and billing interval; returned = refunded by a credit note,
+    returned revenue in USD (at the invoice month's EURUSD).
     An invoice holds one plan, so there is no basket to attribute (step 4 has nothing to hold fixed)."""
     plants = run.plants("returns-and-cancellations")
     await run.py(SETUP)
     await run.py(
-        "iv = sc_inv[sc_inv.billing_reason != 'manual'].sort_values(['subscription', 'created_t']).copy()\n"
-        "iv['k'] = iv.groupby('subscription').cumcount()\n"
-        "iv = iv[(iv.status == 'paid') & (iv.total > 0)]\n"
-        "refunded = iv.post_payment_credit_notes_amount > 0\n"
-        "ret = pd.DataFrame({'item': iv.plan, 'tenure_month': np.where(iv.k == 0, '1', '2+'), 'shipped': 1,\n"
-        "    'returned': refunded.astype(int), 'returned_revenue': sc_usd(iv.post_payment_credit_notes_amount,"
-        " iv.currency, iv.created_t)})\n"
-        "ret = ret.groupby(['item', 'tenure_month'], as_index=False).sum()\n"
+        "iv = sc_inv[(sc_inv.billing_reason != 'manual') & (sc_inv.status == 'paid') & (sc_inv.total > 0)]\n"
+        "iv = iv.sort_values(['subscription', 'paid_t'])\n"
+        "k = iv.groupby('subscription').cumcount()  # rank of the subscription's paid charges\n"
+        "annual = iv.plan.isin(['team_annual', 'business_annual', 'enterprise_annual'])\n"
+        "ret = pd.DataFrame({'item': iv.plan, 'tenure_month': np.where(k == 0, '1', '2+'),\n"
+        "    'interval': np.where(annual, 'year', 'month'), 'shipped': 1,\n"
+        "    'returned': (iv.post_payment_credit_notes_amount > 0).astype(int), 'currency': 'USD',\n"
+        "    'returned_revenue': sc_usd(iv.post_payment_credit_notes_amount, iv.currency, iv.created_t)})\n"
+        "ret = ret.groupby(['item', 'tenure_month', 'interval', 'currency'], as_index=False).sum()\n"
         "ret_src = save_artifact(ret, title='paid invoices and refunds per plan and tenure')\n"
         "print(ret)"
     )
