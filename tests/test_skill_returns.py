@@ -180,12 +180,12 @@ SOURCE = save_artifact(pd.DataFrame(rows, columns=["sku", "product_group", "unit
 
 async def test_units_credited_in_lots_and_small_samples_are_not_flagged(s: ClientSession) -> None:
     """DEF: 110 units against 1,000 x 186/36,060 (the others' units: 180 + 4 + 2 of 36,000 + 40 + 20) = 5.158
-    expected (ratio 21.33); the test counts memos: 22 observed against 1,000 x 39/36,060 = 1.08 - flagged. The
-    look-alike TINY returns 10 % of 40 units (ratio 4/(40 x 182/36,020) = 19.79, DEF left out of its reference):
-    2 memos against mu = 40 x 37/36,020 = 0.0411 expected, P(Poisson(mu) >= 2) = 1 - e^-mu (1 + mu) = 8.3e-4,
-    x 20 tested = 0.0166 > 0.01 - not flagged (counted in units, 4 against 0.2, it would be: 5.5e-5 x 20). MICRO
-    (20 units) is under the minimum of 30, not tested. DEF's credited revenue: 1,000 EUR + 500 GBP x 1.2 = 1,600
-    EUR; without a GBP rate it is not totalled."""
+    expected (ratio 21.33); the test counts returns (its units per memo, 110/22 = 5): 22 against 1.03 - flagged.
+    The look-alike TINY returns 10 % of 40 units: 4 against 40 x 182/36,020 = 0.2021 (ratio 19.79, DEF left out of
+    its reference); in memos (2 units each) 2 against mu = 0.1011, P(Poisson(mu) >= 2) = 1 - e^-mu (1 + mu) =
+    0.00477, x 20 tested = 0.0955 > 0.01 - not flagged (counted in units, 4 against 0.2, it would be: 5.5e-5 x 20).
+    MICRO (20 units) is under the minimum of 30, not tested. DEF's credited revenue: 1,000 EUR + 500 GBP x 1.2 =
+    1,600 EUR; without a GBP rate it is not totalled."""
     profile = "PROFILE = {'contractual': False, 'returns_grain': 'line', 'currencies': ['EUR', 'GBP'], "
     text = await run(
         s,
@@ -197,7 +197,7 @@ async def test_units_credited_in_lots_and_small_samples_are_not_flagged(s: Clien
     tiny = await value(s, plain("rates.set_index('sku').loc['TINY', ['standardized_ratio', 'tested', 'flagged']]"))
     assert tiny == "[19.79, True, False]", text
     assert float(await value(s, "float(rates.set_index('sku').loc['TINY', 'p_corrected'])")) == pytest.approx(
-        20 * (1 - math.exp(-40 * 37 / 36020) * (1 + 40 * 37 / 36020)), rel=1e-6
+        20 * (1 - math.exp(-40 * 182 / 36020 / 2) * (1 + 40 * 182 / 36020 / 2)), rel=1e-6
     )
     assert await value(s, "bool(rates.set_index('sku').loc['MICRO', 'tested'])") == "False"
     assert "too small to test (< 30 units), not flagged: MICRO" in text, text

@@ -5,7 +5,9 @@ entity column, default "item": plan, sku, store, channel …), STRATA (the drive
 every column that is not the entity, a count, revenue, currency or an id), MIN_EXPOSURE (30), MIN_RATIO (1.5),
 ALPHA (0.01).
 One row per entity and driver cell (or per line: rows are summed), with counts:
-- units (line-level returns: credit notes or return lines with quantities): units_sold, units_returned;
+- units (line-level returns: credit notes or return lines with quantities): units_sold, units_returned, and
+  returns (the number of return lines / credit memos) with lines_sold (the sale lines) when a return credits several
+  units: the test then counts returns per line sold (else units / the entity's units per return), the ratio is in units;
 - orders / charges / invoices: shipped (paid) and returned (refunded), or completed and returned (shipped =
   completed + returned); and orders and cancelled for cancellations;
 - optional returned_revenue (and currency: converted with PROFILE["fx"] {currency: rate to the reporting currency}).
@@ -39,7 +41,17 @@ if entity not in data.columns:
     raise ValueError(f"no entity column {entity!r} in {list(data.columns)}: set ITEM = '<column>' (plan, sku, store …)")
 data = data.rename(columns={entity: "item"}) if entity != "item" else data
 data["item"] = data["item"].astype(str)
-COUNTS = ["orders", "completed", "shipped", "returned", "cancelled", "units_sold", "units_returned", "returns"]
+COUNTS = [
+    "orders",
+    "completed",
+    "shipped",
+    "returned",
+    "cancelled",
+    "units_sold",
+    "units_returned",
+    "returns",
+    "lines_sold",
+]
 MONEY = ["returned_revenue", "currency"]
 strata = globals().get("STRATA")
 IDS = re.compile(r"(^|_)(id|number|no)$|order|trans|invoice|charge|memo|document|line", re.I)  # never a driver
@@ -134,10 +146,12 @@ def upper_p(z: float) -> float:
 
 grouped = data.groupby(["item", *strata], as_index=False)[present].sum()
 counted = unit == "units" and "returns" in data.columns and data["returns"].sum() > 0
+lots = float(data["units_returned"].sum() / data["returns"].sum()) if counted else 1.0
 if counted:  # a credit memo or return line credits several units: the independent events are the returns
     assumed_parts.append(
-        f"a return credits {data['units_returned'].sum() / data['returns'].sum():.1f} units on average: the test "
-        "counts returns (their expected number the same way), the ratio is in units"
+        f"a return credits {lots:.1f} units on average: the test counts returns ("
+        + ("per line sold" if "lines_sold" in data.columns else "units / the entity's units per return, quasi-Poisson")
+        + "), the ratio is in units"
     )
 elif unit == "units":
     warnings.append(
@@ -173,11 +187,12 @@ def compare(excluded):
             if n1 <= 0:
                 continue
             overall = others[event].sum() / max(others[base_col].sum(), 1)
-            test_event = "returns" if counted and kind == "returned" else event
-            test_observed = float(mine[test_event].sum())
+            lot = 1.0  # units per return: a memo crediting 20 units is one event (quasi-Poisson scale)
+            if counted and kind == "returned":
+                own_returns = float(mine["returns"].sum())
+                lot = max(1.0, observed / own_returns if own_returns > 0 else lots)
             if strata:
                 expected, rate_here, fallback, own = expect(mine, others, event, base_col)
-                test_expected = expect(mine, others, test_event, base_col)[0]
                 for key, cell in own.iterrows():
                     key = key if isinstance(key, tuple) else (key,)
                     cell_rows.append(
@@ -215,13 +230,16 @@ def compare(excluded):
             if tested and strata:
                 from scipy import stats
 
-                k = test_observed
-                row["p"] = float(stats.gamma.cdf(test_expected, k)) if k > 0 else 1.0  # = P(Poisson >= k), exact
+                k, mu = observed / lot, expected / lot  # returns observed against returns expected
+                if counted and kind == "returned" and "lines_sold" in grouped.columns:  # returns per line sold
+                    k, mu = float(mine["returns"].sum()), expect(mine, others, "returns", "lines_sold")[0]
+                row["p"] = float(stats.gamma.cdf(mu, k)) if k > 0 and mu > 0 else 1.0  # = P(Poisson >= k), exact
             elif tested:  # two-proportion z-test against all the others
-                n2, x2 = float(others[base_col].sum()), float(others[test_event].sum())
-                pooled = (test_observed + x2) / (n1 + n2)
+                n2, x2 = float(others[base_col].sum()), float(others[event].sum())
+                pooled = (observed + x2) / (n1 + n2)
                 se = math.sqrt(pooled * (1 - pooled) * (1 / n1 + 1 / n2)) if 0 < pooled < 1 and n2 > 0 else 0.0
-                row["z"] = round((test_observed / n1 - x2 / max(n2, 1)) / se, 2) if se else 0.0
+                se = se * math.sqrt(lot)
+                row["z"] = round((observed / n1 - x2 / max(n2, 1)) / se, 2) if se else 0.0
                 row["p"] = upper_p(row["z"])
             rows.append(row)
     rates = pd.DataFrame(rows)
