@@ -335,7 +335,7 @@ async def data_quality_audit(run: Run) -> dict[str, bool]:
     verdicts: dict[str, bool] = {}
     found = {
         "dq_orders_before_signup": rows(on_orders, "before customers."),
-        "dq_refund_before_sale": rows(on_charges, "refunded_at before"),
+        "dq_refund_before_sale": rows(on_charges, "refunded_at before processed_at"),
         "dq_duplicated_charge_batch": rows(on_charges, "exact duplicate rows"),
         "dq_currency_country_mismatch": rows(on_charges, "currency not the country's"),
     }
