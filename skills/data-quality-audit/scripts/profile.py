@@ -1,64 +1,46 @@
-"""Data-quality audit of a table, on the business's facts (PROFILE, from business-profile; SKILL.md step 3).
-
-Input: SOURCE (a file's or table artifact's id) or DF; optional PROFILE (store_timezone, utc_offsets, files: each
-export's layout; business-profile's `files` table is read too), LAYOUT {"key": …, "first_line_only": [...]},
-RELATED {"customers": "upload_…"} or {"invoices": {"source": …, "on": {"Reference Invoice": "Document Number"}}}.
-Output: `findings` ranked by harm (the cell's value), `assumed` (printed `Assumed: …`), WARNING lines, a profile.
-"""
+"""Data-quality audit of a table (SKILL.md step 3). In: SOURCE or DF; PROFILE; LAYOUT, RELATED (optional).
+Out: `findings` ranked by harm, `assumed` (printed `Assumed: …`), WARNING lines, a profile."""
 
 import re
+import zoneinfo
 
 import pandas as pd
 
 PROFILE = globals().get("PROFILE") or {}
 df = globals().get("DF")
-if df is None:  # SOURCE, load_file and load_artifact come from run_python
+if df is None:
     df = load_artifact(SOURCE) if str(SOURCE).startswith("artifact_") else load_file(SOURCE)  # noqa: F821
 df = df.copy()
 findings, assumed_facts, warnings = [], [], []
 if not PROFILE:
     warnings.append("no PROFILE: run business-profile first - layout, units and time zones read from this file alone")
 
-# how wrong a finding is: a wrong value harms every total it enters; a blank or a spelling less
-WEIGHT = {
-    "date": 5,
-    "duplicate": 4,
-    "arithmetic": 4,
-    "currency": 4,
-    "range": 3,
-    "type": 3,
-    "extreme": 3,
-    "missing": 1,
-    "format": 0.5,
-    "spelling": 0.5,
-    "outlier": 0.2,
-}
+WEIGHT = dict(date=5, duplicate=4, arithmetic=4, currency=4, range=3, type=3, extreme=3, missing=1, format=0.5)
+WEIGHT.update(spelling=0.5, outlier=0.2)
 
 
 def finding(severity: str, column: str, check: str, rows: int, examples=(), kind: str = "type") -> None:
-    findings.append(
-        {
-            "severity": severity,
-            "column": column,
-            "check": check,
-            "rows": int(rows),
-            "examples": ", ".join(str(e) for e in list(examples)[:3]),
-            "harm": round(int(rows) * WEIGHT[kind], 1),
-        }
-    )
+    examples = ", ".join(str(e) for e in list(examples)[:3])
+    findings.append(dict(severity=severity, column=column, check=check, rows=int(rows), examples=examples))
+    findings[-1]["harm"] = round(int(rows) * WEIGHT[kind], 1)
 
 
 def is_text(s: pd.Series) -> bool:
     return pd.api.types.is_object_dtype(s) or pd.api.types.is_string_dtype(s)
 
 
-# a full date (2025-03-01, 01/03/2025, 1.3.2025, with a time or an offset); Jan, Q1, FY25 are labels
-ID_LIKE = re.compile(r"(^|_)(id|key|no|nr|number|line|code)$")  # labels, not quantities: no outliers, maybe keys
+ID_LIKE = re.compile(r"(^|[_ ])(id|key|no|nr|number|line|item|code)$")
 FULL_DATE = re.compile(r"^\s*(\d{4}[-/.]\d{1,2}[-/.]\d{1,2}|\d{1,2}[-/.]\d{1,2}[-/.]\d{2,4})([ T].*)?$")
 OFFSET = re.compile(r"(?:[+-]\d{2}:?\d{2}|Z)$")
 TIME_NAME = re.compile(r"([ _]at|date|time|timestamp|created|updated|period_start|period_end)$", re.I)
-EVENT = re.compile(r"refund|return|cancel|credit|ship|deliver|fulfil|paus|end", re.I)  # blank: not happened
+EVENT = re.compile(r"refund|return|cancel|credit|ship|deliver|fulfil|paus|end", re.I)
 STORE_TZ = PROFILE.get("store_timezone")
+try:
+    STORE_TZ and zoneinfo.ZoneInfo(str(STORE_TZ))
+except Exception:  # prose ("Central, Milwaukee") or a typo
+    warnings.append(f"store_timezone {STORE_TZ!r} is no time-zone key (America/Chicago): local times left as written")
+    STORE_TZ = None
+TIMES = {}
 
 
 def unix_unit(s: pd.Series, name: str):
@@ -73,8 +55,16 @@ def unix_unit(s: pd.Series, name: str):
 
 
 def as_times(s: pd.Series, name: str) -> pd.Series:
-    """Times in naive UTC: offsets parsed with utc=True, Unix seconds, day-first dates; local times as written
-    (or in PROFILE's store_timezone)."""
+    """Naive UTC: offsets parsed with utc=True, Unix seconds, day first; local times in store_timezone."""
+    if (name, len(s)) in TIMES and TIMES[name, len(s)].index.equals(s.index):
+        return TIMES[name, len(s)]
+    codes, distinct = pd.factorize(s)  # each distinct value parsed once
+    t = parse_times(pd.Series(distinct), name).reindex(codes)
+    TIMES[name, len(s)] = t = pd.Series(t.to_numpy(), index=s.index)
+    return t
+
+
+def parse_times(s: pd.Series, name: str) -> pd.Series:
     if pd.api.types.is_datetime64_any_dtype(s):
         t = pd.to_datetime(s, errors="coerce")
         return t.dt.tz_convert("UTC").dt.tz_localize(None) if t.dt.tz is not None else t
@@ -83,26 +73,33 @@ def as_times(s: pd.Series, name: str) -> pd.Series:
         return pd.to_datetime(pd.to_numeric(s, errors="coerce"), unit=unit, errors="coerce")
     text = s.astype(str).str.strip().where(s.notna() & (s.astype(str).str.strip() != ""))
     filled = text.dropna()
-    if len(filled) and filled.str.contains(OFFSET).mean() > 0.5:
-        return pd.to_datetime(text, utc=True, errors="coerce", format="mixed").dt.tz_localize(None)
+    utc = bool(len(filled)) and filled.str.contains(OFFSET).mean() > 0.5
     parts = filled.str.extract(r"^(\d{1,2})([./])(\d{1,2})[./]\d{2,4}")
     dayfirst = (parts[1] == ".").mean() > 0.5 or (pd.to_numeric(parts[0], errors="coerce") > 12).any()
-    t = pd.to_datetime(text, errors="coerce", format="mixed", dayfirst=dayfirst)
-    if STORE_TZ and t.notna().any():  # local store time, made UTC like the rest
-        t = t.dt.tz_localize(STORE_TZ, ambiguous="NaT", nonexistent="NaT").dt.tz_convert("UTC").dt.tz_localize(None)
+    try:
+        t = pd.to_datetime(text, errors="coerce", utc=utc, dayfirst=dayfirst)
+    except (ValueError, TypeError):
+        t = pd.to_datetime(text.where(text.isna()), utc=utc)
+    miss = t.isna() & text.notna()
+    if miss.any():
+        t[miss] = pd.to_datetime(text[miss], errors="coerce", utc=utc, format="mixed", dayfirst=dayfirst)
+    if utc:
+        return t.dt.tz_localize(None)
+    if STORE_TZ and t.notna().any():
+        t = t.dt.tz_localize(STORE_TZ, ambiguous=(t != t).to_numpy(), nonexistent="shift_forward")
+        t = t.dt.tz_convert("UTC").dt.tz_localize(None)
     return t
 
 
-# ---- layout: one row per line, order-level fields on each order's first line only (Shopify)
 def detect_layout(frame: pd.DataFrame):
-    """A key repeated on consecutive rows, fields filled on its first row only: those are the order's fields."""
+    """A key repeated on consecutive rows, fields filled on its first row only: the order's fields."""
     best = None
     blank = frame.isna() | frame.astype(str).apply(lambda c: c.str.strip().isin(["", "nan", "None", "NaT"]))
     for key in frame.columns[:60]:
         values = frame[key].astype(str).str.strip()
         if frame[key].isna().any() or values.eq("").any() or values.is_unique:
             continue
-        if values.ne(values.shift()).sum() != values.nunique():  # an order's lines come together
+        if values.ne(values.shift()).sum() != values.nunique():
             continue
         multi = values.duplicated(keep=False)
         first = ~values.duplicated()
@@ -130,12 +127,7 @@ def given_layout():
         cols = row.get("first_line_only") or []
         cols = [c.strip() for c in cols.split(",")] if isinstance(cols, str) else list(cols)
         key = row.get("key") or (re.search(r"several rows per (.+)\)", str(row.get("grain", ""))) or [None, None])[1]
-        if (
-            cols
-            and key in df.columns
-            and set(cols) <= set(df.columns)
-            and len(cols) > len((best or {}).get("first_line_only", ()))
-        ):
+        if cols and {key, *cols} <= set(df.columns) and len(cols) > len((best or {}).get("first_line_only", ())):
             best = {"key": key, "first_line_only": cols}
     return best, "business-profile"
 
@@ -150,10 +142,11 @@ if layout is not None:
     order_level = set()
     for c in layout["first_line_only"]:
         filled = (df.loc[~first_line, c].notna() & (df.loc[~first_line, c].astype(str).str.strip() != "")).mean()
-        if filled > 0.05:  # the profile contradicted by the data
+        if filled > 0.05:
             warnings.append(f"{c} is said to be on first lines only, but {filled:.0%} of later lines fill it")
             continue
-        df[c] = df.groupby(df[key].astype(str), sort=False)[c].transform(lambda g: g.iloc[0])  # the order's value
+        keys = df[key].astype(str)
+        df[c] = keys.map(pd.Series(df.loc[first_line, c].to_numpy(), index=keys[first_line]))
         order_level.add(c)
     assumed_facts.append(
         f"one row per line, several per {key}; order-level fields ({', '.join(map(str, order_level))}) "
@@ -165,11 +158,11 @@ else:
 
 
 def scope(col) -> pd.Series:
-    """An order-level field is judged on its order's first line only."""
     return first_line if col in order_level else pd.Series(True, index=df.index)
 
 
-# ---- units: a rate (0-1) or an amount (money), before any range rule
+# below 0: never a level or a price; an amount (a rebate) or a quantity (a return) may be
+COUNT = re.compile(r"price|cost|seats|after|balance|stock|on.?hand|level|headcount|inventory", re.I)
 RATE_NAME = re.compile(r"rate|pct|percent|%|share|ratio", re.I)
 AMOUNT_NAME = re.compile(r"amount|amt|value|total|sum|eur|usd|gbp|price|cost|betrag", re.I)
 units = {}
@@ -179,14 +172,11 @@ def unit_of(col, s: pd.Series) -> str:
     name = str(col)
     listed = PROFILE.get("files") if isinstance(PROFILE.get("files"), list) else []
     for row in listed:
-        if name in str(row.get("rates", "")).split(", "):
-            return "rate"
-        if name in str(row.get("amounts", "")).split(", "):
-            return "amount"
-    if RATE_NAME.search(name):
-        return "rate"
-    if AMOUNT_NAME.search(name):
-        return "amount"
+        for unit in ("rate", "amount"):
+            if name in str(row.get(unit + "s", "")).split(", "):
+                return unit
+    if RATE_NAME.search(name) or AMOUNT_NAME.search(name):
+        return "rate" if RATE_NAME.search(name) else "amount"
     nonzero = s[s.fillna(0) != 0].dropna()
     return "rate" if len(nonzero) == 0 or nonzero.between(-1, 1).mean() >= 0.9 else "amount"
 
@@ -206,18 +196,13 @@ def groups_for(col):
     return best
 
 
-def far_out(s: pd.Series, k: float = 3.0) -> pd.Series:
-    """Beyond k x IQR from the quartiles; IQR 0 (a list price): a quarter of the median."""
-    q1, q3 = s.quantile([0.25, 0.75])
-    iqr = q3 - q1 if q3 > q1 else 0.25 * abs(s.median())
-    return (s < q1 - k * iqr) | (s > q3 + k * iqr) if iqr > 0 else pd.Series(False, index=s.index)
-
-
-def extremeness(s: pd.Series) -> pd.Series:
-    """How far each value lies from the quartiles, in IQRs: the most extreme are named first."""
-    q1, q3 = s.quantile([0.25, 0.75])
-    iqr = q3 - q1 if q3 > q1 else 0.25 * abs(s.median()) or 1.0
-    return ((q1 - s).clip(lower=0) + (s - q3).clip(lower=0)) / iqr
+def spread(s: pd.Series, labels) -> pd.Series:
+    """Distance beyond the group's quartiles (5 values or more) in IQRs; IQR 0: a quarter of the median."""
+    g = s.groupby(labels)
+    q1, q3, med = (g.transform("quantile", q) for q in (0.25, 0.75, 0.5))
+    iqr = (q3 - q1).where(q3 > q1, 0.25 * med.abs())
+    score = ((q1 - s).clip(lower=0) + (s - q3).clip(lower=0)) / iqr
+    return score.where((iqr > 0) & (g.transform("size") >= 5), 0.0)
 
 
 time_columns = {c for c in df.columns if pd.api.types.is_numeric_dtype(df[c]) and unix_unit(df[c], c)}
@@ -227,103 +212,96 @@ for col in df.columns:
     judged = scope(col)
     empty = s.isna() | (s.astype(str).str.strip() == "") if is_text(s) else s.isna()
     empty = empty & judged
-    profile.append(
-        {
-            "column": col,
-            "dtype": str(s.dtype),
-            "missing": int(empty.sum()),
-            "missing_pct": round(100 * empty.sum() / max(judged.sum(), 1), 1),
-            "distinct": int(s.nunique()),
-            "example": s.dropna().iloc[0] if s.notna().any() else None,
-        }
-    )
+    pct = round(100 * empty.sum() / max(judged.sum(), 1), 1)
+    example = s.dropna().iloc[0] if s.notna().any() else None
+    profile.append(dict(column=col, dtype=str(s.dtype), missing=int(empty.sum()), missing_pct=pct, example=example))
     if empty.any() and not (EVENT.search(str(col)) and TIME_NAME.search(str(col))):
         where = f" (on {layout['key']} first lines)" if col in order_level else ""
         finding("medium", col, "missing values" + where, empty.sum(), df.index[empty][:3], "missing")
     if col in time_columns:
-        continue  # Unix seconds: dates, checked with the dates below
+        continue
     if is_text(s):
         text = s[judged].dropna().astype(str)
         text = text[text.str.strip() != ""]
         normalised = text.str.strip().str.lower()
         spellings = text.groupby([normalised, text]).size()
         clashing = spellings[spellings.groupby(level=0).transform("size") > 1]
-        if len(clashing):  # the rows to fix: every spelling but the most common one of each value
+        if len(clashing):
             to_fix = int(clashing.sum() - clashing.groupby(level=0).max().sum())
             examples = [list(v.index.get_level_values(1)) for _, v in clashing.groupby(level=0)]
             finding("medium", col, "same category spelled differently", to_fix, examples[:3], "spelling")
-        full_dates = text.str.match(FULL_DATE)
-        if full_dates.mean() > 0.5:
-            as_dates = as_times(text.where(full_dates), col)
-            bad = text[as_dates.isna()]
+        n = text.value_counts()  # each value judged once, its rows counted
+        u = pd.Series(n.index.astype(str))
+        n = pd.Series(n.to_numpy(), index=u.index)
+        full_dates = u.str.match(FULL_DATE)
+        if n[full_dates].sum() > 0.5 * len(text):
+            bad = text[as_times(df[col], col)[text.index].isna()]
             if len(bad):
                 finding("high", col, "values that are not dates in a date column", len(bad), bad.unique()[:3])
-        as_numbers = pd.to_numeric(text, errors="coerce")
-        if 0.5 < as_numbers.notna().mean() < 1:
-            bad = text[as_numbers.isna()]
-            finding("high", col, "values that are not numbers in a number column", len(bad), bad.unique()[:3])
+        bad = u[pd.to_numeric(u, errors="coerce").isna()]
+        label = n[bad.index] >= 10  # a repeated label (DC-RETURNS among store numbers): a code
+        if 0 < n[bad.index].sum() < 0.5 * len(text) and not ID_LIKE.search(str(col).lower()) and not label.all():
+            bad = bad[~label]
+            finding("high", col, "values that are not numbers in a number column", n[bad.index].sum(), bad[:3])
+        body = u.str.strip().str.replace(r"^[+-]|-$", "", regex=True)  # SAP's 123,45- is no format
+        body = body[body.str.fullmatch(r"\d{1,3}([.,]\d{3})+([.,]\d+)?|\d+([.,]\d+)?")]
+        if n[body.index].sum() > 0.9 * len(text) and body.str.contains(r"[.,]").any():
+            mark = body.str.extract(r"([.,])\d{1,2}$")[0].mode()
+            mark = mark.iloc[0] if len(mark) else "."
+            group = "," if mark == "." else "."
+            whole = body.str.replace(rf"\{mark}\d+$", "", regex=True)
+            big, grouped = whole.str.len() >= 4, whole.str.contains(rf"\{group}")
+            usual = grouped[big].mean() > 0.5 if big.any() else False
+            other = body.str.contains(rf"\{group}\d{{1,2}}$") | (big & (grouped != usual))
+            if other.any():  # 1.234,56 among 1234,56
+                finding("high", col, "numbers written in another format", n[other].sum(), body[other][:3])
     elif pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s) and s.notna().sum() >= 8:
-        s = s[judged].astype(float)  # a flag column is no quantity: True/False has no quartiles (it crashed here)
+        s = s[judged].astype(float)
         name = str(col).lower()
-        if any(k in name for k in ("qty", "quantity", "price", "revenue", "amount", "cost")) and (s < 0).any():
+        if COUNT.search(name) and not re.search(r"delta|change|diff|adjust", name) and (s < 0).any():
             finding("high", col, "negative values", (s < 0).sum(), s[s < 0].head(3), "range")
         if "discount" in name or RATE_NAME.search(name):
             units[col] = unit_of(col, s)
             wrong = (s < 0) | (s > 1)
             if units[col] == "rate" and wrong.any():
                 finding("high", col, "discount outside 0-1", wrong.sum(), s[wrong].head(3), "range")
-        group = groups_for(col)
         if ID_LIKE.search(name):
-            continue  # an id is a label: a large one is no outlier
-        if group is None:
-            far, rule = far_out(s), "outliers beyond 3 x IQR"
-            score = extremeness(s)
-        else:  # a laptop's price is far from a pen's, not from other laptops'
-            labels = df.loc[s.index, group].fillna("(missing)")
-            far = s.groupby(labels).transform(lambda g: far_out(g) if len(g) >= 5 else g != g)
-            far, rule = far.astype(bool), f"outliers beyond 3 x IQR within each {group}"
-            score = s.groupby(labels).transform(lambda g: extremeness(g) if len(g) >= 5 else g * 0)
-        absurd = far & (score > 20)  # 20 IQRs out: no long tail reaches there; a typo, a unit, a test row
+            continue
+        group = groups_for(col)  # a laptop's price is far from a pen's, not from other laptops'
+        labels = 0 * s if group is None else df.loc[s.index, group].fillna("(missing)")
+        rule = "outliers beyond 3 x IQR" + (f" within each {group}" if group else "")
+        score = spread(s, labels)
+        far = score > 3
+        absurd = far & (score > 20)  # a typo, a unit, a test row
         if absurd.any():
             ranked = score[absurd].sort_values(ascending=False).index
-            finding(
-                "high",
-                col,
-                "extreme values (over 20 x IQR out, most extreme first)",
-                absurd.sum(),
-                s[ranked].head(3).round(2),
-                "extreme",
-            )
+            check = "extreme values (over 20 x IQR out, most extreme first)"
+            finding("high", col, check, absurd.sum(), s[ranked].head(3).round(2), "extreme")
         if (far & ~absurd).any():
             ranked = score[far & ~absurd].sort_values(ascending=False).index
             finding("low", col, rule, (far & ~absurd).sum(), s[ranked].head(3).round(2), "outlier")
 if units:
-    assumed_facts.append(
-        "units: "
-        + ", ".join(f"{c} is a {u}" for c, u in units.items())
-        + " (a rate is checked against 0-1, an amount is money and is not)"
-    )
+    assumed_facts.append("units: " + ", ".join(f"{c} is a {u}" for c, u in units.items()) + " (a rate is in 0-1)")
 
 duplicates = df.duplicated()
 if duplicates.any():
     finding("high", "(all)", "exact duplicate rows", duplicates.sum(), df.index[duplicates][:3], "duplicate")
 
-# Keys: an id-like name with at most 5 % repeats (an order_id on lines repeats by design), or a pair of them
 id_columns = [c for c in df.columns if ID_LIKE.search(str(c).lower()) and df[c].notna().all()]
-keys = [c for c in id_columns if df[c].duplicated().mean() <= 0.05]
+lines = [c for c in id_columns if re.search(r"(^|[_ ])(line|item|pos)", str(c), re.I)]  # a document's lines
+keys = [] if lines else [c for c in id_columns if df[c].duplicated().mean() <= 0.05]
 for key in keys:
     if df[key].duplicated().any():
         repeated = df[key][df[key].duplicated(keep=False)]
         finding("high", key, "duplicate ids", repeated.shape[0], repeated.unique()[:3], "duplicate")
 if not keys:
     for i, a in enumerate(id_columns):
-        for b in id_columns[i + 1 :]:
+        for b in [c for c in lines or id_columns[i + 1 :] if c != a and a not in lines]:
             pair = df[[a, b]].duplicated(keep=False) & ~df.duplicated(keep=False)
             if 0 < df[[a, b]].duplicated().mean() <= 0.05 and pair.any():
                 examples = df.loc[pair, [a, b]].drop_duplicates().head(3).itertuples(index=False, name=None)
                 finding("high", f"{a}, {b}", "duplicate composite keys", pair.sum(), list(examples), "duplicate")
 
-# Dates (a date type, Unix seconds, text of full dates): in UTC; in the future, of mixed formats, out of order
 today = pd.Timestamp.now(tz="UTC").tz_localize(None).normalize() + pd.Timedelta(days=1)
 dates, mixed, offsets = {}, set(), set()
 
@@ -335,18 +313,18 @@ def date_columns(frame: pd.DataFrame):
         if pd.api.types.is_datetime64_any_dtype(s) or (pd.api.types.is_numeric_dtype(s) and unix_unit(s, col)):
             found[col] = as_times(s, col)
         elif is_text(s):
-            text = s.dropna().astype(str).str.strip()
-            text = text[text != ""]
+            n = s.dropna().astype(str).str.strip().value_counts()  # each distinct value once, with its rows
+            text = pd.Series(n.index.astype(str), index=n.to_numpy())
             full = text.str.match(FULL_DATE)
-            if len(text) and full.mean() > 0.5:
+            if n.to_numpy()[full.to_numpy()].sum() > 0.5 * n[n.index != ""].sum():
                 text = text[full]
                 offsets.update(text.str.extract(r"([+-]\d{2}:?\d{2}|Z)$")[0].dropna().unique())
-                shape = text.str.replace(r"[ T].*$", "", regex=True).map(
-                    lambda v: ("year first " if re.match(r"^\d{4}", v) else "year last ") + re.sub(r"[\d]", "", v)[:1]
-                )
-                kinds = shape.value_counts()
-                if len(kinds) > 1:
-                    odd[col] = (shape, kinds, text)
+                day = text.str.replace(r"[ T].*$", "", regex=True)
+                shape = day.str.match(r"^\d{4}").map({True: "year first ", False: "year last "})
+                shape = shape + day.str.replace(r"\d", "", regex=True).str[:1]
+                kinds = pd.Series(shape.index, index=shape.to_numpy()).groupby(level=0).sum().sort_values()
+                if len(kinds) > 1:  # the rows of every shape but the commonest
+                    odd[col] = (kinds.iloc[:-1].sum(), text[shape != kinds.index[-1]].head(3))
                 found[col] = as_times(s, col)
             elif unix_unit(s, col):
                 found[col] = as_times(s, col)
@@ -354,35 +332,25 @@ def date_columns(frame: pd.DataFrame):
 
 
 dates, odd = date_columns(df)
-for col, (shape, kinds, text) in odd.items():
+for col, (rows, examples) in odd.items():
     mixed.add(col)
-    minority = shape[shape != kinds.index[0]]
-    finding("medium", col, "mixed date formats", len(minority), text[minority.index].unique()[:3], "format")
+    finding("medium", col, "mixed date formats", rows, examples, "format")
 for col, values in dates.items():
     future = (values > today) & scope(col)
     if future.any():
         finding("high", col, "dates in the future", future.sum(), values[future].dt.date.head(3), "date")
 
-# By name: shipped after ordered; refunded/returned/cancelled/credited after the sale; ordered after signup - on
-# every row (the same day is fine); any other pair only where 90 % of rows follow an order
 CLASSES = [
-    ("signup", re.compile(r"sign.?up|regist|account.?creat|joined|opened|subscribed|first.?seen", re.I)),
-    ("ship", re.compile(r"ship|deliver|fulfil|dispatch|lieferdatum", re.I)),
-    ("after", re.compile(r"refund|return|cancel|credit|churn|chargeback", re.I)),
-    (
-        "order",
-        re.compile(
-            r"order|placed|processed|posting|purchase|sale|paid|invoice|created|buchungsdatum|"
-            r"transaction|^date$",
-            re.I,
-        ),
-    ),
+    ("signup", r"sign.?up|regist|account.?creat|joined|opened|subscribed|first.?seen"),
+    ("ship", r"ship|deliver|fulfil|dispatch|lieferdatum"),
+    ("after", r"refund|return|cancel|credit|churn|chargeback"),
+    ("order", r"order|placed|processed|posting|purchase|sale|paid|invoice|created|buchungsdatum|transaction|^date$"),
 ]
 FOLLOWS = {("ship", "order"), ("after", "order"), ("order", "signup"), ("after", "signup"), ("ship", "signup")}
 
 
 def date_class(col):
-    return next((k for k, pattern in CLASSES if pattern.search(str(col))), None)
+    return next((k for k, pattern in CLASSES if re.search(pattern, str(col), re.I)), None)
 
 
 def compared(first, later):
@@ -394,7 +362,7 @@ def compared(first, later):
     return first, later
 
 
-ordered = {c: v for c, v in dates.items() if c not in mixed}  # a column of mixed formats has ambiguous dates
+ordered = {c: v for c, v in dates.items() if c not in mixed}
 for a, first_values in ordered.items():
     for b, later in ordered.items():
         rows = scope(a) & scope(b) if a in order_level and b in order_level else pd.Series(True, index=df.index)
@@ -412,7 +380,6 @@ for a, first_values in ordered.items():
                 "high" if named else "medium", f"{a} / {b}", f"{b} before {a}", wrong.sum(), df.index[wrong][:3], "date"
             )
 
-# Across tables (RELATED): a row dated before the record it refers to (an order before its customer's signup)
 norm = lambda c: re.sub(r"[^a-z0-9]", "", str(c).lower())  # noqa: E731
 related = globals().get("RELATED") or {}
 for rname, ref in related.items():
@@ -452,14 +419,10 @@ for rname, ref in related.items():
     wrong = rows & f.notna() & g.notna() & (g < f)
     assumed_facts.append(f"{rname} joined on {mine} = {theirs}: {event} must not precede {rname}.{since}")
     if wrong.any():
-        finding(
-            "high",
-            f"{event} / {rname}.{since}",
-            f"{event} before {rname}.{since}",
-            wrong.sum(),
-            df.loc[wrong, mine].head(3),
-            "date",
-        )
+        doc = next((c for c in id_columns if lines and c not in lines and df[c].duplicated().any()), None)
+        n = df.loc[wrong, doc].nunique() if doc else wrong.sum()  # a document's lines: one fault
+        check = f"{event} before {rname}.{since}" + (f" ({doc}s)" if doc else "")
+        finding("high", f"{event} / {rname}.{since}", check, n, df.loc[wrong, mine].head(3), "date")
 if offsets:
     assumed_facts.append(f"timestamps compared in UTC (offsets seen: {', '.join(sorted(offsets))})")
 if time_columns:
@@ -470,7 +433,6 @@ elif any(c not in time_columns for c in dates) and not offsets and PROFILE.get("
     warnings.append("PROFILE has UTC offsets but this file's times have none: give PROFILE['store_timezone']")
 
 columns = {str(c).lower(): c for c in df.columns}
-# Currency against country: a row in another currency than the 90 % of its country's rows
 currency = next((columns[k] for k in columns if "currency" in k), None)
 country = next((columns[k] for k in columns if k in ("country", "country_code", "market") or "country" in k), None)
 if currency is not None and country is not None:
@@ -481,19 +443,13 @@ if currency is not None and country is not None:
     odd = pairs[country].map(usual).ne(pairs[currency]) & pairs[country].map(share).ge(0.9)
     if odd.any():
         examples = [f"row {i}: {pairs.at[i, country]} in {pairs.at[i, currency]}" for i in pairs.index[odd][:3]]
-        finding(
-            "high",
-            f"{country} / {currency}",
-            "currency not the country's (its other rows use one)",
-            odd.sum(),
-            examples,
-            "currency",
-        )
+        check = "currency not the country's (its other rows use one)"
+        finding("high", f"{country} / {currency}", check, odd.sum(), examples, "currency")
 if all(k in columns for k in ("quantity", "unit_price", "discount", "revenue")):
     q, p, d, r = (
         pd.to_numeric(df[columns[k]].astype(str).str.strip(), errors="coerce").astype(float)
         for k in ("quantity", "unit_price", "discount", "revenue")
-    )  # a value that is not a number ("ten", "1.234,50") is reported above, not a crash here
+    )
     if units.get(columns["discount"], "rate") == "amount":
         expected = q * p - d
         rule = "revenue != quantity x unit_price - discount"
@@ -510,7 +466,6 @@ assumed = "; ".join(assumed_facts)
 print("Assumed:", assumed)
 for line in warnings:
     print("WARNING:", line)
-# ranked by harm: a wrong value (high), a blank or spelling (medium), a long tail (low); within each rows x weight
 order = {"high": 0, "medium": 1, "low": 2}
 findings = pd.DataFrame(findings, columns=["severity", "column", "check", "rows", "examples", "harm"])
 findings = findings.sort_values(["severity", "harm"], key=lambda c: c.map(order) if c.name == "severity" else -c)
