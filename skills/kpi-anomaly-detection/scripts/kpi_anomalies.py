@@ -1,17 +1,13 @@
 """Anomalies in a KPI series: days (weeks, months) far from what trend, season and the business calendar predict.
 
-SOURCE: a table artifact, one row per period (DATE, VALUE: the first date and last number column) or per event (rows
-counted per day, or VALUE summed). ENTITY: a column (store) whose every series is judged, with the total. PROFILE
-(business-profile): `fiscal_calendar` (kind, first_day, year_naming, 53_week_years, or a `periods` list of
-{start, end}) puts fiscal-period starts/ends in the model; `store_timezone` dates timestamps with UTC offsets.
-COUNTRY: "US" or ["DE", "FR", "GB"] (public holidays). EVENTS: {"name": ["2024-07-10", "2024-12-24..2025-01-01"],
-"billing": "monthly:1"} or rows {date or start/end, name, kind: closure/campaign/billing, entity}. ALPHA: 0.01.
+SOURCE: a row per period (DATE, VALUE) or per event (rows counted, or VALUE summed). ENTITY: a column (store). PROFILE,
+`business_calendar` (scripts/business_calendar.py), COUNTRY. FALSE_ALARMS_PER_YEAR: 1 a side over all series (or ALPHA: 0.01 over the
+whole history). DATA_THROUGH or COMPLETE = True: else the last day is taken as incomplete.
 Output: `anomalies`, `explained`, `expected`, `calendar`, `assumed`.
 """
 
 import re
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import statsmodels.api as sm
@@ -21,7 +17,6 @@ from sklearn.utils.parallel import _get_threadpool_controller
 _get_threadpool_controller().limit(limits=1)
 
 PROFILE = globals().get("PROFILE") or {}
-alpha = float(globals().get("ALPHA", 0.01))
 entity = globals().get("ENTITY")
 warnings: list[str] = []
 facts: list[str] = []
@@ -33,12 +28,8 @@ def warn(text: str) -> None:
 
 
 frame = load_artifact(SOURCE)  # noqa: F821 - SOURCE and load_artifact come from run_python
-date = globals().get("DATE") or next(
-    c
-    for c in frame.columns
-    if re.search(r"date|day|time|_at$|period|week|month", str(c), re.I)
-    or pd.api.types.is_datetime64_any_dtype(frame[c])
-)
+date = globals().get("DATE") or next(c for c in frame.columns if re.search(r"date|day|time|_at$|period|week|month", str(c), re.I)
+                                     or pd.api.types.is_datetime64_any_dtype(frame[c]))
 raw_dates = frame[date]
 text_dates = raw_dates.astype(str)
 zone = globals().get("TIMEZONE") or PROFILE.get("store_timezone")
@@ -52,8 +43,7 @@ if with_offset:
         facts.append(f"days in {zone} (timestamps with UTC offsets converted)")
     else:
         days = pd.to_datetime(text_dates.str[:19], format="mixed")
-        warn("timestamps carry UTC offsets but the store's time zone is UNKNOWN: days taken as written locally "
-             "(give PROFILE['store_timezone'] or TIMEZONE)")
+        warn("UTC offsets but the time zone is UNKNOWN: days as written (give PROFILE['store_timezone'])")
 else:
     days = pd.to_datetime(raw_dates, format="mixed")
 frame = frame.assign(**{date: days})
@@ -72,30 +62,38 @@ if value is None and (events_like or not numbers):
     facts.append("one row per event: rows counted per day")
 value = value or numbers[-1]
 if currency is not None and value != "rows" and frame[currency].nunique() > 1:
-    raise ValueError(f"{value} is in {sorted(frame[currency].astype(str).unique())}: convert to one currency first "
-                     "(business-profile's fx), or judge a count")
+    raise ValueError(f"{value} in several currencies: convert to one currency first (business-profile's fx), or judge a count")
 frame[value] = pd.to_numeric(frame[value], errors="coerce").astype(float)
 if events_like:
     frame = frame.groupby(keys, as_index=False)[value].sum()
+last = frame[date].max()
+through = globals().get("DATA_THROUGH")
+partial = None
+if through or globals().get("COMPLETE"):
+    through = pd.Timestamp(through or last)
+    facts.append(f"data complete through {through:%Y-%m-%d}")
+else:
+    through, partial = frame[date][frame[date] < last].max(), (last, frame[value][frame[date] == last].sum())
+    facts.append(f"the last period {last:%Y-%m-%d} INCOMPLETE (an export cut mid-day): not tested (else COMPLETE = True)")
+frame = frame[frame[date] <= through]
 
 cal = globals().get("business_calendar")
 where = str(globals().get("COUNTRY") or "US")
 if cal is None:
-    warn(f"no business_calendar (run scripts/business_calendar.py with PROFILE first): public holidays of {where} "
-         "only; fiscal calendar UNKNOWN, its period starts/ends only learned from the data")
+    warn(f"no business_calendar (run scripts/business_calendar.py first): public holidays of {where} only, fiscal "
+         "calendar UNKNOWN")
     import holidays
 
     years = range(frame[date].min().year, frame[date].max().year + 1)
     law = holidays.country_holidays(where, subdiv=globals().get("SUBDIVISION"), years=years)
     cal = pd.DataFrame([(d, n, "public holiday", None) for d, n in law.items()], columns=["date", "name", "kind", "entity"])
-    cal.attrs = {"facts": [f"public holidays of {where}"], "countries": where}
 cal = cal.assign(date=pd.to_datetime(cal.date))
 fiscal_days = {n: pd.DatetimeIndex(g.date) for n, g in cal[cal.kind == "fiscal"].groupby("name")}
 events = cal[cal.kind != "fiscal"]
 public_names = set(events.name[events.kind == "public holiday"])
-facts += list(cal.attrs.get("facts", []))
+facts += list(cal.attrs.get("facts", [f"public holidays of {where}"]))
 where = cal.attrs.get("countries", where)
-high_all = frame[date].max()
+high_all = through
 
 
 def nb_size(y: np.ndarray, mu: np.ndarray) -> float:
@@ -112,6 +110,8 @@ def nb_size(y: np.ndarray, mu: np.ndarray) -> float:
             low, high = (mid, high) if spread(mid) <= 0 else (low, mid)
         rough = low
     inside = np.abs(y - mu) <= 4 * np.sqrt(mu + mu**2 / rough)
+    if inside.sum() < 3:
+        return rough
     excess = float(np.mean(((y - mu) ** 2 - mu)[inside] / np.clip(mu[inside], 1e-9, None) ** 2))
     return 1 / excess if excess > 1e-9 else float("inf")
 
@@ -120,7 +120,7 @@ MONTHLY = ("day 1 of the month", "last day of the month", "last day of a quarter
 
 
 def calendar_keys(day: pd.Timestamp) -> list[str]:
-    """A day's places: date, n-th/last weekday of its month, US Thanksgiving +-, the 1st, month/quarter end, fiscal."""
+    """A day's places: date, n-th/last weekday of its month, US Thanksgiving +-, month start/end, fiscal."""
     name = day.day_name()
     keys = [f"{day:%b} {day.day}", f"{name} #{(day.day - 1) // 7 + 1} of {day:%B}"]
     if day.day + 7 > day.days_in_month:
@@ -140,7 +140,7 @@ def calendar_keys(day: pd.Timestamp) -> list[str]:
 
 
 def recurring_offs(index, z, z_base, can_drop, known, places) -> dict:
-    """Places where days 3 sd off recur (2.5 sd off without calendar) in >= 2 and 3/4 of the years; monthly places: >= 3 and half."""
+    """Places where days 3 sd off recur: in >= 2 and 3/4 of the years (monthly places: >= 3 and half)."""
     off = {d: np.sign(r) for d, r in zip(index, z, strict=True) if abs(r) > 3}
     seen = {d: np.sign(r) for d, r in zip(index, z_base, strict=True) if abs(r) > 2.5}
     learned = {}
@@ -163,38 +163,37 @@ def recurring_offs(index, z, z_base, can_drop, known, places) -> dict:
     return chosen
 
 
-def fit(columns: dict, index: pd.DatetimeIndex, y: np.ndarray, counts: bool) -> tuple:
-    """Three robust rounds (days 3 sd off left out): expectation, kept, z, sd, variance of the expectation's log."""
-    X = sm.add_constant(pd.DataFrame(columns, index=index), has_constant="add")
-    X = X.loc[:, ~X.T.duplicated()]
+def fit(columns: dict, y: np.ndarray, counts: bool, offset=0.0) -> tuple:
+    """Three robust rounds (days 3 sd off left out): expectation, kept, z, sd, variance of its log."""
+    X = np.column_stack([np.ones(len(y))] + [np.asarray(v, float) for v in columns.values()])
+    X = X[:, np.sort(np.unique(X, axis=1, return_index=True)[1])]
+    off = np.broadcast_to(np.asarray(offset, float), y.shape)
     keep = np.ones(len(y), dtype=bool)
     size = float("inf")
     for _ in range(3):
-        Xk = X[keep]
-        Xk = Xk.loc[:, (Xk != 0).any()]
+        x = X[:, (X[keep] != 0).any(axis=0)]
         if counts:
             family = sm.families.Poisson() if np.isinf(size) else sm.families.NegativeBinomial(alpha=1 / size)
-            result = sm.GLM(y[keep], Xk, family=family).fit()
-            mu = np.asarray(result.predict(X[Xk.columns]))
+            result = sm.GLM(y[keep], x[keep], family=family, offset=off[keep]).fit()
+            mu = np.exp(x @ result.params + off)
             size = nb_size(y[keep], mu[keep])
             sd = np.sqrt(np.clip(mu + mu**2 / size, 0.5, None))
             residual = (y - mu) / sd
         else:
-            log_y = np.log(np.clip(y, 1e-9, None))
-            result = sm.RLM(log_y[keep], Xk, M=sm.robust.norms.HuberT()).fit()
-            mu = np.exp(np.asarray(result.predict(X[Xk.columns])))
-            residual = log_y - np.log(mu)
+            log_y = np.log(np.clip(y, 1e-9, None)) - off
+            result = sm.RLM(log_y[keep], x[keep], M=sm.robust.norms.HuberT()).fit()
+            residual = log_y - x @ result.params
+            mu = np.exp(x @ result.params + off)
             scale = 1.4826 * np.median(np.abs(residual[keep] - np.median(residual[keep])))
             sd = np.full(len(y), max(scale, 1e-9))
             residual = residual / sd
         keep = np.abs(residual) <= 3
-    x = X[Xk.columns].to_numpy()
     unsure = np.clip(np.einsum("ij,jk,ik->i", x, np.asarray(result.cov_params()), x), 0, None)
     return mu, keep, residual, sd, unsure
 
 
-def day_model(s: pd.Series, who) -> dict:
-    """Log-linear: trend with quarterly bends, weekday, month, yearly wave, holidays/events, fiscal positions, learned places."""
+def day_model(s: pd.Series, who, total=None) -> dict:
+    """Log-linear model; an entity's: the total's expectation as offset, its own trend, weekday, month, holidays."""
     index = s.index
     counts = bool(((s % 1 == 0) & (s >= 0)).all())
     mine = events[events.entity.isna() | (events.entity == (None if who is None else str(who)))]
@@ -208,6 +207,10 @@ def day_model(s: pd.Series, who) -> dict:
             closed_days |= set(when)
     closed = index.isin(list(closed_days)) & (s.to_numpy() <= 0.1 * max(float(s[s > 0].median()) if (s > 0).any() else 0, 0))
     fit_index = index[~closed]
+    offset = 0.0
+    if total is not None:
+        offset = np.log(total["expected"].reindex(fit_index))
+        fit_index, offset = fit_index[offset.notna().to_numpy()], offset.dropna().to_numpy()
     y = s[fit_index].to_numpy()
     t = (fit_index - index.min()).days.to_numpy(dtype=float)
     columns = {"trend": t / 365.25}
@@ -221,28 +224,28 @@ def day_model(s: pd.Series, who) -> dict:
         for m in range(2, 13):
             columns[f"month_{m}"] = (fit_index.month == m).astype(float)
         angle = 2 * np.pi * fit_index.day_of_year.to_numpy() / 365.25
-        for k in range(1, 5):
+        for k in range(1, 5 if total is None else 1):
             columns[f"sin_{k}"], columns[f"cos_{k}"] = np.sin(k * angle), np.cos(k * angle)
-    base = dict(columns)
+    plain = dict(columns)
     recurring = calendar.name.value_counts()
     rules = {n for n, g in mine.groupby("name") if len(g) > 12}
     for name in recurring[recurring >= 2].index:
         when = pd.DatetimeIndex(calendar.date[calendar.name == name])
-        for offset in range(0, 2) if name in rules else range(-2, 5):
-            hit = fit_index.isin(when + pd.Timedelta(days=offset))
+        for shift in range(0, 2) if name in rules else range(-2, 5):
+            hit = fit_index.isin(when + pd.Timedelta(days=shift))
             if hit.sum() >= 2:
-                columns[f"{name} {offset:+d}"] = hit.astype(float)
-    for name, when in fiscal_days.items():
+                columns[f"{name} {shift:+d}"] = hit.astype(float)
+    for name, when in fiscal_days.items() if total is None else []:
         hit = fit_index.isin(when)
         if hit.sum() >= 2:
             columns[name] = hit.astype(float)
     once = calendar[calendar.name.map(recurring).lt(2) & calendar.name.isin(public_names)]
-    if len(once):
+    if len(once) and total is None:
         columns["public holiday seen once"] = fit_index.isin(pd.DatetimeIndex(once.date)).astype(float)
-    mu, keep, z, sd, unsure = fit(columns, fit_index, y, counts)
+    mu, keep, z, sd, unsure = fit(columns, y, counts, offset)
     learned: dict[str, pd.DatetimeIndex] = {}
-    if yearly or len(fit_index) > 180:
-        base_mu, _, z_base, base_sd, _ = fit(base, fit_index, y, counts)
+    if (yearly or len(fit_index) > 180) and total is None:
+        base_mu, _, z_base, base_sd, _ = fit(plain, y, counts)
         can_drop = dict(zip(fit_index, base_mu / base_sd > 2.5 if counts else np.ones(len(y), bool), strict=True))
         places: dict[str, list] = {}
         for day in fit_index:
@@ -258,27 +261,26 @@ def day_model(s: pd.Series, who) -> dict:
             learned.update(new)
             for name, when in new.items():
                 columns[f"learned: {name}"] = fit_index.isin(when).astype(float)
-            mu, keep, z, sd, unsure = fit(columns, fit_index, y, counts)
+            mu, keep, z, sd, unsure = fit(columns, y, counts, offset)
     if learned:
         calendar = pd.concat(
             [calendar, pd.DataFrame([(d, f"{n} (learned)") for n, w in learned.items() for d in w], columns=["date", "name"])]
         ).sort_values("date").reset_index(drop=True)
-    terms = "trend, weekday" + (", month and yearly wave" if yearly else " (under two years: no yearly pattern)")
-    if fiscal_days:
-        terms += ", fiscal-period first/second/last day and quarter end"
+    terms = "trend, weekday" + (", month, yearly wave" if yearly else " (under 2 years: no yearly pattern)")
     seen = f"; learned from the data as recurring: {', '.join(learned)}" if learned else ""
-    description = (f"{terms}, {recurring[recurring >= 2].size} recurring holidays and events "
-                   f"({where}){seen}; {int((~keep).sum())} day(s) left out of the fit as far off")
+    description = (f"{terms}{', fiscal-period days' if fiscal_days else ''}, {recurring[recurring >= 2].size} "
+                   f"recurring holidays and events ({where}){seen}; {int((~keep).sum())} day(s) left out as far off")
     return {"expected": pd.Series(mu, index=fit_index), "unsure": pd.Series(unsure, index=fit_index),
             "counts": counts, "model": description, "calendar": calendar, "learned": learned,
-            "closed": pd.Series(s[closed], dtype=float)}
+            "closed": pd.Series(s[closed], dtype=float),
+            "groups": [np.asarray(v) != 0 for c, v in columns.items() if c not in plain and (np.asarray(v) != 0).sum() >= 12]}
 
 
-def judge(s: pd.Series, who) -> dict:
+def judge(s: pd.Series, who, total=None) -> dict:
     """A series' expectation and each period's one-sided tail probabilities."""
     if is_daily:
         s = s.asfreq("D", fill_value=0.0)
-        out = day_model(s, who)
+        out = day_model(s, who, total)
     else:
         neighbours = pd.concat([s.shift(k) for k in range(-6, 7) if k], axis=1)
         expected = neighbours.median(axis=1).dropna()
@@ -289,14 +291,17 @@ def judge(s: pd.Series, who) -> dict:
     observed = s[expected.index]
     unsure = out["unsure"].to_numpy()
     if out["counts"]:
-        size = nb_size(observed.to_numpy(), expected.clip(lower=1e-9).to_numpy())
-        inverse = (0.0 if np.isinf(size) else 1 / size) + unsure
+        y, mu = observed.to_numpy(), expected.clip(lower=1e-9).to_numpy()
+        size = nb_size(y, mu)
+        inverse = np.full(len(y), 0.0 if np.isinf(size) else 1 / size)
+        for days in out.get("groups", []):  # a monthly term's days (contract starts, period starts): their own spread
+            inverse[days] = np.maximum(inverse[days], 1 / nb_size(y[days], mu[days]))
+        inverse += unsure
         day_size = np.where(inverse > 0, 1 / np.clip(inverse, 1e-12, None), 1e12)
         prob = day_size / (day_size + expected.to_numpy())
         low, high = stats.nbinom.cdf(observed, day_size, prob), stats.nbinom.sf(observed - 1, day_size, prob)
-        out["method"] = "counts, Poisson" if np.isinf(size) else (
-            f"counts, negative binomial (size {size:.0f}: a day's spread is {100 / np.sqrt(size):.0f} % beyond Poisson)")
-        out["method"] += ", widened by how sure each day's expectation is (a holiday's rests on a few days)"
+        out["method"] = "counts, Poisson" if np.isinf(size) else f"counts, negative binomial (size {size:.0f})"
+        out["method"] += ", widened by the expectation's own uncertainty"
         out["size"] = size
     else:
         residual = np.log(observed.clip(lower=1e-9)) - np.log(expected.clip(lower=1e-9))
@@ -319,19 +324,33 @@ if entity:
     series["(all)"] = frame.groupby(date)[value].sum().sort_index()
 else:
     series[None] = frame.set_index(date)[value].sort_index()
-results = {who: judge(s, who) for who, s in series.items()}
+top = None if None in series else "(all)"
+results = {top: judge(series.pop(top), top)}
+results.update({who: judge(s, who, results[top] if is_daily else None) for who, s in series.items()})
 n = sum(len(r["expected"]) for r in results.values())
+per_year = 365.25 / (1 if is_daily else max(step_guess.days, 1))
+alpha = float(globals().get("ALPHA", 0.01))
+budget = 0.0 if "ALPHA" in globals() else float(globals().get("FALSE_ALARMS_PER_YEAR", 1))
+bar = budget / per_year / len(results)
+rule = (f"Bonferroni: a false alarm anywhere has a chance of {alpha:g} a side; outages (a drop of 75 % or more, a run "
+        f"of zeros) at {budget:g} false alarm a year over the {len(results)} series (p < {bar:.2g}, a daily monitor's)")
 
 rows, explained_rows = [], []
 for who, r in results.items():
     expected, observed, s = r["expected"], r["observed"], r["series"]
-    p_low, p_high = np.minimum(r["low"] * n, 1.0), np.minimum(r["high"] * n, 1.0)
+    p_low, p_high = r["low"].copy(), r["high"]
+    if r["counts"]:  # a run of zero days (a store closed) is one event: its chance is the product of its days'
+        zero = observed.eq(0).to_numpy()
+        run_id = np.cumsum(~zero | (expected.index.to_series().diff().dt.days != 1).to_numpy())
+        for g in np.unique(run_id[zero]):
+            run = zero & (run_id == g)
+            p_low[run] = np.prod(p_low[run])
     names = r["calendar"].assign(period=r["calendar"].date.dt.strftime("%Y-%m-%d")).groupby("period").name.agg(", ".join)
     for d, v in r["closed"].items():
         explained_rows.append({"entity": who, "period": f"{d:%Y-%m-%d}", "value": v, "expected": 0.0,
-                               "reason": "closed as expected (a scheduled closure, or a holiday closed every year)"})
-    low_days = set(expected.index[p_low < alpha])
-    high_days = set(expected.index[p_high < alpha])
+                               "reason": "closed as expected (scheduled, or a holiday closed every year)"})
+    low_days = set(expected.index[(p_low < alpha / n) | ((p_low < bar) & (observed <= 0.25 * expected).to_numpy())])
+    high_days = set(expected.index[p_high < alpha / n])
     catch = {}
     for d in sorted(low_days):
         shortfall, surplus, after = float(expected[d] - observed[d]), 0.0, []
@@ -342,15 +361,14 @@ for who, r in results.items():
             surplus += float(observed[nxt] - expected[nxt])
             after.append(nxt)
         if after and shortfall > 0 and surplus >= 0.5 * shortfall:
-            catch[d] = (after, surplus / shortfall)
+            catch[d] = (after, round(surplus / shortfall, 3))
     caught = {a: d for d, (after, _) in catch.items() for a in after}
     for d in sorted(low_days | high_days | set(caught)):
         if d in caught:
             share = catch[caught[d]][1]
             explained_rows.append({"entity": who, "period": f"{d:%Y-%m-%d}", "value": float(observed[d]),
                                    "expected": round(float(expected[d]), 1),
-                                   "reason": f"catch-up of the outage on {caught[d]:%Y-%m-%d} (with it restores "
-                                   f"{100 * share:.0f} % of the shortfall)"})
+                                   "reason": f"catch-up of the outage on {caught[d]:%Y-%m-%d} ({100 * share:.0f} % restored)"})
             continue
         same = s[(s.index < d) & (s.index >= d - pd.Timedelta(weeks=8)) & (s.index.day_of_week == d.day_of_week)]
         same = same[~same.index.isin(list(r["closed"].index))]
@@ -361,15 +379,13 @@ for who, r in results.items():
             finding = "closed (none)" if entity and who != "(all)" else "outage (none)"
         elif low_side and d in catch:
             finding = "outage with catch-up"
-        rows.append({"entity": who, "period": f"{d:%Y-%m-%d}", "value": float(observed[d]),
-                     "expected": round(float(expected[d]), 1), "ratio": round(float(observed[d] / expected[d]), 3),
-                     "same_weekday": typical, "ratio_same_weekday": round(float(observed[d] / typical), 3) if typical else np.nan,
-                     "direction": "low" if low_side else "high", "p_corrected": float(p_low[expected.index.get_loc(d)] if low_side else p_high[expected.index.get_loc(d)]),
-                     "holiday": names.get(f"{d:%Y-%m-%d}", ""), "finding": finding,
-                     "catch_up": ", ".join(f"{a:%Y-%m-%d}" for a in catch[d][0]) + f" ({100 * catch[d][1]:.0f} % restored)" if d in catch else ""})
-columns_out = ["entity", "period", "value", "expected", "ratio", "same_weekday", "ratio_same_weekday", "direction",
-               "p_corrected", "holiday", "finding", "catch_up"]
-anomalies = pd.DataFrame(rows, columns=columns_out)
+        v, e, day = float(observed[d]), float(expected[d]), f"{d:%Y-%m-%d}"
+        rows.append([who, day, v, round(e, 1), round(v / e, 3), typical, round(v / typical, 3) if typical else np.nan,
+                     "low" if low_side else "high", float((p_low if low_side else p_high)[expected.index.get_loc(d)]),
+                     names.get(day, ""), finding, ", ".join(f"{a:%Y-%m-%d}" for a in catch[d][0])
+                     + f" ({100 * catch[d][1]:.0f} % restored)" if d in catch else ""])
+anomalies = pd.DataFrame(rows, columns=["entity", "period", "value", "expected", "ratio", "same_weekday",
+                                        "ratio_same_weekday", "direction", "p", "holiday", "finding", "catch_up"])
 explained = pd.DataFrame(explained_rows, columns=["entity", "period", "value", "expected", "reason"])
 if entity:
     anomalies = anomalies.rename(columns={"entity": entity}).sort_values([entity, "period"], key=lambda c: c.astype(str))
@@ -382,56 +398,40 @@ else:
     main = results[None]
     expected = main["expected"]
 anomalies = anomalies.reset_index(drop=True)
+anomalies.insert(anomalies.columns.get_loc("p") + 1, "p_corrected", (anomalies.p * n).clip(upper=1.0))
+incomplete = None if partial is None else {"period": f"{partial[0]:%Y-%m-%d}", "value": float(partial[1])}
 calendar = main["calendar"]
 learned_all = sorted({k for r in results.values() for k in r["learned"]})
-if fiscal_days and "week" in str(cal.attrs.get("fiscal_kind")) and MONTHLY[0] in learned_all:
-    warn("the data recur on calendar months' first days, not only on the 4-5-4 period starts PROFILE gives: a billing "
-         "day, or the calendar is wrong - check PROFILE['fiscal_calendar'] and list the billing day in EVENTS")
-if not fiscal_days and any(k in MONTHLY for k in learned_all):
-    warn(f"recurring month starts or ends were learned ({', '.join(k for k in learned_all if k in MONTHLY)}): "
-         "a billing cycle or fiscal period - confirm it and give it in PROFILE or EVENTS")
+if any(k in MONTHLY for k in learned_all):
+    warn("month starts/ends recur in the data: a billing day or fiscal calendar that PROFILE/EVENTS lack - give it")
 
 typical = float(main["expected"].median())
 size = main.get("size")
 if main["counts"]:
     if np.isinf(size):
-        floor = int(stats.poisson.ppf(alpha / n, typical)) - 1
+        floor = int(stats.poisson.ppf(max(bar, alpha / n), typical)) - 1
     else:
-        floor = int(stats.nbinom.ppf(alpha / n, size, size / (size + typical))) - 1
+        floor = int(stats.nbinom.ppf(max(bar, alpha / n), size, size / (size + typical))) - 1
     if floor >= 0:
-        detectable = (
-            f"a typical period (expected {typical:,.1f}) is flagged at {floor:,} or fewer: a drop of "
-            f"{100 * (1 - floor / typical):.0f} % or more (smaller drops cannot be told from chance over {n:,} periods)"
-        )
+        detectable = f"a typical period (expected {typical:,.1f}) is flagged at {floor:,} or fewer"
     else:
-        detectable = (
-            f"NOT DETECTABLE: even a typical period with none (expected {typical:,.1f}) is within chance over {n:,} "
-            "periods at this volume - an outage needs a check of its own (the order log, a monitor), or weeks"
-        )
+        detectable = f"NOT DETECTABLE: even a typical period with none (expected {typical:,.1f}) is within chance - judge weeks"
 else:
-    drop = 1 - float(np.exp(stats.norm.ppf(alpha / n) * main["scale"] + main["center"]))
-    detectable = f"a typical period is flagged when it falls by {100 * drop:.0f} % or more below its expectation"
+    drop = 1 - float(np.exp(stats.norm.ppf(max(bar, alpha / n)) * main["scale"] + main["center"]))
+    detectable = f"a typical period is flagged {100 * drop:.0f} % or more below its expectation"
 assumed = "Assumed: " + "; ".join(facts) + (f"; WARNINGS: {len(warnings)}" if warnings else "")
 print(assumed)
 print(
     f"{n:,} periods checked ({len(results)} series{f': each {entity} and the total' if entity else ''}) against "
-    f"{main['model']}; {main['method']}; one-sided tests per direction, Bonferroni-corrected: a false drop alarm "
-    f"anywhere has a chance of {alpha:g}, a false spike alarm too"
+    f"{main['model']}; {main['method']}; one-sided tests per direction, the bar: {rule}"
 )
 if learned_all and entity:
-    print(f"learned as recurring in some series: {', '.join(learned_all)}")
-print(f"minimum detectable drop: {detectable}")
+    print(f"learned as recurring: {', '.join(learned_all)}")
+print(f"minimum detectable drop: {detectable}" + (f"; not tested: {incomplete} (incomplete)" if incomplete else ""))
 print(anomalies.to_string(index=False) if len(anomalies) else "no anomaly: every period is within its expected range")
-if len(explained):
-    print(f"explained, not flagged ({len(explained)}):")
-    print(explained.to_string(index=False, max_rows=30))
+shut = explained.reason.str.startswith("closed as")
+print(f"explained, not flagged: {int(shut.sum())} closed as expected (see `explained`)")
+if (~shut).any():
+    print(explained[~shut].to_string(index=False, max_rows=30))
 
-show = main["series"]
-fig, ax = plt.subplots(figsize=(10, 4))
-ax.plot(show.index, show.to_numpy(), linewidth=0.6, label=str(value))
-ax.plot(main["expected"].index, main["expected"].to_numpy(), linewidth=0.8, label="expected")
-marks = anomalies[anomalies[entity] == "(all)"] if entity else anomalies
-ax.scatter(pd.to_datetime(marks.period), marks.value, color="red", zorder=3, label="anomaly")
-ax.legend()
-ax.set_title(f"{value}: anomalies" + (" (the total; each series in `anomalies`)" if entity else ""))
 anomalies
