@@ -159,8 +159,9 @@ def _price_change(steps: dict) -> float:
 
 async def sales_performance_review(run: Run) -> dict[str, bool]:
     """Rows per item and week (the fiscal calendar is 4-5-4: the script cuts the periods and restates the 53-week
-    FY2023): FY2024 against FY2023 (the year, then P12); FY2025 P1-P8 against FY2024 P1-P8 by region (item =
-    region x SKU, the web as its own region) and by department (item = SKU)."""
+    FY2023): FY2024 against FY2023 (the year, then P12); FY2025 P1-P8 against FY2024 P1-P8 by department (item =
+    SKU). By region, step 4 of SKILL.md: comp_sales.py on the store sale lines per store and local day (the web is not
+    a store), the stores master as STORES; the region's growth is its comp_growth."""
     plants = run.plants("sales-performance-review")
     await run.py(LINES)
     await run.py(
@@ -168,26 +169,35 @@ async def sales_performance_review(run: Run) -> dict[str, bool]:
         "                  list_revenue=rx_lines.net_sales + rx_lines.discount)\n"
         "spr_sku = wk.groupby(['sku', 'week'], as_index=False).agg(net_revenue=('net_sales', 'sum'),\n"
         "    units=('units', 'sum'), list_revenue=('list_revenue', 'sum'), department=('dept', 'first'))\n"
-        "wk['region_sku'] = wk.region + '|' + wk.sku\n"
-        "spr_region = wk.groupby(['region_sku', 'week'], as_index=False).agg(net_revenue=('net_sales', 'sum'),\n"
-        "    units=('units', 'sum'), list_revenue=('list_revenue', 'sum'), region=('region', 'first'))\n"
         "spr_sku_id = save_artifact(spr_sku, title='net revenue and units per SKU and week')\n"
-        "spr_region_id = save_artifact(spr_region, title='net revenue and units per region x SKU and week')\n"
-        "print(len(spr_sku), len(spr_region))"
+        "print(len(spr_sku))"
     )
     year = await _bridge(run, "spr_sku_id", 2024, None)
     p12 = await _bridge(run, "spr_sku_id", 2024, 12)
-    regions = await _bridge(run, "spr_region_id", 2025, (1, 8), "region")
     depts = await _bridge(run, "spr_sku_id", 2025, (1, 8), "department")
-    growth = {g: _change(s) for g, s in regions["groups"].items()}
-    chain = _change(regions["steps"])
+    await run.py(
+        "st = rx_lines[rx_lines.channel == 'store']\n"
+        "comp_src = st.groupby(['store', 'date'], as_index=False).net_sales.sum()"
+        ".rename(columns={'net_sales': 'net_revenue'})\n"
+        "comp_src_id = save_artifact(comp_src, title='store sales per store and local day')\n"
+        "print(len(comp_src))"
+    )
+    await run.script(
+        "sales-performance-review",
+        "scripts/comp_sales.py",
+        "STORES = load_file('uploads/stores.csv', dtype=str)\nPERIOD = (1, 8)\nFISCAL_YEAR = 2025\n"
+        "SOURCE = comp_src_id",
+    )
+    comp = {r["region"]: r for r in await run.get("comp")}
+    growth = {g: r["comp_growth"] / 100 for g, r in comp.items() if g != "chain"}
+    chain = comp["chain"]["comp_growth"] / 100
     verdicts: dict[str, bool] = {}
     for p in by_class(plants, "truth", "53_week_restatement"):  # FY2024 growth on the restated year, within
         verdicts[p["id"]] = within(_change(year["steps"]), p)
     for p in by_class(plants, "lookalike", "53_week_restatement"):  # P12 read as a decline on last year
         verdicts[p["id"]] = _change(p12["steps"]) < 0
-    for p in by_class(plants, "truth", "comp_store_decline"):  # the Midwest's change the script reports, within
-        verdicts[p["id"]] = within(growth.get("Midwest"), p)
+    for p in by_class(plants, "truth", "comp_store_decline"):  # the Midwest's comp growth, within, and flagged
+        verdicts[p["id"]] = within(growth.get("Midwest"), p) and bool(comp.get("Midwest", {}).get("flagged"))
     for p in by_class(plants, "lookalike", "new_store_inflation"):  # West reported ahead of the chain beyond comp
         verdicts[p["id"]] = growth.get("West", 0) > chain and not within(growth.get("West"), p)
     prices = {g: _price_change(s) for g, s in depts["groups"].items()}
