@@ -228,6 +228,8 @@ index = {x[:2]: i for i, x in enumerate(periods)}
 starts = pd.Series([x[2] for x in periods])
 closed = [(store_id(pd.Series([str(c[0])]))[0], pd.Timestamp(c[1]), pd.Timestamp(c[2])) for c in CLOSED]
 rows, notes = [], []
+by_store = m.drop_duplicates("store").set_index("store")
+group_of = source.drop_duplicates("store").set_index("store").group
 
 
 def silent_weeks(w0, w1):
@@ -254,7 +256,7 @@ for p in wanted:
     pri = source[(source.date >= b0) & (source.date < b1)].groupby("store").net.sum()
     silent = {**silent_weeks(b0, b1), **silent_weeks(c0, c1)} if grain <= 7 else {}
     for st in sorted(set(cur.index) | set(pri.index)):
-        info = m[m.store == st].iloc[0]
+        info = by_store.loc[st]
         after = (starts >= info.open).values
         status, reason = "comp", f"open {info.open.date()}"
         if not after.any() or index[(FISCAL_YEAR, p)] - int(after.argmax()) < COMP_PERIODS:
@@ -265,7 +267,7 @@ for p in wanted:
             status, reason = "closed", "CLOSED for part of the period or its base"
         elif st in silent:
             status, reason = "closed", f"no sales in the week of {silent[st].date()}"
-        g = source.loc[source.store == st, "group"].iloc[0]
+        g = group_of[st]
         rows.append((st, g, FISCAL_YEAR, p, status, reason, cur.get(st, 0.0), pri.get(st, 0.0)))
 comp_stores = pd.DataFrame(rows, columns=["store", BY, "fiscal_year", "period", "status", "reason", "current", "prior"])
 
