@@ -99,7 +99,7 @@ def detect_layout(frame: pd.DataFrame):
         values = frame[key].astype(str).str.strip()
         if frame[key].isna().any() or values.eq("").any() or values.is_unique:
             continue
-        if values.ne(values.shift()).sum() != values.nunique():
+        if values.ne(values.shift()).sum() != values.nunique() or values.nunique() < 0.05 * len(values):
             continue
         multi = values.duplicated(keep=False)
         first = ~values.duplicated()
@@ -161,7 +161,6 @@ def scope(col) -> pd.Series:
     return first_line if col in order_level else pd.Series(True, index=df.index)
 
 
-# below 0: never a level or a price; an amount (a rebate) or a quantity (a return) may be
 COUNT = re.compile(r"price|cost|seats|after|balance|stock|on.?hand|level|headcount|inventory", re.I)
 RATE_NAME = re.compile(r"rate|pct|percent|%|share|ratio", re.I)
 AMOUNT_NAME = re.compile(r"amount|amt|value|total|sum|eur|usd|gbp|price|cost|betrag", re.I)
@@ -239,7 +238,7 @@ for col in df.columns:
             if len(bad):
                 finding("high", col, "values that are not dates in a date column", len(bad), bad.unique()[:3])
         bad = u[pd.to_numeric(u, errors="coerce").isna()]
-        label = n[bad.index] >= 10  # a repeated label (DC-RETURNS among store numbers): a code
+        label = n[bad.index] >= 10  # a repeated label (DC-RETURNS): a code
         if 0 < n[bad.index].sum() < 0.5 * len(text) and not ID_LIKE.search(str(col).lower()) and not label.all():
             bad = bad[~label]
             finding("high", col, "values that are not numbers in a number column", n[bad.index].sum(), bad[:3])
@@ -267,7 +266,7 @@ for col in df.columns:
                 finding("high", col, "discount outside 0-1", wrong.sum(), s[wrong].head(3), "range")
         if ID_LIKE.search(name):
             continue
-        group = groups_for(col)  # a laptop's price is far from a pen's, not from other laptops'
+        group = groups_for(col)  # a laptop's price is far from a pen's
         labels = 0 * s if group is None else df.loc[s.index, group].fillna("(missing)")
         rule = "outliers beyond 3 x IQR" + (f" within each {group}" if group else "")
         score = spread(s, labels)
@@ -288,8 +287,11 @@ if duplicates.any():
     finding("high", "(all)", "exact duplicate rows", duplicates.sum(), df.index[duplicates][:3], "duplicate")
 
 id_columns = [c for c in df.columns if ID_LIKE.search(str(c).lower()) and df[c].notna().all()]
-lines = [c for c in id_columns if re.search(r"(^|[_ ])(line|item|pos)", str(c), re.I)]  # a document's lines
+lines = [c for c in id_columns if re.search(r"(^|[_ ])(line|item|pos)", str(c), re.I)]
 keys = [] if lines else [c for c in id_columns if df[c].duplicated().mean() <= 0.05]
+doc = df.columns[0] if lines and df.columns[0] not in lines and df.iloc[:, 0].duplicated().any() else None
+if doc is not None:
+    assumed_facts.append(f"a {doc}'s lines: date faults counted per {doc}")
 for key in keys:
     if df[key].duplicated().any():
         repeated = df[key][df[key].duplicated(keep=False)]
@@ -313,7 +315,7 @@ def date_columns(frame: pd.DataFrame):
         if pd.api.types.is_datetime64_any_dtype(s) or (pd.api.types.is_numeric_dtype(s) and unix_unit(s, col)):
             found[col] = as_times(s, col)
         elif is_text(s):
-            n = s.dropna().astype(str).str.strip().value_counts()  # each distinct value once, with its rows
+            n = s.dropna().astype(str).str.strip().value_counts()
             text = pd.Series(n.index.astype(str), index=n.to_numpy())
             full = text.str.match(FULL_DATE)
             if n.to_numpy()[full.to_numpy()].sum() > 0.5 * n[n.index != ""].sum():
@@ -323,7 +325,7 @@ def date_columns(frame: pd.DataFrame):
                 shape = day.str.match(r"^\d{4}").map({True: "year first ", False: "year last "})
                 shape = shape + day.str.replace(r"\d", "", regex=True).str[:1]
                 kinds = pd.Series(shape.index, index=shape.to_numpy()).groupby(level=0).sum().sort_values()
-                if len(kinds) > 1:  # the rows of every shape but the commonest
+                if len(kinds) > 1:
                     odd[col] = (kinds.iloc[:-1].sum(), text[shape != kinds.index[-1]].head(3))
                 found[col] = as_times(s, col)
             elif unix_unit(s, col):
@@ -376,9 +378,8 @@ for a, first_values in ordered.items():
         if named and wrong.any() and in_order < 0.5:
             warnings.append(f"{b} before {a} on {1 - in_order:.0%} of rows: not what the names say?")
         elif wrong.any() and (named or (both.sum() >= 10 and in_order >= 0.9)):
-            finding(
-                "high" if named else "medium", f"{a} / {b}", f"{b} before {a}", wrong.sum(), df.index[wrong][:3], "date"
-            )
+            n = df.loc[wrong, doc].nunique() if doc else wrong.sum()
+            finding("high" if named else "medium", f"{a} / {b}", f"{b} before {a}", n, df.index[wrong][:3], "date")
 
 norm = lambda c: re.sub(r"[^a-z0-9]", "", str(c).lower())  # noqa: E731
 related = globals().get("RELATED") or {}
@@ -419,9 +420,8 @@ for rname, ref in related.items():
     wrong = rows & f.notna() & g.notna() & (g < f)
     assumed_facts.append(f"{rname} joined on {mine} = {theirs}: {event} must not precede {rname}.{since}")
     if wrong.any():
-        doc = next((c for c in id_columns if lines and c not in lines and df[c].duplicated().any()), None)
-        n = df.loc[wrong, doc].nunique() if doc else wrong.sum()  # a document's lines: one fault
-        check = f"{event} before {rname}.{since}" + (f" ({doc}s)" if doc else "")
+        n = df.loc[wrong, doc].nunique() if doc else wrong.sum()
+        check = f"{event} before {rname}.{since}"
         finding("high", f"{event} / {rname}.{since}", check, n, df.loc[wrong, mine].head(3), "date")
 if offsets:
     assumed_facts.append(f"timestamps compared in UTC (offsets seen: {', '.join(sorted(offsets))})")
