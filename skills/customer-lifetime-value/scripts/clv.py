@@ -1,8 +1,5 @@
-"""Customer lifetime value: subscribers from their contract state and renewal survival by plan (shifted-beta-
-geometric, Fader & Hardie 2007); BG/NBD + Gamma-Gamma only for buyers without a contract; checked on a hold-out
-year by contract status. SKILL.md lists the inputs (SOURCE: orders; PROFILE; STATES: one row per subscription)
-and the outputs (clv, subscriptions, survival, value_by_status, holdout_by_status, holdout, assumed).
-"""
+"""CLV: subscribers from contract state and renewal survival by plan (sBG, Fader & Hardie 2007), BG/NBD + Gamma-Gamma
+for buyers without a contract; checked on a hold-out year by contract status. Inputs and outputs: SKILL.md."""
 
 import warnings
 
@@ -25,13 +22,14 @@ def warn(text: str) -> None:
 
 
 def when(col: pd.Series) -> pd.Series:
-    """Local (tz-naive) times: UTC offsets converted to the store's time zone, Unix seconds as UTC."""
+    """Local (tz-naive) times: UTC offsets converted to the store's time zone, Unix seconds (number or text) as UTC."""
+    text = col.astype("string").str.strip().replace("", pd.NA)
+    num = pd.to_numeric(text, errors="coerce")
     if pd.api.types.is_datetime64_any_dtype(col):
         out = col
-    elif pd.api.types.is_numeric_dtype(col) and col.dropna().between(9e8, 2.2e9).all() and col.notna().any():
-        out = pd.to_datetime(col, unit="s", utc=True)
+    elif text.notna().any() and num.notna().sum() == text.notna().sum() and num.dropna().between(9e8, 2.2e9).all():
+        out = pd.to_datetime(num, unit="s", utc=True)
     else:
-        text = col.astype("string").str.strip()
         if text.str.contains(r"(?:[+-]\d{2}:?\d{2}|Z)$", regex=True, na=False).any():
             out = pd.to_datetime(text, utc=True, format="mixed")
         else:
@@ -55,17 +53,18 @@ if states_ref is None and said in (True, "mixed"):
     raise ValueError(
         "REFUSED: PROFILE says the business is contractual"
         + (" (mixed)" if said == "mixed" else "")
-        + " - a subscriber's value comes from their contract state, not from their order gaps (BG/NBD gives a "
-        "subscriber who just cancelled a high value). Pass STATES = an artifact with one row per subscription "
-        "(customer_id, status, plan, started_at, cancelled_at, pause_until) and run again."
+        + ": a subscriber's value comes from their contract state. Pass STATES (SKILL.md step 1) and run again."
     )
 WORDS = {  # a status as written -> the contract state it means
-    "active": "active trialing trial skipped skip",
+    "active": "active skipped skip",
+    "trial": "trialing trial in_trial",
     "paused": "paused pause",
     "dunning": "past_due unpaid dunning error failed",
     "cancelled": "cancelled canceled expired churned ended",
     "pending_cancel": "pending_cancel non_renewing",
 }
+RANK = {"active": 0, "paused": 1, "dunning": 2, "trial": 3, "pending_cancel": 4, "cancelled": 5}
+RANK["cancelled after the cut-off"] = 5
 STATE_WORDS = {word: state for state, words in WORDS.items() for word in words.split()}
 ALIASES = {"canceled_at": "cancelled_at", "paused_until": "pause_until", "created_at": "started_at"}
 states = None
@@ -80,7 +79,7 @@ if states_ref is not None:
     states["state"] = raw.map(STATE_WORDS)
     if states.state.isna().any():
         unknown = sorted(raw[states.state.isna()].unique())[:6]
-        warn(f"statuses {unknown} are not contract states: read as active - check them")
+        warn(f"statuses {unknown} read as active: check them")
         states["state"] = states.state.fillna("active")
     if "cancel_at_period_end" in states.columns:  # Stripe: active, but set to end with the paid period
         pending = states.cancel_at_period_end.astype(str).str.strip().str.lower().isin(["true", "1", "yes"])
@@ -91,36 +90,34 @@ if states_ref is not None:
         warn("STATES has no plan: one survival curve for every subscription")
         states["plan"] = "all"
     states["plan"] = states.plan.astype(str)
-    for c in ("started_at", "cancelled_at", "pause_until", "next_charge_at"):
+    for c in ("started_at", "cancelled_at", "pause_until", "next_charge_at", "trial_end", "first_paid_at"):
         states[c] = when(states[c]) if c in states.columns else pd.NaT
+    states["contract_id"] = states.reindex(columns=["contract_id"]).contract_id.fillna(states.subscription_id)
     if said is False:
-        warn("PROFILE says not contractual, but STATES holds contract states: subscribers valued by contract")
+        warn("PROFILE says not contractual, but STATES given: subscribers valued by contract")
     elif said is None:
         warn("PROFILE does not say if the business is contractual: STATES given, read as mixed")
     mode = "contractual" if said is True else "mixed"
 else:
     mode = "non-contractual"
 if said is None and states is None:
-    warn(
-        "PROFILE does not say if the business is contractual (run business-profile): valued with BG/NBD - "
-        "wrong for subscribers (a cancelled one keeps a high value); pass PROFILE and STATES"
-    )
+    warn("PROFILE does not say if the business is contractual (run business-profile): BG/NBD for all")
 
 subscribers = set(states.customer_id) if states is not None else set()
 contract_orders = orders[orders.customer_id.isin(subscribers)]
 free_orders = orders[~orders.customer_id.isin(subscribers)]
 if mode == "contractual" and len(free_orders):
-    warn(f"{free_orders.customer_id.nunique():,} customers have orders but no subscription: not valued (contractual)")
+    warn(f"{free_orders.customer_id.nunique():,} customers have orders but no subscription: not valued")
     free_orders = free_orders.iloc[0:0]
 
 
 # ---- contractual: state first, then renewal survival by plan (sBG)
 def sbg_fit(paid: np.ndarray, churned: np.ndarray, entered=None) -> tuple[float, float]:
-    """sBG by maximum likelihood: churn chance per renewal ~ Beta(a, b); cancelled after paying n periods:
-    B(a + 1, b + n - 1) / B(a, b), alive: B(a, b + n - 1) / B(a, b); left truncation: / P(T >= entered)."""
+    """sBG ML: churn chance per renewal ~ Beta(a, b); cancelled after paying n periods: B(a+1, b+n-1) / B(a, b),
+    alive: B(a, b+n-1) / B(a, b); left truncation: / P(T >= entered)."""
     entered = 1.0 if entered is None else np.asarray(entered, float)
     table = pd.DataFrame({"paid": np.asarray(paid, float), "churned": np.asarray(churned, bool), "entered": entered})
-    table = table.value_counts().reset_index()  # one term per distinct history: fast on any number of rows
+    table = table.value_counts().reset_index()  # one term per distinct history
     n, gone, start, count = (table[c].to_numpy() for c in ("paid", "churned", "entered", "count"))
 
     def nll(p):
@@ -128,36 +125,42 @@ def sbg_fit(paid: np.ndarray, churned: np.ndarray, entered=None) -> tuple[float,
         ll = np.where(gone, betaln(a + 1, b + n - 1), betaln(a, b + n - 1)) - betaln(a, b + start - 1)
         return -(count * ll).sum()
 
-    # log a, log b bounded: with no spread in churn between subscribers a and b run off together (a geometric)
+    # bounded: with no spread in churn between subscribers a and b run off together (a geometric)
     tries = [minimize(nll, x, method="L-BFGS-B", bounds=[(-6, 12), (-6, 12)]) for x in ([0, 0], [0, 2], [2, 5])]
     a, b = np.exp(min(tries, key=lambda r: r.fun).x)
     return float(a), float(b)
 
 
 def renew(a: float, b: float, t) -> np.ndarray:
-    """sBG: the chance that one who paid t periods pays period t + 1."""
     t = np.asarray(t, float)
     return (b + t - 1) / (a + b + t - 1)
 
 
 def tenure(frame: pd.DataFrame, at: pd.Timestamp) -> pd.DataFrame:
-    """Periods paid by `at` (cancelled: ceil(days / period); live: floor + 1) and ended or not."""
-    out = frame.copy()
-    out = out[out.started_at < at]
+    """Terms paid by `at` per contract (cancelled: ceil(days / term), live: floor + 1), rows ended, periods billed."""
+    out = frame[frame.started_at < at].copy()
     ended = out.cancelled_at.notna() & (out.cancelled_at < at)
     if at == end:
         ended = ended | out.state.eq("cancelled")
-    stop = out.cancelled_at.where(ended, at).fillna(at)
-    days = (stop - out.started_at).dt.total_seconds() / 86400
-    out["paid"] = np.where(ended, np.ceil(days / out.period).clip(lower=1), np.floor(days / out.period) + 1)
-    out["ended"] = ended
-    before = ((export_start - out.started_at).dt.total_seconds() / 86400).clip(lower=0) if export_start else 0
-    out["entered"] = np.minimum(np.floor(before / out.period) + 1, out.paid) if export_start else 1.0
+    out["ended"], out["stop"] = ended, out.cancelled_at.where(ended, at).fillna(at)
+    unit = out.groupby("contract_id")
+    out["begun"], out["unit_ended"] = unit.started_at.transform("min"), unit.ended.transform("all")
+    days = (unit.stop.transform("max").where(out.unit_ended, at) - out.begun).dt.total_seconds() / 86400
+    out["paid"] = np.where(out.unit_ended, np.ceil(days / out.term).clip(lower=1), np.floor(days / out.term) + 1)
+    out["billed"] = np.floor((at - out.started_at).dt.total_seconds() / 86400 / out.period) + 1
+    before = ((export_start - out.begun).dt.total_seconds() / 86400).clip(lower=0) if export_start else 0
+    out["entered"] = np.minimum(np.floor(before / out.term) + 1, out.paid) if export_start else 1.0
     return out
 
 
+def units(data: pd.DataFrame) -> pd.DataFrame:
+    """One row per contract: renewals counted per term, not per invoice."""
+    return data.drop_duplicates("contract_id").assign(ended=lambda d: d.unit_ended)
+
+
 def fit_plans(data: pd.DataFrame) -> dict:
-    """One sBG per plan (30+ subscriptions, 5+ cancelled); smaller plans share a pooled fit."""
+    """One sBG per plan (30+ contracts, 5+ cancelled); smaller plans share a pooled fit."""
+    data = units(data)
     pooled = sbg_fit(data.paid, data.ended, data.entered)
     fits = {}
     for plan, group in data.groupby("plan"):
@@ -169,8 +172,8 @@ def fit_plans(data: pd.DataFrame) -> dict:
 
 
 def future(data: pd.DataFrame, fits: dict, at: pd.Timestamp, until: float, discount: bool) -> pd.DataFrame:
-    """Per subscription: expected charges in `until` days after `at` and their value; charge k at first +
-    (k - 1) x period (next charge, resume date, or the end of the current period), paid with S(n+k-1) / S(n-1)."""
+    """Per subscription: expected charges in `until` days after `at`, one a period from the next (charge, resume
+    date or period end), each paid if the contract renewed up to its term; and their value."""
     charges, value, within_year = [], [], []
     for row in data.itertuples():
         if row.ended or (at == end and row.state in ("cancelled", "pending_cancel")):
@@ -183,16 +186,19 @@ def future(data: pd.DataFrame, fits: dict, at: pd.Timestamp, until: float, disco
             first = max((row.pause_until - at).total_seconds() / 86400, 0.0)
         elif pd.notna(row.next_charge_at) and row.next_charge_at >= at and at == end:
             first = (row.next_charge_at - at).total_seconds() / 86400
-        elif pd.notna(row.started_at):
-            first = ((row.started_at + pd.Timedelta(days=row.period * row.paid)) - at).total_seconds() / 86400
-            first = max(first, 0.0)
         else:
-            first = row.period / 2
-        k = np.arange(0, max(int((until - first) // row.period) + 1, 0))
-        times = first + k * row.period
+            first = max(((row.started_at + pd.Timedelta(days=row.period * row.billed)) - at).total_seconds() / 86400, 0)
+        times = first + np.arange(0, max(int((until - first) // row.period) + 1, 0)) * row.period
         times = times[times < until]
-        survive = np.cumprod(renew(a, b, row.paid + np.arange(len(times))))
-        if row.state == "dunning" and at == end:
+        step = np.arange(1, len(times) + 1)  # renewals needed by each charge: one each, or at the term's end only
+        if row.term > 1.5 * row.period:
+            age = ((at - row.begun).total_seconds() / 86400 + times) / row.term
+            step = np.clip(np.floor(age + 0.02) + 1 - row.paid, 0, None).astype(int)
+        trial = row.state == "trial" and at == end  # the first charge is the conversion, then renewals from 1
+        chances = np.r_[1.0, renew(a, b, row.paid - trial + np.arange(max(step.max(initial=0), 1)))]
+        chances[1] = 1.0 if trial else chances[1]
+        survive = np.cumprod(chances)[step]
+        if row.state in ("dunning", "trial") and at == end:
             survive = survive * row.p_alive
         weights = survive / (1 + rate) ** (times / 365.25) if discount else survive
         charges.append(float(survive.sum()))
@@ -215,6 +221,20 @@ if states is not None:
         period_note = f"billing period {states.period_days.iloc[0]:g} days (PERIOD_DAYS, else the median order gap)"
         warn(f"no period_days in STATES: {period_note}")
     states["period"] = states.period_days.astype(float)
+    states["term"] = states.term_days.astype(float).fillna(states.period) if "term_days" in states else states.period
+    trial = states.state.eq("trial")  # a customer from the first paid charge
+    if states.first_paid_at.notna().any():
+        never, rule = states.first_paid_at.isna(), "first_paid_at"
+    else:
+        never, rule = states.cancelled_at.fillna(end) <= states.trial_end + pd.Timedelta(days=1), "trial_end"
+    never &= states.state.isin(["cancelled", "pending_cancel"])
+    tried = ~trial & (states.trial_end.notna() | states.trial_end.isna().all())
+    conversion = 1 - never.sum() / max(tried.sum(), 1)
+    start = states.first_paid_at.fillna(states.trial_end).where(~trial)
+    states["started_at"] = start.where(start > states.started_at, states.started_at)
+    states = states[~never]
+    paying = f"{never.sum():,} ended without a paid charge ({rule}): not customers, left out; trials {conversion:.0%}"
+    print(paying)
     if "margin_per_period" in states.columns:
         states["margin_per_period"] = states.margin_per_period.astype(float)
         margin_note = "margin per period from STATES"
@@ -222,7 +242,7 @@ if states is not None:
         own = contract_orders.sort_values("order_date").groupby("customer_id").margin.apply(lambda m: m.tail(6).mean())
         per_sub = states.customer_id.map(own)
         states["margin_per_period"] = per_sub.fillna(per_sub.median())
-        margin_note = "margin per period: the subscriber's last 6 orders' average (one order per charge)"
+        margin_note = "margin per period: the subscriber's last 6 orders' mean"
     if recovery is None:
         recovery = 0.7
         if states.state.eq("dunning").any():
@@ -230,19 +250,14 @@ if states is not None:
     export_start = globals().get("EXPORT_START")
     export_start = pd.Timestamp(export_start) if export_start else None
     first_end = states.cancelled_at.min()
-    if export_start is None and pd.notna(first_end) and states.started_at.notna().any():
-        older = (states.started_at < first_end - pd.Timedelta(days=3 * float(states.period.median()))).mean()
-        if older > 0.2 and first_end - states.started_at.min() > pd.Timedelta(days=365):
-            export_start = first_end.normalize()
-            warn(
-                f"none ended before {export_start.date()}, {100 * older:.0f} % started earlier: read as live on "
-                "that day (left-truncated; else say EXPORT_START)"
-            )
+    if export_start is None and (states.started_at < first_end - pd.Timedelta(days=365)).mean() > 0.2:
+        export_start = first_end.normalize()
+        warn(f"none ended before {export_start.date()}: read as left-truncated there (else set EXPORT_START)")
     if states.started_at.isna().any():
         raise ValueError("STATES needs started_at for every subscription: tenure decides survival")
     now = tenure(states, end)
     now["p_alive"] = now.state.map(
-        {"active": 1.0, "paused": 1.0, "dunning": float(recovery), "pending_cancel": 0.0, "cancelled": 0.0}
+        {"active": 1, "paused": 1, "dunning": float(recovery), "pending_cancel": 0, "cancelled": 0, "trial": conversion}
     )
     fits = fit_plans(now)
     worth = future(now, fits, end, horizon, discount=True)
@@ -250,10 +265,9 @@ if states is not None:
     subscriptions = now.assign(
         value=worth.value.round(2), next_year_margin=worth.next_year.round(2), expected_charges=worth.charges.round(3)
     )[[*keep.split(), "next_year_margin", "value"]].rename(columns={"paid": "periods_paid"})
-    if (subscriptions.loc[subscriptions.state.isin(["cancelled", "pending_cancel"]), "value"] != 0).any():
-        raise AssertionError("a cancelled subscription was given value")
+    assert not subscriptions.value[subscriptions.p_alive == 0].any(), "a cancelled subscription was given value"
     rows = []  # observed (Kaplan-Meier) vs fitted renewal rates
-    for plan, group in now.groupby("plan"):
+    for plan, group in units(now).groupby("plan"):  # per contract: its renewals at the end of each term
         a, b = fits[plan]
         for t in range(1, int(min(group.paid.max(), 12))):
             at_risk = group[(group.paid > t) | (group.ended & (group.paid == t))]  # faced renewal t
@@ -261,17 +275,16 @@ if states is not None:
             rows.append((plan, t, len(at_risk), seen, fitted, round(a, 3), round(b, 3)))
     survival = pd.DataFrame(rows, columns=["plan", "renewal", "at_risk", "observed", "sbg", "a", "b"])
     for plan, group in survival.groupby("plan"):
-        gap = float((group.observed - group.sbg).abs().mean())
-        one = group.iloc[0]
-        print(
-            f"survival {plan}: sBG a={one.a}, b={one.b}; renewal 1 {one.observed:.0%} (fitted {one.sbg:.0%}); "
-            f"mean gap {100 * gap:.1f} pp" + (" - WARNING: the curve does not fit" if gap > 0.05 else "")
-        )
-    value_by_status = subscriptions.groupby("state").agg(
-        subscriptions=("value", "size"), p_alive=("p_alive", "mean"), average_value=("value", "mean")
+        gap, one = float((group.observed - group.sbg).abs().mean()), group.iloc[0]
+        print(f"survival {plan}: a={one.a}, b={one.b}; renewal 1 {one.observed:.0%} (sBG {one.sbg:.0%}); gap {gap:.1%}")
+        if gap > 0.05:
+            warn(f"the sBG curve does not fit {plan}")
+    value_by_status = (
+        subscriptions.groupby("state")
+        .agg(subscriptions=("value", "size"), p_alive=("p_alive", "mean"), average_value=("value", "mean"))
+        .round(2)
     )
-    value_by_status["average_value"] = value_by_status.average_value.round(2)
-    # the check by contract status: fitted on the states at the cut-off, predicted vs made after it
+    # the check by contract status: fitted on the states at the cut-off vs made after it
     past = tenure(states, cut)
     past["p_alive"] = 1.0
     if len(past) and past.ended.any() and (~past.ended).any():
@@ -280,17 +293,16 @@ if states is not None:
         past["predicted"] = guess.charges * past.margin_per_period
         status_now = past.state.where(~past.state.eq("cancelled"), "cancelled after the cut-off")
         past["stratum"] = status_now.where(~past.ended, "cancelled before the cut-off")
-        order = {"active": 0, "paused": 1, "dunning": 2, "pending_cancel": 3, "cancelled after the cut-off": 4}
-        past["rank"] = past.stratum.map(order).fillna(5)
-        past = past.sort_values("rank")
+        past = past.sort_values("stratum", key=lambda x: x.map(RANK).fillna(9))
         per_customer = past.groupby("customer_id").agg(predicted=("predicted", "sum"), stratum=("stratum", "first"))
         per_customer["actual"] = per_customer.index.map(made).fillna(0.0)
         for stratum, group in per_customer.groupby("stratum"):
             strata.append(("contractual", stratum, len(group), round(group.predicted.sum()), round(group.actual.sum())))
-    assumed_contract = f"{period_note}; {margin_note}; past-due recovery {float(recovery):g}" + (
+    terms = "renewal per contract term (term_days, contract_id)" if "term_days" in states else "renewal each period"
+    assumed_contract = f"{period_note}; {terms}; {paying}; {margin_note}; past-due recovery {float(recovery):g}" + (
         f"; STATES left-truncated at {export_start.date()}" if export_start else ""
     )
-    print(f"contractual: {len(subscriptions):,} subscriptions; value by status:", value_by_status.to_dict("index"))
+    print("value by status:", value_by_status.to_dict("index"))
 
 # ---- non-contractual: BG/NBD (how often, how long) and Gamma-Gamma (margin per order)
 WEEK = 7  # time in weeks: recency, T and the horizons
@@ -309,10 +321,8 @@ if stream.customer_id.nunique() >= 20:
         from pymc_marketing.clv import BetaGeoModel, GammaGammaModel
         from pymc_marketing.clv.utils import rfm_summary
 
-    def summary(upto: pd.Timestamp) -> pd.DataFrame:
-        seen = stream[stream.order_date < upto]
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
+        def summary(upto: pd.Timestamp) -> pd.DataFrame:
+            seen = stream[stream.order_date < upto]
             return rfm_summary(
                 seen,
                 "customer_id",
@@ -323,9 +333,7 @@ if stream.customer_id.nunique() >= 20:
                 time_scaler=WEEK,
             )
 
-    def fit(data: pd.DataFrame):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
+        def fit(data: pd.DataFrame):
             buying = BetaGeoModel(data=data[["customer_id", "frequency", "recency", "T"]])
             buying.fit(method="map", progressbar=False)
             repeat = data[(data.frequency > 0) & (data.monetary_value > 0)]
@@ -333,84 +341,75 @@ if stream.customer_id.nunique() >= 20:
             if len(repeat) >= 20:
                 spending = GammaGammaModel(data=repeat[["customer_id", "frequency", "monetary_value"]])
                 spending.fit(method="map", progressbar=False)
-        return buying, spending
+            return buying, spending
 
-    def margin_per_order(data: pd.DataFrame, spending) -> pd.Series:
-        positive = data.monetary_value > 0
-        spend = pd.Series(np.nan, index=data.index)
-        if spending is not None:
-            fitted = data.assign(monetary_value=data.monetary_value.where(positive, 1.0))
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
+        def margin_per_order(data: pd.DataFrame, spending) -> pd.Series:
+            positive = data.monetary_value > 0
+            spend = pd.Series(np.nan, index=data.index)
+            if spending is not None:
+                fitted = data.assign(monetary_value=data.monetary_value.where(positive, 1.0))
                 expected = spending.expected_customer_spend(data=fitted[["customer_id", "frequency", "monetary_value"]])
-            spend = pd.Series(np.asarray(expected.mean(("chain", "draw"))), index=data.index)
-        first = stream.groupby("customer_id").margin.mean()  # no repeat order: their own average
-        spend = spend.where(positive | (data.frequency == 0), data.monetary_value)
-        return spend.fillna(data.customer_id.map(first))
+                spend = pd.Series(np.asarray(expected.mean(("chain", "draw"))), index=data.index)
+            first = stream.groupby("customer_id").margin.mean()  # no repeat order: their own average
+            spend = spend.where(positive | (data.frequency == 0), data.monetary_value)
+            return spend.fillna(data.customer_id.map(first))
 
-    def purchases(buying, data: pd.DataFrame, weeks: float) -> pd.Series:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
+        def purchases(buying, data: pd.DataFrame, weeks: float) -> pd.Series:
             expected = buying.expected_purchases(
                 data=data[["customer_id", "frequency", "recency", "T"]], future_t=weeks
             )
-        return pd.Series(np.asarray(expected.mean(("chain", "draw"))), index=data.index)
+            return pd.Series(np.asarray(expected.mean(("chain", "draw"))), index=data.index)
 
-    # The check: fitted on the orders before the cut-off, the margin predicted for the time after it, against
-    # what those customers made; and the naive benchmark (each customer repeats their last year before it)
-    train = summary(cut)
-    weeks_after = (end - cut).days / WEEK
-    buying, spending = fit(train)
-    predicted = purchases(buying, train, weeks_after) * margin_per_order(train, spending)
-    after = stream[stream.order_date >= cut].groupby("customer_id").margin.sum()
-    actual = train.customer_id.map(after).fillna(0.0)
-    year_before = stream[(stream.order_date < cut) & (stream.order_date >= cut - pd.DateOffset(years=1))]
-    naive = train.customer_id.map(year_before.groupby("customer_id").margin.sum()).fillna(0.0) * weeks_after / 52.18
-    check_ratio = float(predicted.sum() / actual.sum())
-    naive_ratio = float(naive.sum() / actual.sum())
-    rank_correlation = float(predicted.rank().corr(actual.rank()))
-    decile = pd.qcut(predicted.rank(method="first"), 10, labels=range(1, 11))
-    holdout = (
-        pd.DataFrame({"decile": decile, "predicted": predicted, "actual": actual})
-        .groupby("decile", observed=True)[["predicted", "actual"]]
-        .sum()
-        .round(0)
-    )
-    strata.append(("non-contractual", "no contract (BG/NBD)", len(train), round(predicted.sum()), round(actual.sum())))
-    print(
-        f"check (no-contract buyers): fitted on the orders before {cut.date()}, the model predicted "
-        f"{predicted.sum():,.0f} in margin until {(end - pd.Timedelta(days=1)).date()}; the {len(train):,} customers "
-        f"made {actual.sum():,.0f} (predicted / actual {check_ratio:.2f}; rank correlation {rank_correlation:.2f}). "
-        f"Naive 'same as their last year': {naive_ratio:.2f}"
-    )
-    if check_ratio > 1.2:
-        print(
-            f"WARNING: the model over-predicts by {100 * (check_ratio - 1):.0f} %: customers stopped more than "
-            "their history showed - its values are an upper bound"
+        # the check: fitted before the cut-off vs made after it; naive: each repeats their last year
+        train = summary(cut)
+        weeks_after = (end - cut).days / WEEK
+        buying, spending = fit(train)
+        predicted = purchases(buying, train, weeks_after) * margin_per_order(train, spending)
+        after = stream[stream.order_date >= cut].groupby("customer_id").margin.sum()
+        actual = train.customer_id.map(after).fillna(0.0)
+        year_before = stream[(stream.order_date < cut) & (stream.order_date >= cut - pd.DateOffset(years=1))]
+        naive = train.customer_id.map(year_before.groupby("customer_id").margin.sum()).fillna(0.0) * weeks_after / 52.18
+        check_ratio = float(predicted.sum() / actual.sum())
+        naive_ratio = float(naive.sum() / actual.sum())
+        rank_correlation = float(predicted.rank().corr(actual.rank()))
+        decile = pd.qcut(predicted.rank(method="first"), 10, labels=range(1, 11))
+        holdout = (
+            pd.DataFrame({"decile": decile, "predicted": predicted, "actual": actual})
+            .groupby("decile", observed=True)[["predicted", "actual"]]
+            .sum()
+            .round(0)
         )
-    elif check_ratio < 0.8:
-        print(f"WARNING: the model under-predicts by {100 * (1 - check_ratio):.0f} %")
-    else:
-        print("the check supports the model: within 20 % in total")
+        strata.append(
+            ("non-contractual", "no contract (BG/NBD)", len(train), round(predicted.sum()), round(actual.sum()))
+        )
+        print(
+            f"check (no-contract buyers): fitted before {cut.date()}, predicted {predicted.sum():,.0f}; "
+            f"made {actual.sum():,.0f} (ratio {check_ratio:.2f}; rank correlation {rank_correlation:.2f}). "
+            f"Naive 'same as their last year': {naive_ratio:.2f}"
+        )
+        if check_ratio > 1.2:
+            print(f"WARNING: the model over-predicts by {check_ratio - 1:.0%}: its values are an upper bound")
+        elif check_ratio < 0.8:
+            print(f"WARNING: the model under-predicts by {1 - check_ratio:.0%}")
+        else:
+            print("the check supports the model: within 20 % in total")
 
-    everything = summary(end)
-    buying, spending = fit(everything)
-    per_order = margin_per_order(everything, spending)
-    cumulative = [purchases(buying, everything, 52.18 * y) for y in range(years + 1)]
-    value = sum((cumulative[y] - cumulative[y - 1]) * per_order / (1 + rate) ** y for y in range(1, years + 1))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+        everything = summary(end)
+        buying, spending = fit(everything)
+        per_order = margin_per_order(everything, spending)
+        cumulative = [purchases(buying, everything, 52.18 * y) for y in range(years + 1)]
+        value = sum((cumulative[y] - cumulative[y - 1]) * per_order / (1 + rate) ** y for y in range(1, years + 1))
         alive = buying.expected_probability_alive(data=everything[["customer_id", "frequency", "recency", "T"]])
         alive = pd.Series(np.asarray(alive.mean(("chain", "draw"))), index=everything.index)
-    free_clv = everything[["customer_id"]].assign(
-        stream="non-contractual", status="no contract", p_alive=alive.round(3)
-    )
-    free_clv["next_year_margin"] = ((cumulative[1] - cumulative[0]) * per_order).round(2)
-    free_clv[f"value_{years}y"] = value.round(2)
+        free_clv = everything[["customer_id"]].assign(
+            stream="non-contractual", status="no contract", p_alive=alive.round(3)
+        )
+        free_clv["next_year_margin"] = ((cumulative[1] - cumulative[0]) * per_order).round(2)
+        free_clv[f"value_{years}y"] = value.round(2)
 elif stream.customer_id.nunique():
     warn(f"only {stream.customer_id.nunique()} buyers without a contract: too few for BG/NBD, not valued")
 
-# ---- per customer: both streams, and the checks by contract status
+# ---- per customer: both streams
 history = orders.groupby("customer_id").margin.sum()
 top = history.sort_values(ascending=False)
 top10 = 100 * top.head(max(1, len(top) // 10)).sum() / top.sum()
@@ -420,8 +419,7 @@ print(
 )
 parts = [free_clv]
 if len(subscriptions):
-    rank = {"active": 0, "paused": 1, "dunning": 2, "pending_cancel": 3, "cancelled": 4}
-    subs = subscriptions.assign(rank=subscriptions.state.map(rank), gone=1 - subscriptions.p_alive).sort_values("rank")
+    subs = subscriptions.assign(gone=1 - subscriptions.p_alive).sort_values("state", key=lambda x: x.map(RANK))
     per = subs.groupby("customer_id").agg(
         status=("state", "first"),
         gone=("gone", "prod"),
@@ -440,32 +438,21 @@ holdout_by_status = pd.DataFrame(strata, columns=["stream", "stratum", "customer
 if len(holdout_by_status):
     made_after = holdout_by_status.actual.where(holdout_by_status.actual != 0)
     holdout_by_status["ratio"] = (holdout_by_status.predicted / made_after).round(2)
-    for row in holdout_by_status[holdout_by_status.stream == "contractual"].itertuples():
-        ratio = "-" if pd.isna(row.ratio) else f"{row.ratio:.2f}"
-        print(
-            f"check (contract, {row.stratum}): {row.customers:,} customers, predicted {row.predicted:,.0f}, "
-            f"made {row.actual:,.0f} (ratio {ratio})"
-        )
-        if row.stratum.startswith("cancelled before") and row.actual > 0:
-            warn(f"customers cancelled before the cut-off made {row.actual:,.0f} after it: reactivations")
     contract_rows = holdout_by_status[holdout_by_status.stream == "contractual"]
+    print(
+        "check by contract status (fitted at the cut-off):",
+        contract_rows.set_index("stratum").iloc[:, 1:].to_dict("index"),
+    )
+    if contract_rows[contract_rows.stratum.str.startswith("cancelled before")].actual.sum() > 0:
+        warn("customers cancelled before the cut-off made margin after it: reactivations")
     total = contract_rows.actual.sum()
     contract_check_ratio = float(contract_rows.predicted.sum() / total) if total else float("nan")
     if total:
-        print(
-            f"check (contract, all live at the cut-off): predicted / actual {contract_check_ratio:.2f} (by status "
-            "now, stayers beat and cancellers miss the prediction: the total is the test)"
-        )
+        print(f"check (contract, all live at the cut-off): predicted / actual {contract_check_ratio:.2f} (the test)")
         if abs(contract_check_ratio - 1) > 0.2:
             warn(f"the survival model is off by {100 * (contract_check_ratio - 1):+.0f} % on the hold-out")
-by_stream = clv.groupby("stream")[f"value_{years}y"].agg(["size", "mean"])
-print(
-    f"predicted {years}-year value (discounted at {100 * rate:.0f} % a year): average "
-    f"{clv[f'value_{years}y'].mean():,.0f} ("
-    + "; ".join(f"{s} {int(n):,} customers, {m:,.0f}" for s, n, m in by_stream.itertuples())
-    + f"), top decile average {clv[f'value_{years}y'].head(max(1, len(clv) // 10)).mean():,.0f}; "
-    f"{100 * (clv.p_alive < 0.5).mean():.0f} % of customers are more likely gone than still buying"
-)
+worth_by = clv.groupby("stream")[f"value_{years}y"].agg(["size", "mean"]).round(0).to_dict("index")
+print(f"{years}-year value by stream:", worth_by, f"{(clv.p_alive < 0.5).mean():.0%} more likely gone than not")
 assumed = (
     f"Assumed: contractual = {said!r} (PROFILE) -> {mode}"
     + (f", subscription states from STATES ({len(subscriptions):,} subscriptions)" if len(subscriptions) else "")
