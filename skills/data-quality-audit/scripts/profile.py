@@ -85,7 +85,7 @@ def parse_times(s: pd.Series, name: str) -> pd.Series:
         t[miss] = pd.to_datetime(text[miss], errors="coerce", utc=utc, format="mixed", dayfirst=dayfirst)
     if utc:
         return t.dt.tz_localize(None)
-    if STORE_TZ and t.notna().any():
+    if STORE_TZ and (t.dt.normalize() < t).any():  # a bare date is a day, not midnight local
         t = t.dt.tz_localize(STORE_TZ, ambiguous=(t != t).to_numpy(), nonexistent="shift_forward")
         t = t.dt.tz_convert("UTC").dt.tz_localize(None)
     return t
