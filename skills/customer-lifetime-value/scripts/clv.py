@@ -233,7 +233,9 @@ if states is not None:
     start = states.first_paid_at.fillna(states.trial_end).where(~trial)
     states["started_at"] = start.where(start > states.started_at, states.started_at)
     states = states[~never]
-    paying = f"{never.sum():,} ended without a paid charge ({rule}): not customers, left out; trials {conversion:.0%}"
+    paying = f"{never.sum():,} ended without a paid charge ({rule}): not customers, left out" + (
+        f"; trials convert {conversion:.0%}" if states.trial_end.notna().any() else ""
+    )
     print(paying)
     if "margin_per_period" in states.columns:
         states["margin_per_period"] = states.margin_per_period.astype(float)
