@@ -9,9 +9,9 @@ every export in ``SOURCES``. Each fact the business has is then **right** (the v
 exports hold nothing that shows it, e.g. a store-level promotion test with no assignment file), or **wrong** (a value
 stated that is not the business's: the one outcome that misleads every method after it).
 
-Facts scored: contractual or not (true, false or mixed: subscriptions beside one-off orders), the currencies, the unit the experiment
-randomised (the column named appears in the archetype's description of it), the fiscal calendar's kind, how its
-years are named, and its 53-week years.
+Facts scored: contractual or not (true, false or mixed: subscriptions beside one-off orders), the currencies, the
+unit the experiment randomised (the column named appears in the archetype's description of it), the fiscal
+calendar's kind, how its years are named, and its 53-week years.
 
 Run: uv run python bench/bench_profile.py [--seeds 10] [--first 1] [--archetypes a,b]
 """
