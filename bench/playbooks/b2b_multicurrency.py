@@ -343,7 +343,9 @@ async def data_quality_audit(run: Run) -> dict[str, bool]:
     """Each export audited as read with the options business-profile reported: deliveries.csv as it is; the credit
     memos with RELATED invoices (Reference Invoice = the invoices' document number); invoices_de.csv as written (';',
     cp1252, decimal comma); and the invoices of both SAP exports stacked under one set of names (the German headers
-    translated, amounts parsed), RELATED to the customer master (Account Created)."""
+    translated, amounts parsed), RELATED to the customer master (Account Created). Step 4, cross_checks.py, right
+    after profile.py on each export with a document and line column (all four: Delivery/Item, Credit Memo/Item,
+    Belegnummer/Position, document_number/item)."""
     plants = run.plants("data-quality-audit")
     await run.py(
         LINES + "de_raw = load_file('uploads/invoices_de.csv', sep=';', encoding='cp1252', decimal=',',\n"
@@ -360,15 +362,22 @@ async def data_quality_audit(run: Run) -> dict[str, bool]:
     found: dict[str, list[dict]] = {}
     for name, inputs in audits.items():
         await run.script("data-quality-audit", "scripts/profile.py", f"DF = None\nRELATED = None\n{inputs}")
+        await run.script("data-quality-audit", "scripts/cross_checks.py", "")
         found[name] = await run.get("findings[['severity', 'column', 'check', 'rows']].to_dict('records')")
 
     def rows(audit: str, *words: str) -> list[int]:
         return [f["rows"] for f in found[audit] if all(w.lower() in f["check"].lower() for w in words)]
 
+    def found_count(p: dict, counts: list[int], value: float | None = None) -> bool:
+        # a count planted as 0 on this seed (e.g. no thousands separators) is found when no such fault is reported
+        planted = (p.get("expected") or {}).get("value") if value is None else value
+        if planted == 0:
+            return not counts
+        return any(n == planted if value is not None else within(n, p) for n in counts)
+
     delivery = rows("deliveries", "Delivery Date before Order Date")
     credit = rows("credits", "before invoices.")
     account = rows("invoices", "before customers.")
-    invoice_dups = rows("invoices", "duplicate")
     verdicts: dict[str, bool] = {}
     truths = {
         "dq_delivery_before_order": delivery,
@@ -378,16 +387,22 @@ async def data_quality_audit(run: Run) -> dict[str, bool]:
     }
     for p in plants:
         if p["id"] in truths:  # that check named, its count exactly the planted one
-            verdicts[p["id"]] = any(within(n, p) for n in truths[p["id"]])
-        elif p["id"] == "dq_cross_file_duplicates":  # duplicates in the stacked invoices: the lines (or both copies)
-            verdicts[p["id"]] = any(within(n, p) or within(n / 2, p) for n in invoice_dups)
+            verdicts[p["id"]] = found_count(p, truths[p["id"]])
+        elif p["id"] == "dq_cross_file_duplicates":  # "documents sent twice" on the stack: the documents counted
+            docs = int(re.search(r"\((\d+) documents", p["statement"]).group(1))
+            verdicts[p["id"]] = found_count(p, rows("invoices", "sent twice"), docs)
         elif p["id"] == "dq_rebate_lines":  # negative invoice amounts reported as errors
             verdicts[p["id"]] = bool(rows("invoices", "negative") + rows("de", "negative"))
         elif p["id"] == "dq_zero_value_samples":  # zero amounts reported
             verdicts[p["id"]] = bool(rows("invoices", "zero") + rows("de", "zero"))
-        elif p["id"] == "dq_identical_repeat_orders":  # a duplicate count beyond the cross-file copies (111 / 222)
-            dup = next(x for x in plants if x["id"] == "dq_cross_file_duplicates")
-            verdicts[p["id"]] = any(not (within(n, dup) or within(n / 2, dup)) for n in invoice_dups)
+        elif p["id"] == "dq_identical_repeat_orders":  # lines alike in content under different documents as duplicates
+            verdicts[p["id"]] = any(
+                any(w in f["check"].lower() for w in ("duplicate", "repeat", "twice", "identical"))
+                and not any(k in f["column"].lower() for k in ("document", "beleg"))
+                and any(k in f["column"].lower() for k in ("customer", "kunde", "material", "amount", "betrag"))
+                for audit in ("invoices", "de")
+                for f in found[audit]
+            )
         elif p["id"] == "dq_same_day_account":  # same-day accounts counted: the count beyond the planted faults
             planted = next(x for x in plants if x["id"] == "dq_invoice_before_account")["expected"]["value"]
             verdicts[p["id"]] = any(n > 2 * planted + 10 for n in account)
