@@ -19,7 +19,8 @@ from tests.conftest import meta_of, text_of
 
 LINES = """
 import numpy as np, pandas as pd
-if 'lines' not in globals():
+_ours = [globals().get(n) for n in ('lines', 'sales', 'customers')]  # a script may leave a name of its own
+if not (all(isinstance(v, pd.DataFrame) for v in _ours) and 'fiscal_year' in lines and 'Segment' in customers):
     def _amount(s):
         s = s.astype(str).str.strip()
         neg = s.str.endswith('-')
