@@ -102,13 +102,13 @@ unit = "months" if grain == "month" else ("weeks" if grain == "week" else "fisca
 # by the same period a year before times the median growth, so it is neither learned as seasonality nor repeated.
 # Without a year before (under two seasons): 5 robust deviations from the median of the 5 periods around it.
 MAX_SEASONAL_SMOOTHING = 0.1
-MIN_ONE_OFF = float(globals().get("MIN_ONE_OFF", 0.25))  # a one-off is at least 25 % off its expected value
+min_one_off = float(globals().get("MIN_ONE_OFF", 0.25))  # a one-off is at least 25 % off its expected value
 
 
 def one_offs(y: pd.Series, skip_last_season: bool = False) -> dict[int, float]:
     logs = np.log(y.to_numpy())
     size = len(logs)
-    floor = np.log(1 + MIN_ONE_OFF)
+    floor = np.log(1 + min_one_off)
     if size < 2 * m:
         if size < 7:
             return {}

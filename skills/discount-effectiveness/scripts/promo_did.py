@@ -29,21 +29,21 @@ import pandas as pd
 from scipy import stats
 
 PROFILE = globals().get("PROFILE") or {}
-DESIGN = str(globals().get("DESIGN") or "rollout").lower().replace("_", "-")
-DESIGN = {"randomized": "randomised", "selfselected": "self-selected", "self-selection": "self-selected"}.get(
-    DESIGN, DESIGN
+design = str(globals().get("DESIGN") or "rollout").lower().replace("_", "-")
+design = {"randomized": "randomised", "selfselected": "self-selected", "self-selection": "self-selected"}.get(
+    design, design
 )
-START, END = globals().get("START"), globals().get("END")
-SCHEME = str(globals().get("SCHEME") or "the scheme")
-PRE_WEEKS = int(globals().get("PRE_WEEKS") or 4)
-ALPHA = float(globals().get("ALPHA") or 0.05)
-SEED = int(globals().get("SEED") or 0)
-if DESIGN not in ("rollout", "seasonal", "randomised", "self-selected"):
-    raise ValueError(f'DESIGN = "{DESIGN}": use "rollout", "seasonal", "randomised" or "self-selected"')
+start_given, end_given = globals().get("START"), globals().get("END")
+scheme_name = str(globals().get("SCHEME") or "the scheme")
+pre_weeks = int(globals().get("PRE_WEEKS") or 4)
+alpha = float(globals().get("ALPHA") or 0.05)
+seed = int(globals().get("SEED") or 0)
+if design not in ("rollout", "seasonal", "randomised", "self-selected"):
+    raise ValueError(f'DESIGN = "{design}": use "rollout", "seasonal", "randomised" or "self-selected"')
 
 data = load_artifact(SOURCE)  # noqa: F821 - SOURCE and load_artifact come from run_python
 data.columns = [str(c).strip().lower() for c in data.columns]
-need = {"unit", "group", "outcome"} | ({"period"} if DESIGN in ("rollout", "seasonal") else set())
+need = {"unit", "group", "outcome"} | ({"period"} if design in ("rollout", "seasonal") else set())
 if not need <= set(data.columns):
     raise ValueError(f"the input needs columns {sorted(need)}; it has {list(data.columns)}")
 assumed, warnings = [], []
@@ -66,7 +66,7 @@ elif len(PROFILE.get("currencies") or []) > 1:
     )
 
 randomised_by = PROFILE.get("randomisation_unit")
-if DESIGN == "randomised":
+if design == "randomised":
     if randomised_by:
         assumed.append(f"randomised by {randomised_by} (PROFILE): `unit` must hold it")
     else:
@@ -87,7 +87,7 @@ def _group(col):
 
 data["treated"] = _group(data["group"])
 data["outcome"] = pd.to_numeric(data["outcome"], errors="coerce").fillna(0.0)
-rng = np.random.default_rng(SEED)
+rng = np.random.default_rng(seed)
 B = 400
 
 
@@ -152,7 +152,7 @@ def _ci(draws, estimate):
     draws = draws[np.isfinite(draws)]
     if len(draws) < 20:
         return float("nan"), float("nan"), float("nan")
-    low, high = np.quantile(draws, [ALPHA / 2, 1 - ALPHA / 2])
+    low, high = np.quantile(draws, [alpha / 2, 1 - alpha / 2])
     se = float(np.std(np.log1p(np.clip(draws, -0.999, None))))
     effect = abs(np.log1p(max(estimate, -0.999)))
     z = effect / se if se > 0 else (0.0 if effect < 1e-12 else np.inf)
@@ -177,18 +177,18 @@ if "stratum" in data.columns:
     assumed.append(f"comparison matched within {data['stratum'].nunique()} strata (`stratum`)")
 
 # --- rollout: difference-in-differences against not-yet / never-treated units, event study, pre-trend ----------
-if DESIGN == "rollout":
+if design == "rollout":
     numeric = pd.api.types.is_numeric_dtype(data["period"])
     data["period_key"] = data["period"] if numeric else _dates(data["period"])
     convert = (lambda v: float(v)) if numeric else (lambda v: _dates(pd.Series([v])).iloc[0])
-    if END is not None:  # the scheme's last period: what comes after it is neither pre nor post
-        data = data[data.period_key <= convert(END)].copy()
+    if end_given is not None:  # the scheme's last period: what comes after it is neither pre nor post
+        data = data[data.period_key <= convert(end_given)].copy()
         strata = strata.loc[data.index]
     if "start" in data.columns:  # staggered: each unit's own start; a later unit is a comparison until then
         starts = data.groupby("unit")["start"].first()
         starts = starts[starts.notna() & (starts.astype(str).str.strip() != "")].map(convert)
-    elif START is not None:
-        starts = pd.Series(convert(START), index=data.loc[data.treated, "unit"].unique())
+    elif start_given is not None:
+        starts = pd.Series(convert(start_given), index=data.loc[data.treated, "unit"].unique())
     else:
         raise ValueError("a rollout needs START (the first treated period) or a `start` column per unit")
     if not data.treated.any() or data.treated.all():
@@ -250,13 +250,13 @@ if DESIGN == "rollout":
         assumed.append(f"periods are lifecycle / period numbers; start at {c:g}")
 
 # --- seasonal: the same fiscal weeks last year, against a matched untreated group ----------------------------
-elif DESIGN == "seasonal":
-    if START is None or END is None:
+elif design == "seasonal":
+    if start_given is None or end_given is None:
         raise ValueError("a seasonal promotion needs START and END (its first and last day)")
     cal = PROFILE.get("fiscal_calendar") or {}
     kind, first = cal.get("kind"), cal.get("first_day")
     data["period_key"] = _dates(data["period"])
-    start, end = pd.Timestamp(START), pd.Timestamp(END)
+    start, end = pd.Timestamp(start_given), pd.Timestamp(end_given)
     if kind in ("4-5-4", "4-4-5", "5-4-4") and first:
         listed = {str(y).replace("FY", "").strip() for y in cal.get("53_week_years") or []}
         year_starts = [pd.Timestamp(first)]
@@ -288,7 +288,7 @@ elif DESIGN == "seasonal":
 
         basis = "the same weekdays 52 weeks earlier"
     ly_start, ly_end = last_year(start), last_year(end)
-    pre_start = start - pd.Timedelta(weeks=PRE_WEEKS)
+    pre_start = start - pd.Timedelta(weeks=pre_weeks)
     day = data["period_key"]
     if not (day <= ly_start).any():
         raise ValueError(f"no data for last year's window ({ly_start.date()}): the seasonal baseline is missing")
@@ -321,7 +321,7 @@ elif DESIGN == "seasonal":
     comparison_text = basis + (", against the untreated group" if had_control else "")
     treated_units = int(data.loc[data.treated, "unit"].nunique())
     control_units = int(data.loc[~data.treated, "unit"].nunique())
-    n_pre = PRE_WEEKS
+    n_pre = pre_weeks
     assumed.append(f"baseline = {basis}")
 
 # --- randomised holdout / self-selected discount: per unit, within strata --------------------------------------
@@ -336,7 +336,7 @@ else:
             strata = pd.Series(pd.qcut(usage, 10, labels=False, duplicates="drop"), index=data.index).astype(str)
         strata = strata.where(usage.notna(), "unknown")
         assumed.append("strata = deciles of pre-period usage (`pre_usage`)")
-    elif "stratum" not in data.columns and DESIGN == "self-selected":
+    elif "stratum" not in data.columns and design == "self-selected":
         raise ValueError(
             "a self-selected discount is compared only within strata of pre-period usage: give `pre_usage` "
             "(or `stratum`); its raw difference is selection, not effect"
@@ -357,40 +357,40 @@ else:
     if n_t == 0:
         raise ValueError("no stratum has both treated and comparison units")
     lift, se = effect / n_t, np.sqrt(variance) / n_t
-    z = stats.norm.ppf(1 - ALPHA / 2)
+    z = stats.norm.ppf(1 - alpha / 2)
     low, high = lift - z * se, lift + z * se
     p_lift = float(2 * stats.norm.sf(abs(lift) / se)) if se > 0 else 0.0
     naive, pretrend_p, n_pre = raw, float("nan"), 0
     comparison_text = (
-        "randomised holdout" if DESIGN == "randomised" else "units who did not take it"
+        "randomised holdout" if design == "randomised" else "units who did not take it"
     ) + f", within {strata.nunique()} strata"
     treated_units, control_units = int(t.sum()), int((~t).sum())
     assumed.append(f"the unit is `unit` ({treated_units} treated, {control_units} comparison)")
 
 # --- the finding ---------------------------------------------------------------------------------------------
 detectable = bool(np.isfinite(low) and (low > 0 or high < 0))
-pretrend_failed = bool(np.isfinite(pretrend_p) and pretrend_p < ALPHA)
+pretrend_failed = bool(np.isfinite(pretrend_p) and pretrend_p < alpha)
 if pretrend_failed:
     finding = (
         f"NOT CLAIMED: the pre-trend test fails (p = {pretrend_p:.3g}) - the groups were already diverging "
         "before the start (selection on a trend), so the difference-in-differences is not an effect"
     )
-elif DESIGN == "self-selected" and detectable:
+elif design == "self-selected" and detectable:
     finding = "an effect within strata of pre-period usage (observational: only as good as the strata)"
 elif detectable:
     finding = "lift" if lift > 0 else "a detectable FALL"
 else:
     finding = "no detectable lift: the interval includes zero"
-if DESIGN == "self-selected":
+if design == "self-selected":
     finding += f"; the raw difference ({naive:+.3g}) is selection, not effect"
-if DESIGN in ("rollout", "seasonal") and abs(naive - lift) > 0.1:
+if design in ("rollout", "seasonal") and abs(naive - lift) > 0.1:
     finding += f"; a before/after on the treated alone ({naive:+.0%}) is not the lift"
 flagged = bool(detectable and not pretrend_failed)
 effects = pd.DataFrame(
     [
         {
-            "scheme": SCHEME,
-            "design": DESIGN,
+            "scheme": scheme_name,
+            "design": design,
             "comparison": comparison_text,
             "naive_lift": naive,
             "lift": lift,
@@ -405,17 +405,17 @@ effects = pd.DataFrame(
         }
     ]
 )
-unit_word = "points" if DESIGN in ("randomised", "self-selected") else ""
+unit_word = "points" if design in ("randomised", "self-selected") else ""
 shown = (lambda v: f"{v:+.3f}") if unit_word else (lambda v: f"{100 * v:+.1f} %")
-print(f"{SCHEME} ({DESIGN}): {treated_units} treated units against {control_units}: {comparison_text}")
-if DESIGN in ("rollout", "seasonal"):
+print(f"{scheme_name} ({design}): {treated_units} treated units against {control_units}: {comparison_text}")
+if design in ("rollout", "seasonal"):
     print(
-        f"pre-trend test over {n_pre} pre-period {'weeks' if DESIGN == 'seasonal' else 'periods'}: "
+        f"pre-trend test over {n_pre} pre-period {'weeks' if design == 'seasonal' else 'periods'}: "
         f"p = {pretrend_p:.3g}" + (" - FAILED" if pretrend_failed else " (parallel)")
     )
     print(f"naive before/after on the treated: {shown(naive)}")
 else:
-    print(f"raw difference: {shown(naive)}" + (" (selection, not effect)" if DESIGN == "self-selected" else ""))
+    print(f"raw difference: {shown(naive)}" + (" (selection, not effect)" if design == "self-selected" else ""))
 print(f"lift: {shown(lift)} (95 % interval {shown(low)} to {shown(high)}, units resampled / clustered by unit)")
 print(f"finding: {finding}")
 for w in warnings:

@@ -27,12 +27,12 @@ import re
 import pandas as pd
 
 PROFILE = globals().get("PROFILE") or {}
-BY = globals().get("COMP_BY") or "region"
-PERIOD = globals().get("PERIOD")
-FISCAL_YEAR = globals().get("FISCAL_YEAR")
-COMP_PERIODS = int(globals().get("COMP_PERIODS") or 14)
+comp_by = globals().get("COMP_BY") or "region"
+period_given = globals().get("PERIOD")
+fiscal_year_given = globals().get("FISCAL_YEAR")
+comp_periods = int(globals().get("COMP_PERIODS") or 14)
 MATERIAL = float(globals().get("COMP_MATERIAL") or 3.0)
-CLOSED = globals().get("CLOSED") or []
+closed_given = globals().get("CLOSED") or []
 WEEK_CALENDARS = {"4-5-4": [4, 5, 4], "4-4-5": [4, 4, 5], "5-4-4": [5, 4, 4]}
 assumed = []
 
@@ -182,22 +182,22 @@ source = pd.DataFrame(
         "store": stores_in,
         "date": day,
         "net": pd.to_numeric(source[v_col], errors="coerce").fillna(0.0),
-        **({"group": source[BY].astype(str)} if BY in source.columns else {}),
+        **({"group": source[comp_by].astype(str)} if comp_by in source.columns else {}),
     }
 )
 if source.date.isna().any():
     refuse(f"{d_col}: {int(source.date.isna().sum())} values are not dates (one row per store and day or week)")
 if "group" not in source.columns:
-    if BY in master.columns:
-        source["group"] = source.store.map(dict(zip(m.store, master[BY].astype(str), strict=True)))
+    if comp_by in master.columns:
+        source["group"] = source.store.map(dict(zip(m.store, master[comp_by].astype(str), strict=True)))
     else:
-        print(f"NOTE: COMP_BY = {BY!r} is a column of neither SOURCE nor STORES: the chain only")
+        print(f"NOTE: COMP_BY = {comp_by!r} is a column of neither SOURCE nor STORES: the chain only")
         source["group"] = "all stores"
 no_open = sorted(m[m.open.isna() & m.store.isin(source.store)].store)
 if no_open:
     refuse(f"stores {no_open[:10]} have no open_date in STORES: comp status unknown - give their opening dates")
-if COMP_PERIODS < 12:
-    refuse(f"COMP_PERIODS = {COMP_PERIODS}: a store is comp after a full year open (12 periods or more)")
+if comp_periods < 12:
+    refuse(f"COMP_PERIODS = {comp_periods}: a store is comp after a full year open (12 periods or more)")
 
 days = pd.Series(sorted(source.date.unique()))
 grain = int(days.diff().dt.days.min()) if len(days) > 1 else 1
@@ -206,27 +206,27 @@ cal = PROFILE.get("fiscal_calendar") or {}
 periods = all_periods(cal, days.iloc[0], days.iloc[-1])
 wanted = (
     list(range(1, 13))
-    if PERIOD is None
-    else [int(PERIOD)]
-    if isinstance(PERIOD, int | str)
-    else list(range(int(PERIOD[0]), int(PERIOD[-1]) + 1))
+    if period_given is None
+    else [int(period_given)]
+    if isinstance(period_given, int | str)
+    else list(range(int(period_given[0]), int(period_given[-1]) + 1))
 )
-what = "year" if PERIOD is None else f"P{wanted[0]}" + (f"-P{wanted[-1]}" if len(wanted) > 1 else "")
+what = "year" if period_given is None else f"P{wanted[0]}" + (f"-P{wanted[-1]}" if len(wanted) > 1 else "")
 ends = {fy: max(x[3] for x in periods if x[0] == fy and x[1] == wanted[-1]) for fy in {x[0] for x in periods}}
-if FISCAL_YEAR is None:
+if fiscal_year_given is None:
     done = [fy for fy, e in ends.items() if e <= reach and any(x[0] == fy - 1 for x in periods)]
     if not done:
         refuse(f"no complete fiscal {what} in the data (up to {(reach - pd.Timedelta(days=1)).date()})")
-    FISCAL_YEAR = max(done)
-FISCAL_YEAR = int(FISCAL_YEAR)
-if FISCAL_YEAR not in ends or ends[FISCAL_YEAR] > reach:
+    fiscal_year_given = max(done)
+fiscal_year_given = int(fiscal_year_given)
+if fiscal_year_given not in ends or ends[fiscal_year_given] > reach:
     refuse(
-        f"FY{FISCAL_YEAR} {what} is not complete in the data (up to {(reach - pd.Timedelta(days=1)).date()}): "
+        f"FY{fiscal_year_given} {what} is not complete in the data (up to {(reach - pd.Timedelta(days=1)).date()}): "
         "never a part period against a whole one"
     )
 index = {x[:2]: i for i, x in enumerate(periods)}
 starts = pd.Series([x[2] for x in periods])
-closed = [(store_id(pd.Series([str(c[0])]))[0], pd.Timestamp(c[1]), pd.Timestamp(c[2])) for c in CLOSED]
+closed = [(store_id(pd.Series([str(c[0])]))[0], pd.Timestamp(c[1]), pd.Timestamp(c[2])) for c in closed_given]
 rows, notes = [], []
 by_store = m.drop_duplicates("store").set_index("store")
 group_of = source.drop_duplicates("store").set_index("store").group
@@ -244,10 +244,10 @@ def silent_weeks(w0, w1):
 
 
 for p in wanted:
-    this = periods[index[(FISCAL_YEAR, p)]]
-    b0, b1, c1 = base_window(periods, FISCAL_YEAR, p) or (None, None, None)
+    this = periods[index[(fiscal_year_given, p)]]
+    b0, b1, c1 = base_window(periods, fiscal_year_given, p) or (None, None, None)
     if b0 is None or b0 < days.iloc[0]:
-        refuse(f"FY{FISCAL_YEAR} P{p}: its base a year before is not in the data (data start {days.iloc[0].date()})")
+        refuse(f"FY{fiscal_year_given} P{p}: its base a year before is not in the data (data start {days.iloc[0].date()})")
     c0 = this[2]
     notes.append(
         f"P{p} {c0.date()}..{(c1 - pd.Timedelta(days=1)).date()} vs {b0.date()}..{(b1 - pd.Timedelta(days=1)).date()}"
@@ -259,8 +259,8 @@ for p in wanted:
         info = by_store.loc[st]
         after = (starts >= info.open).values
         status, reason = "comp", f"open {info.open.date()}"
-        if not after.any() or index[(FISCAL_YEAR, p)] - int(after.argmax()) < COMP_PERIODS:
-            status, reason = "new", f"opened {info.open.date()}: under {COMP_PERIODS} full periods open"
+        if not after.any() or index[(fiscal_year_given, p)] - int(after.argmax()) < comp_periods:
+            status, reason = "new", f"opened {info.open.date()}: under {comp_periods} full periods open"
         elif pd.notna(info.close) and info.close < c1:
             status, reason = "closed", f"closed {info.close.date()}"
         elif any(s == st and a < w1 and b >= w0 for s, a, b in closed for w0, w1 in ((b0, b1), (c0, c1))):
@@ -268,8 +268,10 @@ for p in wanted:
         elif st in silent:
             status, reason = "closed", f"no sales in the week of {silent[st].date()}"
         g = group_of[st]
-        rows.append((st, g, FISCAL_YEAR, p, status, reason, cur.get(st, 0.0), pri.get(st, 0.0)))
-comp_stores = pd.DataFrame(rows, columns=["store", BY, "fiscal_year", "period", "status", "reason", "current", "prior"])
+        rows.append((st, g, fiscal_year_given, p, status, reason, cur.get(st, 0.0), pri.get(st, 0.0)))
+comp_stores = pd.DataFrame(
+    rows, columns=["store", comp_by, "fiscal_year", "period", "status", "reason", "current", "prior"]
+)
 
 
 def pct(a, b):
@@ -297,8 +299,8 @@ def summarise(part):
 
 chain = summarise(comp_stores)
 out = []
-for g, part in comp_stores.groupby(BY):
-    r = {BY: g, **summarise(part)}
+for g, part in comp_stores.groupby(comp_by):
+    r = {comp_by: g, **summarise(part)}
     r["new_store_inflated"] = r["total_growth"] - r["comp_growth"] > MATERIAL
     gap = r["comp_growth"] - chain["comp_growth"]
     r["flagged"] = abs(gap) >= MATERIAL
@@ -317,14 +319,14 @@ for g, part in comp_stores.groupby(BY):
     elif r["new_store_inflated"]:
         r["finding"] = (
             f"total {r['total_growth']:+.1f} % is new-store volume ({r['non_comp_pts']:+.1f} pts); comp "
-            f"{r['comp_growth']:+.1f} % in line with the chain {chain['comp_growth']:+.1f} %: not a growth {BY}"
+            f"{r['comp_growth']:+.1f} % in line with the chain {chain['comp_growth']:+.1f} %: not a growth {comp_by}"
         )
     else:
         r["finding"] = f"comp {r['comp_growth']:+.1f} %, in line with the chain"
     out.append(r)
 out.append(
     {
-        BY: "chain",
+        comp_by: "chain",
         **chain,
         "new_store_inflated": chain["total_growth"] - chain["comp_growth"] > MATERIAL,
         "flagged": False,
@@ -334,24 +336,24 @@ out.append(
 comp = pd.DataFrame(out)
 comp_by_period = (
     comp_stores[comp_stores.status == "comp"]
-    .groupby([BY, "period"])[["current", "prior"]]
+    .groupby([comp_by, "period"])[["current", "prior"]]
     .sum()
     .assign(comp_growth=lambda t: 100 * (t.current / t.prior - 1))
     .reset_index()
 )
 kind = cal.get("kind") or "calendar months (not stated)"
 assumed.append(
-    f"comp rule: a store is comp in a period once open {COMP_PERIODS} full fiscal periods; closed stores (close_date, "
+    f"comp rule: a store is comp in a period once open {comp_periods} full fiscal periods; closed stores (close_date, "
     f"a week without sales, CLOSED) left out for the periods affected; the base = the same fiscal weeks last year"
 )
-assumed.append(f"{kind} calendar, FY{FISCAL_YEAR} {what}: " + "; ".join(notes))
-if any(x[0] == FISCAL_YEAR - 1 and x[4] == 53 for x in periods):
-    assumed.append(f"FY{FISCAL_YEAR - 1} has 53 weeks: its base restated, shifted one week")
-if any(x[0] == FISCAL_YEAR and x[4] == 53 for x in periods) and 12 in wanted:
-    assumed.append(f"FY{FISCAL_YEAR} has 53 weeks: its 53rd week left out")
+assumed.append(f"{kind} calendar, FY{fiscal_year_given} {what}: " + "; ".join(notes))
+if any(x[0] == fiscal_year_given - 1 and x[4] == 53 for x in periods):
+    assumed.append(f"FY{fiscal_year_given - 1} has 53 weeks: its base restated, shifted one week")
+if any(x[0] == fiscal_year_given and x[4] == 53 for x in periods) and 12 in wanted:
+    assumed.append(f"FY{fiscal_year_given} has 53 weeks: its 53rd week left out")
 print(comp.round(2).to_string(index=False))
 for r in out[:-1]:
     if r["flagged"] or r["new_store_inflated"]:
-        print(f"{r[BY]}: {r['finding']}")
+        print(f"{r[comp_by]}: {r['finding']}")
 print("Assumed: " + "; ".join(assumed))
 comp  # noqa: B018 - the cell's value

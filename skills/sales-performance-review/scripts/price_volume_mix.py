@@ -36,11 +36,11 @@ import re
 import pandas as pd
 
 PROFILE = globals().get("PROFILE") or {}
-BY = globals().get("BY")
-FX = globals().get("FX")
-FX_DIRECTION = globals().get("FX_DIRECTION") or (PROFILE.get("fx") or {}).get("direction")
-PERIOD = globals().get("PERIOD")
-FISCAL_YEAR = globals().get("FISCAL_YEAR")
+by_given = globals().get("BY")
+fx_given = globals().get("FX")
+fx_direction = globals().get("FX_DIRECTION") or (PROFILE.get("fx") or {}).get("direction")
+period_given = globals().get("PERIOD")
+fiscal_year_given = globals().get("FISCAL_YEAR")
 REPORTING = globals().get("REPORTING_CURRENCY") or PROFILE.get("reporting_currency")
 WEEK_CALENDARS = {"4-5-4": [4, 5, 4], "4-4-5": [4, 4, 5], "5-4-4": [5, 4, 4]}
 assumed = []
@@ -130,9 +130,9 @@ def fiscal_two_periods(df, item, date_col, cal):
     years = fiscal_years(cal, distinct.iloc[0], distinct.iloc[-1])
     by_label = {lab: (start, n) for lab, start, n in years}
     reach = distinct.iloc[-1] + pd.Timedelta(days=grain - 1)  # the last day the data cover
-    wanted = period_weeks(WEEK_CALENDARS[cal["kind"]], PERIOD)
+    wanted = period_weeks(WEEK_CALENDARS[cal["kind"]], period_given)
     what = (
-        "year" if PERIOD is None else f"P{PERIOD}" if isinstance(PERIOD, int | str) else f"P{PERIOD[0]}-P{PERIOD[-1]}"
+        "year" if period_given is None else f"P{period_given}" if isinstance(period_given, int | str) else f"P{period_given[0]}-P{period_given[-1]}"
     )
 
     def window(lab, role):
@@ -140,8 +140,8 @@ def fiscal_two_periods(df, item, date_col, cal):
         shift = 1 if (role == "prior" and n == 53) else 0  # a 53-week prior year: shifted a week
         return start + pd.Timedelta(weeks=wanted[0] - 1 + shift), start + pd.Timedelta(weeks=wanted[-1] + shift)
 
-    if FISCAL_YEAR is not None:
-        current = int(FISCAL_YEAR)
+    if fiscal_year_given is not None:
+        current = int(fiscal_year_given)
         if current not in by_label:
             refuse(f"FISCAL_YEAR = {current}: not in the data ({', '.join(str(y[0]) for y in years)})")
     else:
@@ -171,7 +171,7 @@ def fiscal_two_periods(df, item, date_col, cal):
     if by_label[prior][1] == 53:
         notes.append(f"FY{prior} has 53 weeks: restated, shifted one week (its weeks {wanted[0] + 1}-{wanted[-1] + 1})")
         start, _ = by_label[prior]  # the unrestated period, for the record
-        raw = period_weeks(WEEK_CALENDARS[cal["kind"]], PERIOD)
+        raw = period_weeks(WEEK_CALENDARS[cal["kind"]], period_given)
         raw_end = start + pd.Timedelta(weeks=53 if raw[-1] == 52 else raw[-1])
         raw_rev = df.net_revenue.astype(float)[(dates >= start + pd.Timedelta(weeks=raw[0] - 1)) & (dates < raw_end)]
         cur_rev = df.net_revenue.astype(float)[(dates >= c0) & (dates < c1)]
@@ -191,7 +191,7 @@ def fiscal_two_periods(df, item, date_col, cal):
 # ---------------------------------------------------------------------------------------------- shaping
 def two_periods(df, item, period, currency):
     """Rows per item and period (net_revenue, units[, list_revenue]) as one row per item (and currency): the last
-    two periods side by side (and the item's group, with BY)."""
+    two periods side by side (and the item's group, with by_given)."""
     keys = [item] + ([currency] if currency else [])
     found = set(df[period].dropna().unique())
     if found >= {"prior", "current"}:  # the fiscal windows cut above
@@ -214,8 +214,8 @@ def two_periods(df, item, period, currency):
     out["qty_current"], out["revenue_current"] = col("units", current), col("net_revenue", current)
     if "list_revenue" in values:
         out["list_prior"], out["list_current"] = col("list_revenue", prior), col("list_revenue", current)
-    if BY and BY not in keys:
-        out[BY] = out[item].map(df.drop_duplicates(item).set_index(item)[BY])
+    if by_given and by_given not in keys:
+        out[by_given] = out[item].map(df.drop_duplicates(item).set_index(item)[by_given])
     return out, (prior, current)
 
 
@@ -225,7 +225,7 @@ def rates_for(fx, currencies, labels, windows):
     fx.columns = [str(c).strip().lower() for c in fx.columns]
     if not {"currency", "rate"} <= set(fx.columns):
         refuse(f"FX needs the columns currency and rate (and period or date); it has {list(fx.columns)}")
-    direction = FX_DIRECTION or (fx["direction"].dropna().iloc[0] if "direction" in fx.columns else None)
+    direction = fx_direction or (fx["direction"].dropna().iloc[0] if "direction" in fx.columns else None)
     multiply = {"reporting_per_local": True, "multiply": True, "local_per_reporting": False, "divide": False}
     if direction not in multiply:
         refuse(
@@ -268,9 +268,9 @@ def rates_for(fx, currencies, labels, windows):
 
 # ---------------------------------------------------------------------------------------------- the bridge
 def price_volume_mix(df):
-    """Every step but FX at the prior period's rates: volume is valued at each item's own prior-period price, so
+    """Every step but fx_given at the prior period's rates: volume is valued at each item's own prior-period price, so
     it does not depend on the unit an item is counted in (a pack or a piece); the mix between items is part of it.
-    Prices are compared in local currency (valued at the prior rate); FX = current revenue x (current - prior
+    Prices are compared in local currency (valued at the prior rate); fx_given = current revenue x (current - prior
     rate)."""
     numbers = ["qty_prior", "revenue_prior", "qty_current", "revenue_current"]
     numbers += [c for c in ("list_prior", "list_current") if c in df.columns]
@@ -329,11 +329,11 @@ def price_volume_mix(df):
 
 # ---------------------------------------------------------------------------------------------- run
 source = as_frame(SOURCE)  # noqa: F821 - SOURCE comes from the cell
-if BY and BY not in source.columns:
-    print(f"NOTE: BY = {BY!r} names no column of SOURCE: no bridge per group")
-    BY = None
+if by_given and by_given not in source.columns:
+    print(f"NOTE: BY = {by_given!r} names no column of SOURCE: no bridge per group")
+    by_given = None
 CURRENCY = next((c for c in source.columns if re.fullmatch(r"(currency|currency_code|ccy|curr)", str(c), re.I)), None)
-labels = [c for c in source.columns if c not in (BY, CURRENCY)]
+labels = [c for c in source.columns if c not in (by_given, CURRENCY)]
 item = labels[0]
 wide_input = "qty_prior" in source.columns
 cal = PROFILE.get("fiscal_calendar") or {}
@@ -343,7 +343,7 @@ if not wide_input and cal.get("kind") in WEEK_CALENDARS:
 elif cal.get("kind") not in (None, "calendar-month"):
     refuse(f"PROFILE['fiscal_calendar']['kind'] = {cal.get('kind')!r}: not a calendar this bridge knows")
 else:
-    if PERIOD is not None or FISCAL_YEAR is not None:
+    if period_given is not None or fiscal_year_given is not None:
         print("NOTE: PERIOD / FISCAL_YEAR are read on a week calendar only: SOURCE's own periods are compared")
     if cal.get("kind") == "calendar-month" and cal.get("first_day") and not wide_input:
         first = pd.Timestamp(cal["first_day"])
@@ -363,7 +363,7 @@ else:
 if not wide_input and windows is None:
     assumed.append(f"compared {period_labels[0]} with {period_labels[1]}")
 
-# currencies: local amounts, a constant-currency bridge with its own FX line, or refused
+# currencies: local amounts, a constant-currency bridge with its own fx_given line, or refused
 listed = [str(c).upper() for c in (PROFILE.get("currencies") or [])]
 seen = sorted(items[CURRENCY].astype(str).str.strip().str.upper().unique()) if CURRENCY else []
 if CURRENCY:
@@ -379,13 +379,13 @@ if not CURRENCY and len(listed) > 1:
 if len(seen) > 1 or (seen and REPORTING and seen != [REPORTING]):
     if not REPORTING:
         refuse(f"SOURCE is in {seen} but the reporting currency is unknown: set PROFILE['reporting_currency']")
-    if FX is None:
+    if fx_given is None:
         refuse(
             f"SOURCE is in {seen}, reported in {REPORTING}, and no FX rates were given: set FX = 'artifact_…' "
-            "(currency, rate, period or date) and FX_DIRECTION - without them an exchange-rate move is read as "
+            "(currency, rate, period or date) and fx_direction - without them an exchange-rate move is read as "
             "a price change"
         )
-    rates = rates_for(as_frame(FX), seen, period_labels, windows)
+    rates = rates_for(as_frame(fx_given), seen, period_labels, windows)
     items["rate_prior"] = items[CURRENCY].map(lambda c: rates[c][0])
     items["rate_current"] = items[CURRENCY].map(lambda c: rates[c][1])
     assumed.append(
@@ -435,11 +435,11 @@ if "rate_prior" in items.columns:  # each currency in its own money: what the pr
     print(f"per currency, in local money (rates: {REPORTING} per 1 unit):")
     print(by_currency.round(3).to_string())
 by_group = None
-if BY:  # one total cannot say where the price moved: the same bridge within each group, side by side
+if by_given:  # one total cannot say where the price moved: the same bridge within each group, side by side
     by_group = pd.DataFrame(
-        {group: price_volume_mix(part).set_index("step").revenue for group, part in items.groupby(BY, dropna=False)}
+        {group: price_volume_mix(part).set_index("step").revenue for group, part in items.groupby(by_given, dropna=False)}
     ).T
-    print(f"the bridge per {BY} (each row adds up to its own change):")
+    print(f"the bridge per {by_given} (each row adds up to its own change):")
     print(by_group.round(0).to_string())
 print("Assumed: " + "; ".join(assumed))
 bridge
