@@ -148,6 +148,23 @@ async def test_recency_in_the_partners_own_buying_cycle(s: ClientSession) -> Non
     assert "WARNING: the exports hold EUR, GBP and PROFILE has no reporting_currency" in text, text
 
 
+PARTNER_AGREEMENTS = """
+STATES = save_artifact(pd.DataFrame({"customer_id": ["P1", "P2"], "status": ["ACTIVE", "ACTIVE"]}))
+"""
+
+
+async def test_a_partners_live_agreement_does_not_hide_that_they_stopped_ordering(s: ClientSession) -> None:
+    """A business that is not contractual, with the partners' reseller agreements passed as STATES (both ACTIVE): an
+    agreement bills nothing, so P2, silent 4.44 of its own 90-day cycles, is still Hibernating and flagged (read as an
+    'Active subscriber' it would be hidden - the look-alike is P1, on its cycle, not flagged). The script says it did
+    not apply STATES."""
+    profile = "{'contractual': False, 'currencies': ['EUR'], 'reporting_currency': 'EUR'}"
+    text = await scored(s, B2B + PARTNER_AGREEMENTS, PROFILE=profile, STATES="STATES")
+    assert "STATES was given: NOT applied" in text, text
+    assert await segment_of(s, "P2") == "['Hibernating', True]", text
+    assert (await segment_of(s, "P1")).endswith("False]"), text
+
+
 TIES = """
 for c in range(1, 5):  # 4 customers with 2 orders
     add(f"A{c}", 10 + c, 100.0)

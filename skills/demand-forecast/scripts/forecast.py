@@ -51,7 +51,11 @@ if {"period", "start", "complete", "grain"} <= set(data.columns):  # periods.py'
 else:  # a monthly series: every month complete (drop a month under way before)
     grain = "month"
     month_column = "month" if "month" in data.columns else data.columns[0]
-    value_column = globals().get("VALUE") or ("value" if "value" in data.columns else data.columns[1])
+    value_column = globals().get("VALUE")
+    if value_column not in data.columns:
+        if value_column is not None:
+            print(f"WARNING: VALUE = {value_column!r} is not a column of SOURCE (left from another cell?): ignored")
+        value_column = "value" if "value" in data.columns else data.columns[1]
     series0 = pd.Series(
         data[value_column].astype(float).values, index=pd.DatetimeIndex(pd.to_datetime(data[month_column]))
     )

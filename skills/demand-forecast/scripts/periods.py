@@ -44,8 +44,13 @@ def _load(ref):
 data = _load(SOURCE)  # noqa: F821 - SOURCE comes from the cell
 cols = [str(c) for c in data.columns]
 data.columns = cols
-date_column = globals().get("DATE") or next((c for c in ("month", "date", "week", "period") if c in cols), cols[0])
-value_column = globals().get("VALUE") or ("value" if "value" in cols else next(c for c in cols if c != date_column))
+named = {k: globals().get(k) for k in ("DATE", "VALUE")}
+for k, given in named.items():
+    if given is not None and str(given) not in cols:
+        print(f"WARNING: {k} = {given!r} is not a column of SOURCE (left from another cell?): ignored")
+        named[k] = None
+date_column = named["DATE"] or next((c for c in ("month", "date", "week", "period") if c in cols), cols[0])
+value_column = named["VALUE"] or ("value" if "value" in cols else next(c for c in cols if c != date_column))
 cal = dict(PROFILE.get("fiscal_calendar") or {})
 kind = cal.get("kind")
 grain = globals().get("GRAIN") or ("week" if kind in WEEK_KINDS else "month")

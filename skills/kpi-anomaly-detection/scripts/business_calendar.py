@@ -26,13 +26,21 @@ def warn(text: str) -> None:
     print("WARNING:", text)
 
 
-if globals().get("START"):
-    low_all, high_all = pd.Timestamp(START), pd.Timestamp(END)  # noqa: F821
-else:
+# The range covers the series (SOURCE) and START..END when both are set: a START/END left in the session by another
+# script's cell must not cut the calendar short (kpi_anomalies refuses a calendar that does not cover its series).
+bounds = []
+if globals().get("SOURCE"):
     source = load_artifact(SOURCE)  # noqa: F821 - run_python's helper
-    column = globals().get("DATE") or next(c for c in source.columns if re.search(r"date|day|time|_at$", str(c), re.I))
+    column = globals().get("DATE")
+    if column not in source.columns:
+        column = next(c for c in source.columns if re.search(r"date|day|time|_at$", str(c), re.I))
     stamps = pd.to_datetime(source[column].astype(str).str[:10], format="mixed")
-    low_all, high_all = stamps.min(), stamps.max()
+    bounds += [stamps.min(), stamps.max()]
+if globals().get("START"):
+    bounds += [pd.Timestamp(START), pd.Timestamp(globals().get("END") or START)]  # noqa: F821
+if not bounds:
+    raise ValueError("give SOURCE (the series' artifact) or START and END for the calendar's range")
+low_all, high_all = min(bounds), max(bounds)
 frame = pd.DataFrame({"date": [low_all, high_all]})
 date = "date"
 fiscal = dict(PROFILE.get("fiscal_calendar") or {})
@@ -176,7 +184,7 @@ business_calendar = pd.concat(
 business_calendar = business_calendar[(business_calendar.date >= low_all - pd.Timedelta(days=7))
                                       & (business_calendar.date <= high_all + pd.Timedelta(days=7))]
 business_calendar = business_calendar.sort_values("date").reset_index(drop=True)
-business_calendar.attrs = {"facts": facts, "countries": ", ".join(countries),
+business_calendar.attrs = {"facts": facts, "range": (f"{low_all:%Y-%m-%d}", f"{high_all:%Y-%m-%d}"), "countries": ", ".join(countries),
                            "fiscal_kind": ("weeks " if str(fiscal.get("kind")).count("-") == 2 else "") + str(fiscal.get("kind"))}
 fiscal_periods = periods
 assumed = "Assumed: " + "; ".join(facts)

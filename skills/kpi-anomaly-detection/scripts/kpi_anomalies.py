@@ -17,7 +17,6 @@ from sklearn.utils.parallel import _get_threadpool_controller
 _get_threadpool_controller().limit(limits=1)
 
 PROFILE = globals().get("PROFILE") or {}
-entity = globals().get("ENTITY")
 warnings: list[str] = []
 facts: list[str] = []
 
@@ -28,7 +27,19 @@ def warn(text: str) -> None:
 
 
 frame = load_artifact(SOURCE)  # noqa: F821 - SOURCE and load_artifact come from run_python
-date = globals().get("DATE") or next(c for c in frame.columns if re.search(r"date|day|time|_at$|period|week|month", str(c), re.I)
+
+
+def column_input(name: str):
+    """DATE / VALUE / ENTITY when it names a column of SOURCE; one left in the session for another table is ignored."""
+    given = globals().get(name)
+    if given is not None and given not in frame.columns:
+        warn(f"{name} = {given!r} is not a column of SOURCE (left from another cell?): ignored")
+        return None
+    return given
+
+
+entity = column_input("ENTITY")
+date = column_input("DATE") or next(c for c in frame.columns if re.search(r"date|day|time|_at$|period|week|month", str(c), re.I)
                                      or pd.api.types.is_datetime64_any_dtype(frame[c]))
 raw_dates = frame[date]
 text_dates = raw_dates.astype(str)
@@ -47,7 +58,7 @@ if with_offset:
 else:
     days = pd.to_datetime(raw_dates, format="mixed")
 frame = frame.assign(**{date: days})
-value = globals().get("VALUE")
+value = column_input("VALUE")
 numbers = [c for c in frame.columns if c not in (date, entity) and pd.api.types.is_numeric_dtype(frame[c])]
 keys = [entity, date] if entity else [date]
 step_guess = pd.Series(frame[date].sort_values().unique()).diff().median()
@@ -87,6 +98,12 @@ if cal is None:
     years = range(frame[date].min().year, frame[date].max().year + 1)
     law = holidays.country_holidays(where, subdiv=globals().get("SUBDIVISION"), years=years)
     cal = pd.DataFrame([(d, n, "public holiday", None) for d, n in law.items()], columns=["date", "name", "kind", "entity"])
+span = cal.attrs.get("range")
+if span and (pd.Timestamp(span[0]) > frame[date].min() + pd.Timedelta(days=1) or pd.Timestamp(span[1]) < through):
+    raise ValueError(
+        f"business_calendar covers {span[0]}..{span[1]}, the series {frame[date].min():%Y-%m-%d}..{through:%Y-%m-%d}: "
+        "re-run scripts/business_calendar.py with SOURCE = this series (a START/END left from another cell cut it short)"
+    )
 cal = cal.assign(date=pd.to_datetime(cal.date))
 fiscal_days = {n: pd.DatetimeIndex(g.date) for n, g in cal[cal.kind == "fiscal"].groupby("name")}
 events = cal[cal.kind != "fiscal"]

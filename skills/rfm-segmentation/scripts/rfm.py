@@ -126,9 +126,14 @@ WORDS = {
 STATE_WORDS = {w: s for s, words in WORDS.items() for w in words.split()}
 FAILED = {"error", "failed", "failure", "declined", "card_declined", "past_due", "unpaid"}
 contract = pd.DataFrame(columns=["customer_id", "contract_state", "resume_date"])
+if states_ref is not None and said is False:
+    warn(
+        "PROFILE says the business is not contractual, but STATES was given: NOT applied - an agreement that bills "
+        "nothing does not keep a customer buying (a partner with a live agreement who stopped ordering is lapsing); "
+        "every customer is scored on purchases. If subscriptions bill, fix PROFILE['contractual'] and run again"
+    )
+    states_ref = None
 if states_ref is not None:
-    if said is False:
-        warn("PROFILE says the business is not contractual, but STATES was given: contract states are applied")
     states = load_artifact(states_ref) if isinstance(states_ref, str) else pd.DataFrame(states_ref)  # noqa: F821
     states.columns = [str(c).strip().lower() for c in states.columns]
     states = states.rename(columns={"paused_until": "pause_until", "resume_date": "pause_until"})
