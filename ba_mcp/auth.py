@@ -156,7 +156,9 @@ class TokenVerifier:
             expires_at=int(exp) if isinstance(exp, int | float) else None,
             resource=self.conf.audience,  # checked here (aud): the SDK's own check is off
             subject=str(principal),
-            claims={"iss": self.conf.issuer},
+            # the verified claims (never the token) for the principal (ba_mcp.callers.Principal): its display name,
+            # a database role mapping; iss as configured (one issuer per server)
+            claims={**{k: v for k, v in claims.items() if isinstance(k, str)}, "iss": self.conf.issuer},
         )
 
     def _admitted(self, claims: Mapping[str, Any]) -> None:

@@ -11,14 +11,63 @@ and code a request reaches (SPEC S-9). Work done outside any request (start-up, 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Iterator
+import getpass
+from collections.abc import Iterable, Iterator, Mapping
 from contextvars import ContextVar
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
 
 DEFAULT = "default"  # a stdio process, stateless HTTP, and work outside any request
 EVERYONE = "*"  # the operator (``ba-mcp artifacts …``): sees every session's items; never an owner
 MAX_OWNERS = 256  # sessions recorded on one stored item (content-addressed items can be shared); oldest go first
+DISPLAY_CLAIMS = ("email", "preferred_username", "upn", "name")  # the first a token carries names its user to people
+LOCAL_ISSUER = "local"  # the issuer of a principal no token named: the operator on stdio or loopback HTTP
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who a request is served for, derived once per request from its verified access token (or, without
+    ``http.auth``, the operator who started the server): ``issuer`` and ``subject`` identify them, ``display`` names
+    them to people (audit trail, ``application_name``, listings), ``claims`` are the token's verified claims (never
+    the token itself) for rules such as a database role mapping. ``key`` is where their work is kept (stores,
+    workers, history): ``user-<digest>`` with a token, else the client session's key."""
+
+    key: str
+    issuer: str
+    subject: str
+    display: str
+    claims: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+
+    @property
+    def authenticated(self) -> bool:
+        """Whether an identity provider vouched for the principal (False: the local operator)."""
+        return self.issuer != LOCAL_ISSUER
+
+
+def operator(key: str = DEFAULT) -> Principal:
+    """The local operator: whoever runs the server process (stdio, or HTTP without ``http.auth``)."""
+    try:
+        name = getpass.getuser()
+    except (KeyError, OSError):  # no passwd entry for the uid (a container)
+        name = "operator"
+    return Principal(key=key, issuer=LOCAL_ISSUER, subject=name, display=name)
+
+
+def from_claims(key: str, claims: Mapping[str, Any], subject: str) -> Principal:
+    """A token's principal: its subject under its issuer, named by the first display claim it carries."""
+    display = next((str(claims[c]) for c in DISPLAY_CLAIMS if isinstance(claims.get(c), str) and claims[c]), subject)
+    return Principal(
+        key=key,
+        issuer=str(claims.get("iss", "")),
+        subject=subject,
+        display=display,
+        claims=MappingProxyType(dict(claims)),
+    )
+
 
 _session: ContextVar[str] = ContextVar("ba_mcp_session", default=DEFAULT)
+_principal: ContextVar[Principal | None] = ContextVar("ba_mcp_principal", default=None)
 
 
 def current() -> str:
@@ -26,13 +75,22 @@ def current() -> str:
     return _session.get()
 
 
+def principal() -> Principal:
+    """The principal the current request is served for (outside any request, or on stdio: the local operator)."""
+    return _principal.get() or operator(current())
+
+
 @contextlib.contextmanager
-def acting_as(session: str) -> Iterator[None]:
-    """Serve the block on behalf of ``session``."""
+def acting_as(session: str, who: Principal | None = None) -> Iterator[None]:
+    """Serve the block on behalf of ``session`` (and ``who``, when the request named its principal; else the one
+    already current - a saved analysis's run is its caller's)."""
     token = _session.set(session)
+    named = _principal.set(who) if who is not None else None
     try:
         yield
     finally:
+        if named is not None:
+            _principal.reset(named)
         _session.reset(token)
 
 

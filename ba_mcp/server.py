@@ -314,6 +314,17 @@ def public_url_security(audience: str, host: str) -> Any:
     return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins)
 
 
+def request_principal(request: Any) -> callers.Principal:
+    """Who a request is served for (S-19, S-20): its bearer token's principal when the server authenticates, else the
+    local operator under the request's session key. Derived once per request, by the session middleware."""
+    key = request_key(request)
+    scope = getattr(request, "scope", None) if request is not None else None
+    token = getattr(scope.get("user"), "access_token", None) if isinstance(scope, dict) else None
+    if token is not None and token.subject:
+        return callers.from_claims(key, token.claims or {}, str(token.subject))
+    return callers.operator(key)
+
+
 def request_key(request: Any) -> str:
     """Whose work a request is (S-19): the principal of its bearer token when the server authenticates (``http.auth``:
     a user's every session shares their artifacts, analyses, code, history and workers), else its HTTP session,
@@ -336,7 +347,8 @@ class _SessionMiddleware:
         self._recent: dict[str, collections.deque[float]] = {}
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-        key = request_key(ctx.request)
+        who = request_principal(ctx.request)
+        key = who.key
         if key != "default":  # HTTP: a session's or a user's requests a minute
             now = time.monotonic()
             recent = self._recent.setdefault(key, collections.deque())
@@ -353,7 +365,7 @@ class _SessionMiddleware:
             if len(self._recent) > 10_000:  # keys of sessions long gone
                 for stale in [k for k, q in self._recent.items() if not q or now - q[-1] > 60]:
                     del self._recent[stale]
-        with callers.acting_as(key):
+        with callers.acting_as(key, who):
             return await call_next(ctx)
 
 
