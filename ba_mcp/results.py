@@ -75,6 +75,7 @@ class Document(_Base):
     more: bool = False
     next_args: dict[str, Any] | None = None
     tail_matters: bool = False  # cut in the middle, not at the end (program output: its last lines explain it)
+    whole: bool = False  # useful only whole (a program to run): at ``full`` shown up to ``whole_limit_tokens``
 
 
 @dataclass

@@ -59,6 +59,7 @@ class ObservationSettings(_Section):
     standard_whole_rows: int = Field(50, ge=0, le=1000)
     standard_budget_tokens: int = Field(1000, ge=100)
     inline_limit_tokens: int = Field(8000, ge=100)
+    whole_limit_tokens: int = Field(16000, ge=100)  # a text useful only whole (a skill's script) at `full`
     document_window_tokens: int = Field(2000, ge=50)
     json_budget_tokens: int = Field(1500, ge=50)
     table_encoding: Literal["csv", "markdown", "toon", "json"] = "csv"

@@ -161,6 +161,18 @@ def test_every_bundled_skill_passes_the_strict_validator(tmp_path: Path) -> None
         assert any(tool in body for tool in tools), f"{name}'s instructions name none of the tools"
 
 
+async def test_every_script_is_served_whole_at_full(s: ClientSession) -> None:
+    """A model runs a playbook's script as use_skill serves it: every bundled script comes back whole at full (a
+    script over the inline limit of 8,000 tokens, cut there, could not run; scripts are shown up to
+    whole_limit_tokens). Each is the file as written."""
+    scripts = sorted(p for p in SKILLS.glob("*/scripts/*.py"))
+    assert len(scripts) >= 20
+    for path in scripts:
+        read = text_of(await ok(s, "use_skill", name=path.parent.parent.name, path=f"scripts/{path.name}"))
+        code = read.split("\n", 2)[2].rstrip("\n")
+        assert code.strip() == path.read_text().strip(), f"{path} not served whole: {read[:300]}"
+
+
 async def test_sales_performance_review_bridge_adds_up_to_the_revenue_change(s: ClientSession) -> None:
     out = await follow(s, "sales-performance-review")
     assert "current period revenue" in out["scripts/price_volume_mix.py"]

@@ -455,7 +455,9 @@ class Observer:
             return _Part([*lines, *source_more], structured, artifacts=[meta] if meta else [])
 
         budget = (
-            self.settings.inline_limit_tokens if level is OutputLevel.FULL else self.settings.document_window_tokens
+            (self.settings.whole_limit_tokens if raw.whole else self.settings.inline_limit_tokens)
+            if level is OutputLevel.FULL
+            else self.settings.document_window_tokens
         )
         if tokens <= budget and len(text) < _INLINE_BYTES_LIMIT:
             structured.update(truncated=False, artifact_id=None, shown_chars=len(text))

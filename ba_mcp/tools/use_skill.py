@@ -104,7 +104,9 @@ class UseSkill(Tool):
         data = skill.read(relative)
         mime = mime_type(relative)
         if is_text(mime, data):
-            return Document(f"{skill.name}/{relative}", data.decode("utf-8"), mime=mime)
+            # a script is run as written: shown whole at full (whole_limit_tokens), never cut at the inline limit
+            script = relative.startswith("scripts/") or mime in ("text/x-python", "application/x-sh", "application/sql")
+            return Document(f"{skill.name}/{relative}", data.decode("utf-8"), mime=mime, whole=script)
         if mime in ("image/png", "image/jpeg", "image/gif", "image/webp"):
             return Image(f"{skill.name}/{relative}", data, mime=mime)
         return JsonValue(

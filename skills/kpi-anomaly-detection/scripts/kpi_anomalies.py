@@ -209,6 +209,21 @@ def fit(columns: dict, y: np.ndarray, counts: bool, offset=0.0) -> tuple:
     return mu, keep, residual, sd, unsure
 
 
+def bic(columns: dict, y: np.ndarray, counts: bool) -> float:
+    """The Bayesian information criterion of a Poisson (counts) or log-normal fit of ``columns``."""
+    X = np.column_stack([np.ones(len(y))] + [np.asarray(v, float) for v in columns.values()])
+    if counts:
+        result = sm.GLM(y, X, family=sm.families.Poisson()).fit()
+        return float(-2 * result.llf + X.shape[1] * np.log(len(y)))
+    return float(sm.OLS(np.log(np.clip(y, 1e-9, None)), X).fit().bic)
+
+
+def wave_order(columns: dict, waves: dict, y: np.ndarray, counts: bool) -> dict:
+    """The yearly wave's harmonics up to the order with the lowest BIC (0-4) over the trend, weekday and months."""
+    options = [{k: v for k, v in waves.items() if int(k.split("_")[1]) <= order} for order in range(len(waves) // 2 + 1)]
+    return min(options, key=lambda these: bic({**columns, **these}, y, counts))
+
+
 def day_model(s: pd.Series, who, total=None) -> dict:
     """Log-linear model; an entity's: the total's expectation as offset, its own trend, weekday, month, holidays."""
     index = s.index
@@ -241,17 +256,28 @@ def day_model(s: pd.Series, who, total=None) -> dict:
         for m in range(2, 13):
             columns[f"month_{m}"] = (fit_index.month == m).astype(float)
         angle = 2 * np.pi * fit_index.day_of_year.to_numpy() / 365.25
+        waves = {}
         for k in range(1, 5 if total is None else 1):
-            columns[f"sin_{k}"], columns[f"cos_{k}"] = np.sin(k * angle), np.cos(k * angle)
+            waves[f"sin_{k}"], waves[f"cos_{k}"] = np.sin(k * angle), np.cos(k * angle)
+        if waves:  # as many harmonics as the data support (BIC): on a thin series, a wave of four fits last year's noise
+            columns.update(wave_order(columns, waves, y, counts))
     plain = dict(columns)
     recurring = calendar.name.value_counts()
     rules = {n for n, g in mine.groupby("name") if len(g) > 12}
     for name in recurring[recurring >= 2].index:
         when = pd.DatetimeIndex(calendar.date[calendar.name == name])
+        window = {}
         for shift in range(0, 2) if name in rules else range(-2, 5):
             hit = fit_index.isin(when + pd.Timedelta(days=shift))
             if hit.sum() >= 2:
-                columns[f"{name} {shift:+d}"] = hit.astype(float)
+                window[f"{name} {shift:+d}"] = hit.astype(float)
+        if name in public_names and total is None and window:
+            # a public holiday's days are terms only as far as the data show them (BIC: none, the day, its window):
+            # seven terms for each of a dozen holidays, fitted on three days each, would move the expectation of
+            # the days around them by chance (a Veterans Day +2 "expected" 40 % up on a SaaS sign-up series)
+            day = {k: v for k, v in window.items() if k.endswith(" +0")}
+            window = min([{}, day, window], key=lambda these: bic({**columns, **these}, y, counts))
+        columns.update(window)
     for name, when in fiscal_days.items() if total is None else []:
         hit = fit_index.isin(when)
         if hit.sum() >= 2:
