@@ -435,7 +435,9 @@ def cmd_metrics(args: argparse.Namespace) -> int:
 
 def cmd_analyses(args: argparse.Namespace) -> int:
     """Saved analyses (analyses/<name>/ in the workspace, and each user's of a team server as <user>/<name>): list,
-    show one, run one with no model."""
+    show one, run one with no model, publish one to the team or unpublish it (for its owner)."""
+    from ba_mcp import callers
+    from ba_mcp.analyses import published
     from ba_mcp.analyses.manifest import listed, read_manifest
     from ba_mcp.errors import ToolFailure
     from ba_mcp.workspace import Workspace
@@ -451,7 +453,9 @@ def cmd_analyses(args: argparse.Namespace) -> int:
                 params = ", ".join(f"{n}={s.get('default')!r}" for n, s in (manifest.get("parameters") or {}).items())
                 steps = len(manifest.get("steps") or [])
                 label = f"{home}/{name}" if home else name
-                print(f"{label}  {steps} steps  {params}  {manifest.get('description') or ''}")
+                record = published.of(root / "published", str(manifest.get("owner") or "default"), name)
+                shown_as = f"  [published as {record.qualified}]" if record else ""
+                print(f"{label}  {steps} steps  {params}  {manifest.get('description') or ''}{shown_as}")
                 shown += 1
         if not shown:
             print("no saved analyses (save_analysis saves one from a conversation)")
@@ -471,6 +475,18 @@ def cmd_analyses(args: argparse.Namespace) -> int:
         return 1
     if args.action == "show":
         print((folder / args.name / "analysis.yaml").read_text(encoding="utf-8"), end="")
+        return 0
+    if args.action in ("publish", "unpublish"):  # on the owner's behalf: the record names them, not the operator
+        owner = str(manifest.get("owner") or "default")
+        if args.action == "unpublish":
+            done = published.unpublish(root / "published", owner, args.name)
+            print(f"unpublished {args.name}" if done else f"{args.name} was not published")
+            return 0
+        before = published.of(root / "published", owner, args.name)
+        by = str(manifest.get("by") or (before.by if before else "") or home or callers.operator().display)
+        (root / "published").mkdir(mode=0o700, exist_ok=True)
+        record = published.publish(root / "published", owner, by, manifest)
+        print(f"published {args.name} as {record.qualified} (by {record.by}): every user may read and re-run it")
         return 0
     from ba_mcp.rerun import run_folder
 
@@ -782,8 +798,10 @@ def build_parser(only_serve: bool = False) -> argparse.ArgumentParser:
     p.add_argument("target", nargs="?", help="show: a metric name; validate: a file or a folder of files")
     p.set_defaults(func=cmd_metrics)
 
-    p = sub.add_parser("analyses", parents=[common], help="list, show and re-run saved analyses (no model needed)")
-    p.add_argument("action", choices=["list", "show", "run"])
+    p = sub.add_parser(
+        "analyses", parents=[common], help="list, show, re-run (no model needed), publish or unpublish saved analyses"
+    )
+    p.add_argument("action", choices=["list", "show", "run", "publish", "unpublish"])
     p.add_argument("name", nargs="?")
     p.add_argument("--param", action="append", help="run: name=value (repeatable)")
     p.add_argument("--out", help="run: the folder for outputs and the report (default: the analysis's runs/<time>/)")

@@ -23,6 +23,8 @@ from pydantic import Field
 
 from ba_mcp import callers
 from ba_mcp.analyses.manifest import listed, read_manifest
+from ba_mcp.analyses.published import Published, of, others
+from ba_mcp.analyses.published import read as read_analysis
 from ba_mcp.errors import ToolFailure
 from ba_mcp.ids import ARTIFACT_ID
 from ba_mcp.metrics.catalog import catalog_text
@@ -49,6 +51,10 @@ def register(server: MCPServer[Any], app: App) -> None:
         ("skill://{name}/{path}", "name"): lambda a, _: [s.name for s in a.skills],
         ("metrics://{name}", "name"): lambda a, _: [m["name"] for m in a.metrics_answer("summary")["metrics"]],
         ("analysis://{name}", "name"): lambda a, _: listed(a.workspace.own("analyses"), a.settings.artifacts.shared),
+        ("analysis://{owner}/{name}", "owner"): lambda a, _: list(dict.fromkeys(r.handle for r in _published(a))),
+        ("analysis://{owner}/{name}", "name"): lambda a, chosen: [
+            r.name for r in _published(a) if r.handle == chosen.get("owner")
+        ],
     }
 
     @server.resource(
@@ -266,6 +272,16 @@ def _analyses(server: MCPServer[Any], app: App) -> None:
     async def analysis(name: str) -> str:
         return await anyio.to_thread.run_sync(analysis_markdown, app, name)
 
+    @server.resource(
+        "analysis://{owner}/{name}",
+        name="published-analysis",
+        title="Published analysis",
+        mime_type="text/markdown",
+        description="An analysis another user published to the team: read it, re-run it as yourself.",
+    )
+    async def published_analysis(owner: str, name: str) -> str:
+        return await anyio.to_thread.run_sync(analysis_markdown, app, f"{owner}/{name}")
+
     # the prompts are the server's, listed to every client: those of the analyses the stdio session (``default``)
     # saved, or every one when artifacts.shared
     for name in listed(app.workspace.own("analyses"), app.settings.artifacts.shared):
@@ -291,28 +307,56 @@ def _rerun_prompt(name: str) -> Any:
     return prompt
 
 
+def _published(app: App) -> list[Published]:
+    """The analyses other principals published to the caller's team (none where everyone sees every analysis)."""
+    if app.settings.artifacts.shared:
+        return []
+    return others(app.workspace.dir("published"), callers.principal_of(callers.current()))
+
+
+def _line(name: str, m: dict[str, Any]) -> str:
+    params = ", ".join(f"{n}={s.get('default')!r}" for n, s in (m.get("parameters") or {}).items())
+    return f"- {name}: {m.get('description') or ''} ({len(m.get('steps') or [])} steps; {params or 'no parameters'})"
+
+
 def analysis_catalog(app: App) -> str:
+    """The caller's saved analyses (each published one says as what), then those others published to the team,
+    each with its owner."""
     folder = app.workspace.own("analyses")
     shared = app.settings.artifacts.shared
     names = listed(folder, shared)
-    if not names:
+    theirs = _published(app)
+    if not names and not theirs:
         return "No saved analyses yet: save_analysis keeps calls of a conversation as one."
     lines = ["Saved analyses (run_analysis(name, parameters) re-runs one; analysis://{name} shows it):"]
+    root, me = app.workspace.dir("published"), callers.principal_of(callers.current())
     for name in names:
-        m = read_manifest(folder, name, shared)
-        params = ", ".join(f"{n}={s.get('default')!r}" for n, s in (m.get("parameters") or {}).items())
+        mine = None if shared else of(root, me, name)
         lines.append(
-            f"- {name}: {m.get('description') or ''} ({len(m.get('steps') or [])} steps; {params or 'no parameters'})"
+            _line(name, read_manifest(folder, name, shared)) + (f" — published as {mine.qualified}" if mine else "")
         )
+    if not names:
+        lines.append("- none of your own")
+    if theirs:
+        lines += ["", "Published to the team by others (run_analysis re-runs one as you, on your data; read-only):"]
+        lines += [_line(r.qualified, r.manifest) + f" — by {r.by}" for r in theirs]
     return "\n".join(lines)
 
 
 def analysis_markdown(app: App, name: str) -> str:
+    """One analysis the caller may see: their own by ``name``, or one published to the team by ``<handle>/<name>``
+    — else the same "unknown" whichever it is."""
+    root, me = app.workspace.dir("published"), callers.principal_of(callers.current())
     try:
-        m = read_manifest(app.workspace.own("analyses"), name, app.settings.artifacts.shared)
+        m, record = read_analysis(app.workspace.own("analyses"), root, name, me, app.settings.artifacts.shared)
     except ToolFailure as failure:
         raise ResourceNotFoundError(f"{failure.message}; {failure.hint}") from None
-    lines = [f"# {name}", "", str(m.get("description") or ""), "", f"Saved {m.get('saved')}.", "", "Parameters:"]
+    mine = None if app.settings.artifacts.shared or record is not None else of(root, me, name)
+    if record is not None:
+        said = f"Published by {record.by} on {record.published}: read-only; a re-run is yours (your data access)."
+    else:
+        said = f"Saved {m.get('saved')}." + (f" Published to the team as {mine.qualified}." if mine else "")
+    lines = [f"# {name}", "", str(m.get("description") or ""), "", said, "", "Parameters:"]
     lines += [f"- {n}: {s.get('type')}, default {s.get('default')!r}" for n, s in (m.get("parameters") or {}).items()]
     lines += ["", "Steps:"]
     for s in m.get("steps") or []:
@@ -320,7 +364,8 @@ def analysis_markdown(app: App, name: str) -> str:
         first = " ".join(str(text).split())
         lines.append(f"- {s.get('id')} {s.get('tool')}: {first[:100]}{'…' if len(first) > 100 else ''}")
     lines += ["", "Outputs: " + ", ".join(f"{o['name']} ({o['kind']})" for o in m.get("outputs") or [])]
-    lines += ["", f'Re-run: run_analysis(name="{name}", parameters={{…}}); outside: uv run ba-mcp analyses run {name}']
+    outside = "" if record is not None else f"; outside: uv run ba-mcp analyses run {name}"
+    lines += ["", f'Re-run: run_analysis(name="{name}", parameters={{…}}){outside}']
     return "\n".join(lines)
 
 

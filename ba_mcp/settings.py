@@ -363,7 +363,7 @@ READ_ROOT_NAME = r"^[a-z][a-z0-9_-]{0,31}$"
 # the workspace's folders, and each user's own (analyses/, exports/ and users/ itself: a read root of that name would
 # shadow what every user reaches as their own)
 RESERVED_ROOT_NAMES = frozenset(
-    {"uploads", "artifacts", "code", "sessions", "data", "logs", "users", "analyses", "exports"}
+    {"uploads", "artifacts", "code", "sessions", "data", "logs", "users", "analyses", "exports", "published"}
 )
 
 

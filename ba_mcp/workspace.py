@@ -9,10 +9,11 @@ the workspace root, with no symbolic link followed at any step (``openat2`` with
 ``O_NOFOLLOW`` walk one component at a time from the root's descriptor). Readers read that descriptor
 (``Resolved.open()``, or ``Resolved.path`` — ``/proc/self/fd/<n>``, which reopens the very file that was
 opened, not a path in the workspace — for libraries that want a path), so swapping a file for a symlink
-between a check and a read cannot redirect a tool. ``sessions/`` (written by the sandbox) and ``logs/``
-are not readable through any reference; ``artifacts/`` and ``code/`` only by id, and an id resolves only
-when ``Workspace.owned`` says the calling session may read it (SPEC S-9: the stores own that answer, the
-App connects them). Only ids and workspace-relative names are ever shown (S-1).
+between a check and a read cannot redirect a tool. ``sessions/`` (written by the sandbox), ``logs/`` and
+``published/`` (analyses published to the team, read as such) are not readable through any reference;
+``artifacts/`` and ``code/`` only by id, and an id resolves only when ``Workspace.owned`` says the calling
+session may read it (SPEC S-9: the stores own that answer, the App connects them). Only ids and
+workspace-relative names are ever shown (S-1).
 """
 
 from __future__ import annotations
@@ -34,8 +35,10 @@ from ba_mcp import callers
 from ba_mcp.errors import ToolFailure, denied, invalid, not_found
 from ba_mcp.ids import ARTIFACT_ID, CODE_ID, UPLOAD_ID, upload_id_for
 
-SUBDIRS = ("uploads", "artifacts", "code", "sessions", "data", "logs", "users")
-PRIVATE_DIRS = frozenset({"sessions", "logs", "users"})  # never read through a reference
+SUBDIRS = ("uploads", "artifacts", "code", "sessions", "data", "logs", "users", "published")
+# never read through a reference; ``published/`` holds the analyses owners published to the team, written by the
+# server on the owner's request and read only by the analyses' own code (ba_mcp.analyses.published)
+PRIVATE_DIRS = frozenset({"sessions", "logs", "users", "published"})
 # What a principal writes and owns by path (saved analyses, exports): a folder of each principal's own
 # (``users/<principal>/``) when the server keeps principals apart, reached by every principal as ``analyses/``
 # and ``exports/`` — another principal's is unknown by every path (S-19)
@@ -125,6 +128,7 @@ class Workspace:
         for sub in SUBDIRS:
             (ws.root / sub).mkdir(parents=True, exist_ok=True)
         os.chmod(ws.root / "users", 0o700)
+        os.chmod(ws.root / "published", 0o700)
         return ws
 
     def dir(self, name: str) -> Path:

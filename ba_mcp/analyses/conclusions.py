@@ -164,6 +164,14 @@ class Status:
             return f"holds: “{text}” ({_shown(self.now)})"
         return f"NO LONGER HOLDS: “{text}” — now {_shown(self.now)}, was {_shown(was)}"
 
+    def reading(self) -> str:
+        """The line of a run that nothing is compared with (another's published analysis, run on the caller's data):
+        what the rule reads, no verdict."""
+        text = self.conclusion["text"]
+        if self.error:
+            return f"cannot check: “{text}” — {self.error}"
+        return f"reads: “{text}” — {_shown(self.now)} on this run"
+
 
 def _shown(value: Any) -> str:
     if isinstance(value, list):

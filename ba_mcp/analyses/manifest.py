@@ -253,6 +253,7 @@ def write(
         manifest = {
             "name": p.name,
             "owner": callers.new_owners()[0],  # the session that saved it (S-9: another session does not see it)
+            "by": callers.principal().display,  # who that is, for people (listings, a publication's owner)
             "description": p.description,
             "saved": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "parameters": p.parameters,
@@ -279,17 +280,26 @@ def write(
     return target
 
 
-def read_manifest(folder: Path, name: str, shared: bool = False) -> dict[str, Any]:
+def read_manifest(folder: Path, name: str, shared: bool = False, published: list[str] | None = None) -> dict[str, Any]:
     """The manifest of the analysis ``name`` — when the calling session may see it: the one that saved it, any
     session when ``shared`` (``artifacts.shared``), the operator always (``callers.EVERYONE``). Another session's
-    analysis is as unknown as one never saved."""
+    analysis is as unknown as one never saved. ``published``: the names of others' published analyses, for the
+    hint."""
     check_name(name)
     path = folder / name / "analysis.yaml"
     data = _load(path)
     if data is None or not visible(data, shared):
-        known = ", ".join(listed(folder, shared)) or "none"
-        raise ToolFailure(ErrorType.NOT_FOUND, "UNKNOWN_ANALYSIS", f"no analysis named {name}", f"saved: {known}")
+        raise unknown(name, folder, shared, published)
     return data
+
+
+def unknown(name: str, folder: Path, shared: bool = False, published: list[str] | None = None) -> ToolFailure:
+    """The one answer for an analysis the caller cannot see — never saved, another's, or no longer published: the
+    caller's own analyses and those published to them."""
+    hint = "saved: " + (", ".join(listed(folder, shared)) or "none")
+    if published:
+        hint += "; published: " + ", ".join(published)
+    return ToolFailure(ErrorType.NOT_FOUND, "UNKNOWN_ANALYSIS", f"no analysis named {name[:200]}", hint)
 
 
 def _load(path: Path) -> dict[str, Any] | None:

@@ -4,7 +4,10 @@ re-run from the conversation.
 save_analysis picks the session's calls (call ids, artifact ids, ``last:N``), finds each parameter's literal in
 their SQL or code (in the session's engine worker: the text is the model's), runs the steps once — through the
 same tools, in a session of the analysis's own, so the conversation's interpreter is left alone — and writes
-``analyses/<name>/`` with the outputs' digests. run_analysis runs the saved steps again with new parameters.
+``analyses/<name>/`` with the outputs' digests; ``publish`` shares one with the team, or stops sharing it
+(``ba_mcp.analyses.published``). run_analysis runs the saved steps again with new parameters — the caller's own
+analysis, or one published to them (``<handle>/<name>``), always as the caller: their session, workers and database
+identity.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from pydantic import Field, field_validator
 
 from ba_mcp import callers
-from ba_mcp.errors import ToolFailure
+from ba_mcp.errors import ErrorType, ToolFailure
 from ba_mcp.results import Composite, Document, Image, RawResult, Table
 from ba_mcp.settings import ToolSettings
 from ba_mcp.tool import CacheMode, CachePolicy, Tool, ToolContext, ToolParams, ToolPolicy
@@ -31,11 +34,12 @@ if TYPE_CHECKING:
 
 class SaveAnalysisParams(ToolParams):
     name: str
-    steps: Annotated[list[str], Field(description="call ids (ba://history) or 'last:N'")]
+    steps: Annotated[list[str], Field(default_factory=list, description="call ids (ba://history) or 'last:N'")]
     parameters: Annotated[dict[str, Any], Field(default_factory=dict)]
     description: str = ""
     overwrite: bool = False
     conclusions: Annotated[list[dict[str, Any]], Field(default_factory=list)]  # analysis-workflow says how
+    publish: bool | None = None  # true: the team reads and re-runs it; false: no longer; no steps: the saved one
 
     @field_validator("steps", mode="before")
     @classmethod
@@ -66,7 +70,7 @@ class AnalysesSettings(ToolSettings):
 
 class _Analyses(Tool):
     """What both tools need: the caller's analyses/ (each principal's own folder on a server that keeps them
-    apart), the sibling tools, the artifact store."""
+    apart), the published ones (the workspace's published/), the sibling tools, the artifact store."""
 
     policy = ToolPolicy(idempotent=False, read_only=False, cache=CachePolicy(CacheMode.NEVER))
     Settings = AnalysesSettings
@@ -82,6 +86,7 @@ class _Analyses(Tool):
             services.engines,
             services.sessions,
             services.settings.artifacts.shared,
+            services.workspace.dir("published"),
         )
 
     def __init__(
@@ -94,6 +99,7 @@ class _Analyses(Tool):
         engines: Engines,
         sessions: Sessions,
         shared: bool = False,
+        published: Path | None = None,
     ) -> None:
         self.settings = settings
         self.folder = folder
@@ -103,6 +109,7 @@ class _Analyses(Tool):
         self.engines = engines
         self.sessions = sessions
         self.shared = shared  # artifacts.shared: every session sees every session's analyses
+        self.published = published  # analyses published to the team (None: none are, none can be)
 
     def replay(self, ctx: ToolContext, values: dict[str, Any]) -> Replay:
         """A run in a session of the analysis's own (its interpreter, its engine worker; what it stores is that
@@ -126,8 +133,8 @@ class SaveAnalysis(_Analyses):
     name = "save_analysis"
     title = "Save an analysis"
     description = (
-        "Save calls as an analysis that re-runs without you; parameters: step literals to vary, "
-        '{"since": "2024-01-01"}; conclusions: see skill analysis-workflow.'
+        "Save calls as an analysis that re-runs without you; parameters: {name: literal to vary}; conclusions: skill "
+        "analysis-workflow; publish: share with the team."
     )
     Params = SaveAnalysisParams
 
@@ -137,15 +144,23 @@ class SaveAnalysis(_Analyses):
 
         name = check_name(params.name)
         folder = self.folder()
+        if not params.steps:
+            if params.publish is None:
+                raise bad("no steps given", "steps: call ids from ba://history, or 'last:N'", code="UNKNOWN_STEP")
+            manifest = read_manifest(folder, name, self.shared)  # the caller's own, or unknown
+            said = self._publication(name, manifest, params.publish, ctx)
+            return Document(f"analysis {name}", said, meta={"analysis": name})
         if exists(folder, name):
             try:
                 read_manifest(folder, name, self.shared)
             except ToolFailure:  # another session's: never overwritten, whatever was asked
                 raise bad(f"an analysis named {name} exists", "choose another name", code="EXISTS") from None
             if not params.overwrite:
-                raise bad(
-                    f"an analysis named {name} exists", "choose another name, or pass overwrite: true", code="EXISTS"
-                )
+                hint = "choose another name, or pass overwrite: true"
+                if params.publish is not None:
+                    flag = str(params.publish).lower()
+                    hint += f'; to publish it as saved: save_analysis(name="{name}", publish={flag}), no steps'
+                raise bad(f"an analysis named {name} exists", hint, code="EXISTS")
         records = chosen(list(self.sessions(ctx.session).history), params.steps)
         p = plan(name, params.description, records, dict(params.parameters), self._placer(ctx))
         run = self.replay(ctx, {n: spec["default"] for n, spec in p.parameters.items()})
@@ -176,7 +191,44 @@ class SaveAnalysis(_Analyses):
             + f'; here: run_analysis(name="{name}", parameters={{…}}).',
         ]
         del target
+        if params.publish is not None or self._is_published(name, ctx):  # a copy published follows what is saved
+            manifest = read_manifest(folder, name, self.shared)
+            lines.append(self._publication(name, manifest, params.publish is not False, ctx))
         return Document(f"analysis {name}", "\n".join(lines), meta={"analysis": name})
+
+    def _is_published(self, name: str, ctx: ToolContext) -> bool:
+        from ba_mcp.analyses.published import of
+
+        return self.published is not None and of(self.published, callers.principal_of(ctx.session), name) is not None
+
+    def _publication(self, name: str, manifest: dict[str, Any], publish: bool, ctx: ToolContext) -> str:
+        """Publish the caller's analysis ``name`` to the team (or refresh its published copy), or unpublish it."""
+        from ba_mcp.analyses.published import publish as publish_
+        from ba_mcp.analyses.published import unpublish
+
+        owner = callers.principal_of(ctx.session)
+        if self.shared:
+            return (
+                "Every user already reads and runs every analysis of this server (artifacts.shared): none is published."
+            )
+        if self.published is None:
+            raise ToolFailure(ErrorType.VALIDATION_ERROR, "NO_TEAM", "this server publishes no analyses")
+        if not publish:
+            if unpublish(self.published, owner, name):
+                return f"Unpublished {name}: unknown to every other user again; it stays saved for you."
+            return f"{name} was not published."
+        record = publish_(self.published, owner, callers.principal().display, manifest)
+        alone = (
+            " (this server's one user is you: it matters once the workspace serves a team)"
+            if owner == callers.DEFAULT
+            else ""
+        )
+        return (
+            f"Published {name} to the team as {record.qualified}{alone}: every user may read it "
+            f"(analysis://{record.qualified}) and re-run it as themselves — their own data access — "
+            f'(run_analysis(name="{record.qualified}")); none may change it. Your run\'s figures are not shared. '
+            f'Saving {name} again updates it; save_analysis(name="{name}", publish=false) unpublishes it.'
+        )
 
     def _conclusions(self, items: list[dict[str, Any]], p: Any, run: Replay) -> list[dict[str, Any]]:
         """The conclusions given, each bound to an output (by its name or the conversation's artifact id) and with
@@ -219,9 +271,14 @@ class RunAnalysis(_Analyses):
     def execute(self, params: RunAnalysisParams, ctx: ToolContext) -> RawResult:
         from ba_mcp.analyses.conclusions import check, ordered, summary
         from ba_mcp.analyses.manifest import describe_change, read_manifest, typed_values
+        from ba_mcp.analyses.published import read as read_published
         from ba_mcp.analyses.replay import StepFailed
 
-        manifest = read_manifest(self.folder(), params.name, self.shared)
+        if self.published is None:
+            manifest, record = read_manifest(self.folder(), params.name, self.shared), None
+        else:  # the caller's own, or one published to them (<handle>/<name>): run as the caller either way
+            owner = callers.principal_of(ctx.session)
+            manifest, record = read_published(self.folder(), self.published, params.name, owner, self.shared)
         parameters = manifest.get("parameters") or {}
         values = typed_values(parameters, dict(params.parameters))
         defaults = {n: s.get("default") for n, s in parameters.items()}
@@ -248,7 +305,14 @@ class RunAnalysis(_Analyses):
                 data = self.artifacts.data_path(meta).read_bytes()
                 parts.append((o.name, Image(o.name, data, artifact_id=o.artifact_id)))
         statuses = check(list(manifest.get("conclusions") or []), tables)
-        if statuses:  # the conclusions lead, those that no longer hold first
+        if record is not None:  # another's analysis on the caller's data: the owner's figures are not theirs to see
+            changes = [
+                f"Run as you ({callers.principal().display}): {record.qualified} is {record.by}'s, published to the "
+                "team; the figures of their run are not shared, so nothing is compared.",
+                *[f"conclusion {s.reading()}" for s in statuses],
+                *[f"{o.name}: " + (f"{o.rows} rows" if o.kind == "table" else o.kind) for o in run.outputs],
+            ]
+        elif statuses:  # the conclusions lead, those that no longer hold first
             changes = [summary(statuses), *[f"conclusion {s.line()}" for s in ordered(statuses)], *changes]
         parts.insert(0, ("summary", Document("what changed", "\n".join(changes))))
         shown = ", ".join(f"{n}={v!r}" for n, v in values.items())
