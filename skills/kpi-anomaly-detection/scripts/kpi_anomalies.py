@@ -264,19 +264,23 @@ def day_model(s: pd.Series, who, total=None) -> dict:
     plain = dict(columns)
     recurring = calendar.name.value_counts()
     rules = {n for n, g in mine.groupby("name") if len(g) > 12}
+    windows: dict[str, dict] = {}
     for name in recurring[recurring >= 2].index:
         when = pd.DatetimeIndex(calendar.date[calendar.name == name])
-        window = {}
+        windows[name] = {}
         for shift in range(0, 2) if name in rules else range(-2, 5):
             hit = fit_index.isin(when + pd.Timedelta(days=shift))
             if hit.sum() >= 2:
-                window[f"{name} {shift:+d}"] = hit.astype(float)
-        if name in public_names and total is None and window:
-            # a public holiday's days are terms only as far as the data show them (BIC: none, the day, its window):
-            # seven terms for each of a dozen holidays, fitted on three days each, would move the expectation of
-            # the days around them by chance (a Veterans Day +2 "expected" 40 % up on a SaaS sign-up series)
-            day = {k: v for k, v in window.items() if k.endswith(" +0")}
-            window = min([{}, day, window], key=lambda these: bic({**columns, **these}, y, counts))
+                windows[name][f"{name} {shift:+d}"] = hit.astype(float)
+    if total is None:
+        # a public holiday's days are terms only as far as the data show them: each holiday's window, its day alone or
+        # nothing, by BIC with every other holiday in (seven terms for each of a dozen holidays, fitted on three days
+        # each, moved the expectation of the days around them by chance: a Veterans Day +2 "expected" 40 % up)
+        for name in [n for n in windows if n in public_names and windows[n]]:
+            others = {k: v for n, w in windows.items() if n != name for k, v in w.items()}
+            day = {k: v for k, v in windows[name].items() if k.endswith(" +0")}
+            windows[name] = min([windows[name], day, {}], key=lambda these: bic({**columns, **others, **these}, y, counts))
+    for window in windows.values():
         columns.update(window)
     for name, when in fiscal_days.items() if total is None else []:
         hit = fit_index.isin(when)
@@ -392,7 +396,8 @@ for who, r in results.items():
     for d, v in r["closed"].items():
         explained_rows.append({"entity": who, "period": f"{d:%Y-%m-%d}", "value": v, "expected": 0.0,
                                "reason": "closed as expected (scheduled, or a holiday closed every year)"})
-    low_days = set(expected.index[(p_low < alpha / n) | ((p_low < bar) & (observed <= 0.25 * expected).to_numpy())])
+    due = (expected >= 1).to_numpy()  # a day with under one expected has nothing to lose: never a drop or an outage
+    low_days = set(expected.index[due & ((p_low < alpha / n) | ((p_low < bar) & (observed <= 0.25 * expected).to_numpy()))])
     high_days = set(expected.index[p_high < alpha / n])
     catch = {}
     for d in sorted(low_days):
