@@ -214,6 +214,9 @@ def _check_databases(settings: Settings, root: Path, sessions: Path, network: bo
         if info.get("role"):
             privileges = ", ".join(info.get("privileges") or []) or "no server-file or program privileges"
             detail += f"; role {info['role']} ({privileges})"
+        if info.get("mapped_roles"):  # role_from: each taken at connect and held to the same checks
+            mapped = ", ".join(info["mapped_roles"])
+            detail += f"; callers run as their mapped roles {mapped} (each passed the same checks)"
         if info.get("detail"):  # what the engine says of its read-only boundary
             detail += f"; {info['detail']}"
         if info.get("read_only_by_driver") is False:

@@ -193,6 +193,36 @@ class FormatsSettings(_Section):
     encoding_sample_bytes: int = Field(65536, ge=1024)
 
 
+class RoleMappingSettings(_Section):
+    """``databases.<name>.role_from`` (S-21): each call runs as the database role its caller's token maps to, so the
+    database's own grants and row-level security decide what each person reads. ``claim`` names a claim of the
+    verified token (a text such as ``email`` or ``sub``, or a list of texts such as ``groups``); ``roles`` maps its
+    values to roles — a key holding ``*`` matches any run of characters (``"*@eu.example.com"``); an exact key is
+    tried before any pattern, each kind in the order written. ``default``: the role of a caller no key matches and of
+    the local operator (stdio; HTTP without ``http.auth``), who has no token — null refuses them. Only the roles
+    named here are ever taken, as written (quoted: case matters); each is vetted when the database is connected."""
+
+    claim: str = Field(min_length=1, max_length=100)
+    roles: dict[str, str] = Field({}, max_length=10_000)
+    default: str | None = None
+
+    @model_validator(mode="after")
+    def _roles(self) -> RoleMappingSettings:
+        if not self.roles and self.default is None:
+            raise ValueError("map at least one claim value to a role (roles), or set a default role")
+        if any(not value or len(value) > 500 for value in self.roles):
+            raise ValueError("roles: each claim value is 1 to 500 characters")
+        for role in self.all_roles():
+            if not role or len(role.encode()) > 63 or "\x00" in role:
+                raise ValueError(f"{role[:80]!r} is no database role name (1 to 63 bytes)")
+        return self
+
+    def all_roles(self) -> list[str]:
+        """Every role the mapping can take, each once, in the order written (the default last)."""
+        named = [*self.roles.values(), *([self.default] if self.default is not None else [])]
+        return list(dict.fromkeys(named))
+
+
 class DatabaseSettings(_Section):
     """``databases.<name>``: a configured database and its engine's knobs. A DuckDB file (``path``; null and no
     ``url``: the embedded demo) or a connection (``url``, ``driver``, ``options``) to an engine of the registry, or
@@ -209,6 +239,7 @@ class DatabaseSettings(_Section):
     allow_unguarded_writes: bool = False  # serve an endpoint whose engine runs without ba-mcp's read-only rule
     # PostgreSQL: functions beyond the catalog's allow-list a statement may call, by name (an extension's, S-14)
     allow_functions: list[str] = Field([], max_length=500)
+    role_from: RoleMappingSettings | None = None  # each caller's own database role (S-21); an engine that takes roles
     schemas: list[str] = []
     threads: int = Field(2, ge=1, le=64)
     memory_limit: str = Field("2GB", pattern=r"^\d+(\.\d+)?\s*(KB|MB|GB|TB|KiB|MiB|GiB|TiB)$")

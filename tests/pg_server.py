@@ -2,7 +2,8 @@
 port (as the ``postgres`` OS user when the tests run as root), with the roles and data the tests need.
 
 Roles: ``postgres`` (superuser), ``owner`` (owns the tables: it CAN write), ``analyst`` (``pg_read_all_data``
-only), ``filereader`` (a member of ``pg_read_server_files``). Database ``shop``: ``customers``, ``orders`` (with a
+only), ``filereader`` (a member of ``pg_read_server_files``), ``rls_reader`` and the roles it may take
+(``_regional``: database ``regional``, row-level security). Database ``shop``: ``customers``, ``orders`` (with a
 NUMERIC(12,2) amount), ``big`` (3,000,000 rows, made on request), a view, comments, a sequence, statistics;
 database ``linked``: dblink installed, a ``ledger`` table. One server per run (``service``, started in the
 background by tests/conftest.py).
@@ -27,6 +28,7 @@ PASSWORDS = {
     "owner": "owner-Secret-2",
     "analyst": "analyst-Secret-3",
     "filereader": "fr-S4",
+    "rls_reader": "rls-Secret-5",
 }
 
 
@@ -143,10 +145,46 @@ def _populate(pg: Postgres) -> None:
         "ANALYZE",
         role="owner",
     )
+    _regional(pg)
     # a database with dblink installed (its functions are PUBLIC's to execute): S-14's attack
     pg.sql("CREATE DATABASE linked OWNER owner", database="postgres")
     pg.sql("CREATE EXTENSION dblink", database="linked")
     pg.sql("CREATE TABLE ledger (note text)", role="owner", database="linked")
+
+
+def _regional(pg: Postgres) -> None:
+    """Each person as their own role (S-21, tests/test_db_roles.py): database ``regional``, reached as ``rls_reader``
+    (it inherits nothing: NOINHERIT), which may take ``rls_eu``, ``rls_us`` (no grant on ``sales.rep``),
+    ``rls_writer`` (can INSERT) and ``rls_bypass`` (BYPASSRLS) — not ``rls_stranger``. Row-level security gives each
+    region's role its own rows of ``sales``; schema ``rls_eu`` (on that role's ``$user`` search path) holds a function
+    off the allow-list."""
+    pg.sql(
+        f"CREATE ROLE rls_reader LOGIN NOINHERIT PASSWORD '{PASSWORDS['rls_reader']}'",
+        "CREATE ROLE rls_eu NOLOGIN",
+        "CREATE ROLE rls_us NOLOGIN",
+        "CREATE ROLE rls_writer NOLOGIN",
+        "CREATE ROLE rls_bypass NOLOGIN BYPASSRLS",
+        "CREATE ROLE rls_stranger NOLOGIN",
+        "GRANT rls_eu, rls_us, rls_writer, rls_bypass TO rls_reader",
+        "CREATE DATABASE regional OWNER owner",
+        database="postgres",
+    )
+    pg.sql(
+        "CREATE TABLE sales (id int PRIMARY KEY, region text NOT NULL, amount int NOT NULL, rep text)",
+        "INSERT INTO sales SELECT i, CASE WHEN i % 3 = 0 THEN 'us' ELSE 'eu' END, i * 10, 'rep ' || i "
+        "FROM generate_series(1, 30) i",
+        "ALTER TABLE sales ENABLE ROW LEVEL SECURITY",
+        "CREATE POLICY own_region ON sales USING (region = split_part(current_user, '_', 2))",
+        "GRANT SELECT ON sales TO rls_eu, rls_writer, rls_bypass",
+        "GRANT SELECT (id, region, amount) ON sales TO rls_us",
+        "GRANT INSERT ON sales TO rls_writer",
+        "CREATE SCHEMA rls_eu",
+        "GRANT USAGE ON SCHEMA rls_eu TO rls_eu",
+        "CREATE FUNCTION rls_eu.peek() RETURNS text STABLE LANGUAGE sql AS $$ SELECT 'peeked' $$",
+        "ANALYZE",
+        role="owner",
+        database="regional",
+    )
 
 
 def make_big(pg: Postgres, rows: int = 3_000_000) -> None:

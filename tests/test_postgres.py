@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import getpass
 import hashlib
 import json
 import re
@@ -357,7 +358,8 @@ async def test_one_session_cannot_see_or_end_anothers_statements(
         names = pg.sql(
             "SELECT application_name FROM pg_stat_activity WHERE query LIKE '%secret plan%' AND pid <> pg_backend_pid()"
         )
-    assert names and re.fullmatch(r"ba-mcp [0-9a-f]{8}", names[0][0]), names
+    # who, for the DBA: the operator's name (stdio has no login) and the session's digest
+    assert names and re.fullmatch(rf"ba-mcp {re.escape(getpass.getuser())} [0-9a-f]{{8}}", names[0][0]), names
     for attack in (
         "SELECT query FROM pg_stat_activity",
         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name LIKE 'ba-mcp%'",

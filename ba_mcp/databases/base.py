@@ -57,6 +57,7 @@ class Execution:
     display_types: dict[str, str] = field(default_factory=dict)
     store: Callable[[int, int], tuple[int, bool, Any]] = lambda fd, limit: (0, False, None)
     close: Callable[[], None] = lambda: None
+    provenance: dict[str, Any] = field(default_factory=dict)  # how it ran, for the call's (the database role)
 
 
 class Database(Protocol):
@@ -203,7 +204,14 @@ def collect(execution: Execution, max_rows: int, artifacts: ArtifactStore, title
     (within the artifact size limit), and the observation's Table says which."""
     head, types = execution.head, execution.display_types
     if not execution.more:
-        return Table(title, head, total_rows=head.num_rows, meta={"database": database}, column_types=types)
+        return Table(
+            title,
+            head,
+            total_rows=head.num_rows,
+            meta={"database": database},
+            column_types=types,
+            provenance=dict(execution.provenance),
+        )
     state: dict[str, Any] = {}
 
     def write(path: Path) -> None:
@@ -238,4 +246,5 @@ def collect(execution: Execution, max_rows: int, artifacts: ArtifactStore, title
         artifact_id=meta.id if complete else None,
         meta={"database": database, "fetched_rows": max_rows},
         whole_stats=state.get("stats") if complete else None,
+        provenance=dict(execution.provenance),
     )

@@ -122,7 +122,16 @@ class Databases:
                 name = "demo" if "demo" in files else files[0]
         if name not in self.settings.databases:
             raise invalid(f"unknown database '{name[:60]}'", "database must be one of: " + ", ".join(self.names))
-        return self._engines[name].database(name, self.settings.databases[name], self)
+        conf, engine = self.settings.databases[name], self._engines[name]
+        if conf.role_from is not None and not getattr(engine, "takes_roles", False):
+            raise ToolFailure(
+                ErrorType.DEPENDENCY_ERROR,
+                "DATABASE_UNAVAILABLE",
+                f"databases.{name}.role_from: the {self.label(name)} engine cannot run a call as another database "
+                "role, so it serves nobody rather than everybody as one role",
+                f"remove databases.{name}.role_from, or connect each group of users through a database of its own",
+            )
+        return engine.database(name, conf, self)
 
     def label(self, name: str) -> str:
         """How people name the engine of database ``name`` (the tool's description, the doctor)."""
@@ -222,6 +231,7 @@ class Databases:
             raise denied("the compiled metrics query is not one SELECT", "report it", code=Code.READ_ONLY)
         table = database.query(analysis.sql, None, max_rows, [], ctx, f"metrics on {database.name}")
         table.provenance = {
+            **table.provenance,  # how it ran (the database role)
             "database": database.name,
             "dialect": database.dialect,
             "sql": analysis.sql,

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ba_mcp import callers, registry
+from ba_mcp.databases import roles
 from ba_mcp.databases.base import Analysis, Execution, RunThenCollect, in_worker
 from ba_mcp.databases.slots import slot_wait
 from ba_mcp.errors import Code, ErrorType, ToolFailure, denied
@@ -87,6 +88,7 @@ class ConnectedDatabase(RunThenCollect):
     def run(
         self, sql: str, params: Any, files: Sequence[tuple[str, Resolved]], max_rows: int, ctx: ToolContext
     ) -> Execution:
+        identity = self.engine.identity(self.name, self.conf, callers.principal())  # refused before any wait
         who = callers.principal_of(ctx.session)
         started = time.monotonic()
         if not self.slots.acquire(who, slot_wait(ctx.timeout), ctx.cancelled.is_set):
@@ -99,6 +101,7 @@ class ConnectedDatabase(RunThenCollect):
             "max_rows": max_rows,
             "timeout_s": ctx.timeout,
             "label": label,
+            "identity": identity,
         }
         for attempt in (1, 2):  # a connection found dead before the statement ran is replaced, once
             held = self.pool.connection(self.name, self.conf, self.engine, ctx, self.host_file)
@@ -122,7 +125,11 @@ class ConnectedDatabase(RunThenCollect):
             held.__exit__(None, None, None)
             self.slots.release(who)
 
-        return in_worker(session.ask, reply, head, release)
+        execution = in_worker(session.ask, reply, head, release)
+        role = identity.get("role") or self.pool.info.get(self.name, {}).get("role")
+        if role:  # the database role it ran as: the mapped one, else the connecting role (for the call's provenance)
+            execution.provenance["role"] = str(role)
+        return execution
 
     def describe(self, session: str = "default") -> dict[str, Any]:
         tables = self.catalogs.of(self)  # connects, so the version is known after it
@@ -143,17 +150,20 @@ class ConnectedDatabase(RunThenCollect):
 
 
 class Catalogs:
-    """The schema of each connected database, asked of a connection and kept for a minute."""
+    """The schema of each connected database, asked of a connection and kept for a minute — per database role when
+    its callers run as roles of their own (``role_from``: a role's grants decide the common values it is shown)."""
 
     def __init__(self) -> None:
-        self._kept: dict[str, tuple[float, dict[str, Any]]] = {}
+        self._kept: dict[tuple[str, str | None], tuple[float, dict[str, Any]]] = {}  # (database, role) -> catalog
         self._lock = threading.Lock()
 
     def of(self, db: ConnectedDatabase) -> dict[str, Any]:
         from ba_mcp.workers.failures import worker_failures
 
+        identity = db.engine.identity(db.name, db.conf, callers.principal())  # read as the caller's role
+        key = (db.name, identity.get("role"))
         with self._lock:
-            kept = self._kept.get(db.name)
+            kept = self._kept.get(key)
         if kept is not None and time.monotonic() - kept[0] < _SCHEMA_TTL_S:
             return kept[1]
         who = callers.principal_of(callers.current())
@@ -169,12 +179,12 @@ class Catalogs:
                 worker_failures(engine=lambda exc: sql_failure(exc, db.name, db.conf, db.engine)),
                 db.pool.connection(db.name, db.conf, db.engine, None, db.host_file) as session,
             ):
-                reply, _ = session.ask({"op": "describe", "schemas": list(db.conf.schemas)})
+                reply, _ = session.ask({"op": "describe", "schemas": list(db.conf.schemas), "identity": identity})
         finally:
             db.slots.release(who)
         tables = reply["tables"]
         with self._lock:
-            self._kept[db.name] = (time.monotonic(), tables)
+            self._kept[key] = (time.monotonic(), tables)
         return tables
 
 
@@ -242,6 +252,7 @@ class Held(Protocol):
     frame: Any  # a cursor of our own fixed text (the read-only frame), where an engine needs one
     running: Any  # the cursor running the call's statement (``statement`` picks it; ``interrupt`` cancels it)
     label: str  # the calling session's digest (an application_name, a job tag)
+    identity: dict[str, Any]  # who the call runs as (``ConnectedEngine.identity``: user, role), set with each call
     in_transaction: bool  # a read-only transaction is open (``begin`` … ``end``)
     extra: dict[str, Any]  # the engine's own state
 
@@ -256,8 +267,18 @@ class ConnectedEngine:
 
     kind = "adbc"
     folder = False  # the database on this machine (``host_file``) is a folder, not a file (``LocalEngine``)
+    takes_roles = False  # runs each call as the database role its caller maps to (``role_from``; ``identity``)
 
     # -- the server's side ------------------------------------------------------------------------------
+
+    def identity(self, name: str, conf: DatabaseSettings, who: callers.Principal) -> dict[str, Any]:
+        """Who a call runs as in the database, decided here in the server from its caller and sent with the call as
+        data (the worker's ``begin`` reads it as ``c.identity``): ``user`` names the caller to the database's own logs
+        (their display name), ``role`` is the database role the call takes — the one ``role_from`` maps ``who`` to
+        (``roles.role_for``: refused when it maps none), None for the connecting role. An engine that runs calls with
+        the caller's own credentials (a warehouse taking the user's token) overrides this and ``begin``."""
+        role = roles.role_for(name, conf.role_from, who) if conf.role_from is not None else None
+        return {"user": who.display, "role": role}
 
     def database(self, name: str, conf: DatabaseSettings, owner: Any) -> ConnectedDatabase:
         if owner.connections is None:
@@ -297,6 +318,8 @@ class ConnectedEngine:
             "allow_writable_role": conf.allow_writable_role,
             "allow_unguarded_writes": conf.allow_unguarded_writes,
             "allow_functions": list(conf.allow_functions),
+            # the only roles a call may take: each vetted at connect, as the connecting role is
+            "roles": conf.role_from.all_roles() if conf.role_from is not None else [],
         }
 
     def message(self, exc: EngineError) -> str:

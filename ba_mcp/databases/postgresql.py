@@ -3,14 +3,20 @@ role, never by SQL text (S-11, S-14).
 
 * At connect: a superuser or a member of ``pg_read_server_files``/``pg_write_server_files``/
   ``pg_execute_server_program`` is refused (``PRIVILEGED_ROLE``) unless ``allow_privileged_role``; a role that can
-  write a table, create objects, or use dblink or a foreign server is refused (``WRITABLE_ROLE``) unless
-  ``allow_writable_role`` (dblink_exec commits on a connection of its own).
+  write a table, create objects, use dblink or a foreign server, bypass row-level security, create roles or
+  replicate is refused (``WRITABLE_ROLE``) unless ``allow_writable_role`` (dblink_exec commits on a connection of
+  its own).
 * The statement as written: one statement, its trailing ``;`` and comments dropped (the driver runs a query inside
   ``COPY (…) TO STDOUT``); ``SHOW`` and ``EXPLAIN`` (whose statement is vetted as any other) run as plain
   statements. A statement runs only once its plan was read (below): one PostgreSQL cannot explain fails with
   the explain's error and never runs (the driver runs a statement without rows outside ``COPY``: a ``DO`` block
   would); ``DO`` and ``CALL`` are refused by name, ``SHOW`` has no plan and reads a setting.
-* Each call: ``BEGIN READ ONLY; SET LOCAL statement_timeout; SET LOCAL application_name`` in one round trip (the
+* Each person as their own role (``role_from``, S-21): every role the mapping names is taken at connect (``SET
+  LOCAL ROLE`` in a read-only transaction, rolled back) and held to the same checks — one that does not exist
+  (``UNKNOWN_ROLE``), that the connecting role is no member of (``ROLE_NOT_GRANTED``) or that fails them stops the
+  database; a call takes only one of those (the server decides which, ``roles.role_for``).
+* Each call: ``BEGIN READ ONLY; SET LOCAL statement_timeout; SET LOCAL application_name`` (``ba-mcp <the caller's
+  display name> <session digest>``) and, mapped, ``SET LOCAL ROLE`` in one round trip (the
   SELECT that follows fixes the mode: ``SET TRANSACTION READ WRITE`` is refused after any query), the statement's
   plan read first (``EXPLAIN (VERBOSE)``, nothing runs: a plan that reaches other backends is refused —
   every session shares the role), the statement as **one prepared statement**, then ``ROLLBACK`` and ``DISCARD
@@ -25,7 +31,9 @@ role, never by SQL text (S-11, S-14).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
+import json
 import re
 import time
 from typing import TYPE_CHECKING, Any
@@ -49,6 +57,7 @@ def _failure(**kwargs: str) -> Failure:
 
 class PostgresEngine(ConnectedEngine):
     kind = "postgresql"
+    takes_roles = True  # SET LOCAL ROLE in each call's read-only transaction (role_from)
 
     def open(self, c: Held, message: dict[str, Any]) -> dict[str, Any]:
         import threading
@@ -61,7 +70,18 @@ class PostgresEngine(ConnectedEngine):
         options = dict(message.get("options") or {})
         c.con = pg.connect(message["uri"], db_kwargs=options or None, autocommit=True)
         c.cur = c.con.cursor()
-        reply = role(c.cur, bool(message.get("allow_privileged_role")), bool(message.get("allow_writable_role")))
+        allowed = bool(message.get("allow_privileged_role")), bool(message.get("allow_writable_role"))
+        reply = role(c.cur, *allowed)
+        # the roles calls may take (role_from): each one taken here and held to the same checks (S-21)
+        c.extra["roles"] = [str(r) for r in message.get("roles") or []]
+        mapped = [mapped_role(c, name, reply["role"], *allowed) for name in c.extra["roles"]]
+        if mapped:
+            reply["mapped_roles"] = [m["role"] for m in mapped]
+            writers = [m["role"] for m in mapped if m["role_can_write"]]
+            if writers:
+                reply["detail"] = (reply.get("detail", "") + "; " if reply.get("detail") else "") + (
+                    f"the mapped roles {', '.join(writers)} can write (allow_writable_role)"
+                )
         c.extra["vet"] = c.con.cursor()  # EXPLAIN of the user's statement: the plain protocol, not COPY
         c.extra["vet"].adbc_statement.set_options(**{"adbc.postgresql.use_copy": "false"})
         c.extra["allow_functions"] = list(message.get("allow_functions") or [])
@@ -140,11 +160,26 @@ class PostgresEngine(ConnectedEngine):
         return sql[: words[-1][2] + 1]
 
     def begin(self, c: Held, timeout_s: float, label: str) -> None:
+        """``BEGIN READ ONLY``, the call's timeout, its ``application_name`` (who: the caller's display name and the
+        session's digest, for the database's own logs and ``pg_stat_activity``) and, when the caller maps to a role
+        (``c.identity["role"]``: one vetted at connect, else refused), ``SET LOCAL ROLE`` — the statement, its
+        vetting and its plan then run as that role, and the rollback ends it. The statement cannot take it back:
+        it is one statement, and ``SET``/``RESET`` are no query."""
         ms = max(1, int(timeout_s * 1000)) if timeout_s else 0
         c.label = label if label.isalnum() and len(label) <= 16 else ""
-        name = "ba-mcp" + (f" {c.label}" if c.label else "")
+        name = application_name(str(c.identity.get("user") or ""), c.label)
+        taken = c.identity.get("role")
+        if taken is not None and taken not in c.extra.get("roles", []):  # only a role the operator named, vetted
+            raise _failure(
+                type="permission_denied",
+                code="ROLE_NOT_VETTED",
+                message=f"the role {str(taken)[:63]} was not vetted when this connection was made",
+                hint="name it in databases.<name>.role_from",
+            )
+        as_role = f"SET LOCAL ROLE {identifier(str(taken))}; " if taken is not None else ""
         c.frame_sql(
-            f"BEGIN READ ONLY; SET LOCAL statement_timeout = {ms}; SET LOCAL application_name = '{name}'; SELECT 1"
+            f"BEGIN READ ONLY; SET LOCAL statement_timeout = {ms}; SET LOCAL application_name = '{name}'; "
+            f"{as_role}SELECT 1"
         )
         c.in_transaction = True
 
@@ -166,16 +201,17 @@ class PostgresEngine(ConnectedEngine):
             catalog = c.extra["calls"]
             if time.monotonic() - catalog.read_at > pg_calls.REFRESH_S:
                 catalog = c.extra["calls"] = pg_calls.read_catalog(c.extra["vet"], c.extra["allow_functions"])
+                c.extra["paths"] = {}  # each role's search path read again too
             elif pg_calls.unknown(calls, catalog):  # a view or function made since the catalog was read
                 pg_calls.read_new(c.extra["vet"], catalog, calls, c.extra["allow_functions"])
-            refused = pg_calls.refusal(calls, catalog, c.extra["vet"])
+            refused = pg_calls.refusal(calls, self._as_role(c, catalog), c.extra["vet"])
             if refused:
                 raise _failure(
                     type="permission_denied",
                     code="FUNCTION_NOT_ALLOWED",
                     message=f"the statement uses {refused}, which is not on this database's allow-list: functions "
                     "that run SQL from a string, reach other connections, take locks or read files are refused "
-                    "(every ba-mcp session shares this role)",
+                    "(ba-mcp's sessions share this database's connections)",
                     hint="use built-in date, text, math, JSON, aggregate and window functions; an operator can allow "
                     "an extension's function by name (databases.<name>.allow_functions)",
                 )
@@ -191,6 +227,18 @@ class PostgresEngine(ConnectedEngine):
                 message="the statement could not be read to check what it calls",
                 hint="write it as a plain SELECT",
             )
+
+    def _as_role(self, c: Held, catalog: pg_calls.Catalog) -> pg_calls.Catalog:
+        """The allow-list as the call's role resolves names: its own search path (``$user`` is the role taken), read
+        under it once per catalog refresh; the rest of the catalog is the same for every role."""
+        taken = c.identity.get("role")
+        if taken is None:
+            return catalog
+        paths = c.extra.setdefault("paths", {})
+        if taken not in paths:
+            c.extra["vet"].execute("SELECT array_to_json(current_schemas(true))::text")
+            paths[taken] = [str(s) for s in json.loads(c.extra["vet"].fetchone()[0])]
+        return dataclasses.replace(catalog, path=paths[taken])
 
     def bind(self, c: Held, sql: str, params: Any, timeout_s: float) -> Any:
         """Texts bound where the statement wants a date, a timestamp or a number become one (JSON has no dates:
@@ -336,10 +384,11 @@ def _explained(sql: str, words: list[tuple[str, int, int]]) -> str | None:
     return sql[words[i][1] : words[-1][2] + 1]
 
 
-def role(cur: Any, allow_privileged: bool, allow_writable: bool) -> dict[str, Any]:
-    """The role's privileges; a privileged role is refused unless allowed by name, and so is a role that can write a
-    table, create objects or use dblink / postgres_fdw (a read-only transaction does not stop ``dblink_exec``
-    committing on another connection)."""
+def role(cur: Any, allow_privileged: bool, allow_writable: bool, mapped: bool = False) -> dict[str, Any]:
+    """The current role's privileges; a privileged role is refused unless allowed by name, and so is a role that can
+    write a table, create objects, use dblink / postgres_fdw (a read-only transaction does not stop ``dblink_exec``
+    committing on another connection), bypass row-level security, create roles or replicate. ``mapped``: the role
+    is one ``role_from`` maps users to (taken by ``mapped_role``), named so in a refusal."""
     user_tables = (
         "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f') "
         "AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg_toast%'"
@@ -356,35 +405,49 @@ def role(cur: Any, allow_privileged: bool, allow_writable: bool) -> dict[str, An
         "(SELECT min(e.extname) FROM pg_proc p JOIN pg_depend d ON d.objid = p.oid AND d.classid = 'pg_proc'::regclass "
         "AND d.deptype = 'e' JOIN pg_extension e ON e.oid = d.refobjid WHERE e.extname = 'dblink' "
         "AND has_function_privilege(p.oid, 'EXECUTE') AND has_schema_privilege(p.pronamespace, 'USAGE')), "
-        "(SELECT min(s.srvname) FROM pg_foreign_server s WHERE has_server_privilege(s.oid, 'USAGE')) "
+        "(SELECT min(s.srvname) FROM pg_foreign_server s WHERE has_server_privilege(s.oid, 'USAGE')), "
+        "r.rolbypassrls, r.rolcreaterole, r.rolreplication "
         "FROM pg_roles r WHERE r.rolname = current_user"
     )
     row = cur.fetchone()
-    user, superuser, *members, version, table, creates, dblink, server = row
+    user, superuser, *members, version, table, creates, dblink, server, bypass, creates_roles, replicates = row
+    named = f"the role {user}, which role_from maps users to," if mapped else f"the role {user}"
     privileges = (["superuser"] if superuser else []) + [r for r, m in zip(PRIVILEGED_ROLES, members, strict=True) if m]
     if privileges and not allow_privileged:
         raise _failure(
             type="permission_denied",
             code="PRIVILEGED_ROLE",
-            message=f"the role {user} is {' and '.join(privileges)}: a read-only transaction does not stop such a "
+            message=f"{named} is {' and '.join(privileges)}: a read-only transaction does not stop such a "
             "role from running programs on the database host or reading its files",
-            hint="connect as a read-only role (see `ba-mcp doctor`), or set allow_privileged_role: true for this "
-            "database if you accept that",
+            hint=(
+                f"map users to roles that can only read (REVOKE … FROM {user})"
+                if mapped
+                else "connect as a read-only role (see `ba-mcp doctor`)"
+            )
+            + ", or set allow_privileged_role: true for this database if you "
+            "accept that",
         )
     powers = (
         ([f"write to tables (e.g. {table})"] if table else [])
         + ([f"create objects in {creates}"] if creates else [])
         + (["use dblink (its connections commit outside the read-only transaction)"] if dblink else [])
         + ([f"use the foreign server {server} (postgres_fdw)"] if server else [])
+        + (["bypass row-level security (BYPASSRLS)"] if bypass and not superuser else [])
+        + (["create roles (CREATEROLE)"] if creates_roles and not superuser else [])
+        + (["replicate the database (REPLICATION)"] if replicates and not superuser else [])
     )
     if powers and not allow_writable and not (privileges and allow_privileged):
         raise _failure(
             type="permission_denied",
             code="WRITABLE_ROLE",
-            message=f"the role {user} can {'; '.join(powers)}: ba-mcp serves a role that can only read",
-            hint="connect as a read-only role (docs/databases.md: CREATE ROLE ba_reader …; GRANT pg_read_all_data), "
-            "or set "
-            "allow_writable_role: true for this database if you accept that",
+            message=f"{named} can {'; '.join(powers)}: ba-mcp serves a role that can only read",
+            hint=(
+                f"map users to roles that can only read (REVOKE those grants FROM {user}; ALTER ROLE {user} "
+                "NOBYPASSRLS …)"
+                if mapped
+                else "connect as a read-only role (docs/databases.md: CREATE ROLE ba_reader …; GRANT pg_read_all_data)"
+            )
+            + ", or set allow_writable_role: true for this database if you accept that",
         )
     version = str(version).split(" ")[0]  # 15.18, without the packager's note
     found: dict[str, Any] = {"version": version, "role": user, "privileges": privileges, "role_can_write": bool(powers)}
@@ -394,6 +457,60 @@ def role(cur: Any, allow_privileged: bool, allow_writable: bool) -> dict[str, An
             "GRANT pg_read_all_data TO ba_reader;"
         )
     return found
+
+
+def identifier(name: str) -> str:
+    """A role's name as a quoted SQL identifier (taken as written: case and every character kept)."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+APPLICATION_NAME_BYTES = 63  # PostgreSQL keeps no more of application_name (NAMEDATALEN - 1)
+
+
+def application_name(user: str, label: str) -> str:
+    """``ba-mcp <user> <label>`` as a literal's safe content for the database's logs: the user's display name (a
+    token's claim — the user's own text) keeps letters, digits, space and ``@._+-`` of ASCII, every other character a
+    ``?``, cut so the whole fits PostgreSQL's 63 bytes with the session's digest kept whole."""
+    tail = f" {label}" if label else ""
+    room = APPLICATION_NAME_BYTES - len("ba-mcp ") - len(tail)
+    who = re.sub(r"[^A-Za-z0-9 @._+\-]", "?", user)[:room].strip()
+    return "ba-mcp" + (f" {who}" if who else "") + tail
+
+
+def mapped_role(c: Held, name: str, connecting: str, allow_privileged: bool, allow_writable: bool) -> dict[str, Any]:
+    """Role ``name`` (one ``role_from`` maps users to) taken as a call would take it — ``SET LOCAL ROLE`` inside a
+    read-only transaction, rolled back — and held to the connecting role's checks (``role``). A role that does not
+    exist (UNKNOWN_ROLE), that the connecting role may not take (ROLE_NOT_GRANTED: it must be a member) or that fails
+    a check stops the database from being served, naming the role and the SQL that fixes it."""
+    quoted = identifier(name)
+    try:
+        c.frame_sql(f"BEGIN READ ONLY; SET LOCAL ROLE {quoted}")
+    except Exception as exc:
+        with contextlib.suppress(Exception):
+            c.frame_sql("ROLLBACK")
+        state = str(getattr(exc, "sqlstate", "") or "")
+        if state == "42704" or "does not exist" in str(exc):
+            raise _failure(
+                type="permission_denied",
+                code="UNKNOWN_ROLE",
+                message=f"role_from maps users to the role {name}, which does not exist in this database (a role "
+                "is taken as written: case matters)",
+                hint=f"create it (CREATE ROLE {quoted} NOLOGIN; GRANT {quoted} TO {identifier(connecting)};) or "
+                "correct role_from",
+            ) from None
+        if state != "42501" and "permission denied" not in str(exc):
+            raise  # not the role's doing (the connection): the connect's own error
+        raise _failure(
+            type="permission_denied",
+            code="ROLE_NOT_GRANTED",
+            message=f"role_from maps users to the role {name}, which the connecting role {connecting} cannot take: "
+            "it must be a member of every mapped role",
+            hint=f"GRANT {quoted} TO {identifier(connecting)};",
+        ) from None
+    try:
+        return role(c.cur, allow_privileged, allow_writable, mapped=True)
+    finally:
+        c.frame_sql("ROLLBACK")
 
 
 def catalog(cur: Any, schemas: list[str]) -> dict[str, Any]:

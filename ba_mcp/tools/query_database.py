@@ -148,6 +148,7 @@ class QueryDatabase(Tool):
             columns_hint=plan.columns_hint(params.database),
         )
         table.provenance = {
+            **table.provenance,  # how it ran (the database role)
             "database": database.name,
             "dialect": database.dialect,
             "sql": plan.sql,

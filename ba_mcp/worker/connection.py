@@ -42,6 +42,7 @@ class Connector:
         self.frame: Any = None
         self.running: Any = None  # the cursor running the call's statement (the engine's ``statement`` picks it)
         self.label = ""  # the calling session's digest
+        self.identity: dict[str, Any] = {}  # who the call runs as (user, role): data the server sent with it
         self.busy = False  # set by the serving loop while an operation runs
         self.pending: Any = None  # (reader, head batches, schema, convert) of a result cut at max_rows
         self.in_transaction = False
@@ -68,7 +69,10 @@ class Connector:
         timeout_s = float(message.get("timeout_s") or 0)
         try:
             self._end()
+            self.identity = dict(message.get("identity") or {})
             self.engine.begin(self, timeout_s, str(message.get("label") or ""))
+        except Failure:  # the engine refused the call's frame (a role it was not given at connect)
+            raise
         except Exception as exc:  # before the statement: the connection is gone (a restart, an idle timeout)
             raise Failure(
                 type="transient_error",
@@ -146,6 +150,7 @@ class Connector:
 
     def op_describe(self, message: dict[str, Any], fds: list[int]) -> tuple[dict[str, Any], list[int]]:
         self._end()
+        self.identity = dict(message.get("identity") or {})
         return {"op": "catalog", "tables": self.engine.catalog(self, list(message.get("schemas") or []))}, []
 
     # -- the frame of a call -----------------------------------------------------------------------------
