@@ -165,3 +165,28 @@ async def test_a_register_clock_not_moved_at_the_dst_change_is_found_not_a_store
     assert dst.startswith("[('Trans Date Time / Store', 504, 'local times shifted +0.7 h at Store 0304 from "), text
     assert "2024-11-03 to 2025-03-08" in dst, dst
     assert await value(s, "bool(findings.examples.str.contains('0406|0305').any())") == "False", text
+
+
+GIFT_RETURNS = """
+import pandas as pd
+rows = []
+for i in range(60):
+    gift = i % 5 == 0  # 12 gift-receipt returns: no original transaction to link, by design
+    rows.append({"return_id": f"R{i:03d}", "receipt_type": "GIFT RECEIPT" if gift else "RECEIPT",
+                 "orig_trans_id": None if gift else f"T{i:04d}", "units": 1,
+                 "reason": ["DAMAGED", "CHANGED MIND", "SIZE"][i % 3],
+                 "rep": None if i in (7, 13, 22, 31, 44, 46, 53, 57, 58, 59, 3, 9) else "Ann"})
+DF = pd.DataFrame(rows)
+"""
+
+
+async def test_a_field_blank_exactly_on_one_kind_of_row_is_the_layout_not_a_missing_value(s: ClientSession) -> None:
+    """60 returns: orig_trans_id is blank on exactly the 12 GIFT RECEIPT rows (receipt_type never blank, GIFT
+    RECEIPT never with an id) - a gift receipt has no original transaction: one low finding saying so, not a medium
+    "missing values" (the look-alike). rep is blank on 12 rows spread over every kind (reasons, both receipt types)
+    - a real gap: medium "missing values", 12 rows (the truth beside it)."""
+    await audit(s, GIFT_RETURNS + "SOURCE = save_artifact(DF)")
+    rows = await value(s, "sorted(zip(findings.severity, findings.column, findings.check, findings.rows))")
+    assert "('low', 'orig_trans_id', 'blank exactly when receipt_type is GIFT RECEIPT (by design? confirm)', 12)" in rows
+    assert "('medium', 'rep', 'missing values', 12)" in rows, rows
+    assert "'orig_trans_id', 'missing values'" not in rows, rows

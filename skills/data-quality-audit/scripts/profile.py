@@ -204,6 +204,21 @@ def spread(s: pd.Series, labels) -> pd.Series:
     return score.where((iqr > 0) & (g.transform("size") >= 5), 0.0)
 
 
+def blank_by_design(col, empty: pd.Series) -> str:
+    """'<column> is <values>' when a text column of at most 20 kinds, itself never blank, has values that hold every
+    blank of ``col`` and no filled row: the field does not apply to those rows (a layout, not a fault). Else ''."""
+    if empty.sum() < 10:  # a few blanks sharing a rare value by chance are not a layout
+        return ""
+    for other in df.columns:
+        kinds = df[other]
+        if other == col or not is_text(kinds) or kinds.isna().any() or kinds.nunique() > 20:
+            continue
+        on_blank, on_filled = set(kinds[empty]), set(kinds[~empty & scope(col)])
+        if not on_blank & on_filled and len(on_blank) <= 3:
+            return f"{other} is {' or '.join(sorted(map(str, on_blank)))}"
+    return ""
+
+
 time_columns = {c for c in df.columns if pd.api.types.is_numeric_dtype(df[c]) and unix_unit(df[c], c)}
 profile = []
 for col in df.columns:
@@ -216,7 +231,11 @@ for col in df.columns:
     profile.append(dict(column=col, dtype=str(s.dtype), missing=int(empty.sum()), missing_pct=pct, example=example))
     if empty.any() and not (EVENT.search(str(col)) and TIME_NAME.search(str(col))):
         where = f" (on {layout['key']} first lines)" if col in order_level else ""
-        finding("medium", col, "missing values" + where, empty.sum(), df.index[empty][:3], "missing")
+        design = blank_by_design(col, empty)
+        if design:  # blank exactly on the rows of a kind (a gift-receipt return has no original transaction)
+            finding("low", col, f"blank exactly when {design} (by design? confirm)", empty.sum(), df.index[empty][:3], "format")
+        else:
+            finding("medium", col, "missing values" + where, empty.sum(), df.index[empty][:3], "missing")
     if col in time_columns:
         continue
     if is_text(s):
