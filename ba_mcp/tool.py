@@ -11,6 +11,7 @@ own libraries raise.
 
 from __future__ import annotations
 
+import contextvars
 import enum
 import threading
 from collections.abc import Awaitable, Callable
@@ -170,22 +171,22 @@ def run_bounded(
     cancelled — ``ctx`` is cancelled (what the work registered interrupts or kills its worker) and the work is
     waited for, so work that timed out does not keep running behind the caller. Raises what ``work`` raised, or
     ``timeout``."""
-    from ba_mcp import callers
     from ba_mcp.errors import timed_out
 
     box: dict[str, Any] = {}
-    acting = callers.current()
+    # the work acts for whom the caller acts: its session and its principal (a replay's query runs as the caller's
+    # database role), as anyio.to_thread would carry them
+    acting = contextvars.copy_context()
 
     def run() -> None:
-        with callers.acting_as(acting):
-            try:
-                box["value"] = work()
-            except BaseException as exc:
-                box["error"] = exc
+        try:
+            box["value"] = work()
+        except BaseException as exc:
+            box["error"] = exc
 
     if parent is not None:
         parent.on_cancel(ctx.cancel)
-    thread = threading.Thread(target=run, name=f"bounded-{name}", daemon=True)
+    thread = threading.Thread(target=acting.run, args=(run,), name=f"bounded-{name}", daemon=True)
     thread.start()
     thread.join(ctx.timeout + grace)
     if thread.is_alive() or (parent is not None and parent.cancelled.is_set()):

@@ -193,6 +193,16 @@ async def test_the_published_copy_holds_none_of_the_owners_figures_and_follows_h
         assert "alice's v2" in analysis_catalog(app)
 
 
+def test_a_replayed_step_runs_for_the_callers_session_and_principal() -> None:
+    """A replay's steps run in threads of their own (run_bounded): the caller's principal goes with them, so a step's
+    query takes the caller's database role (databases.<name>.role_from), not the operator's."""
+    from ba_mcp.tool import ToolContext, run_bounded
+
+    with callers.acting_as(BOB.key, BOB), callers.acting_as(f"{BOB.key}~analysis"):
+        ran = run_bounded(lambda: (callers.current(), callers.principal()), ToolContext(session="x", timeout=5), "s1")
+    assert ran == ("user-bob~analysis", BOB)
+
+
 def test_a_published_name_only_picks_among_the_records_and_never_follows_a_link(tmp_path: Path) -> None:
     root = tmp_path / "published"
     manifest = {"name": "weekly", "steps": [], "outputs": []}
