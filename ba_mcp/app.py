@@ -24,6 +24,7 @@ from ba_mcp.databases import Databases
 from ba_mcp.errors import ToolFailure
 from ba_mcp.exports import Exports
 from ba_mcp.metrics.catalog import Metrics
+from ba_mcp.pipeline.audit import AuditLog
 from ba_mcp.pipeline.cache import RawCache
 from ba_mcp.pipeline.observe import Observer, ToolTraits
 from ba_mcp.pipeline.runner import Runner
@@ -81,6 +82,8 @@ class App:
         for name, root in self.workspace.read_roots.items():
             if not root.is_dir():
                 log.warning("read root %r is not available: files.read_roots.%s is not a directory", name, name)
+        # the audit trail (S-20): apart from every folder a tool reaches, or the server does not start
+        self.audit = AuditLog.open(settings.audit, settings.audit_dir(), served_folders(settings, self.workspace))
         if not settings.artifacts.shared and any(self.workspace.dir("analyses").glob("*/analysis.yaml")):
             self._move_analyses_to_owners()
         self.skills = load_skills(settings.skills)
@@ -142,7 +145,9 @@ class App:
         traits = {name: ToolTraits(t.window_arg, t.artifact_reader, t.artifact_kinds) for name, t in self.tools.items()}
         self.observer = Observer(self.artifacts, self.tokens, settings.observation, traits, self._table_stats)
         self.loop_lag: dict[str, float] = {"samples": 0, "max_ms": 0.0, "over_50ms": 0}  # telemetry.lag_monitor
-        self.runner = Runner(settings, self.observer, self.cache, self.telemetry, self.tokens, self.sessions)
+        self.runner = Runner(
+            settings, self.observer, self.cache, self.telemetry, self.tokens, self.sessions, self.audit
+        )
 
     def _builtin_tools(self, names: set[str]) -> dict[str, Tool]:
         """The built-in tools named, each built from the services by its class (the tool table in ``registry``),
@@ -238,6 +243,7 @@ class App:
         self.connections.close()
         self.databases.close()
         self.telemetry.close()
+        self.audit.close()
         unbound_workers(self, self._workers_ceiling)  # the cgroup goes with the process's last App
 
     async def aclose(self) -> None:
@@ -267,6 +273,22 @@ def configuration_folders(settings: Settings, workspace: Workspace) -> list[Path
     found += [workspace.root / "metrics", *(root / "metrics" for root in workspace.read_roots.values())]
     found += [p.expanduser() for p in settings.metrics.paths]
     found += [project.project.expanduser() for project in settings.metrics.dbt]
+    return found
+
+
+def served_folders(settings: Settings, workspace: Workspace) -> list[tuple[str, Path]]:
+    """Every folder a tool reaches, by the setting that names it: the workspace, the read roots, the export folder,
+    the configuration folders (skills, metric files, dbt projects) and the folders of file engines' databases — none
+    may hold the audit trail, nor lie in it."""
+    found = [("the workspace", workspace.root), ("files.export_dir", settings.export_root())]
+    found += [(f"files.read_roots.{name}", root) for name, root in workspace.read_roots.items()]
+    found += [("a skills or metrics folder", folder) for folder in configuration_folders(settings, workspace)]
+    for name, conf in settings.databases.items():
+        if conf.url is not None and registry.info(conf.kind).files:
+            try:
+                found.append((f"databases.{name}", registry.local_path(conf.url.get_secret_value(), workspace.root)))
+            except ToolFailure:
+                continue  # refused when the database is opened
     return found
 
 

@@ -23,7 +23,7 @@ Every refusal — whatever failed, however malformed the token — is ``Refused`
 ``invalid_token`` (403 ``insufficient_scope`` is the SDK's, for ``required_scopes`` only); never a 500.
 The principal is the token's ``principal_claim`` (``sub``) under its issuer: ``principal_key`` makes the key the
 stores, workers and history of that user are kept under. Nothing of a token is logged, not even its header: a
-refusal logs its reason.
+refusal logs its reason, and gives it to the request's record in the audit trail (``pipeline.audit``).
 """
 
 from __future__ import annotations
@@ -37,6 +37,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import anyio
+
+from ba_mcp.pipeline.audit import refused_because
 
 if TYPE_CHECKING:
     from mcp.server.auth.provider import AccessToken
@@ -144,9 +146,11 @@ class TokenVerifier:
             scopes = scope.split() if isinstance(scope, str) else [str(s) for s in scope or []]
         except Refused as exc:
             log.info("bearer token refused: %s", exc)
+            refused_because(str(exc))  # the request's record in the audit trail: the reason, never the token
             return None
         except Exception as exc:  # whatever a token makes fail is its refusal, never a 500
             log.warning("bearer token refused: %s while checking it", type(exc).__name__)
+            refused_because(f"{type(exc).__name__} while checking it")
             return None
         exp = claims.get("exp")
         return AccessToken(

@@ -1,4 +1,4 @@
-"""The ba-mcp command: a thin layer over the library (serve, demo, call, artifacts, stats, install, doctor).
+"""The ba-mcp command: a thin layer over the library (serve, demo, call, artifacts, stats, audit, install, doctor).
 
 Only the CLI prints to stdout; with ``serve`` over stdio nothing but JSON-RPC reaches stdout.
 """
@@ -48,7 +48,7 @@ def _settings(args: argparse.Namespace) -> Settings:
         _err(f"ba-mcp: {exc}")
         raise SystemExit(2) from None
     state = settings.project_file
-    if state is not None and not state.approved and state.ignored:
+    if state is not None and ((not state.approved and state.ignored) or state.refused):
         _err(f"ba-mcp: {state.advice()}")
     return settings
 
@@ -251,9 +251,11 @@ def _artifacts(args: argparse.Namespace) -> int:
         metas = store.list()
         if not metas:
             print("no artifacts")
+        name = owner_names(settings)
         for m in metas:
             age = time.strftime("%Y-%m-%d %H:%M", time.localtime(m.created))
-            print(f"{m.id}  {m.kind:<8} {m.size:>12,} B  {age}  {m.source_tool:<14} {m.title[:60]}")
+            owners = ", ".join(dict.fromkeys(name(o) for o in m.owners))
+            print(f"{m.id}  {m.kind:<8} {m.size:>12,} B  {age}  {m.source_tool:<14} {owners:<24} {m.title[:60]}")
         return 0
     if args.action == "show":
         if not args.id:
@@ -442,11 +444,13 @@ def cmd_analyses(args: argparse.Namespace) -> int:
     from ba_mcp.errors import ToolFailure
     from ba_mcp.workspace import Workspace
 
-    root = _settings(args).workspace_root()
+    settings = _settings(args)
+    root = settings.workspace_root()
     # the operator sees every principal's: the workspace's own analyses/, then each user's as <user>/<name>
     folders = {"": root / "analyses", **{h: p / "analyses" for h, p in Workspace(root).homes().items()}}
     if args.action == "list":
         shown = 0
+        person = owner_names(settings)
         for home, where in folders.items():
             for name in listed(where, shared=True):
                 manifest = read_manifest(where, name, shared=True)
@@ -455,7 +459,9 @@ def cmd_analyses(args: argparse.Namespace) -> int:
                 label = f"{home}/{name}" if home else name
                 record = published.of(root / "published", str(manifest.get("owner") or "default"), name)
                 shown_as = f"  [published as {record.qualified}]" if record else ""
-                print(f"{label}  {steps} steps  {params}  {manifest.get('description') or ''}{shown_as}")
+                owner = person(str(manifest.get("owner") or "default"))
+                description = manifest.get("description") or ""
+                print(f"{label}  {steps} steps  {params}  {description}  [owner {owner}]{shown_as}")
                 shown += 1
         if not shown:
             print("no saved analyses (save_analysis saves one from a conversation)")
@@ -520,7 +526,8 @@ def cmd_stats(args: argparse.Namespace) -> int:
     settings = _settings(args)
     ws = Workspace.open(settings.workspace_root())
     since = time.time() - args.hours * 3600 if args.hours else None
-    report = Usage.from_records(TelemetryLog(ws.dir("logs")).read(since)).report()
+    name = owner_names(settings)
+    report = Usage.from_records(TelemetryLog(ws.dir("logs")).read(since), by=lambda rec: name(rec.session)).report()
     if args.json:
         print(json.dumps(report, indent=1))
         return 0
@@ -537,7 +544,82 @@ def cmd_stats(args: argparse.Namespace) -> int:
         )
     if report["errors_by_type"]:
         print("errors by type: " + ", ".join(f"{k} {v}" for k, v in report["errors_by_type"].items()))
+    width = max([16, *(len(user) + 2 for user in report["users"])])
+    print(f"{'user':<{width}}{'calls':>7}{'ok %':>8}{'err %':>8}{'avg ms':>10}{'tok out':>10}")
+    for user, st in report["users"].items():
+        print(
+            f"{user:<{width}}{st['calls']:>7}{st['success_rate']:>8.1%}{st['error_rate']:>8.1%}"
+            f"{st['avg_latency_ms']:>10}{st['output_tokens']:>10,}"
+        )
     return 0
+
+
+def owner_names(settings: Settings) -> Any:
+    """A session key (an owner of stored items, a telemetry record's session) as the person it is: the display name
+    the audit trail recorded for its principal (``principals.jsonl``), else the key itself."""
+    from ba_mcp import callers
+    from ba_mcp.pipeline import audit
+
+    known = audit.names(settings.audit_dir())
+
+    def name(key: str) -> str:
+        principal = callers.principal_of(key)
+        return known.get(principal) or principal
+
+    return name
+
+
+# -- audit ------------------------------------------------------------------------------------
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    """``ba-mcp audit``: the audit trail's records (S-20), oldest first — of one user, one tool, one database, from a
+    time (``--since``: a date, today, yesterday, a duration back such as 24h) to another (``--until``)."""
+    from ba_mcp.pipeline import audit
+
+    settings = _settings(args)
+    folder = settings.audit_dir()
+    try:
+        since = audit.moment(args.since) if args.since else None
+        until = audit.moment(args.until) if args.until else None
+    except ValueError as exc:
+        _err(f"ba-mcp audit: {exc}")
+        return 2
+    if not audit.trail_files(folder):
+        off = "" if settings.audit.enabled else " (audit.enabled is false)"
+        _err(f"ba-mcp audit: no audit trail in {folder}{off}")
+        return 1
+    shown = 0
+    for entry in audit.select(audit.read(folder, since, until), args.user, args.tool, args.database):
+        print(json.dumps(entry, ensure_ascii=False) if args.json else audit_line(entry))
+        shown += 1
+    if not shown and not args.json:
+        print("no audit records match")
+    return 0
+
+
+def audit_line(entry: dict[str, Any]) -> str:
+    """One record as a line for people: local time, who, what, where, how it ended, the statement's head."""
+    from ba_mcp.pipeline.audit import seconds_of
+
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(seconds_of(entry["time"])))
+    who = str((entry.get("principal") or {}).get("display") or "-")
+    if entry.get("event") == "refused":
+        status = f"refused {entry['status']}" if entry.get("status") else "refused"
+        request = " ".join(str(entry[k]) for k in ("method", "path", "tool") if entry.get(k))
+        client = f" from {entry['client']}" if entry.get("client") else ""
+        return f"{when}  {who:<20} {status} {entry.get('error_code')}: {entry.get('reason')}  {request}{client}"
+    where = str(entry.get("database") or "") + (f" as {entry['role']}" if entry.get("role") else "")
+    outcome = str(entry.get("outcome"))
+    if outcome != "ok":
+        outcome += f" {entry.get('error_code')}"
+    rows = f"{entry['rows']:,} rows" if isinstance(entry.get("rows"), int) else ""
+    said = entry.get("statement") or entry.get("executed")
+    text = said.get("text", "") if isinstance(said, dict) else json.dumps(entry.get("arguments") or {})
+    head = " ".join(str(text).split())
+    head = head[:100] + ("…" if len(head) > 100 else "")
+    parts = [when, f"{who:<20}", f"{entry.get('tool')!s:<15}", where, outcome, rows, f"{entry.get('duration_ms')} ms"]
+    return "  ".join(p for p in parts if p) + f"  {head}"
 
 
 # -- install ----------------------------------------------------------------------------------
@@ -808,10 +890,19 @@ def build_parser(only_serve: bool = False) -> argparse.ArgumentParser:
     p.add_argument("--open", action="store_true", help="run: open report.html in the default browser afterwards")
     p.set_defaults(func=cmd_analyses)
 
-    p = sub.add_parser("stats", parents=[common], help="tool-call report from the telemetry log")
+    p = sub.add_parser("stats", parents=[common], help="tool-call report from the telemetry log, by tool and by user")
     p.add_argument("--hours", type=float, help="only the last N hours")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_stats)
+
+    p = sub.add_parser("audit", parents=[common], help="who ran what: the audit trail's records (oldest first)")
+    p.add_argument("--user", help="one user: their display name (or its part before @), subject or key")
+    p.add_argument("--since", help="from: a date (2026-05-04), today, yesterday, or a duration back (24h, 7d, 30m)")
+    p.add_argument("--until", help="to (not including): the same forms")
+    p.add_argument("--tool", help="one tool's calls (query_database, run_python, …)")
+    p.add_argument("--database", help="the calls on one configured database")
+    p.add_argument("--json", action="store_true", help="the records as they are, one JSON object a line")
+    p.set_defaults(func=cmd_audit)
 
     p = sub.add_parser("install", parents=[common], help="add ba-mcp to a host's configuration")
     p.add_argument("host", choices=["claude-desktop", "claude-code"])

@@ -50,6 +50,7 @@ from ba_mcp import callers, resources, views
 from ba_mcp.app import App
 from ba_mcp.auth import principal_key
 from ba_mcp.errors import Code, ErrorType, ToolFailure, format_error
+from ba_mcp.pipeline.audit import AuditLog, RefusedRequests
 from ba_mcp.pipeline.runner import CallOutcome
 from ba_mcp.pipeline.sessions import http_session_key, session_key
 from ba_mcp.skills import mcp as skills_mcp
@@ -340,10 +341,11 @@ class _SessionMiddleware:
     """Every request is served for the client session — with ``http.auth``, the user — it came from
     (``ba_mcp.callers``): the stores answer each with its own artifacts and code, whatever handler reads them —
     tools, resources, completions. Over HTTP each may send ``http.requests_per_minute`` requests a minute; beyond,
-    a request is refused until the minute has room."""
+    a request is refused until the minute has room (and the refusal is in the audit trail)."""
 
-    def __init__(self, per_minute: int) -> None:
+    def __init__(self, per_minute: int, audit: AuditLog) -> None:
         self.per_minute = per_minute
+        self.audit = audit
         self._recent: dict[str, collections.deque[float]] = {}
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
@@ -356,6 +358,14 @@ class _SessionMiddleware:
                 recent.popleft()
             if len(recent) >= self.per_minute:
                 wait = 60 - (now - recent[0])
+                tool = (ctx.params or {}).get("name") if ctx.method == "tools/call" else None
+                self.audit.refused(
+                    "rate_limited",
+                    f"over http.requests_per_minute ({self.per_minute})",
+                    who=who,
+                    method=ctx.method,
+                    tool=tool if isinstance(tool, str) else None,
+                )
                 raise MCPError(
                     code=-32000,
                     message=f"rate limit: {self.per_minute} requests a minute (http.requests_per_minute); "
@@ -442,6 +452,8 @@ class BaServer(MCPServer[App]):
         if auth is not None and kwargs.get("transport_security") is None:
             kwargs["transport_security"] = public_url_security(auth.audience, kwargs.get("host", "127.0.0.1"))
         starlette = super().streamable_http_app(**kwargs)
+        if auth is not None:  # each request the bearer check refuses is in the audit trail, with its reason (S-20)
+            starlette.add_middleware(RefusedRequests, audit=self.app.audit)
 
         def end(key: str) -> None:
             for session in (key, f"{key}~analysis"):  # run_analysis works in a session of its own
@@ -601,7 +613,7 @@ def build_server(app: App) -> BaServer:
         lifespan=lifespan,
         tools=[PipelineTool.wrap(t, structured) for t in registered],
         middleware=[
-            _SessionMiddleware(app.settings.http.requests_per_minute),
+            _SessionMiddleware(app.settings.http.requests_per_minute, app.audit),
             views.ViewsMiddleware(app, registered),
             _ListingBudgetMiddleware(app),  # inside the views': what the model sees, before the app-only view tool
             _UnknownToolMiddleware((t.name for t in registered), structured),

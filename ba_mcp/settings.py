@@ -93,6 +93,17 @@ class TelemetrySettings(_Section):
     otlp_endpoint: str | None = None
 
 
+class AuditSettings(_Section):
+    """``audit:``: the audit trail (S-20, ``pipeline/audit.py``) — the operator's alone: a project file's ``audit``
+    keys are refused, approved or not (``OPERATOR_ONLY``)."""
+
+    enabled: bool = True
+    dir: Path | None = None  # null: audit/ in the platform's state directory (Settings.audit_dir)
+    keep_days: int | None = Field(365, ge=1)  # files of days older than this are removed; null: kept for ever
+    max_file_mb: int = Field(64, ge=1)  # a day's file past this goes on in the next (audit-<day>.1.jsonl, …)
+    max_text_kb: int = Field(64, ge=1)  # a statement, code or arguments longer: the first this many KB and a digest
+
+
 class SessionsSettings(_Section):
     """``sessions:``: what the server keeps per client session (S-16)."""
 
@@ -446,6 +457,7 @@ class Settings(_Section):
     cache: CacheSettings = CacheSettings()
     retry: RetrySettings = RetrySettings()
     telemetry: TelemetrySettings = TelemetrySettings()
+    audit: AuditSettings = AuditSettings()
     sessions: SessionsSettings = SessionsSettings()
     http: HttpSettings = HttpSettings()
     databases: dict[str, DatabaseSettings] = {"demo": DatabaseSettings()}
@@ -507,6 +519,15 @@ class Settings(_Section):
         """Where exports are written: ``files.export_dir``, else ``<workspace>/exports``."""
         chosen = self.files.export_dir
         return (chosen.expanduser() if chosen is not None else self.workspace_root() / "exports").absolute()
+
+    def audit_dir(self) -> Path:
+        """Where the audit trail is written: ``audit.dir``, else ``audit/`` in the platform's state directory
+        (``~/.local/state/ba-mcp/audit``, ``$XDG_STATE_HOME``) — never beneath the workspace."""
+        if self.audit.dir is not None:
+            return self.audit.dir.expanduser().absolute()
+        import platformdirs
+
+        return Path(platformdirs.user_state_dir("ba-mcp", appauthor=False)) / "audit"
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
@@ -672,23 +693,56 @@ def untrust_project(path: Path) -> bool:
 
 class ProjectFile:
     """What became of a project file: its path and digest, whether the user approved this exact content (or an
-    earlier one: ``changed``), and the keys it was refused (``ignored``: ``key — why``)."""
+    earlier one: ``changed``), the keys it was refused until approved (``ignored``: ``key — why``) and those no
+    approval lets it set (``refused``: the operator's alone, ``OPERATOR_ONLY``)."""
 
-    def __init__(self, path: Path, digest: str, approved: bool, changed: bool, ignored: list[str]) -> None:
+    def __init__(
+        self,
+        path: Path,
+        digest: str,
+        approved: bool,
+        changed: bool,
+        ignored: list[str],
+        refused: list[str] | None = None,
+    ) -> None:
         self.path, self.digest, self.approved, self.changed, self.ignored = path, digest, approved, changed, ignored
+        self.refused = refused or []
 
     def advice(self) -> str:
         """One paragraph for stderr and ``doctor``: what was ignored and the command that approves it."""
+        alone = (
+            f"; never from a project file, approved or not (the operator's alone): {'; '.join(self.refused)}"
+            if self.refused
+            else ""
+        )
         if self.approved:
-            return f"{self.path.name} in {self.path.parent}: approved (every key applies)"
+            kept = "every other key applies" if self.refused else "every key applies"
+            return f"{self.path.name} in {self.path.parent}: approved ({kept}){alone}"
         why = "changed since you approved it" if self.changed else "not approved"
         if not self.ignored:
-            return f"{self.path.name} in {self.path.parent}: {why}; it sets nothing that needs approval"
+            return f"{self.path.name} in {self.path.parent}: {why}; it sets nothing that needs approval{alone}"
         return (
             f"{self.path.name} in {self.path.parent} is {why}, so these keys were ignored: "
             + "; ".join(self.ignored)
-            + f". If you trust this file, approve its exact content: ba-mcp config trust {self.path}"
+            + f". If you trust this file, approve its exact content: ba-mcp config trust {self.path}{alone}"
         )
+
+
+# Sections only the operator's sources set: a project file's are refused whether or not it is approved (S-20: the
+# audit trail is never turned off, moved or trimmed by the repository being analysed).
+OPERATOR_ONLY = ("audit",)
+
+
+def _operator_only(values: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """A project file's values without the sections only the operator sets, and those keys, each with the reason."""
+    kept = {k: v for k, v in values.items() if k not in OPERATOR_ONLY}
+    refused = [
+        f"{key} — the operator's alone (set it in your own configuration)"
+        for section in OPERATOR_ONLY
+        if section in values
+        for key in _leaves(section, values[section])
+    ]
+    return kept, refused
 
 
 # Keys a project file may set without approval: additions that loosen no boundary.
@@ -876,13 +930,14 @@ def load_settings(
     if project is not None:
         project = project.absolute()
         data, digest = _read_source(project)
+        data, refused = _operator_only(data)
         approved = _approvals().get(str(project))
         if approved == digest:
-            state = ProjectFile(project, digest, True, False, [])
+            state = ProjectFile(project, digest, True, False, [], refused)
         else:
             taken = set(values.get("databases") or {}) | set(env.get("databases") or {})
             data, ignored = _gate_project(data, project.parent, taken)
-            state = ProjectFile(project, digest, False, approved is not None, ignored)
+            state = ProjectFile(project, digest, False, approved is not None, ignored, refused)
         values = _merge(values, data)
     values = _merge(values, env)
     values = _merge(values, {k: v for k, v in overrides.items() if v is not None})

@@ -41,6 +41,8 @@ def _hermetic_environment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     os.environ["XDG_DATA_HOME"] = str(tmp_path_factory.mktemp("xdg-data"))
     # the user-level configuration and the approvals of project files (S-17): the run's own, never the user's
     os.environ["XDG_CONFIG_HOME"] = str(tmp_path_factory.mktemp("xdg-config"))
+    # the audit trail's default folder (S-20): the run's own, never the user's
+    os.environ["XDG_STATE_HOME"] = str(tmp_path_factory.mktemp("xdg-state"))
     uv = shutil.which("uv")
     if uv and "UV_CACHE_DIR" not in os.environ:  # uv keeps the machine's own (warm) cache
         found = subprocess.run([uv, "cache", "dir"], capture_output=True, text=True)
@@ -62,7 +64,7 @@ def server_env(workspace: Path, **extra: str) -> dict[str, str]:
     env = {
         k: v
         for k, v in os.environ.items()
-        if k in ("PATH", "HOME", "LANG", "TMPDIR", "XDG_CACHE_HOME", "XDG_CONFIG_HOME")
+        if k in ("PATH", "HOME", "LANG", "TMPDIR", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_STATE_HOME")
     }
     env["BA_MCP_WORKSPACE"] = str(workspace)
     # Tests never reach the internet: the no-key search default points at a closed loopback port.

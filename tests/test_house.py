@@ -47,6 +47,7 @@ ROOMS: list[tuple[str, int]] = [
     ("ba_mcp.skills", 2),
     ("ba_mcp.pipeline.cache", 2),
     ("ba_mcp.pipeline.usage", 2),
+    ("ba_mcp.pipeline.audit", 2),  # the audit trail (S-20): who ran what, where no tool reads it
     ("ba_mcp.pipeline.sessions", 2),
     ("ba_mcp.exports", 3),
     # the pipeline above the services, the tools above the pipeline's vocabulary

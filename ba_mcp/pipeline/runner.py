@@ -28,6 +28,7 @@ from pydantic import ValidationError
 
 from ba_mcp import callers
 from ba_mcp.errors import Code, ErrorType, ToolFailure, classify, format_error, invalid, timed_out
+from ba_mcp.pipeline.audit import AuditLog
 from ba_mcp.pipeline.cache import RawCache, cache_key
 from ba_mcp.pipeline.levels import LevelChoice, OutputLevel, resolve_level
 from ba_mcp.pipeline.observe import Observation, Observer
@@ -82,7 +83,7 @@ class _Outcome:
 
 class Runner:
     """Runs calls with the services it is given: settings, the observer, the raw-result cache, telemetry,
-    the token counter and the sessions."""
+    the token counter, the sessions and the audit trail (a record of every call, S-20)."""
 
     def __init__(
         self,
@@ -92,6 +93,7 @@ class Runner:
         telemetry: TelemetryLog,
         tokens: TokenCounter,
         sessions: Sessions,
+        audit: AuditLog,
     ) -> None:
         self.settings = settings
         self.observer = observer
@@ -101,6 +103,7 @@ class Runner:
         self.telemetry = telemetry
         self.tokens = tokens
         self.sessions = sessions
+        self.audit = audit
         # A call's bookkeeping (its input tokens, usage, telemetry line) when the transport settles it once the
         # answer is written (``deferring``: stdio on the event loop, ``settle``), else at the call's end.
         self.deferring = False
@@ -152,9 +155,11 @@ class Runner:
             await anyio.to_thread.run_sync(self._first_call)
         started = time.perf_counter()
         record = _new_record(tool, arguments, session)
+        who = callers.principal()  # for the audit trail, which may be written after this request's context is gone
         state = self.sessions(session)
         observation: Observation | None = None
         failure: ToolFailure | None = None
+        params: Any = None
         try:
             params = self._validate(tool, arguments)
             settings = self.settings
@@ -192,7 +197,9 @@ class Runner:
             record.success = False
             record.error_type, record.error_code = failure.type.value, failure.code
         record.duration_ms = round((time.perf_counter() - started) * 1000, 3)
-        record.provenance = _provenance(record, observation)
+        record.provenance = provenance = _provenance(record, observation)
+        if observation is None and isinstance(getattr(params, "database", None), str):
+            provenance = {"database": params.database, **provenance}  # a refused statement's database, for the audit
         state.remember(record)  # before the answer: it may cut the provenance the answer shows
 
         def bookkeeping() -> None:
@@ -201,6 +208,8 @@ class Runner:
                 record.output_tokens = self.tokens.count_tokens(format_error(tool.name, failure))
             state.usage.add(record)
             self.telemetry.write(record)
+            error = failure.message if failure is not None else None
+            self.audit.call(record, who, arguments, provenance, _returned(observation), error=error)
 
         span = trace.get_current_span()
         if self.deferring and not span.is_recording():
@@ -241,7 +250,7 @@ class Runner:
         if failure is not None:
             record.error_type, record.error_code = failure.type.value, failure.code
         record.duration_ms = round((time.perf_counter() - started) * 1000, 3)
-        record.provenance = {**_provenance(record, None), "by": "saved analysis"}
+        record.provenance = provenance = {**_provenance(record, None), "by": "saved analysis"}
         if failure is None:
             record.provenance.pop("error", None)
             record.provenance.update(getattr(raw, "provenance", None) or {})
@@ -250,6 +259,9 @@ class Runner:
         record.input_tokens = self.tokens.count_tokens(json.dumps(arguments, default=str)[:200_000])
         state.usage.add(record)
         self.telemetry.write(record)
+        rows = getattr(getattr(raw, "frame", None), "num_rows", None)
+        error = failure.message if failure is not None else None
+        self.audit.call(record, callers.principal(), arguments, provenance, (rows, None), "saved analysis", error)
         if failure is not None:
             raise failure
         assert raw is not None
@@ -447,6 +459,17 @@ def _new_record(tool: Tool, arguments: dict[str, Any], session: str) -> CallReco
         success=False,
         arguments=dict(arguments),
     )
+
+
+def _returned(observation: Observation | None) -> tuple[int | None, int | None]:
+    """What an answer returned, for the audit trail: the rows of its tables (None: no table) and its bytes (text and
+    images)."""
+    if observation is None:
+        return None, None
+    tables = [observation.structured, *observation.structured.get("parts", [])]
+    counts = [p["rows"] for p in tables if p.get("kind") == "table" and isinstance(p.get("rows"), int)]
+    size = len(observation.text.encode("utf-8", "replace")) + sum(len(data) for data, _ in observation.images)
+    return (sum(counts) if counts else None), size
 
 
 def _provenance(record: CallRecord, observation: Observation | None) -> dict[str, Any]:

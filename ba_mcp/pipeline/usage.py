@@ -2,7 +2,8 @@
 
 Every call becomes one ``CallRecord``: one JSONL line in ``logs/telemetry-YYYY-MM-DD.jsonl`` and an
 update of the in-memory ``Usage`` of its session (per tool: calls, latency, tokens, error and cache-hit
-rates — read as the resource ``ba://metrics``). ``Usage`` also aggregates log files for ``ba-mcp stats``.
+rates — read as the resource ``ba://metrics``). ``Usage`` also aggregates log files for ``ba-mcp stats``, per tool and
+per user (a record's ``session`` names its principal: ``callers.principal_of``).
 ("Usage" in this code base means the semantic layer's business metrics; this is usage.)
 """
 
@@ -12,7 +13,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -81,22 +82,21 @@ class ToolStats:
 
 
 class Usage:
-    """Per-tool aggregates (seed 001 MetricsCollector)."""
+    """Per-tool aggregates (seed 001 MetricsCollector); with ``by`` (a record's user: ``ba-mcp stats``), per user
+    too."""
 
-    def __init__(self) -> None:
+    def __init__(self, by: Callable[[CallRecord], str] | None = None) -> None:
         self.tools: dict[str, ToolStats] = {}
         self.errors_by_type: dict[str, int] = {}
+        self.by = by
+        self.users: dict[str, ToolStats] = {}
 
     def add(self, rec: CallRecord) -> None:
-        st = self.tools.setdefault(rec.tool, ToolStats())
-        st.calls += 1
-        st.successes += rec.success
-        st.errors += not rec.success
-        st.cache_hits += rec.cache_hit
-        st.retries += rec.retries
-        st.total_ms += rec.duration_ms
-        st.input_tokens += rec.input_tokens
-        st.output_tokens += rec.output_tokens
+        groups = [self.tools.setdefault(rec.tool, ToolStats())]
+        if self.by is not None:
+            groups.append(self.users.setdefault(self.by(rec), ToolStats()))
+        for st in groups:
+            _count(st, rec)
         if rec.error_type:
             self.errors_by_type[rec.error_type] = self.errors_by_type.get(rec.error_type, 0) + 1
 
@@ -110,18 +110,32 @@ class Usage:
             for name in ("calls", "successes", "errors", "cache_hits", "retries", "input_tokens", "output_tokens"):
                 setattr(total, name, getattr(total, name) + getattr(st, name))
             total.total_ms += st.total_ms
-        return {
+        report = {
             "total": total.as_dict(),
             "tools": {name: st.as_dict() for name, st in sorted(self.tools.items())},
             "errors_by_type": dict(sorted(self.errors_by_type.items())),
         }
+        if self.by is not None:
+            report["users"] = {name: st.as_dict() for name, st in sorted(self.users.items())}
+        return report
 
     @classmethod
-    def from_records(cls, records: Iterable[CallRecord]) -> Usage:
-        m = cls()
+    def from_records(cls, records: Iterable[CallRecord], by: Callable[[CallRecord], str] | None = None) -> Usage:
+        m = cls(by)
         for rec in records:
             m.add(rec)
         return m
+
+
+def _count(st: ToolStats, rec: CallRecord) -> None:
+    st.calls += 1
+    st.successes += rec.success
+    st.errors += not rec.success
+    st.cache_hits += rec.cache_hit
+    st.retries += rec.retries
+    st.total_ms += rec.duration_ms
+    st.input_tokens += rec.input_tokens
+    st.output_tokens += rec.output_tokens
 
 
 class TelemetryLog:
