@@ -296,6 +296,7 @@ def pytest_configure(config: pytest.Config) -> None:
     postgres = any(runs(f) for f in ("test_postgres.py", "test_own_data.py", "test_time_metrics.py"))
     postgres = postgres or runs("test_team_isolation.py") or runs("test_db_roles.py")
     postgres = postgres or runs("test_publish_team.py")
+    postgres = postgres or runs("test_audit_http.py")
     if postgres and pg_server.available() and not os.environ.get(background.variable("postgres")):
         services.append(background.Service("postgres", pg_server.service, _service_folder()))
     if (
