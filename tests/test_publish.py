@@ -222,9 +222,14 @@ def test_a_published_name_only_picks_among_the_records_and_never_follows_a_link(
         "x/analysis",
     ):
         assert published.find(root, name) is None, name
-    # a record planted as a link (the folder is the server's; a link there is followed by nothing)
+    # records planted as links, a file's or a folder's (the folder is the server's; a link there leads nowhere)
     os.symlink(secret / "analysis.yaml", root / "user-alice" / "analysis.yaml")
-    assert [r.name for r in published.records(root)] == ["weekly"]
+    elsewhere = tmp_path / "elsewhere"
+    published.publish(elsewhere, "user-mallory", "mallory", manifest)
+    os.symlink(elsewhere / "user-mallory", root / "user-mallory")
+    assert published.find(elsewhere, "mallory/weekly") is not None  # a record where it is written
+    assert published.find(root, "mallory/weekly") is None
+    assert [r.qualified for r in published.records(root)] == [QUALIFIED]
 
 
 def test_handles_are_made_from_display_names_and_never_taken_twice(tmp_path: Path) -> None:

@@ -280,16 +280,15 @@ def write(
     return target
 
 
-def read_manifest(folder: Path, name: str, shared: bool = False, published: list[str] | None = None) -> dict[str, Any]:
+def read_manifest(folder: Path, name: str, shared: bool = False) -> dict[str, Any]:
     """The manifest of the analysis ``name`` — when the calling session may see it: the one that saved it, any
     session when ``shared`` (``artifacts.shared``), the operator always (``callers.EVERYONE``). Another session's
-    analysis is as unknown as one never saved. ``published``: the names of others' published analyses, for the
-    hint."""
+    analysis is as unknown as one never saved."""
     check_name(name)
     path = folder / name / "analysis.yaml"
     data = _load(path)
     if data is None or not visible(data, shared):
-        raise unknown(name, folder, shared, published)
+        raise unknown(name, folder, shared)
     return data
 
 

@@ -30,6 +30,7 @@ from typing import Any
 import yaml
 
 from ba_mcp.analyses.manifest import NAME, read_manifest, unknown
+from ba_mcp.errors import ToolFailure
 from ba_mcp.workspace import home_name
 
 HANDLE = re.compile(r"^[a-z0-9][a-z0-9._@+-]{0,63}$")
@@ -141,7 +142,7 @@ def find(root: Path, qualified: str) -> Published | None:
     if not HANDLE.fullmatch(handle) or not NAME.fullmatch(name):
         return None
     wanted = f"{name}.yaml"
-    for home in _names(root):
+    for home in _homes(root):
         if wanted in _names(root / home):
             record = _load(root / home / wanted)
             if record is not None and record.handle == handle:
@@ -152,7 +153,7 @@ def find(root: Path, qualified: str) -> Published | None:
 def records(root: Path) -> list[Published]:
     """Every published analysis, by handle and name."""
     found = []
-    for home in _names(root):
+    for home in _homes(root):
         for entry in _names(root / home):
             if entry.endswith(".yaml"):
                 record = _load(root / home / entry)
@@ -172,17 +173,30 @@ def read(
     """The manifest a caller (``owner``, their ``folder``) names: ``<handle>/<name>`` a published one (with its
     record), else their own; one they cannot see is ``UNKNOWN_ANALYSIS``, the same whether it was never saved, is
     another's or is no longer published."""
-    named = [r.qualified for r in others(root, owner)]
     if "/" not in name:
-        return read_manifest(folder, name, shared, named), None
-    record = find(root, name)
-    if record is None:
-        raise unknown(name, folder, shared, named)
-    return record.manifest, record
+        try:
+            return read_manifest(folder, name, shared), None
+        except ToolFailure as failure:
+            if failure.code != "UNKNOWN_ANALYSIS":
+                raise
+    else:
+        record = find(root, name)
+        if record is not None:
+            return record.manifest, record
+    raise unknown(name, folder, shared, [r.qualified for r in others(root, owner)])
 
 
 def _folder(root: Path, owner: str) -> Path:
     return root / home_name(owner)
+
+
+def _homes(root: Path) -> list[str]:
+    """The owners' folders in ``published/`` (a link there is nobody's folder)."""
+    try:
+        with os.scandir(root) as entries:
+            return sorted(e.name for e in entries if not e.name.startswith(".") and e.is_dir(follow_symlinks=False))
+    except OSError:
+        return []
 
 
 def _names(folder: Path) -> list[str]:
