@@ -562,19 +562,6 @@ def test_a_disabled_trail_writes_nothing(tmp_path: Path) -> None:
     assert not (tmp_path / "audit").exists()
 
 
-def test_one_record_costs_little(tmp_path: Path) -> None:
-    """Not a benchmark (bench/bench_audit.py is): a guard that writing a record stays in the tens of microseconds."""
-    trail = AuditLog.open(AuditSettings(), tmp_path / "audit")
-    who = _person("alice")
-    rec = _record(time.time(), QUERY)
-    started = time.perf_counter()
-    for _ in range(2000):
-        trail.call(rec, who, rec.arguments, {"database": "demo"}, (3, 160))
-    each = (time.perf_counter() - started) / 2000
-    trail.close()
-    assert each < 0.001, f"{each * 1e6:.0f} µs a record"
-
-
 def test_the_folder_is_tightened_to_0700(tmp_path: Path) -> None:
     folder = tmp_path / "audit"
     folder.mkdir(mode=0o755)

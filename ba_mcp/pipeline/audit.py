@@ -53,6 +53,7 @@ _FILE = re.compile(r"^audit-(\d{4}-\d{2}-\d{2})(?:\.(\d{1,6}))?\.jsonl$")
 _STATEMENTS = ("query", "code")  # the argument holding a call's statement or code
 _KNOWN_KEYS = 10_000  # principals this process named in principals.jsonl, remembered (then named again)
 _REFUSED_TYPES = ("permission_denied",)
+_CHECK_EVERY = 64 * 1024  # bytes a server writes before it looks at its file's size again (several may append)
 
 
 def bounded_text(text: str, limit: int) -> dict[str, Any]:
@@ -286,6 +287,9 @@ class AuditLog:
         self._lock = threading.Lock()
         self._fd: int | None = None
         self._day = ""
+        self._day_start = 0.0  # the UTC day of the open file, in seconds
+        self._seen = 0  # the file's size when last looked at
+        self._unchecked = 0  # bytes this server wrote to it since
         self._part = 0
         self._known: set[str] = set()
         self._failing = False
@@ -306,7 +310,7 @@ class AuditLog:
             if stat.S_IMODE(found.st_mode) != 0o700:
                 os.chmod(folder, 0o700)
             with trail._lock:
-                trail._current(_day(time.time()))
+                trail._current(time.time())
         except OSError as exc:
             raise ConfigError(f"audit.dir {folder}: the audit trail cannot be written there ({exc.strerror})") from None
         return trail
@@ -366,7 +370,8 @@ class AuditLog:
             try:
                 if who is not None and who.key not in self._known:
                     self._name(who)
-                os.write(self._current(_day(timestamp)), data)
+                os.write(self._current(timestamp), data)
+                self._unchecked += len(data)
                 self._failing = False
             except OSError as exc:
                 if not self._failing:  # once until it works again: a full disk is not logged per call
@@ -385,20 +390,30 @@ class AuditLog:
             os.close(fd)
         self._known.add(who.key)
 
-    def _current(self, day: str) -> int:
-        """The file a record of ``day`` goes to (under the lock): the day's latest part, the next once it is full."""
-        if self._fd is not None and day == self._day:
-            if os.fstat(self._fd).st_size < self._max_file:
+    def _current(self, timestamp: float) -> int:
+        """The file a record of ``timestamp`` goes to (under the lock): its day's latest part, the next once that is
+        full. The file's size (other servers append to it too) is looked at again once this server wrote 64 KB, or
+        enough to fill it, since."""
+        if self._fd is not None and self._day_start <= timestamp < self._day_start + 86400:
+            if self._unchecked < _CHECK_EVERY and self._seen + self._unchecked < self._max_file:
+                return self._fd
+            self._seen, self._unchecked = os.fstat(self._fd).st_size, 0
+            if self._seen < self._max_file:
                 return self._fd
             self._part += 1
-        elif day != self._day:
+            day = self._day
+        else:
+            day = _day(timestamp)
+            self._day_start = timestamp - timestamp % 86400
+        if day != self._day:
             self._purge(day)
             self._day = day
             self._part = max((part for d, part, _ in trail_files(self.folder) if d == day), default=0)
         self._close()
         while True:
             fd = _open_append(self.folder / _file_name(day, self._part))
-            if os.fstat(fd).st_size < self._max_file:
+            self._seen, self._unchecked = os.fstat(fd).st_size, 0
+            if self._seen < self._max_file:
                 self._fd = fd
                 return fd
             os.close(fd)
