@@ -187,6 +187,8 @@ async def test_a_field_blank_exactly_on_one_kind_of_row_is_the_layout_not_a_miss
     - a real gap: medium "missing values", 12 rows (the truth beside it)."""
     await audit(s, GIFT_RETURNS + "SOURCE = save_artifact(DF)")
     rows = await value(s, "sorted(zip(findings.severity, findings.column, findings.check, findings.rows))")
-    assert "('low', 'orig_trans_id', 'blank exactly when receipt_type is GIFT RECEIPT (by design? confirm)', 12)" in rows
+    assert (
+        "('low', 'orig_trans_id', 'blank exactly when receipt_type is GIFT RECEIPT (by design? confirm)', 12)" in rows
+    )
     assert "('medium', 'rep', 'missing values', 12)" in rows, rows
     assert "'orig_trans_id', 'missing values'" not in rows, rows

@@ -223,3 +223,36 @@ async def test_the_last_day_is_taken_as_incomplete_unless_told(s: ClientSession)
     assert await value(s, "[(a.period, a.finding) for a in anomalies.itertuples()][-1]") == (
         "('2025-12-31', 'outage (none)')"
     ), text
+
+
+# Daily orders of a B2B seller in DE, FR and GB (company codes closed on their own country's public holidays): 60
+# orders every weekday, none at weekends; on a public holiday of one or two of the countries 40 or 20; on 1 May 2023
+# - Labour Day in DE and FR, and GB's early May bank holiday that year - none (every country closed). An outage on
+# Tuesday 2024-10-15: 6. A START / END left in the session by another script's cell (2024-11-29..2024-12-24).
+THREE_COUNTRIES = """
+import holidays, numpy as np, pandas as pd
+days = pd.date_range("2023-01-02", "2025-12-31", freq="D")
+off = {c: holidays.country_holidays(c, years=range(2023, 2026)) for c in ("DE", "FR", "GB")}
+n = np.array([0 if d.weekday() >= 5 else 60 - 20 * sum(d.date() in h for h in off.values()) for d in days])
+n[days == "2024-10-15"] = 6
+SOURCE = save_artifact(pd.DataFrame({"date": np.repeat(days, n)}))
+PROFILE = {"countries": ["DE", "FR", "GB"]}
+START, END = "2024-11-29", "2024-12-24"
+"""
+
+
+async def test_a_day_every_country_is_closed_is_expected_and_a_stale_range_does_not_cut_the_calendar(
+    s: ClientSession,
+) -> None:
+    """By hand: 1 May 2023 is a public holiday in DE, FR and GB (GB's early May bank holiday fell on it), so nothing is
+    ordered: expected closed, in `explained`, never an outage (the look-alike: on 1 May 2024 and 2025 GB trades, 20
+    orders, so no holiday term alone expects 0). The outage 2024-10-15 (6 where 60 are due, ratio 0.1) is the one
+    anomaly (the truth). START/END left from another cell widen the calendar's range, never narrow it: the calendar
+    covers 2023-01-02..2025-12-31."""
+    await ok(s, "run_python", code=THREE_COUNTRIES)
+    await ok(s, "run_python", code="COUNTRY = ['DE', 'FR', 'GB']\n" + CALENDAR, output_level="brief")
+    assert await value(s, "business_calendar.attrs['range']") == "('2023-01-02', '2025-12-31')"
+    text = text_of(await ok(s, "run_python", code="COMPLETE = True\n" + SCRIPT, output_level="standard"))
+    assert await value(s, "list(zip(anomalies.period, anomalies.direction))") == "[('2024-10-15', 'low')]", text
+    assert await value(s, "'2023-05-01' in set(explained.period)") == "True", text
+    await ok(s, "run_python", code="del COUNTRY, START, END, COMPLETE")

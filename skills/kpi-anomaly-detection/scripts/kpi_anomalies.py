@@ -110,6 +110,7 @@ events = cal[cal.kind != "fiscal"]
 public_names = set(events.name[events.kind == "public holiday"])
 facts += list(cal.attrs.get("facts", [f"public holidays of {where}"]))
 where = cal.attrs.get("countries", where)
+lands = [c.strip() for c in str(where).split(",") if c.strip()]
 high_all = through
 
 
@@ -233,6 +234,10 @@ def day_model(s: pd.Series, who, total=None) -> dict:
     named = mine.loc[~mine.kind.str.contains("clos"), ["date", "name"]].drop_duplicates()
     calendar = named[(named.date >= index.min()) & (named.date <= index.max())].sort_values("date").reset_index(drop=True)
     zero = set(s.index[s.to_numpy() == 0])
+    if len(lands) > 1:  # a public holiday in every country sold in (1 May: DE, FR and GB's May Day) closes the total
+        pub = mine[mine.kind == "public holiday"]
+        where_off = pub.groupby("date").name.agg(lambda n: {str(x).split(":")[0] for x in n})
+        closed_days |= {d for d, off in where_off.items() if set(lands) <= off} & zero
     for name, group in calendar.groupby("name"):
         when = [d for d in group.date if d in s.index]
         if len(when) >= 2 and all(d in zero for d in when):
