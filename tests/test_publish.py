@@ -7,6 +7,7 @@ a real identity provider and PostgreSQL's row-level security: tests/test_publish
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -128,7 +129,7 @@ async def test_bob_reads_and_reruns_alices_published_analysis_as_himself(app: Ap
 async def test_bob_cannot_change_alices_published_analysis(app: App) -> None:
     await save_alices(app, publish=True)
     alices = app.workspace.root / "users" / "user-alice" / "analyses" / "weekly" / "analysis.yaml"
-    record = app.workspace.root / "published" / "user-alice" / "weekly.yaml"
+    record = app.workspace.root / "published" / "user-alice" / "weekly.json"
     kept = alices.read_bytes(), record.read_bytes()
 
     for name in (QUALIFIED, "../user-alice/weekly", "user-alice/weekly"):  # never a name of bob's
@@ -210,7 +211,7 @@ def test_a_published_name_only_picks_among_the_records_and_never_follows_a_link(
     assert published.find(root, QUALIFIED) is not None
     secret = tmp_path / "users" / "user-alice" / "analyses" / "weekly"
     secret.mkdir(parents=True)
-    (secret / "analysis.yaml").write_text(yaml.safe_dump({"handle": "x", "name": "analysis", "manifest": {}}))
+    (secret / "analysis.json").write_text(json.dumps({"handle": "x", "name": "analysis", "manifest": {}}))
     for name in (
         "alice@example.com/../weekly",
         "../users/user-alice/analyses/weekly",
@@ -223,7 +224,7 @@ def test_a_published_name_only_picks_among_the_records_and_never_follows_a_link(
     ):
         assert published.find(root, name) is None, name
     # records planted as links, a file's or a folder's (the folder is the server's; a link there leads nowhere)
-    os.symlink(secret / "analysis.yaml", root / "user-alice" / "analysis.yaml")
+    os.symlink(secret / "analysis.json", root / "user-alice" / "analysis.json")
     elsewhere = tmp_path / "elsewhere"
     published.publish(elsewhere, "user-mallory", "mallory", manifest)
     os.symlink(elsewhere / "user-mallory", root / "user-mallory")

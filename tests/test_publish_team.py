@@ -139,7 +139,7 @@ async def test_bob_reruns_alices_published_analysis_as_himself_and_it_is_unknown
     assert found, said
     qualified = found.group(1)
     assert qualified == "alice/regional-sales"  # the provider's tokens name alice by her subject alone
-    kept = alices.read_bytes(), next((team.workspace / "published").rglob("regional-sales.yaml")).read_bytes()
+    kept = alices.read_bytes(), next((team.workspace / "published").rglob("regional-sales.json")).read_bytes()
 
     artifacts = team.workspace / "artifacts"
     existing = {p.name for p in artifacts.glob("*.meta.json")}
@@ -173,7 +173,7 @@ async def test_bob_reruns_alices_published_analysis_as_himself_and_it_is_unknown
         assert "published" not in said.lower(), said  # his own was never published
         failed, said, _ = await _call(bob, "save_analysis", name="regional-sales", publish=False)
         assert not failed and "was not published" in said, said
-    assert (alices.read_bytes(), next((team.workspace / "published").rglob("regional-sales.yaml")).read_bytes()) == kept
+    assert (alices.read_bytes(), next((team.workspace / "published").rglob("regional-sales.json")).read_bytes()) == kept
 
     async with session_as(team.token("alice"), team.url) as alice:
         said, _ = await _ok(alice, "save_analysis", name="regional-sales", publish=False)

@@ -2,7 +2,7 @@
 its owner published it (read and re-run only)").
 
 An owner publishes one of their saved analyses; the server writes a copy of its manifest — steps, parameters,
-description, conclusions — with the owner's key and display name to ``published/<owner's folder>/<name>.yaml``, a
+description, conclusions — with the owner's key and display name to ``published/<owner's folder>/<name>.json``, a
 folder of the workspace that no reference reaches (``workspace.PRIVATE_DIRS``) and nothing writes but this module,
 on the owner's request (``save_analysis``'s ``publish``, the operator's ``ba-mcp analyses publish``). The copy leaves
 out the figures of the owner's own run — the outputs' digests, rows, totals and ranges, each conclusion's
@@ -19,6 +19,7 @@ others again, by every path. Saving the analysis again refreshes its copy.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import tempfile
@@ -27,14 +28,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from ba_mcp.analyses.manifest import NAME, read_manifest, unknown
 from ba_mcp.errors import ToolFailure
 from ba_mcp.workspace import home_name
 
 HANDLE = re.compile(r"^[a-z0-9][a-z0-9._@+-]{0,63}$")
-_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _OWNERS_FIGURES = ("sha256", "rows", "totals", "ranges")  # an output's, from the owner's run
 
 
@@ -105,8 +103,8 @@ def publish(root: Path, owner: str, by: str, manifest: dict[str, Any]) -> Publis
     fd, tmp = tempfile.mkstemp(prefix=f".{name}.", dir=folder)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as out:
-            yaml.safe_dump(data, out, sort_keys=False, allow_unicode=True)
-        os.replace(tmp, folder / f"{name}.yaml")
+            json.dump(data, out, ensure_ascii=False, default=str)
+        os.replace(tmp, folder / f"{name}.json")
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -118,7 +116,7 @@ def unpublish(root: Path, owner: str, name: str) -> bool:
     if not NAME.fullmatch(name):
         return False
     try:
-        (_folder(root, owner) / f"{name}.yaml").unlink()
+        (_folder(root, owner) / f"{name}.json").unlink()
     except FileNotFoundError:
         return False
     try:
@@ -132,7 +130,7 @@ def of(root: Path, owner: str, name: str) -> Published | None:
     """``owner``'s own publication of ``name``, if any."""
     if not NAME.fullmatch(name):
         return None
-    return _load(_folder(root, owner) / f"{name}.yaml")
+    return _load(_folder(root, owner) / f"{name}.json")
 
 
 def find(root: Path, qualified: str) -> Published | None:
@@ -141,7 +139,7 @@ def find(root: Path, qualified: str) -> Published | None:
     handle, _, name = qualified.partition("/")
     if not HANDLE.fullmatch(handle) or not NAME.fullmatch(name):
         return None
-    wanted = f"{name}.yaml"
+    wanted = f"{name}.json"
     for home in _homes(root):
         if wanted in _names(root / home):
             record = _load(root / home / wanted)
@@ -155,7 +153,7 @@ def records(root: Path) -> list[Published]:
     found = []
     for home in _homes(root):
         for entry in _names(root / home):
-            if entry.endswith(".yaml"):
+            if entry.endswith(".json"):
                 record = _load(root / home / entry)
                 if record is not None:
                     found.append(record)
@@ -214,13 +212,13 @@ def _load(path: Path) -> Published | None:
         return None
     with os.fdopen(fd, encoding="utf-8") as f:
         try:
-            data = yaml.load(f.read(), Loader=_SAFE_LOADER)
-        except yaml.YAMLError:
+            data = json.loads(f.read())
+        except ValueError:
             return None
     if not isinstance(data, dict) or not isinstance(data.get("manifest"), dict):
         return None
     handle, name = str(data.get("handle") or ""), str(data.get("name") or "")
-    if not HANDLE.fullmatch(handle) or not NAME.fullmatch(name) or path.name != f"{name}.yaml":
+    if not HANDLE.fullmatch(handle) or not NAME.fullmatch(name) or path.name != f"{name}.json":
         return None
     return Published(
         handle,
