@@ -1,9 +1,9 @@
 """Issue 62 item 2 over the real thing: a team server (streamable HTTP, ``http.auth`` against a real identity provider,
 tests/idp) on a real PostgreSQL with a password. Alice's and bob's calls are recorded under their names; a forged
 token, no token and a token without the scope are recorded as refused with the verifier's reason; a refused statement
-with its outcome and code; ``ba-mcp audit --user alice`` answers what she ran; and no token — nor any of its three
-pieces — nor the database's password is anywhere in the trail. Slow tier: the provider, the database and the server
-are processes. In process: tests/test_audit.py."""
+with its outcome and code; the database role a call ran as (``role_from``); ``ba-mcp audit --user alice`` answers
+what she ran; and no token — nor any of its three pieces — nor the database's password is anywhere in the trail.
+Slow tier: the provider, the database and the server are processes. In process: tests/test_audit.py."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ from tests.test_team_server import session_as
 
 pytestmark = [pytest.mark.slow, pytest.mark.anyio]
 COUNT = "SELECT status, count(*) AS n FROM orders GROUP BY 1 ORDER BY 1"
+REGIONAL = "SELECT current_user AS role, region, count(*) AS n FROM sales GROUP BY 1, 2"
 
 
 @dataclass
@@ -51,6 +52,9 @@ def team(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Team]:
             "BA_MCP_HTTP__AUTH__AUDIENCE": url,
             "BA_MCP_HTTP__AUTH__REQUIRED_SCOPES": '["ba-mcp"]',
             "BA_MCP_DATABASES__SHOP__URL": pg.url(),
+            # each person as their own database role (row-level security): the role a call ran as is in its record
+            "BA_MCP_DATABASES__REGIONAL__URL": pg.url("rls_reader", "regional"),
+            "BA_MCP_DATABASES__REGIONAL__ROLE_FROM": json.dumps({"claim": "sub", "roles": {"alice": "rls_eu"}}),
             "BA_MCP_AUDIT__DIR": str(folder),
         }
         with http_serve(ws, port=port, **env):
@@ -86,6 +90,8 @@ async def test_who_ran_what_and_who_was_refused_is_in_the_trail_and_no_secret_is
         refused = await session.call_tool("query_database", {"query": "DELETE FROM orders", "database": "shop"})
         assert refused.is_error, text_of(refused)
         await session.call_tool("file_reader", {"path": "uploads/sales.csv"})
+        mine = await session.call_tool("query_database", {"query": REGIONAL, "database": "regional"})
+        assert not mine.is_error, text_of(mine)
     async with session_as(bob, team.url) as session:
         assert not (
             await session.call_tool("query_database", {"query": "SELECT 1 AS one", "database": "shop"})
@@ -99,8 +105,10 @@ async def test_who_ran_what_and_who_was_refused_is_in_the_trail_and_no_secret_is
     entries = list(audit.read(team.folder))
     calls = [e for e in entries if e["event"] == "call"]
     by_alice = [e for e in calls if e["principal"]["display"] == "alice"]
-    assert [e["tool"] for e in by_alice] == ["query_database", "query_database", "file_reader"], by_alice
-    first, second, _ = by_alice
+    assert [e["tool"] for e in by_alice] == ["query_database"] * 2 + ["file_reader", "query_database"], by_alice
+    first, second, _, as_herself = by_alice
+    assert as_herself["database"] == "regional" and as_herself["role"] == "rls_eu", as_herself
+    assert as_herself["rows"] == 1 and as_herself["statement"]["text"] == REGIONAL, as_herself  # her region's row
     assert first["principal"]["issuer"] == team.issuer and first["principal"]["subject"] == "alice", first
     assert first["principal"]["key"].startswith("user-") and first["session"] == first["principal"]["key"], first
     assert first["database"] == "shop" and first["statement"]["text"] == COUNT and first["rows"] == 2, first
@@ -118,7 +126,7 @@ async def test_who_ran_what_and_who_was_refused_is_in_the_trail_and_no_secret_is
     assert carols["principal"]["subject"] == "carol" and carols["path"] == "/mcp", carols
 
     trail = "".join(p.read_text() for p in team.folder.iterdir())
-    secrets = {"the database's password": team.password}
+    secrets = {"the database's password": team.password, "regional's password": pg_server.PASSWORDS["rls_reader"]}
     for name, jwt in (
         ("alice's token", alice),
         ("bob's token", bob),
