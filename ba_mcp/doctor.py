@@ -192,6 +192,9 @@ def _check_databases(settings: Settings, root: Path, sessions: Path, network: bo
     def check(name: str, conf: DatabaseSettings, engine: ConnectedEngine) -> Check:
         """One database (in a thread of its own: the databases are contacted at once, each by its worker)."""
         label, dialect = f"database {name}", label_of(conf)
+        problem = conf.unavailable()
+        if problem is not None:  # this database only: served as unavailable, the rest of the server works
+            return Check(label, False, f"unavailable: {problem[0]} (databases.{name}.url); {problem[1]}")
         refused = url_refusal(name, conf)
         if refused is not None:
             return Check(label, False, f"{refused.message} ({refused.hint})")

@@ -134,6 +134,35 @@ def local_path(url: str, root: Path) -> Path:
     return path if path.is_absolute() else root / path
 
 
+def url_problem(url: str, driver: str | None) -> tuple[str, str] | None:
+    """Why a configured database's URL reaches no engine — (what is wrong, what to write instead) — or None. Only
+    that database is unavailable (the server starts, its other databases and the files work); nothing of the URL
+    is quoted: it may hold a password. Without a driver: a URL with no scheme (``127.0.0.1:5432/aw``) or one no
+    engine claims; with ``://``: a host with an unbalanced ``[``/``]`` or a port that is no number (one host: a
+    libpq URL may list several)."""
+    import urllib.parse
+
+    if not url:
+        return None
+    written = "write postgresql://user:password@host:5432/database (the password percent-encoded) or sqlite:///file.db"
+    if not driver and not url.startswith(tuple(schemes())):  # ``host:port/db`` and ``user:pw@host`` read as schemes
+        return (
+            "its URL has no scheme an engine of ba-mcp takes without a driver (postgresql://…)",
+            f"{written}; another database's URL needs driver: (its ADBC driver package)",
+        )
+    if "://" not in url:
+        return None
+    try:
+        parts = urllib.parse.urlsplit(url)
+        netloc = parts.netloc.rpartition("@")[2]
+        if "," not in netloc:
+            _ = parts.port
+    except ValueError as exc:
+        what = "an unbalanced [ or ] in its host" if "IPv6" in str(exc) else "a port that is no number"
+        return f"its URL cannot be read: {what}", f"{written}; an IPv6 host in brackets: postgresql://u@[::1]:5432/db"
+    return None
+
+
 def schemes() -> list[str]:
     """The URL schemes that need no driver (for the settings' message)."""
     return [s for e in _ENGINES.values() for s in e.schemes]

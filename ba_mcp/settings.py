@@ -279,12 +279,22 @@ class DatabaseSettings(_Section):
     def _one_kind(self) -> DatabaseSettings:
         if self.path is not None and (self.url is not None or self.driver):
             raise ValueError("give either path (a DuckDB file) or url/driver (a connection), not both")
-        if self.url is not None and not self.driver and self.kind == "adbc":
-            scheme = self.url.get_secret_value().split(":", 1)[0][:40]
-            raise ValueError(
-                f"a {scheme}: URL needs driver: — an ADBC driver package ({', '.join(registry.schemes())} need none)"
+        return self  # a URL that reaches no engine leaves this database unavailable (``unavailable``), not the server
+
+    def unavailable(self) -> tuple[str, str] | None:
+        """Why this database cannot be served whatever the database says — (what is wrong, what to write) — or None:
+        a URL that reaches no engine (``registry.url_problem``) or whose user part holds a character a URL reserves
+        (drivers split it elsewhere and would show part of the password). Nothing of the URL is quoted."""
+        from ba_mcp import redaction
+
+        url = self.url.get_secret_value() if self.url is not None else ""
+        if redaction.unsure(url):
+            return (
+                "the user or password in its URL holds a character a URL reserves (@ # / ?), so drivers read it "
+                "differently — percent-encode the password",
+                redaction.PERCENT_ENCODE_HINT,
             )
-        return self
+        return registry.url_problem(url, self.driver)
 
     @property
     def kind(self) -> str:

@@ -123,6 +123,14 @@ class Databases:
         if name not in self.settings.databases:
             raise invalid(f"unknown database '{name[:60]}'", "database must be one of: " + ", ".join(self.names))
         conf, engine = self.settings.databases[name], self._engines[name]
+        problem = conf.unavailable()
+        if problem is not None:  # this database only: the others and the files are served
+            raise ToolFailure(
+                ErrorType.DEPENDENCY_ERROR,
+                "DATABASE_UNAVAILABLE",
+                f"database '{name}' is unavailable: {problem[0]} (databases.{name}.url)",
+                problem[1],
+            )
         if conf.role_from is not None and not getattr(engine, "takes_roles", False):
             raise ToolFailure(
                 ErrorType.DEPENDENCY_ERROR,
@@ -132,6 +140,12 @@ class Databases:
                 f"remove databases.{name}.role_from, or connect each group of users through a database of its own",
             )
         return engine.database(name, conf, self)
+
+    def unavailable(self, name: str) -> str | None:
+        """Why database ``name`` cannot be served at all (its URL reaches no engine), for the tool's description and
+        the doctor; None when it may be."""
+        problem = self.settings.databases[name].unavailable()
+        return None if problem is None else problem[0]
 
     def label(self, name: str) -> str:
         """How people name the engine of database ``name`` (the tool's description, the doctor)."""

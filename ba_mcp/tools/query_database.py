@@ -20,7 +20,7 @@ from pydantic import Field, field_validator
 from ba_mcp.errors import Code, ErrorType, ToolFailure, denied, invalid
 from ba_mcp.formats import TABLE_SUFFIXES
 from ba_mcp.ids import UPLOAD_ID
-from ba_mcp.results import Table
+from ba_mcp.results import Document, Table
 from ba_mcp.settings import ToolSettings
 from ba_mcp.tool import CacheMode, CachePolicy, Tool, ToolContext, ToolParams, ToolPolicy
 
@@ -38,11 +38,10 @@ class QueryDatabaseParams(ToolParams):
     query: Annotated[
         str,
         Field(
-            min_length=1,
             max_length=100_000,
             description="values go in params",
         ),
-    ]
+    ] = ""
     max_rows: Annotated[
         int,
         Field(ge=1),
@@ -65,6 +64,10 @@ class QueryDatabaseParams(ToolParams):
 
     database: Annotated[str, Field(max_length=100)] = "demo"
     timeout: float | None = Field(None, gt=0, description="seconds")
+    search: Annotated[
+        str | None,
+        Field(max_length=300, description="instead of query: words, to find tables by name, column, comment"),
+    ] = None
 
 
 class QueryDatabaseSettings(ToolSettings):
@@ -105,7 +108,12 @@ class QueryDatabase(Tool):
         self.workspace = workspace
         self.artifacts = artifacts
         self.databases = databases
-        connected = [f"{name} ({databases.label(name)})" for name in databases.names if not databases.is_file(name)]
+        connected = [
+            f"{name} ({databases.label(name)}"
+            + (f"; unavailable: {why})" if (why := databases.unavailable(name)) else ")")
+            for name in databases.names
+            if not databases.is_file(name)
+        ]
         if connected:  # the configured connections, each queried in its own dialect (no workspace files there)
             self.description = (
                 f"{type(self).description} Also: {', '.join(connected)} — SQL in that database's own dialect, "
@@ -113,6 +121,8 @@ class QueryDatabase(Tool):
             )
 
     def cache_identity(self, params: QueryDatabaseParams, ctx: ToolContext) -> str | None:
+        if params.search is not None or not params.query:
+            return None  # a live catalog (or a refusal): always asked
         try:
             plan = self._planned(params, ctx)
         except ToolFailure:
@@ -126,7 +136,15 @@ class QueryDatabase(Tool):
         own = [f"session={ctx.session}#{made}"] if made else []
         return "|".join([plan.database.identity, *own, *(f"{name}={r.identity}" for name, r in plan.files)])
 
-    def execute(self, params: QueryDatabaseParams, ctx: ToolContext) -> Table:
+    def execute(self, params: QueryDatabaseParams, ctx: ToolContext) -> Table | Document:
+        if params.search is not None:
+            return self._search(params, ctx)
+        if not params.query.strip():
+            raise invalid(
+                "neither query nor search was given",
+                "pass query (one SQL statement) or search (words naming what you look for: purchase order vendor)",
+                code=Code.INVALID_ARGUMENTS,
+            )
         ceiling = self.settings.max_rows_ceiling
         if params.max_rows > ceiling:
             raise invalid(
@@ -156,6 +174,22 @@ class QueryDatabase(Tool):
             "read": [self.artifacts.read_ref(name, resolved) for name, resolved in plan.files],
         }
         return table
+
+    def _search(self, params: QueryDatabaseParams, ctx: ToolContext) -> Document:
+        """The database's relations whose names, columns or comments hold the words (``catalog_search``)."""
+        from ba_mcp.databases.catalog_search import search_markdown
+
+        if params.query.strip():
+            raise invalid(
+                "both query and search were given",
+                "send search alone to find tables, then query in a call of its own",
+                code=Code.INVALID_ARGUMENTS,
+            )
+        schema = self.databases.schema(params.database, ctx.session)
+        dialect = schema.get("dialect") or "DuckDB"
+        heading = f"# Search of database {params.database} ({dialect}: write SQL in its dialect)"
+        text = search_markdown(params.database, heading, schema["tables"], params.search or "")
+        return Document(f"tables of {params.database} matching {params.search!r}"[:120], text, mime="text/markdown")
 
     def _planned(self, params: QueryDatabaseParams, ctx: ToolContext) -> _Plan:
         """The call's plan, made once: the cache lookup and the execution share it (``ctx.memo``)."""
