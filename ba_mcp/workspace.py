@@ -26,14 +26,14 @@ import re
 import stat
 import urllib.parse
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Literal
 
 from ba_mcp import callers
 from ba_mcp.errors import ToolFailure, denied, invalid, not_found
-from ba_mcp.ids import ARTIFACT_ID, CODE_ID, UPLOAD_ID, upload_id_for
+from ba_mcp.ids import ARTIFACT_ID, CODE_ID, SQL_UPLOAD_ID, UPLOAD_ID, legacy_upload_id_for, upload_id_for
 
 SUBDIRS = ("uploads", "artifacts", "code", "sessions", "data", "logs", "users", "published")
 # never read through a reference; ``published/`` holds the analyses owners published to the team, written by the
@@ -46,6 +46,7 @@ HOME_DIRS = frozenset({"analyses", "exports"})
 STORE_DIRS = frozenset({"artifacts", "code"})  # read only by id, so that each session reaches only its own
 
 MAX_REF_LENGTH = 4096
+CLOSEST_LISTED = 20  # uploads a not-found error lists (with their ids) when none is close to the name asked for
 
 RefKind = Literal["upload", "code", "artifact", "path", "root", "skill"]
 
@@ -232,10 +233,16 @@ class Workspace:
         keys = {**by_name, **{uid: uid for uid, _, _ in uploads}, **{p.stem: uid for uid, p, _ in uploads}}
         close = difflib.get_close_matches(name, list(keys), n=3, cutoff=0.6)
         found = list(dict.fromkeys(keys[c] for c in close))
-        if not found:
-            return "read the resource ba://files for what is available (each file with the id that reads it)"
         names = {uid: p.name for uid, p, _ in uploads}
-        return "did you mean " + " or ".join(f"{uid} (uploads/{names[uid]})" for uid in found) + "?"
+        if found:
+            return "did you mean " + " or ".join(f"{uid} (uploads/{names[uid]})" for uid in found) + "?"
+        # Listed in the text itself: a host that shows the model only tools (Claude Desktop) cannot read ba://files
+        if not uploads:
+            return "there are no uploads: put files in the workspace's uploads/ folder"
+        shown = ", ".join(f"{uid} (uploads/{p.name})" for uid, p, _ in uploads[:CLOSEST_LISTED])
+        left = len(uploads) - CLOSEST_LISTED
+        more = f", … {left:,} more (file_reader on uploads/ lists them all)" if left > 0 else ""
+        return f"the uploads, each with the id that reads it (in SQL too): {shown}{more}"
 
     def _refuse_escapes(self, ref: str) -> str:
         """Refuse absolute paths, '..' and the private folders, in the text and its percent-decoded form;
@@ -327,13 +334,17 @@ class Workspace:
             )
         want = ref[len("upload_") :]
         names = _names(self.root / "uploads")  # one listing, names only (a query may name eight uploads)
-        matches = [n for n in names if n == want] or [n for n in names if upload_id_for(n) == ref]
+        matches = [n for n in names if n == want] or [n for n in names if ref in _ids_of(n)]
+        if len(matches) > 1:  # the full-name id of one of files whose stems collide (upload_sales_csv)
+            matches = [n for n in matches if upload_id_for(n, whole=True) == ref] or matches
         if not matches:
             raise not_found(f"no upload with id {ref}", self._closest(want))
         if len(matches) > 1:
             listed = ", ".join(sorted(f"uploads/{n}" for n in matches))
             raise invalid(f"{ref} is ambiguous: it names {listed}", "pass the workspace-relative path instead")
-        return self._confined(f"uploads/{matches[0]}", ref, "upload", ref)
+        # an id of the file shown before ids were SQL identifiers (upload_data-2020.v1): shown by its id now
+        shown = ref if SQL_UPLOAD_ID.match(ref) else (self.upload_id(matches[0]) or ref)
+        return self._confined(f"uploads/{matches[0]}", shown, "upload", shown)
 
     def _existing(self, folder: Path, ref_id: str, kind: RefKind) -> Resolved:
         # A stored item is listed by its metadata file, committed after the data file (T-A):
@@ -396,8 +407,10 @@ class Workspace:
         return "/".join(parts) + "/", entries, more
 
     def uploads(self) -> list[tuple[str, Path, os.stat_result]]:
-        """(id, path, stat) of every regular file directly in uploads/. Files whose short ids collide
-        (sales.csv, sales.xlsx) are listed by their full-name ids (upload_sales.csv), which resolve too."""
+        """(id, path, stat) of every regular file directly in uploads/. Each id is an SQL identifier
+        (``ids.upload_id_for``); files whose short ids collide (sales.csv, sales.xlsx) are listed by their
+        full-name ids (upload_sales_csv), and files whose full-name ids collide too (a-b.csv, a_b.csv) by
+        ``upload_`` + the file name itself (written in double quotes in SQL). All of them resolve."""
         files = []
         for p in _entries(self.root / "uploads"):
             try:
@@ -405,11 +418,21 @@ class Workspace:
             except OSError:
                 continue
             if stat.S_ISREG(st.st_mode):
-                files.append((upload_id_for(p.name), p, st))
-        counts: dict[str, int] = {}
-        for uid, _, _ in files:
-            counts[uid] = counts.get(uid, 0) + 1
-        return [(uid if counts[uid] == 1 else "upload_" + p.name, p, st) for uid, p, st in files]
+                files.append((p, st))
+        short = _counts(upload_id_for(p.name) for p, _ in files)
+        whole = _counts(upload_id_for(p.name, whole=True) for p, _ in files)
+        listed = []
+        for p, st in files:
+            uid = upload_id_for(p.name)
+            if short[uid] > 1:
+                uid = upload_id_for(p.name, whole=True)
+                uid = uid if whole[uid] == 1 else "upload_" + p.name
+            listed.append((uid, p, st))
+        return listed
+
+    def upload_id(self, filename: str) -> str | None:
+        """The id the upload ``uploads/<filename>`` is listed by (None: no such upload)."""
+        return next((uid for uid, p, _ in self.uploads() if p.name == filename), None)
 
 
 @dataclass(frozen=True)
@@ -565,6 +588,19 @@ def _walk_beneath(root_fd: int, relative: str, directory: bool = False) -> int:
     finally:
         if current != root_fd:
             os.close(current)
+
+
+def _ids_of(filename: str) -> set[str]:
+    """Every id that names the upload ``filename``: the short and full-name ids, and the short id shown before
+    ids were SQL identifiers."""
+    return {upload_id_for(filename), upload_id_for(filename, whole=True), legacy_upload_id_for(filename)}
+
+
+def _counts(values: Iterable[str]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for value in values:
+        counts[value] = counts.get(value, 0) + 1
+    return counts
 
 
 def _names(folder: Path) -> list[str]:

@@ -193,4 +193,7 @@ def test_upload_ids(tmp_path: Path) -> None:
     assert ws.resolve("upload_report.csv").filename == "report.csv"
     with pytest.raises(ToolFailure, match="ambiguous"):
         ws.resolve("upload_report")
-    assert sorted(uid for uid, _, _ in ws.uploads()) == ["upload_Q3_sales", "upload_report.csv", "upload_report.xlsx"]
+    # listed by SQL identifiers (FROM upload_report_csv); the full-name ids shown before still resolve
+    assert sorted(uid for uid, _, _ in ws.uploads()) == ["upload_Q3_sales", "upload_report_csv", "upload_report_xlsx"]
+    assert ws.resolve("upload_report_xlsx").filename == "report.xlsx"
+    assert ws.resolve("upload_report.xlsx").name == "upload_report_xlsx"

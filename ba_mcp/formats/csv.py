@@ -93,6 +93,43 @@ def trim_header(frame: Any) -> tuple[Any, str]:
     return frame, ", ".join(f"{c!r} → {n!r}" for c, n in changed[:5]) + (" …" if len(changed) > 5 else "")
 
 
+def header_names(fields: list[str]) -> list[str]:
+    """The column names pandas gives a header row's ``fields`` (an empty one is ``Unnamed: <position>``, a repeated
+    one ``<name>.1``, … — ``pandas.io.common.mangle_dupe_names``), trimmed as ``trim_header`` trims them: the one
+    name file_reader, run_python's load_file and SQL (``sql_header_names``) give a column."""
+    names = [f"Unnamed: {i}" if field == "" else field for i, field in enumerate(fields)]
+    unnamed = [i for i, field in enumerate(fields) if field == ""]
+    counts: dict[str, int] = {}
+    for i in [i for i in range(len(names)) if i not in set(unnamed)] + unnamed:  # named columns keep their names
+        col = old = names[i]
+        count = counts.get(col, 0)
+        while count > 0:
+            counts[old] = count + 1
+            col = f"{old}.{count}"
+            count = count + 1 if col in names else counts.get(col, 0)
+        names[i] = col
+        counts[col] = count + 1
+    stripped = [n.strip() for n in names]
+    return stripped if len(set(stripped)) == len(stripped) else names
+
+
+def sql_header_names(first_line: bytes, sep: str) -> list[str] | None:
+    """The names SQL must give a UTF-8 delimited file's columns so that they are pandas' and file_reader's, when
+    DuckDB's reader would name some otherwise — an empty header (DuckDB: ``column0``, pandas: ``Unnamed: 0``) or a
+    repeated one (``a_1`` against ``a.1``); None when DuckDB's own names are the same (or the line is not plain)."""
+    import csv
+
+    line = first_line.split(b"\n", 1)[0].rstrip(b"\r").decode("utf-8", errors="replace").removeprefix("\ufeff")
+    if line.count('"') % 2:  # a quoted header running over lines: left to DuckDB
+        return None
+    fields = next(csv.reader([line], delimiter=sep), [])
+    plain = [f.strip() for f in fields]
+    if all(plain) and len(set(plain)) == len(plain):
+        return None
+    names = header_names(fields)
+    return names if all(names) else None
+
+
 def check_csv_header(f: Any, sep: str, encoding: str, settings: FormatsSettings, title: str) -> int:
     """The number of columns of a delimited file, read from its first line only; refuses a first line over
     ``max_line_bytes`` (not a table, or a hostile one) and more than ``max_columns`` columns (S-10)."""

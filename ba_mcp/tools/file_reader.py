@@ -93,6 +93,8 @@ class FileReader(Tool):
         fmt = params.format if params.format != "auto" else _detect_format(resolved, self.artifacts)
         encoding = _check_encoding(params.encoding)
         title = resolved.name if resolved.kind == "path" else f"{resolved.name} ({resolved.filename})"
+        if resolved.kind == "path" and resolved.name == f"uploads/{resolved.filename}":
+            title = _with_upload_id(title, resolved.filename, self.workspace)
         if resolved.kind in ("artifact", "code"):
             title = resolved.name
         window = Window(offset=params.offset, nrows=params.nrows, sheet=params.sheet)
@@ -105,6 +107,14 @@ class FileReader(Tool):
         raw.meta.setdefault("bytes", resolved.size)
         raw.provenance = {"read": [self.artifacts.read_ref(resolved.name, resolved)], "format": fmt}
         return raw
+
+
+def _with_upload_id(title: str, filename: str, workspace: Workspace) -> str:
+    """An upload read by its path, with the id SQL and load_file take when it is not the file's stem as is
+    (``uploads/m=1+b.csv (id upload_m_1_b)``)."""
+    uid = workspace.upload_id(filename)
+    stem = filename.rsplit(".", 1)[0] if "." in filename[1:] else filename
+    return f"{title} (id {uid})" if uid and uid != f"upload_{stem}" else title
 
 
 def _detect_format(resolved: Resolved, artifacts: ArtifactStore) -> str:
