@@ -11,6 +11,7 @@ batches: at most ``max_rows + 1`` rows are materialised; a larger result is stre
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -230,7 +231,12 @@ class _Plan:
 def _plan(params: QueryDatabaseParams, tool: QueryDatabase, ctx: ToolContext) -> _Plan:
     """Check the statement with the database's own parser and resolve the workspace data it names."""
     database = tool.databases.get(params.database)
-    analysis = database.analyse(params.query, ctx.session, ctx)
+    try:
+        analysis = database.analyse(params.query, ctx.session, ctx)
+    except ToolFailure as failure:
+        if failure.code == "SQL_SYNTAX":
+            _name_uploads_as_sql_takes_them(failure, params.query, tool.workspace)
+        raise
     if analysis.kinds == ("MULTI",):  # what DuckDB makes of a PIVOT whose columns it must discover first
         raise ToolFailure(
             ErrorType.VALIDATION_ERROR,
@@ -258,6 +264,26 @@ def _plan(params: QueryDatabaseParams, tool: QueryDatabase, ctx: ToolContext) ->
         )
     files = [(name, tool.workspace.resolve(name)) for name in analysis.refs if _is_workspace_ref(name)]
     return _Plan(database, files, analysis.sql, database_tables=len(files) < len(set(analysis.refs)), kind=kind)
+
+
+_NOT_SQL_ID = re.compile(r"(?<![\w'\"])upload_[\w.-]*[-.][\w.-]*")  # an upload id with '-' or '.', written bare
+
+
+def _name_uploads_as_sql_takes_them(failure: ToolFailure, query: str, workspace: Workspace) -> None:
+    """A syntax error where the query names an upload by an id holding ``-`` or ``.`` (an id shown before ids
+    were SQL identifiers, or its file name): the hint gives the id SQL takes for each such upload."""
+    found = []
+    for written in dict.fromkeys(_NOT_SQL_ID.findall(query)):
+        try:
+            resolved = workspace.resolve(written.rstrip("."))
+        except ToolFailure:
+            continue
+        uid = workspace.upload_id(resolved.filename) if resolved.kind == "upload" else None
+        resolved.close()
+        if uid and uid != written:
+            found.append(f"{uid} for {written} (uploads/{resolved.filename})")
+    if found:
+        failure.hint = "write the upload ids as SQL takes them: " + "; ".join(found[:8])
 
 
 def _is_workspace_ref(name: str) -> bool:

@@ -243,7 +243,7 @@ class Engine:
         created: list[str] = []
         try:
             created = self._register(fresh, taken, message.get("bounds", {}))
-            relation = self.con.sql(message["sql"], params=message.get("params"))
+            relation = self._bound(message["sql"], message.get("params"), named)
             if relation is None:  # a statement without rows (CREATE, DROP): it has run
                 self._forget_kept()  # it may have made or dropped objects of those names: views are made afresh
                 done = pa.table({"result": pa.array(["done"], pa.string())})
@@ -453,7 +453,7 @@ class Engine:
                     scan = f"read_parquet({path})"
                 elif suffix in (".csv", ".tsv", ".tab") and _utf8(fd):
                     delim = "','" if suffix == ".csv" else "'\\t'"
-                    scan = f"read_csv({path}, delim={delim}, header=true)"
+                    scan = f"read_csv({path}, delim={delim}, header=true{_names_option(fd, suffix)})"
                 else:
                     scan = ""
                 if scan:
@@ -478,6 +478,29 @@ class Engine:
                 self.con.execute(f"DROP VIEW IF EXISTS temp.main.{_quote(name)}")
             with contextlib.suppress(Exception):
                 self.con.unregister(name)
+
+    def _bound(self, sql: str, params: Any, named: set[str]) -> Any:
+        """The statement as a relation; a column it names that is not there is refused with the columns of the
+        workspace files it reads, written as SQL takes them (DuckDB's own candidates leave out names unlike the
+        one asked for, and a host that shows its model only tools cannot read a resource that lists them)."""
+        import duckdb
+
+        try:
+            return self.con.sql(sql, params=params)
+        except duckdb.BinderException as exc:
+            if not named or "not found" not in str(exc):
+                raise
+            listed = []
+            for name in sorted(named)[:4]:
+                with contextlib.suppress(Exception):
+                    columns = [c[0] for c in self.con.execute(f"SELECT * FROM {_quote(name)} LIMIT 0").description]
+                    shown = ", ".join(_sql_name(c) for c in columns[:60]) + (" …" if len(columns) > 60 else "")
+                    listed.append(f"Columns of {_sql_name(name)}: {shown}")
+            if not listed:
+                raise
+            text = str(exc)
+            head, sep, tail = text.partition("\n\nLINE")
+            raise type(exc)(head + "\n" + "\n".join(listed) + sep + tail) from None
 
     # -- bytes --------------------------------------------------------------------------------------
 
@@ -621,6 +644,20 @@ def _utf8(fd: int) -> bool:
     except UnicodeDecodeError as exc:
         return exc.start > len(sample) - 4  # a character cut at the sample's end
     return True
+
+
+def _sql_name(name: str) -> str:
+    """A column or file name as SQL takes it: bare when a plain lower-case identifier, else in double quotes."""
+    return name if re.fullmatch(r"[a-z_][a-z0-9_]*", name) else _quote(name)
+
+
+def _names_option(fd: int, suffix: str) -> str:
+    """``, names=[…]`` when DuckDB would name a column otherwise than pandas and file_reader (an empty header, a
+    repeated one): one name for a column in every tool (``formats.csv.sql_header_names``)."""
+    from ba_mcp.formats.csv import sql_header_names
+
+    names = sql_header_names(os.pread(fd, 1 << 20, 0), "," if suffix == ".csv" else "\t")
+    return f", names=[{', '.join(_literal(n) for n in names)}]" if names else ""
 
 
 def _display_types(description: list[Any]) -> dict[str, str]:
