@@ -25,6 +25,7 @@ ROOMS: list[tuple[str, int]] = [
     ("ba_mcp.redaction", 0),  # secrets taken out of every message that leaves (errors, logs, the doctor)
     ("ba_mcp.ids", 0),
     ("ba_mcp.results", 0),
+    ("ba_mcp.values", 0),  # values as the database shows them: intervals, floats, time zones (issue 63)
     ("ba_mcp.settings", 0),
     ("ba_mcp.pipeline.encode", 0),  # tables as text: pure functions over results
     ("ba_mcp.pipeline.levels", 0),

@@ -231,7 +231,9 @@ def test_levels_cost_what_their_names_say_and_partial_views_name_their_artifact(
             assert standard.structured["shown_rows"] == len(raw.frame), raw.title  # small tables whole
 
 
-def test_previews_round_floats_full_drops_noise_and_times_stay_on_every_row(tmp_path: Path) -> None:
+def test_previews_round_floats_full_is_exact_and_times_stay_on_every_row(tmp_path: Path) -> None:
+    """Previews round; ``full`` is exact — each double by its shortest round-trip form, never cut to 15 digits (issue
+    63: ``full`` promises the exact values, and psql prints ``0.30000000000000004``)."""
     from ba_mcp.results import Table
 
     observer = _observer(tmp_path)
@@ -244,7 +246,9 @@ def test_previews_round_floats_full_drops_noise_and_times_stay_on_every_row(tmp_
         }
     )
     full = observer.observe("t", Table("f", frame), OutputLevel.FULL).text
-    assert "43974.71," in full and "0.3," in full and "0.30000000000000004" not in full
+    for value in frame["amount"]:
+        assert f"\n{value!r}," in full, (value, full)  # the shortest text that reads back as the value
+    assert "43974.710000000014," in full and "0.30000000000000004," in full
     assert "2022-01-01T00:00:00" in full and "2022-01-02T00:00:00" in full  # not "2022-01-01" beside times
     big = Table("b", pd.concat([frame[["amount"]]] * 30, ignore_index=True))
     standard = observer.observe("t", big, OutputLevel.STANDARD).text

@@ -84,6 +84,7 @@ class PostgresEngine(ConnectedEngine):
                 )
         c.extra["vet"] = c.con.cursor()  # EXPLAIN of the user's statement: the plain protocol, not COPY
         c.extra["vet"].adbc_statement.set_options(**{"adbc.postgresql.use_copy": "false"})
+        c.extra["time_zone"] = session_zone(c.extra["vet"])  # timestamptz shown in it (ba_mcp.values)
         c.extra["allow_functions"] = list(message.get("allow_functions") or [])
         # what a statement may call (S-14)
         c.extra["calls"] = pg_calls.read_catalog(c.extra["vet"], c.extra["allow_functions"])
@@ -309,6 +310,13 @@ class PostgresEngine(ConnectedEngine):
             return catalog(c.cur, schemas)
         finally:
             self.end(c)
+
+
+def session_zone(cur: Any) -> str:
+    """The session's ``TimeZone`` (the server's, the database's or the role's default): the driver hands out
+    timestamptz in UTC, and psql shows it in this zone."""
+    cur.execute("SELECT current_setting('TimeZone')")
+    return str(cur.fetchall()[0][0])
 
 
 def _typed(i: int, value: Any, kind: str) -> Any:

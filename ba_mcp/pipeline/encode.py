@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ba_mcp.results import cell_value, stats_kind
+from ba_mcp.values import duration_text, interval_text, shortest_real
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -74,6 +75,12 @@ def plain_rows(
         if round_floats and pa.types.is_floating(t):
             columns.append([cell_value(round_float(v)) for v in raw])
             continue
+        if pa.types.is_floating(t):  # exact: the shortest form that reads back as the value (ba_mcp.values)
+            columns.append([exact_float(v, float4=pa.types.is_float32(t)) for v in raw])
+            continue
+        if pa.types.is_duration(t) or t == pa.month_day_nano_interval():
+            columns.append([None if v is None else _interval(v) for v in raw])
+            continue
         values = [cell_value(v) for v in raw]
         if max_chars is not None and _is_text(t):
             for i, v in enumerate(values):
@@ -84,6 +91,25 @@ def plain_rows(
     if not columns:
         return [[] for _ in range(table.num_rows)], cut
     return [list(r) for r in zip(*columns, strict=True)], cut
+
+
+def exact_float(value: float | None, *, float4: bool = False) -> Any:
+    """A float as the database shows it (``ba_mcp.values``): a float4 by its shortest decimal form, a double by
+    its shortest round-trip form (up to 17 significant digits, never cut to 15); a whole number as an integer
+    (psql writes ``3``), NaN as missing."""
+    if value is None or math.isnan(value):
+        return None
+    if float4:
+        value = shortest_real(value)
+    if value.is_integer() and abs(value) < 2**53:
+        return int(value)
+    return value
+
+
+def _interval(value: Any) -> str:
+    if isinstance(value, dt.timedelta):
+        return duration_text(value)
+    return interval_text(value.months, value.days, value.nanoseconds)
 
 
 def _is_text(t: pa.DataType) -> bool:

@@ -25,6 +25,7 @@ import socket
 import sys
 from typing import Any
 
+from ba_mcp.values import shown_schema
 from ba_mcp.workers.wire import Failure, memfile, write_arrow
 
 
@@ -98,6 +99,8 @@ class Connector:
             done = pa.table({"result": pa.array(["done (rolled back at the end of the call)"], pa.string())})
             return {"op": "result", "rows": 1, "more": False, "display_types": {}}, [memfile(write_arrow(done))]
         schema, convert, shown = self.engine.columns(reader.schema)
+        # values as the database shows them: intervals, float4, timestamptz in the session's zone (ba_mcp.values)
+        schema, convert = shown_schema(schema, convert, self.extra.get("time_zone"))
         max_rows = int(message["max_rows"])
         head: list[Any] = []
         have = 0

@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ba_mcp.values import shown_schema
 from ba_mcp.workers.wire import Failure, encode_raw, memfile, write_arrow
 from sandbox import protocol
 from sandbox.isolation import SESSION_DIR, confine
@@ -129,7 +130,7 @@ class Engine:
         self.sock = sock
         self.options = options
         self.busy = False
-        self.pending_store: Any = None  # (reader, head batches, schema) of a result cut at max_rows
+        self.pending_store: Any = None  # (reader, head batches, schema, …, convert) of a result cut at max_rows
         tmp = os.path.join(SESSION_DIR if options.get("confined") else os.getcwd(), "duckdb_tmp")
         os.makedirs(tmp, exist_ok=True)
         self.con = duckdb.connect(
@@ -250,19 +251,22 @@ class Engine:
                 return {"op": "result", "rows": 1, "more": False, "display_types": {}}, [memfile(write_arrow(done))]
             types = _display_types(list(zip(relation.columns, relation.types, strict=False)))
             reader = relation.to_arrow_reader(_BATCH_ROWS)
+            # values as DuckDB shows them: intervals as text, float4 by its shortest form (ba_mcp.values); a
+            # TIMESTAMPTZ is already in the session's zone
+            schema, convert = shown_schema(reader.schema, lambda batch: batch)
             max_rows = int(message["max_rows"])
             head: list[pa.RecordBatch] = []
             have = 0
             for batch in reader:
-                head.append(batch)
+                head.append(convert(batch))
                 have += batch.num_rows
                 if have > max_rows:
                     break
             more = have > max_rows
             if more:
-                self.pending_store = (reader, head, reader.schema, created, held)
+                self.pending_store = (reader, head, schema, created, held, convert)
                 created, held = [], None
-            blob = write_arrow(pa.Table.from_batches(head, schema=reader.schema).slice(0, max_rows + 1))
+            blob = write_arrow(pa.Table.from_batches(head, schema=schema).slice(0, max_rows + 1))
             return {"op": "result", "rows": have, "more": more, "display_types": types}, [memfile(blob)]
         finally:
             self._unregister(created)
@@ -286,7 +290,7 @@ class Engine:
 
         if self.pending_store is None:
             raise Failure(type="execution_error", code="NOTHING_TO_STORE", message="no result is waiting")
-        reader, head, schema, created, held = self.pending_store
+        reader, head, schema, created, held, convert = self.pending_store
         self.pending_store = None
         limit = int(message["limit"])
         rows, complete = 0, True
@@ -294,7 +298,7 @@ class Engine:
         kept_all = True
         try:
             with open(fds[0], "wb", closefd=False) as out, pq.ParquetWriter(out, schema, compression="zstd") as writer:
-                for batches in (head, reader):
+                for batches in (head, map(convert, reader)):
                     for batch in batches:
                         writer.write_batch(batch)
                         rows += batch.num_rows

@@ -1,0 +1,132 @@
+"""Values as the database shows them (issue 63): one rule per kind of value, applied where a result leaves its engine,
+so the text, the structured content, the artifact, a view and an export all read the same value.
+
+* An **interval** as PostgreSQL writes it (its default ``IntervalStyle`` ``postgres``): ``1462 days 14:45:00``,
+  ``1 year 2 mons 3 days 04:05:06.5``, ``-1 days -02:00:00``, ``00:00:00`` — for every engine (DuckDB's and Spark's
+  intervals too); a result's interval column is text of that form (``pandas.to_timedelta`` reads one without
+  months). A duration (Spark's ``DAY TO SECOND``, a pandas timedelta) is written the same way, without months.
+* A **real** (float4) as its shortest decimal form — the digits psql prints (``4.7``, never ``4.69999980926514``),
+  carried on as the double of those digits; a **double** as its shortest round-trip form (up to 17 significant
+  digits: ``0.30000000000000004``), never cut.
+* A **timestamp with time zone** in the database session's ``TimeZone`` (PostgreSQL's ``current_setting
+  ('TimeZone')``, DuckDB's ``TimeZone``), its offset shown: ``2026-08-01T00:00:00+02:00`` (psql:
+  ``2026-08-01 00:00:00+02``); a **date** as a date (``2026-08-15``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections.abc import Callable
+from typing import Any
+
+_US = 1_000_000
+
+
+def interval_text(months: int, days: int, nanoseconds: int) -> str:
+    """An interval as PostgreSQL's ``IntervalStyle = postgres`` writes it (``EncodeInterval``): years and months
+    from the months, then days, then the time as ``[-]HH:MM:SS[.ffffff]`` (shown when not zero, or when nothing
+    else is); a part after a negative one carries ``+`` when positive."""
+    parts: list[str] = []
+    before_negative = False
+    years, mons = int(months / 12), months - int(months / 12) * 12  # C's truncating division, as PostgreSQL's
+    for value, unit in ((years, "year"), (mons, "mon"), (days, "day")):
+        if value == 0:
+            continue
+        sign = "+" if before_negative and value > 0 else ""
+        parts.append(f"{sign}{value} {unit}{'' if value == 1 else 's'}")
+        before_negative = value < 0
+    micros = int(nanoseconds / 1000)  # PostgreSQL keeps microseconds
+    if micros or not parts:
+        sign = "-" if micros < 0 else ("+" if before_negative else "")
+        whole, fraction = divmod(abs(micros), _US)
+        hours, rest = divmod(whole, 3600)
+        minutes, seconds = divmod(rest, 60)
+        text = f"{sign}{hours:02d}:{minutes:02d}:{seconds:02d}"
+        if fraction:
+            text += f".{fraction:06d}".rstrip("0")
+        parts.append(text)
+    return " ".join(parts)
+
+
+def duration_text(value: dt.timedelta) -> str:
+    """A duration (no months) as ``interval_text`` writes it: whole days, then the time of day."""
+    micros = (value.days * 86_400 + value.seconds) * _US + value.microseconds
+    days = int(micros / (86_400 * _US))
+    return interval_text(0, days, (micros - days * 86_400 * _US) * 1000)
+
+
+def shortest_real(value: float) -> float:
+    """A float4's value (as the double Python holds) as the double of its shortest decimal form: 4.699999809265137
+    → 4.7, the digits psql prints for ``real '4.7'``."""
+    import struct
+
+    if not math.isfinite(value) or value == 0:
+        return value
+    bits = struct.pack("<f", value)
+    for digits in range(1, 10):  # nine significant digits always tell two float4 values apart
+        shorter = float(f"{value:.{digits}g}")
+        if struct.pack("<f", shorter) == bits:
+            return shorter
+    return value
+
+
+def shown_schema(schema: Any, convert: Callable[[Any], Any], time_zone: str | None = None) -> tuple[Any, Any]:
+    """A result's Arrow schema and batch converter with every value as the database shows it: intervals as text
+    (``interval_text``), float4 as the double of its shortest decimal form, and — given the session's time zone — a
+    timestamp with time zone in that zone (the instant unchanged). Columns of other types pass as they are, and a
+    schema with none of these keeps ``convert`` itself."""
+    import pyarrow as pa
+
+    zone = usable_zone(time_zone)
+    changes: dict[int, Any] = {}
+    fields = []
+    for i, f in enumerate(schema):
+        t = f.type
+        if t == pa.month_day_nano_interval():
+            changes[i] = pa.string()
+        elif pa.types.is_float32(t):
+            changes[i] = pa.float64()
+        elif pa.types.is_timestamp(t) and t.tz is not None and zone is not None and t.tz != zone:
+            changes[i] = pa.timestamp(t.unit, zone)
+        fields.append(f.with_type(changes[i]) if i in changes else f)
+    if not changes:
+        return schema, convert
+    shown = pa.schema(fields, metadata=schema.metadata)
+
+    def converted(batch: Any) -> Any:
+        batch = convert(batch)
+        columns = list(batch.columns)
+        for i, target in changes.items():
+            columns[i] = shown_column(columns[i], target)
+        return pa.RecordBatch.from_arrays(columns, schema=shown)
+
+    return shown, converted
+
+
+def shown_column(column: Any, target: Any) -> Any:
+    """One column of ``shown_schema``'s changes as ``target``."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    t = column.type
+    if t == pa.month_day_nano_interval():
+        texts = [None if v is None else interval_text(v.months, v.days, v.nanoseconds) for v in column.to_pylist()]
+        return pa.array(texts, pa.string())
+    if pa.types.is_float32(t):
+        # Arrow writes a float4 by its shortest decimal form (as psql does); that text read back as a double
+        return pc.cast(pc.cast(column, pa.string()), pa.float64())
+    return column.cast(target)
+
+
+def usable_zone(name: str | None) -> str | None:
+    """``name`` when Python's zone database knows it (a value shown in it must be read in it), else None."""
+    if not name:
+        return None
+    import zoneinfo
+
+    try:
+        zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        return None
+    return name

@@ -1,0 +1,269 @@
+"""Issue 63, item 4: values as the database shows them — intervals, float4/float8 at ``full``, a timestamp with time
+zone on a session that is not in UTC, dates — against each engine's own client: psql for PostgreSQL, DuckDB's
+Python API, Python's sqlite3.
+
+The one rule (``ba_mcp/values.py``, docs/databases.md): an interval as PostgreSQL writes it; a float by its shortest
+round-trip form (a float4 by its own); a timestamp with time zone in the session's zone, written ISO 8601 with its
+offset (psql writes ``2026-08-01 00:00:00+02`` for our ``2026-08-01T00:00:00+02:00``: ``_as_psql`` is that one
+difference, and nothing else is mapped); a date as a date.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import io
+import json
+import re
+import sqlite3
+import subprocess
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from mcp import ClientSession, stdio_client
+
+from ba_mcp.pipeline.encode import ENCODINGS, encode_table, plain_rows
+from ba_mcp.values import duration_text, interval_text, shortest_real
+from tests import pg_server
+from tests.conftest import make_workspace, stdio_params, text_of
+
+ARTIFACT = re.compile(r"artifact_[0-9a-f]{12}")
+DATABASE = "shown_values"  # made on the run's PostgreSQL, its sessions in Europe/Berlin
+
+# each column once per kind of value the issue names; the same text goes to psql
+PG_SQL = (
+    "SELECT DATE_TRUNC('month', date '2026-08-15') AS month_start, "
+    "timestamptz '2026-01-15 12:30:00+00' AS winter, "
+    "date '2026-08-15' AS day, "
+    "interval '1462 days 14:45:00' AS took, "
+    "interval '1 year 2 months 3 days 4:05:06.5' AS mixed, "
+    "interval '-1 days -02:00' AS back, "
+    "interval '36 hours' AS hours, "
+    "interval '-14 months +3 days' AS signs, "
+    "interval '0' AS nothing, "
+    "real '4.7' AS r, "
+    "real '123456.789' AS r2, "
+    "double precision '0.1' + double precision '0.2' AS d, "
+    "double precision '1.7976931348623157e308' AS d2, "
+    "double precision '43974.710000000014' AS d3"
+)
+
+
+def _as_psql(ours: str) -> str:
+    """Our ISO 8601 timestamptz as psql writes it: a space for the ``T``, the offset's ``:00`` minutes dropped."""
+    return re.sub(r"([+-]\d\d):00$", r"\1", ours.replace("T", " ", 1))
+
+
+def _csv_rows(text: str, header: str) -> list[dict[str, str]]:
+    """The CSV rows of a full-level observation (after its ``Rows (csv):`` line)."""
+    body = text.split("Rows (csv):\n", 1)[1]
+    lines = body.split("\n")
+    start = next(i for i, line in enumerate(lines) if line.startswith(header))
+    end = next((i for i in range(start, len(lines)) if not lines[i].strip()), len(lines))
+    return list(csv.DictReader(io.StringIO("\n".join(lines[start:end]))))
+
+
+@pytest.fixture(scope="module")
+def ws(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    ws = make_workspace(tmp_path_factory.mktemp("values"))
+    lite = ws / "data" / "values.db"
+    lite.parent.mkdir(exist_ok=True)
+    con = sqlite3.connect(lite)
+    con.executescript(
+        "CREATE TABLE m (d REAL, day TEXT, at TEXT); "
+        "INSERT INTO m VALUES (0.1 + 0.2, '2026-08-15', '2026-08-01 00:00:00+02'), (43974.710000000014, NULL, NULL), "
+        "(4.7, '2026-08-16', NULL);"
+    )
+    con.commit()
+    con.close()
+    return ws
+
+
+@pytest.fixture(scope="module")
+def pg() -> pg_server.Postgres:
+    server = pg_server.running()
+    if not server.sql(f"SELECT 1 FROM pg_database WHERE datname = '{DATABASE}'", database="postgres"):
+        server.sql(
+            f"CREATE DATABASE {DATABASE} OWNER owner",
+            f"ALTER DATABASE {DATABASE} SET TimeZone = 'Europe/Berlin'",
+            database="postgres",
+        )
+    return server
+
+
+@pytest.fixture(scope="module")
+async def client(ws: Path, pg: pg_server.Postgres) -> AsyncIterator[ClientSession]:
+    env = {
+        "BA_MCP_DATABASES__BERLIN__URL": pg.url("analyst", DATABASE),
+        "BA_MCP_DATABASES__LITE__URL": "sqlite:///data/values.db",
+        "BA_MCP_TOOLS__QUERY_DATABASE__TIMEOUT_S": "120",
+    }
+    with open("/dev/null", "w") as errlog:
+        async with (
+            stdio_client(stdio_params(ws, **env), errlog=errlog) as (read, write),
+            ClientSession(read, write) as s,
+        ):
+            await s.initialize()
+            yield s
+
+
+async def _full(s: ClientSession, **args: Any) -> str:
+    result = await s.call_tool("query_database", {"output_level": "full", **args})
+    text = text_of(result)
+    assert not result.is_error, text
+    return text
+
+
+def _psql(pg: pg_server.Postgres, sql: str) -> dict[str, str]:
+    """psql's own text of one row (unaligned, with its header), as the analyst's role."""
+    out = subprocess.run(
+        ["psql", pg.url("analyst", DATABASE), "-X", "-A", "-F", "\t", "-P", "footer=off", "-c", sql],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    return dict(zip(out[0].split("\t"), out[1].split("\t"), strict=True))
+
+
+@pytest.mark.slow
+@pytest.mark.anyio
+@pytest.mark.skipif(not pg_server.available(), reason="PostgreSQL binaries (initdb, pg_ctl) are not installed")
+async def test_postgresql_values_read_as_psql_writes_them(client: ClientSession, pg: pg_server.Postgres) -> None:
+    psql = _psql(pg, PG_SQL)
+    assert psql["month_start"] == "2026-08-01 00:00:00+02"  # the session is in Berlin: psql's own answer
+    ours = _csv_rows(await _full(client, database="berlin", query=PG_SQL), "month_start,")[0]
+    assert set(ours) == set(psql)
+    for name in ("month_start", "winter"):  # in the session's zone, its offset shown
+        assert _as_psql(ours[name]) == psql[name], (name, ours[name], psql[name])
+        assert dt.datetime.fromisoformat(ours[name]) == dt.datetime.fromisoformat(psql[name])
+    for name in ("day", "took", "mixed", "back", "hours", "signs", "nothing", "r", "r2", "d", "d2", "d3"):
+        assert ours[name] == psql[name], (name, ours[name], psql[name])  # character for character
+    # every encoding the model reads: the structured rows of the json encoding hold the same values
+    # and a result cut at max_rows is stored (an interval cannot be Parquet as Arrow's triple) with them
+    many = (
+        "SELECT g AS n, interval '1 day 02:00' * g AS took, real '4.7' * g AS r, "
+        "DATE_TRUNC('month', date '2026-08-15') + g * interval '1 month' AS month_start "
+        "FROM generate_series(1, 40) g ORDER BY g"
+    )
+    text = await _full(client, database="berlin", query=many, max_rows=5)
+    kept = ARTIFACT.search(text)
+    assert kept, text
+    stored = await _full(client, query=f"SELECT CAST(took AS VARCHAR) AS took, r, month_start FROM {kept.group(0)}")
+    reference = subprocess.run(
+        ["psql", pg.url("analyst", DATABASE), "-X", "-A", "-F", "\t", "-t", "-c", many],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    rows = _csv_rows(stored, "took,")
+    assert len(rows) == len(reference) == 40
+    for row, line in zip(rows, reference, strict=True):
+        _, took, r, month_start = line.split("\t")
+        assert row["took"] == took and row["r"] == r, (row, line)
+        assert dt.datetime.fromisoformat(row["month_start"]) == dt.datetime.fromisoformat(month_start)
+
+
+@pytest.mark.slow
+@pytest.mark.anyio
+@pytest.mark.skipif(not pg_server.available(), reason="PostgreSQL binaries (initdb, pg_ctl) are not installed")
+async def test_duckdb_values_read_as_duckdb_writes_them(client: ClientSession) -> None:
+    import duckdb
+
+    sql = (
+        "SELECT TIMESTAMPTZ '2026-08-01 00:00:00+02' AS stamp, DATE '2026-08-15' AS day, "
+        "INTERVAL '1462 days 14:45:00' AS took, INTERVAL '-1 days -02:00:00' AS back, "
+        "INTERVAL '14 months 3 days 04:05:06.5' AS mixed, "
+        "CAST(4.7 AS REAL) AS r, CAST(0.1 AS DOUBLE) + CAST(0.2 AS DOUBLE) AS d"
+    )
+    ours = _csv_rows(await _full(client, query=sql), "stamp,")[0]
+    con = duckdb.connect()
+    zone = con.execute("SELECT current_setting('TimeZone')").fetchall()[0][0]
+    cast = ", ".join(f'CAST("{c}" AS VARCHAR)' for c in _columns(sql))
+    texts = con.execute(f"SELECT {cast} FROM ({sql})").fetchall()[0]
+    values = con.execute(sql).fetchall()[0]
+    duck = dict(zip(_columns(sql), texts, strict=True))
+    native = dict(zip(_columns(sql), values, strict=True))
+    # DuckDB's own text for these; an interval's unit words as the one rule writes them (PostgreSQL's)
+    for name in ("day", "r", "d"):
+        assert ours[name] == duck[name], (name, ours[name], duck[name])
+    for name in ("took", "back", "mixed"):
+        assert ours[name] == _postgres_units(duck[name]), (name, ours[name], duck[name])
+    assert float(ours["r"]) == shortest_real(native["r"]) and float(ours["d"]) == native["d"]
+    # the session's zone: the worker's DuckDB and this one run in the machine's
+    stamp = dt.datetime.fromisoformat(ours["stamp"])
+    assert stamp == native["stamp"] and stamp.utcoffset() == native["stamp"].utcoffset(), (ours, native, zone)
+    assert _as_psql(ours["stamp"]) == duck["stamp"]
+
+
+def _postgres_units(duckdb_text: str) -> str:
+    """DuckDB's interval text with PostgreSQL's unit words: ``mon``/``mons``, and the plural for any count but 1
+    (DuckDB writes ``-1 day``, PostgreSQL ``-1 days``); its numbers and time as DuckDB wrote them."""
+
+    def unit(m: re.Match[str]) -> str:
+        word = {"year": "year", "month": "mon", "day": "day"}[m.group(2)]
+        return f"{m.group(1)} {word}{'' if m.group(1) == '1' else 's'}"
+
+    return re.sub(r"(-?\d+) (year|month|day)s?\b", unit, duckdb_text)
+
+
+def _columns(sql: str) -> list[str]:
+    return re.findall(r" AS (\w+)(?=,|$)", sql)
+
+
+@pytest.mark.slow
+@pytest.mark.anyio
+@pytest.mark.skipif(not pg_server.available(), reason="PostgreSQL binaries (initdb, pg_ctl) are not installed")
+async def test_sqlite_values_read_as_sqlite3_reads_them(client: ClientSession, ws: Path) -> None:
+    ours = _csv_rows(await _full(client, database="lite", query="SELECT d, day, at FROM m ORDER BY rowid"), "d,")
+    con = sqlite3.connect(ws / "data" / "values.db")
+    theirs = con.execute("SELECT d, day, at FROM m ORDER BY rowid").fetchall()
+    con.close()
+    assert len(ours) == len(theirs) == 3
+    for row, (d, day, at) in zip(ours, theirs, strict=True):
+        assert row["d"] == repr(d), (row, d)  # 0.30000000000000004, 43974.710000000014: never cut to 15 digits
+        assert row["day"] == (day if day is not None else "NULL") and row["at"] == (at if at is not None else "NULL")
+
+
+# -- the rule itself, in every encoding ---------------------------------------------------------------------------
+
+
+def test_one_table_reads_the_same_in_every_encoding() -> None:
+    from ba_mcp.values import shown_schema
+
+    table = pa.table(
+        {
+            "took": pa.array([pa.MonthDayNano([0, 1462, 53_100_000_000_000]), None], pa.month_day_nano_interval()),
+            "span": pa.array([dt.timedelta(days=-1, hours=22), dt.timedelta(microseconds=500)], pa.duration("us")),
+            "r": pa.array([4.7, 123456.789], pa.float32()),
+            "d": pa.array([0.1 + 0.2, 3.0], pa.float64()),
+            "at": pa.array([dt.datetime(2026, 7, 31, 22, tzinfo=dt.UTC), None], pa.timestamp("us", "UTC")),
+        }
+    )
+    schema, convert = shown_schema(table.schema, lambda b: b, "Europe/Berlin")
+    shown = pa.Table.from_batches([convert(b) for b in table.to_batches()], schema=schema)
+    rows, _ = plain_rows(shown)
+    took, span, r, d, at = rows[0]
+    assert took == interval_text(0, 1462, 53_100_000_000_000) == "1462 days 14:45:00"
+    assert span == duration_text(dt.timedelta(hours=-2)) == "-02:00:00"
+    assert rows[1][1] == "00:00:00.0005"
+    assert (r, rows[1][2]) == (4.7, 123456.79)  # float4's shortest forms, as psql prints real
+    assert (d, rows[1][3]) == (0.30000000000000004, 3)
+    assert at == "2026-08-01T00:00:00+02:00"
+    for encoding in ENCODINGS:
+        text = encode_table(shown, encoding)
+        for shown_value in ("1462 days 14:45:00", "-02:00:00", "4.7", "123456.79", "0.30000000000000004", "+02:00"):
+            assert shown_value in text, (encoding, shown_value, text)
+        assert "4.699999" not in text and "0.3," not in text and "[0," not in text, (encoding, text)
+    assert json.loads(encode_table(shown, "json"))[0]["d"] == 0.1 + 0.2
+
+
+def test_interval_text_is_postgresqls_encoding_of_each_part() -> None:
+    # sign rules of EncodeInterval: a positive part after a negative one carries "+"; the time its own sign
+    assert interval_text(-14, 3, 0) == "-1 years -2 mons +3 days"
+    assert interval_text(0, -1, 7_200_000_000_000) == "-1 days +02:00:00"
+    assert interval_text(1, 1, 0) == "1 mon 1 day"
+    assert interval_text(0, 0, 0) == "00:00:00"
+    assert interval_text(0, 0, 129_600_000_000_000) == "36:00:00"  # hours past a day stay hours
