@@ -222,6 +222,8 @@ def _check_databases(settings: Settings, root: Path, sessions: Path, network: bo
             detail += f"; callers run as their mapped roles {mapped} (each passed the same checks)"
         if info.get("detail"):  # what the engine says of its read-only boundary
             detail += f"; {info['detail']}"
+        for warning in info.get("warnings") or []:  # served, with what the operator should still run
+            detail += f"; warning: {warning}"
         if info.get("read_only_by_driver") is False:
             detail += "; the driver cannot make the connection read-only: connect as a user that can only read"
         return Check(label, True, redact(detail, conf))  # the role may be what ${PGUSER} gave

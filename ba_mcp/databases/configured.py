@@ -7,6 +7,7 @@ parse of a statement (memoised), the workspace data a statement names handed to 
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 from pathlib import Path
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     from ba_mcp.workspace import Resolved, Workspace
 
 
+log = logging.getLogger(__name__)
 WORKSPACE = "workspace"  # the name a model uses for "where my uploads are"
 
 
@@ -70,6 +72,9 @@ class Databases:
             name: FairSlots(db.max_concurrent, per_user(settings, db)) for name, db in settings.databases.items()
         }
         self._changes: dict[str, int] = {}  # session -> CREATE/DROP statements it ran
+        for name in self.names:  # said once at start, on stderr: the server serves everything else
+            if (why := self.unavailable(name)) is not None:
+                log.warning("database %s is unavailable: %s (databases.%s.url)", name, why, name)
         engines.prepare = self.prepare
         engines.keeps_state = lambda session: self.session_objects(session) > 0  # its TEMP tables and views
 

@@ -5,7 +5,8 @@ role, never by SQL text (S-11, S-14).
   ``pg_execute_server_program`` is refused (``PRIVILEGED_ROLE``) unless ``allow_privileged_role``; a role that can
   write a table, create objects, use dblink or a foreign server, bypass row-level security, create roles or
   replicate is refused (``WRITABLE_ROLE``) unless ``allow_writable_role`` (dblink_exec commits on a connection of
-  its own).
+  its own); each refusal names what it found and the SQL that removes it. PUBLIC's ``CREATE`` on a schema alone
+  (PostgreSQL 14's default) is served with a warning naming the ``REVOKE`` (a READ ONLY transaction creates nothing).
 * The statement as written: one statement, its trailing ``;`` and comments dropped (the driver runs a query inside
   ``COPY (…) TO STDOUT``); ``SHOW`` and ``EXPLAIN`` (whose statement is vetted as any other) run as plain
   statements. A statement runs only once its plan was read (below): one PostgreSQL cannot explain fails with
@@ -82,6 +83,11 @@ class PostgresEngine(ConnectedEngine):
                 reply["detail"] = (reply.get("detail", "") + "; " if reply.get("detail") else "") + (
                     f"the mapped roles {', '.join(writers)} can write (allow_writable_role)"
                 )
+            # PUBLIC's CREATE (PostgreSQL <= 14) is the database's, whichever role reads it: said once
+            warned = [w for m in mapped for w in m.get("warnings", [])]
+            reply["warnings"] = list(dict.fromkeys([*reply.get("warnings", []), *warned]))
+            if not reply["warnings"]:
+                del reply["warnings"]
         c.extra["vet"] = c.con.cursor()  # EXPLAIN of the user's statement: the plain protocol, not COPY
         c.extra["vet"].adbc_statement.set_options(**{"adbc.postgresql.use_copy": "false"})
         c.extra["time_zone"] = session_zone(c.extra["vet"])  # timestamptz shown in it (ba_mcp.values)
@@ -394,77 +400,228 @@ def _explained(sql: str, words: list[tuple[str, int, int]]) -> str | None:
 
 def role(cur: Any, allow_privileged: bool, allow_writable: bool, mapped: bool = False) -> dict[str, Any]:
     """The current role's privileges; a privileged role is refused unless allowed by name, and so is a role that can
-    write a table, create objects, use dblink / postgres_fdw (a read-only transaction does not stop ``dblink_exec``
-    committing on another connection), bypass row-level security, create roles or replicate. ``mapped``: the role
-    is one ``role_from`` maps users to (taken by ``mapped_role``), named so in a refusal."""
-    user_tables = (
-        "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f') "
-        "AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg_toast%'"
-    )
-    written = " OR ".join(f"has_table_privilege(c.oid, '{p}')" for p in ("INSERT", "UPDATE", "DELETE", "TRUNCATE"))
+    change data: write a table or a sequence (a grant, ownership, ``pg_write_all_data``), create objects (in the
+    database, or in a schema by a grant of its own or ownership), use dblink / postgres_fdw (a read-only transaction
+    does not stop ``dblink_exec`` committing on another connection), bypass row-level security, create roles or
+    replicate. Each refusal names what it found and the SQL that removes it. PUBLIC's ``CREATE`` on a schema — the
+    default of a database made on PostgreSQL 14 or older, or restored from its dump — is served with a warning
+    (``warnings``: the ``REVOKE … FROM PUBLIC`` to run): every statement ba-mcp runs is one vetted SELECT inside a
+    READ ONLY transaction, in which PostgreSQL creates nothing. ``mapped``: the role is one ``role_from`` maps users
+    to (taken by ``mapped_role``), named so in a refusal."""
     cur.execute(
-        "SELECT current_user::text, r.rolsuper, "
+        "SELECT current_user::text, current_database()::text, r.rolsuper, "
         + ", ".join(f"pg_has_role(current_user, '{r}', 'MEMBER')" for r in PRIVILEGED_ROLES)
-        + ", current_setting('server_version'), "
-        f"(SELECT min(quote_ident(n.nspname) || '.' || quote_ident(c.relname)) {user_tables} AND ({written})), "
-        "CASE WHEN has_database_privilege(current_database(), 'CREATE') THEN 'database ' || current_database() "
-        "ELSE (SELECT 'schema ' || min(n.nspname) FROM pg_namespace n WHERE n.nspname NOT LIKE 'pg\\_%' "
-        "AND n.nspname <> 'information_schema' AND has_schema_privilege(n.oid, 'CREATE')) END, "
-        "(SELECT min(e.extname) FROM pg_proc p JOIN pg_depend d ON d.objid = p.oid AND d.classid = 'pg_proc'::regclass "
-        "AND d.deptype = 'e' JOIN pg_extension e ON e.oid = d.refobjid WHERE e.extname = 'dblink' "
+        + ", current_setting('server_version'), pg_has_role(current_user, 'pg_write_all_data', 'USAGE'), "
+        "(SELECT min(quote_ident(pn.nspname)) FROM pg_proc p JOIN pg_depend d ON d.objid = p.oid "
+        "AND d.classid = 'pg_proc'::regclass AND d.deptype = 'e' JOIN pg_extension e ON e.oid = d.refobjid "
+        "JOIN pg_namespace pn ON pn.oid = p.pronamespace WHERE e.extname = 'dblink' "
         "AND has_function_privilege(p.oid, 'EXECUTE') AND has_schema_privilege(p.pronamespace, 'USAGE')), "
-        "(SELECT min(s.srvname) FROM pg_foreign_server s WHERE has_server_privilege(s.oid, 'USAGE')), "
+        "(SELECT min(quote_ident(s.srvname)) FROM pg_foreign_server s WHERE has_server_privilege(s.oid, 'USAGE')), "
         "r.rolbypassrls, r.rolcreaterole, r.rolreplication "
         "FROM pg_roles r WHERE r.rolname = current_user"
     )
     row = cur.fetchone()
-    user, superuser, *members, version, table, creates, dblink, server, bypass, creates_roles, replicates = row
+    user, database, superuser, *members, version, write_all, dblink, server, bypass, creates_roles, replicates = row
+    who = identifier(user)
     named = f"the role {user}, which role_from maps users to," if mapped else f"the role {user}"
     privileges = (["superuser"] if superuser else []) + [r for r, m in zip(PRIVILEGED_ROLES, members, strict=True) if m]
     if privileges and not allow_privileged:
+        fixes = ([f"ALTER ROLE {who} NOSUPERUSER;"] if superuser else []) + [
+            f"REVOKE {r} FROM {who};" for r in privileges if r != "superuser"
+        ]
         raise _failure(
             type="permission_denied",
             code="PRIVILEGED_ROLE",
             message=f"{named} is {' and '.join(privileges)}: a read-only transaction does not stop such a "
             "role from running programs on the database host or reading its files",
             hint=(
-                f"map users to roles that can only read (REVOKE … FROM {user})"
-                if mapped
-                else "connect as a read-only role (see `ba-mcp doctor`)"
+                f"run as an administrator: {' '.join(fixes)}" if mapped else f"connect as a read-only role ({READER})"
             )
-            + ", or set allow_privileged_role: true for this database if you "
-            "accept that",
+            + ", or set allow_privileged_role: true for this database if you accept that",
         )
-    powers = (
-        ([f"write to tables (e.g. {table})"] if table else [])
-        + ([f"create objects in {creates}"] if creates else [])
-        + (["use dblink (its connections commit outside the read-only transaction)"] if dblink else [])
-        + ([f"use the foreign server {server} (postgres_fdw)"] if server else [])
-        + (["bypass row-level security (BYPASSRLS)"] if bypass and not superuser else [])
-        + (["create roles (CREATEROLE)"] if creates_roles and not superuser else [])
-        + (["replicate the database (REPLICATION)"] if replicates and not superuser else [])
-    )
+    powers: list[tuple[str, str]] = []  # (what the role can do, the SQL that removes it)
+    if write_all:
+        powers.append(("write every table (a member of pg_write_all_data)", f"REVOKE pg_write_all_data FROM {who};"))
+    written = _written(cur)
+    if written is not None and not write_all:
+        powers.append(written)
+    powers += _creates(cur, database, who)
+    if dblink:
+        powers.append(
+            (
+                f"use dblink (schema {dblink}: its connections commit outside the read-only transaction)",
+                "CREATE SCHEMA dblink_only; ALTER EXTENSION dblink SET SCHEMA dblink_only; (or DROP EXTENSION dblink;)",
+            )
+        )
+    if server:
+        powers.append(
+            (f"use the foreign server {server} (postgres_fdw)", f"REVOKE USAGE ON FOREIGN SERVER {server} FROM {who};")
+        )
+    if bypass and not superuser:
+        powers.append(("bypass row-level security (BYPASSRLS)", f"ALTER ROLE {who} NOBYPASSRLS;"))
+    if creates_roles and not superuser:
+        powers.append(("create roles (CREATEROLE)", f"ALTER ROLE {who} NOCREATEROLE;"))
+    if replicates and not superuser:
+        powers.append(("replicate the database (REPLICATION)", f"ALTER ROLE {who} NOREPLICATION;"))
+    public_only = _public_creates(cur)
     if powers and not allow_writable and not (privileges and allow_privileged):
         raise _failure(
             type="permission_denied",
             code="WRITABLE_ROLE",
-            message=f"{named} can {'; '.join(powers)}: ba-mcp serves a role that can only read",
-            hint=(
-                f"map users to roles that can only read (REVOKE those grants FROM {user}; ALTER ROLE {user} "
-                "NOBYPASSRLS …)"
-                if mapped
-                else "connect as a read-only role (docs/databases.md: CREATE ROLE ba_reader …; GRANT pg_read_all_data)"
-            )
-            + ", or set allow_writable_role: true for this database if you accept that",
+            message=f"{named} can {'; '.join(p for p, _ in powers)}: ba-mcp serves a role that can only read",
+            hint=f"run as an administrator: {' '.join(dict.fromkeys(f for _, f in powers))} — or connect as a "
+            f"read-only role ({READER}), or set allow_writable_role: true for this database if you accept that",
         )
     version = str(version).split(" ")[0]  # 15.18, without the packager's note
     found: dict[str, Any] = {"version": version, "role": user, "privileges": privileges, "role_can_write": bool(powers)}
     if powers:
-        found["detail"] = (
-            "the role can write — a read-only role is the safest: CREATE ROLE ba_reader LOGIN PASSWORD '…'; "
-            "GRANT pg_read_all_data TO ba_reader;"
-        )
+        found["detail"] = f"the role can write — a read-only role is the safest: {READER}"
+    if public_only:
+        found["warnings"] = [public_create_warning(database, public_only)]
     return found
+
+
+READER = "CREATE ROLE ba_reader LOGIN PASSWORD '…'; GRANT pg_read_all_data TO ba_reader;"
+# what a role can change a relation with: a table's (and its columns') grants, a sequence's (nextval, setval)
+_WRITES = {"table": ("INSERT", "UPDATE", "DELETE", "TRUNCATE"), "sequence": ("UPDATE", "USAGE")}
+_USER_SCHEMA = "n.nspname NOT LIKE 'pg\\_%' AND n.nspname <> 'information_schema'"
+WRITE_PRIVILEGES = "'INSERT', 'UPDATE', 'DELETE', 'TRUNCATE', 'USAGE'"
+CREATE = "'CREATE'"
+DATABASE_ACL = "coalesce(d.datacl, acldefault('d', d.datdba))"
+SCHEMA_ACL = "coalesce(n.nspacl, acldefault('n', n.nspowner))"
+
+
+def _grantees(acl: str, privileges: str) -> str:
+    """SQL: the JSON array of the roles (``PUBLIC`` for everyone) through whom the current role holds one of
+    ``privileges`` in ``acl`` (an ``aclitem[]`` expression, its default already filled in)."""
+    return (
+        "(SELECT array_to_json(array_agg(DISTINCT CASE WHEN a.grantee = 0 THEN 'PUBLIC' "
+        f"ELSE quote_ident(pg_get_userbyid(a.grantee)) END))::text FROM aclexplode({acl}) a "
+        f"WHERE a.privilege_type IN ({privileges}) AND (a.grantee = 0 OR pg_has_role(a.grantee, 'USAGE')))"
+    )
+
+
+def _written(cur: Any) -> tuple[str, str] | None:
+    """The first table or sequence the current role can write (a table-wide or a column's grant, or ownership) —
+    how many there are, which privileges, through whom — and the SQL that removes it; None when there is none."""
+    table = " OR ".join(
+        [f"has_any_column_privilege(c.oid, '{p}')" for p in ("INSERT", "UPDATE")]
+        + [f"has_table_privilege(c.oid, '{p}')" for p in ("DELETE", "TRUNCATE")]
+    )
+    sequence = " OR ".join(f"has_sequence_privilege(c.oid, '{p}')" for p in _WRITES["sequence"])
+    held = (
+        "CASE WHEN c.relkind = 'S' THEN ARRAY(SELECT p FROM unnest(ARRAY['UPDATE', 'USAGE']) p "
+        "WHERE has_sequence_privilege(c.oid, p)) ELSE ARRAY(SELECT p FROM unnest(ARRAY['INSERT', 'UPDATE']) p "
+        "WHERE has_any_column_privilege(c.oid, p)) || ARRAY(SELECT p FROM unnest(ARRAY['DELETE', 'TRUNCATE']) p "
+        "WHERE has_table_privilege(c.oid, p)) END"
+    )
+    acl = (
+        "coalesce(c.relacl, acldefault(CASE WHEN c.relkind = 'S' THEN 's' ELSE 'r' END::\"char\", c.relowner)) "
+        "|| coalesce((SELECT array_agg(x) FROM pg_attribute t, unnest(t.attacl) x WHERE t.attrelid = c.oid), "
+        "'{}'::aclitem[])"
+    )
+    cur.execute(
+        "SELECT quote_ident(n.nspname), quote_ident(c.relname), c.relkind = 'S', "
+        f"array_to_json({held})::text, pg_has_role(c.relowner, 'USAGE'), "
+        f"{_grantees(acl, WRITE_PRIVILEGES)}, count(*) OVER () "
+        "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+        f"WHERE {_USER_SCHEMA} AND n.nspname NOT LIKE 'pg_toast%' AND ((c.relkind IN ('r', 'p', 'v', 'm', 'f') "
+        f"AND ({table})) OR (c.relkind = 'S' AND ({sequence}))) ORDER BY c.relkind = 'S', 1, 2 LIMIT 1"
+    )
+    row = cur.fetchone()
+    if row is None:
+        return None
+    schema, name, is_sequence, held_json, owns, grantees_json, count = row
+    what = "sequence" if is_sequence else "table"
+    held_list = json.loads(held_json or "[]")
+    grantees = json.loads(grantees_json or "null") or []
+    more = f" ({count} tables and sequences in all)" if int(count) > 1 else ""
+    if owns:
+        return (
+            f"write to {what}s it owns (e.g. {schema}.{name}){more}",
+            f"connect as a role that owns nothing: {READER}",
+        )
+    through = ", ".join(grantees) or "a role it is a member of"
+    said = f"write to {what}s: {', '.join(held_list)} on {schema}.{name} (granted to {through}){more}"
+    on = f"{'SEQUENCE ' if is_sequence else ''}{schema}.{name}"
+    revoke = " ".join(f"REVOKE {', '.join(held_list)} ON {on} FROM {g};" for g in grantees)
+    if int(count) > 1:
+        revoke += " " + " ".join(
+            f"REVOKE {', '.join(_WRITES['table'])} ON ALL TABLES IN SCHEMA {schema} FROM {g}; "
+            f"REVOKE {', '.join(_WRITES['sequence'])} ON ALL SEQUENCES IN SCHEMA {schema} FROM {g};"
+            for g in grantees
+        )
+    return said, revoke.strip() or f"REVOKE {', '.join(held_list)} ON {on} FROM <the role that grants it>;"
+
+
+def _creates(cur: Any, database: str, who: str) -> list[tuple[str, str]]:
+    """Where the current role can create objects, each with the SQL that removes it: the database (CREATE makes
+    schemas: a grant or ownership), a schema it owns or holds CREATE on by a grant of its own — never PUBLIC's alone
+    (``_public_creates``)."""
+    found: list[tuple[str, str]] = []
+    cur.execute(
+        "SELECT has_database_privilege(d.oid, 'CREATE'), pg_has_role(d.datdba, 'USAGE'), "
+        f"{_grantees(DATABASE_ACL, CREATE)} "
+        "FROM pg_database d WHERE d.datname = current_database()"
+    )
+    creates, owns, grantees_json = cur.fetchone()
+    db = identifier(database)
+    if creates and owns:
+        found.append(
+            (f"create schemas in database {database}, which it owns", f"connect as a role that owns nothing: {READER}")
+        )
+    elif creates:
+        grantees = json.loads(grantees_json or "null") or [who]
+        found.append(
+            (
+                f"create schemas in database {database} (CREATE granted to {', '.join(grantees)})",
+                " ".join(f"REVOKE CREATE ON DATABASE {db} FROM {g};" for g in grantees),
+            )
+        )
+    for schema, owns, grantees_json in _schema_creates(cur):
+        grantees = [g for g in json.loads(grantees_json or "null") or [] if g != "PUBLIC"]
+        if owns:
+            found.append(
+                (f"create objects in schema {schema}, which it owns", f"ALTER SCHEMA {schema} OWNER TO <another role>;")
+            )
+        elif grantees:
+            found.append(
+                (
+                    f"create objects in schema {schema} (CREATE granted to {', '.join(grantees)})",
+                    " ".join(f"REVOKE CREATE ON SCHEMA {schema} FROM {g};" for g in grantees),
+                )
+            )
+    return found
+
+
+def _schema_creates(cur: Any) -> list[tuple[str, bool, str]]:
+    """The schemas the current role can create in: (name, whether it owns it, the JSON array of who grants CREATE)."""
+    cur.execute(
+        "SELECT quote_ident(n.nspname), pg_has_role(n.nspowner, 'USAGE'), "
+        f"{_grantees(SCHEMA_ACL, CREATE)} "
+        f"FROM pg_namespace n WHERE {_USER_SCHEMA} AND n.nspname NOT LIKE 'pg_toast%' "
+        "AND has_schema_privilege(n.oid, 'CREATE') ORDER BY 1"
+    )
+    return [(str(s), bool(o), str(g or "")) for s, o, g in cur.fetchall()]
+
+
+def _public_creates(cur: Any) -> list[str]:
+    """The schemas the current role can create in only because PUBLIC may (PostgreSQL ≤ 14's ``public``)."""
+    return [
+        schema
+        for schema, owns, grantees in _schema_creates(cur)
+        if not owns and (json.loads(grantees or "null") or []) == ["PUBLIC"]
+    ]
+
+
+def public_create_warning(database: str, schemas: list[str]) -> str:
+    """What the doctor and the server's log say of PUBLIC's CREATE: served, and the SQL that closes it."""
+    revoke = " ".join(f"REVOKE CREATE ON SCHEMA {s} FROM PUBLIC;" for s in schemas)
+    return (
+        f"every role may create objects in schema {', '.join(schemas)} of database {database} (PUBLIC's CREATE, "
+        "the default of databases made on PostgreSQL 14 or older): served, as ba-mcp runs only vetted SELECTs in "
+        f"READ ONLY transactions, which create nothing; to close it, run as the database's owner: {revoke}"
+    )
 
 
 def identifier(name: str) -> str:

@@ -88,6 +88,7 @@ class Connections(WorkerPool):
         self.conf = settings.engine
         self.scratch = scratch
         self.info: dict[str, dict[str, Any]] = {}  # what each database said at the last connect (version, role)
+        self._warned: set[tuple[str, str]] = set()  # the connect's warnings already logged
         for conf in settings.databases.values():  # no message of this process shows their credentials
             register_secrets(conf)
 
@@ -138,6 +139,10 @@ class Connections(WorkerPool):
         except BaseException:
             process.kill()
             raise
+        for warning in handle.info.get("warnings") or []:  # said once per server, on stderr (the doctor says it too)
+            if (name, warning) not in self._warned:
+                self._warned.add((name, warning))
+                log.warning("database %s: %s", name, redact(str(warning), conf))
         self.info[name] = dict(handle.info)
         return handle
 
