@@ -298,6 +298,7 @@ def pytest_configure(config: pytest.Config) -> None:
     postgres = postgres or runs("test_publish_team.py")
     postgres = postgres or runs("test_audit_http.py")
     postgres = postgres or runs("test_pg14_grants.py")
+    postgres = postgres or runs("test_analysis_params.py")
     postgres = postgres or runs("test_values_as_shown.py")
     if postgres and pg_server.available() and not os.environ.get(background.variable("postgres")):
         services.append(background.Service("postgres", pg_server.service, _service_folder()))

@@ -31,7 +31,8 @@ NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 PARAM = re.compile(r"^[a-z_][a-z0-9_]{0,39}$")
 REPLAYABLE = ("query_database", "query_metrics", "file_reader", "run_python")
 
-Place = Callable[[str, str, dict[str, Any]], tuple[str, list[str]]]  # (kind sql|code, text, values) -> text, found
+# (kind sql|filter|code, text, values) -> text, the parameters found, what cuts a statement's result (``sql_cut``)
+Place = Callable[[str, str, dict[str, Any]], tuple[str, list[str], dict[str, Any]]]
 
 
 def bad(message: str, hint: str = "", code: str = "BAD_ANALYSIS") -> ToolFailure:
@@ -136,21 +137,38 @@ def plan(name: str, description: str, records: list[Any], parameters: dict[str, 
         args = {k: v for k, v in r.arguments.items() if k not in ("output_level", "timeout", "reset")}
         step = Step(sid, r.call_id, r.tool, {})
         if r.tool == "query_database":
-            sql, names = place("sql", str(prov.get("sql") or args.get("query", "")), parameters)
+            given = prov.get("params")
+            binds = bound_params(given, parameters)  # the engine's own $1 / ? / $name entries a parameter binds
+            found.update(binds.values())
+            text = str(prov.get("sql") or args.get("query", ""))
+            # positional values and a $name placed in the text cannot meet in one statement: a parameter whose
+            # literal is in the SQL of a step with a params array is refused, saying how to pass it
+            sql, names, cut = place("sql", text, {n: v for n, v in parameters.items() if n not in binds.values()})
+            if names and isinstance(given, list):
+                raise bad(
+                    f"parameter {names[0]}: its value {parameters[names[0]]!r} is written in the SQL of step {sid}, "
+                    "which passes its other values as params",
+                    f"run the query again with that value as a params entry too (${len(given) + 1}), then save",
+                    code="BAD_PARAMETER",
+                )
             found.update(names)
-            step.arguments = {"database": prov.get("database", "demo"), "sql": sql, "params": prov.get("params")}
+            step.arguments = {"database": prov.get("database", "demo"), "sql": sql, "params": given}
+            if binds:
+                step.arguments["binds"] = binds
+            if cut:  # a LIMIT/OFFSET: a figure of this step's result covers what it kept (a top N), not the whole
+                step.arguments["cut"] = cut
             databases.append(str(step.arguments["database"]))
         elif r.tool == "query_metrics":
             if args.get("where"):  # a literal inside a filter (ours or MetricFlow's) is a parameter too
                 placed = [place("filter", str(w), parameters) for w in args["where"]]
-                args = {**args, "where": [w for w, _ in placed]}
-                found.update(n for _, names in placed for n in names)
+                args = {**args, "where": [w for w, _, _ in placed]}
+                found.update(n for _, names, _ in placed for n in names)
             step.arguments = {"metrics_query": args}
             databases.append(str(prov.get("database", "")))
         elif r.tool == "file_reader":
             step.arguments = {"read": args}
         else:  # run_python
-            code, names = place("code", str(args.get("code", "")), parameters)
+            code, names, _ = place("code", str(args.get("code", "")), parameters)
             found.update(names)
             step.arguments = {"code": code}
         for ref in prov.get("read", []):
@@ -170,12 +188,34 @@ def plan(name: str, description: str, records: list[Any], parameters: dict[str, 
     missing = sorted(set(parameters) - found)
     if missing:
         raise bad(
-            f"parameter {missing[0]}: its value {parameters[missing[0]]!r} occurs in no step's SQL or code",
-            "a parameter names a literal the steps contain (a date, a region, a number)",
+            f"parameter {missing[0]}: its value {parameters[missing[0]]!r} occurs in no step's SQL, params or code",
+            "a parameter names a literal the steps contain (a date, a region, a number) or a value they pass in "
+            "params ($1, ?)",
             code="BAD_PARAMETER",
         )
     typed = {p: {"type": type_of(v), "default": v} for p, v in parameters.items()}
     return Plan(name, description, typed, steps, sorted(set(d for d in databases if d)), inputs)
+
+
+def bound_params(given: Any, parameters: dict[str, Any]) -> dict[Any, str]:
+    """The entries of a step's ``params`` that are a parameter's value — position (1 for ``$1`` or the first
+    ``?``) or ``$name`` key -> the parameter's name: an equal text, an equal number, or a number's text."""
+    entries = list(enumerate(given, 1)) if isinstance(given, list) else list((given or {}).items())
+    binds: dict[Any, str] = {}
+    for key, entry in entries:
+        for name, value in parameters.items():
+            if _equal(entry, value):
+                binds[key] = name
+                break
+    return binds
+
+
+def _equal(entry: Any, value: Any) -> bool:
+    if isinstance(entry, bool) or isinstance(value, bool) or entry is None:
+        return False
+    if isinstance(entry, str):
+        return entry == value if isinstance(value, str) else entry.strip() == str(value)
+    return isinstance(entry, int | float) and isinstance(value, int | float) and entry == value
 
 
 def _needs(made: dict[str, str], artifact_id: str, step: str) -> None:
@@ -427,11 +467,12 @@ def describe_change(expected: dict[str, Any] | None, got: dict[str, Any], same_p
     parts = []
     if expected.get("rows") != got.get("rows"):
         parts.append(f"rows {expected.get('rows')} → {got.get('rows')}")
+    of = f" of the {got['covers']}" if got.get("covers") else ""  # a cut result's total is not the whole's
     # only the columns that add up have totals; the others (rates, shares, scores) are compared as values
     for column, total in (got.get("totals") or {}).items():
         before = (expected.get("totals") or {}).get(column)
         if before is not None and abs(float(before) - float(total)) > 1e-9 * max(1.0, abs(float(before))):
-            parts.append(f"{column} total {change(float(before), float(total))}")
+            parts.append(f"{column} total{of} {change(float(before), float(total))}")
     for column, (low, high) in (got.get("ranges") or {}).items():
         was = (expected.get("ranges") or {}).get(column)
         if was is not None and [float(v) for v in was] != [float(low), float(high)]:

@@ -123,3 +123,23 @@ def change(before: float, after: float) -> str:
     if before:
         text += f" ({100 * (after - before) / abs(before):+.1f} %)"
     return text
+
+
+def covers(rows: int, ordered: bool, offset: int, frame: pa.Table) -> str:
+    """What a cut result holds, for people — "top 10 vendors", "first 10 vendors", "vendors 21–30": its rows
+    named by its first dimension column (``vendor_name`` → vendor names), "rows" when none names them."""
+    name = next((n for n, c in zip(frame.column_names, frame.columns, strict=True) if dimension(n, c.type)), "")
+    words = " ".join(name.replace("_", " ").split()).lower()
+    words = re.sub(r"\b(name|label|title|id|key|code)$", "", words).strip() or words  # vendor_name -> vendor
+    noun = _plural(words) if words else "rows"
+    if offset:
+        return f"{noun} {offset + 1:,}–{offset + rows:,} only"
+    return f"{'top' if ordered else 'first'} {rows:,} {noun} only"
+
+
+def _plural(noun: str) -> str:
+    if re.search(r"(s|x|z|ch|sh)$", noun):
+        return noun + "es"
+    if re.search(r"[^aeiou]y$", noun):
+        return noun[:-1] + "ies"
+    return noun + "s"

@@ -53,6 +53,7 @@ class Output:
     rows: int | None = None
     totals: dict[str, float] = field(default_factory=dict)  # the sums of the columns that add up
     ranges: dict[str, list[float]] = field(default_factory=dict)  # min and max of the other numeric columns
+    covers: str = ""  # a cut result (LIMIT, OFFSET): what its rows are — "top 10 vendors only"; "" the whole
 
     def facts(self) -> dict[str, Any]:
         data: dict[str, Any] = {"name": self.name, "kind": self.kind, "sha256": self.sha256}
@@ -60,6 +61,8 @@ class Output:
             data["rows"] = self.rows
             data["totals"] = self.totals
             data["ranges"] = self.ranges
+            if self.covers:
+                data["covers"] = self.covers
         return data
 
 
@@ -100,19 +103,28 @@ class Replay:
         sql: str,
         params: dict[str, Any] | list[Any] | None = None,
         inputs: list[str] | None = None,
+        binds: dict[Any, str] | None = None,
+        cut: dict[str, Any] | None = None,
     ) -> list[str]:
-        """A query_database step: ``$name`` placeholders bound to this run's parameter values; the artifacts of
-        earlier steps it reads are this run's."""
+        """A query_database step: ``$name`` placeholders and the ``params`` entries a parameter binds (``binds``:
+        position or key -> parameter) given this run's values; the artifacts of earlier steps it reads are this
+        run's."""
         sql = self._inputs(step, sql, inputs)
-        bound: dict[str, Any] | list[Any] | None = params
-        used = {name: value for name, value in self.values.items() if f"${name}" in sql}
-        if used:
-            if isinstance(params, list):
-                raise StepFailed(step, _invalid("positional params and named parameters in one statement"))
-            bound = {**(params or {}), **used}
+        bound = bound_params(sql, params, binds, self.values)
+        if isinstance(bound, list) and any(f"${name}" in sql for name in self.values):
+            raise StepFailed(step, _invalid("positional params and named parameters in one statement"))
         tool = self._tool(step, "query_database")
         raw = self._run(step, tool, {"query": sql, "database": database, "params": bound, "max_rows": 1000})
-        return [self._table(step, raw, 1)]
+        made = self._table(step, raw, 1)
+        if cut:  # a result the statement cut (LIMIT n with n rows back): its figures cover those rows only
+            limit, offset = _given(cut.get("limit"), bound), _given(cut.get("offset"), bound) or 0
+            output = self.outputs[-1]
+            if isinstance(limit, int) and output.rows is not None and output.rows >= limit > 0:
+                from ba_mcp.analyses.measures import covers
+
+                _, frame = self.artifacts.read_table(made)
+                output.covers = covers(output.rows, bool(cut.get("ordered")), int(offset), frame)
+        return [made]
 
     def metrics(self, step: str, arguments: dict[str, Any]) -> list[str]:
         """A query_metrics step: each ``${name}`` in its filters written as this run's value, a literal of its type
@@ -240,7 +252,9 @@ def run_steps(run: Replay, steps: list[Any]) -> None:
             raise StepFailed(f"#{number}", _invalid("a step of analysis.yaml is not a mapping with an id"))
         sid, tool = str(step["id"]), step.get("tool")
         if tool == "query_database":
-            run.sql(sid, str(step["database"]), str(step["sql"]), step.get("params"), list(step.get("inputs") or []))
+            sql, inputs = str(step["sql"]), list(step.get("inputs") or [])
+            binds, cut = dict(step.get("binds") or {}), dict(step.get("cut") or {})
+            run.sql(sid, str(step["database"]), sql, step.get("params"), inputs, binds, cut)
         elif tool == "query_metrics":
             run.metrics(sid, dict(step["metrics_query"]))
         elif tool == "file_reader":
@@ -250,6 +264,65 @@ def run_steps(run: Replay, steps: list[Any]) -> None:
         else:
             raise StepFailed(sid, _invalid(f"a {tool} step cannot be re-run"))
         run.link(dict(step.get("links") or {}))
+
+
+def bound_params(
+    sql: str, params: dict[str, Any] | list[Any] | None, binds: dict[Any, str] | None, values: dict[str, Any]
+) -> dict[str, Any] | list[Any] | None:
+    """The ``params`` a step's statement runs with: each entry a parameter binds (``binds``: 1-based position or
+    ``$name`` key -> parameter) given the run's value — as text where the saved entry was text, so the statement
+    binds as it did — and each ``$name`` the SQL carries for a parameter (its literal was in the SQL)."""
+    bound: dict[str, Any] | list[Any] | None = params
+    if binds and isinstance(params, list):
+        bound = list(params)
+        for key, name in binds.items():
+            at = int(key) - 1
+            if name in values and 0 <= at < len(bound):
+                bound[at] = _as_entry(params[at], values[name])
+    elif binds and isinstance(params, dict):
+        bound = {**params, **{k: _as_entry(params.get(k), values[n]) for k, n in binds.items() if n in values}}
+    used = {name: value for name, value in values.items() if f"${name}" in sql}
+    if used and not isinstance(bound, list):
+        bound = {**(bound or {}), **used}
+    return bound
+
+
+def statement_values(step: dict[str, Any], values: dict[str, Any]) -> list[str]:
+    """What a query_database step's statement is bound to in a run, for people: ``$1 = '2014-01-01' (since)`` —
+    each ``params`` entry (a parameter's named), then each ``$name`` of a parameter the SQL carries."""
+    sql = str(step.get("sql") or "")
+    params = step.get("params")
+    binds = {str(k): n for k, n in dict(step.get("binds") or {}).items()}
+    bound = bound_params(sql, params, step.get("binds"), values)
+    lines: list[str] = []
+    if isinstance(bound, list):
+        for i, v in enumerate(bound, 1):
+            named = binds.get(str(i))
+            lines.append(f"${i} = {v!r}" + (f" ({named})" if named else ""))
+    elif isinstance(bound, dict):
+        for k, v in bound.items():
+            named = binds.get(str(k)) or (k if k in values and f"${k}" in sql else None)
+            lines.append(f"${k} = {v!r}" + (" (parameter)" if named == k else f" ({named})" if named else ""))
+    return lines
+
+
+def _given(at: Any, bound: dict[str, Any] | list[Any] | None) -> int | None:
+    """A LIMIT's or OFFSET's number: as written, or the value its placeholder (``$1``, ``?1``, ``$name``) bound."""
+    value: Any = at
+    if isinstance(at, str) and at[:1] in ("$", "?"):
+        key = at[1:]
+        if isinstance(bound, list) and key.isdigit() and 0 < int(key) <= len(bound):
+            value = bound[int(key) - 1]
+        elif isinstance(bound, dict):
+            value = bound.get(key)
+    try:
+        return int(str(value)) if value is not None and not isinstance(value, bool) else None
+    except ValueError:
+        return None
+
+
+def _as_entry(saved: Any, value: Any) -> Any:
+    return str(value) if isinstance(saved, str) and not isinstance(value, str) else value
 
 
 def _measures(frame: pa.Table) -> tuple[dict[str, float], dict[str, list[float]]]:

@@ -7,7 +7,8 @@ fetch — styles inline, figures and charts embedded) and ``report.md``, in this
 4. the charts: the analysis's figures, and a line or bar chart of each table that runs along time or categories;
 5. each output titled by what it shows, its change line and its rows trimmed to what matters (the first 10, the
    latest 12 of a time series), numbers for people, a total row only under the columns that add up;
-6. the audit trail last: parameters, the steps with their SQL and code, the outputs' digests.
+6. the audit trail last: parameters, the steps with their SQL (and the values each statement was bound to) and
+   code, the outputs' digests.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from ba_mcp.analyses.measures import (
     temporal,
     time_like,
 )
+from ba_mcp.analyses.replay import statement_values
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -125,7 +127,10 @@ def key_figures(shown: list[Shown]) -> list[tuple[str, str, str]]:
                 moved = change(float(before), float(total))
             elif before is not None:
                 moved = "unchanged"
-            figures.append((f"{column.replace('_', ' ')} ({o.title})", number(total), moved))
+            label = column.replace("_", " ")
+            if o.facts.get("covers"):  # a cut result (LIMIT): the figure says what it covers, never the whole's
+                label += f" of the {o.facts['covers']}"
+            figures.append((f"{label} ({o.title})", number(total), moved))
             if len(figures) >= KEY_FIGURES:
                 return figures
     return figures
@@ -219,7 +224,7 @@ class Shaped:
     note: str
 
 
-def shaped(frame: pa.Table) -> Shaped:
+def shaped(frame: pa.Table, covers: str = "") -> Shaped:
     rows, note = trimmed(frame)
     kinds = [rows.schema.field(i).type for i in range(rows.num_columns)]
     fractions = {c: fraction_column(c, frame.column(c)) for c in frame.column_names}
@@ -228,6 +233,8 @@ def shaped(frame: pa.Table) -> Shaped:
         for r in rows.to_pylist()
     ]
     total = totals_row(frame) if frame.num_rows > 1 else None
+    if total is not None and covers and total[0] == "Total":
+        total[0] = f"Total of the {covers}"
     return Shaped([column_label(c) for c in rows.column_names], cells, total, note)
 
 
@@ -248,9 +255,10 @@ def totals_row(frame: pa.Table) -> list[str] | None:
 # -- charts (inline SVG, no script) ---------------------------------------------------------------------
 
 
-def chart(frame: pa.Table, title: str) -> str:
-    """A line chart (the first column runs along time) or a bar chart (categories) of the first column that adds
-    up, summed per value of the first column; '' when the table is not one of those shapes."""
+def chart(frame: pa.Table, title: str, covers: str = "") -> str:
+    """A line chart (the first column runs along time) or a bar chart (categories, as horizontal bars: their
+    names whole) of the first column that adds up, summed per value of the first column; '' when the table is
+    not one of those shapes."""
     if frame.num_columns < 2 or frame.num_rows < 2:
         return ""
     label = frame.column_names[0]
@@ -271,6 +279,9 @@ def chart(frame: pa.Table, title: str) -> str:
     values = [sums[k] for k in keys]
     if len(keys) < 2:
         return ""
+    if not series:
+        caption = f"{column_label(measure)} by {column_label(label).lower()}" + (f" ({covers})" if covers else "")
+        return _bars(keys, values, title, caption)
     width, height, left, bottom, top = 720, 260, 70, 40, 28
     low, high = min(0.0, min(values)), max(values) or 1.0
     span = (high - low) or 1.0
@@ -288,14 +299,8 @@ def chart(frame: pa.Table, title: str) -> str:
     ]
     for tick in (low, (low + high) / 2, high):
         parts.append(f'<text x="{left - 6}" y="{y(tick) + 4:.1f}" text-anchor="end" class="tick">{number(tick)}</text>')
-    if series:
-        points = " ".join(f"{left + step * (i + 0.5):.1f},{y(v):.1f}" for i, v in enumerate(values))
-        parts.append(f'<polyline points="{points}" class="line"/>')
-    else:
-        for i, v in enumerate(values):
-            x0, y0 = left + step * i + step * 0.15, min(y(v), y(0))
-            tall = abs(y(v) - y(0))
-            parts.append(f'<rect x="{x0:.1f}" y="{y0:.1f}" width="{step * 0.7:.1f}" height="{tall:.1f}" class="bar"/>')
+    points = " ".join(f"{left + step * (i + 0.5):.1f},{y(v):.1f}" for i, v in enumerate(values))
+    parts.append(f'<polyline points="{points}" class="line"/>')
     longest = min(max(len(k) for k in keys), 12)
     every = max(1, math.ceil(len(keys) * (longest * 7 + 8) / (width - left - 10)))  # labels never overlap
     for i, k in enumerate(keys):
@@ -304,6 +309,44 @@ def chart(frame: pa.Table, title: str) -> str:
                 f'<text x="{left + step * (i + 0.5):.1f}" y="{height - bottom + 16}" text-anchor="middle" '
                 f'class="tick">{html.escape(k[:12])}</text>'
             )
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+LABEL_CHARS = 40  # a category's name shown whole up to this; a longer one ends in … (all of it on hover)
+
+
+def _bars(keys: list[str], values: list[float], title: str, caption: str) -> str:
+    """Categories as horizontal bars, each labelled with its whole name on its left ("Superior Bicycles", never
+    "Superior Bic"), its value at the bar's end."""
+    longest = min(max(len(k) for k in keys), LABEL_CHARS)
+    left, right, top, row = 14 + 7 * longest, 80, 28, 22
+    width = max(720, left + 320 + right)
+    height = top + row * len(keys) + 8
+    low, high = min(0.0, min(values)), max(0.0, max(values))
+    span = (high - low) or 1.0
+
+    def x(v: float) -> float:
+        return left + (width - left - right) * (v - low) / span
+
+    parts = [
+        f'<svg class="chart" role="img" aria-label="{html.escape(title)}" viewBox="0 0 {width} {height}" '
+        f'width="{width}" height="{height}" xmlns="http://www.w3.org/2000/svg">',
+        f'<text x="{left}" y="16" class="chart-title">{html.escape(caption)}</text>',
+        f'<line x1="{x(0):.1f}" y1="{top - 4}" x2="{x(0):.1f}" y2="{height - 6}" class="axis"/>',
+    ]
+    for i, (k, v) in enumerate(zip(keys, values, strict=True)):
+        y0 = top + row * i
+        shown = k if len(k) <= LABEL_CHARS else k[: LABEL_CHARS - 1] + "…"
+        parts.append(
+            f'<text x="{left - 6}" y="{y0 + row * 0.65:.1f}" text-anchor="end" class="tick">'
+            f"<title>{html.escape(k)}</title>{html.escape(shown)}</text>"
+        )
+        x0, x1 = min(x(0), x(v)), max(x(0), x(v))
+        parts.append(
+            f'<rect x="{x0:.1f}" y="{y0 + 3}" width="{x1 - x0:.1f}" height="{row - 6}" class="bar"/>'
+            f'<text x="{x1 + 4:.1f}" y="{y0 + row * 0.65:.1f}" class="tick">{number(v)}</text>'
+        )
     parts.append("</svg>")
     return "".join(parts)
 
@@ -378,7 +421,7 @@ def render_html(
         if o.kind == "image" and o.png:
             data = base64.b64encode(o.png).decode()
             charts.append(f"<figure><img alt='{e(o.title)}' src='data:image/png;base64,{data}'></figure>")
-        elif o.frame is not None and (svg := chart(o.frame, o.title)):
+        elif o.frame is not None and (svg := chart(o.frame, o.title, str(o.facts.get("covers") or ""))):
             charts.append(f"<figure>{svg}</figure>")
     if charts:
         parts.append("<h2>Charts</h2>")
@@ -389,7 +432,7 @@ def render_html(
         parts.append(f"<section class='output' id='{e(o.name)}'><h3>{e(o.title)}</h3>")
         parts.append(f"<p class='meta'><span class='{css}'>{e(o.change)}</span> · {e(o.files)}</p>")
         if o.frame is not None:
-            t = shaped(o.frame)
+            t = shaped(o.frame, str(o.facts.get("covers") or ""))
             parts.append("<table><tr>" + "".join(f"<th>{e(h)}</th>" for h in t.headers) + "</tr>")
             parts += ["<tr>" + "".join(f"<td>{e(v)}</td>" for v in row) + "</tr>" for row in t.rows]
             if t.total:
@@ -404,9 +447,12 @@ def render_html(
         parts.append("</p>")
     for step in manifest.get("steps") or []:
         text = step.get("sql") or step.get("code") or step.get("metrics_query") or step.get("read") or ""
+        bound = statement_values(step, values) if step.get("tool") == "query_database" else []
         parts.append(
             f"<details><summary>step {e(str(step.get('id')))} · {e(str(step.get('tool')))}</summary>"
-            f"<pre>{e(str(text))}</pre></details>"
+            f"<pre>{e(str(text))}</pre>"
+            + (f"<p class='meta'>with {e(', '.join(bound))}</p>" if bound else "")
+            + "</details>"
         )
     parts.append("<table><tr><th>output</th><th>sha256</th><th>as saved</th></tr>")
     for o in shown:
@@ -447,7 +493,7 @@ def render_markdown(
     for o in shown:
         lines += [f"### {o.title}", "", f"{o.change} · {o.files}", ""]
         if o.frame is not None:
-            t = shaped(o.frame)
+            t = shaped(o.frame, str(o.facts.get("covers") or ""))
             lines += ["| " + " | ".join(t.headers) + " |", "|" + "---|" * len(t.headers)]
             lines += ["| " + " | ".join(row) + " |" for row in t.rows]
             if t.total:
@@ -460,5 +506,7 @@ def render_markdown(
     for step in manifest.get("steps") or []:
         text = step.get("sql") or step.get("code") or step.get("metrics_query") or step.get("read") or ""
         lines += [f"- step {step.get('id')} ({step.get('tool')}):", "", "```", str(text), "```", ""]
+        if step.get("tool") == "query_database" and (bound := statement_values(step, values)):
+            lines += ["  with " + ", ".join(bound), ""]
     lines += [f"- {o.name}: sha256 {str(o.facts.get('sha256', ''))[:16]}… ({o.change})" for o in shown]
     return "\n".join(lines) + "\n"

@@ -249,14 +249,14 @@ class SaveAnalysis(_Analyses):
             c["expected"] = read(c, tables[c["output"]])
         return made
 
-    def _placer(self, ctx: ToolContext) -> Callable[[str, str, dict[str, Any]], tuple[str, list[str]]]:
-        def place(kind: str, text: str, values: dict[str, Any]) -> tuple[str, list[str]]:
-            if not values:
-                return text, []
+    def _placer(self, ctx: ToolContext) -> Callable[[str, str, dict[str, Any]], tuple[str, list[str], dict[str, Any]]]:
+        def place(kind: str, text: str, values: dict[str, Any]) -> tuple[str, list[str], dict[str, Any]]:
+            if not values and kind != "sql":  # a statement is always read: whether its result is cut (a top N)
+                return text, [], {}
             message: dict[str, Any] = {"op": "placeholders", "values": values, kind: text}
             with self.engines.held(ctx.session, ctx) as call:
                 reply, _ = call.ask(message)
-            return str(reply["text"]), list(reply["found"])
+            return str(reply["text"]), list(reply["found"]), dict(reply.get("cut") or {})
 
         return place
 

@@ -547,16 +547,18 @@ class Engine:
 
     def op_placeholders(self, message: dict[str, Any], fds: list[int]) -> tuple[dict[str, Any], list[int]]:
         """A saved analysis's parameters found in a step's SQL or code and replaced (``worker.params``)."""
-        from ba_mcp.worker.params import code_placeholders, filter_placeholders, sql_placeholders
+        from ba_mcp.worker.params import code_placeholders, filter_placeholders, sql_cut, sql_placeholders
 
         values = dict(message.get("values") or {})
+        cut: dict[str, Any] = {}
         if message.get("sql") is not None:
             text, found = sql_placeholders(str(message["sql"]), values)
+            cut = sql_cut(text)  # what the step's result covers: a top N, a page (a key figure of it says so)
         elif message.get("filter") is not None:
             text, found = filter_placeholders(str(message["filter"]), values)
         else:
             text, found = code_placeholders(str(message.get("code", "")), values)
-        return {"op": "placeholders", "text": text, "found": found}, []
+        return {"op": "placeholders", "text": text, "found": found, "cut": cut}, []
 
     def op_extract(self, message: dict[str, Any], fds: list[int]) -> tuple[dict[str, Any], list[int]]:
         from ba_mcp.web.extract import extract_in_worker

@@ -167,3 +167,51 @@ def _same(literal: Any, value: Any, is_text: bool) -> bool:
     if is_text:
         return isinstance(value, str) and literal == value
     return isinstance(value, int | float) and not isinstance(literal, str) and literal == value
+
+
+def sql_cut(sql: str) -> dict[str, Any]:
+    """Whether the statement's result is cut: the LIMIT (or FETCH FIRST) and OFFSET of the outermost query — a
+    number, or the placeholder that gives it (``$1``, ``$name``, the Nth ``?`` as ``?N``) — and whether it is
+    ordered (a top N, not any N). ``{}`` when nothing cuts it. What a report's key figure of it covers."""
+    import duckdb
+
+    tokens = duckdb.tokenize(sql)
+
+    def text_of(i: int) -> str:
+        end = tokens[i + 1][0] if i + 1 < len(tokens) else len(sql)
+        return sql[tokens[i][0] : end].strip()
+
+    words = [text_of(i) for i in range(len(tokens))]
+    depth, questions = 0, 0
+    cut: dict[str, Any] = {}
+
+    def value_at(i: int) -> Any:
+        if i >= len(words):
+            return None
+        if tokens[i][1] == duckdb.token_type.numeric_const and words[i].isdigit():
+            return int(words[i])
+        if words[i] == "$" and i + 1 < len(words):
+            return "$" + words[i + 1]
+        if words[i] == "?":
+            return f"?{questions + 1}"
+        return None
+
+    for i, word in enumerate(words):
+        upper = word.upper()
+        if word == "(":
+            depth += 1
+        elif word == ")":
+            depth -= 1
+        elif depth == 0 and upper == "ORDER" and i + 1 < len(words) and words[i + 1].upper() == "BY":
+            cut["ordered"] = True
+        elif depth == 0 and upper == "LIMIT":
+            cut["limit"] = value_at(i + 1)
+        elif depth == 0 and upper == "FETCH" and i + 2 < len(words) and words[i + 1].upper() in ("FIRST", "NEXT"):
+            cut["limit"] = value_at(i + 2)
+        elif depth == 0 and upper == "OFFSET":
+            cut["offset"] = value_at(i + 1)
+        if word == "?":
+            questions += 1
+    if cut.get("limit") is None:
+        return {}
+    return cut
