@@ -121,6 +121,17 @@ def test_a_role_that_can_change_data_is_refused_naming_it_and_the_sql_that_remov
     assert not found["role_can_write"] and REVOKE_PUBLIC in found["warnings"][0], found
 
 
+def test_a_privileged_role_is_refused_naming_the_sql_that_removes_it(pg: pg_server.Postgres) -> None:
+    import adbc_driver_postgresql.dbapi as adbc
+
+    con = adbc.connect(pg.url("filereader"), autocommit=True)  # tests/pg_server.py's member of pg_read_server_files
+    with con, con.cursor() as cur, pytest.raises(Failure) as refused:
+        role(cur, False, False)
+    failure = refused.value.fields
+    assert failure["code"] == "PRIVILEGED_ROLE" and "pg_read_server_files" in failure["message"], failure
+    assert 'run as an administrator: REVOKE pg_read_server_files FROM "filereader";' in failure["hint"], failure
+
+
 @pytest.fixture(scope="module")
 def ws(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_workspace(tmp_path_factory.mktemp("pg14"))

@@ -434,10 +434,8 @@ def role(cur: Any, allow_privileged: bool, allow_writable: bool, mapped: bool = 
             code="PRIVILEGED_ROLE",
             message=f"{named} is {' and '.join(privileges)}: a read-only transaction does not stop such a "
             "role from running programs on the database host or reading its files",
-            hint=(
-                f"run as an administrator: {' '.join(fixes)}" if mapped else f"connect as a read-only role ({READER})"
-            )
-            + ", or set allow_privileged_role: true for this database if you accept that",
+            hint=f"run as an administrator: {' '.join(fixes)} — or connect as a read-only role ({READER}), or set "
+            "allow_privileged_role: true for this database if you accept that",
         )
     powers: list[tuple[str, str]] = []  # (what the role can do, the SQL that removes it)
     if write_all:
