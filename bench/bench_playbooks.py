@@ -12,7 +12,8 @@ Per skill: truths found (target >= 90 %), look-alikes flagged (target <= 5 %), c
 (target 0) and recipe errors (a fault of the bench's shaping code, shown apart; their plants count as not run).
 
 Run: uv run python bench/bench_playbooks.py [--seeds 10] [--first 1] [--archetypes a,b] [--skills x,y] [--jobs 2]
-     [--keep DIR] (the scripts' outputs per archetype and seed, to read a miss)
+     [--keep DIR] (each run's output and verdicts kept there; a run whose verdicts are kept is not run again: a long
+     run is resumed after a stop, or read back whole by running it again)
      [--skills-from DIR] (serve the method skills from DIR instead of the bundled ones - e.g. the playbooks before
      issue 61: ``git archive 52b03a8 skills | tar -x -C /tmp/before`` then ``--skills-from /tmp/before/skills``;
      business-profile is always today's, the step every recipe starts with)
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import re
 import shutil
 import sys
@@ -133,6 +135,8 @@ async def one(
     if keep:
         keep.mkdir(parents=True, exist_ok=True)
         (keep / f"{name}-{seed}.md").write_text("\n\n".join(run.outputs))
+        # the verdicts too: a run of many seeds is read back whole (--summarize), or resumed (done runs skipped)
+        (keep / f"{name}-{seed}.json").write_text(json.dumps(out, default=str))
     shutil.rmtree(folder, ignore_errors=True)
     return out
 
@@ -158,12 +162,19 @@ async def run(
     limiter = anyio.Semaphore(jobs)
 
     async def task(name: str, seed: int) -> None:
+        done = keep / f"{name}-{seed}.json" if keep else None
+        if done is not None and done.exists():  # resumed: this run's verdicts are kept
+            tally(name, seed, json.loads(done.read_text()))
+            return
         async with limiter:
             try:
                 result = await one(name, seed, skills, keep, skills_from)
             except Exception as e:  # the whole run failed: the profile or the server
                 print(f"{name} seed {seed}: FAILED {e!r}\n{''.join(traceback.format_exception(e))[-2500:]}")
                 return
+        tally(name, seed, result)
+
+    def tally(name: str, seed: int, result: dict[str, Any]) -> None:
         notes = []
         for skill, r in result["skills"].items():
             for counter in (per_skill.setdefault(skill, Counter()), per_archetype.setdefault(name, Counter())):
@@ -188,7 +199,7 @@ async def run(
         for seed in seeds:
             for name in archetypes:
                 tg.start_soon(task, name, seed)
-    print()
+    print(f"\nseeds {seeds[0]}..{seeds[-1]}, archetypes {', '.join(archetypes)}")
     head = f"{'skill':<28}{'truths found':>16}{'look-alikes':>16}{'crashes':>8}{'errors':>8}{'not run':>9}"
     print(head)
     for skill in sorted(per_skill):
