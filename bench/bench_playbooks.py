@@ -13,7 +13,8 @@ Per skill: truths found (target >= 90 %), look-alikes flagged (target <= 5 %), c
 
 Run: uv run python bench/bench_playbooks.py [--seeds 10] [--first 1] [--archetypes a,b] [--skills x,y] [--jobs 2]
      [--keep DIR] (each run's output and verdicts kept there; a run whose verdicts are kept is not run again: a long
-     run is resumed after a stop, or read back whole by running it again)
+     run is resumed after a stop, or read back whole by running it again; --summarize: the tables of the kept runs
+     only, nothing run)
      [--skills-from DIR] (serve the method skills from DIR instead of the bundled ones - e.g. the playbooks before
      issue 61: ``git archive 52b03a8 skills | tar -x -C /tmp/before`` then ``--skills-from /tmp/before/skills``;
      business-profile is always today's, the step every recipe starts with)
@@ -155,6 +156,7 @@ async def run(
     jobs: int,
     keep: Path | None,
     skills_from: Path | None,
+    summarize: bool = False,
 ) -> None:
     per_skill: dict[str, Counter[str]] = {}
     per_archetype: dict[str, Counter[str]] = {}
@@ -165,6 +167,8 @@ async def run(
         done = keep / f"{name}-{seed}.json" if keep else None
         if done is not None and done.exists():  # resumed: this run's verdicts are kept
             tally(name, seed, json.loads(done.read_text()))
+            return
+        if summarize:  # read back only: a run not kept is left out of the tables
             return
         async with limiter:
             try:
@@ -223,10 +227,11 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--keep", type=Path, default=None)
     parser.add_argument("--skills-from", type=Path, default=None)
+    parser.add_argument("--summarize", action="store_true", help="the tables of the runs kept in --keep; none run")
     args = parser.parse_args()
     seeds = list(range(args.first, args.first + args.seeds))
     skills = [s for s in args.skills.split(",") if s] or None
-    anyio.run(run, args.archetypes.split(","), seeds, skills, args.jobs, args.keep, args.skills_from)
+    anyio.run(run, args.archetypes.split(","), seeds, skills, args.jobs, args.keep, args.skills_from, args.summarize)
 
 
 if __name__ == "__main__":
