@@ -255,7 +255,11 @@ def _artifacts(args: argparse.Namespace) -> int:
         for m in metas:
             age = time.strftime("%Y-%m-%d %H:%M", time.localtime(m.created))
             owners = ", ".join(dict.fromkeys(name(o) for o in m.owners))
-            print(f"{m.id}  {m.kind:<8} {m.size:>12,} B  {age}  {m.source_tool:<14} {owners:<24} {m.title[:60]}")
+            print(
+                printable(
+                    f"{m.id}  {m.kind:<8} {m.size:>12,} B  {age}  {m.source_tool:<14} {owners:<24} {m.title[:60]}"
+                )
+            )
         return 0
     if args.action == "show":
         if not args.id:
@@ -461,7 +465,7 @@ def cmd_analyses(args: argparse.Namespace) -> int:
                 shown_as = f"  [published as {record.qualified}]" if record else ""
                 owner = person(str(manifest.get("owner") or "default"))
                 description = manifest.get("description") or ""
-                print(f"{label}  {steps} steps  {params}  {description}  [owner {owner}]{shown_as}")
+                print(printable(f"{label}  {steps} steps  {params}  {description}  [owner {owner}]{shown_as}"))
                 shown += 1
         if not shown:
             print("no saved analyses (save_analysis saves one from a conversation)")
@@ -564,9 +568,20 @@ def owner_names(settings: Settings) -> Any:
 
     def name(key: str) -> str:
         principal = callers.principal_of(key)
-        return known.get(principal) or principal
+        return printable(known.get(principal) or principal)
 
     return name
+
+
+def printable(text: str) -> str:
+    """A text people wrote (a display name from a token, a statement, a reason) as a terminal shows it: each character
+    that is not printable — a control character that starts an escape sequence or moves the cursor, a bidirectional
+    override, a line separator — as its ``\\u`` escape, so no record can rewrite or hide another on the screen."""
+    if text.isprintable():
+        return text
+    return "".join(
+        c if c.isprintable() else (f"\\u{ord(c):04x}" if ord(c) <= 0xFFFF else f"\\U{ord(c):08x}") for c in text
+    )
 
 
 # -- audit ------------------------------------------------------------------------------------
@@ -589,6 +604,14 @@ def cmd_audit(args: argparse.Namespace) -> int:
         off = "" if settings.audit.enabled else " (audit.enabled is false)"
         _err(f"ba-mcp audit: no audit trail in {folder}{off}")
         return 1
+    named = audit.principals_named(folder, args.user) if args.user else []
+    if len(named) > 1:  # "alice" is the name before the @ of two people, or one's subject and another's name
+        people = "; ".join(
+            printable(f"{p['display']} (issuer {p['issuer']}, subject {p['subject']}, key {p['key']})") for p in named
+        )
+        said = f"--user {printable(args.user)} names {len(named)} principals: {people}"
+        _err(f"ba-mcp audit: {said}; give one's whole display name, subject or key")
+        return 2
     shown = 0
     for entry in audit.select(audit.read(folder, since, until), args.user, args.tool, args.database):
         print(json.dumps(entry, ensure_ascii=False) if args.json else audit_line(entry))
@@ -608,7 +631,9 @@ def audit_line(entry: dict[str, Any]) -> str:
         status = f"refused {entry['status']}" if entry.get("status") else "refused"
         request = " ".join(str(entry[k]) for k in ("method", "path", "tool") if entry.get(k))
         client = f" from {entry['client']}" if entry.get("client") else ""
-        return f"{when}  {who:<20} {status} {entry.get('error_code')}: {entry.get('reason')}  {request}{client}"
+        return printable(
+            f"{when}  {who:<20} {status} {entry.get('error_code')}: {entry.get('reason')}  {request}{client}"
+        )
     where = str(entry.get("database") or "") + (f" as {entry['role']}" if entry.get("role") else "")
     outcome = str(entry.get("outcome"))
     if outcome != "ok":
@@ -619,7 +644,7 @@ def audit_line(entry: dict[str, Any]) -> str:
     head = " ".join(str(text).split())
     head = head[:100] + ("…" if len(head) > 100 else "")
     parts = [when, f"{who:<20}", f"{entry.get('tool')!s:<15}", where, outcome, rows, f"{entry.get('duration_ms')} ms"]
-    return "  ".join(p for p in parts if p) + f"  {head}"
+    return printable("  ".join(p for p in parts if p) + f"  {head}")
 
 
 # -- install ----------------------------------------------------------------------------------

@@ -175,6 +175,32 @@ def redact(text: str, extra: Iterable[str] = ()) -> str:
     return text
 
 
+# credentials a text carries of its own (a URL's password, a credential parameter, a bearer token, a JWT): what a
+# record that keeps a user's text (the audit trail) masks beyond the configured secrets. Every run is bounded, so a
+# long text without a credential costs linear time (no pattern backtracks over more than a few hundred characters).
+_TEXT_USERINFO = re.compile(r"(://[^\s:/@'\"`]{0,256}:)[^\s'\"`]{1,512}@")
+_TEXT_PARAM = re.compile(
+    r"([?&;][\w.\-]{0,64}?(?:pass|pwd|secret|token|key|auth|credential)[\w.\-]{0,64}=)[^&;#\s'\"`]{1,4096}", re.I
+)
+_TEXT_BEARER = re.compile(
+    r"(\bbearer\s{1,8})[A-Za-z0-9._~+/=\-]{16,8192}|(\bbasic\s{1,8})[A-Za-z0-9+/=]{16,8192}", re.I
+)
+_TEXT_JWT = re.compile(r"\beyJ[A-Za-z0-9_\-]{4,8192}\.[A-Za-z0-9_\-]{4,16384}\.[A-Za-z0-9_\-]{0,8192}")
+
+
+def credentials(text: str) -> str:
+    """``text`` with the credentials it carries of its own masked: a URL's password (``scheme://user:***@``, up to
+    the URL's last ``@``), a credential query parameter's value (``?token=***``), a ``Bearer``/``Basic``
+    credential and anything shaped like a JWT — the forms a token or a password takes in a statement, code or an
+    argument. The configured databases' secrets are ``redact``'s."""
+    if not text:
+        return text
+    text = _TEXT_USERINFO.sub(lambda m: m.group(1) + MASK + "@", text)
+    text = _TEXT_PARAM.sub(lambda m: m.group(1) + MASK, text)
+    text = _TEXT_BEARER.sub(lambda m: (m.group(1) or m.group(2)) + MASK, text)
+    return _TEXT_JWT.sub(MASK, text)
+
+
 class RedactingFormatter(logging.Formatter):
     """A log line (its message and any traceback) with the secrets taken out."""
 

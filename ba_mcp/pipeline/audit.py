@@ -17,7 +17,8 @@ and ``bytes`` returned, ``artifacts`` made, ``duration_ms``, ``outcome`` (ok; re
 code cell) is kept as its head with its SHA-256 and length and ``truncated: true``; nothing is cut silently. A refused
 request's record (``AuditLog.refused``): ``event: refused``, the HTTP ``status`` when the transport refused it,
 ``error_code``, ``reason`` (the token verifier's: never any part of the token), the ``principal`` when one is known,
-the request's ``method``, ``path`` and ``client``. Every text passes ``redaction.redact`` (the databases' secrets).
+the request's ``method``, ``path`` and ``client``. Every text passes ``redaction.redact`` (the databases' secrets)
+and ``redaction.credentials`` (a password, token or JWT a text carries of its own: the digest is the original's).
 
 ``principals.jsonl`` beside the records names each key (key, issuer, subject, display) once per server process: the
 names ``ba-mcp artifacts list``, ``analyses list`` and ``stats`` show owners by. ``read``, ``select`` and ``moment``
@@ -56,15 +57,20 @@ _REFUSED_TYPES = ("permission_denied",)
 _CHECK_EVERY = 64 * 1024  # bytes a server writes before it looks at its file's size again (several may append)
 
 
+def _clean(text: str) -> str:
+    """A text as the trail keeps it: without the databases' secrets, nor a credential it carries of its own."""
+    return redaction.credentials(redaction.redact(text))
+
+
 def bounded_text(text: str, limit: int) -> dict[str, Any]:
     """A statement or code as the trail keeps it: its text — the first ``limit`` bytes when longer, marked
     ``truncated`` — its SHA-256 and its length in characters."""
     data = text.encode("utf-8", "surrogatepass")
     kept: dict[str, Any] = {"sha256": hashlib.sha256(data).hexdigest(), "chars": len(text)}
     if len(data) <= limit:
-        kept["text"] = redaction.redact(text)
+        kept["text"] = _clean(text)
         return kept
-    kept["text"] = redaction.redact(data[:limit].decode("utf-8", "ignore"))
+    kept["text"] = _clean(data[:limit].decode("utf-8", "ignore"))
     kept["truncated"] = True
     return kept
 
@@ -80,7 +86,7 @@ def bounded_value(value: Any, limit: int) -> Any:
 
 def _redacted(value: Any) -> Any:
     if isinstance(value, str):
-        return redaction.redact(value)
+        return _clean(value)
     if isinstance(value, Mapping):
         return {str(k): _redacted(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
@@ -154,7 +160,7 @@ def call_entry(
         entry["outcome"] = "refused" if record.error_type in _REFUSED_TYPES else "error"
         entry["error_type"], entry["error_code"] = record.error_type, record.error_code
         if error:
-            entry["error"] = redaction.redact(error[:1000])
+            entry["error"] = _clean(error[:1000])
     if by:
         entry["by"] = by
     return entry
@@ -348,7 +354,7 @@ class AuditLog:
         if status is not None:
             entry["status"] = status
         entry["error_code"] = code
-        entry["reason"] = redaction.redact(reason[:500])
+        entry["reason"] = _clean(reason[:500])
         if who is not None:
             entry["principal"] = _who(who)
             entry["session"] = who.key
@@ -368,11 +374,11 @@ class AuditLog:
         data = line.encode("utf-8", "replace")
         with self._lock:
             try:
-                if who is not None and who.key not in self._known:
-                    self._name(who)
-                os.write(self._current(timestamp), data)
+                os.write(self._current(timestamp), data)  # the record first: naming its principal cannot lose it
                 self._unchecked += len(data)
                 self._failing = False
+                if who is not None and who.key not in self._known:
+                    self._name(who)
             except OSError as exc:
                 if not self._failing:  # once until it works again: a full disk is not logged per call
                     log.error("audit record not written in %s: %s", self.folder, exc.strerror)
@@ -385,7 +391,11 @@ class AuditLog:
         named = {"key": who.key, "issuer": who.issuer, "subject": who.subject, "display": who.display}
         fd = _open_append(self.folder / PRINCIPALS)
         try:
-            os.write(fd, (json.dumps(named, ensure_ascii=False, separators=(",", ":")) + "\n").encode())
+            # a claim's text holding a lone surrogate (JSON's "\ud800") is written with it replaced, as a record is:
+            # no name may keep its principal's calls out of the trail
+            os.write(
+                fd, (json.dumps(named, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8", "replace")
+            )
         finally:
             os.close(fd)
         self._known.add(who.key)
@@ -475,6 +485,25 @@ def names(folder: Path) -> dict[str, str]:
     except OSError:
         pass
     return found
+
+
+def principals_named(folder: Path, user: str) -> list[dict[str, str]]:
+    """The principals ``principals.jsonl`` knows that ``user`` names (``matches_user``), one per issuer and subject
+    (their latest display name): more than one, and ``user`` does not say whose records to show."""
+    found: dict[tuple[str, str], dict[str, str]] = {}
+    try:
+        with (folder / PRINCIPALS).open(encoding="utf-8", errors="replace") as f:
+            for line in f:
+                try:
+                    named = json.loads(line)
+                    who = {k: str(named[k]) for k in ("key", "issuer", "subject", "display")}
+                except (ValueError, KeyError, TypeError):
+                    continue
+                if matches_user({"principal": who}, user):
+                    found[(who["issuer"], who["subject"])] = who
+    except OSError:
+        pass
+    return list(found.values())
 
 
 def matches_user(entry: Mapping[str, Any], user: str) -> bool:

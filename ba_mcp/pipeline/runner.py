@@ -159,6 +159,7 @@ class Runner:
         state = self.sessions(session)
         observation: Observation | None = None
         failure: ToolFailure | None = None
+        cancelled: BaseException | None = None
         params: Any = None
         try:
             params = self._validate(tool, arguments)
@@ -191,6 +192,10 @@ class Runner:
             record.artifacts = [a.id for a in observation.artifacts]
         except Exception as exc:
             failure = _failure_of(tool, exc)
+        except BaseException as exc:  # cancelled (the client's notifications/cancelled, its connection gone): the
+            # call ran as far as it did and is kept like any other (S-20: no client keeps a call out of the trail)
+            cancelled = exc
+            failure = ToolFailure(ErrorType.TRANSIENT_ERROR, "CANCELLED", "the call was cancelled before it answered")
         if failure is not None:
             if failure.type is ErrorType.TIMEOUT:
                 failure.hint = timeout_hint(tool, getattr(failure, "timeout", None), failure.hint)
@@ -212,6 +217,9 @@ class Runner:
             self.audit.call(record, who, arguments, provenance, _returned(observation), error=error)
 
         span = trace.get_current_span()
+        if cancelled is not None:  # no answer will be written: kept now, then the cancellation goes on
+            bookkeeping()
+            raise cancelled
         if self.deferring and not span.is_recording():
             self.unsettled.append(bookkeeping)  # out of the answer's way: settled once it is written
         else:
