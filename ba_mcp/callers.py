@@ -55,8 +55,16 @@ def operator(key: str = DEFAULT) -> Principal:
 
 
 def from_claims(key: str, claims: Mapping[str, Any], subject: str) -> Principal:
-    """A token's principal: its subject under its issuer, named by the first display claim it carries."""
-    display = next((str(claims[c]) for c in DISPLAY_CLAIMS if isinstance(claims.get(c), str) and claims[c]), subject)
+    """A token's principal: its subject under its issuer, named by the first display claim it carries (an email its
+    provider marks unverified, ``email_verified: false``, names nobody: the user typed it)."""
+    display = next(
+        (
+            str(claims[c])
+            for c in DISPLAY_CLAIMS
+            if isinstance(claims.get(c), str) and claims[c] and claims.get(f"{c}_verified") is not False
+        ),
+        subject,
+    )
     return Principal(
         key=key,
         issuer=str(claims.get("iss", "")),

@@ -24,8 +24,17 @@ if TYPE_CHECKING:
     from ba_mcp.settings import RoleMappingSettings
 
 
+def unverified(claims: Mapping[str, Any], claim: str) -> bool:
+    """Whether the provider says the claim's value is not verified (``email_verified: false``, OpenID Connect's
+    ``phone_number_verified``): a value the user typed themselves, which chooses no role."""
+    return claims.get(f"{claim}_verified") is False
+
+
 def claim_values(claims: Mapping[str, Any], claim: str) -> list[str]:
-    """The texts a claim holds: a text, a whole number, or a list of them (``groups``); anything else holds none."""
+    """The texts a claim holds: a text, a whole number, or a list of them (``groups``); anything else holds none —
+    nor does a claim its provider marks unverified (``unverified``)."""
+    if unverified(claims, claim):
+        return []
     value = claims.get(claim)
     items = value if isinstance(value, list) else [value]
     return [str(v) for v in items if isinstance(v, str) or (isinstance(v, int) and not isinstance(v, bool))]
@@ -68,6 +77,8 @@ def role_for(name: str, mapping: RoleMappingSettings, who: Principal) -> str:
         )
     held = f"is {values[0][:80]!r}" if len(values) == 1 else f"holds {', '.join(v[:40] for v in values[:5])}"
     said = f"your token's {mapping.claim} claim {held}" if values else f"your token carries no {mapping.claim} claim"
+    if unverified(who.claims, mapping.claim):
+        said = f"your token's {mapping.claim} is not verified ({mapping.claim}_verified: false)"
     raise ToolFailure(
         ErrorType.PERMISSION_DENIED,
         "NO_DATABASE_ROLE",
