@@ -162,7 +162,8 @@ async def test_after_unpublishing_bob_gets_what_he_got_before_it_was_published(a
 
     assert views(app, BOB) == before
     assert await call(app, BOB, "run_analysis", name=QUALIFIED) == (True, unknown_before)
-    assert not any((app.workspace.root / "published").iterdir())  # nothing of hers is left there
+    left = [p.name for p in (app.workspace.root / "published").iterdir()]
+    assert left == [published.HANDLES], left  # nothing of hers is left there but her handle, kept for her alone
     said = await ok(app, ALICE, "run_analysis", name="weekly")  # still hers, on her data
     assert "alice-row" in said, said
 

@@ -9,8 +9,10 @@ out the figures of the owner's own run — the outputs' digests, rows, totals an
 ``expected`` value: what the owner's rows showed is theirs (under row-level security, another user's rows differ).
 
 Every principal lists, reads and re-runs a published analysis as ``<handle>/<name>`` — the handle is the owner's
-display name at their first publication (``alice@example.com``) — and a re-run is the caller's own: their session,
-workers, artifacts and database identity. Nobody but its owner changes it: a name another user saves is their own.
+display name at their first publication (``alice@example.com``), theirs for good (``.handles.json``: unpublishing
+their last one frees it for nobody, so a name the team knows never comes to lead to another's code) — and a re-run is
+the caller's own: their session, workers, artifacts and database identity. Nobody but its owner changes it: a name
+another user saves is their own.
 Finding one never opens anything of the owner's folder, nor a path a caller's text builds: the record is picked
 among the names a listing of ``published/`` gives. Unpublishing deletes the record; the analysis is unknown to the
 others again, by every path. Saving the analysis again refreshes its copy.
@@ -18,12 +20,16 @@ others again, by every path. Saving the analysis again refreshes its copy.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
 import re
 import tempfile
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +39,8 @@ from ba_mcp.errors import ToolFailure
 from ba_mcp.workspace import home_name
 
 HANDLE = re.compile(r"^[a-z0-9][a-z0-9._@+-]{0,63}$")
+HANDLES = ".handles.json"  # {handle: owner's key}: each handle ever given, and to whom (written only by ``publish``)
+_publishing = threading.Lock()  # one publication at a time in this process (and ``_exclusive``: across processes)
 _OWNERS_FIGURES = ("sha256", "rows", "totals", "ranges")  # an output's, from the owner's run
 
 
@@ -82,13 +90,24 @@ def publish(root: Path, owner: str, by: str, manifest: dict[str, Any]) -> Publis
     before, else their display name ``by``'s, with a digest of their key added when another principal holds it."""
     name = str(manifest.get("name") or "")
     assert NAME.fullmatch(name), name
-    mine = [r for r in records(root) if r.owner == owner]
-    if mine:
-        handle = mine[0].handle
-    else:
-        handle = handle_of(by)
-        if any(r.handle == handle for r in records(root)):
-            handle = f"{handle[:57]}-{hashlib.sha256(owner.encode()).hexdigest()[:6]}"
+    with _exclusive(root):
+        handles = _handles(root)
+        given = [h for h, key in handles.items() if key == owner]
+        if given:
+            handle = given[0]
+        else:
+            kept = [r.handle for r in records(root) if r.owner == owner]  # published before handles were kept
+            base = kept[0] if kept else handle_of(by)
+            held = set(handles) | {r.handle for r in records(root) if r.owner != owner}
+            digest = hashlib.sha256(owner.encode()).hexdigest()
+            handle = next(
+                h for h in (base, *(f"{base[: 63 - n]}-{digest[:n]}" for n in (6, 12, 24, 48))) if h not in held
+            )
+            _write_json(root, HANDLES, {**handles, handle: owner})
+        return _write_record(root, owner, by, name, handle, manifest)
+
+
+def _write_record(root: Path, owner: str, by: str, name: str, handle: str, manifest: dict[str, Any]) -> Published:
     record = Published(handle, name, owner, by, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), shareable(manifest))
     folder = _folder(root, owner)
     folder.mkdir(parents=True, exist_ok=True)
@@ -109,6 +128,50 @@ def publish(root: Path, owner: str, by: str, manifest: dict[str, Any]) -> Publis
         Path(tmp).unlink(missing_ok=True)
         raise
     return record
+
+
+@contextlib.contextmanager
+def _exclusive(root: Path) -> Iterator[None]:
+    """One publication at a time, by every server of the workspace (a lock on ``published/`` itself): two principals
+    publishing for the first time never both take a handle."""
+    root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    with _publishing:
+        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # releases the lock
+
+
+def _handles(root: Path) -> dict[str, str]:
+    """Each handle given, with its owner's key (``HANDLES``; none where nothing was published since it was kept)."""
+    try:
+        fd = os.open(root / HANDLES, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return {}
+    with os.fdopen(fd, encoding="utf-8") as f:
+        try:
+            data = json.loads(f.read())
+        except ValueError:
+            return {}
+    return {str(h): str(k) for h, k in data.items()} if isinstance(data, dict) else {}
+
+
+def _write_json(folder: Path, name: str, data: dict[str, Any]) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", dir=folder)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            json.dump(data, out, ensure_ascii=False, default=str)
+        os.replace(tmp, folder / name)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _theirs(record: Published, handles: dict[str, str]) -> bool:
+    """Whether ``record``'s handle is its owner's (a record under a handle given to another is nobody's)."""
+    return handles.get(record.handle, record.owner) == record.owner
 
 
 def unpublish(root: Path, owner: str, name: str) -> bool:
@@ -140,10 +203,11 @@ def find(root: Path, qualified: str) -> Published | None:
     if not HANDLE.fullmatch(handle) or not NAME.fullmatch(name):
         return None
     wanted = f"{name}.json"
+    handles = _handles(root)
     for home in _homes(root):
         if wanted in _names(root / home):
             record = _load(root / home / wanted)
-            if record is not None and record.handle == handle:
+            if record is not None and record.handle == handle and _theirs(record, handles):
                 return record
     return None
 
@@ -151,11 +215,12 @@ def find(root: Path, qualified: str) -> Published | None:
 def records(root: Path) -> list[Published]:
     """Every published analysis, by handle and name."""
     found = []
+    handles = _handles(root)
     for home in _homes(root):
         for entry in _names(root / home):
             if entry.endswith(".json"):
                 record = _load(root / home / entry)
-                if record is not None:
+                if record is not None and _theirs(record, handles):
                     found.append(record)
     return sorted(found, key=lambda r: (r.handle, r.name))
 
