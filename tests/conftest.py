@@ -297,6 +297,7 @@ def pytest_configure(config: pytest.Config) -> None:
     postgres = postgres or runs("test_team_isolation.py") or runs("test_db_roles.py")
     postgres = postgres or runs("test_publish_team.py")
     postgres = postgres or runs("test_audit_http.py")
+    postgres = postgres or runs("test_team_attacks.py")
     postgres = postgres or runs("test_pg14_grants.py")
     postgres = postgres or runs("test_analysis_params.py")
     postgres = postgres or runs("test_values_as_shown.py")
