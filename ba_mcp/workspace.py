@@ -226,16 +226,26 @@ class Workspace:
                 raise
             raise not_found(failure.message, self._closest(parts[-1] if parts else ref)) from None
 
-    def _closest(self, name: str) -> str:
-        """A hint naming the uploads closest to ``name`` with the ids that read them."""
-        uploads = self.uploads()
-        by_name = {p.name: uid for uid, p, _ in uploads}
-        keys = {**by_name, **{uid: uid for uid, _, _ in uploads}, **{p.stem: uid for uid, p, _ in uploads}}
+    def near(self, name: str, uploads: list[tuple[str, Path, os.stat_result]] | None = None) -> list[tuple[str, str]]:
+        """The uploads (id, file name) closest to ``name`` — a file name, an id, a stem, or a table name a query
+        gave one (``world_happiness_report``) — at most three."""
+        uploads = self.uploads() if uploads is None else uploads
+        keys = {
+            **{p.name: uid for uid, p, _ in uploads},
+            **{uid: uid for uid, _, _ in uploads},
+            **{p.stem: uid for uid, p, _ in uploads},
+            **{uid[len("upload_") :]: uid for uid, _, _ in uploads},
+        }
         close = difflib.get_close_matches(name, list(keys), n=3, cutoff=0.6)
-        found = list(dict.fromkeys(keys[c] for c in close))
         names = {uid: p.name for uid, p, _ in uploads}
+        return [(uid, names[uid]) for uid in dict.fromkeys(keys[c] for c in close)]
+
+    def _closest(self, name: str) -> str:
+        """A hint naming the uploads closest to ``name`` with the ids that read them, else every upload's id."""
+        uploads = self.uploads()
+        found = self.near(name, uploads)
         if found:
-            return "did you mean " + " or ".join(f"{uid} (uploads/{names[uid]})" for uid in found) + "?"
+            return "did you mean " + " or ".join(f"{uid} (uploads/{filename})" for uid, filename in found) + "?"
         # Listed in the text itself: a host that shows the model only tools (Claude Desktop) cannot read ba://files
         if not uploads:
             return "there are no uploads: put files in the workspace's uploads/ folder"

@@ -35,6 +35,7 @@ FILES = {
     "test_data=a+b.csv": "k,v\n1,10\n2,20\n",
     "unnamed_index.csv": ",name,value\n0,ann,1.5\n1,bob,2.5\n2,cy,3.0\n",
     "repeated.csv": "a,a,b, a ,\n1,2,3,4,5\n",
+    "keywords.csv": "order,Group,rank\n1,2,3\n",
 }
 
 HEADERS = [
@@ -195,6 +196,25 @@ async def test_a_column_not_found_lists_the_files_columns_as_sql_takes_them(clie
     listed = re.search(r"Columns of upload_unnamed_index: (.+)", text)
     assert listed is not None
     await ok(client, "query_database", query=f"SELECT {listed.group(1)} FROM upload_unnamed_index")  # as listed
+
+
+async def test_columns_listed_are_quoted_where_sql_needs_it(client: Client) -> None:
+    """A reserved word (order) or a capital letter is listed in double quotes; the list works as written."""
+    result = await client.call_tool("query_database", {"query": "SELECT ordr FROM upload_keywords"})
+    listed = re.search(r"Columns of upload_keywords: (.+)", text_of(result))
+    assert result.is_error and listed is not None and listed.group(1) == '"order", "Group", rank', text_of(result)
+    row = await ok(client, "query_database", query=f"SELECT {listed.group(1)} FROM upload_keywords")
+    assert row.splitlines()[-1] == "1,2,3", row
+
+
+async def test_a_table_named_like_an_upload_is_told_its_id(client: Client) -> None:
+    """FROM world_happiness_report (the file's name as a table): the error names the upload's id, in its text."""
+    result = await client.call_tool("query_database", {"query": "SELECT count(*) FROM world_happiness_report"})
+    text = text_of(result)
+    assert result.is_error and "did you mean upload_world_happiness_report (uploads/world happiness report.csv)?" in (
+        text
+    ), text
+    await ok(client, "query_database", query="SELECT count(*) FROM upload_world_happiness_report")
 
 
 async def test_a_missing_or_mistyped_name_says_what_works(client: Client) -> None:

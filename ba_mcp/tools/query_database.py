@@ -157,15 +157,20 @@ class QueryDatabase(Tool):
         database = plan.database
         if plan.kind in _SESSION_TYPES:
             self.databases.changed_objects(ctx.session)
-        table = database.query(
-            plan.sql,
-            params.params,
-            params.max_rows,
-            plan.files,
-            ctx,
-            title=plan.title(params.database),
-            columns_hint=plan.columns_hint(params.database),
-        )
+        try:
+            table = database.query(
+                plan.sql,
+                params.params,
+                params.max_rows,
+                plan.files,
+                ctx,
+                title=plan.title(params.database),
+                columns_hint=plan.columns_hint(params.database),
+            )
+        except ToolFailure as failure:
+            if failure.code == "UNKNOWN_TABLE":
+                _name_close_uploads(failure, self.workspace)
+            raise
         table.provenance = {
             **table.provenance,  # how it ran (the database role)
             "database": database.name,
@@ -284,6 +289,19 @@ def _name_uploads_as_sql_takes_them(failure: ToolFailure, query: str, workspace:
             found.append(f"{uid} for {written} (uploads/{resolved.filename})")
     if found:
         failure.hint = "write the upload ids as SQL takes them: " + "; ".join(found[:8])
+
+
+_NO_TABLE = re.compile(r"Table with name ([^\s!]+) does not exist")
+
+
+def _name_close_uploads(failure: ToolFailure, workspace: Workspace) -> None:
+    """A table not found whose name is close to an upload's (``FROM world_happiness_report``): the hint names the
+    upload's id first, in its own text (a host that shows the model only tools cannot read ba://files)."""
+    missing = _NO_TABLE.search(failure.message)
+    found = workspace.near(missing.group(1).strip('"')) if missing else []
+    if found:
+        named = " or ".join(f"{uid} (uploads/{filename})" for uid, filename in found)
+        failure.hint = f"an upload is read by its id: did you mean {named}? Else: {failure.hint}"
 
 
 def _is_workspace_ref(name: str) -> bool:

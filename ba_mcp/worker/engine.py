@@ -495,11 +495,16 @@ class Engine:
             if not named or "not found" not in str(exc):
                 raise
             listed = []
+            keywords = self.con.execute(
+                "SELECT keyword_name FROM duckdb_keywords() WHERE keyword_category <> 'unreserved'"
+            ).fetchall()
+            reserved = {k for (k,) in keywords}
             for name in sorted(named)[:4]:
                 with contextlib.suppress(Exception):
                     columns = [c[0] for c in self.con.execute(f"SELECT * FROM {_quote(name)} LIMIT 0").description]
-                    shown = ", ".join(_sql_name(c) for c in columns[:60]) + (" …" if len(columns) > 60 else "")
-                    listed.append(f"Columns of {_sql_name(name)}: {shown}")
+                    shown = ", ".join(_sql_name(c, reserved) for c in columns[:60])
+                    shown += " …" if len(columns) > 60 else ""
+                    listed.append(f"Columns of {_sql_name(name, reserved)}: {shown}")
             if not listed:
                 raise
             text = str(exc)
@@ -652,9 +657,10 @@ def _utf8(fd: int) -> bool:
     return True
 
 
-def _sql_name(name: str) -> str:
-    """A column or file name as SQL takes it: bare when a plain lower-case identifier, else in double quotes."""
-    return name if re.fullmatch(r"[a-z_][a-z0-9_]*", name) else _quote(name)
+def _sql_name(name: str, reserved: set[str]) -> str:
+    """A column or file name as SQL takes it: bare when a plain lower-case identifier and no keyword DuckDB
+    reserves (``order``), else in double quotes."""
+    return name if re.fullmatch(r"[a-z_][a-z0-9_]*", name) and name not in reserved else _quote(name)
 
 
 def _names_option(fd: int, suffix: str) -> str:
