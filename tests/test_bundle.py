@@ -153,6 +153,66 @@ async def test_the_bundle_starts_as_claude_desktop_starts_it_and_answers_offline
     assert (extension / ".venv").is_dir()  # the environment uv made where Desktop unpacked it
 
 
+async def test_a_bad_database_url_in_the_extensions_field_leaves_only_that_database_unavailable(
+    extension: Path, tmp_path: Path
+) -> None:
+    """Issue 63: the database field as users fill it in — a URL without its scheme, a password with ``@`` and ``#``
+    pasted as-is. The extension starts as Claude Desktop starts it, the demo and the file tools work, the database's
+    call says what to do (no scheme; percent-encode the password), ``ba-mcp doctor`` in the extension says the same,
+    and no part of the password is in any error, the tools' descriptions, the doctor or the server's stderr. The
+    manifest says so in the field's description and names uv, which it needs."""
+    manifest = json.loads((extension / "manifest.json").read_text())
+    field = manifest["user_config"]["database_url"]["description"]
+    assert "percent-encode" in field.lower() and "%40" in field and "unavailable" in field, field
+    assert manifest["server"]["type"] == "uv" and "Needs uv" in manifest["long_description"]
+    data = tmp_path / "my data"
+    data.mkdir()
+    (data / "sales.csv").write_text("region,amount\nNorth,7\nSouth,5\n")
+    password = "p@ss#word"
+    cases = {
+        "127.0.0.1:55433/aw": "no scheme",
+        f"postgresql://analyst:{password}@127.0.0.1:55433/aw": "percent-encode the password",
+    }
+    for url, said in cases.items():
+        user = {"workspace": str(tmp_path / "workspace"), "data_folder": str(data), "database_url": url}
+        config = desktop_config(extension, user)
+        assert config["env"]["BA_MCP_DATABASES__WAREHOUSE__URL"] == url
+        command = offline([shutil.which(config["command"]) or config["command"], *config["args"]])
+        params = StdioServerParameters(command=command[0], args=command[1:], env=config["env"], cwd=str(tmp_path))
+        errors = tmp_path / "stderr.log"
+        with errors.open("w") as errlog:
+            async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
+                await session.initialize()
+                tools = (await session.list_tools()).tools
+                description = next(t.description or "" for t in tools if t.name == "query_database")
+                assert "warehouse (" in description and said in description, description
+                demo = await session.call_tool(
+                    "query_database", {"query": "SELECT count(*) AS n FROM orders", "timeout": 240}
+                )  # the demo made on first use, on a busy machine
+                assert not demo.is_error, text_of(demo)
+                read_back = await session.call_tool("file_reader", {"path": "my_data/sales.csv"})
+                assert "North" in text_of(read_back), text_of(read_back)
+                failed = await session.call_tool("query_database", {"query": "SELECT 1", "database": "warehouse"})
+                assert failed.is_error and "DATABASE_UNAVAILABLE" in text_of(failed), text_of(failed)
+                assert said in text_of(failed), text_of(failed)
+                shown = [text_of(failed), description, *(t.description or "" for t in tools)]
+        doctor_args = [*config["args"][: config["args"].index("serve")], "doctor"]
+        doctor = subprocess.run(
+            offline([shutil.which(config["command"]) or config["command"], *doctor_args]),
+            env={**config["env"], "PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", str(tmp_path))},
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        line = next(x for x in (doctor.stdout + doctor.stderr).splitlines() if "database warehouse" in x)
+        assert "unavailable" in line and said in line, line
+        shown += [doctor.stdout, doctor.stderr, errors.read_text()]
+        print(f"{said}: {text_of(failed)}\n  doctor: {line.strip()}")  # for the issue's note
+        for piece in ("p@ss", "ss#word", "#word", password):
+            assert not any(piece in text for text in shown), piece
+
+
 def test_the_bundle_from_a_cold_uv_cache_offline_fails_at_once_saying_why(extension: Path, tmp_path: Path) -> None:
     config = desktop_config(extension, {})
     env = {
