@@ -2,9 +2,9 @@
 so the text, the structured content, the artifact, a view and an export all read the same value.
 
 * An **interval** as PostgreSQL writes it (its default ``IntervalStyle`` ``postgres``): ``1462 days 14:45:00``,
-  ``1 year 2 mons 3 days 04:05:06.5``, ``-1 days -02:00:00``, ``00:00:00`` — for every engine (DuckDB's and Spark's
-  intervals too); a result's interval column is text of that form (``pandas.to_timedelta`` reads one without
-  months). A duration (Spark's ``DAY TO SECOND``, a pandas timedelta) is written the same way, without months.
+  ``1 year 2 mons 3 days 04:05:06.5``, ``-1 days -02:00:00``, ``00:00:00`` — for every engine (DuckDB's intervals
+  too); a result's interval column is text of that form (``pandas.to_timedelta`` reads one without months). A
+  duration (Spark's ``DAY TO SECOND``, a pandas timedelta) is written the same way, its whole days as days.
 * A **real** (float4) as its shortest decimal form — the digits psql prints (``4.7``, never ``4.69999980926514``),
   carried on as the double of those digits; a **double** as its shortest round-trip form (up to 17 significant
   digits: ``0.30000000000000004``), never cut.
@@ -83,7 +83,7 @@ def shown_schema(schema: Any, convert: Callable[[Any], Any], time_zone: str | No
     fields = []
     for i, f in enumerate(schema):
         t = f.type
-        if t == pa.month_day_nano_interval():
+        if t == pa.month_day_nano_interval() or pa.types.is_duration(t):
             changes[i] = pa.string()
         elif pa.types.is_float32(t):
             changes[i] = pa.float64()
@@ -113,6 +113,13 @@ def shown_column(column: Any, target: Any) -> Any:
     if t == pa.month_day_nano_interval():
         texts = [None if v is None else interval_text(v.months, v.days, v.nanoseconds) for v in column.to_pylist()]
         return pa.array(texts, pa.string())
+    if pa.types.is_duration(t):  # counts of its unit, as microseconds (PostgreSQL's resolution)
+        per = {"s": 1_000_000, "ms": 1_000, "us": 1}.get(t.unit)
+        counts = column.cast(pa.int64()).to_pylist()
+        micros = [None if v is None else (v * per if per else int(v / 1000)) for v in counts]
+        return pa.array(
+            [None if v is None else duration_text(dt.timedelta(microseconds=v)) for v in micros], pa.string()
+        )
     if pa.types.is_float32(t):
         # Arrow writes a float4 by its shortest decimal form (as psql does); that text read back as a double
         return pc.cast(pc.cast(column, pa.string()), pa.float64())

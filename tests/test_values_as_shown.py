@@ -252,6 +252,9 @@ def test_one_table_reads_the_same_in_every_encoding() -> None:
     assert (r, rows[1][2]) == (4.7, 123456.79)  # float4's shortest forms, as psql prints real
     assert (d, rows[1][3]) == (0.30000000000000004, 3)
     assert at == "2026-08-01T00:00:00+02:00"
+    # a table that never left an engine (a pandas result) reads the same: intervals, durations and float4 by the rule
+    raw_rows, _ = plain_rows(table)
+    assert [row[:4] for row in raw_rows] == [row[:4] for row in rows]
     for encoding in ENCODINGS:
         text = encode_table(shown, encoding)
         for shown_value in ("1462 days 14:45:00", "-02:00:00", "4.7", "123456.79", "0.30000000000000004", "+02:00"):
@@ -267,3 +270,84 @@ def test_interval_text_is_postgresqls_encoding_of_each_part() -> None:
     assert interval_text(1, 1, 0) == "1 mon 1 day"
     assert interval_text(0, 0, 0) == "00:00:00"
     assert interval_text(0, 0, 129_600_000_000_000) == "36:00:00"  # hours past a day stay hours
+
+
+SPARK_SQL = (
+    "SELECT date_trunc('MONTH', DATE'2026-08-15') AS month_start, DATE'2026-08-15' AS day, "
+    "INTERVAL '1462 14:45:00' DAY TO SECOND AS took, CAST(4.7 AS FLOAT) AS r, "
+    "CAST(0.1 AS DOUBLE) + CAST(0.2 AS DOUBLE) AS d, CAST(43974.710000000014 AS DOUBLE) AS d3"
+)
+
+
+@pytest.fixture(scope="module")
+def berlin_spark(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """A guarded Spark Connect of this module's own whose sessions run in Europe/Berlin (its JVM's zone): the run's
+    shared one is left in the machine's."""
+    import os
+
+    from ba_mcp.databases import spark
+    from tests import spark_server
+
+    why = spark_server.available()
+    if why:
+        pytest.fail(why)
+    saved = os.environ.get("TZ")
+    os.environ["TZ"] = "Europe/Berlin"  # read by the JVM spark.local starts (it copies this environment)
+    try:
+        server = spark.local(tmp_path_factory.mktemp("berlin-spark"), guarded=True, start_timeout_s=300)
+        running = server.__enter__()
+    finally:
+        if saved is None:
+            del os.environ["TZ"]
+        else:
+            os.environ["TZ"] = saved
+    try:
+        yield running
+    finally:
+        server.__exit__(None, None, None)
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+@pytest.mark.anyio
+async def test_spark_values_read_as_spark_shows_them(berlin_spark: Any, tmp_path: Path) -> None:
+    import time
+
+    from tests import spark_server
+
+    casts = ", ".join(f"CAST({c} AS STRING) AS {c}" for c in _columns(SPARK_SQL))
+    texts = spark_server.sql(berlin_spark.url, f"SELECT {casts} FROM ({SPARK_SQL})")[0]
+    zone = spark_server.sql(berlin_spark.url, "SELECT current_timezone()")[0][0]
+    theirs = dict(zip(_columns(SPARK_SQL), texts, strict=True))
+    assert zone == "Europe/Berlin" and theirs["month_start"] == "2026-08-01 00:00:00"  # Spark's own, in Berlin
+    env = {
+        "BA_MCP_DATABASES__LAKE__URL": berlin_spark.url,
+        "BA_MCP_DATABASES__LAKE__DRIVER": "adbc_driver_spark",
+        "BA_MCP_TOOLS__QUERY_DATABASE__TIMEOUT_S": "120",
+    }
+    ws = make_workspace(tmp_path)
+    with open("/dev/null", "w") as errlog:
+        async with (
+            stdio_client(stdio_params(ws, **env), errlog=errlog) as (read, write),
+            ClientSession(read, write) as s,
+        ):
+            await s.initialize()
+            deadline = time.monotonic() + 180
+            while True:  # the server's first Spark session
+                result = await s.call_tool(
+                    "query_database", {"database": "lake", "query": SPARK_SQL, "output_level": "full"}
+                )
+                if not result.is_error or time.monotonic() > deadline:
+                    break
+            text = text_of(result)
+            assert not result.is_error, text
+    ours = _csv_rows(text, "month_start,")[0]
+    # Spark writes a session timestamp without its offset: ours is the same wall clock, with Berlin's offset
+    stamp = dt.datetime.fromisoformat(ours["month_start"])
+    assert stamp.replace(tzinfo=None) == dt.datetime.fromisoformat(theirs["month_start"]), (ours, theirs)
+    assert stamp.utcoffset() == dt.timedelta(hours=2), ours
+    for name in ("day", "r", "d", "d3"):
+        assert ours[name] == theirs[name], (name, ours[name], theirs[name])
+    # Spark writes INTERVAL '1462 14:45:00' DAY TO SECOND; the one rule writes PostgreSQL's form of the same span
+    days, clock = re.fullmatch(r"INTERVAL '(\d+) ([\d:.]+)' DAY TO SECOND", theirs["took"]).groups()  # type: ignore[union-attr]
+    assert ours["took"] == f"{days} days {clock}", (ours["took"], theirs["took"])
