@@ -25,6 +25,7 @@ from ba_mcp import callers
 from ba_mcp.analyses.manifest import listed, read_manifest
 from ba_mcp.analyses.published import Published, of, others
 from ba_mcp.analyses.published import read as read_analysis
+from ba_mcp.databases.catalog_search import aliases, search_markdown, size_of, table_lines
 from ba_mcp.errors import ToolFailure
 from ba_mcp.ids import ARTIFACT_ID
 from ba_mcp.metrics.catalog import catalog_text
@@ -48,6 +49,7 @@ def register(server: MCPServer[Any], app: App) -> None:
         ("db://{database}/schema", "database"): lambda a, _: a.databases.names,
         ("db://{database}/schema/{table}", "database"): lambda a, _: a.databases.names,
         ("db://{database}/schema/{table}", "table"): _table_names,
+        ("db://{database}/search/{words}", "database"): lambda a, _: a.databases.names,
         ("skill://{name}/{path}", "name"): lambda a, _: [s.name for s in a.skills],
         ("metrics://{name}", "name"): lambda a, _: [m["name"] for m in a.metrics_answer("summary")["metrics"]],
         ("analysis://{name}", "name"): lambda a, _: listed(a.workspace.own("analyses"), a.settings.artifacts.shared),
@@ -125,6 +127,16 @@ def register(server: MCPServer[Any], app: App) -> None:
     )
     async def db_table(database: str, table: str) -> str:
         return await anyio.to_thread.run_sync(table_markdown, app, database, table)
+
+    @server.resource(
+        "db://{database}/search/{words}",
+        name="database-search",
+        title="Search a database's catalog",
+        mime_type="text/markdown",
+        description="The tables and views whose names, columns or comments hold the words, with their columns.",
+    )
+    async def db_search(database: str, words: str) -> str:
+        return await anyio.to_thread.run_sync(search_text, app, database, words)
 
     if app.metrics.files():
 
@@ -212,6 +224,11 @@ async def read_special(app: App, uri: str, key: str) -> list[ReadResourceContent
         return [ReadResourceContents(content=metrics_report(app, key), mime_type="application/json")]
     if uri == "ba://history":
         return [ReadResourceContents(content=history_markdown(app, key), mime_type="text/markdown")]
+    if uri.startswith("db://") and "/search/" in uri:  # the session's own TEMP tables are searched too
+        database, _, words = uri[len("db://") :].partition("/search/")
+        args = (app, urllib.parse.unquote(database), urllib.parse.unquote(words), key)
+        text = await anyio.to_thread.run_sync(search_text, *args)
+        return [ReadResourceContents(content=text, mime_type="text/markdown")]
     if uri.startswith("db://") and "/schema/" in uri:
         database, _, table = uri[len("db://") :].partition("/schema/")
         args = (app, urllib.parse.unquote(database), urllib.parse.unquote(table), key)
@@ -512,13 +529,6 @@ def _heading(database: str, schema: dict[str, Any]) -> tuple[str, str]:
     return heading, dialect
 
 
-def _size_of(entry: dict[str, Any]) -> str:
-    if (entry["kind"] == "view" and entry.get("rows_estimated")) or entry.get("rows") is None:
-        return entry["kind"]  # a view's rows, or a catalog that keeps no counts (Spark): nothing is scanned
-    about = "≈" if entry.get("rows_estimated") else ""
-    return f"{entry['kind']}, {about}{entry['rows']:,} rows"
-
-
 def table_markdown(app: App, database: str, table: str, session: str = "default") -> str:
     """One table or view of a database (for catalogs too large to show whole)."""
     schema = _schema(app, database, session)
@@ -528,15 +538,23 @@ def table_markdown(app: App, database: str, table: str, session: str = "default"
             f"database {database} has no table or view named {table[:100]}; db://{database}/schema lists them"
         )
     heading, _ = _heading(database, schema)
-    return "\n".join([heading, "", *_table_lines(table, entry)])
+    return "\n".join([heading, "", *table_lines(table, entry, aliases(schema["tables"]).get(table))])
+
+
+def search_text(app: App, database: str, words: str, session: str = "default") -> str:
+    """The relations of a database whose names, columns or comments hold ``words`` (``catalog_search``)."""
+    schema = _schema(app, database, session)
+    heading, _ = _heading(database, schema)
+    return search_markdown(database, heading, schema["tables"], words)
 
 
 def schema_markdown(app: App, database: str, session: str = "default") -> str:
     schema = _schema(app, database, session)
     heading, dialect = _heading(database, schema)
     lines = [heading, schema["description"], ""]
+    alias_views = aliases(schema["tables"])
     for table, entry in schema["tables"].items():
-        lines += _table_lines(table, entry)
+        lines += table_lines(table, entry, alias_views.get(table))
     lines.append(_closing(dialect))
     text = "\n".join(lines)
     if len(text) <= SCHEMA_BUDGET_CHARS:
@@ -548,10 +566,12 @@ def schema_markdown(app: App, database: str, session: str = "default") -> str:
         schema["description"],
         "",
         f"{len(tables):,} tables and views — too many to show with their columns here. Each one's columns, "
-        f"comments and definition: the resource db://{database}/schema/{{table}} (its table argument completes).",
+        f"comments and definition: the resource db://{database}/schema/{{table}} (its table argument completes); "
+        f"to find tables by words in their names, columns and comments: query_database(database='{database}', "
+        "search='purchase order vendor').",
         "",
     ]
-    lines += [f"- {table} ({_size_of(entry)})" for table, entry in tables.items()]
+    lines += [f"- {table} ({size_of(entry)})" for table, entry in tables.items()]
     lines.append(_closing(dialect))
     return "\n".join(lines)
 
@@ -563,29 +583,6 @@ def _closing(dialect: str) -> str:
         "Workspace files are not visible here; a result cut at max_rows is kept whole as an artifact, which a "
         "DuckDB database (e.g. demo) joins with workspace files: FROM artifact_<id>."
     )
-
-
-def _table_lines(table: str, entry: dict[str, Any]) -> list[str]:
-    lines = [f"## {table} ({_size_of(entry)})"]
-    if entry.get("comment"):
-        lines.append(str(entry["comment"]))
-    for c in entry["columns"]:
-        line = f"- {c['name']}: {c['type']}{'' if c['nullable'] else ' not null'}"
-        if c.get("comment"):
-            line += f" — {c['comment']}"
-        if c.get("values"):
-            line += " — values: " + ", ".join(c["values"])
-        lines.append(line)
-    if entry.get("primary_key"):
-        lines.append(f"Primary key: {', '.join(entry['primary_key'])}")
-    for fk in entry.get("foreign_keys") or []:
-        lines.append(
-            f"Foreign key: {', '.join(fk['columns'])} → {fk['references']}({', '.join(fk['referenced_columns'])})"
-        )
-    if entry.get("definition"):
-        lines += ["Definition:", "```sql", str(entry["definition"]).strip(), "```"]
-    lines.append("")
-    return lines
 
 
 def _read_upload(app: App, name: str) -> str | bytes:

@@ -301,6 +301,7 @@ def pytest_configure(config: pytest.Config) -> None:
     postgres = postgres or runs("test_pg14_grants.py")
     postgres = postgres or runs("test_analysis_params.py")
     postgres = postgres or runs("test_values_as_shown.py")
+    postgres = postgres or runs("test_catalog_search.py")
     if postgres and pg_server.available() and not os.environ.get(background.variable("postgres")):
         services.append(background.Service("postgres", pg_server.service, _service_folder()))
     if (

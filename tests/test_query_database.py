@@ -59,6 +59,7 @@ async def test_tool_listing_and_schema_resource(demo_client: Client) -> None:
         "database",
         "output_level",
         "timeout",
+        "search",  # words, instead of query: the tables, columns and comments holding them (issue 63)
     }
     assert tool.annotations.read_only_hint is True
     schema = (await demo_client.read_resource("db://demo/schema")).contents[0].text

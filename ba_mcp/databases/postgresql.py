@@ -39,8 +39,8 @@ import re
 import time
 from typing import TYPE_CHECKING, Any
 
-from ba_mcp.databases import pg_calls
-from ba_mcp.databases.connector import ConnectedEngine, Held, plain_schema, rows
+from ba_mcp.databases import pg_calls, pg_catalog
+from ba_mcp.databases.connector import ConnectedEngine, Held, plain_schema
 
 if TYPE_CHECKING:
     from ba_mcp.workers.wire import Failure
@@ -313,7 +313,7 @@ class PostgresEngine(ConnectedEngine):
     def catalog(self, c: Held, schemas: list[str]) -> dict[str, Any]:
         self.begin(c, 30.0, "")
         try:
-            return catalog(c.cur, schemas)
+            return pg_catalog.catalog(c.cur, schemas)
         finally:
             self.end(c)
 
@@ -674,97 +674,6 @@ def mapped_role(c: Held, name: str, connecting: str, allow_privileged: bool, all
         return role(c.cur, allow_privileged, allow_writable, mapped=True)
     finally:
         c.frame_sql("ROLLBACK")
-
-
-def catalog(cur: Any, schemas: list[str]) -> dict[str, Any]:
-    """Tables and views of the schemas asked for (else every schema but the system's): kinds, row estimates
-    from ``pg_class.reltuples`` (never a scan), comments, view definitions, columns, common values from
-    ``pg_stats``."""
-    where = "n.nspname = ANY($1)" if schemas else "n.nspname NOT IN ('pg_catalog', 'information_schema', 'pg_toast')"
-    params = (schemas,) if schemas else None
-    relations = rows(
-        cur,
-        "SELECT c.oid::bigint, n.nspname::text, c.relname::text, c.relkind::text, c.reltuples::float8, "
-        "obj_description(c.oid, 'pg_class'), "
-        "CASE WHEN c.relkind IN ('v', 'm') THEN pg_get_viewdef(c.oid, true) END "
-        f"FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE {where} "
-        "AND c.relkind IN ('r', 'p', 'v', 'm', 'f') AND n.nspname NOT LIKE 'pg_temp%' ORDER BY 2, 3",
-        params,
-    )
-    if not relations:
-        return {}
-    oids = [r[0] for r in relations]
-    columns: dict[int, list[dict[str, Any]]] = {}
-    for oid, name, typ, notnull, comment in rows(
-        cur,
-        "SELECT a.attrelid::bigint, a.attname::text, format_type(a.atttypid, a.atttypmod), a.attnotnull, "
-        "col_description(a.attrelid, a.attnum) FROM pg_attribute a "
-        "WHERE a.attrelid = ANY($1::bigint[]::oid[]) AND a.attnum > 0 AND NOT a.attisdropped "
-        "ORDER BY a.attrelid, a.attnum",
-        (oids,),
-    ):
-        entry: dict[str, Any] = {"name": name, "type": typ, "nullable": not notnull}
-        if comment:
-            entry["comment"] = comment
-        columns.setdefault(oid, []).append(entry)
-    common: dict[tuple[str, str, str], list[str]] = {}
-    with contextlib.suppress(Exception):
-        for schema, table, column, values in rows(
-            cur,
-            "SELECT schemaname::text, tablename::text, attname::text, most_common_vals::text FROM pg_stats "
-            "WHERE most_common_vals IS NOT NULL AND n_distinct > 0 AND n_distinct <= 20",
-        ):
-            common[(schema, table, column)] = _array(values)[:20]
-    keys: dict[int, dict[str, Any]] = {}
-    for oid, kind, cols, target_schema, target, target_cols in rows(
-        cur,
-        "SELECT k.conrelid::bigint, k.contype::text, "
-        "(SELECT array_agg(a.attname::text ORDER BY u.i) FROM unnest(k.conkey) WITH ORDINALITY u(n, i) "
-        "JOIN pg_attribute a ON a.attrelid = k.conrelid AND a.attnum = u.n), "
-        "tn.nspname::text, t.relname::text, "
-        "(SELECT array_agg(a.attname::text ORDER BY u.i) FROM unnest(k.confkey) WITH ORDINALITY u(n, i) "
-        "JOIN pg_attribute a ON a.attrelid = k.confrelid AND a.attnum = u.n) "
-        "FROM pg_constraint k LEFT JOIN pg_class t ON t.oid = k.confrelid "
-        "LEFT JOIN pg_namespace tn ON tn.oid = t.relnamespace "
-        "WHERE k.conrelid = ANY($1::bigint[]::oid[]) AND k.contype IN ('p', 'f') ORDER BY k.conrelid, k.conname",
-        (oids,),
-    ):
-        entry = keys.setdefault(oid, {})
-        if kind == "p":
-            entry["primary_key"] = list(cols or [])
-        else:
-            named = target if target_schema == "public" else f"{target_schema}.{target}"
-            entry.setdefault("foreign_keys", []).append(
-                {"columns": list(cols or []), "references": named, "referenced_columns": list(target_cols or [])}
-            )
-    kinds = {"r": "table", "p": "table", "v": "view", "m": "materialized view", "f": "foreign table"}
-    out: dict[str, Any] = {}
-    for oid, schema, name, kind, estimate, comment, definition in relations:
-        qualified = name if schema == "public" else f"{schema}.{name}"
-        cols = columns.get(oid, [])
-        for col in cols:
-            values = common.get((schema, name, col["name"]))
-            if values:
-                col["values"] = values
-        out[qualified] = {
-            "kind": kinds.get(kind, kind),
-            "rows": max(0, int(estimate or 0)),
-            "rows_estimated": True,
-            "comment": comment or "",
-            "definition": definition or "",
-            "columns": cols,
-            **keys.get(oid, {}),
-        }
-    return out
-
-
-def _array(text: str) -> list[str]:
-    """The elements of a PostgreSQL array literal ``{a,"b c"}`` as text."""
-    import csv
-    import io
-
-    inner = text[1:-1] if text.startswith("{") and text.endswith("}") else text
-    return [v for v in next(csv.reader(io.StringIO(inner), escapechar="\\"), [])]
 
 
 ENGINE = PostgresEngine()

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationInfo, field_validator
 
 from ba_mcp.errors import Code, ErrorType, ToolFailure, denied, invalid
 from ba_mcp.formats import TABLE_SUFFIXES
@@ -49,7 +49,7 @@ class QueryDatabaseParams(ToolParams):
     ] = 1000
     params: Annotated[
         dict[str, Any] | list[Any] | None,
-        Field(description="bind values: an object for $name, an array for ? or $1"),
+        Field(description="an object for $name, an array for ? or $1"),
     ] = None
 
     @field_validator("params", mode="before")
@@ -63,12 +63,21 @@ class QueryDatabaseParams(ToolParams):
                 raise ValueError("params is text but not valid JSON; pass an object or an array") from None
         return value
 
-    database: Annotated[str, Field(max_length=100)] = "demo"
+    database: str = "demo"
     timeout: float | None = Field(None, gt=0, description="seconds")
     search: Annotated[
         str | None,
-        Field(max_length=300, description="instead of query: words, to find tables by name, column, comment"),
+        Field(description="find tables: words in names, columns, comments"),
     ] = None
+
+    @field_validator("database", "search")
+    @classmethod
+    def _short(cls, value: str | None, info: ValidationInfo) -> str | None:
+        """A name or a few words (the bounds live here, not in the schema every conversation pays for)."""
+        bound = 100 if info.field_name == "database" else 300
+        if value is not None and len(value) > bound:
+            raise ValueError(f"at most {bound} characters")
+        return value
 
 
 class QueryDatabaseSettings(ToolSettings):
@@ -80,8 +89,8 @@ class QueryDatabase(Tool):
     view = "table"  # the MCP Apps view of its results (views/)
     title = "Query a database"
     description = (
-        "One read-only SQL statement (DuckDB) on a database — default 'demo', a retailer 2022–2025 (view "
-        "order_facts …); schema: db://{database}/schema — or on "
+        "One read-only SQL statement (DuckDB) on a database (default 'demo', a retailer 2022–2025: view "
+        "order_facts …; tables: db://{database}/schema) or on "
         "workspace data: FROM 'uploads/sales.csv', upload_sales, artifact_<id>. CREATE TEMP TABLE keeps a "
         "result."
     )
