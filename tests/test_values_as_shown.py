@@ -32,6 +32,7 @@ from tests.conftest import make_workspace, stdio_params, text_of
 
 ARTIFACT = re.compile(r"artifact_[0-9a-f]{12}")
 DATABASE = "shown_values"  # made on the run's PostgreSQL, its sessions in Europe/Berlin
+DUCKDB_ZONE = "America/New_York"  # the server's own zone, so DuckDB's sessions run in neither UTC nor Berlin
 
 # each column once per kind of value the issue names; the same text goes to psql
 PG_SQL = (
@@ -100,6 +101,7 @@ async def client(ws: Path, pg: pg_server.Postgres) -> AsyncIterator[ClientSessio
         "BA_MCP_DATABASES__BERLIN__URL": pg.url("analyst", DATABASE),
         "BA_MCP_DATABASES__LITE__URL": "sqlite:///data/values.db",
         "BA_MCP_TOOLS__QUERY_DATABASE__TIMEOUT_S": "120",
+        "TZ": DUCKDB_ZONE,  # the server's local zone: DuckDB's sessions run in it (PostgreSQL's are its own)
     }
     with open("/dev/null", "w") as errlog:
         async with (
@@ -180,6 +182,7 @@ async def test_duckdb_values_read_as_duckdb_writes_them(client: ClientSession) -
     )
     ours = _csv_rows(await _full(client, query=sql), "stamp,")[0]
     con = duckdb.connect()
+    con.execute(f"SET TimeZone = '{DUCKDB_ZONE}'")  # the zone the server's DuckDB runs in
     zone = con.execute("SELECT current_setting('TimeZone')").fetchall()[0][0]
     cast = ", ".join(f'CAST("{c}" AS VARCHAR)' for c in _columns(sql))
     texts = con.execute(f"SELECT {cast} FROM ({sql})").fetchall()[0]
@@ -192,8 +195,9 @@ async def test_duckdb_values_read_as_duckdb_writes_them(client: ClientSession) -
     for name in ("took", "back", "mixed"):
         assert ours[name] == _postgres_units(duck[name]), (name, ours[name], duck[name])
     assert float(ours["r"]) == shortest_real(native["r"]) and float(ours["d"]) == native["d"]
-    # the session's zone: the worker's DuckDB and this one run in the machine's
+    # the session's zone, New York's summer offset shown
     stamp = dt.datetime.fromisoformat(ours["stamp"])
+    assert stamp.utcoffset() == dt.timedelta(hours=-4), ours["stamp"]
     assert stamp == native["stamp"] and stamp.utcoffset() == native["stamp"].utcoffset(), (ours, native, zone)
     assert _as_psql(ours["stamp"]) == duck["stamp"]
 
