@@ -85,6 +85,14 @@ def test_duckdb_reads_a_header_with_pandas_names(header: str, tmp_path: Path) ->
         assert names is None  # DuckDB's own names already: nothing passed
 
 
+def test_a_header_longer_than_the_sample_is_left_to_duckdb() -> None:
+    """Names are given only for a whole header line: never a name cut at the sample's end."""
+    long = b"," + b",".join(b"c%d" % i for i in range(200_000))  # an empty first name, past 1 MiB
+    assert len(long) > 1 << 20
+    assert sql_header_names(long[: 1 << 20], ",") is None
+    assert sql_header_names(b",c1,c2\n1,2,3\n", ",") == ["Unnamed: 0", "c1", "c2"]
+
+
 def _workspace(tmp_path: Path) -> Workspace:
     ws = Workspace.open(tmp_path)
     for name, content in FILES.items():

@@ -119,6 +119,8 @@ def sql_header_names(first_line: bytes, sep: str) -> list[str] | None:
     repeated one (``a_1`` against ``a.1``); None when DuckDB's own names are the same (or the line is not plain)."""
     import csv
 
+    if b"\n" not in first_line and len(first_line) >= 1 << 20:  # a header past the sample: never names cut short
+        return None
     line = first_line.split(b"\n", 1)[0].rstrip(b"\r").decode("utf-8", errors="replace").removeprefix("\ufeff")
     if line.count('"') % 2:  # a quoted header running over lines: left to DuckDB
         return None
