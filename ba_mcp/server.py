@@ -230,14 +230,19 @@ def compact_schema(schema: dict[str, Any]) -> dict[str, Any]:
 class _UnknownToolMiddleware:
     """Unknown tool names get the ba-mcp error format instead of the SDK's bare text."""
 
-    def __init__(self, names: Iterable[str], structured: bool = False) -> None:
+    def __init__(self, names: Iterable[str], structured: bool = False, audit: AuditLog | None = None) -> None:
         self.names = frozenset(names)
         self.structured = structured
+        self.audit = audit  # a call of a tool that does not exist is a refused request in the audit trail
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         if ctx.method == "tools/call" and isinstance(ctx.params, Mapping):
             name = ctx.params.get("name")
             if isinstance(name, str) and name not in self.names:
+                if self.audit is not None:
+                    said = f"there is no tool named {name[:80]!r}"
+                    who = callers.principal()
+                    self.audit.refused(Code.UNKNOWN_TOOL, said, who=who, method=ctx.method, tool=name[:80])
                 failure = ToolFailure(
                     ErrorType.NOT_FOUND,
                     Code.UNKNOWN_TOOL,
@@ -616,7 +621,7 @@ def build_server(app: App) -> BaServer:
             _SessionMiddleware(app.settings.http.requests_per_minute, app.audit),
             views.ViewsMiddleware(app, registered),
             _ListingBudgetMiddleware(app),  # inside the views': what the model sees, before the app-only view tool
-            _UnknownToolMiddleware((t.name for t in registered), structured),
+            _UnknownToolMiddleware((t.name for t in registered), structured, app.audit),
         ],
         log_level=app.settings.log_level,
         extensions=[*([SkillsExtension(app.skills)] if len(app.skills) else []), views.ViewsExtension()],

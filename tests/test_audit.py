@@ -364,7 +364,8 @@ async def test_each_refused_http_request_is_recorded_with_its_reason_never_its_t
             status = 200
         else:
             status = 401
-        await send({"type": "http.response.start", "status": status, "headers": []})
+        said = [(b"www-authenticate", b'Bearer error="insufficient_scope"')] if status == 403 else []  # the SDK's
+        await send({"type": "http.response.start", "status": status, "headers": said})
         await send({"type": "http.response.body", "body": b"{}"})
 
     app = RefusedRequests(transport, trail)

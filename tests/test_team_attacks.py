@@ -224,6 +224,85 @@ async def test_a_call_its_client_cancels_is_still_recorded(tmp_path: Path) -> No
     assert entry["outcome"] == "error" and entry["error_code"] == "CANCELLED", entry
 
 
+async def test_a_request_the_transport_refuses_for_its_origin_is_recorded_as_that(tmp_path: Path) -> None:
+    """Broke, fixed (``RefusedRequests``): a page elsewhere reaching the team server through DNS rebinding, with a
+    token the browser holds, is refused by the transport (403 for its Origin, 421 for its Host) — the trail said "a
+    scope http.auth.required_scopes names is missing" for the 403, and nothing for the 421."""
+    from ba_mcp.pipeline.audit import RefusedRequests
+
+    class Token:
+        subject = "carol"
+        claims: dict[str, str] = {"iss": ISSUER, "email": "carol@example.com"}  # noqa: RUF012
+
+    async def transport(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        """The SDK's: the bearer check passed (carol's token), then the transport security's refusal."""
+        scope["user"] = type("User", (), {"access_token": Token()})()
+        status = 421 if scope["path"] == "/host" else 403
+        await send({"type": "http.response.start", "status": status, "headers": [(b"content-type", b"text/plain")]})
+        await send({"type": "http.response.body", "body": b"Invalid Origin header"})
+
+    trail = AuditLog.open(AuditSettings(), tmp_path / "audit")
+    app = RefusedRequests(transport, trail)
+
+    async def send(message: dict[str, Any]) -> None:
+        pass
+
+    for path in ("/mcp", "/host"):
+        headers = [(b"authorization", b"Bearer x.y.z"), (b"origin", b"http://evil.example")]
+        await app(
+            {"type": "http", "method": "POST", "path": path, "headers": headers, "client": ("10.1.1.1", 9)}, None, send
+        )
+    trail.close()
+    found = [
+        (r["status"], r["error_code"], r["reason"], r["principal"]["subject"]) for r in audit.read(tmp_path / "audit")
+    ]
+    assert found == [
+        (403, "forbidden_origin", "its Origin header names no address of this server", "carol"),
+        (421, "forbidden_host", "its Host header names no address of this server", "carol"),
+    ], found
+
+
+async def test_every_call_the_server_answers_is_recorded_view_rows_and_unknown_tools_too(tmp_path: Path) -> None:
+    """Broke, fixed (``ViewsMiddleware.rows``, ``_UnknownToolMiddleware``): the app-only tool ``view_rows`` (pages of
+    an artifact, for a host that renders views) and a call of a tool that does not exist were answered without a
+    record — the trail's "one record per call" had two holes a client could use."""
+    from mcp import ClientSession
+    from mcp.client.stdio import stdio_client
+
+    from ba_mcp.views import APP_MIME_TYPE, EXTENSION_ID, ROWS_TOOL
+    from tests.conftest import meta_of, stdio_params
+
+    ws = make_workspace(tmp_path)
+    folder = tmp_path / "audit"
+    params = stdio_params(ws, BA_MCP_AUDIT__DIR=str(folder))
+    apps = {EXTENSION_ID: {"mimeTypes": [APP_MIME_TYPE]}}
+    async with stdio_client(params) as (read, write), ClientSession(read, write, extensions=apps) as session:
+        await session.initialize()
+        made = await session.call_tool("query_database", {"query": "SELECT range AS n FROM range(3000)"})
+        artifact = meta_of(made)["artifact_id"]
+        page = await session.call_tool(ROWS_TOOL, {"artifact_id": artifact, "offset": 10, "limit": 5})
+        assert not page.is_error
+        assert (await session.call_tool(ROWS_TOOL, {"artifact_id": "artifact_000000000000"})).is_error
+        assert (await session.call_tool("drop_the_trail", {"path": "audit"})).is_error
+        await session.call_tool("query_database", {"query": "SELECT 1 AS settle"})  # the last answer's records
+    deadline = time.monotonic() + 20
+    while True:
+        entries = list(audit.read(folder))
+        if (
+            any(e.get("statement", {}).get("text") == "SELECT 1 AS settle" for e in entries)
+            or time.monotonic() > deadline
+        ):
+            break
+        await anyio.sleep(0.2)
+    rows = [e for e in entries if e.get("tool") == ROWS_TOOL]
+    assert [(e["outcome"], e.get("rows")) for e in rows] == [("ok", 5), ("error", None)], rows
+    assert rows[0]["arguments"] == {"artifact_id": artifact, "offset": 10, "limit": 5}, rows[0]
+    assert rows[1]["error_code"] == "NOT_FOUND" or rows[1]["error_type"] == "not_found", rows[1]
+    (unknown,) = [e for e in entries if e.get("tool") == "drop_the_trail"]
+    assert unknown["event"] == "refused" and unknown["error_code"] == "UNKNOWN_TOOL", unknown
+    assert all(e["principal"]["issuer"] == callers.LOCAL_ISSUER for e in [*rows, unknown])
+
+
 # -- ba-mcp audit, stats, listings: what the operator's terminal shows -------------------------------------------
 
 

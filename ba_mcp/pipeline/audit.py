@@ -181,7 +181,9 @@ def refused_because(reason: str) -> None:
 
 class RefusedRequests:
     """ASGI middleware, the outermost of the HTTP app: each request answered 401 or 403 (the SDK's bearer check:
-    no token, a token refused, a scope missing) becomes a refusal record with the verifier's reason."""
+    no token, a token refused, a scope missing) becomes a refusal record with the verifier's reason — and one the
+    transport refuses past it, 403 for an Origin or 421 for a Host that is not this server's (a page elsewhere
+    reaching it through DNS rebinding, with a token the browser holds), as that, not as a missing scope."""
 
     def __init__(self, app: Any, audit: AuditLog) -> None:
         self.app = app
@@ -195,8 +197,9 @@ class RefusedRequests:
         token = _refusals.set(noted)
 
         async def watched(message: dict[str, Any]) -> None:
-            if message.get("type") == "http.response.start" and message.get("status") in (401, 403):
-                self._record(scope, int(message["status"]), noted)
+            if message.get("type") == "http.response.start" and message.get("status") in (401, 403, 421):
+                said = dict(message.get("headers") or []).get(b"www-authenticate", b"")
+                self._record(scope, int(message["status"]), noted, b"insufficient_scope" in said)
             await send(message)
 
         try:
@@ -204,12 +207,16 @@ class RefusedRequests:
         finally:
             _refusals.reset(token)
 
-    def _record(self, scope: dict[str, Any], status: int, noted: list[str]) -> None:
+    def _record(self, scope: dict[str, Any], status: int, noted: list[str], scope_missing: bool = False) -> None:
         headers = {k.lower(): v for k, v in scope.get("headers") or []}
         bearer = headers.get(b"authorization", b"").lower().startswith(b"bearer ")
         identity = None
-        if status == 403:
-            code, reason = "insufficient_scope", "a scope http.auth.required_scopes names is missing"
+        if status in (403, 421):
+            if scope_missing:  # the bearer check's 403 (its WWW-Authenticate says so)
+                code, reason = "insufficient_scope", "a scope http.auth.required_scopes names is missing"
+            else:  # the transport's, past the bearer check: a page elsewhere reaching the server (DNS rebinding)
+                code = "forbidden_origin" if status == 403 else "forbidden_host"
+                reason = f"its {'Origin' if status == 403 else 'Host'} header names no address of this server"
             token = getattr(scope.get("user"), "access_token", None)
             claims = getattr(token, "claims", None) or {}
             subject = str(getattr(token, "subject", "") or "")

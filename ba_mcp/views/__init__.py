@@ -23,6 +23,8 @@ import datetime as dt
 import decimal
 import hashlib
 import math
+import time
+import uuid
 from functools import cache
 from importlib import resources as package_files
 from typing import TYPE_CHECKING, Any
@@ -239,18 +241,54 @@ class ViewsMiddleware:
 
     async def rows(self, arguments: dict[str, Any]) -> CallToolResult:
         """A page of an artifact the calling session may read: through query_database's engine worker, the
-        filter bound as a parameter, identifiers checked against the artifact's columns."""
+        filter bound as a parameter, identifiers checked against the artifact's columns. A call like any other in
+        the audit trail (S-20), however it ends."""
+        started, failure, page = time.time(), None, None
         try:
             page = await anyio.to_thread.run_sync(self._page, arguments)
-        except ToolFailure as failure:
+        except ToolFailure as refused:
+            failure = refused
+        finally:
+            self._audited(arguments, page, failure, started)
+        if failure is not None:
             return CallToolResult(
                 content=[TextContent(type="text", text=format_error(ROWS_TOOL, failure))], is_error=True
             )
+        assert page is not None
         if "chart" in page:
             text = f"a chart of {page['source_rows']:,} rows, {len(page['chart']['points']):,} points"
         else:
             text = f"rows {page['offset']:,}–{page['offset'] + len(page['rows']) - 1:,} of {page['total_rows']:,}"
         return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=page)
+
+    def _audited(
+        self, arguments: dict[str, Any], page: dict[str, Any] | None, failure: ToolFailure | None, started: float
+    ) -> None:
+        """The call's record in the audit trail: the artifact and page asked for, the rows or points returned."""
+        from ba_mcp.pipeline.usage import CallRecord
+
+        if failure is None and page is None:  # cancelled before it answered
+            failure = ToolFailure(ErrorType.TRANSIENT_ERROR, "CANCELLED", "the call was cancelled before it answered")
+        record = CallRecord(
+            execution_id=uuid.uuid4().hex,
+            session=callers.current(),
+            tool=ROWS_TOOL,
+            timestamp=started,
+            duration_ms=round((time.time() - started) * 1000, 3),
+            input_tokens=0,
+            output_tokens=0,
+            output_level="",
+            level_downgraded=False,
+            cache_hit=False,
+            retries=0,
+            success=failure is None,
+            error_type=failure.type.value if failure is not None else None,
+            error_code=failure.code if failure is not None else None,
+        )
+        shown = page.get("rows", (page.get("chart") or {}).get("points")) if page is not None else None
+        returned = (len(shown) if isinstance(shown, list) else None, None)
+        error = failure.message if failure is not None else None
+        self.app.audit.call(record, callers.principal(), arguments, {}, returned, error=error)
 
     def _page(self, arguments: dict[str, Any]) -> dict[str, Any]:
         request = _rows_request(arguments)
