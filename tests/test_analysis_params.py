@@ -28,7 +28,7 @@ from mcp import ClientSession, stdio_client
 from ba_mcp.analyses.manifest import plan
 from ba_mcp.errors import ToolFailure
 from tests import pg_server
-from tests.conftest import ba, make_workspace, stdio_params, text_of
+from tests.conftest import ba, make_workspace, meta_of, stdio_params, text_of
 
 TOP = (
     "-- spend by customer\n"
@@ -44,13 +44,13 @@ WHOLE = (
 
 def _place(kind: str, text: str, values: dict[str, Any]) -> tuple[str, list[str], dict[str, Any]]:
     """What the engine worker's ``placeholders`` operation answers (the same functions, in process)."""
-    from ba_mcp.worker.params import code_placeholders, sql_cut, sql_placeholders
+    from ba_mcp.worker.params import code_cut, code_placeholders, sql_cut, sql_placeholders
 
     if kind == "sql":
         text, found = sql_placeholders(text, values)
         return text, found, sql_cut(text)
     text, found = code_placeholders(text, values)
-    return text, found, {}
+    return text, found, code_cut(text)
 
 
 def _record(sql: str, params: Any, call: str = "call_1") -> Any:
@@ -126,6 +126,22 @@ def test_what_cuts_a_statement_is_read_from_its_outermost_query() -> None:
     assert sql_cut("WITH x AS (SELECT * FROM t ORDER BY a LIMIT 3) SELECT * FROM x") == {}  # the whole of x
     assert sql_cut("SELECT * FROM t ORDER BY a FETCH FIRST 5 ROWS ONLY") == {"ordered": True, "limit": 5}
     assert sql_cut(WHOLE) == {}
+
+
+def test_what_cuts_a_python_steps_value_is_read_from_its_last_expression() -> None:
+    from ba_mcp.worker.params import code_cut
+
+    assert code_cut("x = load_artifact('a')\nx.groupby('v')['s'].sum().nlargest(10)") == {"limit": 10, "ordered": True}
+    assert code_cut("df.sort_values('s', ascending=False).head(7).round(0)") == {"limit": 7, "ordered": True}
+    assert code_cut("df.head(10).sort_values('s')") == {"limit": 10, "ordered": False}  # the first 10, sorted
+    assert code_cut("df.iloc[:20]") == {"limit": 20, "ordered": False}
+    assert code_cut("df.sum()") == {} and code_cut("print(df.head(3))") == {}
+    # a parameter for N: the save places PARAMS["top"], the cut names it
+    record = SimpleNamespace(
+        call_id="call_2", tool="run_python", arguments={"code": "df.nlargest(5, 's')"}, provenance={"wrote": []}
+    )
+    step = plan("a", "", [record], {"top": 5}, _place).steps[0].manifest()
+    assert step["code"] == "df.nlargest(PARAMS[\"top\"], 's')" and step["cut"] == {"limit": "$top", "ordered": True}
 
 
 def _shown(frame: pa.Table, covers: str = "", title: str = "spend by customer") -> Any:
@@ -222,7 +238,7 @@ async def s(ws: Path, env: dict[str, str]) -> AsyncIterator[ClientSession]:
 async def ok(s: ClientSession, tool: str, **args: Any) -> str:
     result = await s.call_tool(tool, args)
     assert not result.is_error, text_of(result)
-    return text_of(result)
+    return text_of(result) + f"\n{meta_of(result).get('artifact_id', '')}"
 
 
 def _top(pg: pg_server.Postgres, since: str, until: str) -> list[tuple[str, Decimal]]:
@@ -249,23 +265,28 @@ async def test_a_postgres_analysis_with_1_and_2_is_re_run_for_another_period(
     from ba_mcp.results import exact_number
 
     first = ("2025-01-01", "2025-07-01")
-    await ok(s, "query_database", database="shop", query=TOP, params=list(first), output_level="brief")
+    shown = await ok(s, "query_database", database="shop", query=TOP, params=list(first), output_level="brief")
+    aid = shown.rsplit("\n", 1)[1]
     await ok(s, "query_database", database="shop", query=WHOLE, params=list(first), output_level="brief")
+    await ok(s, "run_python", code=f"spend = load_artifact('{aid}')\nspend.nlargest(3, 'spend')")
     said = await ok(
         s,
         "save_analysis",
         name="customer-spend",
-        steps="last:2",
+        steps="last:3",
         parameters={"since": first[0], "until": first[1]},
         description="Spend by customer in a period",
     )
-    assert "since (date, default '2025-01-01')" in said and "until (date, default '2025-07-01')" in said, said
+    assert "since (date, default '2025-01-01'; binds s1 $1, s2 $1)" in said, said
+    assert "until (date, default '2025-07-01'; binds s1 $2, s2 $2)" in said, said
     manifest = yaml.safe_load((ws / "analyses" / "customer-spend" / "analysis.yaml").read_text())
-    assert [st.get("binds") for st in manifest["steps"]] == [{1: "since", 2: "until"}, {1: "since", 2: "until"}]
+    assert [st.get("binds") for st in manifest["steps"]] == [{1: "since", 2: "until"}, {1: "since", 2: "until"}, None]
     assert manifest["steps"][0]["cut"] == {"ordered": True, "limit": 10} and "cut" not in manifest["steps"][1]
-    top = manifest["outputs"][0]
+    assert manifest["steps"][2]["cut"] == {"limit": 3, "ordered": True}
+    top, _, three = manifest["outputs"]
     assert top["covers"] == "top 10 customers only" and top["rows"] == 10, top
     assert Decimal(str(top["totals"]["spend"])) == sum(v for _, v in _top(pg, *first))
+    assert three["covers"] == "top 3 customers only", three
 
     # run_analysis for another period: the figures are PostgreSQL's for that period, the top-N total says so
     later = ("2025-07-01", "2026-01-01")
@@ -287,8 +308,11 @@ async def test_a_postgres_analysis_with_1_and_2_is_re_run_for_another_period(
     whole = _whole(pg, *later)
     assert whole > cut  # the top 10 is not the whole period: the label is what keeps the figure true
     assert figures.get("spend of the top 10 customers only (spend by customer)") == number(float(cut)), figures
+    top3 = [label for label in figures if label.startswith("spend of the top 3 customers only")]
+    assert [figures[label] for label in top3] == [number(float(sum(v for _, v in expected[:3])))], figures
     assert figures.get("spend (spend in the period)") == number(float(whole)), figures
     trail = md.split("## Audit trail", 1)[1]
+    assert trail.count(f"$1 = '{later[0]}'") == 2  # the SQL steps' values; the Python step binds none
     assert trail.count(f"with $1 = '{later[0]}' (since), $2 = '{later[1]}' (until)") == 2, trail
     html = (out / "report.html").read_text()
     assert f"with $1 = &#x27;{later[0]}&#x27; (since), $2 = &#x27;{later[1]}&#x27; (until)" in html

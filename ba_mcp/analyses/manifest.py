@@ -168,9 +168,11 @@ def plan(name: str, description: str, records: list[Any], parameters: dict[str, 
         elif r.tool == "file_reader":
             step.arguments = {"read": args}
         else:  # run_python
-            code, names, _ = place("code", str(args.get("code", "")), parameters)
+            code, names, cut = place("code", str(args.get("code", "")), parameters)
             found.update(names)
             step.arguments = {"code": code}
+            if cut:  # the value it ends with is a head(n) / nlargest(n): its figures cover those rows
+                step.arguments["cut"] = cut
         for ref in prov.get("read", []):
             ref_id = str(ref.get("ref", ""))
             if ref_id.startswith("artifact_"):
@@ -208,6 +210,12 @@ def bound_params(given: Any, parameters: dict[str, Any]) -> dict[Any, str]:
                 binds[key] = name
                 break
     return binds
+
+
+def bound_in(p: Plan, name: str) -> str:
+    """Where a parameter binds a step's params entry, for the save's answer: ``; binds s1 $1, s2 $1``."""
+    places = [f"{s.id} ${k}" for s in p.steps for k, n in (s.arguments.get("binds") or {}).items() if n == name]
+    return "; binds " + ", ".join(places) if places else ""
 
 
 def _equal(entry: Any, value: Any) -> bool:

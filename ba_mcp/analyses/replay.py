@@ -117,14 +117,20 @@ class Replay:
         raw = self._run(step, tool, {"query": sql, "database": database, "params": bound, "max_rows": 1000})
         made = self._table(step, raw, 1)
         if cut:  # a result the statement cut (LIMIT n with n rows back): its figures cover those rows only
-            limit, offset = _given(cut.get("limit"), bound), _given(cut.get("offset"), bound) or 0
-            output = self.outputs[-1]
-            if isinstance(limit, int) and output.rows is not None and output.rows >= limit > 0:
-                from ba_mcp.analyses.measures import covers
-
-                _, frame = self.artifacts.read_table(made)
-                output.covers = covers(output.rows, bool(cut.get("ordered")), int(offset), frame)
+            self._covers(cut, bound, self.artifacts.read_table(made)[1])
         return [made]
+
+    def _covers(self, cut: dict[str, Any] | None, bound: Any, frame: pa.Table) -> None:
+        """The last output, a result cut to ``limit`` rows (a LIMIT, a head(n)) that came back with as many: what
+        its rows are ("top 10 vendors only"), which every figure of it says."""
+        if not cut:
+            return
+        from ba_mcp.analyses.measures import covers
+
+        limit, offset = _given(cut.get("limit"), bound), _given(cut.get("offset"), bound) or 0
+        output = self.outputs[-1]
+        if isinstance(limit, int) and output.rows is not None and output.rows >= limit > 0:
+            output.covers = covers(output.rows, bool(cut.get("ordered")), int(offset), frame)
 
     def metrics(self, step: str, arguments: dict[str, Any]) -> list[str]:
         """A query_metrics step: each ``${name}`` in its filters written as this run's value, a literal of its type
@@ -160,7 +166,9 @@ class Replay:
             )
         return [self._table(step, raw, 1, window=True)]  # the rows the step asked for, as the step gave them
 
-    def python(self, step: str, code: str, inputs: list[str] | None = None) -> list[str]:
+    def python(
+        self, step: str, code: str, inputs: list[str] | None = None, cut: dict[str, Any] | None = None
+    ) -> list[str]:
         """A run_python step: the earlier steps' artifact ids in its code replaced by this run's, the parameters
         given as ``PARAMS``; the first Python step starts a fresh interpreter."""
         code = f"PARAMS = {self.values!r}\n{self._inputs(step, code, inputs)}"
@@ -176,6 +184,7 @@ class Replay:
             if label == "value" and isinstance(part, Table):
                 meta = self.artifacts.put_table(part.frame, title=f"{step}: value", source_tool="run_analysis")
                 made.append(self._add(step, f"{step}_value", meta.id, part.frame))
+                self._covers(cut, self.values, part.frame)  # the value is a head(n) / nlargest(n) of a table
             elif isinstance(part, Image):
                 figures += 1
                 meta = self.artifacts.put_image(part.data, title=part.title, source_tool="run_analysis", mime=part.mime)
@@ -260,7 +269,7 @@ def run_steps(run: Replay, steps: list[Any]) -> None:
         elif tool == "file_reader":
             run.read(sid, dict(step["read"]))
         elif tool == "run_python":
-            run.python(sid, str(step["code"]), list(step.get("inputs") or []))
+            run.python(sid, str(step["code"]), list(step.get("inputs") or []), dict(step.get("cut") or {}))
         else:
             raise StepFailed(sid, _invalid(f"a {tool} step cannot be re-run"))
         run.link(dict(step.get("links") or {}))

@@ -139,7 +139,7 @@ class SaveAnalysis(_Analyses):
     Params = SaveAnalysisParams
 
     def execute(self, params: SaveAnalysisParams, ctx: ToolContext) -> RawResult:
-        from ba_mcp.analyses.manifest import bad, check_name, chosen, exists, plan, read_manifest, write
+        from ba_mcp.analyses.manifest import bad, bound_in, check_name, chosen, exists, plan, read_manifest, write
         from ba_mcp.analyses.replay import StepFailed
 
         name = check_name(params.name)
@@ -180,7 +180,12 @@ class SaveAnalysis(_Analyses):
             f"Saved analysis {name} in analyses/{name}/ (analysis.py, analysis.yaml): {len(p.steps)} steps "
             f"({', '.join(f'{s.id} {s.tool}' for s in p.steps)}), run once to record its outputs.",
             "Parameters: "
-            + (", ".join(f"{n} ({s['type']}, default {s['default']!r})" for n, s in p.parameters.items()) or "none"),
+            + (
+                ", ".join(
+                    f"{n} ({s['type']}, default {s['default']!r}{bound_in(p, n)})" for n, s in p.parameters.items()
+                )
+                or "none"
+            ),
             "Outputs: " + ", ".join(f"{o['name']} ({o['kind']})" for o in outputs),
             *[
                 f"Conclusion recorded: “{c['text']}” ({c['rule']} of {c['output']} = {c['expected']!r})"
@@ -251,7 +256,7 @@ class SaveAnalysis(_Analyses):
 
     def _placer(self, ctx: ToolContext) -> Callable[[str, str, dict[str, Any]], tuple[str, list[str], dict[str, Any]]]:
         def place(kind: str, text: str, values: dict[str, Any]) -> tuple[str, list[str], dict[str, Any]]:
-            if not values and kind != "sql":  # a statement is always read: whether its result is cut (a top N)
+            if not values and kind == "filter":  # SQL and code are always read: whether their result is cut (top N)
                 return text, [], {}
             message: dict[str, Any] = {"op": "placeholders", "values": values, kind: text}
             with self.engines.held(ctx.session, ctx) as call:

@@ -552,7 +552,7 @@ class Engine:
 
     def op_placeholders(self, message: dict[str, Any], fds: list[int]) -> tuple[dict[str, Any], list[int]]:
         """A saved analysis's parameters found in a step's SQL or code and replaced (``worker.params``)."""
-        from ba_mcp.worker.params import code_placeholders, filter_placeholders, sql_cut, sql_placeholders
+        from ba_mcp.worker.params import code_cut, code_placeholders, filter_placeholders, sql_cut, sql_placeholders
 
         values = dict(message.get("values") or {})
         cut: dict[str, Any] = {}
@@ -563,6 +563,7 @@ class Engine:
             text, found = filter_placeholders(str(message["filter"]), values)
         else:
             text, found = code_placeholders(str(message.get("code", "")), values)
+            cut = code_cut(text)  # the value it ends with: a head(n), an nlargest(n)
         return {"op": "placeholders", "text": text, "found": found, "cut": cut}, []
 
     def op_extract(self, message: dict[str, Any], fds: list[int]) -> tuple[dict[str, Any], list[int]]:

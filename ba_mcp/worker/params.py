@@ -215,3 +215,60 @@ def sql_cut(sql: str) -> dict[str, Any]:
     if cut.get("limit") is None:
         return {}
     return cut
+
+
+_CUT_METHODS = {"head": False, "nlargest": True, "nsmallest": True}  # -> ordered (a top N)
+_ORDERING = {"sort_values", "sort_index", "rank"}
+
+
+def code_cut(code: str) -> dict[str, Any]:
+    """Whether the value a Python step ends with (its last expression, the ``value`` output) is cut:
+    ``….head(n)``, ``….nlargest(n, …)``, ``….nsmallest(n, …)`` or ``….iloc[:n]`` in its chain of calls — ``n`` a
+    number or ``PARAMS["name"]`` (as ``$name``) — ordered when a sort comes before a head. ``{}`` otherwise."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError):
+        return {}
+    if not tree.body or not isinstance(tree.body[-1], ast.Expr):
+        return {}
+    node: Any = tree.body[-1].value
+    cut: dict[str, Any] = {}
+    for _ in range(64):  # a chain of calls, outermost first
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            name = node.func.attr
+            if name in _CUT_METHODS and not cut:
+                given = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "n"), None)
+                limit = 5 if given is None and name == "head" else _count(given)
+                if limit is None:
+                    return {}
+                cut = {"limit": limit, "ordered": _CUT_METHODS[name]}
+            elif name in _ORDERING and cut:
+                cut["ordered"] = True
+            node = node.func.value
+        elif isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "iloc":
+            piece = node.slice
+            if not cut and isinstance(piece, ast.Slice) and piece.step is None and _count(piece.lower) in (None, 0):
+                limit = _count(piece.upper)
+                if limit is not None:
+                    cut = {"limit": limit, "ordered": False}
+            node = node.value.value
+        elif isinstance(node, ast.Attribute | ast.Subscript):
+            node = node.value
+        else:
+            break
+    return cut
+
+
+def _count(node: Any) -> int | str | None:
+    """A literal count, or ``$name`` for ``PARAMS["name"]``."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
+        return int(node.value)
+    if (
+        isinstance(node, ast.Subscript)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "PARAMS"
+        and isinstance(node.slice, ast.Constant)
+        and isinstance(node.slice.value, str)
+    ):
+        return "$" + node.slice.value
+    return None
