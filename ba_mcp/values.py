@@ -71,27 +71,33 @@ def shortest_real(value: float) -> float:
     return value
 
 
-def shown_schema(schema: Any, convert: Callable[[Any], Any], time_zone: str | None = None) -> tuple[Any, Any]:
+def shown_schema(
+    schema: Any, convert: Callable[[Any], Any], time_zone: str | None = None
+) -> tuple[Any, Any, dict[str, str]]:
     """A result's Arrow schema and batch converter with every value as the database shows it: intervals as text
     (``interval_text``), float4 as the double of its shortest decimal form, and — given the session's time zone — a
     timestamp with time zone in that zone (the instant unchanged). Columns of other types pass as they are, and a
-    schema with none of these keeps ``convert`` itself."""
+    schema with none of these keeps ``convert`` itself. Third: the types the observation names for the columns
+    changed (an interval's text is an ``interval``, a float4's double a ``float32``)."""
     import pyarrow as pa
 
     zone = usable_zone(time_zone)
     changes: dict[int, Any] = {}
+    named: dict[str, str] = {}
     fields = []
     for i, f in enumerate(schema):
         t = f.type
         if t == pa.month_day_nano_interval() or pa.types.is_duration(t):
             changes[i] = pa.string()
+            named[f.name] = "interval"
         elif pa.types.is_float32(t):
             changes[i] = pa.float64()
+            named[f.name] = "float32"
         elif pa.types.is_timestamp(t) and t.tz is not None and zone is not None and t.tz != zone:
             changes[i] = pa.timestamp(t.unit, zone)
         fields.append(f.with_type(changes[i]) if i in changes else f)
     if not changes:
-        return schema, convert
+        return schema, convert, named
     shown = pa.schema(fields, metadata=schema.metadata)
 
     def converted(batch: Any) -> Any:
@@ -101,7 +107,7 @@ def shown_schema(schema: Any, convert: Callable[[Any], Any], time_zone: str | No
             columns[i] = shown_column(columns[i], target)
         return pa.RecordBatch.from_arrays(columns, schema=shown)
 
-    return shown, converted
+    return shown, converted, named
 
 
 def shown_column(column: Any, target: Any) -> Any:

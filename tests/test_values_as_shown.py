@@ -136,7 +136,9 @@ def _psql(pg: pg_server.Postgres, sql: str) -> dict[str, str]:
 async def test_postgresql_values_read_as_psql_writes_them(client: ClientSession, pg: pg_server.Postgres) -> None:
     psql = _psql(pg, PG_SQL)
     assert psql["month_start"] == "2026-08-01 00:00:00+02"  # the session is in Berlin: psql's own answer
-    ours = _csv_rows(await _full(client, database="berlin", query=PG_SQL), "month_start,")[0]
+    text = await _full(client, database="berlin", query=PG_SQL)
+    assert "took: interval" in text and "r: float32" in text and "d: float64" in text, text  # the types named
+    ours = _csv_rows(text, "month_start,")[0]
     assert set(ours) == set(psql)
     for name in ("month_start", "winter"):  # in the session's zone, its offset shown
         assert _as_psql(ours[name]) == psql[name], (name, ours[name], psql[name])
@@ -180,7 +182,9 @@ async def test_duckdb_values_read_as_duckdb_writes_them(client: ClientSession) -
         "INTERVAL '14 months 3 days 04:05:06.5' AS mixed, "
         "CAST(4.7 AS REAL) AS r, CAST(0.1 AS DOUBLE) + CAST(0.2 AS DOUBLE) AS d"
     )
-    ours = _csv_rows(await _full(client, query=sql), "stamp,")[0]
+    text = await _full(client, query=sql)
+    assert "took: interval" in text and "r: float32" in text, text
+    ours = _csv_rows(text, "stamp,")[0]
     con = duckdb.connect()
     con.execute(f"SET TimeZone = '{DUCKDB_ZONE}'")  # the zone the server's DuckDB runs in
     zone = con.execute("SELECT current_setting('TimeZone')").fetchall()[0][0]
@@ -246,7 +250,8 @@ def test_one_table_reads_the_same_in_every_encoding() -> None:
             "at": pa.array([dt.datetime(2026, 7, 31, 22, tzinfo=dt.UTC), None], pa.timestamp("us", "UTC")),
         }
     )
-    schema, convert = shown_schema(table.schema, lambda b: b, "Europe/Berlin")
+    schema, convert, named = shown_schema(table.schema, lambda b: b, "Europe/Berlin")
+    assert named == {"took": "interval", "span": "interval", "r": "float32"}
     shown = pa.Table.from_batches([convert(b) for b in table.to_batches()], schema=schema)
     rows, _ = plain_rows(shown)
     took, span, r, d, at = rows[0]

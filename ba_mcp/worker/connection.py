@@ -100,7 +100,8 @@ class Connector:
             return {"op": "result", "rows": 1, "more": False, "display_types": {}}, [memfile(write_arrow(done))]
         schema, convert, shown = self.engine.columns(reader.schema)
         # values as the database shows them: intervals, float4, timestamptz in the session's zone (ba_mcp.values)
-        schema, convert = shown_schema(schema, convert, self.extra.get("time_zone"))
+        schema, convert, named = shown_schema(schema, convert, self.extra.get("time_zone"))
+        shown = {**named, **shown}
         max_rows = int(message["max_rows"])
         head: list[Any] = []
         have = 0
