@@ -345,6 +345,8 @@ class Workspace:
         want = ref[len("upload_") :]
         names = _names(self.root / "uploads")  # one listing, names only (a query may name eight uploads)
         matches = [n for n in names if n == want] or [n for n in names if ref in _ids_of(n)]
+        if not matches:  # SQL matches identifiers whatever their case: so does an id (upload_q3_sales, Q3 sales.csv)
+            matches = [n for n in names if ref.lower() in {i.lower() for i in _ids_of(n)}]
         if len(matches) > 1:  # the full-name id of one of files whose stems collide (upload_sales_csv)
             matches = [n for n in matches if upload_id_for(n, whole=True) == ref] or matches
         if not matches:

@@ -109,6 +109,13 @@ def test_ids_shown_before_still_resolve_and_are_shown_by_the_sql_id(tmp_path: Pa
         assert resolved.filename == path.name and resolved.name == uid, (old, resolved.name)
 
 
+def test_an_id_resolves_whatever_its_case_as_sql_identifiers_do(tmp_path: Path) -> None:
+    ws = Workspace.open(tmp_path)
+    (tmp_path / "uploads" / "Q3 Sales-EU.csv").write_text("x\n1\n")
+    assert ws.resolve("upload_Q3_Sales_EU").filename == "Q3 Sales-EU.csv"
+    assert ws.resolve("upload_q3_sales_eu").filename == "Q3 Sales-EU.csv"
+
+
 def test_files_whose_ids_collide_each_have_an_id_that_resolves(tmp_path: Path) -> None:
     ws = Workspace.open(tmp_path)
     for name in ("a-b.csv", "a_b.csv", "sales.csv", "sales.xlsx", "r.v1.csv", "r_v1.csv"):
