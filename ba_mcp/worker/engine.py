@@ -253,8 +253,8 @@ class Engine:
             reader = relation.to_arrow_reader(_BATCH_ROWS)
             # values as DuckDB shows them: intervals as text, float4 by its shortest form (ba_mcp.values); a
             # TIMESTAMPTZ is already in the session's zone
-            schema, convert, named = shown_schema(reader.schema, lambda batch: batch)
-            types = {**named, **types}
+            schema, convert, display = shown_schema(reader.schema, lambda batch: batch)
+            types = {**display, **types}
             max_rows = int(message["max_rows"])
             head: list[pa.RecordBatch] = []
             have = 0
