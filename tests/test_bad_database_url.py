@@ -101,3 +101,14 @@ def test_doctor_lists_the_database_as_unavailable_and_the_rest_healthy(tmp_path:
     line = next(line for line in out.splitlines() if "database warehouse" in line)
     assert "unavailable" in line and "no scheme" in line and "55433" not in line, line
     assert "configuration" in out and done.returncode == 0, out[-2000:]
+
+
+async def test_a_driver_not_installed_leaves_only_that_database_unavailable(workspace: Path) -> None:
+    env = {"BA_MCP_DATABASES__LAKE__DRIVER": "adbc_driver_nosuch", "BA_MCP_DATABASES__LAKE__URL": "grpc://127.0.0.1:9"}
+    async with in_process(workspace, **env) as client:
+        failed = await client.call_tool("query_database", {"query": "SELECT 1", "database": "lake"})
+        said = text_of(failed)
+        assert failed.is_error and "DATABASE_UNAVAILABLE" in said and "adbc_driver_nosuch is not installed" in said
+        assert "install the driver" in said, said
+        demo = await client.call_tool("query_database", {"query": "SELECT count(*) AS n FROM orders"})
+        assert not demo.is_error, text_of(demo)

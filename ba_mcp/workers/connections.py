@@ -281,6 +281,15 @@ def connect_failure(exc: EngineError, name: str, conf: DatabaseSettings, engine:
             f"database '{name}' refused the credentials: {text}",
             f"check the user and password in databases.{name}.url ({shown_url(conf)})",
         )
+    if conf.driver and ("dlopen() failed" in text or "could not load" in lower or "no module named" in lower):
+        return ToolFailure(  # the driver is not installed: only this database is unavailable
+            ErrorType.DEPENDENCY_ERROR,
+            "DATABASE_UNAVAILABLE",
+            f"database '{name}' is unavailable: its driver {conf.driver} is not installed here "
+            f"(databases.{name}.driver): {text[:300]}",
+            "install the driver's package into ba-mcp's environment (uv sync --extra flightsql, --extra snowflake, "
+            "--extra bigquery; pip install adbc-driver-…) or correct the driver's name",
+        )
     return ToolFailure(
         ErrorType.DEPENDENCY_ERROR,
         "DATABASE_UNAVAILABLE",
