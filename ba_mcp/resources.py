@@ -300,8 +300,10 @@ def _analyses(server: MCPServer[Any], app: App) -> None:
         return await anyio.to_thread.run_sync(analysis_markdown, app, f"{owner}/{name}")
 
     # the prompts are the server's, listed to every client: those of the analyses the stdio session (``default``)
-    # saved, or every one when artifacts.shared
-    for name in listed(app.workspace.own("analyses"), app.settings.artifacts.shared):
+    # saved, or every one when artifacts.shared — none on a team server (http.auth), where the operator's analyses
+    # are theirs like anyone's: named to nobody else unless published (S-19)
+    team = app.settings.http.auth is not None and not app.settings.artifacts.shared
+    for name in [] if team else listed(app.workspace.own("analyses"), app.settings.artifacts.shared):
         manifest = read_manifest(app.workspace.own("analyses"), name, app.settings.artifacts.shared)
         server.prompt(
             name=f"rerun-{name}",

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import pandas  # noqa: F401  # imported whole before the in-process calls' threads (their first import races)
 import pytest
 
 from ba_mcp import callers
@@ -533,6 +534,57 @@ async def test_alices_private_analysis_is_unknown_to_bob_by_every_name(team_app:
     assert failed and "UNKNOWN_ANALYSIS" in said, said
     with callers.acting_as(ALICE.key, ALICE):
         assert "payroll" in analysis_catalog(app)  # still hers
+
+
+async def test_no_published_step_reads_an_artifact_of_its_owners(team_app: App) -> None:
+    """Held: alice cannot publish a step that reads an artifact of hers no earlier step makes (saving refuses it:
+    MISSING_STEP) — so no re-run of hers names one; and what bob learns of her artifact by its id is what he learns
+    of an id nobody holds."""
+    import re
+
+    app = team_app
+    query = "SELECT 'alice-only-figure' AS s, range AS n FROM range(5)"
+    failed, said = await _call(app, ALICE, "query_database", query=query, max_rows=1)  # kept whole as an artifact
+    found = re.search(r"artifact_[0-9a-f]{12}", said)
+    assert not failed and found, said
+    mine = found.group(0)
+    failed, said = await _call(app, ALICE, "query_database", query=f"SELECT s, n FROM {mine}")
+    assert not failed and "alice-only-figure" in said, said
+    failed, said = await _call(app, ALICE, "save_analysis", name="reuse", steps="last:1", publish=True)
+    assert failed and "MISSING_STEP" in said, said
+    assert published.find(app.workspace.dir("published"), "alice@example.com/reuse") is None
+    nobody = "artifact_" + "0" * 12
+    answers = [await _call(app, BOB, "query_database", query=f"SELECT s, n FROM {ref}") for ref in (mine, nobody)]
+    assert answers[0][0] and "alice-only-figure" not in answers[0][1], answers
+    assert answers[0][1].replace(mine, "<id>") == answers[1][1].replace(nobody, "<id>"), answers
+
+
+async def test_the_operators_own_analyses_are_no_prompt_on_a_team_server(tmp_path: Path) -> None:
+    """Broke, fixed (``resources.register``): every client of a team server was listed a prompt per analysis the
+    operator had saved on that workspace (on stdio, or with ``ba-mcp``) — its name and description ("who goes in Q3")
+    — though nobody but the operator may know of an analysis they did not publish."""
+    from ba_mcp.server import build_server
+
+    ws = make_workspace(tmp_path)
+    env = {"BA_MCP_SANDBOX__SPARE_WORKERS": "0", "BA_MCP_ENGINE__SPARE_WORKERS": "0"}
+    tools = ["query_database", "save_analysis", "run_analysis"]
+    app = App(load_settings(workspace=ws, environ=env), tools)
+    me = callers.operator()
+    try:
+        assert not (await _call(app, me, "query_database", query="SELECT 'q3' AS plan"))[0]
+        failed, said = await _call(app, me, "save_analysis", name="layoff-plan", steps="last:1", description="who goes")
+        assert not failed, said
+        on_stdio = [p.name for p in await build_server(app).list_prompts()]
+    finally:
+        await app.aclose()
+    assert "rerun-layoff-plan" in on_stdio  # the one analyst's own prompt
+    team = {"BA_MCP_HTTP__AUTH__ISSUER": ISSUER, "BA_MCP_HTTP__AUTH__AUDIENCE": "https://ba.example.com/mcp"}
+    app = App(load_settings(workspace=ws, environ={**env, **team}), tools)
+    try:
+        prompts = await build_server(app).list_prompts()
+    finally:
+        await app.aclose()
+    assert not [p for p in prompts if "layoff" in p.name or "who goes" in (p.description or "")], prompts
 
 
 # -- a real PostgreSQL: the role each call takes, whatever came before it ----------------------------------------
