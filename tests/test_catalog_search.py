@@ -228,3 +228,36 @@ async def test_one_search_call_finds_purchase_orders_by_vendor_and_the_query_wri
             "query_database", {"database": "aw", "query": "SELECT count(*) AS n FROM payment"}
         )
         assert "15000" in text_of(whole).replace(",", "")
+
+
+@pytest.mark.slow
+@needs_postgres
+async def test_a_scan_past_the_bound_is_refused_with_the_estimate_and_runs_when_sent_again(
+    bigcat: pg_server.Postgres, tmp_path: Path
+) -> None:
+    """An estimate before a large scan: the rows PostgreSQL's plan reads in sequential scans (each scanned relation
+    whole, by the catalog's estimate) past tools.query_database.confirm_scan_rows are refused with the figure and the
+    relations; the same statement sent again runs; an index lookup on the same table is not asked about."""
+    ws = make_workspace(tmp_path)
+    env = {
+        "BA_MCP_DATABASES__AW__URL": bigcat.url("analyst", big_catalog.DATABASE),
+        "BA_MCP_TOOLS__QUERY_DATABASE__CONFIRM_SCAN_ROWS": "1000",
+    }
+    async with in_process(ws, ["query_database"], **env) as client:
+
+        async def ask(sql: str) -> tuple[bool, str]:
+            result = await client.call_tool("query_database", {"database": "aw", "query": sql})
+            return bool(result.is_error), text_of(result)
+
+        count = "SELECT count(*) AS n FROM purchasing.purchaseorderheader WHERE subtotal > 0"
+        refused, text = await ask(count)
+        assert refused and "LARGE_SCAN" in text, text
+        assert "about 4,012 rows" in text and "purchasing.purchaseorderheader ≈4,012 rows" in text
+        assert "send the same query again" in text
+        again, text = await ask(count)
+        expected = bigcat.sql(count, role="analyst", database=big_catalog.DATABASE)[0][0]
+        assert not again and str(expected) in text.replace(",", ""), text
+        looked_up, text = await ask("SELECT subtotal FROM purchasing.purchaseorderheader WHERE purchaseorderid = 7")
+        assert not looked_up, text
+        partitioned, text = await ask("SELECT sum(amount) AS total FROM sales.ledger")
+        assert partitioned and "about 6,000 rows" in text, text  # its six partitions, each scanned whole

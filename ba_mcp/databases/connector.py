@@ -102,6 +102,7 @@ class ConnectedDatabase(RunThenCollect):
             "timeout_s": ctx.timeout,
             "label": label,
             "identity": identity,
+            "scan_bound": ctx.memo.get("scan_bound"),  # a scan planned past it is refused, saying its estimate
         }
         for attempt in (1, 2):  # a connection found dead before the statement ran is replaced, once
             held = self.pool.connection(self.name, self.conf, self.engine, ctx, self.host_file)

@@ -226,7 +226,20 @@ class PostgresEngine(ConnectedEngine):
         # query that names no such table; a syntax error for what is no statement PostgreSQL plans)
         # the text form: the same plan, in half the time of the JSON form (no costs)
         c.extra["vet"].execute("EXPLAIN (VERBOSE, COSTS OFF) " + sql, params)
-        c.extra["vet"].fetchall()
+        plan = c.extra["vet"].fetchall()
+        bound = c.extra.get("scan_bound")
+        if bound:  # the rows its sequential scans read, by the catalog's estimate (issue 63): past the bound, asked
+            scanned, tables = scanned_rows(c.extra["vet"], [str(r[0]) for r in plan])
+            if scanned > int(bound):
+                raise _failure(
+                    type="validation_error",
+                    code="LARGE_SCAN",
+                    message=f"PostgreSQL expects this statement to read about {scanned:,} rows in sequential scans "
+                    f"(of {', '.join(tables[:3])}), more than the {int(bound):,} a query reads unasked "
+                    "(tools.query_database.confirm_scan_rows)",
+                    hint="filter on an indexed column, aggregate fewer rows, or send the same query again to run "
+                    "it as it is",
+                )
         if calls is None:  # PostgreSQL planned what its own parser's library could not read: nothing unread runs
             raise _failure(
                 type="permission_denied",
@@ -323,6 +336,25 @@ def session_zone(cur: Any) -> str:
     timestamptz in UTC, and psql shows it in this zone."""
     cur.execute("SELECT current_setting('TimeZone')")
     return str(cur.fetchall()[0][0])
+
+
+_SEQ_SCAN = re.compile(r"Seq Scan on (\S+)")
+
+
+def scanned_rows(cur: Any, plan: list[str]) -> tuple[int, list[str]]:
+    """The rows the sequential scans of an ``EXPLAIN (VERBOSE, COSTS OFF)`` text plan read — each scanned relation
+    whole (a filter does not spare a row from being read), by the catalog's estimate (``pg_class.reltuples``, never a
+    scan) — and the relations, largest first."""
+    names = list(dict.fromkeys(m.group(1) for line in plan for m in [_SEQ_SCAN.search(line)] if m))
+    if not names:
+        return 0, []
+    cur.execute(
+        "SELECT n, greatest(c.reltuples, 0)::float8 FROM unnest($1::text[]) n "
+        "JOIN pg_class c ON c.oid = to_regclass(n)",
+        (names,),
+    )
+    sizes = sorted(((int(rows), str(name)) for name, rows in cur.fetchall()), reverse=True)
+    return sum(rows for rows, _ in sizes), [f"{name} ≈{rows:,} rows" for rows, name in sizes]
 
 
 def _typed(i: int, value: Any, kind: str) -> Any:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -82,6 +83,16 @@ class QueryDatabaseParams(ToolParams):
 
 class QueryDatabaseSettings(ToolSettings):
     max_rows_ceiling: int = Field(100_000, ge=1, description="Largest max_rows a call may ask for.")
+    confirm_scan_rows: int | None = Field(
+        10_000_000,
+        ge=1,
+        description="A statement whose sequential scans read more rows than this (the database's own estimate: "
+        "PostgreSQL's plan and catalog) is refused with the figure the first time; the same statement sent again "
+        "in the session within 10 minutes runs. None: never asked.",
+    )
+
+
+_CONFIRM_S = 600.0  # how long a refused large scan, sent again, is taken as confirmed
 
 
 class QueryDatabase(Tool):
@@ -118,6 +129,7 @@ class QueryDatabase(Tool):
         self.workspace = workspace
         self.artifacts = artifacts
         self.databases = databases
+        self._large: dict[tuple[str, str], float] = {}  # (session, statement) refused as a large scan -> when
         connected = [
             f"{name} ({databases.label(name)}"
             + (f"; unavailable: {why})" if (why := databases.unavailable(name)) else ")")
@@ -166,6 +178,9 @@ class QueryDatabase(Tool):
         database = plan.database
         if plan.kind in _SESSION_TYPES:
             self.databases.changed_objects(ctx.session)
+        asked = self._large_scan_bound(ctx.session, plan.sql)
+        if asked is not None:
+            ctx.memo["scan_bound"] = asked
         try:
             table = database.query(
                 plan.sql,
@@ -179,6 +194,8 @@ class QueryDatabase(Tool):
         except ToolFailure as failure:
             if failure.code == "UNKNOWN_TABLE":
                 _name_close_uploads(failure, self.workspace)
+            if failure.code == "LARGE_SCAN":  # the same statement sent again runs
+                self._large[(ctx.session, plan.sql)] = time.monotonic()
             raise
         table.provenance = {
             **table.provenance,  # how it ran (the database role)
@@ -189,6 +206,17 @@ class QueryDatabase(Tool):
             "read": [self.artifacts.read_ref(name, resolved) for name, resolved in plan.files],
         }
         return table
+
+    def _large_scan_bound(self, session: str, sql: str) -> int | None:
+        """The rows a statement's planned scans may read unasked (None: any) — none when this session's same statement
+        was refused as a large scan in the last 10 minutes (sending it again confirms it)."""
+        now = time.monotonic()
+        for key, when in list(self._large.items()):
+            if now - when > _CONFIRM_S:
+                del self._large[key]
+        if self._large.pop((session, sql), None) is not None:
+            return None
+        return self.settings.confirm_scan_rows
 
     def _search(self, params: QueryDatabaseParams, ctx: ToolContext) -> Document:
         """The database's relations whose names, columns or comments hold the words (``catalog_search``)."""

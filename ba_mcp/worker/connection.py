@@ -87,6 +87,7 @@ class Connector:
         bound = tuple(params) if params else None
         sql = self.engine.statement(self, sql)
         bound = self.engine.bind(self, sql, bound, timeout_s)  # typed first: the plan vetted is the one that runs
+        self.extra["scan_bound"] = message.get("scan_bound")  # rows a planned scan may read unconfirmed (None: any)
         self.engine.vet(self, sql, bound, timeout_s)
         self.running.execute(sql, bound)
         reader = self.running.fetch_record_batch()
