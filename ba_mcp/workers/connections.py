@@ -287,8 +287,8 @@ def connect_failure(exc: EngineError, name: str, conf: DatabaseSettings, engine:
             "DATABASE_UNAVAILABLE",
             f"database '{name}' is unavailable: its driver {conf.driver} is not installed here "
             f"(databases.{name}.driver): {text[:300]}",
-            "install the driver's package into ba-mcp's environment (uv sync --extra flightsql, --extra snowflake, "
-            "--extra bigquery; pip install adbc-driver-…) or correct the driver's name",
+            f"install the driver's package into ba-mcp's environment (its extra: uv sync --extra …) or correct "
+            f"databases.{name}.driver",
         )
     return ToolFailure(
         ErrorType.DEPENDENCY_ERROR,
