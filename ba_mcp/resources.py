@@ -335,7 +335,14 @@ def _published(app: App) -> list[Published]:
 
 def _line(name: str, m: dict[str, Any]) -> str:
     params = ", ".join(f"{n}={s.get('default')!r}" for n, s in (m.get("parameters") or {}).items())
-    return f"- {name}: {m.get('description') or ''} ({len(m.get('steps') or [])} steps; {params or 'no parameters'})"
+    about = _one_line(m.get("description") or "")
+    return f"- {name}: {about} ({len(m.get('steps') or [])} steps; {params or 'no parameters'})"
+
+
+def _one_line(text: Any) -> str:
+    """A text a user wrote (a description, a display name) on one line: it cannot add a line to a listing — an
+    entry "by alice" under bob's analysis."""
+    return " ".join(str(text).split())
 
 
 def analysis_catalog(app: App) -> str:
@@ -358,7 +365,7 @@ def analysis_catalog(app: App) -> str:
         lines.append("- none of your own")
     if theirs:
         lines += ["", "Published to the team by others (run_analysis re-runs one as you, on your data; read-only):"]
-        lines += [_line(r.qualified, r.manifest) + f" — by {r.by}" for r in theirs]
+        lines += [_line(r.qualified, r.manifest) + f" — by {_one_line(r.by)}" for r in theirs]
     return "\n".join(lines)
 
 
@@ -371,11 +378,13 @@ def analysis_markdown(app: App, name: str) -> str:
     except ToolFailure as failure:
         raise ResourceNotFoundError(f"{failure.message}; {failure.hint}") from None
     mine = None if app.settings.artifacts.shared or record is not None else of(root, me, name)
-    if record is not None:
-        said = f"Published by {record.by} on {record.published}: read-only; a re-run is yours (your data access)."
+    if record is not None:  # whose it is, first; what its owner wrote cannot add a line that says otherwise
+        said = f"Published by {_one_line(record.by)} on {record.published}: read-only; a re-run is yours (your data "
+        said += "access)."
+        lines = [f"# {name}", "", said, "", _one_line(m.get("description") or ""), "", "Parameters:"]
     else:
         said = f"Saved {m.get('saved')}." + (f" Published to the team as {mine.qualified}." if mine else "")
-    lines = [f"# {name}", "", str(m.get("description") or ""), "", said, "", "Parameters:"]
+        lines = [f"# {name}", "", str(m.get("description") or ""), "", said, "", "Parameters:"]
     lines += [f"- {n}: {s.get('type')}, default {s.get('default')!r}" for n, s in (m.get("parameters") or {}).items()]
     lines += ["", "Steps:"]
     for s in m.get("steps") or []:
