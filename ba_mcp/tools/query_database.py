@@ -50,7 +50,7 @@ class QueryDatabaseParams(ToolParams):
     ] = 1000
     params: Annotated[
         dict[str, Any] | list[Any] | None,
-        Field(description="an object for $name, an array for ? or $1"),
+        Field(description="object for $name, array for ? or $1"),
     ] = None
 
     @field_validator("params", mode="before")

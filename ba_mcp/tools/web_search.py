@@ -30,7 +30,7 @@ class WebSearchSettings(ToolSettings):
 class WebSearch(Tool):
     name = "web_search"
     title = "Search the web"
-    description = "Search the web: titles and URLs (brief), with snippets and dates (standard)."
+    description = "Search the web: titles and URLs; snippets and dates at standard."
     Params = WebSearchParams
     Settings = WebSearchSettings
     policy = ToolPolicy(idempotent=True, retry_on=REMOTE_RETRIES, read_only=True, open_world=True)
