@@ -304,6 +304,24 @@ async def test_every_call_the_server_answers_is_recorded_view_rows_and_unknown_t
     assert all(e["principal"]["issuer"] == callers.LOCAL_ISSUER for e in [*rows, unknown])
 
 
+async def test_a_call_cancelled_over_the_protocol_is_recorded(tmp_path: Path) -> None:
+    """The same attack through a real client: it abandons its call (the SDK sends notifications/cancelled and the
+    server's handler is cancelled) while the code runs; the record is in the trail, CANCELLED."""
+    from tests.conftest import in_process
+
+    ws = make_workspace(tmp_path)
+    folder = tmp_path / "audit"
+    code = "import time\nmarker = 'abandoned-call'\ntime.sleep(30)"
+    async with in_process(ws, ["run_python"], BA_MCP_AUDIT__DIR=str(folder)) as client:
+        with anyio.move_on_after(5):
+            await client.call_tool("run_python", {"code": code})
+        deadline = time.monotonic() + 20
+        while not [e for e in audit.read(folder) if e.get("tool") == "run_python"] and time.monotonic() < deadline:
+            await anyio.sleep(0.2)
+    (entry,) = [e for e in audit.read(folder) if e.get("tool") == "run_python"]
+    assert entry["statement"]["text"] == code and entry["error_code"] == "CANCELLED", entry
+
+
 # -- ba-mcp audit, stats, listings: what the operator's terminal shows -------------------------------------------
 
 
