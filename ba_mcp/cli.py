@@ -579,9 +579,16 @@ def printable(text: str) -> str:
     override, a line separator — as its ``\\u`` escape, so no record can rewrite or hide another on the screen."""
     if text.isprintable():
         return text
-    return "".join(
-        c if c.isprintable() else (f"\\u{ord(c):04x}" if ord(c) <= 0xFFFF else f"\\U{ord(c):08x}") for c in text
-    )
+    return "".join(c if c.isprintable() else _escape(c) for c in text)
+
+
+def _escape(c: str) -> str:
+    """A character as JSON escapes it (a surrogate pair past U+FFFF): inside a JSON string, the same character."""
+    n = ord(c)
+    if n <= 0xFFFF:
+        return f"\\u{n:04x}"
+    n -= 0x10000
+    return f"\\u{0xD800 + (n >> 10):04x}\\u{0xDC00 + (n & 0x3FF):04x}"
 
 
 # -- audit ------------------------------------------------------------------------------------
@@ -614,7 +621,9 @@ def cmd_audit(args: argparse.Namespace) -> int:
         return 2
     shown = 0
     for entry in audit.select(audit.read(folder, since, until), args.user, args.tool, args.database):
-        print(json.dumps(entry, ensure_ascii=False) if args.json else audit_line(entry))
+        # --json too: JSON leaves C1 controls (U+009B starts an escape sequence) and bidirectional overrides as they
+        # are; escaped, the line decodes to the same record
+        print(printable(json.dumps(entry, ensure_ascii=False)) if args.json else audit_line(entry))
         shown += 1
     if not shown and not args.json:
         print("no audit records match")

@@ -342,7 +342,7 @@ def test_no_record_rewrites_the_operators_terminal(operator_env: Path) -> None:
     show."""
     trail = AuditLog.open(AuditSettings(), operator_env)
     bob = person("bob", name="bob\x1b[2K\r\x1b[1Aalice@example.com")
-    statement = "SELECT salary FROM staff -- \x1b[1A\x1b[2K\r\x1b]0;owned\x07\u202etxt.lla\x9b2J"
+    statement = "SELECT salary FROM staff -- \x1b[1A\x1b[2K\r\x1b]0;owned\x07\u202etxt.lla\x9b2J \U000e0001"
     trail.call(record(statement, bob), bob, {"query": statement}, {})
     trail.refused("invalid_token", "no\x1b[31m reason", status=401, path="/mcp\x1b[2J")
     trail.close()
@@ -350,6 +350,10 @@ def test_no_record_rewrites_the_operators_terminal(operator_env: Path) -> None:
     assert code == 0, err
     assert all(c.isprintable() for line in out.splitlines() for c in line), out
     assert len(out.splitlines()) == 2 and "\\u001b[1A" in out and "\\u202e" in out and "SELECT salary" in out, out
+    # --json: JSON itself leaves U+009B (a C1 control) and U+202E raw; escaped, each line decodes to the record
+    code, out, err = cli("audit", "--json")
+    assert code == 0 and all(c.isprintable() for line in out.splitlines() for c in line), out
+    assert [json.loads(line).get("statement", {}).get("text") for line in out.splitlines()] == [statement, None]
     from ba_mcp.cli import owner_names
 
     assert owner_names(load_settings())(bob.key).isprintable()
