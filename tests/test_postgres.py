@@ -703,7 +703,7 @@ async def test_a_password_with_reserved_characters_shows_no_fragment_anywhere(
             failed, text = await _ask(s, said, database="encoded", query="SELECT current_user AS who")
             assert not failed and "atsign" in text, text  # percent-encoded, it is read right
             failed, text = await _ask(s, said, database="raw", query="SELECT 1")
-            assert failed and "BAD_DATABASE_URL" in text and "percent-encode the password" in text, text
+            assert failed and "DATABASE_UNAVAILABLE" in text and "percent-encode the password" in text, text
             for name in ("wrong", "token", "pair"):
                 failed, text = await _ask(s, said, database=name, query="SELECT 1")
                 assert failed and "DATABASE_AUTH" in text and f"databases.{name}.url" in text, text
