@@ -82,8 +82,9 @@ class App:
         for name, root in self.workspace.read_roots.items():
             if not root.is_dir():
                 log.warning("read root %r is not available: files.read_roots.%s is not a directory", name, name)
-        # the audit trail (S-20): apart from every folder a tool reaches, or the server does not start
-        self.audit = AuditLog.open(settings.audit, settings.audit_dir(), served_folders(settings, self.workspace))
+        # the audit trail (S-20): apart from every folder a tool reaches, or a team server does not start
+        team = settings.http.auth is not None
+        self.audit = AuditLog.open(settings.audit, settings.audit_dir(), served_folders(settings, self.workspace), team)
         if not settings.artifacts.shared and any(self.workspace.dir("analyses").glob("*/analysis.yaml")):
             self._move_analyses_to_owners()
         self.skills = load_skills(settings.skills)

@@ -197,11 +197,32 @@ def test_a_folder_the_tools_reach_cannot_hold_the_trail(tmp_path: Path) -> None:
         {"audit": {"dir": tmp_path}},  # holding the workspace
         {"audit": {"dir": outside / "audit"}, "files": {"export_dir": outside}},  # in the export folder
     ]
+    team = {"auth": {"issuer": "https://idp.example.com", "audience": "https://ba.example.com/mcp"}}
     for case in cases:
-        settings = load_settings(workspace=ws, environ={}, **case)
+        settings = load_settings(workspace=ws, environ={}, http=team, **case)
         with pytest.raises(ConfigError) as refused:
             App(settings)
         assert "audit.dir" in str(refused.value) and "the tools would reach" in str(refused.value), refused.value
+
+
+async def test_one_user_whose_read_root_holds_the_trail_is_warned_and_served(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Without http.auth the server has one principal (stdio, an extension): a read root that holds the default trail
+    (a user who gave their home folder) is warned about, not a server that will not start; the trail is written."""
+    ws = make_workspace(tmp_path)
+    home = tmp_path / "home"
+    home.mkdir()
+    settings = load_settings(
+        workspace=ws, environ={}, audit={"dir": home / ".local" / "state" / "audit"}, files={"read_roots": {"me": home}}
+    )
+    with caplog.at_level("WARNING", logger="ba_mcp.pipeline.audit"):
+        app = App(settings)
+    try:
+        assert "the tools would reach the audit trail" in caplog.text and "one user here" in caplog.text, caplog.text
+        assert (home / ".local" / "state" / "audit").is_dir()
+    finally:
+        await app.aclose()
 
 
 def test_a_project_file_cannot_turn_the_trail_off_move_it_or_trim_it(

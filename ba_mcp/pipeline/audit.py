@@ -274,17 +274,22 @@ def _holds(outer: Path, inner: Path) -> bool:
     return outer == inner or outer in inner.parents
 
 
-def check_apart(folder: Path, visible: Iterable[tuple[str, Path]]) -> None:
+def check_apart(folder: Path, visible: Iterable[tuple[str, Path]], team: bool = True) -> None:
     """Refuse an audit folder that is, holds or lies in a folder the tools reach (``visible``: its setting, its
-    path); links resolved."""
+    path); links resolved. A server with one principal (``team`` False: stdio, loopback HTTP without ``http.auth``)
+    is warned instead: the tools, read-only there, would show its one user their own calls (a user who gave their
+    home folder as a read root keeps a working server)."""
     real = Path(os.path.realpath(folder))
     for setting, where in visible:
         other = Path(os.path.realpath(where.expanduser()))
         if _holds(other, real) or _holds(real, other):
-            raise ConfigError(
+            message = (
                 f"audit.dir {folder} and {setting} ({where}) hold one another: the tools would reach the audit trail; "
                 "choose an audit folder outside every folder the server serves"
             )
+            if team:
+                raise ConfigError(message)
+            log.warning("%s (one user here: served, the trail readable by the tools)", message)
 
 
 class AuditLog:
@@ -308,13 +313,15 @@ class AuditLog:
         self._failing = False
 
     @classmethod
-    def open(cls, conf: AuditSettings, folder: Path, visible: Iterable[tuple[str, Path]] = ()) -> AuditLog:
+    def open(
+        cls, conf: AuditSettings, folder: Path, visible: Iterable[tuple[str, Path]] = (), team: bool = True
+    ) -> AuditLog:
         """The trail in ``folder`` (made 0700 when missing, tightened to 0700 when not), refused when a folder the
         tools reach holds it or it holds one (``visible``) or when it cannot be written: ``ConfigError``."""
         trail = cls(conf, folder)
         if not conf.enabled:
             return trail
-        check_apart(folder, visible)
+        check_apart(folder, visible, team)
         try:
             folder.mkdir(mode=0o700, parents=True, exist_ok=True)
             found = os.lstat(folder)
