@@ -87,8 +87,8 @@ class QueryDatabaseSettings(ToolSettings):
         10_000_000,
         ge=1,
         description="A statement whose sequential scans read more rows than this (the database's own estimate: "
-        "its plan and catalog, where the engine gives one) is refused with the figure the first time; the same statement sent again "
-        "in the session within 10 minutes runs. None: never asked.",
+        "its plan and catalog, where the engine gives one) is refused with the figure the first time; the same "
+        "statement sent again in the session within 10 minutes runs. None: never asked.",
     )
 
 
