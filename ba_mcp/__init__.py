@@ -9,7 +9,7 @@ The public surface, for embedding the server or adding a tool (imported on first
 * ``ToolFailure``, ``ErrorType``, ``Code`` — the one error vocabulary;
 * ``Table``, ``Document``, ``JsonValue``, ``Image``, ``Composite`` — the raw results a tool returns;
 * ``TokenCounter`` — offline token counting (``count_tokens``, ``count_message_tokens``,
-  ``count_conversation_tokens``, ``model_info``: SPEC §3.5's library API).
+  ``count_conversation_tokens``, ``model_info``: T-T's library API).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Every request is served on behalf of one client session (``sessions.session_key`
 process, a digest of the ``mcp-session-id`` for an HTTP session). The server's middleware sets it for the
 request (``acting_as``) and it follows the work into worker threads (context variables are copied into
 ``anyio.to_thread``), so the stores can decide at the place they read — not in each tool — whose artifacts
-and code a request reaches (SPEC S-9). Work done outside any request (start-up, clean-up) acts as
+and code a request reaches (S-9). Work done outside any request (start-up, clean-up) acts as
 ``"default"``; an operator's command acts as ``EVERYONE``.
 """
 

@@ -133,7 +133,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         server.run("stdio")
     # The App is closed (workers ended, databases closed, telemetry written line by line): skip the
     # interpreter's teardown of pandas, pyarrow and DuckDB, which takes longer than the whole shutdown
-    # may (SPEC P-10: 250 ms after stdin closes).
+    # may (P-10: 250 ms after stdin closes).
     logging.shutdown()
     sys.stdout.flush()
     sys.stderr.flush()
@@ -877,9 +877,9 @@ def build_parser(only_serve: bool = False) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command")
 
     p = sub.add_parser("serve", parents=[common], help="run the MCP server (stdio by default)")
-    p.add_argument("--transport", choices=["stdio", "http"], default="stdio")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--transport", choices=["stdio", "http"], default="stdio", help="how clients reach it")
+    p.add_argument("--host", default="127.0.0.1", help="http: the address to listen on")
+    p.add_argument("--port", type=int, default=8000, help="http: the port to listen on")
     p.set_defaults(func=cmd_serve)
     if only_serve:
         return parser
@@ -890,18 +890,18 @@ def build_parser(only_serve: bool = False) -> argparse.ArgumentParser:
     p = sub.add_parser(
         "call", parents=[common], help="call one tool through the pipeline and print what the model sees"
     )
-    p.add_argument("tool")
+    p.add_argument("tool", help="the tool's name (query_database, run_python, …)")
     p.add_argument("args", nargs="*", help="key=value arguments (values parsed as JSON when they are JSON)")
     p.add_argument("--json", help="all arguments as one JSON object")
-    p.add_argument("--level", choices=["brief", "standard", "full"])
+    p.add_argument("--level", choices=["brief", "standard", "full"], help="the output level of the observation")
     p.set_defaults(func=cmd_call)
 
     p = sub.add_parser("artifacts", parents=[common], help="inspect and clean the artifact store")
-    p.add_argument("action", choices=["list", "show", "export", "gc"])
-    p.add_argument("id", nargs="?")
+    p.add_argument("action", choices=["list", "show", "export", "gc"], help="gc: drop what is past its limits")
+    p.add_argument("id", nargs="?", help="show, export: the artifact's id")
     p.add_argument("path", nargs="?", help="export: the file to write beneath files.export_dir (e.g. q3.xlsx)")
     p.add_argument("--overwrite", action="store_true", help="export: replace an existing file")
-    p.add_argument("--level", choices=["brief", "standard", "full"], default="standard")
+    p.add_argument("--level", choices=["brief", "standard", "full"], default="standard", help="show: the output level")
     p.set_defaults(func=cmd_artifacts)
 
     p = sub.add_parser("skills", parents=[common], help="list, show and strictly validate skills")
@@ -918,7 +918,7 @@ def build_parser(only_serve: bool = False) -> argparse.ArgumentParser:
         "analyses", parents=[common], help="list, show, re-run (no model needed), publish or unpublish saved analyses"
     )
     p.add_argument("action", choices=["list", "show", "run", "publish", "unpublish"])
-    p.add_argument("name", nargs="?")
+    p.add_argument("name", nargs="?", help="the analysis (a team server's users' as <user>/<name>)")
     p.add_argument("--param", action="append", help="run: name=value (repeatable)")
     p.add_argument("--out", help="run: the folder for outputs and the report (default: the analysis's runs/<time>/)")
     p.add_argument("--open", action="store_true", help="run: open report.html in the default browser afterwards")
@@ -926,7 +926,7 @@ def build_parser(only_serve: bool = False) -> argparse.ArgumentParser:
 
     p = sub.add_parser("stats", parents=[common], help="tool-call report from the telemetry log, by tool and by user")
     p.add_argument("--hours", type=float, help="only the last N hours")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="the report as JSON")
     p.set_defaults(func=cmd_stats)
 
     p = sub.add_parser("audit", parents=[common], help="who ran what: the audit trail's records (oldest first)")
@@ -939,7 +939,7 @@ def build_parser(only_serve: bool = False) -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_audit)
 
     p = sub.add_parser("install", parents=[common], help="add ba-mcp to a host's configuration")
-    p.add_argument("host", choices=["claude-desktop", "claude-code"])
+    p.add_argument("host", choices=["claude-desktop", "claude-code"], help="the host to configure")
     p.add_argument("--print", action="store_true", help="print the entry instead of writing it")
     p.add_argument("--name", default="ba-mcp", help="the server's name in the host configuration")
     p.add_argument("--config-path", type=Path, help="the host configuration file to write (default: the host's own)")

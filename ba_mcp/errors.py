@@ -170,7 +170,7 @@ def classify(exc: BaseException) -> ToolFailure:
 
 
 def format_error(tool: str, failure: ToolFailure) -> str:
-    """The one error text format of SPEC §3.3."""
+    """The one error text format of T-E."""
     lines = [
         f"{tool}: operation failed",
         f"Error Type: {failure.type.value}",

@@ -1,4 +1,4 @@
-"""Exports: what the analyst keeps leaves the hidden workspace only through ``files.export_dir`` (SPEC §4.1).
+"""Exports: what the analyst keeps leaves the hidden workspace only through ``files.export_dir`` (docs/tools.md).
 
 ``Exports.write(artifact_id, path, overwrite=False)`` writes a stored artifact as a file beneath the export
 folder: a table as CSV, XLSX, Parquet or Markdown; an image as PNG; a text as Markdown. ``path`` is relative
@@ -8,7 +8,7 @@ no symbolic link followed (``openat2`` ``RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS``
 created with ``mkdirat``). The content is written to a temporary name in its folder and linked into place:
 ``link`` refuses an existing name (no file is overwritten unless asked, and no check comes before the write);
 ``overwrite=True`` renames over it (a link at that name is replaced, never followed). Errors are
-``ToolFailure`` in the spec's error format.
+``ToolFailure`` in the error format (T-E).
 """
 
 from __future__ import annotations

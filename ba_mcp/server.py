@@ -665,7 +665,7 @@ async def _renew_engines(app: App) -> None:
 
 
 async def _watch_event_loop(app: App) -> None:
-    """The lag monitor (SPEC P-7): sleep 10 ms, record how late the wake-up came. A late wake-up means
+    """The lag monitor (P-7): sleep 10 ms, record how late the wake-up came. A late wake-up means
     something held the event loop (or the GIL) that long."""
     lag = app.loop_lag
     while True:

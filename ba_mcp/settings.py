@@ -402,7 +402,7 @@ class DbtProjectSettings(_Section):
 
 
 class MetricsSettings(_Section):
-    """``metrics:``: OSI metric files (SPEC §4.6), beyond <workspace>/metrics/ and each read root's metrics/."""
+    """``metrics:``: OSI metric files (docs/metrics.md), beyond <workspace>/metrics/ and each read root's metrics/."""
 
     paths: list[Path] = []
     dbt: list[DbtProjectSettings] = []

@@ -12,7 +12,7 @@ opened, not a path in the workspace — for libraries that want a path), so swap
 between a check and a read cannot redirect a tool. ``sessions/`` (written by the sandbox), ``logs/`` and
 ``published/`` (analyses published to the team, read as such) are not readable through any reference;
 ``artifacts/`` and ``code/`` only by id, and an id resolves only when ``Workspace.owned`` says the calling
-session may read it (SPEC S-9: the stores own that answer, the App connects them). Only ids and
+session may read it (S-9: the stores own that answer, the App connects them). Only ids and
 workspace-relative names are ever shown (S-1).
 """
 

@@ -1,4 +1,4 @@
-"""Metrics (SPEC §4.6): compile time of a metrics query, and what a query_metrics result costs the model.
+"""Metrics (docs/metrics.md): compile time of a metrics query, and what a query_metrics result costs the model.
 
 * compile: a three-dataset query of the demo's metrics (net revenue and orders by region and segment: order
   lines, orders, customers, regions) compiled in this process (median of 200, after a warm-up), and the same

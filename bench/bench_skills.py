@@ -1,4 +1,4 @@
-"""The playbooks on businesses they never saw (SPEC T-S-G): per skill, the share of planted truths found and of
+"""The playbooks on businesses they never saw (T-S-G): per skill, the share of planted truths found and of
 look-alikes wrongly flagged, and the crashes, over many generated businesses.
 
 Each business is drawn from a seed: B2B or B2C, a country (its holidays come from `holidays`), its currency and

@@ -1,5 +1,5 @@
 """P-9: web_reader on a 200 kB local page: p50 of the stdio MCP round trip (a fresh download each call: the
-URL changes, so neither the page cache nor the raw-result cache answers) vs, as SPEC §7 defines the
+URL changes, so neither the page cache nor the raw-result cache answers) vs, as docs/requirements.md defines the
 reference, a bare httpx GET of the same page plus the same extraction (``web.extract.html_to_markdown``) in
 this process — interleaved, same run. Target ≤ 2 ×.
 

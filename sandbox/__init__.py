@@ -1,4 +1,4 @@
-"""The Python execution worker of ba-mcp (SPEC §4.3, S-4).
+"""The Python execution worker of ba-mcp (docs/tools.md, S-4).
 
 Runs in a child process that the server starts with ``python -I -B -m sandbox``; it imports nothing
 from ``ba_mcp``. Modules: ``protocol`` (length-prefixed JSON frames over a socketpair, file

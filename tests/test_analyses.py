@@ -1,4 +1,4 @@
-"""Saved analyses (issue 26, SPEC §4.7): a conversation's calls saved over stdio, re-run in a fresh process with
+"""Saved analyses (issue 26): a conversation's calls saved over stdio, re-run in a fresh process with
 no MCP client and no model (`ba-mcp analyses run`), the same digests with the same parameters and a report of
 what changed with others; the generated script passes ruff and answers --help; bad input is refused, nothing
 half-written; report.html opened in a real headless Chromium."""

@@ -1,7 +1,7 @@
 """What each host's model reads of a result — the "host lens" — for every tool, at every level, with
 structuredContent off (the default) and on.
 
-How hosts render tool results (verified in public reports, see SPEC §3.1):
+How hosts render tool results (verified in public reports, see T-L):
 * Claude Code (and VS Code): when a result carries ``structuredContent`` the model receives only
   ``JSON.stringify(structuredContent)``; the text blocks are dropped (anthropics/claude-code issues 79944,
   55677, 54450; microsoft/vscode 290063). For error results it drops ``structuredContent`` and shows the

@@ -1,4 +1,4 @@
-"""Hosts (SPEC §6): the Claude Code plugin (manifests checked by the real Claude Code CLI when it is
+"""Hosts (docs/views.md): the Claude Code plugin (manifests checked by the real Claude Code CLI when it is
 installed; .mcp.json started as Claude Code starts it, from a project directory), read roots for the
 project's files, tools turned off, and the Claude Desktop entry started from another directory."""
 

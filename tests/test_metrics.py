@@ -1,4 +1,4 @@
-"""Metrics (SPEC §4.6): OSI files, the compiler's semantics on OSI's own test vectors, the boundary around a
+"""Metrics (docs/metrics.md): OSI files, the compiler's semantics on OSI's own test vectors, the boundary around a
 model's ``where``, and the same numbers through query_metrics, hand-written SQL and run_python's metric().
 
 The vectors are those of compliance/foundation/DATA_TESTS.md in open-semantic-interchange/OSI: their fixtures'

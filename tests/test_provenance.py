@@ -1,4 +1,4 @@
-"""Provenance (issue 26, SPEC §4.7): every result's ``_meta`` says what produced it — a call id, the tool, its
+"""Provenance (issue 26): every result's ``_meta`` says what produced it — a call id, the tool, its
 arguments, the database, dialect and SQL or the code id, what it read and wrote with digests — and
 ``ba://history`` lists the session's calls, newest first; another session sees none of them."""
 

@@ -1,4 +1,4 @@
-"""SPEC S-9 / issue 22 item 1: a client reaches only its own session's artifacts and code.
+"""S-9 / issue 22 item 1: a client reaches only its own session's artifacts and code.
 
 Over HTTP one server serves many clients: session B's saved JSON, query result and code must not be listed,
 completed, read or queried by session A, by id, by path or through run_python — and an id A computes from

@@ -1,4 +1,4 @@
-"""Skills over MCP (SPEC §5): lenient loading and strict validation, skill:// resources confined to their
+"""Skills over MCP (docs/skills.md): lenient loading and strict validation, skill:// resources confined to their
 folder, the io.modelcontextprotocol/skills extension, prompts, use_skill's levels, catalog and dependency
 chains — through a real MCP client (in-process and, for the wire, stdio)."""
 

@@ -1,5 +1,5 @@
 """Bounded work on untrusted input, through a real MCP session over stdio (issue 8 items 7, 8, 10, 13;
-SPEC S-7, S-10): decompression bombs, enormous lines and columns, deep JSON, queries past their timeout,
+S-7, S-10): decompression bombs, enormous lines and columns, deep JSON, queries past their timeout,
 the artifact store's cap on write, the code store's cap, and clear errors for broken data in SQL.
 Each hostile call is followed by a check that the server keeps serving and gave its memory back."""
 

@@ -1,4 +1,4 @@
-"""Saved analyses (SPEC §4.7): a conversation's calls kept as data and replayed without the model.
+"""Saved analyses (docs/saved-analyses.md): a conversation's calls kept as data and replayed without the model.
 
 ``manifest`` — the steps chosen from the session's provenance, their parameters found and bound, the folder
 ``analyses/<name>/`` (``analysis.yaml``, the launcher ``analysis.py``) written atomically and whose session it is;

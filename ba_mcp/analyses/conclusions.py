@@ -1,4 +1,4 @@
-"""A saved analysis's conclusions, re-checked on every run (SPEC §4.7).
+"""A saved analysis's conclusions, re-checked on every run (docs/saved-analyses.md).
 
 When saving, the model may attach conclusions, each a sentence bound to one output table and a rule — data,
 never code (S-13): the rule reads the output with pyarrow, its filter is a list of ``[column, op, literal]``.

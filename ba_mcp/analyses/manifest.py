@@ -1,4 +1,4 @@
-"""A saved analysis (SPEC §4.7): the calls of a conversation chosen as steps, their literal values turned into
+"""A saved analysis: the calls of a conversation chosen as steps, their literal values turned into
 parameters, written as ``analyses/<name>/`` — ``analysis.yaml`` (steps with their SQL and code, parameters,
 databases and inputs used, the expected outputs with their digests: data, never code run on the host) and
 ``analysis.py`` (one fixed launcher that replays the manifest beside it, parameters as ``--flags``) —

@@ -1,4 +1,4 @@
-"""Saved analyses published to the team (SPEC S-19: what a principal owns is unknown to every other principal "unless
+"""Saved analyses published to the team (S-19: what a principal owns is unknown to every other principal "unless
 its owner published it (read and re-run only)").
 
 An owner publishes one of their saved analyses; the server writes a copy of its manifest — steps, parameters,

@@ -1,4 +1,4 @@
-"""A saved analysis's run as a memo a manager reads (SPEC §4.7): ``report.html`` (self-contained: no script, no
+"""A saved analysis's run as a memo a manager reads: ``report.html`` (self-contained: no script, no
 fetch — styles inline, figures and charts embedded) and ``report.md``, in this order:
 
 1. the title and a headline: the conclusions that no longer hold first, else what changed since the saved run;

@@ -9,7 +9,7 @@ A ``Database`` is one configured connection. Its contract, whatever the engine:
   name; the first ``max_rows + 1`` rows come back as Arrow, and ``Execution.store`` writes the complete
   result into an open file. The call's cancellation (``ctx.on_cancel``) ends the statement in the engine.
 * ``describe(session) -> dict``: the catalog (tables, views, columns, types, comments, row counts).
-* ``classify_error(exc) -> ToolFailure``: the engine's exceptions in the spec's error vocabulary.
+* ``classify_error(exc) -> ToolFailure``: the engine's exceptions in the error vocabulary (T-E).
 * ``dialect`` names the SQL dialect, ``identity`` changes whenever the data may have changed (cache keys).
 
 An ``Engine`` (``databases/<kind>.py``, named by ``registry.py``) makes the Database of a configured database of

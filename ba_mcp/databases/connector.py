@@ -1,4 +1,4 @@
-"""Databases reached through ADBC connections (SPEC §4.2.1, S-11): what every such engine shares.
+"""Databases reached through ADBC connections (T-Q-W, S-11): what every such engine shares.
 
 The statement runs **in the database, in its own dialect**, over a pooled connection held by a connection worker
 (``ba_mcp.workers.connections``): the server never opens the connection itself. Results take the DuckDB results'
@@ -7,7 +7,7 @@ worker, which DuckDB then joins with workspace files and other databases' result
 
 * ``ConnectedDatabase`` — the server's side: a configured connection as a ``Database``;
 * ``Catalogs`` — each database's schema, asked of a connection and kept a minute;
-* ``sql_failure`` — a database's error in the spec's vocabulary by its SQLSTATE (the engine's own texts first);
+* ``sql_failure`` — a database's error in the error vocabulary (T-E) by its SQLSTATE (the engine's own texts first);
 * ``ConnectedEngine`` — an engine served by connection workers, with the defaults of any ADBC driver. Its worker
   hooks run in the connection worker (``worker/connection.py``, which knows no engine: it loads the one the
   registry names): ``open`` (connect; what the database says of itself), ``begin``/``vet``/``end`` (the read-only
@@ -190,7 +190,7 @@ class Catalogs:
 
 
 def sql_failure(exc: Exception, name: str, conf: DatabaseSettings, engine: ConnectedEngine) -> ToolFailure:
-    """A database's error in the spec's vocabulary: the engine's own texts first, then by its SQLSTATE, keeping the
+    """A database's error in the error vocabulary (T-E): the engine's own texts first, then by its SQLSTATE, keeping the
     database's message and position."""
     from ba_mcp.workers.failures import EngineError
 

@@ -105,7 +105,7 @@ class DuckDBDatabase(RunThenCollect):
         return {"database": self.name, "description": description, "dialect": "DuckDB", "tables": reply["tables"]}
 
     def classify_error(self, exc: Exception, columns_hint: str | None = None) -> ToolFailure:
-        """The engine's errors in the spec's vocabulary; ``columns_hint`` replaces the schema hint when the
+        """The engine's errors in the error vocabulary (T-E); ``columns_hint`` replaces the schema hint when the
         query reads workspace data."""
         return _sql_failure(exc, self.name, self.owner.clean, columns_hint)
 

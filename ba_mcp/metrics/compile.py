@@ -1,4 +1,4 @@
-"""A metrics query compiled to one SQL statement, following OSI's foundational semantics (SPEC §4.6).
+"""A metrics query compiled to one SQL statement, following OSI's foundational semantics (docs/metrics.md).
 
 * Each aggregate of a metric has a **home**: the dataset of its columns from which every other dataset it
   names is reached many-to-one. Aggregates sharing a home and a named filter form a **branch**.

@@ -1,6 +1,6 @@
 """dbt's semantic models and metrics, read as they are: a dbt project's ``target/semantic_manifest.json`` (what
 ``dbt parse`` writes) compiled by **MetricFlow itself** — the engine dbt's ``mf query`` runs — into the SQL of the
-database it was built on, which ``query_metrics`` then runs like any metric (SPEC §4.6).
+database it was built on, which ``query_metrics`` then runs like any metric (docs/metrics.md).
 
 Why MetricFlow and not our compiler: measured on dbt Labs' jaffle-shop (bench/bench_dbt.py), MetricFlow compiles a
 query in about 10 ms once imported (1.3 s, once per engine worker), and every metric kind dbt has — simple with

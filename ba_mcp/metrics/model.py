@@ -1,4 +1,4 @@
-"""Metric definitions: Open Semantic Interchange (OSI 1.0) files read into one model (SPEC §4.6).
+"""Metric definitions: Open Semantic Interchange (OSI 1.0) files read into one model (docs/metrics.md).
 
 Two shapes of file are read: the OSI 1.0 file (``semantic_model:`` a list of models, expressions as
 ``{dialects: [{dialect, expression}]}``) and the bare model of OSI's compliance fixtures (``name``,

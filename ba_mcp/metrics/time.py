@@ -1,4 +1,4 @@
-"""Time intelligence: metrics of other metrics' values, computed over the compiled result (SPEC §4.6).
+"""Time intelligence: metrics of other metrics' values, computed over the compiled result (docs/metrics.md).
 
 A metric whose COMMON custom extension names one of these is a *post* metric: its expression names the metric it
 is of (``expression: revenue``), and it is computed over the result of the plain metrics at the query's grain

@@ -1,4 +1,4 @@
-"""Raw result × output level → observation (SPEC §3.1), with artifacts for whatever is left out.
+"""Raw result × output level → observation (T-L), with artifacts for whatever is left out.
 
 The observation is plain text for a model: a stable first line ``<tool>: <kind> (<level>)``, then
 stable headings. ``structured`` is the machine-readable counterpart (``structuredContent``).

@@ -1,4 +1,4 @@
-"""One tool call through the pipeline (SPEC §3):
+"""One tool call through the pipeline (docs/architecture.md):
 
 validate → resolve level → cache → execute (timeout, retries; off the event loop) → observe → usage,
 telemetry and a provenance record. The runner sequences; it does not render MCP (``server.py`` turns a

@@ -21,7 +21,7 @@ class CodeStore:
     code file is never listed; the store stays under ``max_bytes`` (least recently used first) and forgets
     files unused for ``ttl_s``. The one place that knows the folder's layout.
 
-    Like artifacts, code belongs to the sessions that ran it (``owners``; SPEC S-9): ``list`` and ``visible``
+    Like artifacts, code belongs to the sessions that ran it (``owners``; S-9): ``list`` and ``visible``
     answer for the current session (``ba_mcp.callers``) unless ``shared``."""
 
     def __init__(self, folder: Path, max_bytes: int, ttl_s: float, shared: bool = False) -> None:

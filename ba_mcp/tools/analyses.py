@@ -1,4 +1,4 @@
-"""save_analysis and run_analysis (SPEC §4.7): a conversation's calls kept as a re-runnable analysis, and one
+"""save_analysis and run_analysis: a conversation's calls kept as a re-runnable analysis, and one
 re-run from the conversation.
 
 save_analysis picks the session's calls (call ids, artifact ids, ``last:N``), finds each parameter's literal in

@@ -1,4 +1,4 @@
-"""file_reader (SPEC §4.1): read a workspace file, upload, code file or artifact as a table or a document.
+"""file_reader (docs/tools.md): read a workspace file, upload, code file or artifact as a table or a document.
 
 Reads only what the call needs: ``nrows``/``offset`` stop the parser early (a 100-row preview of a
 multi-GB CSV costs the same as of a small one), and files over ``formats.max_file_bytes`` are read

@@ -1,4 +1,4 @@
-"""query_database (SPEC §4.2): one read-only SQL statement on a configured database.
+"""query_database (docs/databases.md): one read-only SQL statement on a configured database.
 
 Confinement is the engine's (``databases/``), never a pattern over SQL text: the database's own parser
 must report exactly one statement of a read-only type, and the engine runs it read-only. Workspace files

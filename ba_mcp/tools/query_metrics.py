@@ -1,4 +1,4 @@
-"""query_metrics (SPEC §4.6): declared metrics by dimensions, compiled to one SQL statement and run on its
+"""query_metrics (docs/metrics.md): declared metrics by dimensions, compiled to one SQL statement and run on its
 database with ``Database.query`` (the database's read-only boundary, max_rows, artifacts) — never through another
 tool.
 

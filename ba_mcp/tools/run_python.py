@@ -1,4 +1,4 @@
-"""run_python (SPEC §4.3): run code in the session's persistent, sandboxed Python worker.
+"""run_python (docs/tools.md): run code in the session's persistent, sandboxed Python worker.
 
 The tool stores the code (``code_<id>``, seed 002's code store), sends it to the session's worker
 (``ba_mcp.workers.sandboxes``), serves the worker's helper requests (load/save artifacts, open uploads,
@@ -181,7 +181,7 @@ class RunPython(BaseTool):
         elif fresh:
             notes.append("fresh interpreter: no variables from earlier calls")
             missing = _missing_protections(worker, self.sandbox.network)
-            if missing:  # for the operator, not the model (SPEC §3.1): the log and `ba-mcp doctor`
+            if missing:  # for the operator, not the model (T-L): the log and `ba-mcp doctor`
                 log.warning("%s", missing)
         handle.last_used = time.monotonic()
         cell = _Cell(tool, ctx, worker, code_id, params.code, ctx.timeout)

@@ -1,4 +1,4 @@
-"""web_reader (SPEC §4.5): an async tool on the App's one HTTP client.
+"""web_reader (docs/tools.md): an async tool on the App's one HTTP client.
 
 It downloads through ``web.fetch.Fetcher`` (the address rule, pinned connections, redirects, robots.txt,
 the byte cap, the total timeout) and turns what came back into the result its content deserves: HTML → the

@@ -1,4 +1,4 @@
-"""web_search (SPEC §4.4): the configured provider's results as a table — titles and URLs at brief, snippets
+"""web_search (docs/tools.md): the configured provider's results as a table — titles and URLs at brief, snippets
 and dates at standard, every field at full — kept in the runner's raw-result cache for web.search.cache_ttl_s."""
 
 from __future__ import annotations

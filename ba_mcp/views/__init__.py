@@ -1,4 +1,4 @@
-"""Results as interactive views in the host: MCP Apps (``io.modelcontextprotocol/ui``, SPEC §6).
+"""Results as interactive views in the host: MCP Apps (``io.modelcontextprotocol/ui``, docs/views.md).
 
 When the client declares the extension (``capabilities.extensions["io.modelcontextprotocol/ui"]`` with the
 ``text/html;profile=mcp-app`` MIME type — in the 2025-11-25 handshake as in 2026-07-28), and only then:

@@ -1,4 +1,4 @@
-"""Fetching a URL the model gave us (SPEC §4.5, S-5): the address rule, the pinned connection, redirects,
+"""Fetching a URL the model gave us (docs/tools.md, S-5): the address rule, the pinned connection, redirects,
 robots.txt, the byte cap and the total timeout.
 
 The boundary is where the connection is made, not a check before it: a URL's host is resolved once, every

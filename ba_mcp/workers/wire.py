@@ -7,7 +7,7 @@ and any message that declares body compression is refused before it is decoded â
 2.5 GB is an error, not 2.5 GB in the server.
 
 Also the workers' side of an answer: ``memfile`` (a sealed memory file, the only blob the server takes) and
-``Failure`` (an answer that is an error in the spec's vocabulary).
+``Failure`` (an answer that is an error in the error vocabulary (T-E)).
 """
 
 from __future__ import annotations
@@ -177,7 +177,7 @@ def memfile(data: bytes, name: str = "blob") -> int:
 
 
 class Failure(Exception):
-    """An answer that is an error in the spec's vocabulary (type, code, message, hint)."""
+    """An answer that is an error in the error vocabulary (T-E) (type, code, message, hint)."""
 
     def __init__(self, **fields: Any) -> None:
         super().__init__(fields.get("message", ""))

@@ -1,4 +1,4 @@
-"""What every search provider is (SPEC §4.4): a ``Provider`` turns (query, n) into a request and its answer
+"""What every search provider is (docs/tools.md): a ``Provider`` turns (query, n) into a request and its answer
 into hits — ``title``, ``url``, ``snippet``, ``date`` and ``extra`` (everything else the provider returned).
 Endpoints are the operator's configuration and are not subject to web_reader's address rule."""
 

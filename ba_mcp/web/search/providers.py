@@ -1,4 +1,4 @@
-"""The search providers, one class each (SPEC §4.4): SearXNG (self-hosted), Brave and Tavily (API keys) and the
+"""The search providers, one class each (docs/tools.md): SearXNG (self-hosted), Brave and Tavily (API keys) and the
 no-key default, DuckDuckGo's HTML results page.
 
 Why DuckDuckGo's HTML page and not the ``ddgs`` library: ddgs spreads a query over several engines through
