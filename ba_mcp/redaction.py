@@ -66,13 +66,19 @@ class Userinfo:
 
 
 def userinfo_of(url: str) -> Userinfo | None:
-    """The user part of ``url`` (None: the URL has none)."""
+    """The user part of ``url`` (None: the URL has none). A URL written without its scheme (``user:pw@host:5432/db``,
+    as a connection string is often pasted) is read as the text after ``scheme://`` would be: its user part up to its
+    last ``@`` — unless what precedes the first ``:`` or ``@`` is no user name a driver would read (a path such as
+    ``data/a@b.db`` holds a ``/`` there, a whole text spaces)."""
     m = _SCHEME.match(url)
-    if not m:
-        return None
-    prefix, rest = m.groups()
+    if m:
+        prefix, rest = m.groups()
+    else:
+        prefix, rest = "", url
     at = rest.rfind("@")
     if at < 0:
+        return None
+    if not m and re.search(r"[/\\\s]", re.split(r"[:@]", rest, maxsplit=1)[0]):
         return None
     return Userinfo(prefix, rest[:at], rest[at + 1 :])
 
