@@ -128,7 +128,7 @@ async def test_a_tool_added_is_paid_for_by_the_skill_catalog_not_by_the_budget(l
     listing holds tools_list_budget_tokens by construction: every built-in tool plus such a tool is listed within
     2,000 cl100k tokens, the skills that no longer fit in use_skill's catalog named (use_skill returns their
     description) — none is lost. (The catalog gives up to ~80 tokens; beyond that a tool makes room by the rule in
-    docs/architecture.md, "The tools/list budget".)"""
+    docs/design.md, "The tools/list budget".)"""
     from pydantic import BaseModel, Field
 
     from ba_mcp import registry

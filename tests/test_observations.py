@@ -122,7 +122,7 @@ def test_the_compact_vocabulary_counts_and_cuts_as_tiktoken_does() -> None:
         for _ in range(80)
     )
     texts = [
-        (Path(__file__).parents[1] / "docs" / "architecture.md").read_text(encoding="utf-8")[:20000],
+        (Path(__file__).parents[1] / "docs" / "design.md").read_text(encoding="utf-8")[:20000],
         table,
         " ".join("".join(rnd.choice(string.hexdigits) for _ in range(rnd.randint(4, 40))) for _ in range(200)),
         "".join(rnd.choice(alphabet) for _ in range(5000)),
