@@ -11,6 +11,9 @@ so the text, the structured content, the artifact, a view and an export all read
 * A **timestamp with time zone** in the database session's ``TimeZone`` (PostgreSQL's ``current_setting
   ('TimeZone')``, DuckDB's ``TimeZone``), its offset shown: ``2026-08-01T00:00:00+02:00`` (psql:
   ``2026-08-01 00:00:00+02``); a **date** as a date (``2026-08-15``).
+* A float that is no number is not a missing value: ``NaN``, ``Infinity``, ``-Infinity`` as psql writes them (and as
+  PostgreSQL's own ``to_json`` carries them: JSON has no such number), at every output level; NULL is NULL.
+* A **time with time zone** as psql writes it: ``12:34:56+02``, ``12:34:56.5-03:30``.
 """
 
 from __future__ import annotations
@@ -54,6 +57,36 @@ def duration_text(value: dt.timedelta) -> str:
     micros = (value.days * 86_400 + value.seconds) * _US + value.microseconds
     days = int(micros / (86_400 * _US))
     return interval_text(0, days, (micros - days * 86_400 * _US) * 1000)
+
+
+def non_finite_text(value: Any) -> str | None:
+    """A float that is no finite number as psql writes it (``NaN``, ``Infinity``, ``-Infinity``); None for any
+    other value."""
+    if not isinstance(value, float) or math.isfinite(value):
+        return None
+    if math.isnan(value):
+        return "NaN"
+    return "Infinity" if value > 0 else "-Infinity"
+
+
+def timetz_text(micros: int, west_s: int) -> str:
+    """A ``timetz`` as psql writes it, from PostgreSQL's binary form (microseconds since midnight, the zone's offset in
+    seconds WEST of Greenwich): ``12:34:56+02``, ``12:34:56.5-03:30``, ``00:00:00+05:45:10``."""
+    whole, fraction = divmod(micros, _US)
+    hours, rest = divmod(whole, 3600)
+    minutes, seconds = divmod(rest, 60)
+    text = f"{hours:02d}:{minutes:02d}:{seconds:02d}"
+    if fraction:
+        text += f".{fraction:06d}".rstrip("0")
+    east = -west_s
+    oh, rest = divmod(abs(east), 3600)
+    om, os_ = divmod(rest, 60)
+    text += f"{'-' if east < 0 else '+'}{oh:02d}"
+    if om or os_:
+        text += f":{om:02d}"
+    if os_:
+        text += f":{os_:02d}"
+    return text
 
 
 def shortest_real(value: float) -> float:

@@ -14,6 +14,7 @@ import csv
 import datetime as dt
 import io
 import json
+import math
 import re
 import sqlite3
 import subprocess
@@ -49,7 +50,14 @@ PG_SQL = (
     "real '123456.789' AS r2, "
     "double precision '0.1' + double precision '0.2' AS d, "
     "double precision '1.7976931348623157e308' AS d2, "
-    "double precision '43974.710000000014' AS d3"
+    "double precision '43974.710000000014' AS d3, "
+    "timetz '12:34:56.5+02' AS tz, "
+    "timetz '01:02:03-03:30' AS tz2, "
+    "time '12:34:56' AS clock, "  # a look-alike that was right before: unchanged
+    "double precision 'NaN' AS nan, "
+    "double precision 'Infinity' AS inf, "
+    "real '-Infinity' AS ninf, "
+    "CAST(NULL AS double precision) AS missing"  # a NULL stays NULL beside the NaN
 )
 
 
@@ -143,8 +151,17 @@ async def test_postgresql_values_read_as_psql_writes_them(client: ClientSession,
     for name in ("month_start", "winter"):  # in the session's zone, its offset shown
         assert _as_psql(ours[name]) == psql[name], (name, ours[name], psql[name])
         assert dt.datetime.fromisoformat(ours[name]) == dt.datetime.fromisoformat(psql[name])
-    for name in ("day", "took", "mixed", "back", "hours", "signs", "nothing", "r", "r2", "d", "d2", "d3"):
+    same = ("day", "took", "mixed", "back", "hours", "signs", "nothing", "r", "r2", "d", "d2", "d3")
+    for name in (*same, "tz", "tz2", "clock", "nan", "inf", "ninf"):
         assert ours[name] == psql[name], (name, ours[name], psql[name])  # character for character
+    assert (ours["tz"], ours["nan"], ours["ninf"]) == ("12:34:56.5+02", "NaN", "-Infinity")
+    assert ours["missing"] == "NULL" and psql["missing"] == ""  # psql's unaligned NULL is empty; a NaN is no NULL
+    # a NaN is no NULL at the preview level either (rounded numbers)
+    preview = await client.call_tool(
+        "query_database", {"database": "berlin", "query": PG_SQL, "output_level": "standard"}
+    )
+    assert not preview.is_error, text_of(preview)
+    assert "NaN" in text_of(preview) and "-Infinity" in text_of(preview) and "12:34:56.5+02" in text_of(preview)
     # every encoding the model reads: the structured rows of the json encoding hold the same values
     # and a result cut at max_rows is stored (an interval cannot be Parquet as Arrow's triple) with them
     many = (
@@ -180,7 +197,8 @@ async def test_duckdb_values_read_as_duckdb_writes_them(client: ClientSession) -
         "SELECT TIMESTAMPTZ '2026-08-01 00:00:00+02' AS stamp, DATE '2026-08-15' AS day, "
         "INTERVAL '1462 days 14:45:00' AS took, INTERVAL '-1 days -02:00:00' AS back, "
         "INTERVAL '14 months 3 days 04:05:06.5' AS mixed, "
-        "CAST(4.7 AS REAL) AS r, CAST(0.1 AS DOUBLE) + CAST(0.2 AS DOUBLE) AS d"
+        "CAST(4.7 AS REAL) AS r, CAST(0.1 AS DOUBLE) + CAST(0.2 AS DOUBLE) AS d, "
+        "CAST('NaN' AS DOUBLE) AS n, CAST('-inf' AS REAL) AS ninf, CAST(NULL AS DOUBLE) AS missing"
     )
     text = await _full(client, query=sql)
     assert "took: interval" in text and "r: float32" in text, text
@@ -199,6 +217,10 @@ async def test_duckdb_values_read_as_duckdb_writes_them(client: ClientSession) -
     for name in ("took", "back", "mixed"):
         assert ours[name] == _postgres_units(duck[name]), (name, ours[name], duck[name])
     assert float(ours["r"]) == shortest_real(native["r"]) and float(ours["d"]) == native["d"]
+    # DuckDB writes nan and -inf; the one rule psql's words for the same values — and NULL stays NULL
+    assert (ours["n"], ours["ninf"], ours["missing"]) == ("NaN", "-Infinity", "NULL"), ours
+    assert math.isnan(native["n"]) and float(duck["ninf"]) == float(ours["ninf"]) == -math.inf
+    assert native["missing"] is None
     # the session's zone, New York's summer offset shown
     stamp = dt.datetime.fromisoformat(ours["stamp"])
     assert stamp.utcoffset() == dt.timedelta(hours=-4), ours["stamp"]
@@ -270,6 +292,37 @@ def test_one_table_reads_the_same_in_every_encoding() -> None:
             assert shown_value in text, (encoding, shown_value, text)
         assert "4.699999" not in text and "0.3," not in text and "[0," not in text, (encoding, text)
     assert json.loads(encode_table(shown, "json"))[0]["d"] == 0.1 + 0.2
+
+
+def test_a_nan_is_no_null_at_any_level_in_any_encoding() -> None:
+    nan, inf = float("nan"), float("inf")
+    table = pa.table(
+        {
+            "d": pa.array([nan, None, inf, -inf, 0.1 + 0.2], pa.float64()),
+            "r": pa.array([nan, None, -inf, inf, 4.7], pa.float32()),
+        }
+    )
+    words = [["NaN", "NaN"], [None, None], ["Infinity", "-Infinity"], ["-Infinity", "Infinity"]]
+    for round_floats in (False, True):  # full, and the previews' six significant digits
+        rows, _ = plain_rows(table, round_floats=round_floats)
+        assert rows[:4] == words, (round_floats, rows)
+        assert rows[4] == ([0.3, 4.7] if round_floats else [0.30000000000000004, 4.7])
+    for encoding in ENCODINGS:
+        text = encode_table(table, encoding)
+        assert "NaN" in text and "-Infinity" in text and "nan" not in text.replace("NaN", ""), (encoding, text)
+    records = json.loads(encode_table(table, "json"))  # valid JSON: the words as strings, as PostgreSQL's to_json
+    assert [r["d"] for r in records[:4]] == ["NaN", None, "Infinity", "-Infinity"]
+    assert "NULL" in encode_table(table, "csv").splitlines()[2]  # the NULL row stays NULL
+
+
+def test_timetz_text_is_psqls() -> None:
+    from ba_mcp.values import timetz_text
+
+    # PostgreSQL's binary timetz: microseconds since midnight, the offset in seconds WEST of Greenwich
+    assert timetz_text(45_296_500_000, -7200) == "12:34:56.5+02"
+    assert timetz_text(3_723_000_000, 12_600) == "01:02:03-03:30"
+    assert timetz_text(0, 0) == "00:00:00+00"
+    assert timetz_text(86_399_999_999, -20_710) == "23:59:59.999999+05:45:10"
 
 
 def test_interval_text_is_postgresqls_encoding_of_each_part() -> None:

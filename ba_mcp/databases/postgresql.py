@@ -50,6 +50,34 @@ UNVETTED = ("DO", "CALL")  # statements that run code EXPLAIN cannot plan: refus
 UNCONSTRAINED = (38, 18)  # precision and scale of a NUMERIC declared without them
 
 
+def _timetz_text(schema: Any, convert: Any, indices: list[int]) -> tuple[Any, Any]:
+    """The schema and converter with each ``timetz`` column (the driver gives its binary form: microseconds since
+    midnight and the zone's offset west of Greenwich, big-endian) as psql's text, ``12:34:56+02``."""
+    if not indices:
+        return schema, convert
+    import struct
+
+    import pyarrow as pa
+
+    from ba_mcp.values import timetz_text
+
+    shown = schema
+    for i in indices:
+        shown = shown.set(i, shown.field(i).with_type(pa.string()))
+
+    def converted(batch: Any) -> Any:
+        batch = convert(batch)
+        columns = list(batch.columns)
+        for i in indices:
+            values = columns[i].to_pylist()
+            columns[i] = pa.array(
+                [None if v is None else timetz_text(*struct.unpack(">qi", v)) for v in values], pa.string()
+            )
+        return pa.RecordBatch.from_arrays(columns, schema=shown)
+
+    return shown, converted
+
+
 def _failure(**kwargs: str) -> Failure:
     from ba_mcp.workers.wire import Failure
 
@@ -296,7 +324,7 @@ class PostgresEngine(ConnectedEngine):
 
     def columns(self, schema: Any) -> tuple[Any, Any, dict[str, str]]:
         """NUMERIC as an exact decimal (with a declared precision and scale: that one; unconstrained:
-        ``UNCONSTRAINED``); JSON as its text (shown as such)."""
+        ``UNCONSTRAINED``); JSON as its text (shown as such); ``timetz`` as psql writes it (``_timetz_text``)."""
         import pyarrow as pa
 
         from ba_mcp.databases.connector import exact_decimal
@@ -320,8 +348,11 @@ class PostgresEngine(ConnectedEngine):
                     shown[f.name] = "numeric"
             elif kind in (b"json", b"jsonb"):
                 shown[f.name] = kind.decode()
+            elif kind == b"timetz":
+                shown[f.name] = "timetz"
         plain, convert, _ = plain_schema(schema, casts)
-        return plain, convert, shown
+        zoned = [i for i, f in enumerate(schema) if (f.metadata or {}).get(b"POSTGRESQL:type") == b"timetz"]
+        return (*_timetz_text(plain, convert, zoned), shown)
 
     def catalog(self, c: Held, schemas: list[str]) -> dict[str, Any]:
         self.begin(c, 30.0, "")

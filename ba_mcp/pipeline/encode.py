@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ba_mcp.results import cell_value, stats_kind
-from ba_mcp.values import duration_text, interval_text, shortest_real
+from ba_mcp.values import duration_text, interval_text, non_finite_text, shortest_real
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -72,8 +72,8 @@ def plain_rows(
         if pa.types.is_timestamp(t) and any(v is not None and v.time() != dt.time() for v in raw):
             columns.append([v.isoformat() if v is not None else None for v in raw])
             continue
-        if round_floats and pa.types.is_floating(t):
-            columns.append([cell_value(round_float(v)) for v in raw])
+        if round_floats and pa.types.is_floating(t):  # NaN and the infinities as psql writes them, never NULL
+            columns.append([non_finite_text(v) or cell_value(round_float(v)) for v in raw])
             continue
         if pa.types.is_floating(t):  # exact: the shortest form that reads back as the value (ba_mcp.values)
             columns.append([exact_float(v, float4=pa.types.is_float32(t)) for v in raw])
@@ -96,9 +96,11 @@ def plain_rows(
 def exact_float(value: float | None, *, float4: bool = False) -> Any:
     """A float as the database shows it (``ba_mcp.values``): a float4 by its shortest decimal form, a double by
     its shortest round-trip form (up to 17 significant digits, never cut to 15); a whole number as an integer
-    (psql writes ``3``), NaN as missing."""
-    if value is None or math.isnan(value):
+    (psql writes ``3``); NaN and the infinities as psql writes them (``NaN``, ``Infinity``): a NaN is no NULL."""
+    if value is None:
         return None
+    if not math.isfinite(value):
+        return non_finite_text(value)
     if float4:
         value = shortest_real(value)
     if value.is_integer() and abs(value) < 2**53:
@@ -125,7 +127,9 @@ def rounds_any(table: pa.Table) -> bool:
     import pyarrow as pa
 
     for col in table.columns:
-        if pa.types.is_floating(col.type) and any(round_float(v) != v for v in col.to_pylist() if v is not None):
+        if not pa.types.is_floating(col.type):
+            continue
+        if any(round_float(v) != v for v in col.to_pylist() if v is not None and math.isfinite(v)):
             return True
     return False
 
