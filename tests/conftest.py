@@ -279,19 +279,27 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=rank)  # stable: the order within a file is kept
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
-    """In the process that hands out the work: start the run's PostgreSQL and Spark Connect in the background
-    when their tests will run (they start while other tests run; the tests wait for them)."""
+    """One test file (or tests of one file) named on the command line runs in this process, in seconds: the two
+    workers of ``addopts`` pay off only across files (each starts the SDK, pandas and the servers again). Runs
+    before xdist decides on its session. Then, in the process that hands out the work: a killed run's servers
+    ended, and the run's PostgreSQL and Spark Connect started in the background when their tests will run (they
+    start while other tests run; the tests wait for them)."""
     if hasattr(config, "workerinput") or config.option.collectonly:
         return
     markers = config.option.markexpr or ""
     targets = [str(a).split("::")[0] for a in config.args] or ["tests"]
+    files = {Path(t).resolve() for t in targets}
+    if len(files) == 1 and next(iter(files)).is_file() and getattr(config.option, "tx", None):
+        config.option.dist, config.option.tx, config.option.numprocesses = "no", [], 0
 
     def runs(file: str, marker: str | None = None) -> bool:
         if marker and f"not {marker}" in markers:
             return False
         return any(t.endswith(file) or Path(t).is_dir() for t in targets)
 
+    pg_server.end_leftovers()  # a killed run's servers end here, whatever this run needs
     services = []
     postgres = any(runs(f) for f in ("test_postgres.py", "test_own_data.py", "test_time_metrics.py"))
     postgres = postgres or runs("test_team_isolation.py") or runs("test_db_roles.py")

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tests import background
+
 PASSWORDS = {
     "postgres": "super-Secret-1",
     "owner": "owner-Secret-2",
@@ -67,6 +69,7 @@ def _as_postgres(args: list[str]) -> list[str]:
 @contextlib.contextmanager
 def postgres() -> Iterator[Postgres]:
     folder = tempfile.mkdtemp(prefix="ba-mcp-pg-")
+    background.owned(Path(folder))  # a killed run's server is ended by the next run (end_leftovers)
     if os.geteuid() == 0:
         user = pwd.getpwnam("postgres")
         os.chown(folder, user.pw_uid, user.pw_gid)
@@ -91,6 +94,17 @@ def postgres() -> Iterator[Postgres]:
     finally:
         subprocess.run(_as_postgres(["pg_ctl", "-D", data, "-m", "immediate", "stop"]), capture_output=True)
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def end_leftovers() -> list[Path]:
+    """The servers of runs that were killed (their owner is gone): stopped, their folders removed."""
+
+    def stop(folder: Path) -> None:
+        if (folder / "data" / "postmaster.pid").exists():
+            stop = ["pg_ctl", "-D", str(folder / "data"), "-m", "immediate", "stop"]
+            subprocess.run(_as_postgres(stop), capture_output=True, timeout=60)
+
+    return background.end_leftovers("ba-mcp-pg-*", stop)
 
 
 def running() -> Postgres:

@@ -17,6 +17,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from tests import background
+
 
 def trap_tables() -> list[str]:
     """The hand-computed trap database of tests/test_time_metrics.py, in the namespace ``trap``."""
@@ -95,6 +97,7 @@ def lake() -> Path:
     with open(kept.parent / f"{kept.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not (kept / "ready").is_file():
+            background.end_processes(f"databaseName={kept / 'metastore_db'};")  # a killed run's, half-way
             shutil.rmtree(kept, ignore_errors=True)
             with spark.local(kept, guarded=False) as setup:
                 sql(setup.url, *TABLES)
@@ -109,6 +112,11 @@ def guarded(folder: Path) -> Iterator[dict[str, Any]]:
     from ba_mcp.databases import spark
 
     workdir = lake()
-    with spark.local(workdir, guarded=True, log=folder / "spark.log") as server:
-        sql(server.url, "SELECT count(*) FROM sales")
-        yield {"url": server.url, "workdir": str(workdir)}
+    with background.exclusive(workdir.parent / f"{workdir.name}.run.lock", "the tests' Spark lake"):
+        # a Spark Connect still on the lake now is a killed run's (a live run would hold the lock): it holds the
+        # Derby metastore, and every later server on the lake would fail "Unable to instantiate
+        # SessionHiveMetaStoreClient" — ended here
+        background.end_processes(f"databaseName={workdir / 'metastore_db'};")
+        with spark.local(workdir, guarded=True, log=folder / "spark.log") as server:
+            sql(server.url, "SELECT count(*) FROM sales")
+            yield {"url": server.url, "workdir": str(workdir)}

@@ -522,7 +522,7 @@ async def test_metric_files_are_never_read_through_links_devices_or_past_the_cap
     other.mkdir()
     (other / "metrics").symlink_to(outside)
     roots = json.dumps({"project": str(project), "other": str(other)})
-    async with in_process(ws, BA_MCP_FILES__READ_ROOTS=roots, BA_MCP_TOOLS__QUERY_METRICS__TIMEOUT_S="20") as client:
+    async with in_process(ws, BA_MCP_FILES__READ_ROOTS=roots, BA_MCP_TOOLS__QUERY_METRICS__TIMEOUT_S="120") as client:
         catalog = (await client.read_resource("metrics://catalog")).contents[0].text  # type: ignore[union-attr]
         assert "own_orders" in catalog and "leaked_secret" not in catalog, catalog
         result = await client.call_tool("query_metrics", {"metrics": ["own_orders"], "output_level": "full"})

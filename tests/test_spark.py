@@ -71,6 +71,7 @@ async def lake(clusters: dict[str, Any], tmp_path_factory: pytest.TempPathFactor
         # generous: a busy machine's Spark answers slowly, and no test here times the cluster (the one that
         # times out on purpose passes its own timeout)
         "BA_MCP_TOOLS__QUERY_DATABASE__TIMEOUT_S": "120",
+        "BA_MCP_TOOLS__QUERY_METRICS__TIMEOUT_S": "120",
         "BA_MCP_ENGINE__SPARE_WORKERS": "0",
     }
     async with _client(ws, env) as s:
