@@ -1196,7 +1196,7 @@ SOURCE = save_artifact(pd.DataFrame(rows, columns=["customer_id", "order_date", 
 """
 
 
-@pytest.mark.slow  # pymc-marketing's import and two model fits: ~8 s a run
+@pytest.mark.slow  # three runs of the script over 3,000 customers, each with four maximum-likelihood fits
 async def test_customer_lifetime_value_predicts_a_steady_year_and_sees_churn_in_the_gaps(s: ClientSession) -> None:
     """Issue 38 item 4. The demo's customers buy at steady rates and never churn: fitted on 2022-2024 the
     model predicts 2025's margin within 15 % and ranks customers well. Planted: 3,000 customers who each leave

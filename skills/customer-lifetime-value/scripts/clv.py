@@ -1,12 +1,10 @@
 """CLV: subscribers from contract state and renewal survival by plan (sBG, Fader & Hardie 2007), BG/NBD + Gamma-Gamma
 for buyers without a contract; checked on a hold-out year by contract status. Inputs and outputs: SKILL.md."""
 
-import warnings
-
 import numpy as np
 import pandas as pd
 from scipy.optimize import minimize
-from scipy.special import betaln
+from scipy.special import betaln, gammaln, hyp2f1
 
 PROFILE = globals().get("PROFILE") or {}
 years = int(globals().get("YEARS", 3))
@@ -240,11 +238,25 @@ if states is not None:
     if "margin_per_period" in states.columns:
         states["margin_per_period"] = states.margin_per_period.astype(float)
         margin_note = "margin per period from STATES"
-    else:
-        own = contract_orders.sort_values("order_date").groupby("customer_id").margin.apply(lambda m: m.tail(6).mean())
+    else:  # a first order carries one-offs (a welcome discount, a first box refunded): the later orders, shrunk
+        # toward the plan's (credibility: own weight n / (n + k), k = within / between customers' variance)
+        ordered = contract_orders.sort_values("order_date", kind="stable")
+        later = ordered[ordered.groupby("customer_id").cumcount() > 0].groupby("customer_id").tail(6)
+        later = later.groupby("customer_id").margin
+        own, count, spread = later.mean(), later.size(), later.var()
+        n = states.customer_id.map(count).fillna(0.0)
         per_sub = states.customer_id.map(own)
-        states["margin_per_period"] = per_sub.fillna(per_sub.median())
-        margin_note = "margin per period: the subscriber's last 6 orders' mean"
+        fallback = float(per_sub.median()) if per_sub.notna().any() else float(contract_orders.margin.median())
+        plan_margin = per_sub.groupby(states.plan).transform("median").fillna(fallback)
+        steady = count >= 2
+        within = float(spread[steady].mean()) if steady.any() else float("nan")
+        between = float(own[steady].var() - within / count[steady].mean()) if steady.sum() > 2 else float("nan")
+        k = within / between if between > 0 and within >= 0 else 1.0
+        states["margin_per_period"] = ((n * per_sub.fillna(0.0) + k * plan_margin) / (n + k)).fillna(fallback)
+        margin_note = (
+            f"margin per period: the subscriber's later orders (the first left out), last 6, shrunk to the plan's "
+            f"median (weight n / (n + {k:.2g}))"
+        )
     if recovery is None:
         recovery = 0.7
         if states.state.eq("dunning").any():
@@ -306,108 +318,170 @@ if states is not None:
     )
     print("value by status:", value_by_status.to_dict("index"))
 
-# ---- non-contractual: BG/NBD (how often, how long) and Gamma-Gamma (margin per order)
+# ---- non-contractual: BG/NBD (how often, how long) and Gamma-Gamma (margin per order), maximum likelihood
 WEEK = 7  # time in weeks: recency, T and the horizons
+
+
+def rfm(orders: pd.DataFrame, upto: pd.Timestamp) -> pd.DataFrame:
+    """Per customer (orders before `upto`, one a day): x repeat days, t_x the last's and T `upto`'s weeks after the
+    first, m the mean margin of the repeat days (0 without one)."""
+    seen = orders[orders.order_date < upto].assign(day=lambda d: d.order_date.dt.normalize())
+    daily = seen.groupby(["customer_id", "day"], as_index=False).margin.sum().sort_values(["customer_id", "day"])
+    first = daily.groupby("customer_id").day.transform("min")
+    repeat = daily[daily.day > first].groupby("customer_id").margin
+    per = daily.groupby("customer_id").agg(first=("day", "min"), last=("day", "max"), days=("day", "size"))
+    return pd.DataFrame(
+        {
+            "customer_id": per.index,
+            "x": (per.days - 1).to_numpy(float),
+            "t_x": ((per["last"] - per["first"]).dt.days / WEEK).to_numpy(float),
+            "T": (((upto - pd.Timedelta(days=1)).normalize() - per["first"]).dt.days / WEEK).to_numpy(float),
+            "m": per.index.map(repeat.mean()).fillna(0.0).to_numpy(float),
+        }
+    ).reset_index(drop=True)
+
+
+def bgnbd_fit(x, t_x, T) -> tuple[float, float, float, float]:
+    """BG/NBD (Fader, Hardie & Lee 2005) by maximum likelihood: purchases at a rate lambda ~ Gamma(r, alpha) while
+    alive; after each repeat purchase gone with a chance p ~ Beta(a, b). Returns r, alpha, a, b."""
+    table = pd.DataFrame({"x": x, "t_x": t_x, "T": T}).astype(float).round(6).value_counts().reset_index()
+    x, t_x, T, count = (table[c].to_numpy(float) for c in ("x", "t_x", "T", "count"))  # one term per history
+    some = x > 0
+    once, at = np.unique(x, return_inverse=True)  # the Beta and Gamma terms per count of repeat purchases
+
+    def nll(p):
+        r, alpha, a, b = np.exp(p)
+        head = (gammaln(r + once) - gammaln(r) + r * np.log(alpha))[at]
+        stay = (betaln(a, b + once) - betaln(a, b))[at] - (r + x) * np.log(alpha + T)
+        gone = (betaln(a + 1, np.maximum(b + once - 1, 1e-12)) - betaln(a, b))[at] - (r + x) * np.log(alpha + t_x)
+        return -(count * (head + np.logaddexp(stay, np.where(some, gone, -np.inf)))).sum()
+
+    tries = []
+    for scale in (np.log(max(float(np.average(T, weights=count)), 1e-3)), 0.0):  # alpha ~ the weeks observed
+        tries.append(minimize(nll, [0.0, scale, 0.0, 0.0], method="L-BFGS-B", bounds=[(-9, 9)] * 4))
+        if tries[-1].success:
+            break
+    r, alpha, a, b = np.exp(min(tries, key=lambda f: f.fun).x)
+    return float(r), float(alpha), float(a), float(b)
+
+
+def bgnbd_alive(params, x, t_x, T) -> np.ndarray:
+    """P(alive | x, t_x, T): 1 without a repeat purchase."""
+    r, alpha, a, b = params
+    x, t_x, T = (np.asarray(v, float) for v in (x, t_x, T))
+    odds = np.where(x > 0, a / np.maximum(b + x - 1, 1e-12) * ((alpha + T) / (alpha + t_x)) ** (r + x), 0.0)
+    return 1 / (1 + odds)
+
+
+def bgnbd_expected(params, t, x, t_x, T) -> np.ndarray:
+    """E[purchases in (T, T + t] | x, t_x, T] (Fader, Hardie & Lee 2005, eq. 10)."""
+    r, alpha, a, b = params
+    a = a if abs(a - 1) > 1e-6 else 1 + 1e-6  # the closed form divides by a - 1
+    x, t_x, T = (np.asarray(v, float) for v in (x, t_x, T))
+    if t <= 0:
+        return np.zeros_like(x)
+    tail = ((alpha + T) / (alpha + T + t)) ** (r + x) * hyp2f1(r + x, b + x, a + b + x - 1, t / (alpha + T + t))
+    return (a + b + x - 1) / (a - 1) * (1 - tail) * bgnbd_alive(params, x, t_x, T)
+
+
+def gamma_gamma_fit(x, m) -> tuple[float, float, float]:
+    """Gamma-Gamma (Fader, Hardie & Lee 2005): a purchase's margin ~ Gamma(p, nu), the customer's nu ~ Gamma(q,
+    gamma); fitted by maximum likelihood on the mean m of x repeat purchases. Returns p, q, gamma."""
+    x, m = np.asarray(x, float), np.asarray(m, float)
+
+    def nll(w):
+        p, q, g = np.exp(w)
+        px = p * x
+        ll = gammaln(px + q) - gammaln(px) - gammaln(q) + q * np.log(g) + (px - 1) * np.log(m) + px * np.log(x)
+        return -(ll - (px + q) * np.log(x * m + g)).sum()
+
+    start = [0.0, np.log(2.0), np.log(max(float(np.mean(m)), 1e-3))]
+    p, q, g = np.exp(minimize(nll, start, method="L-BFGS-B", bounds=[(-9, 9), (-9, 9), (-9, 15)]).x)
+    return float(p), float(q), float(g)
+
+
+def gamma_gamma_spend(params, x, m) -> np.ndarray:
+    """E[margin per purchase | x, m]: the own mean shrunk toward everyone's, p (gamma + x m) / (p x + q - 1)."""
+    p, q, g = params
+    x, m = np.asarray(x, float), np.asarray(m, float)
+    return p * (g + x * m) / (p * x + q - 1)
+
+
 stream = free_orders
 holdout = pd.DataFrame(columns=["predicted", "actual"])
 check_ratio = naive_ratio = rank_correlation = float("nan")
 alive = pd.Series(dtype=float)
 free_clv = pd.DataFrame()
 if stream.customer_id.nunique() >= 20:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        import pytensor
 
-        pytensor.config.cxx = ""
-        pytensor.config.mode = "FAST_COMPILE"
-        from pymc_marketing.clv import BetaGeoModel, GammaGammaModel
-        from pymc_marketing.clv.utils import rfm_summary
-
-        def summary(upto: pd.Timestamp) -> pd.DataFrame:
-            seen = stream[stream.order_date < upto]
-            return rfm_summary(
-                seen,
-                "customer_id",
-                "order_date",
-                monetary_value_col="margin",
-                observation_period_end=upto - pd.Timedelta(days=1),
-                time_unit="D",
-                time_scaler=WEEK,
-            )
-
-        def fit(data: pd.DataFrame):
-            buying = BetaGeoModel(data=data[["customer_id", "frequency", "recency", "T"]])
-            buying.fit(method="map", progressbar=False)
-            repeat = data[(data.frequency > 0) & (data.monetary_value > 0)]
+    def fit(data: pd.DataFrame):
+        buying = bgnbd_fit(data.x, data.t_x, data["T"])
+        repeat = data[(data.x > 0) & (data.m > 0)]
+        spending = gamma_gamma_fit(repeat.x, repeat.m) if len(repeat) >= 20 else None
+        if spending is not None and spending[1] <= 1:
+            warn("Gamma-Gamma's q <= 1 (no finite mean margin per order): each customer's own average used")
             spending = None
-            if len(repeat) >= 20:
-                spending = GammaGammaModel(data=repeat[["customer_id", "frequency", "monetary_value"]])
-                spending.fit(method="map", progressbar=False)
-            return buying, spending
+        return buying, spending
 
-        def margin_per_order(data: pd.DataFrame, spending) -> pd.Series:
-            positive = data.monetary_value > 0
-            spend = pd.Series(np.nan, index=data.index)
-            if spending is not None:
-                fitted = data.assign(monetary_value=data.monetary_value.where(positive, 1.0))
-                expected = spending.expected_customer_spend(data=fitted[["customer_id", "frequency", "monetary_value"]])
-                spend = pd.Series(np.asarray(expected.mean(("chain", "draw"))), index=data.index)
-            first = stream.groupby("customer_id").margin.mean()  # no repeat order: their own average
-            spend = spend.where(positive | (data.frequency == 0), data.monetary_value)
-            return spend.fillna(data.customer_id.map(first))
+    def margin_per_order(data: pd.DataFrame, spending) -> pd.Series:
+        positive = data.m > 0
+        spend = pd.Series(np.nan, index=data.index)
+        if spending is not None:
+            spend = pd.Series(gamma_gamma_spend(spending, data.x, data.m.where(positive, 1.0)), index=data.index)
+        first = stream.groupby("customer_id").margin.mean()  # no repeat order: their own average
+        spend = spend.where(positive | (data.x == 0), data.m)
+        return spend.where(data.x > 0).fillna(data.customer_id.map(first))
 
-        def purchases(buying, data: pd.DataFrame, weeks: float) -> pd.Series:
-            expected = buying.expected_purchases(
-                data=data[["customer_id", "frequency", "recency", "T"]], future_t=weeks
-            )
-            return pd.Series(np.asarray(expected.mean(("chain", "draw"))), index=data.index)
+    def purchases(buying, data: pd.DataFrame, weeks: float) -> pd.Series:
+        return pd.Series(bgnbd_expected(buying, weeks, data.x, data.t_x, data["T"]), index=data.index)
 
-        # the check: fitted before the cut-off vs made after it; naive: each repeats their last year
-        train = summary(cut)
-        weeks_after = (end - cut).days / WEEK
-        buying, spending = fit(train)
-        predicted = purchases(buying, train, weeks_after) * margin_per_order(train, spending)
-        after = stream[stream.order_date >= cut].groupby("customer_id").margin.sum()
-        actual = train.customer_id.map(after).fillna(0.0)
-        year_before = stream[(stream.order_date < cut) & (stream.order_date >= cut - pd.DateOffset(years=1))]
-        naive = train.customer_id.map(year_before.groupby("customer_id").margin.sum()).fillna(0.0) * weeks_after / 52.18
-        check_ratio = float(predicted.sum() / actual.sum())
-        naive_ratio = float(naive.sum() / actual.sum())
-        rank_correlation = float(predicted.rank().corr(actual.rank()))
-        decile = pd.qcut(predicted.rank(method="first"), 10, labels=range(1, 11))
-        holdout = (
-            pd.DataFrame({"decile": decile, "predicted": predicted, "actual": actual})
-            .groupby("decile", observed=True)[["predicted", "actual"]]
-            .sum()
-            .round(0)
-        )
-        strata.append(
-            ("non-contractual", "no contract (BG/NBD)", len(train), round(predicted.sum()), round(actual.sum()))
-        )
-        print(
-            f"check (no-contract buyers): fitted before {cut.date()}, predicted {predicted.sum():,.0f}; "
-            f"made {actual.sum():,.0f} (ratio {check_ratio:.2f}; rank correlation {rank_correlation:.2f}). "
-            f"Naive 'same as their last year': {naive_ratio:.2f}"
-        )
-        if check_ratio > 1.2:
-            print(f"WARNING: the model over-predicts by {check_ratio - 1:.0%}: its values are an upper bound")
-        elif check_ratio < 0.8:
-            print(f"WARNING: the model under-predicts by {1 - check_ratio:.0%}")
-        else:
-            print("the check supports the model: within 20 % in total")
+    # the check: fitted before the cut-off vs made after it; naive: each repeats their last year
+    train = rfm(stream, cut)
+    weeks_after = (end - cut).days / WEEK
+    buying, spending = fit(train)
+    print("BG/NBD before the cut-off: r={:.3g}, alpha={:.3g}, a={:.3g}, b={:.3g}".format(*buying))
+    predicted = purchases(buying, train, weeks_after) * margin_per_order(train, spending)
+    after = stream[stream.order_date >= cut].groupby("customer_id").margin.sum()
+    actual = train.customer_id.map(after).fillna(0.0)
+    year_before = stream[(stream.order_date < cut) & (stream.order_date >= cut - pd.DateOffset(years=1))]
+    naive = train.customer_id.map(year_before.groupby("customer_id").margin.sum()).fillna(0.0) * weeks_after / 52.18
+    check_ratio = float(predicted.sum() / actual.sum())
+    naive_ratio = float(naive.sum() / actual.sum())
+    rank_correlation = float(predicted.rank().corr(actual.rank()))
+    decile = pd.qcut(predicted.rank(method="first"), 10, labels=range(1, 11))
+    holdout = (
+        pd.DataFrame({"decile": decile, "predicted": predicted, "actual": actual})
+        .groupby("decile", observed=True)[["predicted", "actual"]]
+        .sum()
+        .round(0)
+    )
+    strata.append(("non-contractual", "no contract (BG/NBD)", len(train), round(predicted.sum()), round(actual.sum())))
+    print(
+        f"check (no-contract buyers): fitted before {cut.date()}, predicted {predicted.sum():,.0f}; "
+        f"made {actual.sum():,.0f} (ratio {check_ratio:.2f}; rank correlation {rank_correlation:.2f}). "
+        f"Naive 'same as their last year': {naive_ratio:.2f}"
+    )
+    if check_ratio > 1.2:
+        print(f"WARNING: the model over-predicts by {check_ratio - 1:.0%}: its values are an upper bound")
+    elif check_ratio < 0.8:
+        print(f"WARNING: the model under-predicts by {1 - check_ratio:.0%}")
+    else:
+        print("the check supports the model: within 20 % in total")
 
-        everything = summary(end)
-        buying, spending = fit(everything)
-        per_order = margin_per_order(everything, spending)
-        cumulative = [purchases(buying, everything, 52.18 * y) for y in range(years + 1)]
-        value = sum((cumulative[y] - cumulative[y - 1]) * per_order / (1 + rate) ** y for y in range(1, years + 1))
-        alive = buying.expected_probability_alive(data=everything[["customer_id", "frequency", "recency", "T"]])
-        alive = pd.Series(np.asarray(alive.mean(("chain", "draw"))), index=everything.index)
-        free_clv = everything[["customer_id"]].assign(
-            stream="non-contractual", status="no contract", p_alive=alive.round(3)
-        )
-        free_clv["next_year_margin"] = ((cumulative[1] - cumulative[0]) * per_order).round(2)
-        free_clv[f"value_{years}y"] = value.round(2)
+    everything = rfm(stream, end)
+    buying, spending = fit(everything)
+    print("BG/NBD on all: r={:.3g}, alpha={:.3g}, a={:.3g}, b={:.3g}".format(*buying))
+    if spending is not None:
+        print("Gamma-Gamma: p={:.3g}, q={:.3g}, gamma={:.3g}".format(*spending))
+    per_order = margin_per_order(everything, spending)
+    cumulative = [purchases(buying, everything, 52.18 * y) for y in range(years + 1)]
+    value = sum((cumulative[y] - cumulative[y - 1]) * per_order / (1 + rate) ** y for y in range(1, years + 1))
+    alive = pd.Series(bgnbd_alive(buying, everything.x, everything.t_x, everything["T"]), index=everything.index)
+    free_clv = everything[["customer_id"]].assign(
+        stream="non-contractual", status="no contract", p_alive=alive.round(3)
+    )
+    free_clv["next_year_margin"] = ((cumulative[1] - cumulative[0]) * per_order).round(2)
+    free_clv[f"value_{years}y"] = value.round(2)
 elif stream.customer_id.nunique():
     warn(f"only {stream.customer_id.nunique()} buyers without a contract: too few for BG/NBD, not valued")
 
