@@ -123,17 +123,17 @@ def read_catalog(cur: Any, allowed_names: list[str]) -> Catalog:
     _functions(cur, params, cat)
     for query, into in ((_OPERATORS, cat.operators), (_TYPES, cat.types)):
         cur.execute(query, params)
-        for schema, name, allowed in cur.fetchall():
+        for schema, name, allowed in _rows(cur):
             _note(into, schema, name, allowed)
     cur.execute(_RELATIONS, params)
-    for schema, name, view in cur.fetchall():
+    for schema, name, view in _rows(cur):
         cat.relations.setdefault(name, {})[schema] = bool(view)
     return cat
 
 
 def _functions(cur: Any, params: tuple[Any, ...], cat: Catalog) -> None:
     cur.execute(_FUNCTIONS, params)
-    for schema, name, _nargs, allowed, of_a_row in cur.fetchall():
+    for schema, name, _nargs, allowed, of_a_row in _rows(cur):
         _note(cat.functions, schema, name, allowed)
         cat.allowed_count += bool(allowed)
         if of_a_row and not allowed:
@@ -151,8 +151,15 @@ def read_new(cur: Any, cat: Catalog, calls: Calls, allowed_names: list[str]) -> 
         _functions(cur, (*base, functions), cat)
     if relations:
         cur.execute(_RELATIONS, (*base, relations))
-        for schema, name, view in cur.fetchall():
+        for schema, name, view in _rows(cur):
             cat.relations.setdefault(name, {})[schema] = bool(view)
+
+
+def _rows(cur: Any) -> list[tuple[Any, ...]]:
+    """The rows of the statement just run, read a column at a time (the DB-API's ``fetchall`` builds each row on its
+    own: a third of a second of a connection's start for the ~5,000 rows of the allow-list)."""
+    table = cur.fetch_arrow_table()
+    return list(zip(*(column.to_pylist() for column in table.columns), strict=True))
 
 
 def _note(into: dict[str, dict[str, bool]], schema: str, name: str, allowed: bool) -> None:

@@ -23,6 +23,7 @@ import contextlib
 import importlib
 import socket
 import sys
+import types
 from typing import Any
 
 from ba_mcp.values import shown_schema
@@ -60,6 +61,7 @@ class Connector:
         path = message.get("path")  # the folder of an engine's package outside ba_mcp (bound into this root)
         if path and path not in sys.path:
             sys.path.append(str(path))
+        light_imports()  # before the driver: what a connection needs, and no more
         self.engine = importlib.import_module(str(message["engine"])).ENGINE
         info = self.engine.open(self, message)
         return {"op": "connected", "version": "", **info}, []
@@ -175,3 +177,51 @@ class Connector:
             self.pending = None
         if self.engine is not None:
             self.engine.end(self)
+
+
+def light_imports() -> None:
+    """What a connection needs of pyarrow, and not pandas (issue 63: a first catalog read waited 13.9 s at load ~10,
+    most of it this worker's start). Two of pyarrow's ways pull in pandas (2-3 s on a quiet machine):
+
+    * the ADBC driver manager's DB-API imports ``pyarrow.dataset`` at its top — for one thing a read-only connection
+      never does (ingesting a Dataset) — and that module imports pandas: it is a stand-in until a name of it is read
+      (``_OnFirstUse``; the standard library's ``LazyLoader`` loads on the import system's own look at ``__spec__``
+      in Python 3.11);
+    * pyarrow, asked for an array of Python values (every bound parameter, every text column we build), first imports
+      pandas to see whether they are pandas': its one look is answered "not installed" here. pandas itself stays
+      importable, and pyarrow's pandas conversions (``to_pandas``, ``from_pandas``) import it when asked."""
+    if "pandas" in sys.modules:  # an engine that needs it (a client library) has it already: nothing to spare
+        return
+    import pyarrow as pa
+
+    if "pyarrow.dataset" not in sys.modules:
+        stand_in = _OnFirstUse("pyarrow.dataset")
+        sys.modules["pyarrow.dataset"] = stand_in
+        setattr(pa, "dataset", stand_in)  # noqa: B010 — as the import system binds a submodule on its package
+    absent = _Absent("pandas")
+    sys.meta_path.insert(0, absent)
+    try:
+        pa.array([0])  # pyarrow's one look for pandas, answered
+    finally:
+        sys.meta_path.remove(absent)
+
+
+class _OnFirstUse(types.ModuleType):
+    """A module's stand-in: the first name read of it imports the real module (which replaces it in ``sys.modules``
+    and on its package) and answers from it."""
+
+    def __getattr__(self, name: str) -> Any:
+        if sys.modules.get(self.__name__) is self:
+            del sys.modules[self.__name__]
+        return getattr(importlib.import_module(self.__name__), name)
+
+
+class _Absent:
+    """An import finder under which one package cannot be imported (``light_imports``, while pyarrow looks)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
+        if name == self.name or name.startswith(self.name + "."):
+            raise ImportError(f"{name} is not used in a connection worker")
