@@ -8,6 +8,11 @@ The public surface, for embedding the server or adding a tool (imported on first
 * ``Tool``, ``ToolParams``, ``ToolPolicy``, ``ToolContext`` — what a tool is;
 * ``ToolFailure``, ``ErrorType``, ``Code`` — the one error vocabulary;
 * ``Table``, ``Document``, ``JsonValue``, ``Image``, ``Composite`` — the raw results a tool returns;
+* the plug-in surface (docs/writing-an-engine.md, docs/writing-a-tool.md): ``EngineInfo`` — an engine's line of
+  the registry (a ``ba_mcp.engines`` entry point names one); ``ConnectedEngine``, ``LocalEngine``, ``Held`` — an
+  engine and what its worker-side hooks receive; ``EngineRefusal`` — a statement refused in the worker;
+  ``Services`` — what a tool's ``build`` takes; ``ToolSettings`` — a tool's ``tools.<name>``; ``Plugin`` — an
+  installed plug-in as the configuration found it (``Settings.plugin_status``);
 * ``TokenCounter`` — offline token counting (``count_tokens``, ``count_message_tokens``,
   ``count_conversation_tokens``, ``model_info``: T-T's library API).
 """
@@ -15,9 +20,23 @@ The public surface, for embedding the server or adding a tool (imported on first
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ba_mcp.version import __version__
+
+if TYPE_CHECKING:  # the public names' types, for the type checkers of embedders and plug-ins
+    from ba_mcp.app import App
+    from ba_mcp.databases.connector import ConnectedEngine, Held, LocalEngine
+    from ba_mcp.errors import Code, ErrorType, ToolFailure
+    from ba_mcp.pipeline.tokens import TokenCounter
+    from ba_mcp.plugins import Plugin
+    from ba_mcp.registry import EngineInfo, ToolInfo
+    from ba_mcp.results import Composite, Document, Image, JsonValue, Table
+    from ba_mcp.server import build_server
+    from ba_mcp.settings import Settings, ToolSettings, load_settings
+    from ba_mcp.tool import Tool, ToolContext, ToolParams, ToolPolicy
+    from ba_mcp.tools.services import Services
+    from ba_mcp.workers.wire import Failure as EngineRefusal
 
 _PUBLIC = {
     "App": "ba_mcp.app",
@@ -37,13 +56,51 @@ _PUBLIC = {
     "Image": "ba_mcp.results",
     "Composite": "ba_mcp.results",
     "TokenCounter": "ba_mcp.pipeline.tokens",
+    "EngineInfo": "ba_mcp.registry",
+    "ToolInfo": "ba_mcp.registry",
+    "Plugin": "ba_mcp.plugins",
+    "ConnectedEngine": "ba_mcp.databases.connector",
+    "LocalEngine": "ba_mcp.databases.connector",
+    "Held": "ba_mcp.databases.connector",
+    "EngineRefusal": "ba_mcp.workers.wire:Failure",
+    "Services": "ba_mcp.tools.services",
+    "ToolSettings": "ba_mcp.settings",
 }
 
-__all__ = ["__version__", *_PUBLIC]
+__all__ = [  # a literal, for the type checkers and linters (each name's module in _PUBLIC)
+    "App",
+    "Code",
+    "Composite",
+    "ConnectedEngine",
+    "Document",
+    "EngineInfo",
+    "EngineRefusal",
+    "ErrorType",
+    "Held",
+    "Image",
+    "JsonValue",
+    "LocalEngine",
+    "Plugin",
+    "Services",
+    "Settings",
+    "Table",
+    "TokenCounter",
+    "Tool",
+    "ToolContext",
+    "ToolFailure",
+    "ToolInfo",
+    "ToolParams",
+    "ToolPolicy",
+    "ToolSettings",
+    "__version__",
+    "build_server",
+    "load_settings",
+]
 
 
 def __getattr__(name: str) -> Any:
-    module = _PUBLIC.get(name)
-    if module is None:
+    where = _PUBLIC.get(name)
+    if where is None:
         raise AttributeError(f"module 'ba_mcp' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+    module, _, attribute = where.partition(":")  # "module:attribute" where the public name is not the module's
+    return getattr(importlib.import_module(module), attribute or name)

@@ -90,6 +90,9 @@ class App:
         self.skills = load_skills(settings.skills)
         for warning in self.skills.warnings:
             log.warning("skill %s", warning)
+        for plugin in settings.plugin_status:  # served without it (plugins.py)
+            if plugin.problem:
+                log.warning("plug-in %s is unavailable: %s", plugin.name, plugin.problem)
         self.workspace.add_scheme("skill", self._skill_file)
         self.artifacts = ArtifactStore(self.workspace.dir("artifacts"), settings.artifacts)
         self.exports = Exports(

@@ -381,6 +381,19 @@ def cmd_skills(args: argparse.Namespace) -> int:
 # -- metrics ----------------------------------------------------------------------------------
 
 
+def cmd_plugins(args: argparse.Namespace) -> int:
+    """Every installed plug-in package: what it adds, and whether the configuration loads it (plugins:)."""
+    found = _settings(args).plugin_status
+    if not found:
+        print("no plug-in packages installed (entry points ba_mcp.engines, ba_mcp.tools, ba_mcp.skills)")
+    for plugin in found:
+        state = ("unavailable: " + plugin.problem) if plugin.problem else "loaded" if plugin.enabled else "not enabled"
+        print(f"{plugin.name} {plugin.version}".rstrip() + f"  {state}")
+        for item in plugin.provides:
+            print(f"    {item}")
+    return 1 if any(p.problem for p in found) else 0
+
+
 def cmd_metrics(args: argparse.Namespace) -> int:
     """Metric files, read here (this command is not the server): list, show one, validate strictly."""
     from ba_mcp.app import metrics_of
@@ -908,6 +921,11 @@ def build_parser(only_serve: bool = False) -> argparse.ArgumentParser:
     p.add_argument("action", choices=["list", "show", "validate"])
     p.add_argument("target", nargs="?", help="show: a skill name; validate: a skill folder or a folder of skills")
     p.set_defaults(func=cmd_skills)
+
+    p = sub.add_parser(
+        "plugins", parents=[common], help="the installed plug-in packages and which are loaded (plugins:)"
+    )
+    p.set_defaults(func=cmd_plugins)
 
     p = sub.add_parser("metrics", parents=[common], help="list, show and strictly validate metric (OSI) files")
     p.add_argument("action", choices=["list", "show", "validate"])

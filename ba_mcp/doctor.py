@@ -32,6 +32,10 @@ def run_checks(settings: Settings, network: bool = False) -> list[Check]:
     if settings.project_file is not None:  # S-17: what the project's ba-mcp.yaml was refused, and how to approve it
         project = settings.project_file
         checks.append(Check("project file", project.approved or not project.ignored, project.advice()))
+    for plugin in settings.plugin_status:  # the operator's plug-ins: loaded, or why not (the rest is served)
+        if plugin.enabled:
+            what = f"{plugin.version}: {', '.join(plugin.provides)}" if plugin.loaded else "unavailable: "
+            checks.append(Check(f"plug-in {plugin.name}", plugin.loaded, what + plugin.problem))
     counter = TokenCounter(config_dir() / "token_encoders.yaml", settings.model_family)
     info = counter.model_info()
     checks.append(

@@ -9,15 +9,18 @@ the embedded demo); a URL no engine claims, with a driver no engine names, is se
 
 **Adding an engine** is one module and one line here: write ``databases/<kind>.py`` with an ``ENGINE`` object
 (``ConnectedEngine`` from ``databases/connector.py`` gives the defaults of any ADBC driver: override the hooks the
-engine needs — the read-only frame, the catalog, its error texts), then ``register(EngineInfo(…))`` below (or, for
-an engine outside the package, at start-up before the App is built). Nothing else names an engine.
+engine needs — the read-only frame, the catalog, its error texts), then ``register(EngineInfo(…))`` below. An engine
+outside the package is a plug-in: an installed package's ``ba_mcp.engines`` entry point names its ``EngineInfo``,
+read into this table when the operator enables the package (``plugins.py``; docs/writing-an-engine.md). Nothing
+else names an engine.
 
 **The tools**: one table of names, each with the class that implements it (``"module:Class"``, a ``Tool``). The
 class carries everything else: its ``Settings`` (the model of ``tools.<name>``: its knobs, their defaults and
 descriptions — ``settings.tool(name)`` validates the section with it), its view (``Tool.view``), and
 ``build(services)``, which constructs it from the App's services (or returns None when it has nothing to serve).
 **Adding a tool** is one module in ``tools/`` and one ``register_tool`` line below (an embedding application's
-tool: ``App(settings, [*tool_names(), MyTool()])`` instead). Nothing else needs a line: the settings, their
+tool: ``App(settings, [*tool_names(), MyTool()])`` instead; another package's: its ``ba_mcp.tools`` entry point,
+``plugins.py``, docs/writing-a-tool.md). Nothing else needs a line: the settings, their
 documentation (``ba-mcp config tools``), the App and the views derive from the table and the class.
 
 Ground floor: this module imports nothing of ba_mcp, so the settings and the metrics room read it (the engines'
@@ -73,6 +76,10 @@ def unregister_tool(name: str) -> None:
 
 def tool_names() -> list[str]:
     return list(_TOOLS)
+
+
+def tool_info(name: str) -> ToolInfo | None:
+    return _TOOLS.get(name)
 
 
 def tool_class(name: str) -> Any:

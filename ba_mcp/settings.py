@@ -32,6 +32,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, ValidationError, model_validator
 
 from ba_mcp import registry
+from ba_mcp.plugins import Loaded, Plugin
+from ba_mcp.plugins import enable as enable_plugins
 
 _SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: the same, ~10x faster
 
@@ -479,7 +481,9 @@ class Settings(_Section):
     metrics: MetricsSettings = MetricsSettings()
     files: FilesSettings = FilesSettings()
     tools: ToolsSettings = ToolsSettings()
+    plugins: list[str] = []  # installed plug-in packages to load (``plugins.py``): the operator's alone
     _project: ProjectFile | None = PrivateAttr(None)  # set by load_settings
+    _plugins: tuple[Plugin, ...] = PrivateAttr(())  # set by load_settings: every installed plug-in
     _tool_models: dict[str, type[ToolSettings]] = PrivateAttr(default_factory=dict)  # an embedder's (load_settings)
     _tools: dict[str, ToolSettings] = PrivateAttr(default_factory=dict)  # each tool's section, validated once
 
@@ -487,6 +491,12 @@ class Settings(_Section):
     def project_file(self) -> ProjectFile | None:
         """The project's ``ba-mcp.yaml`` this configuration read, and what it was refused (S-17)."""
         return self._project
+
+    @property
+    def plugin_status(self) -> tuple[Plugin, ...]:
+        """Every installed plug-in (and each one ``plugins:`` names that is not installed): enabled, loaded, or
+        unavailable with the reason."""
+        return self._plugins
 
     @model_validator(mode="after")
     def _dbt_databases(self) -> Settings:
@@ -740,7 +750,7 @@ class ProjectFile:
 
 # Sections only the operator's sources set: a project file's are refused whether or not it is approved (S-20: the
 # audit trail is never turned off, moved or trimmed by the repository being analysed).
-OPERATOR_ONLY = ("audit",)
+OPERATOR_ONLY = ("audit", "plugins")  # plugins: a project file never loads code
 
 
 def _operator_only(values: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
@@ -951,6 +961,7 @@ def load_settings(
         values = _merge(values, data)
     values = _merge(values, env)
     values = _merge(values, {k: v for k, v in overrides.items() if v is not None})
+    values, enabled = _enable_plugins(values, origin)
     written = _expand_database_variables(values, environ, origin)
     moved = _moved_keys(values, origin)
     if moved:
@@ -964,7 +975,9 @@ def load_settings(
     for name, raw in (settings.tools.model_extra or {}).items():
         if name not in registry.tool_names() and name not in settings._tool_models:
             tools = ", ".join([*registry.tool_names(), *settings._tool_models])
-            problems.append(_named(f"tools.{name}", origin) + f": not a tool of this server (tools: {tools})")
+            offered = [p.name for p in enabled.plugins if not p.enabled and f"tool {name}" in p.provides]
+            also = f"; the installed plug-in {offered[0]} has it: add it to plugins:" if offered else ""
+            problems.append(_named(f"tools.{name}", origin) + f": not a tool of this server (tools: {tools}){also}")
             continue
         if not isinstance(raw, dict):
             problems.append(_named(f"tools.{name}", origin) + ": a section of keys (enabled, timeout_s, …)")
@@ -986,7 +999,23 @@ def load_settings(
             if served is not None and url == conf.get("url") and served.path == conf.get("path"):
                 served._beneath = Path(os.path.realpath(project.parent))  # type: ignore[union-attr]
     settings._project = state
+    settings._plugins = enabled.plugins
     return settings
+
+
+def _enable_plugins(values: dict[str, Any], origin: Mapping[str, str]) -> tuple[dict[str, Any], Loaded]:
+    """The operator's plug-ins (``plugins:``; a project file's were refused before) read into the registry's tables
+    before the settings are validated — their engines' URL schemes and their tools' ``tools.<name>`` are known
+    then — and their skill folders added to ``skills.paths``."""
+    names = values.get("plugins") or []
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise ConfigError(f"invalid configuration: {_named('plugins', origin)}: a list of installed packages' names")
+    enabled = enable_plugins(names)
+    if enabled.skill_folders:
+        skills = dict(values.get("skills") or {})
+        skills["paths"] = [*(skills.get("paths") or []), *enabled.skill_folders]
+        values = {**values, "skills": skills}
+    return values, enabled
 
 
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")

@@ -21,6 +21,7 @@ ROOMS: list[tuple[str, int]] = [
     # the ground vocabulary: no imports of the rooms above
     ("ba_mcp.errors", 0),
     ("ba_mcp.registry", 0),  # the table of database engines: settings and the metrics' dialects read it
+    ("ba_mcp.plugins", 0),  # installed packages' engines, tools and skills, read into the registry (settings)
     ("ba_mcp.callers", 0),
     ("ba_mcp.redaction", 0),  # secrets taken out of every message that leaves (errors, logs, the doctor)
     ("ba_mcp.ids", 0),
@@ -56,6 +57,7 @@ ROOMS: list[tuple[str, int]] = [
     ("ba_mcp.pipeline.runner", 4),
     ("ba_mcp.tools", 4),
     ("ba_mcp.app", 5),
+    ("ba_mcp.listing", 5),  # the tools as tools/list carries them, within the budget (a part of the server)
     ("ba_mcp.resources", 6),
     ("ba_mcp.views", 6),  # MCP Apps: the views of results and the protocol they need (a part of the server)
     ("ba_mcp.server", 6),
@@ -161,8 +163,8 @@ def test_the_public_surface_names_what_embedders_use() -> None:
         if name == "__version__":
             assert ba_mcp.__version__ == importlib.import_module("ba_mcp.version").__version__
             continue
-        module = importlib.import_module(ba_mcp._PUBLIC[name])
-        assert getattr(ba_mcp, name) is getattr(module, name), name
+        where, _, attribute = ba_mcp._PUBLIC[name].partition(":")  # "module:attribute": another name there
+        assert getattr(ba_mcp, name) is getattr(importlib.import_module(where), attribute or name), name
     assert issubclass(ba_mcp.ToolFailure, Exception)
     with pytest.raises(NotImplementedError):
         ba_mcp.Tool().execute(None, None)  # type: ignore[arg-type]
@@ -172,6 +174,38 @@ def test_the_ground_floor_knows_nothing_of_mcp() -> None:
     for name in ("errors", "results", "ids", "tool", "settings"):
         text = (PACKAGE / f"{name}.py").read_text(encoding="utf-8")
         assert "from mcp" not in text and "import mcp" not in text, f"ba_mcp/{name}.py imports the MCP SDK"
+
+
+def test_plugins_reach_ba_mcp_through_its_public_surface_only() -> None:
+    """The plug-in seam (issue 64 item 4): the plug-in package in the tests imports ``ba_mcp``'s public names
+    (``ba_mcp.__all__``) and no module of ba_mcp, so what a plug-in builds on is what ``__init__`` promises; the
+    loader reads the registry alone (it runs while the settings load) and every group it reads is documented."""
+    import ba_mcp
+    from ba_mcp import plugins
+
+    plugin_files = sorted((ROOT / "tests" / "plugins").rglob("*.py"))
+    assert plugin_files, "no plug-in package in tests/plugins"
+    reached = []
+    for path in plugin_files:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("ba_mcp"):
+                if node.module != "ba_mcp":
+                    reached.append(f"{path.relative_to(ROOT)} imports {node.module}")
+                reached += [
+                    f"{path.relative_to(ROOT)}: {a.name} is not public"
+                    for a in node.names
+                    if a.name not in ba_mcp.__all__
+                ]
+            elif isinstance(node, ast.Import):
+                reached += [
+                    f"{path.relative_to(ROOT)} imports {a.name}" for a in node.names if a.name.startswith("ba_mcp")
+                ]
+    assert not reached, "\n".join(reached)
+    assert imports_of(PACKAGE / "plugins.py") == {"ba_mcp.registry"}
+    for name in ("EngineInfo", "ConnectedEngine", "LocalEngine", "Held", "EngineRefusal", "Services", "Tool", "Plugin"):
+        assert name in ba_mcp.__all__, name
+    guide = (ROOT / "docs" / "writing-an-engine.md").read_text() + (ROOT / "docs" / "writing-a-tool.md").read_text()
+    assert all(group in guide for group in plugins.GROUPS), plugins.GROUPS
 
 
 def _package(module: str) -> str:

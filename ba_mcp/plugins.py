@@ -1,0 +1,167 @@
+"""Plug-ins: database engines, tools and skill folders from installed packages, read into the same tables the
+built-ins are in (``registry``), and only those the operator enabled.
+
+A plug-in is an installed distribution (``pip install ba-mcp-example``, a dependency of the environment) that
+declares entry points in the groups below; nothing of it is imported until the operator names it in ``plugins:``
+of their own configuration (``plugins: [ba-mcp-example]``, or ``BA_MCP_PLUGINS='["ba-mcp-example"]'``). A project
+file cannot name one, approved or not: loading code is the operator's alone (``settings.OPERATOR_ONLY``).
+
+The groups, each entry point's name and what it points at:
+
+* ``ba_mcp.engines`` — name: the engine's kind; object: a ``registry.EngineInfo`` of that kind, whose ``module``
+  holds the ``ENGINE`` (a ``databases.connector.ConnectedEngine``, usually a ``LocalEngine``). The engine answers
+  through the connection workers like the built-in ones (its package is bound into the worker's root), read-only by
+  its own rule (``begin``/``vet``: its statements refused before they run).
+* ``ba_mcp.tools`` — name: the tool's name; object: its class (a ``tool.Tool``: ``Params``, ``Settings``,
+  ``build(services)``, ``execute``). It is built by the App and called through the runner like every tool (output
+  levels, artifacts, the audit trail, timeouts); ``tools.<name>`` configures it.
+* ``ba_mcp.skills`` — name: anything; object: a folder (``pathlib.Path`` or ``str``) holding skill folders, read
+  as if it were in ``skills.paths``.
+
+A plug-in that cannot be loaded — not installed, an import that fails, an object of the wrong kind, a name a
+built-in already has — is *unavailable* with the reason (``Plugin.problem``): nothing of it is registered, the
+server starts without it and says why (its log, ``ba-mcp plugins``, ``ba-mcp doctor``). It never replaces a
+built-in engine or tool.
+
+Ground floor: this module imports only the registry (settings reads it while the configuration is loaded).
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from importlib.metadata import EntryPoint, entry_points
+from pathlib import Path
+
+from ba_mcp import registry
+
+ENGINES = "ba_mcp.engines"
+TOOLS = "ba_mcp.tools"
+SKILLS = "ba_mcp.skills"
+GROUPS = (ENGINES, TOOLS, SKILLS)
+
+
+@dataclass(frozen=True)
+class Plugin:
+    """An installed plug-in package as this configuration found it."""
+
+    name: str  # the distribution's name, normalized (ba-mcp-example)
+    version: str = ""  # '' : not installed
+    provides: tuple[str, ...] = ()  # "engine csvdir", "tool row_count", "skills <folder>"
+    enabled: bool = False  # named in the operator's ``plugins:``
+    problem: str = ""  # why it is unavailable ('' : loaded, or not enabled)
+
+    @property
+    def loaded(self) -> bool:
+        return self.enabled and not self.problem
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """What enabling the operator's plug-ins gave: every installed plug-in (and every one named but not installed),
+    and the skill folders the loaded ones add."""
+
+    plugins: tuple[Plugin, ...] = ()
+    skill_folders: tuple[Path, ...] = field(default=())
+
+
+def normalize(name: str) -> str:
+    """A distribution's name as installers compare them (PEP 503): ``BA_MCP.Example`` is ``ba-mcp-example``."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def installed() -> dict[str, list[EntryPoint]]:
+    """The installed distributions with entry points in ba-mcp's groups, by normalized name (nothing imported)."""
+    found: dict[str, list[EntryPoint]] = {}
+    for group in GROUPS:
+        for ep in entry_points(group=group):
+            if ep.dist is not None:
+                found.setdefault(normalize(ep.dist.name), []).append(ep)
+    return found
+
+
+def enable(names: Sequence[str]) -> Loaded:
+    """Load the plug-ins ``names`` (the operator's ``plugins:``) into the registry's tables; every other installed
+    one is listed, not loaded. Loading the same plug-ins again (a second configuration in one process) changes
+    nothing. A plug-in is loaded whole or not at all: the first entry point that fails makes it unavailable, with
+    the reason, and none of its entry points is registered."""
+    wanted = [normalize(n) for n in names]
+    available = installed()
+    plugins: list[Plugin] = []
+    folders: list[Path] = []
+    for name in sorted(set(available) | set(wanted)):
+        eps = available.get(name, [])
+        provides = tuple(f"{_WHAT[ep.group]} {ep.name}" for ep in eps)
+        if not eps:
+            problem = "not installed here (install the package into ba-mcp's environment, or correct the name)"
+            plugins.append(Plugin(name, "", (), True, problem))
+            continue
+        dist = eps[0].dist
+        version = dist.version if dist is not None else ""
+        if name not in wanted:
+            plugins.append(Plugin(name, version, provides, False))
+            continue
+        try:
+            engines, tools, skills = _load(eps)
+        except Exception as exc:  # whatever a package's import raises: that plug-in only is unavailable
+            plugins.append(Plugin(name, version, provides, True, _reason(exc)))
+            continue
+        for info in engines:
+            registry.register(info)
+        for tool in tools:
+            registry.register_tool(tool)
+        folders += skills
+        plugins.append(Plugin(name, version, provides, True))
+    return Loaded(tuple(plugins), tuple(folders))
+
+
+class PluginError(Exception):
+    """An entry point that does not hold what its group asks for (the message says what and where)."""
+
+
+_WHAT = {ENGINES: "engine", TOOLS: "tool", SKILLS: "skills"}
+
+
+def _load(eps: Iterable[EntryPoint]) -> tuple[list[registry.EngineInfo], list[registry.ToolInfo], list[Path]]:
+    """Every entry point of one plug-in, imported and checked (nothing registered yet)."""
+    engines: list[registry.EngineInfo] = []
+    tools: list[registry.ToolInfo] = []
+    skills: list[Path] = []
+    known_engines = {e.kind: e for e in registry.engines()}
+    for ep in eps:
+        where = f"{ep.group} entry point {ep.name!r} ({ep.value})"
+        obj = ep.load()
+        if ep.group == ENGINES:
+            if not isinstance(obj, registry.EngineInfo) or obj.kind != ep.name:
+                raise PluginError(f"{where} is not a registry.EngineInfo of kind {ep.name!r}")
+            if known_engines.get(obj.kind, obj) != obj:
+                raise PluginError(f"{where}: an engine of kind {obj.kind!r} is already served")
+            engine = getattr(importlib.import_module(obj.module), "ENGINE", None)
+            if engine is None or not callable(getattr(engine, "database", None)):
+                raise PluginError(f"{where}: its module {obj.module} has no ENGINE (a ConnectedEngine)")
+            engines.append(obj)
+        elif ep.group == TOOLS:
+            needs = ("Params", "Settings", "build", "execute")
+            if (
+                not isinstance(obj, type)
+                or getattr(obj, "name", None) != ep.name
+                or not all(hasattr(obj, a) for a in needs)
+            ):
+                raise PluginError(f"{where} is not a Tool class named {ep.name!r}")
+            info = registry.ToolInfo(ep.name, ep.value)
+            if ep.name in registry.tool_names() and registry.tool_info(ep.name) != info:
+                raise PluginError(f"{where}: a tool named {ep.name!r} is already served")
+            tools.append(info)
+        else:
+            if not isinstance(obj, str | Path) or not Path(obj).is_dir():
+                raise PluginError(f"{where} is not a folder of skills")
+            skills.append(Path(obj))
+    return engines, tools, skills
+
+
+def _reason(exc: Exception) -> str:
+    """Why a plug-in did not load, in one line (an import's own message: which module, which name)."""
+    text = " ".join(str(exc).split())[:300]
+    return text if isinstance(exc, PluginError) else f"{type(exc).__name__}: {text}"

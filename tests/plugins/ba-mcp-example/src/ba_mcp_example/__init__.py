@@ -1,0 +1,25 @@
+"""An example ba-mcp plug-in (docs/writing-an-engine.md, docs/writing-a-tool.md): what its entry points name.
+
+* ``FILEDIR`` — the engine ``filedir``: a folder of CSV and Parquet files, each file a table, read by DuckDB
+  (``databases: {lake: {url: "filedir:///lake"}}``; its code in ``folder.py``);
+* ``business_days`` — a tool counting the working days of each month between two dates (``business_days.py``);
+* ``SKILLS`` — a folder of skills.
+
+This module stays small: the connection worker imports it (as the package of ``folder.py``) too."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ba_mcp import EngineInfo
+
+FILEDIR = EngineInfo(
+    kind="filedir",  # databases.<name>.kind, and the entry point's name
+    label="Folder of files",  # how the tool's description, the schema resource and errors name it
+    module="ba_mcp_example.folder",  # where its ENGINE is
+    schemes=("filedir:",),  # a URL starting so is this engine's
+    dialect="duckdb",  # the metrics compiler may write SQL for it
+    files=True,  # its database is a folder on this machine, named by its URL's path
+)
+
+SKILLS = Path(__file__).parent / "skills"
