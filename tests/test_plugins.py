@@ -174,7 +174,12 @@ async def test_the_example_plugin_serves_its_engine_and_tool_through_a_real_sess
 
     ws = tmp_path / "ws"
     sums = _lake(ws)
-    env = {"BA_MCP_PLUGINS": json.dumps([EXAMPLE]), "BA_MCP_DATABASES__LAKE__URL": "filedir:///lake"}
+    audit = tmp_path / "audit"
+    env = {
+        "BA_MCP_PLUGINS": json.dumps([EXAMPLE]),
+        "BA_MCP_DATABASES__LAKE__URL": "filedir:///lake",
+        "BA_MCP_AUDIT__DIR": str(audit),
+    }
     start, end = dt.date(2026, 2, 1), dt.date(2026, 3, 31)
 
     async def body(session: ClientSession) -> None:
@@ -210,6 +215,11 @@ async def test_the_example_plugin_serves_its_engine_and_tool_through_a_real_sess
         assert sorted(p.name for p in (ws / "lake").iterdir()) == ["regions.parquet", "sales.csv"]
         bad = await session.call_tool("business_days", {"start": str(end), "end": str(start)})  # the tool's error
         assert bad.is_error and "BAD_RANGE" in text_of(bad), text_of(bad)
+        years = {"start": "2026-01-01", "end": "2027-12-31"}  # the pipeline's observation at the level asked
+        brief = text_of(await session.call_tool("business_days", {**years, "output_level": "brief"}))
+        full = text_of(await session.call_tool("business_days", {**years, "output_level": "full"}))
+        assert brief.startswith("business_days: table (brief)") and "24 rows" in brief, brief
+        assert full.startswith("business_days: table (full)") and "Schema: month" in full, full
 
     await _session(
         StdioServerParameters(
@@ -218,6 +228,9 @@ async def test_the_example_plugin_serves_its_engine_and_tool_through_a_real_sess
         tmp_path / "stderr.log",
         body,
     )
+    records = [json.loads(line) for f in sorted(audit.glob("audit-*.jsonl")) for line in f.read_text().splitlines()]
+    tools = [r.get("tool") for r in records if r.get("event") == "call"]
+    assert tools.count("business_days") == 4 and "query_database" in tools, tools  # the audit trail has them
 
 
 @pytest.mark.slow
