@@ -11,10 +11,12 @@ own libraries raise.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import enum
 import threading
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar, cast
 
@@ -86,6 +88,24 @@ class ToolContext:
     progress: Callable[[float, float | None, str | None], None] = lambda done, total, msg: None
     _on_cancel: list[Callable[[], Any]] = field(default_factory=list)
     memo: dict[str, Any] = field(default_factory=dict)  # what a tool works out once per call (a plan)
+    start_s: float = 0.0  # seconds spent waiting for a worker process to start (``worker_start``)
+    _start_since: float | None = None
+
+    @contextlib.contextmanager
+    def worker_start(self) -> Iterator[None]:
+        """The body waits for a worker process to start: that time is not the call's work, so the runner moves the
+        call's deadline on by it (a start has its own bound, ``<kind>.start_timeout_s``, and its own error)."""
+        self._start_since = time.monotonic()
+        try:
+            yield
+        finally:
+            self.start_s += time.monotonic() - self._start_since
+            self._start_since = None
+
+    def not_counted(self) -> float:
+        """Seconds not counted against the timeout so far: worker starts, one in progress up to now."""
+        since = self._start_since
+        return self.start_s + (time.monotonic() - since if since is not None else 0.0)
 
     def on_cancel(self, callback: Callable[[], Any]) -> None:
         self._on_cancel.append(callback)
@@ -104,6 +124,7 @@ class ToolContext:
         """A fresh attempt: not cancelled, nothing registered."""
         self.cancelled.clear()
         self._on_cancel.clear()
+        self.start_s = 0.0
 
 
 class Tool:
@@ -188,7 +209,10 @@ def run_bounded(
         parent.on_cancel(ctx.cancel)
     thread = threading.Thread(target=acting.run, args=(run,), name=f"bounded-{name}", daemon=True)
     thread.start()
+    end = time.monotonic() + ctx.timeout + grace
     thread.join(ctx.timeout + grace)
+    while thread.is_alive() and (left := end + ctx.not_counted() - time.monotonic()) > 0:
+        thread.join(left)  # the time its worker took to start is not the work's (``ToolContext.worker_start``)
     if thread.is_alive() or (parent is not None and parent.cancelled.is_set()):
         ctx.cancel()
         thread.join(30.0)  # the engine is interrupted, then its worker killed: the work ends

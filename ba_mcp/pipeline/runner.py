@@ -18,7 +18,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import anyio
 import anyio.from_thread
@@ -53,6 +53,7 @@ HOST_MAX_CHARS = 48_000
 Notify = Callable[[str, str], Awaitable[None]]
 Observe = Callable[["RawResult"], Observation]
 Lookup = Callable[[], "tuple[str | None, RawResult | None]"]
+_T = TypeVar("_T")
 
 
 @dataclass
@@ -135,13 +136,14 @@ class Runner:
     def warm_import(self, modules: list[str]) -> None:
         """Import ``modules`` ahead of the first call (a background thread) — unless a call has begun: two threads
         importing one package with circular imports (pyarrow) can see it half-initialised, so the warm-up and the
-        first call never import at the same time (``_first_call``)."""
+        first call never import at the same time (``_first_call``). A call that begins meanwhile waits for the one
+        module being imported, never for the rest of the list: warm-up yields to calls."""
         import importlib
 
-        with self._warm_lock:
-            if self._began:
-                return
-            for module in modules:
+        for module in modules:
+            with self._warm_lock:
+                if self._began:
+                    return
                 importlib.import_module(module)
 
     def _first_call(self) -> None:
@@ -161,6 +163,7 @@ class Runner:
         failure: ToolFailure | None = None
         cancelled: BaseException | None = None
         params: Any = None
+        ctx: ToolContext | None = None
         try:
             params = self._validate(tool, arguments)
             settings = self.settings
@@ -198,7 +201,9 @@ class Runner:
             failure = ToolFailure(ErrorType.TRANSIENT_ERROR, "CANCELLED", "the call was cancelled before it answered")
         if failure is not None:
             if failure.type is ErrorType.TIMEOUT:
-                failure.hint = timeout_hint(tool, getattr(failure, "timeout", None), failure.hint)
+                failure.hint = timeout_hint(tool, getattr(failure, "timeout", None), failure.hint, failure.code)
+                if ctx is not None and ctx.start_s >= 0.05 and failure.code != "WORKER_START_TIMEOUT":
+                    failure.message += f" (plus {ctx.start_s:.1f} s its worker took to start, not counted)"
             record.success = False
             record.error_type, record.error_code = failure.type.value, failure.code
         record.duration_ms = round((time.perf_counter() - started) * 1000, 3)
@@ -388,18 +393,20 @@ class Runner:
             assert result is not None
             return _Done(key, result, observe(result), hit is not None)
 
+        async def work() -> _Done:
+            if inspect.iscoroutinefunction(tool.execute):
+                key, hit = await anyio.to_thread.run_sync(lookup)
+                raw = None if hit is not None else await cast("Awaitable[RawResult]", tool.execute(params, ctx))
+                return await anyio.to_thread.run_sync(finish, key, hit, raw)
+
+            def run() -> _Done:
+                key, hit = lookup()
+                return finish(key, hit, None if hit is not None else cast("RawResult", tool.execute(params, ctx)))
+
+            return await anyio.to_thread.run_sync(run, abandon_on_cancel=True)
+
         try:
-            with anyio.fail_after(timeout + tool.deadline_grace()):
-                if inspect.iscoroutinefunction(tool.execute):
-                    key, hit = await anyio.to_thread.run_sync(lookup)
-                    raw = None if hit is not None else await cast("Awaitable[RawResult]", tool.execute(params, ctx))
-                    return await anyio.to_thread.run_sync(finish, key, hit, raw)
-
-                def run() -> _Done:
-                    key, hit = lookup()
-                    return finish(key, hit, None if hit is not None else cast("RawResult", tool.execute(params, ctx)))
-
-                return await anyio.to_thread.run_sync(run, abandon_on_cancel=True)
+            return await within(timeout + tool.deadline_grace(), ctx, work)
         except TimeoutError:
             ctx.cancel()  # interrupts what the tool registered; a late result is discarded
             raise
@@ -440,6 +447,32 @@ class Runner:
                 log.debug("progress not delivered", exc_info=True)
 
         return report
+
+
+async def within(seconds: float, ctx: ToolContext, work: Callable[[], Awaitable[_T]]) -> _T:
+    """``work()`` bounded like ``anyio.fail_after(seconds)`` (TimeoutError), except that the time ``ctx`` spends
+    waiting for a worker process to start (``ToolContext.worker_start``) moves the deadline on: a call's timeout
+    measures the call's work, and a start has its own bound and error (issue 65)."""
+    failed: Exception | None = None
+    with anyio.fail_after(seconds) as scope:
+        end = scope.deadline
+        async with anyio.create_task_group() as tg:
+
+            async def follow() -> None:
+                while True:
+                    scope.deadline = end + ctx.not_counted()
+                    await anyio.sleep(max(scope.deadline - anyio.current_time() - 0.1, 0.05))
+
+            tg.start_soon(follow)
+            try:
+                done = await work()
+            except Exception as exc:  # raised as it is, not in the task group's ExceptionGroup
+                failed = exc
+            # not in a finally: the deadline's own cancellation must reach fail_after, not end in this group's scope
+            tg.cancel_scope.cancel()
+    if failed is not None:
+        raise failed
+    return done
 
 
 def retry_delay(base_ms: float, factor: float, max_ms: float, attempt: int, retry_after: float | None) -> float:
@@ -525,17 +558,25 @@ async def _tell(notify: Notify | None, level: str, message: str) -> None:
 
 
 def _timeout_failure(tool: Tool, timeout: float) -> ToolFailure:
-    return timed_out(f"{tool.name} did not finish within {timeout:g} s", "narrow the request")
+    """The call's own work ran its whole timeout (the time a worker took to start is not counted: ``_call`` says how
+    long it was, whichever layer noticed the timeout)."""
+    return timed_out(f"{tool.name}'s work ran {timeout:g} s, its timeout, without finishing", "narrow the request")
 
 
-def timeout_hint(tool: Tool, timeout: float | None, hint: str) -> str:
+def timeout_hint(tool: Tool, timeout: float | None, hint: str, code: str = "TIMEOUT") -> str:
     """A timeout's hint (what the layer that noticed it advises) with what the call itself can do, naming only
-    what the tool accepts: its ``timeout`` parameter up to the ceiling, else the operator's setting."""
-    ceiling = tool.settings.max_timeout_s
+    what the tool accepts: its ``timeout`` parameter up to the ceiling, else the operator's setting (the model cannot
+    raise it: said so). A worker still starting at its own bound (``WORKER_START_TIMEOUT``) keeps its hint: retry —
+    a longer timeout would not have helped."""
     hint = hint or "narrow the request"
+    if code == "WORKER_START_TIMEOUT":
+        return hint
     if "timeout" in tool.Params.model_fields:
-        return f"{hint}, or pass timeout (seconds) up to {ceiling:g}"
-    return f"{hint}; the timeout is the operator's: tools.{tool.name}.timeout_s"
+        return f"{hint}, or pass timeout (seconds) up to {tool.settings.max_timeout_s:g}"
+    return (
+        f"{hint}; this tool takes no timeout argument: its limit ({tool.settings.timeout_s:g} s) is the operator's "
+        f"setting tools.{tool.name}.timeout_s"
+    )
 
 
 def invalid_arguments(tool: Tool, exc: ValidationError) -> ToolFailure:

@@ -155,7 +155,7 @@ class RunPython(BaseTool):
         if params.reset:
             sandboxes.discard(ctx.session)
         for turn in range(2):
-            handle, fresh = sandboxes.acquire(ctx.session, wait_s=ctx.timeout)
+            handle, fresh = sandboxes.acquire(ctx.session, ctx.timeout, ctx)  # a start is not the cell's time
             try:
                 with handle.lock:
                     if turn == 0 and not handle.alive():

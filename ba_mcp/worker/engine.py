@@ -157,6 +157,7 @@ class Engine:
         self.models: dict[str, Any] = {}  # the metrics model last compiled for, by its digest
         self.current = ""  # the database the session's connection USEs
         self.warming: threading.Thread | None = None  # the spare's warm-up imports, until the first operation
+        self.warm_stop = threading.Event()  # set by the first operation: the warm-up imports no further module
         self.databases = list(options.get("databases", []))
         self.attached = False  # the files are ATTACHed only while calls come (``attach``/``rest``)
         self.aliases = {db["name"]: db["alias"] for db in self.databases}
@@ -596,6 +597,7 @@ def serve(target: Any, sock: socket.socket, options: dict[str, Any]) -> None:
                 raise Failure(type="execution_error", code="BAD_OP", message=f"unknown operation {op!r}")
             warming = getattr(target, "warming", None)
             if warming is not None:  # a half-imported package seen from two threads fails (pandas, pyarrow)
+                target.warm_stop.set()  # a call came: the warm-up ends with the module it is importing
                 warming.join()
                 target.warming = None
             target.busy = True
@@ -749,7 +751,8 @@ def main(argv: list[str]) -> int:
         },
     )
     if options.get("warm"):  # what the first calls will import (the metrics compiler: ~0.5 s), off the call's path
-        warm = threading.Thread(target=_import_quietly, args=(list(options["warm"]),), name="warm", daemon=True)
+        modules = list(options["warm"])
+        warm = threading.Thread(target=_import_quietly, args=(modules, engine.warm_stop), name="warm", daemon=True)
         warm.start()
         engine.warming = warm  # the first operation waits for it: one package is never imported by two threads
     engine.serve()
@@ -768,10 +771,15 @@ def _on_sigint(interrupt: Any) -> None:
     threading.Thread(target=interrupts, name="interrupts", daemon=True).start()
 
 
-def _import_quietly(modules: list[str]) -> None:
+def _import_quietly(modules: list[str], stop: threading.Event) -> None:
+    """The spare's warm-up: ``modules`` imported in turn (the server keeps the spare at low CPU priority until a call
+    takes it: ``workers.priority``) until the first operation stops it — that call waits for the module in progress
+    only, never for the rest (the metrics compiler a file's call does not need)."""
     import importlib
 
     for module in modules:
+        if stop.is_set():
+            return
         with contextlib.suppress(Exception):
             importlib.import_module(module)
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ba_mcp.errors import ErrorType, ToolFailure, timed_out
+from ba_mcp.workers import priority
 from ba_mcp.workers.failures import EngineError, engine_failure, worker_failures
 from ba_mcp.workers.process import WorkerProcess, read_blob
 from ba_mcp.workers.spawn import confinement, ready, spawn
@@ -130,21 +131,30 @@ class WorkerPool:
         except (OSError, RuntimeError, ToolFailure) as exc:
             log.warning("could not start a %s worker: %s", self.kind, exc)
             return
+        priority.lower(spare.process.pid)  # warm-up yields to calls: raised again when a call takes it (_acquire)
         with self._lock:
             if self._closed or self._spare is not None:
                 spare.process.kill()
                 return
             self._spare = spare
 
-    def acquire(self, key: str, wait_s: float = 0.0) -> tuple[Handle, bool]:
+    def acquire(self, key: str, wait_s: float = 0.0, ctx: ToolContext | None = None) -> tuple[Handle, bool]:
         """The worker of ``key``, started when it has none (``fresh``: it has no state yet), counted as in use
-        until ``release``. Concurrent first calls of a key wait for the one worker being started."""
+        until ``release``. Concurrent first calls of a key wait for the one worker being started. A call never
+        waits behind warm-up: it takes the spare as it is (ready, or still starting: then raised to normal priority
+        and waited for), or a new worker; the time a start takes is ``ctx``'s ``worker_start`` (not the call's
+        work: its timeout does not run meanwhile; the start has its own bound, ``start_timeout_s``)."""
         with self._lock:
             starting = self._starting.setdefault(key, threading.Lock())
-        with starting:
-            return self._acquire(key, time.monotonic() + wait_s)
+        if not starting.acquire(blocking=False):
+            with _start_of(ctx):  # another call of the key is starting its worker: this one waits for that start
+                starting.acquire()
+        try:
+            return self._acquire(key, time.monotonic() + wait_s, ctx)
+        finally:
+            starting.release()
 
-    def _acquire(self, key: str, deadline: float) -> tuple[Handle, bool]:
+    def _acquire(self, key: str, deadline: float, ctx: ToolContext | None = None) -> tuple[Handle, bool]:
         ended: list[Handle] = []
         while True:
             with self._lock:
@@ -183,7 +193,10 @@ class WorkerPool:
             if spare is not None and not self._current(spare):
                 spare.process.kill()
                 spare = None
-            fresh = self._ready(spare or self._make(spare=False))
+            if spare is not None:
+                priority.restore(spare.process.pid)  # a call's now: its warm-up no longer yields
+            with _start_of(ctx):
+                fresh = self._ready(spare or self._make(spare=False))
         finally:
             with self._lock:
                 self._reserved -= 1
@@ -397,6 +410,11 @@ class Call:
         return self.gone(self.handle, stopped)
 
 
+def _start_of(ctx: ToolContext | None) -> contextlib.AbstractContextManager[None]:
+    """Where a call waits for a worker to start: not counted against its timeout (``ToolContext.worker_start``)."""
+    return ctx.worker_start() if ctx is not None else contextlib.nullcontext()
+
+
 def crash_limit(how: str, limits: WorkerLimits, kind: str) -> str:
     """Which limit most likely ended a worker, by how it ended."""
     if "SIGKILL" in how or "SIGABRT" in how or "SIGSEGV" in how:
@@ -480,7 +498,7 @@ class Engines(WorkerPool):
         """The session's worker, held for one call (calls of a session take turns); ``ctx``'s timeout
         interrupts, then kills, what the worker is doing. ``wait_s``: give up (ENGINE_BUSY) when the session's
         worker is not free within that many seconds."""
-        handle, _ = self.acquire(session, wait_s=ctx.timeout if ctx is not None else self.conf.start_timeout_s)
+        handle, _ = self.acquire(session, ctx.timeout if ctx is not None else self.conf.start_timeout_s, ctx)
         try:
             started = time.monotonic()
             while not handle.lock.acquire(timeout=0.05):

@@ -47,6 +47,7 @@ class Sandboxes(WorkerPool):
 
     def _ready(self, handle: Handle) -> Handle:
         """Ready and started for its session (its first message, then the session's start)."""
-        with worker_failures(gone=lambda exc: unavailable("sandbox", handle.process, exc)):
-            handle.process.start(self.settings.start_timeout_s)
+        wait_s = self.settings.start_timeout_s
+        with worker_failures(gone=lambda exc: unavailable("sandbox", handle.process, exc, wait_s)):
+            handle.process.start(wait_s)
         return handle

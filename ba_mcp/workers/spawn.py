@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
 # what each kind of worker runs, and the error a failed start is
 _MODULES = {"sandbox": "sandbox", "engine": "ba_mcp.worker", "connection": "ba_mcp.worker"}
+START_TIMEOUT = "WORKER_START_TIMEOUT"  # a worker still starting at its own bound (not the call's timeout)
 _UNAVAILABLE = {
     "sandbox": ("SANDBOX_UNAVAILABLE", "the Python worker"),
     "engine": ("ENGINE_UNAVAILABLE", "the engine worker"),
@@ -95,15 +96,25 @@ def spawn(
 
 def ready(kind: str, process: WorkerProcess, wait_s: float) -> dict[str, Any]:
     """Wait for ``process``'s ready message (what its confinement achieved); kill it and say so if none comes."""
-    with worker_failures(gone=lambda exc: unavailable(kind, process, exc)):
+    with worker_failures(gone=lambda exc: unavailable(kind, process, exc, wait_s)):
         return process.wait_ready(wait_s)
 
 
-def unavailable(kind: str, process: WorkerProcess, exc: BaseException) -> ToolFailure:
-    """A worker that did not start: killed, and the error naming it (with what it printed)."""
+def unavailable(kind: str, process: WorkerProcess, exc: BaseException, wait_s: float = 0.0) -> ToolFailure:
+    """A worker that did not start: killed, and the error naming it (with what it printed). One still starting at its
+    own bound (``start_timeout_s``) is WORKER_START_TIMEOUT: a busy machine, not the request — retry."""
     output = process.last_output()
     process.kill()
     code, what = _UNAVAILABLE[kind]
+    if isinstance(exc, TimeoutError):
+        setting = "sandbox" if kind == "sandbox" else "engine"
+        return ToolFailure(
+            ErrorType.TIMEOUT,
+            START_TIMEOUT,
+            f"{what} was still starting after {wait_s:g} s (the call's own timeout was not spent on it)",
+            f"retry: the machine is busy and the next start may be quicker; the operator can raise "
+            f"{setting}.start_timeout_s",
+        )
     return ToolFailure(
         ErrorType.DEPENDENCY_ERROR,
         code,

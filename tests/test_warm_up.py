@@ -1,0 +1,265 @@
+"""Issue 65 item 2: the first call never waits behind warm-up, and a call's timeout measures the call's work.
+
+Unit tests of the pieces, in-process: the pool gives a call the spare still warming (raised to normal priority, never
+killed and restarted) and counts the wait for its start apart from the call's work; the engine worker's warm-up stops
+at the module in progress when an operation comes; the runner's deadline moves on while a worker starts; the hints of
+a timeout tell which of the two it was and how the limit is raised; the spare's CPU priority is lowered and raised
+again (its autogroup, where the kernel has them). Sequenced by events, not by the clock.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from ba_mcp.errors import ErrorType
+from ba_mcp.pipeline.runner import _timeout_failure, timeout_hint, within
+from ba_mcp.settings import SandboxSettings
+from ba_mcp.tool import Tool, ToolContext, ToolParams
+from ba_mcp.workers import priority
+from ba_mcp.workers.pool import Handle, WorkerPool
+from ba_mcp.workers.process import remove_cgroups
+from ba_mcp.workers.spawn import START_TIMEOUT, unavailable
+
+
+def _autogroup_nice(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/autogroup", encoding="ascii") as f:
+            return int(f.read().split()[-1])
+    except (OSError, ValueError):
+        return None
+
+
+@pytest.fixture
+def sleeper() -> Iterator[subprocess.Popen[bytes]]:
+    """A real process in a session of its own, as a worker's shim is (what the priority levers act on)."""
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True)
+    try:
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait()
+        remove_cgroups([proc.pid], wait_s=1)
+
+
+class _Process:
+    """What the pool asks of a worker process, over a real idle process (its priority is really set)."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        self.proc, self.pid = proc, proc.pid
+        self.started = threading.Event()  # its start-up is over (the ready message)
+        self.killed = False
+
+    def alive(self) -> bool:
+        return not self.killed
+
+    def kill(self) -> None:
+        self.killed = True
+
+    def rss_mb(self) -> float:
+        return 0.0
+
+
+class _Pool(WorkerPool):
+    kind = "test"
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        super().__init__(SandboxSettings(spare_workers=1, max_workers=4))
+        self.proc = proc
+        self.made: list[tuple[Handle, bool]] = []
+        self.waiting = threading.Event()  # a call is waiting for a worker's start
+
+    def _make(self, spare: bool) -> Handle:
+        handle = Handle(_Process(self.proc))  # type: ignore[arg-type]
+        self.made.append((handle, spare))
+        return handle
+
+    def _ready(self, handle: Handle) -> Handle:
+        self.waiting.set()
+        assert handle.process.started.wait(30)  # type: ignore[attr-defined]
+        return handle
+
+    def prestart(self) -> None:  # the spare again after a claim: not wanted here
+        if not self.made:
+            super().prestart()
+
+
+def test_a_call_takes_the_spare_still_warming_at_normal_priority_and_its_start_is_not_its_time(
+    sleeper: subprocess.Popen[bytes],
+) -> None:
+    pool = _Pool(sleeper)
+    pool.prestart()
+    [(spare, was_spare)] = pool.made
+    assert was_spare and _autogroup_nice(sleeper.pid) in (None, priority.LOW_NICE)
+    ctx = ToolContext(session="s", timeout=5)
+    got: dict[str, Any] = {}
+    call = threading.Thread(target=lambda: got.update(zip(("handle", "fresh"), pool.acquire("s", 5, ctx), strict=True)))
+    call.start()
+    assert pool.waiting.wait(30)  # the call waits for the spare's start, which still runs ...
+    assert len(pool.made) == 1  # ... the spare itself: not killed, no second worker started
+    assert _autogroup_nice(sleeper.pid) in (None, 0)  # raised to normal: the call's now
+    assert ctx.not_counted() > 0  # the wait is the start's, not the call's work
+    spare.process.started.set()  # type: ignore[attr-defined]
+    call.join(30)
+    assert got == {"handle": spare, "fresh": True}
+    assert ctx.start_s > 0 and not spare.process.killed  # type: ignore[attr-defined]
+
+
+def test_the_spare_is_lowered_and_raised_again_by_its_autogroup(sleeper: subprocess.Popen[bytes]) -> None:
+    if _autogroup_nice(sleeper.pid) is None:
+        pytest.skip("this kernel has no autogroups (the cgroup weight and nice levers apply instead)")
+    priority.lower(sleeper.pid)
+    assert _autogroup_nice(sleeper.pid) == priority.LOW_NICE
+    priority.restore(sleeper.pid)
+    assert _autogroup_nice(sleeper.pid) == 0
+
+
+def test_the_engine_warm_up_stops_at_the_module_in_progress_when_an_operation_comes(tmp_path: Path) -> None:
+    """The first operation waits for the one module being imported, never for the rest of the list."""
+    from ba_mcp.worker.engine import _import_quietly, serve
+    from sandbox import protocol
+
+    package = tmp_path / "warmpkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "gate.py").write_text("import threading\nentered = threading.Event()\nrelease = threading.Event()\n")
+    (package / "slow.py").write_text("from warmpkg import gate\ngate.entered.set()\ngate.release.wait(30)\n")
+    (package / "later.py").write_text("")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        from warmpkg import gate  # type: ignore[import-not-found]
+
+        class Target:
+            busy = False
+
+            def __init__(self) -> None:
+                self.warm_stop = threading.Event()
+                self.warming = threading.Thread(
+                    target=_import_quietly, args=(["warmpkg.slow", "warmpkg.later"], self.warm_stop), daemon=True
+                )
+                self.warming.start()
+
+            def op_ping(self, message: dict[str, Any], fds: list[int]) -> tuple[dict[str, Any], list[int]]:
+                return {"op": "pong", "later": "warmpkg.later" in sys.modules}, []
+
+        target = Target()
+        assert gate.entered.wait(30)  # the warm-up is inside its first module
+        ours, theirs = socket.socketpair()
+        worker = threading.Thread(target=serve, args=(target, theirs, {}), daemon=True)
+        worker.start()
+        protocol.send(ours, {"op": "ping"}, [])
+        assert target.warm_stop.wait(30)  # the operation asked the warm-up to stop ...
+        gate.release.set()  # ... and waits only for the module in progress
+        reply, _ = protocol.recv(ours)
+        assert reply == {"op": "pong", "later": False}  # the rest of the list was never imported
+        ours.close()
+        worker.join(30)
+        theirs.close()
+    finally:
+        sys.path.remove(str(tmp_path))
+        for name in [m for m in sys.modules if m.startswith("warmpkg")]:
+            del sys.modules[name]
+
+
+@pytest.mark.anyio
+async def test_the_calls_deadline_moves_on_while_its_worker_starts() -> None:
+    """A start longer than the whole timeout does not time the call out; the same wait as the call's work does."""
+    ctx = ToolContext(session="s", timeout=0.05)
+    start_over = threading.Event()
+
+    def starting_then_working() -> str:
+        with ctx.worker_start():
+            # the start outlasts the call's deadline several times over; released once the deadline has passed
+            assert not start_over.wait(0.3)
+        return "answered"
+
+    assert await within(0.05, ctx, lambda: anyio.to_thread.run_sync(starting_then_working)) == "answered"
+    assert ctx.start_s >= 0.3
+
+    plain = ToolContext(session="s", timeout=0.05)
+    with pytest.raises(TimeoutError):
+        await within(0.05, plain, lambda: anyio.to_thread.run_sync(start_over.wait, 0.3, abandon_on_cancel=True))
+
+
+class _WithTimeout(ToolParams):
+    timeout: float | None = None
+
+
+class _TakesTimeout(Tool):
+    name, title, description = "takes_timeout", "T", "a tool with a timeout argument"
+    Params = _WithTimeout
+
+
+class _NoTimeout(Tool):
+    name, title, description = "file_reader", "F", "a tool without one"
+    Params = ToolParams
+
+
+def test_a_timeout_of_the_work_says_how_long_it_ran_and_how_to_raise_the_limit() -> None:
+    failure = _timeout_failure(_TakesTimeout(), 30)
+    assert failure.type is ErrorType.TIMEOUT and "work ran 30 s" in failure.message
+    ceiling = _TakesTimeout.settings.max_timeout_s
+    assert (
+        timeout_hint(_TakesTimeout(), 30, failure.hint)
+        == f"narrow the request, or pass timeout (seconds) up to {ceiling:g}"
+    )
+    plain = _timeout_failure(_NoTimeout(), 30)
+    hint = timeout_hint(_NoTimeout(), 30, plain.hint)
+    assert "takes no timeout argument" in hint and "tools.file_reader.timeout_s" in hint
+
+
+def test_a_worker_still_starting_at_its_bound_says_retry_not_narrow() -> None:
+    class Starting:
+        def last_output(self) -> str:
+            return ""
+
+        def kill(self) -> None:
+            pass
+
+    failure = unavailable("engine", Starting(), TimeoutError(), 60)  # type: ignore[arg-type]
+    assert failure.type is ErrorType.TIMEOUT and failure.code == START_TIMEOUT
+    assert "still starting after 60 s" in failure.message
+    hint = timeout_hint(_TakesTimeout(), None, failure.hint, failure.code)
+    assert hint.startswith("retry") and "engine.start_timeout_s" in hint and "narrow" not in hint
+    assert "pass timeout" not in hint  # a longer call timeout would not have helped
+
+
+class _Starts(Tool):
+    """Waits for its worker to start (longer than its whole timeout), then works until it is stopped."""
+
+    name, title, description = "starts", "Starts", "a start longer than the timeout, then work past it"
+    Params = _WithTimeout
+
+    def __init__(self) -> None:
+        self.working = threading.Event()
+
+    def execute(self, params: _WithTimeout, ctx: ToolContext) -> Any:
+        with ctx.worker_start():
+            assert not ctx.cancelled.wait(0.4)  # the deadline (0.1 s) moved on: not cancelled while starting
+        self.working.set()
+        ctx.cancelled.wait(30)
+        raise TimeoutError
+
+
+@pytest.mark.anyio
+async def test_a_call_whose_work_times_out_after_a_slow_start_says_both(tmp_path: Path) -> None:
+    from mcp import Client
+
+    from tests.conftest import text_of
+    from tests.test_runner import make_server
+
+    tool = _Starts()
+    async with Client(make_server(tmp_path, [tool])) as client:
+        result = await client.call_tool("starts", {"timeout": 0.1})
+    text = text_of(result)
+    assert tool.working.is_set() and result.is_error and "Error Type: timeout" in text
+    assert "work ran 0.1 s, its timeout" in text and "s its worker took to start, not counted" in text, text
+    assert "narrow the request, or pass timeout (seconds) up to" in text
