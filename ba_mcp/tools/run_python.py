@@ -602,7 +602,6 @@ ANALYST_LIBRARIES = (
     "xlrd",
     "xlsxwriter",
     "holidays",
-    "pymc_marketing",
 )
 
 
