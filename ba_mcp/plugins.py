@@ -31,7 +31,7 @@ from __future__ import annotations
 import importlib
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 
@@ -84,11 +84,18 @@ def installed() -> dict[str, list[EntryPoint]]:
 
 def enable(names: Sequence[str]) -> Loaded:
     """Load the plug-ins ``names`` (the operator's ``plugins:``) into the registry's tables; every other installed
-    one is listed, not loaded. Loading the same plug-ins again (a second configuration in one process) changes
-    nothing. A plug-in is loaded whole or not at all: the first entry point that fails makes it unavailable, with
-    the reason, and none of its entry points is registered."""
+    one is listed, not loaded. The tables hold the plug-ins of the configuration loaded last (a process serves one
+    configuration; a second one loaded in it — a test's, an embedder's — takes out the plug-ins it does not name).
+    A plug-in is loaded whole or not at all: the first entry point that fails makes it unavailable, with the
+    reason, and none of its entry points is registered."""
     wanted = [normalize(n) for n in names]
     available = installed()
+    for engine in registry.engines():
+        if engine.plugin:
+            registry.unregister(engine.kind)
+    for tool in registry.tool_names():
+        if (info := registry.tool_info(tool)) is not None and info.plugin:
+            registry.unregister_tool(tool)
     plugins: list[Plugin] = []
     folders: list[Path] = []
     for name in sorted(set(available) | set(wanted)):
@@ -104,7 +111,7 @@ def enable(names: Sequence[str]) -> Loaded:
             plugins.append(Plugin(name, version, provides, False))
             continue
         try:
-            engines, tools, skills = _load(eps)
+            engines, tools, skills = _load(name, eps)
         except Exception as exc:  # whatever a package's import raises: that plug-in only is unavailable
             plugins.append(Plugin(name, version, provides, True, _reason(exc)))
             continue
@@ -124,24 +131,26 @@ class PluginError(Exception):
 _WHAT = {ENGINES: "engine", TOOLS: "tool", SKILLS: "skills"}
 
 
-def _load(eps: Iterable[EntryPoint]) -> tuple[list[registry.EngineInfo], list[registry.ToolInfo], list[Path]]:
-    """Every entry point of one plug-in, imported and checked (nothing registered yet)."""
+def _load(
+    plugin: str, eps: Iterable[EntryPoint]
+) -> tuple[list[registry.EngineInfo], list[registry.ToolInfo], list[Path]]:
+    """Every entry point of the plug-in ``plugin``, imported and checked (nothing registered yet): its engines and
+    tools marked as its own."""
     engines: list[registry.EngineInfo] = []
     tools: list[registry.ToolInfo] = []
     skills: list[Path] = []
-    known_engines = {e.kind: e for e in registry.engines()}
     for ep in eps:
         where = f"{ep.group} entry point {ep.name!r} ({ep.value})"
         obj = ep.load()
         if ep.group == ENGINES:
             if not isinstance(obj, registry.EngineInfo) or obj.kind != ep.name:
                 raise PluginError(f"{where} is not a registry.EngineInfo of kind {ep.name!r}")
-            if known_engines.get(obj.kind, obj) != obj:
+            if obj.kind in {e.kind for e in registry.engines()}:
                 raise PluginError(f"{where}: an engine of kind {obj.kind!r} is already served")
             engine = getattr(importlib.import_module(obj.module), "ENGINE", None)
             if engine is None or not callable(getattr(engine, "database", None)):
                 raise PluginError(f"{where}: its module {obj.module} has no ENGINE (a ConnectedEngine)")
-            engines.append(obj)
+            engines.append(replace(obj, plugin=plugin))
         elif ep.group == TOOLS:
             needs = ("Params", "Settings", "build", "execute")
             if (
@@ -150,10 +159,9 @@ def _load(eps: Iterable[EntryPoint]) -> tuple[list[registry.EngineInfo], list[re
                 or not all(hasattr(obj, a) for a in needs)
             ):
                 raise PluginError(f"{where} is not a Tool class named {ep.name!r}")
-            info = registry.ToolInfo(ep.name, ep.value)
-            if ep.name in registry.tool_names() and registry.tool_info(ep.name) != info:
+            if ep.name in registry.tool_names():
                 raise PluginError(f"{where}: a tool named {ep.name!r} is already served")
-            tools.append(info)
+            tools.append(registry.ToolInfo(ep.name, ep.value, plugin))
         else:
             if not isinstance(obj, str | Path) or not Path(obj).is_dir():
                 raise PluginError(f"{where} is not a folder of skills")

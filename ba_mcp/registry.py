@@ -51,6 +51,7 @@ class EngineInfo:
     # its database is a file or a folder on this machine, named by its URL's path (``local_path``; its engine a
     # ``databases.connector.LocalEngine``): a project's file judges the path, not the URL's shape
     files: bool = False
+    plugin: str = ""  # the installed package it came from ('' : ba-mcp's own, or an embedder's; ``plugins.py``)
 
 
 _ENGINES: dict[str, EngineInfo] = {}
@@ -60,6 +61,7 @@ _ENGINES: dict[str, EngineInfo] = {}
 class ToolInfo:
     name: str  # the tool's name: in tools/list, and its settings' section (tools.<name>)
     tool: str  # where its class lives: "module:Class"
+    plugin: str = ""  # the installed package it came from ('' : ba-mcp's own; ``plugins.py``)
 
 
 _TOOLS: dict[str, ToolInfo] = {}

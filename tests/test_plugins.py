@@ -73,6 +73,12 @@ def test_an_enabled_plugin_adds_its_engine_tool_and_skills_to_the_same_tables(
     assert registry.tool_names().count("business_days") == 1
     assert settings.tool("business_days").holidays == [dt.date(2026, 12, 25)]  # type: ignore[attr-defined]
     assert any((p / "month-end-calendar" / "SKILL.md").is_file() for p in settings.skills.paths)
+    assert registry.tool_info("business_days") == registry.ToolInfo(
+        "business_days", "ba_mcp_example.business_days:BusinessDays", EXAMPLE
+    )
+    again = load_settings(workspace=tmp_path / "ws", environ={})  # a configuration naming none: its tables hold none
+    assert "business_days" not in registry.tool_names() and again.skills.paths == []
+    assert "filedir" not in {e.kind for e in registry.engines()}
 
 
 def test_an_installed_plugin_not_enabled_loads_nothing(tmp_path: Path, clean_registry: None) -> None:
