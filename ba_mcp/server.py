@@ -1,8 +1,9 @@
 """build_server(app) -> the MCP server: the SDK adapter only.
 
-The App is built first (``app.App``); this module adapts it to the SDK: every tool is registered as a
-``PipelineTool`` (the SDK lists it with the schema of the tool's parameter model, and each call goes
-straight to ``Runner.call`` so validation, levels, artifacts and errors are ours, in one format), the
+The App is built first (``app.App``); this module adapts it to the SDK: tools/list and tools/call through the SDK's
+low-level handlers (``ToolHandlers``: the listing of ``listing`` within its budget, the views' parts, unknown names;
+each call straight to ``Runner.call`` so validation, levels, artifacts and errors are ours, in one format), who is
+calling derived once per request (``_SessionMiddleware``, which otherwise only observes: the rate limit), the
 resources and completions of ``resources.register``, the skills' resources, prompts and extension
 (``skills.mcp``), ``logging/setLevel``, the lifespan's background
 work, and — in ``SdkInternals``, the one place that touches them — the SDK's private attributes.
@@ -12,12 +13,11 @@ from __future__ import annotations
 
 import base64
 import collections
-import functools
 import logging
 import sys
 import time
 import warnings
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any, cast
 
@@ -26,27 +26,29 @@ import anyio.to_thread
 from mcp import MCPDeprecationWarning
 from mcp.server import MCPServer
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
-from mcp.server.mcpserver.tools.base import Tool as SdkTool
-from mcp.server.mcpserver.utilities.func_metadata import func_metadata
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 from mcp.types import (
     INVALID_REQUEST,
     PARSE_ERROR,
+    CallToolRequestParams,
     CallToolResult,
     EmptyResult,
     ErrorData,
     ImageContent,
     JSONRPCError,
+    ListResourcesResult,
     ListToolsResult,
+    LoggingLevel,
+    PaginatedRequestParams,
     ResourceLink,
     SetLevelRequestParams,
     TextContent,
-    ToolAnnotations,
 )
-from pydantic import ConfigDict, ValidationError
+from mcp.types import Tool as McpTool
+from pydantic import ValidationError
 
-from ba_mcp import callers, resources, views
+from ba_mcp import callers, listing, resources, views
 from ba_mcp.app import App
 from ba_mcp.auth import principal_key
 from ba_mcp.errors import Code, ErrorType, ToolFailure, format_error
@@ -56,7 +58,6 @@ from ba_mcp.pipeline.sessions import http_session_key, session_key
 from ba_mcp.skills import mcp as skills_mcp
 from ba_mcp.skills.mcp import SkillsExtension
 from ba_mcp.stdio import loop_streams
-from ba_mcp.tool import Tool
 from ba_mcp.tools.use_skill import UseSkill
 from ba_mcp.version import __version__
 
@@ -113,196 +114,72 @@ def instructions(app: App) -> str:
 _LOG_LEVELS = ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"]
 
 
-OUTPUT_SCHEMA = {
-    "type": "object",
-    "properties": {"text": {"type": "string", "description": "the observation, as the model reads it"}},
-    "required": ["text"],
-    "additionalProperties": True,
-}
-
-
-class PipelineTool(SdkTool):
-    """An SDK tool whose calls go through the ba-mcp pipeline instead of the SDK's argument handling."""
-
-    model_config = ConfigDict(arbitrary_types_allowed=True)
-    spec: Any = None
-    declared_output: dict[str, Any] | None = None
-
-    @property
-    def output_schema(self) -> dict[str, Any] | None:  # type: ignore[override]
-        return self.declared_output
-
-    @classmethod
-    def wrap(cls, tool: Tool, structured: bool = False) -> PipelineTool:
-        # destructive/idempotent hints mean something only for tools that write (MCP spec); the title is the tool's
-        annotations = ToolAnnotations(
-            read_only_hint=tool.policy.read_only,
-            destructive_hint=None if tool.policy.read_only else False,
-            idempotent_hint=None if tool.policy.read_only or not tool.policy.idempotent else True,  # false: the default
-            open_world_hint=tool.policy.open_world,
-        )
-        return cls(
-            fn=_unused,
-            name=tool.name,
-            title=tool.title,
-            description=tool.description,
-            parameters=compact_schema(tool.Params.model_json_schema()),
-            fn_metadata=_unused_metadata(),
-            is_async=True,
-            context_kwarg=None,
-            annotations=annotations,
-            spec=tool,
-            declared_output=OUTPUT_SCHEMA if structured else None,
-        )
-
-    async def run(self, arguments: dict[str, Any], context: Any, convert_result: bool = False) -> Any:
-        app: App = context.request_context.lifespan_context
-        key = request_key(context.request_context.request)
-
-        async def notify(level: str, message: str) -> None:
-            """A log message to the client, at or above the level it chose with logging/setLevel."""
-            if _LOG_LEVELS.index(level) >= _LOG_LEVELS.index(app.sessions(key).log_level):
-                with warnings.catch_warnings():  # deprecated only in the 2026-07-28 era; hosts still use it
-                    warnings.simplefilter("ignore", MCPDeprecationWarning)
-                    await context.session.send_log_message(level, message, logger="ba-mcp")
-
-        outcome = await app.runner.call(self.spec, arguments, key, progress=context.report_progress, notify=notify)
-        return call_result(outcome, app.settings.observation.structured_content, views.supports(context))
-
-
-async def _unused() -> None:  # the SDK wants a function; PipelineTool.run replaces its use
-    return None
-
-
-@functools.cache
-def _unused_metadata() -> Any:
-    """The SDK's analysis of ``_unused``, made once for every tool (a pydantic model each time: ~1 ms)."""
-    return func_metadata(_unused, structured_output=False)
-
-
-def compact_schema(schema: dict[str, Any]) -> dict[str, Any]:
-    """A parameter schema as the model needs it: no generated titles, ``X | None = None`` as plain ``X``
-    (omitting it means None), no ``"default": null``, no ``"type"`` beside an ``enum`` of strings, and no limits a
-    model never nears (a text's ``minLength: 1`` and ``maxLength`` of 1,000 or more, a ``maximum`` of a million
-    or more, an integer's ``minimum`` of 0 or 1, ``exclusiveMinimum: 0``, ``minItems: 1``) — the server's
-    validation still enforces every one of them (``Runner``: the Params model)."""
-
-    def simplify(node: Any) -> Any:
-        if isinstance(node, list):
-            return [simplify(n) for n in node]
-        if not isinstance(node, dict):
-            return node
-        node = {k: simplify(v) for k, v in node.items() if k != "title"}
-        options = node.get("anyOf")
-        if isinstance(options, list) and {"type": "null"} in options:
-            rest = [o for o in options if o != {"type": "null"}]
-            node.pop("anyOf")
-            if len(rest) == 1:
-                node = {**rest[0], **node}
-            else:
-                node["anyOf"] = rest
-            if node.get("default", 0) is None:
-                node.pop("default")
-        if node.get("type") == "string" and all(isinstance(v, str) for v in node.get("enum") or [0]):
-            node.pop("type")
-        if node.get("minLength") == 1:
-            node.pop("minLength")
-        if node.get("maxLength", 0) >= 1000:
-            node.pop("maxLength")
-        if node.get("maximum", 0) >= 1_000_000:
-            node.pop("maximum")
-        if node.get("minimum") in (0, 1) and node.get("type") == "integer":
-            node.pop("minimum")  # a count, an index: no model sends a negative one
-        if node.get("exclusiveMinimum") == 0:
-            node.pop("exclusiveMinimum")  # a duration: more than zero goes without saying
-        if node.get("minItems") == 1:
-            node.pop("minItems")
-        if "default" in node and node["default"] in ("", False, 0, []) and node["default"] is not None:
-            node.pop("default")  # a text's, a flag's, a count's zero: what a model assumes unsaid
-        if node.get("type") == "object" and node.get("additionalProperties") is True:
-            node.pop("additionalProperties")  # what JSON Schema assumes
-        return node
-
-    out: dict[str, Any] = simplify(schema)
-    return out
-
-
-class _UnknownToolMiddleware:
-    """Unknown tool names get the ba-mcp error format instead of the SDK's bare text."""
-
-    def __init__(self, names: Iterable[str], structured: bool = False, audit: AuditLog | None = None) -> None:
-        self.names = frozenset(names)
-        self.structured = structured
-        self.audit = audit  # a call of a tool that does not exist is a refused request in the audit trail
-
-    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-        if ctx.method == "tools/call" and isinstance(ctx.params, Mapping):
-            name = ctx.params.get("name")
-            if isinstance(name, str) and name not in self.names:
-                if self.audit is not None:
-                    said = f"there is no tool named {name[:80]!r}"
-                    who = callers.principal()
-                    self.audit.refused(Code.UNKNOWN_TOOL, said, who=who, method=ctx.method, tool=name[:80])
-                failure = ToolFailure(
-                    ErrorType.NOT_FOUND,
-                    Code.UNKNOWN_TOOL,
-                    f"there is no tool named '{name[:80]}'",
-                    "available tools: " + ", ".join(sorted(self.names)),
-                )
-                return error_result("ba-mcp", failure, self.structured)
-        return await call_next(ctx)
-
-
-class _ListingBudgetMiddleware:
-    """tools/list within ``tools_list_budget_tokens`` (cl100k tokens of everything the model sees of the tools):
-    every tool's definition is what it is, and the skill catalog in use_skill's description gives way — skills that
-    no longer fit are listed by name only (use_skill returns their description). A tool added (an embedding
-    application's, the next built-in one) is paid for by the catalog, never by an over-long listing; the fit is
-    computed once per set of tools listed, counted as the wire carries the listing."""
+class ToolHandlers:
+    """``tools/list`` and ``tools/call``, served by the SDK's low-level handlers for them (``Server(on_list_tools=…,
+    on_call_tool=…)``, registered in ``build_server``) — everything the wire says of the tools in one place: each
+    tool's definition within the budget (``listing``: built-in, an embedder's or a plug-in's, read from the App's
+    tools), the views' ``_meta.ui`` and ``view_rows`` for a host that renders views (``views``), an unknown name in
+    the ba-mcp error format (and in the audit trail), and each call handed to ``Runner.call`` with the principal
+    the request is served for (``callers.principal()``, derived once per request by ``_SessionMiddleware``)."""
 
     def __init__(self, app: App) -> None:
         self.app = app
-        self._fitted: dict[tuple[str, ...], str] = {}
+        self.tools = dict(app.tools)
+        self.structured = app.settings.observation.structured_content
+        self.views = views.Views(app, list(self.tools.values()))
+        self._listing: list[McpTool] | None = None
 
-    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-        result = await call_next(ctx)
-        use_skill = self.app.tools.get("use_skill")
-        if ctx.method != "tools/list" or not isinstance(use_skill, UseSkill):
-            return result
-        listed = result if isinstance(result, ListToolsResult) else ListToolsResult.model_validate(result)
-        names = tuple(t.name for t in listed.tools)
-        if names not in self._fitted:
-            self._fitted[names] = await anyio.to_thread.run_sync(self._fit, listed, use_skill)
-        description = self._fitted[names]
-        tools = [
-            t.model_copy(update={"description": description}) if t.name == "use_skill" else t for t in listed.tools
-        ]
-        return listed.model_copy(update={"tools": tools})
+    def listing(self) -> list[McpTool]:
+        """The model's tools/list, fitted to ``tools_list_budget_tokens`` once (the tools are fixed when built)."""
+        if self._listing is None:
+            use_skill = self.tools.get("use_skill")
+            fitted = listing.fit(
+                listing.definitions(list(self.tools.values()), self.structured),
+                self.app.settings.tools_list_budget_tokens,
+                self.app.tokens.raw_tokens,
+                use_skill if isinstance(use_skill, UseSkill) else None,
+            )
+            self._listing = [McpTool.model_validate(d) for d in fitted]
+        return self._listing
 
-    def _fit(self, listed: ListToolsResult, use_skill: UseSkill) -> str:
-        import json
+    async def list_tools(self, ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams | None) -> Any:
+        tools = self._listing if self._listing is not None else await anyio.to_thread.run_sync(self.listing)
+        if self.views and views.supports(ctx):  # app-only view_rows: outside the model's listing and its budget
+            tools = self.views.tools(tools)
+        return ListToolsResult(tools=tools)
 
-        budget = self.app.settings.tools_list_budget_tokens
+    async def call_tool(self, ctx: ServerRequestContext[Any, Any], params: CallToolRequestParams) -> Any:
+        arguments = dict(params.arguments or {})
+        if params.name == views.ROWS_TOOL and self.views and views.supports(ctx):
+            return await self.views.rows(arguments)
+        tool = self.tools.get(params.name)
+        who = callers.principal()
+        if tool is None:
+            return self.unknown(params.name, who)
+        log_level = self.app.sessions(who.key).log_level
 
-        def cost(description: str) -> int:
-            tools = [
-                (t.model_copy(update={"description": description}) if t.name == "use_skill" else t).model_dump(
-                    mode="json", by_alias=True, exclude_none=True
-                )
-                for t in listed.tools
-            ]
-            return self.app.tokens.raw_tokens(json.dumps(tools, ensure_ascii=False))
+        async def notify(level: str, message: str) -> None:
+            """A log message to the client, at or above the level it chose with logging/setLevel."""
+            if _LOG_LEVELS.index(level) >= _LOG_LEVELS.index(log_level):
+                with warnings.catch_warnings():  # deprecated only in the 2026-07-28 era; hosts still use it
+                    warnings.simplefilter("ignore", MCPDeprecationWarning)
+                    await ctx.session.send_log_message(cast("LoggingLevel", level), message, logger="ba-mcp")
 
-        description = use_skill.description
-        over = cost(description) - budget
-        room = use_skill.catalog_budget
-        while over > 0 and room > 0:  # the catalog's own estimate is cautious: a few rounds at most
-            room = max(0, room - over)
-            description = use_skill.describe(room)
-            over = cost(description) - budget
-        if over > 0:
-            log.warning("tools/list is %d cl100k tokens over tools_list_budget_tokens with no skill catalog", over)
-        return description
+        progress = ctx.session.report_progress
+        outcome = await self.app.runner.call(tool, arguments, who, progress=progress, notify=notify)
+        return call_result(outcome, self.structured, views.supports(ctx))
+
+    def unknown(self, name: str, who: callers.Principal) -> CallToolResult:
+        """A call of a tool that does not exist: the ba-mcp error format, and a refused request in the audit trail."""
+        said = f"there is no tool named {name[:80]!r}"
+        self.app.audit.refused(Code.UNKNOWN_TOOL, said, who=who, method="tools/call", tool=name[:80])
+        failure = ToolFailure(
+            ErrorType.NOT_FOUND,
+            Code.UNKNOWN_TOOL,
+            f"there is no tool named '{name[:80]}'",
+            "available tools: " + ", ".join(sorted(self.tools)),
+        )
+        return error_result("ba-mcp", failure, self.structured)
 
 
 def public_url_security(audience: str, host: str) -> Any:
@@ -321,32 +198,26 @@ def public_url_security(audience: str, host: str) -> Any:
 
 
 def request_principal(request: Any) -> callers.Principal:
-    """Who a request is served for (S-19, S-20): its bearer token's principal when the server authenticates, else the
-    local operator under the request's session key. Derived once per request, by the session middleware."""
-    key = request_key(request)
-    scope = getattr(request, "scope", None) if request is not None else None
-    token = getattr(scope.get("user"), "access_token", None) if isinstance(scope, dict) else None
-    if token is not None and token.subject:
-        return callers.from_claims(key, token.claims or {}, str(token.subject))
-    return callers.operator(key)
+    """Who a request is served for (S-19, S-20), derived once per request (by ``_SessionMiddleware``): with
+    ``http.auth``, the principal of the access token the SDK verified (``get_access_token()``: its subject under its
+    issuer — a user's every session shares their artifacts, analyses, code, history and workers); else the local
+    operator, under the request's HTTP session (or stdio's one session)."""
+    from mcp.server.auth.middleware.auth_context import get_access_token
 
-
-def request_key(request: Any) -> str:
-    """Whose work a request is (S-19): the principal of its bearer token when the server authenticates (``http.auth``:
-    a user's every session shares their artifacts, analyses, code, history and workers), else its HTTP session,
-    else stdio's one session."""
-    scope = getattr(request, "scope", None) if request is not None else None
-    token = getattr(scope.get("user"), "access_token", None) if isinstance(scope, dict) else None
+    token = get_access_token()
     if token is not None and token.subject:
-        return principal_key(str((token.claims or {}).get("iss", "")), str(token.subject))
-    return session_key(getattr(request, "headers", None) if request is not None else None)
+        claims = token.claims or {}
+        key = principal_key(str(claims.get("iss", "")), str(token.subject))
+        return callers.from_claims(key, claims, str(token.subject))
+    return callers.operator(session_key(getattr(request, "headers", None) if request is not None else None))
 
 
 class _SessionMiddleware:
-    """Every request is served for the client session — with ``http.auth``, the user — it came from
-    (``ba_mcp.callers``): the stores answer each with its own artifacts and code, whatever handler reads them —
-    tools, resources, completions. Over HTTP each may send ``http.requests_per_minute`` requests a minute; beyond,
-    a request is refused until the minute has room (and the refusal is in the audit trail)."""
+    """Who is calling, derived once per request (``request_principal``) and served for (``ba_mcp.callers``: the
+    stores answer each with its own artifacts and code, whatever handler reads them — tools, resources,
+    completions; the tools' handler hands it to the runner as data). Otherwise it only observes: over HTTP each
+    principal may send ``http.requests_per_minute`` requests a minute; beyond, a request is refused until the
+    minute has room (and the refusal is in the audit trail). It rewrites no request and answers none."""
 
     def __init__(self, per_minute: int, audit: AuditLog) -> None:
         self.per_minute = per_minute
@@ -386,7 +257,8 @@ class _SessionMiddleware:
 
 class SdkInternals:
     """The one place that uses private parts of the MCP SDK (mcp 2.3), each because no public hook
-    exists: the low-level server (for ``logging/setLevel`` and serving stdio), the stdio transport's claim of
+    exists: the low-level server MCPServer builds (its public ``add_request_handler`` for tools/list, tools/call,
+    resources/list and ``logging/setLevel``; serving stdio), the stdio transport's claim of
     fd 0 and 1 (for the streams served on the event loop, ``ba_mcp.stdio``) and the HTTP session
     manager's ``_discard_session`` (to end a session's Python worker with the session).
     ``tests/test_sdk_internals.py`` fails loudly when the SDK changes them."""
@@ -442,11 +314,20 @@ class BaServer(MCPServer[App]):
     initialize_answered: anyio.Event | None = None  # stdio: set by the first message after ``initialize``
 
     async def read_resource(self, uri: Any, context: Any = None) -> Any:
-        request = context.request_context.request if context is not None else None
-        special = await resources.read_special(self.app, str(uri), request_key(request))
+        shown = views.page(str(uri)) if context is not None and views.supports(context) else None
+        if shown is not None:  # a view, to a host that renders views
+            return [shown]
+        special = await resources.read_special(self.app, str(uri), callers.current())
         if special is not None:
             return special
         return await super().read_resource(uri, context)
+
+    async def list_resources_for(
+        self, ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams | None
+    ) -> Any:
+        """resources/list: the server's resources, and the views to a host that renders them."""
+        listed = await self.list_resources()
+        return ListResourcesResult(resources=[*listed, *(views.resources() if views.supports(ctx) else [])])
 
     def streamable_http_app(self, **kwargs: Any) -> Any:
         """The SDK's HTTP app, plus: when an HTTP session ends (client DELETE, or no request for
@@ -608,21 +489,13 @@ def build_server(app: App) -> BaServer:
             with anyio.CancelScope(shield=True):
                 await app.aclose()
 
-    registered = list(app.tools.values())
-    structured = app.settings.observation.structured_content
     server = BaServer(
         name="ba-mcp",
         title="ba-mcp — business-analysis tools",
         version=__version__,
         instructions=instructions(app),
         lifespan=lifespan,
-        tools=[PipelineTool.wrap(t, structured) for t in registered],
-        middleware=[
-            _SessionMiddleware(app.settings.http.requests_per_minute, app.audit),
-            views.ViewsMiddleware(app, registered),
-            _ListingBudgetMiddleware(app),  # inside the views': what the model sees, before the app-only view tool
-            _UnknownToolMiddleware((t.name for t in registered), structured, app.audit),
-        ],
+        middleware=[_SessionMiddleware(app.settings.http.requests_per_minute, app.audit)],
         log_level=app.settings.log_level,
         extensions=[*([SkillsExtension(app.skills)] if len(app.skills) else []), views.ViewsExtension()],
         **_auth(app),
@@ -630,7 +503,7 @@ def build_server(app: App) -> BaServer:
     server.app = app
     resources.register(server, app)
     skills_mcp.register(server, app.skills, "use_skill" in app.tools)
-    _register_logging(server)
+    _register_handlers(server, ToolHandlers(app))
     return server
 
 
@@ -678,14 +551,22 @@ async def _watch_event_loop(app: App) -> None:
             lag["over_50ms"] += 1
 
 
-def _register_logging(server: BaServer) -> None:
+def _register_handlers(server: BaServer, tools: ToolHandlers) -> None:
+    """The requests the server answers itself, as the SDK's low-level handlers (``Server.add_request_handler``: the
+    documented way for an exact schema, ``_meta`` and ``isError``; MCPServer has no public hook for them): tools/list
+    and tools/call (``ToolHandlers``), resources/list (the views for a host that renders them) and logging/setLevel.
+    No extension intercepts tools/call (``Extension.intercept_tool_call``), so no interceptor is replaced."""
+
     async def set_level(ctx: ServerRequestContext[App, Any], params: SetLevelRequestParams) -> EmptyResult:
         app = ctx.lifespan_context
-        app.sessions(request_key(ctx.request)).log_level = params.level
+        app.sessions(callers.current()).log_level = params.level
         return EmptyResult()
 
-    # The SDK has no public hook for logging/setLevel on MCPServer; the low-level server's is the documented way.
-    SdkInternals.lowlevel(server).add_request_handler("logging/setLevel", SetLevelRequestParams, set_level)
+    lowlevel = SdkInternals.lowlevel(server)
+    lowlevel.add_request_handler("tools/list", PaginatedRequestParams, tools.list_tools)
+    lowlevel.add_request_handler("tools/call", CallToolRequestParams, tools.call_tool)
+    lowlevel.add_request_handler("resources/list", PaginatedRequestParams, server.list_resources_for)
+    lowlevel.add_request_handler("logging/setLevel", SetLevelRequestParams, set_level)
 
 
 # -- MCP results ------------------------------------------------------------------------------------

@@ -146,6 +146,9 @@ class Tool:
     # The MCP Apps view that shows its results to a host that renders views: "table" (a table's pages and chart,
     # figures) or "report" (an analysis's headline and conclusions); None: no view.
     view: ClassVar[str | None] = None
+    # Whether tools/list offers the model ``output_level`` for it: True where a result's size varies with the question
+    # (tables, documents, code's output); every tool accepts it (``ToolParams``), this says only where it is listed.
+    offers_levels: ClassVar[bool] = True
     # The model of its section of the configuration (tools.<name>): ToolSettings, or a subclass with its own keys
     # and defaults (each with a description: that is where they are documented).
     Settings: ClassVar[type[ToolSettings]] = ToolSettings

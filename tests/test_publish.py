@@ -56,7 +56,7 @@ async def app(tmp_path: Path) -> AsyncIterator[App]:
 async def call(app: App, who: callers.Principal, tool: str, **args: Any) -> tuple[bool, str]:
     """One call as the server serves it for ``who``: (failed, the text the model reads)."""
     with callers.acting_as(who.key, who):
-        outcome = await app.runner.call(app.tools[tool], args, who.key)
+        outcome = await app.runner.call(app.tools[tool], args, who)
     if outcome.failure is not None:
         return True, f"{outcome.failure.code}: {outcome.failure.message} ({outcome.failure.hint})"
     assert outcome.observation is not None

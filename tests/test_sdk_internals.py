@@ -8,7 +8,7 @@ import inspect
 from pathlib import Path
 
 from ba_mcp.app import App
-from ba_mcp.server import SdkInternals, build_server
+from ba_mcp.server import SdkInternals, ToolHandlers, build_server
 from ba_mcp.settings import load_settings
 
 
@@ -17,6 +17,9 @@ def test_the_sdk_still_has_what_the_adapter_uses(tmp_path: Path) -> None:
     lowlevel = SdkInternals.lowlevel(server)
     for name in ("add_request_handler", "run", "create_initialization_options"):
         assert callable(getattr(lowlevel, name, None)), name
+    for method in ("tools/list", "tools/call"):  # served by ToolHandlers, not by MCPServer's tool manager
+        entry = lowlevel.get_request_handler(method)
+        assert entry is not None and isinstance(getattr(entry.handler, "__self__", None), ToolHandlers), method
     server.streamable_http_app()  # creates the session manager
     manager = lowlevel._session_manager
     assert callable(manager._discard_session)  # wrapped by BaServer.streamable_http_app

@@ -215,7 +215,7 @@ async def test_a_call_its_client_cancels_is_still_recorded(tmp_path: Path) -> No
     code = "import time\nmarker = 'bob-was-here'\ntime.sleep(30)"
     try:
         with callers.acting_as(bob.key, bob), anyio.move_on_after(4) as scope:
-            await app.runner.call(app.tools["run_python"], {"code": code}, bob.key)
+            await app.runner.call(app.tools["run_python"], {"code": code}, bob)
         assert scope.cancelled_caught
         app.runner.settle()
     finally:
@@ -496,7 +496,7 @@ async def team_app(tmp_path: Path) -> AsyncIterator[App]:
 
 async def _call(app: App, who: callers.Principal, tool: str, **args: Any) -> tuple[bool, str]:
     with callers.acting_as(who.key, who):
-        outcome = await app.runner.call(app.tools[tool], args, who.key)
+        outcome = await app.runner.call(app.tools[tool], args, who)
     if outcome.failure is not None:
         return True, f"{outcome.failure.code}: {outcome.failure.message} ({outcome.failure.hint})"
     assert outcome.observation is not None

@@ -111,16 +111,22 @@ class Runner:
         self.unsettled: list[Callable[[], None]] = []
 
     async def call(
-        self, tool: Tool, arguments: dict[str, Any], session: str, progress: Any = None, notify: Notify | None = None
+        self,
+        tool: Tool,
+        arguments: dict[str, Any],
+        who: callers.Principal,
+        progress: Any = None,
+        notify: Notify | None = None,
     ) -> CallOutcome:
-        """Run one call for ``session``; always returns a CallOutcome (with ``failure`` set when it failed).
+        """Run one call for ``who`` (the principal the request is served for: the server derives it once per request
+        and hands it here); always returns a CallOutcome (with ``failure`` set when it failed).
 
         ``progress(done, total, message)`` and ``notify(level, message)`` are the client's channels
-        (progress notifications and log messages); both optional. The call acts for ``session``
+        (progress notifications and log messages); both optional. The call acts for ``who.key``
         (``ba_mcp.callers``): the stores show it its own artifacts and code, and what it stores is its own."""
         self.settle()  # what earlier calls left unsettled (an answer never written) goes first, in order
-        with callers.acting_as(session):
-            return await self._call(tool, arguments, session, progress, notify)
+        with callers.acting_as(who.key, who):
+            return await self._call(tool, arguments, who, progress, notify)
 
     def settle(self) -> None:
         """The bookkeeping (tokens, usage, telemetry) of the calls answered since the last time, on the event loop
@@ -151,13 +157,13 @@ class Runner:
             self._began = True
 
     async def _call(
-        self, tool: Tool, arguments: dict[str, Any], session: str, progress: Any, notify: Notify | None
+        self, tool: Tool, arguments: dict[str, Any], who: callers.Principal, progress: Any, notify: Notify | None
     ) -> CallOutcome:
         if not self._began:
             await anyio.to_thread.run_sync(self._first_call)
         started = time.perf_counter()
+        session = who.key
         record = _new_record(tool, arguments, session)
-        who = callers.principal()  # for the audit trail, which may be written after this request's context is gone
         state = self.sessions(session)
         observation: Observation | None = None
         failure: ToolFailure | None = None

@@ -137,6 +137,7 @@ class SaveAnalysis(_Analyses):
         "analysis-workflow; publish: share with the team."
     )
     Params = SaveAnalysisParams
+    offers_levels = False  # its answer is what was saved, a few lines
 
     def execute(self, params: SaveAnalysisParams, ctx: ToolContext) -> RawResult:
         from ba_mcp.analyses.manifest import bad, bound_in, check_name, chosen, exists, plan, read_manifest, write

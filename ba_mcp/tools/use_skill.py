@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 
 class UseSkillParams(ToolParams):
-    name: str
+    name: str | None = None  # None: every skill the model may use, with its description
     path: str | None = None  # a file the skill names; None: its instructions
 
 
@@ -48,6 +48,7 @@ class UseSkill(Tool):
     Params = UseSkillParams
     Settings = UseSkillSettings
     policy = ToolPolicy(cache=CachePolicy(CacheMode.NEVER))
+    offers_levels = False  # a skill's instructions are read whole (default_level: full)
 
     @classmethod
     def build(cls, services: Services) -> UseSkill | None:
@@ -62,9 +63,12 @@ class UseSkill(Tool):
         self.catalog_budget = catalog_budget_tokens
         self.description = self.describe(catalog_budget_tokens)
 
-    def describe(self, catalog_budget_tokens: int) -> str:
+    def describe(self, catalog_budget_tokens: int | None) -> str:
         """The description with the skills that fit ``catalog_budget_tokens`` (estimated) as ``name: when``
-        lines, the rest by name (the server fits it into the tools/list budget: ``tools_list_budget_tokens``)."""
+        lines, the rest by name; None: no catalog, only how to list it (``listing.fit`` fits the description into
+        the tools/list budget: ``tools_list_budget_tokens``)."""
+        if catalog_budget_tokens is None:
+            return f"{USAGE} use_skill() lists the {len(self.skills.model_skills())} skills, each with when to use it."
         lines, names_only = self.skills.catalog(catalog_budget_tokens)
         parts = [USAGE, "Skills:", *lines]
         if names_only:
@@ -72,9 +76,16 @@ class UseSkill(Tool):
         return "\n".join(parts)
 
     def execute(self, params: Any, ctx: ToolContext) -> RawResult:
+        if params.name is None:
+            return self._catalog()
         if params.path is None:
             return self._instructions(params.name)
         return self._file(self.skills.get(params.name, for_model=True), params.path)
+
+    def _catalog(self) -> Document:
+        """Every skill the model may use, with its whole description (what the listing may leave out)."""
+        lines = [f"- {s.name}: {s.description}" for s in self.skills.model_skills()]
+        return Document("skills", "\n".join(["Skills (load one with use_skill(name)):", *lines]), mime="text/markdown")
 
     def _instructions(self, name: str) -> Document:
         chain = self.skills.chain(name, for_model=True)

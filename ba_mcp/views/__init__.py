@@ -31,19 +31,9 @@ from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 from mcp.server.apps import APP_MIME_TYPE, EXTENSION_ID, client_supports_apps
-from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.extension import Extension
-from mcp.types import (
-    CallToolResult,
-    ListResourcesResult,
-    ListToolsResult,
-    ReadResourceResult,
-    Resource,
-    TextContent,
-    TextResourceContents,
-    Tool,
-    ToolAnnotations,
-)
+from mcp.server.lowlevel.helper_types import ReadResourceContents
+from mcp.types import CallToolResult, Resource, TextContent, Tool, ToolAnnotations
 
 from ba_mcp import callers
 from ba_mcp.errors import ErrorType, ToolFailure, format_error
@@ -188,56 +178,48 @@ def view_tables(tables: list[tuple[str, pa.Table]]) -> dict[str, Any]:
     return {"tables": [{"label": label, **json_table(frame)} for label, frame in tables]}
 
 
-class ViewsMiddleware:
-    """The extension's part of the protocol, for clients that declared it (see the module's docstring)."""
+def resources() -> list[Resource]:
+    """The two views, as resources/list names them to a host that renders views."""
+    return [
+        Resource(
+            uri=uri,
+            name=f"ba-mcp {mode} view",
+            title="Interactive table and chart" if mode == "result" else "Analysis report",
+            mime_type=APP_MIME_TYPE,
+        )
+        for uri, mode in PAGES.items()
+    ]
+
+
+def page(uri: str) -> ReadResourceContents | None:
+    """The view at ``uri`` (resources/read), or None when it is none of them."""
+    if uri not in PAGES:
+        return None
+    return ReadResourceContents(
+        content=page_html(PAGES[uri]), mime_type=APP_MIME_TYPE, meta={"ui": {"csp": {}, "prefersBorder": True}}
+    )
+
+
+class Views:
+    """The extension's part of tools/list and tools/call, for clients that declared it (see the module's docstring):
+    the server's handlers ask it after ``supports(ctx)`` (resources/list and resources/read: ``resources``,
+    ``page``)."""
 
     def __init__(self, app: App, tools: list[BaTool]) -> None:
         self.app = app
         self.viewed = {tool.name: VIEWS[tool.view] for tool in tools if tool.view}  # each tool says its view
         self._schemas: dict[tuple[str, str], list[str]] = {}  # (session, artifact) -> its column names
 
-    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-        if not self.viewed or ctx.method not in _METHODS or not supports(ctx):
-            return await call_next(ctx)
-        params = ctx.params if isinstance(ctx.params, dict) else {}
-        if ctx.method == "tools/call" and params.get("name") == ROWS_TOOL:
-            return await self.rows(dict(params.get("arguments") or {}))
-        if ctx.method == "resources/read" and str(params.get("uri")) in PAGES:
-            uri = str(params["uri"])
-            content = TextResourceContents(
-                uri=uri,
-                mime_type=APP_MIME_TYPE,
-                text=page_html(PAGES[uri]),
-                meta={"ui": {"csp": {}, "prefersBorder": True}},
-            )
-            return ReadResourceResult(contents=[content])
-        result = await call_next(ctx)
-        if ctx.method == "tools/list":
-            return self._tools(result)
-        if ctx.method == "resources/list":
-            return self._resources(result)
-        return result
+    def __bool__(self) -> bool:
+        return bool(self.viewed)
 
-    def _tools(self, result: Any) -> Any:
-        listed = result if isinstance(result, ListToolsResult) else ListToolsResult.model_validate(result)
+    def tools(self, listed: list[Tool]) -> list[Tool]:
+        """The listing for a host that renders views: each viewed tool names its view, and ``view_rows`` follows."""
         tools = []
-        for tool in listed.tools:
+        for tool in listed:
             uri = self.viewed.get(tool.name)
             tools.append(tool.model_copy(update={"meta": {**(tool.meta or {}), **ui_meta(uri)}}) if uri else tool)
-        return listed.model_copy(update={"tools": [*tools, rows_tool()]})
-
-    def _resources(self, result: Any) -> Any:
-        listed = result if isinstance(result, ListResourcesResult) else ListResourcesResult.model_validate(result)
-        views = [
-            Resource(
-                uri=uri,
-                name=f"ba-mcp {mode} view",
-                title="Interactive table and chart" if mode == "result" else "Analysis report",
-                mime_type=APP_MIME_TYPE,
-            )
-            for uri, mode in PAGES.items()
-        ]
-        return listed.model_copy(update={"resources": [*listed.resources, *views]})
+        return [*tools, rows_tool()]
 
     async def rows(self, arguments: dict[str, Any]) -> CallToolResult:
         """A page of an artifact the calling session may read: through query_database's engine worker, the
@@ -423,9 +405,6 @@ class ViewsMiddleware:
         if raw.more:
             raise ToolFailure(ErrorType.RESOURCE_ERROR, "BAD_VIEW_REQUEST", f"more than {max_rows:,} rows to draw")
         return raw.frame
-
-
-_METHODS = frozenset({"tools/list", "tools/call", "resources/list", "resources/read"})
 
 
 def _bad_request(message: str) -> ToolFailure:
