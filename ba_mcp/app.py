@@ -126,6 +126,9 @@ class App:
             self.engines.warm += ["ba_mcp.metrics.load", "ba_mcp.metrics.compile", "ba_mcp.metrics.catalog"]
             if settings.metrics.dbt:
                 self.engines.warm += ["ba_mcp.metrics.dbt", "metricflow.engine.metricflow_engine"]
+                # and the model itself, by its digest: MetricFlow's parse of the manifest, off the next call's path
+                # (after a dbt build the session's worker is replaced: the spare that replaces it has read it)
+                self.engines.warm_request = lambda: self.metrics.request("read")
         self.sandboxes = Sandboxes(settings.sandbox, self.workspace.dir("sessions"))
         self.telemetry = TelemetryLog(self.workspace.dir("logs"), settings.telemetry.enabled)
         self.fetcher = Fetcher(settings.web, __version__)

@@ -1,21 +1,36 @@
-"""The first call of a session against the warm call, per tool (issue 50 item 10).
+"""The first call of a session against the warm call, per tool (issue 50 item 10; issue 65 item 2).
 
 A host starts the server when it starts, and the first tool call comes seconds later (the user types, the model
 thinks): each case is a fresh server over stdio, initialized, left idle for ``--idle`` seconds, then the tool's
 first call and a second, warm call with other arguments (no cache hit). Each tool gets a fresh server, so each first
-call is the first of its session. Reported: the first call's time, the warm call's, and their ratio; with
-``--against`` another checkout's server runs the same cases in the same run, interleaved (before/after).
+call is the first of its session. Reported: the first call's time, the warm call's, first − warm, and their ratio;
+with ``--against`` another checkout's server runs the same cases in the same run, interleaved (before/after).
 
-Run: uv run python bench/bench_first_call.py [--runs 3] [--idle 3] [--against /tmp/before/.venv/bin/python]
+Conditions (``--conditions``, each in the same rounds):
+  checkout  the server as the checkout runs it (its .venv, compiled by whatever made it);
+  install   as the Claude Desktop extension installs it: ``ba-mcp bundle`` of the checkout into a folder of its own,
+            started with the extension's command, ``uv run --frozen --no-dev --directory <folder> ba-mcp serve`` (the
+            folder's own environment, made once before the rounds, as the extension's first start makes it);
+  burners   the checkout's server beside ``--burners`` CPU burners (``python3 -c 'while 1: pass'``), started before the
+            server and ended (by pid) after each case: the first call of a busy machine, against its default timeout.
+Targets (issue 65): checkout and install, first ≤ warm + 1.5 s on a quiet machine; burners, no first call near its
+tool's default timeout (the column ``timeout`` shows it).
+
+Run: uv run python bench/bench_first_call.py [--runs 3] [--idle 3] [--conditions checkout,install,burners]
+     [--against /tmp/before/.venv/bin/python]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import shutil
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -36,6 +51,7 @@ CASES = {  # tool -> (first call's arguments, the warm call's)
         {"code": "import scipy.stats\nround(float(scipy.stats.t.cdf(1.0, 5)), 4)"},
     ),
 }
+DEFAULT_TIMEOUT = {"file_reader": 30.0, "query_database": 30.0, "query_metrics": 30.0, "run_python": 60.0}
 
 
 def workspace() -> Path:
@@ -48,9 +64,36 @@ def workspace() -> Path:
     return ws
 
 
+def installed(checkout: Path, python: str, folder: Path) -> tuple[list[str], Path]:
+    """The checkout as the extension installs it: its bundle folder (``ba-mcp bundle``, run by the checkout's own
+    Python) and the environment ``uv run --frozen --no-dev`` makes there on the first start — made here, once. Returns
+    the extension's command and the folder it starts in."""
+    if folder.exists():
+        shutil.rmtree(folder)
+    subprocess.run([python, "-m", "ba_mcp", "bundle", str(folder)], cwd=checkout, check=True, capture_output=True)
+    command = ["uv", "run", "--frozen", "--no-dev", "--directory", str(folder)]
+    started = time.perf_counter()
+    subprocess.run([*command, "python", "-c", "pass"], cwd=folder, check=True, capture_output=True)
+    print(f"install of {checkout.name} made in {time.perf_counter() - started:.1f} s: {folder}", flush=True)
+    return [*command, "ba-mcp"], folder
+
+
+@contextlib.contextmanager
+def burning(count: int) -> Iterator[None]:
+    """``count`` CPU burners for the body's time, each ended by its pid."""
+    burners = [subprocess.Popen(["python3", "-c", "while 1: pass"]) for _ in range(count)]
+    try:
+        yield
+    finally:
+        for b in burners:
+            b.kill()
+        for b in burners:
+            b.wait()
+
+
 def one(command: list[str], cwd: Path, tool: str, idle: float) -> tuple[float, float]:
     ws = workspace()
-    proc = spawn(command, env_for(ws), cwd)
+    proc = spawn([*command, "serve"], env_for(ws), cwd)
     try:
         initialize(proc)
         time.sleep(idle)
@@ -70,6 +113,7 @@ def one(command: list[str], cwd: Path, tool: str, idle: float) -> tuple[float, f
             proc.kill()
         for p in psutil.wait_procs(family, timeout=30)[1]:
             p.kill()
+        shutil.rmtree(ws, ignore_errors=True)
 
 
 def main() -> None:
@@ -77,23 +121,49 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--idle", type=float, default=3.0, help="seconds between initialize and the first call")
     parser.add_argument("--tools", default=",".join(CASES))
+    parser.add_argument("--conditions", default="checkout", help="checkout, install, burners (comma-separated)")
+    parser.add_argument("--burners", type=int, default=6)
     parser.add_argument("--against", help=AGAINST_HELP)
     args = parser.parse_args()
     contenders = servers(args.against)
     tools = args.tools.split(",")
-    times: dict[tuple[str, str], list[tuple[float, float]]] = {(c, t): [] for c in contenders for t in tools}
-    for run in range(args.runs):
-        order = list(contenders) if run % 2 == 0 else list(reversed(contenders))
-        for tool in tools:
-            for name in order:
-                command, cwd = contenders[name]
-                times[(name, tool)].append(one(command, cwd, tool, args.idle))
+    conditions = args.conditions.split(",")
+    commands: dict[tuple[str, str], tuple[list[str], Path]] = {}
+    scratch = Path(tempfile.mkdtemp(prefix="ba-bench-install-"))
+    for i, (name, (command, cwd)) in enumerate(contenders.items()):
+        for condition in conditions:
+            if condition == "install":
+                commands[(name, condition)] = installed(cwd, command[0], scratch / f"install-{i}")
+            else:
+                commands[(name, condition)] = ([c for c in command if c != "serve"], cwd)
+    times: dict[tuple[str, str, str], list[tuple[float, float]]] = {
+        (c, n, t): [] for n in conditions for c in contenders for t in tools
+    }
+    try:
+        for run in range(args.runs):
+            order = list(contenders) if run % 2 == 0 else list(reversed(contenders))
+            for condition in conditions:
+                for tool in tools:
+                    for name in order:
+                        command, cwd = commands[(name, condition)]
+                        with burning(args.burners if condition == "burners" else 0):
+                            times[(name, condition, tool)].append(one(command, cwd, tool, args.idle))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     print(f"first call of a fresh session vs the warm call (median of {args.runs}; idle {args.idle:g} s first)")
-    print(f"{'server':<28} {'tool':<16} {'first ms':>9} {'warm ms':>9} {'first/warm':>11}")
-    for (name, tool), pairs in times.items():
+    print(
+        f"{'server':<24} {'condition':<9} {'tool':<15} {'first ms':>9} {'warm ms':>8} {'first-warm':>10} "
+        f"{'first/warm':>10} {'max first':>9} {'timeout':>7}"
+    )
+    for (name, condition, tool), pairs in times.items():
         first = statistics.median(p[0] for p in pairs) * 1000
         warm = statistics.median(p[1] for p in pairs) * 1000
-        print(f"{name:<28} {tool:<16} {first:9.1f} {warm:9.1f} {first / warm:11.1f}")
+        worst = max(p[0] for p in pairs)
+        print(
+            f"{name:<24} {condition:<9} {tool:<15} {first:9.1f} {warm:8.1f} {first - warm:10.1f} {first / warm:10.1f} "
+            f"{worst:8.1f}s {DEFAULT_TIMEOUT[tool]:6.0f}s"
+        )
+    sys.stdout.flush()
 
 
 if __name__ == "__main__":

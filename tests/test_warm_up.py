@@ -263,3 +263,53 @@ async def test_a_call_whose_work_times_out_after_a_slow_start_says_both(tmp_path
     assert tool.working.is_set() and result.is_error and "Error Type: timeout" in text
     assert "work ran 0.1 s, its timeout" in text and "s its worker took to start, not counted" in text, text
     assert "narrow the request, or pass timeout (seconds) up to" in text
+
+
+# -- query_metrics after a dbt build: the model kept by its digest, read ahead by a current spare ----------------------
+
+
+def test_the_engine_worker_reads_a_metrics_model_again_only_when_its_digest_changed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A dbt build rewrites the manifest with the same bytes: the same digest, no second read (MetricFlow's parse);
+    a changed manifest is a new digest, read again. ``action: read`` (the spare's read ahead) answers nothing else."""
+    import types
+
+    import ba_mcp.metrics.catalog as catalog
+    from ba_mcp.metrics.files import digest_of
+    from ba_mcp.worker.engine import Engine
+
+    reads: list[str] = []
+    monkeypatch.setattr(catalog, "models_of", lambda message: reads.append(message["digest"]) or (None, None))
+    worker = types.SimpleNamespace(models={})
+
+    def ask(manifest: str) -> dict[str, Any]:
+        digest = digest_of([("shop", manifest)], {"shop": "duckdb"})
+        reply, _ = Engine.op_metrics(worker, {"action": "read", "digest": digest}, [])  # type: ignore[arg-type]
+        return reply
+
+    assert ask('{"metrics": []}') == {"op": "metrics"}
+    assert ask('{"metrics": []}') == {"op": "metrics"}
+    assert len(reads) == 1  # the same bytes written again: kept
+    ask('{"metrics": [{"name": "revenue"}]}')
+    assert len(reads) == 2 and reads[0] != reads[1]  # changed: read again
+
+
+def test_a_spare_whose_database_file_changed_is_replaced_by_a_current_one(sleeper: subprocess.Popen[bytes]) -> None:
+    class Files(_Pool):
+        changed = False
+
+        def _current(self, handle: Handle) -> bool:
+            return handle.alive() and not (self.changed and handle is self.made[0][0])
+
+        def prestart(self) -> None:
+            WorkerPool.prestart(self)
+
+    pool = Files(sleeper)
+    pool.prestart()
+    assert not pool.refresh_spare() and len(pool.made) == 1  # unchanged: kept
+    pool.changed = True  # a dbt build rewrote the file the spare binds
+    assert pool.refresh_spare()
+    [(old, _), (new, spare)] = pool.made
+    assert old.process.killed and spare and not new.process.killed  # type: ignore[attr-defined]
+    assert _autogroup_nice(sleeper.pid) in (None, priority.LOW_NICE)  # started as a spare is: lowered

@@ -154,6 +154,8 @@ def answer(model: Model, message: dict[str, Any], dbt: Any = None) -> dict[str, 
     from ba_mcp.metrics.compile import Query, compile_query
 
     action = message.get("action")
+    if action == "read":  # the model read ahead (a spare's warm-up), kept by its digest: nothing asked
+        return {}
     if action == "compile":
         asked = [str(m) for m in message["query"].get("metrics") or []]
         _known(model, dbt, asked)

@@ -597,7 +597,8 @@ def serve(target: Any, sock: socket.socket, options: dict[str, Any]) -> None:
                 raise Failure(type="execution_error", code="BAD_OP", message=f"unknown operation {op!r}")
             warming = getattr(target, "warming", None)
             if warming is not None:  # a half-imported package seen from two threads fails (pandas, pyarrow)
-                target.warm_stop.set()  # a call came: the warm-up ends with the module it is importing
+                if not message.get("warm"):  # a call came (not the warm-up's own read): it ends with this module
+                    target.warm_stop.set()
                 warming.join()
                 target.warming = None
             target.busy = True

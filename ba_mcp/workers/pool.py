@@ -196,7 +196,7 @@ class WorkerPool:
             if spare is not None:
                 priority.restore(spare.process.pid)  # a call's now: its warm-up no longer yields
             with _start_of(ctx):
-                fresh = self._ready(spare or self._make(spare=False))
+                fresh = self._ready_spare(spare) if spare is not None else self._ready(self._make(spare=False))
         finally:
             with self._lock:
                 self._reserved -= 1
@@ -206,6 +206,23 @@ class WorkerPool:
             fresh.users += 1
         threading.Thread(target=self.prestart, name=f"{self.kind}-spare", daemon=True).start()
         return fresh, True
+
+    def _ready_spare(self, spare: Handle) -> Handle:
+        """The spare once it serves; a warm-up exchange still talking to it (``Engines.preread``) ends first."""
+        with spare.lock:
+            return self._ready(spare)
+
+    def refresh_spare(self) -> bool:
+        """Replace the spare when it no longer fits (an engine's database file changed: a dbt build), at low priority
+        like any spare, so the next call — a session whose worker the change ended — takes a warm one."""
+        with self._lock:
+            spare = self._spare
+            if spare is None or spare.users or spare.lock.locked() or self._current(spare):
+                return False
+            self._spare = None
+        spare.process.kill()
+        self.prestart()
+        return True
 
     def release(self, handle: Handle) -> None:
         """The call that acquired ``handle`` is done with it: it may make room for another session again."""
@@ -438,6 +455,8 @@ class Engines(WorkerPool):
         scratch.mkdir(parents=True, exist_ok=True)
         self.prepare = lambda: None  # makes the database files exist (the demo) before a worker binds them
         self.warm: list[str] = []  # modules a worker imports once it is ready (the metrics compiler, when in use)
+        # the metrics request whose model a spare reads ahead (a dbt project's manifest: MetricFlow's parse), or None
+        self.warm_request: Callable[[], dict[str, Any]] | None = None
 
     # -- starting -----------------------------------------------------------------------------------
 
@@ -487,6 +506,41 @@ class Engines(WorkerPool):
     def _ready(self, handle: Handle) -> Handle:
         handle.protections = ready("engine", handle.process, self.conf.start_timeout_s).get("protections", [])
         return handle
+
+    def prestart(self) -> None:
+        """The spare, and (``warm_request``) its read of the metrics model ahead of any call, in the background."""
+        super().prestart()
+        if self.warm_request is not None:
+            threading.Thread(target=self.preread, name="engine-preread", daemon=True).start()
+
+    def preread(self) -> bool:
+        """The spare reads the metrics model (``warm_request``: the files and dbt manifests, by their digest) while no
+        call has it — at low priority, as a spare is; a call that takes it meanwhile raises it and waits for this
+        exchange only (the model it reads is the one a metrics call needs). False when there was nothing to do."""
+        with self._lock:
+            spare = self._spare
+        if spare is None or self.warm_request is None:
+            return False
+        with spare.lock:
+            with self._lock:
+                if self._spare is not spare:
+                    return False  # a call took it first
+            try:
+                message = {**self.warm_request(), "action": "read", "warm": True}  # after the warm imports
+                self._ready(spare)
+                spare.call += 1
+                Call(spare, None, spare.call, self.conf.interrupt_grace_s, 1 << 20, spare.process.kill, self._gone).ask(
+                    message
+                )
+            except (ToolFailure, EngineError, OSError) as exc:
+                log.info("the spare engine worker did not read the metrics model ahead: %s", exc)
+                return False
+        return True
+
+    def renew_grown(self, idle_s: float, growth_mb: float) -> int:
+        """``WorkerPool.renew_grown``; first the spare, replaced when its database files changed (``refresh_spare``)."""
+        self.refresh_spare()
+        return super().renew_grown(idle_s, growth_mb)
 
     def _current(self, handle: Handle) -> bool:
         return handle.alive() and all(file_identity(self.paths[n]) == i for n, i in handle.identities.items())
@@ -556,7 +610,7 @@ class Engines(WorkerPool):
             spare = self._spare
         if spare is None:
             return []
-        return self._ready(spare).protections
+        return self._ready_spare(spare).protections
 
 
 def settle(
