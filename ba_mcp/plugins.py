@@ -90,12 +90,12 @@ def enable(names: Sequence[str]) -> Loaded:
     reason, and none of its entry points is registered."""
     wanted = [normalize(n) for n in names]
     available = installed()
-    for engine in registry.engines():
-        if engine.plugin:
-            registry.unregister(engine.kind)
-    for tool in registry.tool_names():
-        if (info := registry.tool_info(tool)) is not None and info.plugin:
-            registry.unregister_tool(tool)
+    for served in registry.engines():
+        if served.plugin:
+            registry.unregister(served.kind)
+    for named in registry.tool_names():
+        if (listed := registry.tool_info(named)) is not None and listed.plugin:
+            registry.unregister_tool(named)
     plugins: list[Plugin] = []
     folders: list[Path] = []
     for name in sorted(set(available) | set(wanted)):
