@@ -77,6 +77,7 @@ class DuckDBDatabase(RunThenCollect):
                     "max_rows": max_rows,
                     "files": specs,
                     "bounds": self.owner.settings.formats.model_dump(),
+                    "scan_bound": ctx.memo.get("scan_bound"),  # scans DuckDB expects past it are refused, saying so
                 },
                 fds,
             )

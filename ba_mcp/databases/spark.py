@@ -121,6 +121,35 @@ class SparkEngine(ConnectedEngine):
             client.interrupt_all()
         c.cur.adbc_cancel()
 
+    def vet(self, c: Held, sql: str, params: Any, timeout_s: float) -> None:
+        """A query whose scans Spark expects to read more rows than the call's bound (tools.query_database.
+        confirm_scan_rows) is refused with Spark's figure (``LARGE_SCAN``); sent again it runs. The figure is Spark's
+        own (``EXPLAIN COST``, nothing runs): the ``rowCount`` of each relation its optimized plan reads — which
+        Spark gives for ``range()`` and, with its cost-based optimizer on, for tables whose statistics it holds
+        (``ANALYZE TABLE … COMPUTE STATISTICS``). A plan without one is not asked: no refusal without a figure."""
+        bound = c.extra.get("scan_bound")
+        if not bound or not re.match(r"\s*(\(\s*)*(select|with|from|values|table)\b", sql, re.I):
+            return
+        explain = c.extra.get("explain") or c.con.cursor()
+        c.extra["explain"] = explain
+        try:
+            explain.execute("EXPLAIN COST " + sql, params)
+            plan = str(explain.fetchone()[0])
+        except Exception:  # the statement's own error follows when it runs
+            return
+        scanned, relations = planned_rows(plan)
+        if scanned is None or scanned <= int(bound):
+            return
+        from ba_mcp.workers.wire import Failure
+
+        raise Failure(
+            type="validation_error",
+            code="LARGE_SCAN",
+            message=f"Spark expects this statement to read about {scanned:,} rows (of {', '.join(relations[:3])}), "
+            f"more than the {int(bound):,} a query reads unasked (tools.query_database.confirm_scan_rows)",
+            hint="filter on a partition column, aggregate fewer rows, or send the same query again to run it as it is",
+        )
+
     def catalog(self, c: Held, schemas: list[str]) -> dict[str, Any]:
         """Spark's catalog through SHOW and DESCRIBE (what the read-only rule lets through; nothing is scanned, so
         no row counts): the namespaces asked for (else every one), their tables and views, columns and comments."""
@@ -161,6 +190,32 @@ class SparkEngine(ConnectedEngine):
                     "columns": columns,
                 }
         return out
+
+
+_STATISTICS = re.compile(r"Statistics\(([^)]*)\)")
+_ROW_COUNT = re.compile(r"rowCount=([0-9.]+(?:E[+-]?[0-9]+)?)", re.I)
+
+
+def planned_rows(plan: str) -> tuple[int | None, list[str]]:
+    """The rows the leaves of an ``EXPLAIN COST`` optimized logical plan read, by Spark's ``rowCount`` (the relations
+    named with their figures, largest first); ``None`` when no leaf has one (Spark gave only sizes)."""
+    logical = plan.split("== Physical Plan ==", 1)[0].splitlines()
+    lines = [line for line in logical[1:] if line.strip()]
+    depth = [len(line) - len(line.lstrip(" :+-|")) for line in lines]
+    found: list[tuple[int, str]] = []
+    for i, line in enumerate(lines):
+        if i + 1 < len(lines) and depth[i + 1] > depth[i]:
+            continue  # a node with children: not a leaf
+        node = line.lstrip(" :+-|")
+        count = _ROW_COUNT.search(next(iter(_STATISTICS.findall(node)), ""))
+        if count is None or node.startswith("OneRowRelation"):
+            continue
+        name = re.sub(r"[\[,(].*$", "", re.sub(r"^(Relation|HiveTableRelation)\s+", "", node)).strip()
+        found.append((int(float(count.group(1))), name))
+    if not found:
+        return None, []
+    found.sort(reverse=True)
+    return sum(n for n, _ in found), [f"{name} ≈{n:,} rows" for n, name in found]
 
 
 def guard(cur: Any, allow_unguarded: bool) -> dict[str, Any]:

@@ -250,6 +250,9 @@ class Engine:
                 self._forget_kept()  # it may have made or dropped objects of those names: views are made afresh
                 done = pa.table({"result": pa.array(["done"], pa.string())})
                 return {"op": "result", "rows": 1, "more": False, "display_types": {}}, [memfile(write_arrow(done))]
+            from ba_mcp.worker.sql import refuse_large_scan  # past the bound: refused with DuckDB's own estimate
+
+            refuse_large_scan(self.con, message["sql"], message.get("params"), message.get("scan_bound"))
             types = _display_types(list(zip(relation.columns, relation.types, strict=False)))
             reader = relation.to_arrow_reader(_BATCH_ROWS)
             # values as DuckDB shows them: intervals as text, float4 by its shortest form (ba_mcp.values); a

@@ -221,3 +221,75 @@ def parquet_stats(con: Any, path: str) -> tuple[dict[str, dict[str, Any]], int]:
                 stats["top"] = [_plain(top[0]), int(top[1])] if top else None
         out[name] = stats
     return out, total
+
+
+def scanned_rows(con: Any, sql: str, params: Any) -> tuple[int | None, list[str]]:
+    """The rows DuckDB's plan of ``sql`` reads in its scans, by DuckDB's own estimate (``EXPLAIN (FORMAT json)``,
+    nothing runs): a table read sequentially counted whole (its ``estimated_size``: a filter spares no row from being
+    read), any other scan (a file's, a table function's, an index lookup) by its estimated cardinality — and the
+    scans named with their figures, largest first. ``None`` when the plan gives no figure (then nothing is asked)."""
+    rows = con.execute("EXPLAIN (FORMAT json) " + sql, params).fetchall()
+    plans = json.loads(rows[0][1]) if rows else []
+    found: list[tuple[int, str]] = []
+    stack = list(plans if isinstance(plans, list) else [plans])
+    while stack:
+        node = stack.pop()
+        children = node.get("children") or []
+        stack.extend(children)
+        info = node.get("extra_info") or {}
+        if children or not isinstance(info, dict):
+            continue
+        estimate = _count(info.get("Estimated Cardinality"))
+        table = str(info.get("Table") or "")
+        if table and info.get("Type") == "Sequential Scan":
+            whole = _table_rows(con, table)
+            estimate = whole if whole is not None else estimate
+        if estimate is not None:
+            found.append((estimate, table or str(info.get("Function") or node.get("name") or "").strip().lower()))
+    if not found:
+        return None, []
+    found.sort(reverse=True)
+    return sum(n for n, _ in found), [f"{what} ≈{n:,} rows" for n, what in found]
+
+
+def refuse_large_scan(con: Any, sql: str, params: Any, bound: Any) -> None:
+    """A statement whose scans DuckDB expects to read more than ``bound`` rows (``scanned_rows``;
+    tools.query_database.confirm_scan_rows) is refused with the figure (``LARGE_SCAN``), before it runs; sent again
+    it runs (the tool passes no bound then). A plan without a figure, or one DuckDB cannot give, is not asked."""
+    if not bound:
+        return
+    try:
+        scanned, scans = scanned_rows(con, sql, params)
+    except Exception:  # the statement's own error follows when it runs
+        return
+    if scanned is None or scanned <= int(bound):
+        return
+    from ba_mcp.workers.wire import Failure
+
+    raise Failure(
+        type="validation_error",
+        code="LARGE_SCAN",
+        message=f"DuckDB expects this statement to read about {scanned:,} rows in its scans (of "
+        f"{', '.join(scans[:3])}), more than the {int(bound):,} a query reads unasked "
+        "(tools.query_database.confirm_scan_rows)",
+        hint="filter or aggregate on fewer rows, or send the same query again to run it as it is",
+    )
+
+
+def _count(value: Any) -> int | None:
+    try:
+        return int(float(str(value)))
+    except ValueError:
+        return None
+
+
+def _table_rows(con: Any, table: str) -> int | None:
+    """A table's row count as DuckDB's catalog keeps it (``catalog.schema.table``, as the plan names it)."""
+    parts = table.split(".")
+    if len(parts) != 3:
+        return None
+    found = con.execute(
+        "SELECT estimated_size FROM duckdb_tables() WHERE database_name = ? AND schema_name = ? AND table_name = ?",
+        parts,
+    ).fetchall()
+    return int(found[0][0]) if found and found[0][0] is not None else None
