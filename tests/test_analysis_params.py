@@ -120,12 +120,19 @@ def test_a_run_binds_its_values_where_the_saved_ones_were_and_the_trail_names_th
 def test_what_cuts_a_statement_is_read_from_its_outermost_query() -> None:
     from ba_mcp.worker.params import sql_cut
 
-    assert sql_cut(TOP) == {"ordered": True, "limit": 10}
+    kept = "o.ordered_at >= $1 AND o.ordered_at < $2 AND o.status = 'completed'"
+    assert sql_cut(TOP) == {"ordered": True, "limit": 10, "where": kept}
     assert sql_cut("SELECT a FROM t ORDER BY a LIMIT $1 OFFSET 20") == {"ordered": True, "limit": "$1", "offset": 20}
-    assert sql_cut("SELECT a FROM t WHERE x = ? LIMIT ?") == {"limit": "?2"}
+    assert sql_cut("SELECT a FROM t WHERE x = ? LIMIT ?") == {"limit": "?2", "where": "x = ?1"}
     assert sql_cut("WITH x AS (SELECT * FROM t ORDER BY a LIMIT 3) SELECT * FROM x") == {}  # the whole of x
     assert sql_cut("SELECT * FROM t ORDER BY a FETCH FIRST 5 ROWS ONLY") == {"ordered": True, "limit": 5}
-    assert sql_cut(WHOLE) == {}
+    assert sql_cut(WHOLE) == {"where": "ordered_at >= $1 AND ordered_at < $2 AND status = 'completed'"}  # a filter
+    assert sql_cut("SELECT region, sum(v) AS s FROM t GROUP BY 1 HAVING sum(v) > 10 -- big ones\n") == {
+        "where": "having sum(v) > 10"
+    }
+    assert sql_cut("SELECT a FROM t WHERE x = 1 UNION ALL SELECT a FROM u") == {}  # no one filter is the result's
+    assert sql_cut("SELECT * FROM (SELECT * FROM t WHERE a = 1) s") == {}  # what the outermost query keeps: all
+    assert sql_cut("SELECT sum(v) FROM t") == {}
 
 
 def test_what_cuts_a_python_steps_value_is_read_from_its_last_expression() -> None:
@@ -136,6 +143,15 @@ def test_what_cuts_a_python_steps_value_is_read_from_its_last_expression() -> No
     assert code_cut("df.head(10).sort_values('s')") == {"limit": 10, "ordered": False}  # the first 10, sorted
     assert code_cut("df.iloc[:20]") == {"limit": 20, "ordered": False}
     assert code_cut("df.sum()") == {} and code_cut("print(df.head(3))") == {}
+    # a filter keeps part of the rows: a boolean mask, .loc[mask, cols], .query("…") — a column pick is none
+    assert code_cut("df[df['region'] == 'north']['s'].sum()") == {"where": "df['region'] == 'north'"}
+    assert code_cut('df.query("amount > 100").groupby("v").sum()') == {"where": "amount > 100"}
+    assert code_cut("df.loc[(df.a > 1) & ~df.b.isna(), ['a']].head(3)") == {
+        "limit": 3,
+        "ordered": False,
+        "where": "(df.a > 1) & ~df.b.isna()",
+    }
+    assert code_cut("df[['a', 'b']].sum()") == {} and code_cut("df['a'].sum()") == {}
     # a parameter for N: the save places PARAMS["top"], the cut names it
     record = SimpleNamespace(
         call_id="call_2", tool="run_python", arguments={"code": "df.nlargest(5, 's')"}, provenance={"wrote": []}
@@ -190,6 +206,32 @@ def test_a_key_figure_of_a_top_n_says_what_it_covers_and_the_trail_its_values() 
     # the bar chart names every vendor whole
     for vendor in vendors:
         assert f">{vendor}</text>" in page, vendor
+
+
+def test_a_filter_is_labelled_with_what_it_keeps_and_a_cut_saved_before_as_it_was() -> None:
+    from ba_mcp.analyses.replay import Output, Replay, with_values
+
+    frame = pa.table({"vendor_name": [f"v{i}" for i in range(10)], "spend": list(range(10))})
+
+    def labelled(cut: dict[str, Any] | None, bound: Any, values: dict[str, Any]) -> str:
+        run = SimpleNamespace(outputs=[Output("s1", "s1_table", "table", "a", "0" * 64, rows=10)], values=values)
+        Replay._covers(run, cut, bound, frame)  # type: ignore[arg-type]
+        return run.outputs[-1].covers
+
+    kept = "o.ordered_at >= $1 AND o.status = 'completed'"
+    assert labelled({"where": kept}, ["2014-01-01"], {}) == (
+        "rows where o.ordered_at >= '2014-01-01' AND o.status = 'completed'"
+    )
+    assert labelled({"limit": 10, "ordered": True, "where": "x = ?1"}, [5], {}) == (
+        "top 10 vendors only, of the rows where x = 5"
+    )
+    assert labelled({"where": "df['region'] == PARAMS['region']"}, {"region": "north"}, {"region": "north"}) == (
+        "rows where df['region'] == 'north'"
+    )
+    # a manifest saved before filters were read: its cut has no "where" (or there is no cut): labelled as it was
+    assert labelled({"limit": 10, "ordered": True}, None, {}) == "top 10 vendors only"
+    assert labelled(None, None, {}) == "" and labelled({}, None, {}) == ""
+    assert with_values("d >= $since AND n < $9", {"since": "2025-01-01"}, {}) == "d >= '2025-01-01' AND n < $9"
 
 
 def test_what_changed_names_a_cut_results_total_as_the_cut() -> None:
@@ -281,10 +323,18 @@ async def test_a_postgres_analysis_with_1_and_2_is_re_run_for_another_period(
     assert "until (date, default '2025-07-01'; binds s1 $2, s2 $2)" in said, said
     manifest = yaml.safe_load((ws / "analyses" / "customer-spend" / "analysis.yaml").read_text())
     assert [st.get("binds") for st in manifest["steps"]] == [{1: "since", 2: "until"}, {1: "since", 2: "until"}, None]
-    assert manifest["steps"][0]["cut"] == {"ordered": True, "limit": 10} and "cut" not in manifest["steps"][1]
+    kept = "o.ordered_at >= $1 AND o.ordered_at < $2 AND o.status = 'completed'"
+    assert manifest["steps"][0]["cut"] == {"ordered": True, "limit": 10, "where": kept}
+    assert manifest["steps"][1]["cut"] == {"where": kept.replace("o.", "")}  # a filter: what it keeps, labelled
     assert manifest["steps"][2]["cut"] == {"limit": 3, "ordered": True}
-    top, _, three = manifest["outputs"]
-    assert top["covers"] == "top 10 customers only" and top["rows"] == 10, top
+    top, whole_period, three = manifest["outputs"]
+
+    def rows_of(since: str, until: str, alias: str = "o.") -> str:
+        period = f"{alias}ordered_at >= '{since}' AND {alias}ordered_at < '{until}'"
+        return f"rows where {period} AND {alias}status = 'completed'"
+
+    assert top["covers"] == f"top 10 customers only, of the {rows_of(*first)}" and top["rows"] == 10, top
+    assert whole_period["covers"] == rows_of(*first, alias=""), whole_period
     assert Decimal(str(top["totals"]["spend"])) == sum(v for _, v in _top(pg, *first))
     assert three["covers"] == "top 3 customers only", three
 
@@ -307,10 +357,13 @@ async def test_a_postgres_analysis_with_1_and_2_is_re_run_for_another_period(
     cut = sum(v for _, v in expected)
     whole = _whole(pg, *later)
     assert whole > cut  # the top 10 is not the whole period: the label is what keeps the figure true
-    assert figures.get("spend of the top 10 customers only (spend by customer)") == number(float(cut)), figures
+    label = f"spend of the top 10 customers only, of the {rows_of(*later)} (spend by customer)"  # this run's values
+    assert figures.get(label) == number(float(cut)), figures
     top3 = [label for label in figures if label.startswith("spend of the top 3 customers only")]
     assert [figures[label] for label in top3] == [number(float(sum(v for _, v in expected[:3])))], figures
-    assert figures.get("spend (spend in the period)") == number(float(whole)), figures
+    assert figures.get(f"spend of the {rows_of(*later, alias='')} (spend in the period)") == number(float(whole)), (
+        figures
+    )
     trail = md.split("## Audit trail", 1)[1]
     assert trail.count(f"$1 = '{later[0]}'") == 2  # the SQL steps' values; the Python step binds none
     assert trail.count(f"with $1 = '{later[0]}' (since), $2 = '{later[1]}' (until)") == 2, trail

@@ -137,6 +137,19 @@ def covers(rows: int, ordered: bool, offset: int, frame: pa.Table) -> str:
     return f"{'top' if ordered else 'first'} {rows:,} {noun} only"
 
 
+FILTER_SHOWN = 120  # characters of a filter's condition a label shows
+
+
+def filtered(covered: str, condition: str) -> str:
+    """What a filtered result holds, for people: "the rows where region = 'north'" — after what a LIMIT kept
+    ("top 10 vendors only, of the rows where …"); a long condition cut at ``FILTER_SHOWN`` characters."""
+    condition = " ".join(condition.split())
+    if len(condition) > FILTER_SHOWN:
+        condition = condition[: FILTER_SHOWN - 1] + "…"
+    rows = f"rows where {condition}"
+    return f"{covered}, of the {rows}" if covered else rows
+
+
 def _plural(noun: str) -> str:
     if re.search(r"(s|x|z|ch|sh)$", noun):
         return noun + "es"

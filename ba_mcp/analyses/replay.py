@@ -121,16 +121,23 @@ class Replay:
         return [made]
 
     def _covers(self, cut: dict[str, Any] | None, bound: Any, frame: pa.Table) -> None:
-        """The last output, a result cut to ``limit`` rows (a LIMIT, a head(n)) that came back with as many: what
-        its rows are ("top 10 vendors only"), which every figure of it says."""
+        """The last output, a result cut to ``limit`` rows (a LIMIT, a head(n)) that came back with as many, or
+        filtered (a WHERE, a mask, ``query()``: ``cut["where"]``): what its rows are ("top 10 vendors only", "the
+        rows where region = 'north'"), which every figure of it says. A manifest saved before filters were read
+        has no ``where``: its figures are labelled as they were."""
         if not cut:
             return
-        from ba_mcp.analyses.measures import covers
+        from ba_mcp.analyses.measures import covers, filtered
 
         limit, offset = _given(cut.get("limit"), bound), _given(cut.get("offset"), bound) or 0
         output = self.outputs[-1]
+        said = ""
         if isinstance(limit, int) and output.rows is not None and output.rows >= limit > 0:
-            output.covers = covers(output.rows, bool(cut.get("ordered")), int(offset), frame)
+            said = covers(output.rows, bool(cut.get("ordered")), int(offset), frame)
+        if cut.get("where"):
+            said = filtered(said, with_values(str(cut["where"]), bound, self.values))
+        if said:
+            output.covers = said
 
     def metrics(self, step: str, arguments: dict[str, Any]) -> list[str]:
         """A query_metrics step: each ``${name}`` in its filters written as this run's value, a literal of its type
@@ -313,6 +320,35 @@ def statement_values(step: dict[str, Any], values: dict[str, Any]) -> list[str]:
             named = binds.get(str(k)) or (k if k in values and f"${k}" in sql else None)
             lines.append(f"${k} = {v!r}" + (" (parameter)" if named == k else f" ({named})" if named else ""))
     return lines
+
+
+_PLACEHOLDER = re.compile(r"\$(\d+)|\?(\d+)|\$([A-Za-z_]\w*)|PARAMS\[['\"]([A-Za-z_]\w*)['\"]\]")
+
+
+def with_values(text: str, bound: dict[str, Any] | list[Any] | None, values: dict[str, Any]) -> str:
+    """A filter's text with each placeholder (``$1``, ``?1``, ``$name``, ``PARAMS["name"]``) written as the value
+    this run bound to it (a text quoted), so a label says what the rows are; one without a value stays as written."""
+
+    def value(match: re.Match[str]) -> str:
+        position = match.group(1) or match.group(2)
+        name = match.group(3) or match.group(4)
+        found: Any = _NONE
+        if position and isinstance(bound, list) and 0 < int(position) <= len(bound):
+            found = bound[int(position) - 1]
+        elif name and isinstance(bound, dict) and name in bound:
+            found = bound[name]
+        elif name and name in values:
+            found = values[name]
+        if found is _NONE:
+            return match.group(0)
+        if isinstance(found, int | float) and not isinstance(found, bool):
+            return repr(found)
+        return "'" + str(found).replace("'", "''") + "'"
+
+    return _PLACEHOLDER.sub(value, text)
+
+
+_NONE = object()
 
 
 def _given(at: Any, bound: dict[str, Any] | list[Any] | None) -> int | None:

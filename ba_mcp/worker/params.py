@@ -169,10 +169,16 @@ def _same(literal: Any, value: Any, is_text: bool) -> bool:
     return isinstance(value, int | float) and not isinstance(literal, str) and literal == value
 
 
+_CLAUSE_ENDS = {"GROUP", "HAVING", "ORDER", "LIMIT", "OFFSET", "FETCH", "WINDOW", "QUALIFY", ";"}
+_SET_OPERATIONS = {"UNION", "INTERSECT", "EXCEPT"}
+
+
 def sql_cut(sql: str) -> dict[str, Any]:
     """Whether the statement's result is cut: the LIMIT (or FETCH FIRST) and OFFSET of the outermost query — a
     number, or the placeholder that gives it (``$1``, ``$name``, the Nth ``?`` as ``?N``) — and whether it is
-    ordered (a top N, not any N). ``{}`` when nothing cuts it. What a report's key figure of it covers."""
+    ordered (a top N, not any N); ``where``: the outermost query's filter (its WHERE, and HAVING, as written, the
+    Nth ``?`` as ``?N``), which keeps part of the rows (none for a UNION's branches: no one filter is the result's).
+    ``{}`` when nothing cuts it. What a report's key figure of it covers."""
     import duckdb
 
     tokens = duckdb.tokenize(sql)
@@ -212,9 +218,56 @@ def sql_cut(sql: str) -> dict[str, Any]:
             cut["offset"] = value_at(i + 1)
         if word == "?":
             questions += 1
+    where = _filters(sql, words, tokens)
+    if where:
+        cut["where"] = where
     if cut.get("limit") is None:
-        return {}
-    return cut
+        cut.pop("limit", None)
+        cut.pop("offset", None)
+        cut.pop("ordered", None)
+    return cut if cut.get("limit") is not None or cut.get("where") else {}
+
+
+def _filters(sql: str, words: list[str], tokens: list[Any]) -> str:
+    """The outermost query's WHERE and HAVING conditions as written, on one line (``sql_cut``); ``""`` without any,
+    or in a UNION, INTERSECT or EXCEPT."""
+    import duckdb
+
+    depth, clause, start = 0, "", 0
+    found: dict[str, str] = {}
+    for i, word in enumerate([*words, ";"]):
+        upper = word.upper()
+        keyword = i < len(tokens) and tokens[i][1] == duckdb.token_type.keyword
+        ends = depth == 0 and (i == len(words) or word == ";" or (keyword and upper in _CLAUSE_ENDS | {"WHERE"}))
+        if clause and ends:
+            found[clause] = _condition(sql, tokens, start, i)
+            clause = ""
+        if depth == 0 and keyword and upper in _SET_OPERATIONS:
+            return ""
+        if depth == 0 and keyword and upper in ("WHERE", "HAVING"):
+            clause, start = upper, i + 1
+        depth += (word == "(") - (word == ")")
+        if i >= len(words) or word == ";":
+            break
+    where, having = found.get("WHERE", ""), found.get("HAVING", "")
+    return "; ".join(p for p in (where, f"having {having}" if having else "") if p)
+
+
+def _condition(sql: str, tokens: list[Any], start: int, end: int) -> str:
+    """Tokens ``start`` to ``end`` of ``sql`` as written on one line, the Nth ``?`` of the statement as ``?N``."""
+    if start >= end:
+        return ""
+    questions = sum(1 for t in tokens[:start] if sql[t[0]] == "?")
+    pieces = []
+    for k in range(start, end):
+        stop = tokens[k + 1][0] if k + 1 < len(tokens) else len(sql)
+        piece = sql[tokens[k][0] : stop]
+        if piece.strip() == "?":
+            questions += 1
+            piece = piece.replace("?", f"?{questions}", 1)
+        pieces.append(piece)
+    text = re.sub(r"--[^\n]*|/\*.*?\*/", " ", "".join(pieces), flags=re.S)
+    return " ".join(text.split())
 
 
 _CUT_METHODS = {"head": False, "nlargest": True, "nsmallest": True}  # -> ordered (a top N)
@@ -224,7 +277,8 @@ _ORDERING = {"sort_values", "sort_index", "rank"}
 def code_cut(code: str) -> dict[str, Any]:
     """Whether the value a Python step ends with (its last expression, the ``value`` output) is cut:
     ``….head(n)``, ``….nlargest(n, …)``, ``….nsmallest(n, …)`` or ``….iloc[:n]`` in its chain of calls — ``n`` a
-    number or ``PARAMS["name"]`` (as ``$name``) — ordered when a sort comes before a head. ``{}`` otherwise."""
+    number or ``PARAMS["name"]`` (as ``$name``) — ordered when a sort comes before a head; ``where``: a filter in the
+    chain that keeps part of the rows (``df[mask]``, ``.loc[mask]``, ``.query("…")``), as written. ``{}`` otherwise."""
     try:
         tree = ast.parse(code)
     except (SyntaxError, ValueError):
@@ -233,7 +287,11 @@ def code_cut(code: str) -> dict[str, Any]:
         return {}
     node: Any = tree.body[-1].value
     cut: dict[str, Any] = {}
+    kept: list[str] = []  # the filters of the chain, outermost first
     for _ in range(64):  # a chain of calls, outermost first
+        mask = _mask(node)
+        if mask:
+            kept.append(mask)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
             name = node.func.attr
             if name in _CUT_METHODS and not cut:
@@ -256,7 +314,31 @@ def code_cut(code: str) -> dict[str, Any]:
             node = node.value
         else:
             break
+    if kept:
+        cut["where"] = " and ".join(reversed(kept))
     return cut
+
+
+_MASK_NODES = (ast.Compare, ast.BoolOp, ast.UnaryOp)
+
+
+def _mask(node: Any) -> str:
+    """The condition a pandas filter keeps rows by, as written: ``df[<mask>]``, ``df.loc[<mask>]`` /
+    ``df.loc[<mask>, cols]``, ``df.query("<expression>")``; ``""`` for any other node (a column pick, a slice)."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "query":
+        given = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "expr"), None)
+        return given.value if isinstance(given, ast.Constant) and isinstance(given.value, str) else ""
+    if not isinstance(node, ast.Subscript):
+        return ""
+    piece = node.slice
+    if isinstance(node.value, ast.Attribute) and node.value.attr == "loc" and isinstance(piece, ast.Tuple):
+        piece = piece.elts[0] if piece.elts else piece
+    masked = isinstance(piece, _MASK_NODES) or (
+        isinstance(piece, ast.BinOp) and isinstance(piece.op, ast.BitAnd | ast.BitOr)
+    )
+    if isinstance(piece, ast.UnaryOp) and not isinstance(piece.op, ast.Invert | ast.Not):
+        masked = False  # -x: no mask
+    return ast.unparse(piece) if masked else ""
 
 
 def _count(node: Any) -> int | str | None:
