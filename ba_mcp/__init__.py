@@ -10,9 +10,9 @@ The public surface, for embedding the server or adding a tool (imported on first
 * ``Table``, ``Document``, ``JsonValue``, ``Image``, ``Composite`` — the raw results a tool returns;
 * the plug-in surface (docs/writing-an-engine.md, docs/writing-a-tool.md): ``EngineInfo`` — an engine's line of
   the registry (a ``ba_mcp.engines`` entry point names one); ``ConnectedEngine``, ``LocalEngine``, ``Held`` — an
-  engine and what its worker-side hooks receive; ``EngineRefusal`` — a statement refused in the worker;
-  ``Services`` — what a tool's ``build`` takes; ``ToolSettings`` — a tool's ``tools.<name>``; ``Plugin`` — an
-  installed plug-in as the configuration found it (``Settings.plugin_status``);
+  engine and what its worker-side hooks receive (a hook refuses with ``ToolFailure``); ``ToolInfo`` — a tool's
+  line; ``Services`` — what a tool's ``build`` takes; ``ToolSettings`` — a tool's ``tools.<name>``; ``Plugin`` —
+  an installed plug-in as the configuration found it (``Settings.plugin_status``);
 * ``TokenCounter`` — offline token counting (``count_tokens``, ``count_message_tokens``,
   ``count_conversation_tokens``, ``model_info``: T-T's library API).
 """
@@ -36,7 +36,6 @@ if TYPE_CHECKING:  # the public names' types, for the type checkers of embedders
     from ba_mcp.settings import Settings, ToolSettings, load_settings
     from ba_mcp.tool import Tool, ToolContext, ToolParams, ToolPolicy
     from ba_mcp.tools.services import Services
-    from ba_mcp.workers.wire import Failure as EngineRefusal
 
 _PUBLIC = {
     "App": "ba_mcp.app",
@@ -62,7 +61,6 @@ _PUBLIC = {
     "ConnectedEngine": "ba_mcp.databases.connector",
     "LocalEngine": "ba_mcp.databases.connector",
     "Held": "ba_mcp.databases.connector",
-    "EngineRefusal": "ba_mcp.workers.wire:Failure",
     "Services": "ba_mcp.tools.services",
     "ToolSettings": "ba_mcp.settings",
 }
@@ -74,7 +72,6 @@ __all__ = [  # a literal, for the type checkers and linters (each name's module 
     "ConnectedEngine",
     "Document",
     "EngineInfo",
-    "EngineRefusal",
     "ErrorType",
     "Held",
     "Image",
@@ -99,8 +96,7 @@ __all__ = [  # a literal, for the type checkers and linters (each name's module 
 
 
 def __getattr__(name: str) -> Any:
-    where = _PUBLIC.get(name)
-    if where is None:
+    module = _PUBLIC.get(name)
+    if module is None:
         raise AttributeError(f"module 'ba_mcp' has no attribute {name!r}")
-    module, _, attribute = where.partition(":")  # "module:attribute" where the public name is not the module's
-    return getattr(importlib.import_module(module), attribute or name)
+    return getattr(importlib.import_module(module), name)

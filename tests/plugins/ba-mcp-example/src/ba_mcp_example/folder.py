@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ba_mcp import EngineRefusal, Held, LocalEngine
+from ba_mcp import Code, ErrorType, Held, LocalEngine, ToolFailure
 
 _SUFFIXES = {".csv": "read_csv_auto", ".parquet": "read_parquet"}
 _READS = ("SELECT", "EXPLAIN")
@@ -51,11 +51,11 @@ class FolderEngine(LocalEngine):
         except duckdb.Error:
             return  # not SQL DuckDB can parse: running it says where (SQL_SYNTAX)
         if len(kinds) != 1 or kinds[0] not in _READS:
-            raise EngineRefusal(
-                type="permission_denied",
-                code="READ_ONLY",
-                message=f"this database is read-only: one SELECT per call (the query is {' + '.join(kinds)})",
-                hint="use SELECT; keep a result by querying it again",
+            raise ToolFailure(  # in the worker as in the server: the call's error, as it is
+                ErrorType.PERMISSION_DENIED,
+                Code.READ_ONLY,
+                f"this database is read-only: one SELECT per call (the query is {' + '.join(kinds)})",
+                "use SELECT; keep a result by querying it again",
             )
 
     def catalog(self, c: Held, schemas: list[str]) -> dict[str, Any]:
