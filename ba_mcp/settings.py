@@ -290,13 +290,14 @@ class DatabaseSettings(_Section):
         from ba_mcp import redaction
 
         url = self.url.get_secret_value() if self.url is not None else ""
-        if redaction.unsure(url):
+        problem = registry.url_problem(url, self.driver)  # first: a URL no engine takes (no scheme) is that
+        if problem is None and redaction.unsure(url):
             return (
                 "the user or password in its URL holds a character a URL reserves (@ # / ?), so drivers read it "
                 "differently — percent-encode the password",
                 redaction.PERCENT_ENCODE_HINT,
             )
-        return registry.url_problem(url, self.driver)
+        return problem
 
     @property
     def kind(self) -> str:
