@@ -19,6 +19,7 @@ so the text, the structured content, the artifact, a view and an export all read
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import math
 from collections.abc import Callable
 from typing import Any
@@ -118,9 +119,14 @@ def shown_schema(
     changes: dict[int, Any] = {}
     named: dict[str, str] = {}
     fields = []
+    months: list[int] = []  # YEAR TO MONTH intervals (Spark's): a type pyarrow holds but cannot hand out
     for i, f in enumerate(schema):
         t = f.type
-        if t == pa.month_day_nano_interval() or pa.types.is_duration(t):
+        if t.id == pa.lib.Type_INTERVAL_MONTHS:
+            months.append(i)
+            changes[i] = pa.string()
+            named[f.name] = "interval"
+        elif t == pa.month_day_nano_interval() or pa.types.is_duration(t):
             changes[i] = pa.string()
             named[f.name] = "interval"
         elif pa.types.is_float32(t):
@@ -134,13 +140,74 @@ def shown_schema(
     shown = pa.schema(fields, metadata=schema.metadata)
 
     def converted(batch: Any) -> Any:
-        batch = convert(batch)
+        batch = convert(months_as_counts(batch, months) if months else batch)
         columns = list(batch.columns)
         for i, target in changes.items():
-            columns[i] = shown_column(columns[i], target)
+            if i in months:
+                counts = columns[i].to_pylist()
+                columns[i] = pa.array([None if v is None else interval_text(v, 0, 0) for v in counts], pa.string())
+            else:
+                columns[i] = shown_column(columns[i], target)
         return pa.RecordBatch.from_arrays(columns, schema=shown)
 
     return shown, converted, named
+
+
+def months_as_counts(batch: Any, indices: list[int]) -> Any:
+    """``batch`` with its month-interval columns (``indices``) as the int32 month counts they hold. pyarrow knows
+    the type (a YEAR TO MONTH interval's) but has no array class for it: any look at such a column raises, so the
+    batch is handed over the Arrow C data interface (``ctypes``: no copy) with those fields' format, ``tiM``,
+    written as ``i`` (int32) — the same layout: a validity bitmap and 32-bit values."""
+    import ctypes
+
+    import pyarrow as pa
+
+    c_schema, c_array = _c_structs()
+    schema, array = c_schema(), c_array()
+    batch._export_to_c(ctypes.addressof(array), ctypes.addressof(schema))
+    for i in indices:
+        schema.children[i].contents.format = _INT32
+    return pa.RecordBatch._import_from_c(ctypes.addressof(array), ctypes.addressof(schema))
+
+
+@functools.cache
+def _c_structs() -> tuple[Any, Any]:
+    """The Arrow C data interface's ``ArrowSchema`` and ``ArrowArray`` (arrow/c/abi.h), as ctypes structures."""
+    import ctypes
+
+    class CSchema(ctypes.Structure):
+        pass
+
+    CSchema._fields_ = [
+        ("format", ctypes.c_char_p),
+        ("name", ctypes.c_char_p),
+        ("metadata", ctypes.c_char_p),
+        ("flags", ctypes.c_int64),
+        ("n_children", ctypes.c_int64),
+        ("children", ctypes.POINTER(ctypes.POINTER(CSchema))),
+        ("dictionary", ctypes.POINTER(CSchema)),
+        ("release", ctypes.c_void_p),
+        ("private_data", ctypes.c_void_p),
+    ]
+
+    class CArray(ctypes.Structure):
+        _fields_ = [
+            ("length", ctypes.c_int64),
+            ("null_count", ctypes.c_int64),
+            ("offset", ctypes.c_int64),
+            ("n_buffers", ctypes.c_int64),
+            ("n_children", ctypes.c_int64),
+            ("buffers", ctypes.c_void_p),
+            ("children", ctypes.c_void_p),
+            ("dictionary", ctypes.c_void_p),
+            ("release", ctypes.c_void_p),
+            ("private_data", ctypes.c_void_p),
+        ]
+
+    return CSchema, CArray
+
+
+_INT32 = b"i"  # the C data interface's format of int32
 
 
 def shown_column(column: Any, target: Any) -> Any:

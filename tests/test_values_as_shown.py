@@ -315,6 +315,32 @@ def test_a_nan_is_no_null_at_any_level_in_any_encoding() -> None:
     assert "NULL" in encode_table(table, "csv").splitlines()[2]  # the NULL row stays NULL
 
 
+def test_a_year_to_month_interval_reads_as_the_other_intervals() -> None:
+    """Spark's YEAR TO MONTH arrives as Arrow's month interval, a type pyarrow holds but has no array class for (any
+    look at the column raises): shown as every interval is (``interval_text``), in every encoding."""
+    import ctypes
+
+    from ba_mcp.values import _c_structs, shown_schema
+
+    counts = pa.record_batch([pa.array([14, -3, None, 0], pa.int32()), pa.array([1, 2, 3, 4])], names=["ym", "n"])
+    c_schema, c_array = _c_structs()
+    schema, array = c_schema(), c_array()
+    counts._export_to_c(ctypes.addressof(array), ctypes.addressof(schema))
+    schema.children[0].contents.format = b"tiM"  # the format Spark's driver gives (interval, months)
+    batch = pa.RecordBatch._import_from_c(ctypes.addressof(array), ctypes.addressof(schema))
+    assert str(batch.schema.field("ym").type) == "month_interval"
+    with pytest.raises(KeyError):
+        batch.column(0)  # what crashed a query before
+    shown, convert, named = shown_schema(batch.schema, lambda b: b)
+    assert named == {"ym": "interval"} and shown.field("ym").type == pa.string()
+    table = pa.Table.from_batches([convert(batch)], schema=shown)
+    assert table.column("ym").to_pylist() == ["1 year 2 mons", "-3 mons", None, "00:00:00"]
+    assert table.column("n").to_pylist() == [1, 2, 3, 4]  # the other columns as they were
+    assert interval_text(14, 0, 0) == "1 year 2 mons"  # the one rule: PostgreSQL's words
+    for encoding in ENCODINGS:
+        assert "1 year 2 mons" in encode_table(table, encoding)
+
+
 def test_timetz_text_is_psqls() -> None:
     from ba_mcp.values import timetz_text
 
@@ -337,7 +363,9 @@ def test_interval_text_is_postgresqls_encoding_of_each_part() -> None:
 SPARK_SQL = (
     "SELECT date_trunc('MONTH', DATE'2026-08-15') AS month_start, DATE'2026-08-15' AS day, "
     "INTERVAL '1462 14:45:00' DAY TO SECOND AS took, CAST(4.7 AS FLOAT) AS r, "
-    "CAST(0.1 AS DOUBLE) + CAST(0.2 AS DOUBLE) AS d, CAST(43974.710000000014 AS DOUBLE) AS d3"
+    "CAST(0.1 AS DOUBLE) + CAST(0.2 AS DOUBLE) AS d, CAST(43974.710000000014 AS DOUBLE) AS d3, "
+    "INTERVAL '1-2' YEAR TO MONTH AS ym, INTERVAL '-0-3' YEAR TO MONTH AS back, "
+    "CAST('NaN' AS DOUBLE) AS nan, CAST('-Infinity' AS DOUBLE) AS ninf"
 )
 
 
@@ -386,6 +414,7 @@ async def test_spark_values_read_as_spark_shows_them(berlin_spark: Any, tmp_path
         "BA_MCP_DATABASES__LAKE__URL": berlin_spark.url,
         "BA_MCP_DATABASES__LAKE__DRIVER": "adbc_driver_spark",
         "BA_MCP_TOOLS__QUERY_DATABASE__TIMEOUT_S": "120",
+        "BA_MCP_TOOLS__QUERY_DATABASE__CONFIRM_SCAN_ROWS": "1000000",
     }
     ws = make_workspace(tmp_path)
     with open("/dev/null", "w") as errlog:
@@ -403,13 +432,25 @@ async def test_spark_values_read_as_spark_shows_them(berlin_spark: Any, tmp_path
                     break
             text = text_of(result)
             assert not result.is_error, text
+            # a scan Spark expects past the bound (its EXPLAIN COST rowCount) is asked first, then runs
+            big = {"database": "lake", "query": "SELECT count(*) AS n FROM range(5000000)", "output_level": "full"}
+            asked = await s.call_tool("query_database", big)
+            assert asked.is_error and "LARGE_SCAN" in text_of(asked), text_of(asked)
+            assert "Spark expects this statement to read about 5,000,000 rows" in text_of(asked), text_of(asked)
+            again = await s.call_tool("query_database", big)
+            assert not again.is_error and "5000000" in text_of(again), text_of(again)
     ours = _csv_rows(text, "month_start,")[0]
     # Spark writes a session timestamp without its offset: ours is the same wall clock, with Berlin's offset
     stamp = dt.datetime.fromisoformat(ours["month_start"])
     assert stamp.replace(tzinfo=None) == dt.datetime.fromisoformat(theirs["month_start"]), (ours, theirs)
     assert stamp.utcoffset() == dt.timedelta(hours=2), ours
-    for name in ("day", "r", "d", "d3"):
+    for name in ("day", "r", "d", "d3", "nan", "ninf"):  # Spark writes NaN and -Infinity as psql does
         assert ours[name] == theirs[name], (name, ours[name], theirs[name])
+    # YEAR TO MONTH (which crashed a query): Spark writes INTERVAL '1-2' YEAR TO MONTH, the one rule its months
+    for name in ("ym", "back"):
+        sign, years, months = re.fullmatch(r"INTERVAL '(-?)(\d+)-(\d+)' YEAR TO MONTH", theirs[name]).groups()  # type: ignore[union-attr]
+        assert ours[name] == interval_text(int(f"{sign}{int(years) * 12 + int(months)}"), 0, 0), (ours, theirs)
+    assert (ours["ym"], ours["back"]) == ("1 year 2 mons", "-3 mons")
     # Spark writes INTERVAL '1462 14:45:00' DAY TO SECOND; the one rule writes PostgreSQL's form of the same span
     days, clock = re.fullmatch(r"INTERVAL '(\d+) ([\d:.]+)' DAY TO SECOND", theirs["took"]).groups()  # type: ignore[union-attr]
     assert ours["took"] == f"{days} days {clock}", (ours["took"], theirs["took"])
