@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from ba_mcp import redaction
 from ba_mcp.errors import ErrorType, ToolFailure, timed_out
 from ba_mcp.workers.failures import EngineError, worker_failures
-from ba_mcp.workers.pool import Call, Handle, WorkerPool, crash_limit
+from ba_mcp.workers.pool import Call, Handle, WorkerPool, crash_limit, start_of
 from ba_mcp.workers.spawn import confinement, module_package, ready, spawn
 
 if TYPE_CHECKING:
@@ -109,7 +109,9 @@ class Connections(WorkerPool):
             message["path"] = outside[1]
         return options
 
-    def _connect(self, name: str, conf: DatabaseSettings, engine: Any, host_file: Path | None) -> Handle:
+    def _connect(
+        self, name: str, conf: DatabaseSettings, engine: Any, host_file: Path | None, ctx: ToolContext | None = None
+    ) -> Handle:
         bad_url = url_refusal(name, conf)
         if bad_url is not None:
             raise bad_url
@@ -122,7 +124,8 @@ class Connections(WorkerPool):
         process = spawn("connection", self.settings.sandbox, self.scratch, self._options(real, message), None)
         handle = Handle(process, name=name)
         try:
-            ready("connection", process, self.conf.start_timeout_s)
+            with start_of(ctx):  # the worker's start is not the call's work (the connect that follows is)
+                ready("connection", process, self.conf.start_timeout_s)
 
             def refused(exc: EngineError) -> ToolFailure:
                 return connect_failure(exc, name, conf, engine)
@@ -181,7 +184,7 @@ class Connections(WorkerPool):
         the database's slots. ``engine`` (a ``databases.connector.ConnectedEngine``) says what the worker's
         ``connect`` holds and reads the database's messages. ``ctx``'s timeout cancels the statement in the
         database, then ends the worker."""
-        handle = self.lend(name, lambda: self._connect(name, conf, engine, host_file))
+        handle = self.lend(name, lambda: self._connect(name, conf, engine, host_file, ctx))
         handle.call += 1
         call = self._call(handle, ctx, conf)
         if ctx is not None:

@@ -38,7 +38,17 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Call", "EngineError", "Engines", "Handle", "WorkerPool", "ask_metrics", "file_identity", "settle"]
+__all__ = [
+    "Call",
+    "EngineError",
+    "Engines",
+    "Handle",
+    "WorkerPool",
+    "ask_metrics",
+    "file_identity",
+    "settle",
+    "start_of",
+]
 
 DATABASES_DIR = "/databases"  # where a worker's root shows the configured database files
 
@@ -147,7 +157,7 @@ class WorkerPool:
         with self._lock:
             starting = self._starting.setdefault(key, threading.Lock())
         if not starting.acquire(blocking=False):
-            with _start_of(ctx):  # another call of the key is starting its worker: this one waits for that start
+            with start_of(ctx):  # another call of the key is starting its worker: this one waits for that start
                 starting.acquire()
         try:
             return self._acquire(key, time.monotonic() + wait_s, ctx)
@@ -195,7 +205,7 @@ class WorkerPool:
                 spare = None
             if spare is not None:
                 priority.restore(spare.process.pid)  # a call's now: its warm-up no longer yields
-            with _start_of(ctx):
+            with start_of(ctx):
                 fresh = self._ready_spare(spare) if spare is not None else self._ready(self._make(spare=False))
         finally:
             with self._lock:
@@ -427,7 +437,7 @@ class Call:
         return self.gone(self.handle, stopped)
 
 
-def _start_of(ctx: ToolContext | None) -> contextlib.AbstractContextManager[None]:
+def start_of(ctx: ToolContext | None) -> contextlib.AbstractContextManager[None]:
     """Where a call waits for a worker to start: not counted against its timeout (``ToolContext.worker_start``)."""
     return ctx.worker_start() if ctx is not None else contextlib.nullcontext()
 
