@@ -294,7 +294,7 @@ def test_one_table_reads_the_same_in_every_encoding() -> None:
     assert json.loads(encode_table(shown, "json"))[0]["d"] == 0.1 + 0.2
 
 
-def test_a_nan_is_no_null_at_any_level_in_any_encoding() -> None:
+def test_a_nan_is_no_null_at_any_level_in_any_encoding(tmp_path: Path) -> None:
     nan, inf = float("nan"), float("inf")
     table = pa.table(
         {
@@ -313,6 +313,22 @@ def test_a_nan_is_no_null_at_any_level_in_any_encoding() -> None:
     records = json.loads(encode_table(table, "json"))  # valid JSON: the words as strings, as PostgreSQL's to_json
     assert [r["d"] for r in records[:4]] == ["NaN", None, "Infinity", "-Infinity"]
     assert "NULL" in encode_table(table, "csv").splitlines()[2]  # the NULL row stays NULL
+    # a column's summary counts its NaNs apart from its NULLs (in Python, with Arrow's kernels, and with DuckDB)
+    import duckdb
+    import pyarrow.parquet as pq
+
+    from ba_mcp.pipeline.encode import _arrow_stats, _python_stats
+    from ba_mcp.pipeline.observe import format_stats
+    from ba_mcp.worker.sql import parquet_stats
+
+    column = pa.chunked_array([[nan, None, 1.0, 3.0, nan]])
+    for stats in (_python_stats(column), _arrow_stats(column)):
+        assert (stats["count"], stats["nulls"], stats["nan"], stats["mean"]) == (2, 1, 2, 2.0), stats
+    assert "1 nulls" in format_stats(_python_stats(column)) and "2 NaN" in format_stats(_python_stats(column))
+    path = tmp_path / "nan.parquet"
+    pq.write_table(pa.table({"d": column, "n": [1, 2, None, 4, 5]}), path)
+    stored, _ = parquet_stats(duckdb.connect(), str(path))
+    assert (stored["d"]["nulls"], stored["d"]["nan"], stored["n"]["nulls"]) == (1, 2, 1) and "nan" not in stored["n"]
 
 
 def test_a_year_to_month_interval_reads_as_the_other_intervals() -> None:

@@ -226,9 +226,10 @@ PYTHON_STATS_ROWS = 5000  # a column this short is summarised with Python's own 
 
 def column_stats(column: pa.ChunkedArray) -> dict[str, Any]:
     """What a column summary says, as data: ``kind`` (bool, number, time, other), ``count`` (values
-    present; NaN counts as missing), ``nulls`` and the kind's figures. The artifact store computes the
-    same figures over a whole stored table with DuckDB (``ba_mcp.worker.sql.parquet_stats``); the engine
-    worker uses this one for a stored result small enough to hold (``Engine.op_store``).
+    present, NaN apart), ``nulls``, ``nan`` (a float column's NaNs, when it has any: no NULL) and the kind's
+    figures. The artifact store computes the same figures over a whole stored table with DuckDB
+    (``ba_mcp.worker.sql.parquet_stats``); the engine worker uses this one for a stored result small enough to
+    hold (``Engine.op_store``).
 
     A short column — every table the server shows whole — is summarised in Python: Arrow's compute kernels
     are ~10 MB of the server's memory (issue 40), and at a few thousand values Python is as quick. Longer
@@ -243,9 +244,12 @@ def _arrow_stats(column: pa.ChunkedArray) -> dict[str, Any]:
 
     t = column.type
     values = pc.drop_null(column)
+    present = len(values)
     if pa.types.is_floating(t):
         values = pc.filter(values, pc.invert(pc.is_nan(values)))
-    stats: dict[str, Any] = {"kind": stats_kind(t), "count": len(values), "nulls": len(column) - len(values)}
+    stats: dict[str, Any] = {"kind": stats_kind(t), "count": len(values), "nulls": len(column) - present}
+    if present > len(values):
+        stats["nan"] = present - len(values)
     if not len(values):
         return stats
     if stats["kind"] == "bool":
@@ -277,11 +281,13 @@ def _python_stats(column: pa.ChunkedArray | pa.Array) -> dict[str, Any]:
     if pa.types.is_decimal128(t) and t.scale >= 0:
         return _decimal_stats(column)
     raw = python_values(column)
+    values = [v for v in raw if v is not None]
+    present = len(values)
     if pa.types.is_floating(t):
-        values = [v for v in raw if v is not None and not math.isnan(v)]
-    else:
-        values = [v for v in raw if v is not None]
-    stats: dict[str, Any] = {"kind": kind, "count": len(values), "nulls": len(raw) - len(values)}
+        values = [v for v in values if not math.isnan(v)]
+    stats: dict[str, Any] = {"kind": kind, "count": len(values), "nulls": len(raw) - present}
+    if present > len(values):
+        stats["nan"] = present - len(values)
     if not values:
         return stats
     if kind == "bool":

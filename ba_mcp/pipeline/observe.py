@@ -672,6 +672,8 @@ def format_stats(stats: Mapping[str, Any]) -> str:
             parts.append(f"top {str(top[0])[:30]!r} ×{top[1]}")
     if stats["nulls"]:
         parts.append(f"{stats['nulls']} nulls")
+    if stats.get("nan"):  # a NaN is no NULL: counted apart (its figures are the other values')
+        parts.append(f"{stats['nan']} NaN")
     return "; ".join(parts) or "no values"
 
 

@@ -185,6 +185,7 @@ def parquet_stats(con: Any, path: str) -> tuple[dict[str, dict[str, Any]], int]:
         kind = stats_kind(field_.type)
         col = '"' + field_.name.replace('"', '""') + '"'
         value = f"(CASE WHEN isnan({col}) THEN NULL ELSE {col} END)" if pa.types.is_floating(field_.type) else col
+        nans = [f"count(*) FILTER (WHERE isnan({col}))"] if pa.types.is_floating(field_.type) else []
         wanted = {
             "bool": [f"count({value})", f"count({value}) FILTER (WHERE {value})"],
             "number": [f"count({value})", f"min({value})", f"avg({value})", f"max({value})"],
@@ -194,13 +195,17 @@ def parquet_stats(con: Any, path: str) -> tuple[dict[str, dict[str, Any]], int]:
         if kind in ("number", "other"):
             wanted.append(f"count(DISTINCT {value})")
         plan.append((field_.name, kind, len(aggregates)))
-        aggregates += wanted
+        aggregates += wanted + nans  # a float column's NaNs last: counted apart from its nulls
     row: Any = _first(con.execute(f"SELECT {', '.join(aggregates)} FROM {source}")) or (0,)
     total = int(row[0])
     out: dict[str, dict[str, Any]] = {}
-    for name, kind, at in plan:
+    floats = {f.name for f in schema if pa.types.is_floating(f.type)}
+    for i, (name, kind, at) in enumerate(plan):
         count = int(row[at])
-        stats: dict[str, Any] = {"kind": kind, "count": count, "nulls": total - count}
+        nan = int(row[plan[i + 1][2] - 1] if i + 1 < len(plan) else row[-1]) if name in floats else 0
+        stats: dict[str, Any] = {"kind": kind, "count": count, "nulls": total - count - nan}
+        if nan:
+            stats["nan"] = nan
         if count and kind == "bool":
             stats["true"] = int(row[at + 1])
         elif count and kind == "number":
