@@ -264,10 +264,16 @@ def _xlsx(parquet: object, out: object) -> None:
 
 
 def _excel_cell(value: object) -> object:
-    """A value openpyxl can write: timezones dropped (Excel has none), nested values as text."""
+    """A value openpyxl can write: timezones dropped (Excel has none), nested values as text, a float that is no
+    number as psql writes it (``NaN``, ``Infinity``: Excel has no such number, and openpyxl would leave the cell
+    empty — a NaN is no NULL)."""
     import datetime as dt
     import json
 
+    from ba_mcp.values import non_finite_text
+
+    if (text := non_finite_text(value)) is not None:
+        return text
     if isinstance(value, dt.datetime) and value.tzinfo is not None:
         return value.replace(tzinfo=None)
     if isinstance(value, (list, dict, tuple)):
