@@ -247,7 +247,9 @@ if states is not None:
         n = states.customer_id.map(count).fillna(0.0)
         per_sub = states.customer_id.map(own)
         fallback = float(per_sub.median()) if per_sub.notna().any() else float(contract_orders.margin.median())
-        plan_margin = per_sub.groupby(states.plan).transform("median").fillna(fallback)
+        every = states.customer_id.map(contract_orders.groupby("customer_id").margin.mean())  # first orders too
+        plan_margin = per_sub.groupby(states.plan).transform("median")  # a plan nobody renewed yet: all its orders
+        plan_margin = plan_margin.fillna(every.groupby(states.plan).transform("median")).fillna(fallback)
         steady = count >= 2
         within = float(spread[steady].mean()) if steady.any() else float("nan")
         between = float(own[steady].var() - within / count[steady].mean()) if steady.sum() > 2 else float("nan")
