@@ -108,11 +108,11 @@ def one(command: list[str], cwd: Path, tool: str, idle: float) -> tuple[float, f
         first_args, warm_args = CASES[tool]
         first, reply = call(proc, 2, tool, first_args)
         error = failed(reply)
-        warm, reply = call(proc, 3, tool, warm_args)
-        if failed(reply):  # the session's worker is there now: a second failure is no figure
-            warm, reply = call(proc, 4, tool, warm_args)
-        assert not failed(reply), reply
-        return first, warm, error
+        for attempt in range(3):  # a warm call once one has answered (each failure ended the session's worker)
+            warm, reply = call(proc, 3 + attempt, tool, warm_args)
+            if not failed(reply):
+                return first, warm, error
+        return first, float("nan"), f"{error or 'ok'}+warm:{failed(reply)}"
     finally:
         family = [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]
         assert proc.stdin is not None
@@ -157,7 +157,10 @@ def main() -> None:
                     for name in order:
                         command, cwd = commands[(name, condition)]
                         with burning(args.burners if condition == "burners" else 0):
-                            times[(name, condition, tool)].append(one(command, cwd, tool, args.idle))
+                            got = one(command, cwd, tool, args.idle)
+                        times[(name, condition, tool)].append(got)
+                        print(f"  {name} {condition} {tool}: first {got[0]:.2f} s, warm {got[1]:.2f} s {got[2]}")
+                        sys.stdout.flush()
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     print(f"first call of a fresh session vs the warm call (median of {args.runs}; idle {args.idle:g} s first)")
@@ -167,7 +170,7 @@ def main() -> None:
     )
     for (name, condition, tool), pairs in times.items():
         first = statistics.median(p[0] for p in pairs) * 1000
-        warm = statistics.median(p[1] for p in pairs) * 1000
+        warm = statistics.median([p[1] for p in pairs if p[1] == p[1]] or [float("nan")]) * 1000
         worst = max(p[0] for p in pairs)
         errors = [p[2] for p in pairs if p[2]]
         print(
