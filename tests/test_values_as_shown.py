@@ -313,6 +313,14 @@ def test_a_nan_is_no_null_at_any_level_in_any_encoding(tmp_path: Path) -> None:
     records = json.loads(encode_table(table, "json"))  # valid JSON: the words as strings, as PostgreSQL's to_json
     assert [r["d"] for r in records[:4]] == ["NaN", None, "Infinity", "-Infinity"]
     assert "NULL" in encode_table(table, "csv").splitlines()[2]  # the NULL row stays NULL
+    from ba_mcp.views import json_table  # the view's rows (MCP Apps): the same words
+
+    assert json_table(table)["rows"][:4] == [
+        ["NaN", "NaN"],
+        [None, None],
+        ["Infinity", "-Infinity"],
+        ["-Infinity", "Infinity"],
+    ]
     from ba_mcp.exports import _excel_cell  # an Excel export: Excel has no NaN, so psql's words
 
     assert [_excel_cell(v) for v in (nan, inf, -inf, None, 1.5)] == ["NaN", "Infinity", "-Infinity", None, 1.5]

@@ -149,8 +149,10 @@ def json_cell(value: Any) -> Any:
     times in ISO form, bytes as hex."""
     if value is None or isinstance(value, bool | int | str):
         return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
+    if isinstance(value, float):  # a NaN is no NULL: psql's word for it (ba_mcp.values), as the text shows it
+        from ba_mcp.values import non_finite_text
+
+        return value if math.isfinite(value) else non_finite_text(value)
     if isinstance(value, decimal.Decimal):
         as_float = float(value)
         return as_float if decimal.Decimal(repr(as_float)) == value.normalize() else str(value)

@@ -311,7 +311,8 @@
     t.inline.forEach(function (r) {
       var key = JSON.stringify([r[xi], si >= 0 ? (r[si] === null ? null : String(r[si])) : null]);
       if (!(key in cells)) { cells[key] = { sum: 0, n: 0 }; order.push(key); }
-      if (r[yi] !== null && r[yi] !== undefined) { cells[key].sum += Number(r[yi]) || 0; cells[key].n += 1; }
+      // a NaN or an infinity (sent as psql's word) is shown in the table, never added into a bar
+      if (r[yi] !== null && r[yi] !== undefined && isFinite(Number(r[yi]))) { cells[key].sum += Number(r[yi]) || 0; cells[key].n += 1; }
     });
     var points = order.map(function (key) {
       var k = JSON.parse(key), c = cells[key];
