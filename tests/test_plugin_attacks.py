@@ -37,12 +37,12 @@ def clean_registry() -> Iterator[None]:
     for info in registry.engines():
         if info.kind not in engines:
             registry.unregister(info.kind)
-    for kind, info in engines.items():
+    for info in engines.values():
         registry.register(info)
     for name in registry.tool_names():
         if name not in tools:
             registry.unregister_tool(name)
-    for name, tool in tools.items():
+    for tool in tools.values():
         if tool is not None:
             registry.register_tool(tool)
 
@@ -169,21 +169,17 @@ def test_an_installed_plugin_is_never_imported_unless_the_operator_names_it(
     reason="HOLE: plugins.enable catches Exception only; a plug-in whose import raises SystemExit (sys.exit() in a "
     "module, a CLI entry module named by mistake) propagates out of load_settings and the server never starts",
 )
-def test_a_plugin_whose_import_exits_is_unavailable_and_loading_goes_on(
-    clean_registry: None, site: Path
-) -> None:
+def test_a_plugin_whose_import_exits_is_unavailable_and_loading_goes_on(clean_registry: None, site: Path) -> None:
     fake_dist(site, "ba-mcp-evil", "[ba_mcp.tools]\nevil = ba_mcp_evil:Evil", "import sys\nsys.exit('no licence')\n")
     try:
         loaded = plugins.enable(["ba-mcp-evil", EXAMPLE])
-    except BaseException as exc:  # noqa: BLE001 - what the server's start would see
+    except BaseException as exc:  # what the server's start would see
         pytest.fail(f"the plug-in's import took the loading down: {type(exc).__name__}: {exc}")
     by_name = {p.name: p for p in loaded.plugins}
     assert by_name["ba-mcp-evil"].problem and by_name[EXAMPLE].loaded
 
 
-def test_two_plugins_offering_one_name_load_one_the_other_whole_unavailable(
-    clean_registry: None, site: Path
-) -> None:
+def test_two_plugins_offering_one_name_load_one_the_other_whole_unavailable(clean_registry: None, site: Path) -> None:
     """Two packages both offering the tool ``dup`` and the engine ``dupkind``: exactly one is served, the other is
     unavailable whole (its other entry points registered neither), every time in the same order."""
     for dist in ("ba-mcp-evil-a", "ba-mcp-evil-b"):
@@ -272,6 +268,180 @@ def test_a_plugin_registering_at_import_replaces_no_builtin_and_leaves_with_its_
     assert not problems, problems
 
 
+# -- a plug-in's skill folder: its files stay inside each skill (S-8) --------------------------------------------
+
+
+def test_a_plugin_skill_folder_serves_no_file_outside_its_skills(
+    tmp_path: Path, clean_registry: None, site: Path
+) -> None:
+    """A plug-in's folder of skills holding links out — a file of a skill linked to a secret, a folder linked to
+    the skill's parent, a SKILL.md linked to a file outside — and names with ``..``, absolute and encoded forms:
+    use_skill's files never reach outside the skill (the link to another folder with a SKILL.md is that folder's
+    skill, by design: the plug-in's own choice)."""
+    from ba_mcp import ToolFailure
+    from ba_mcp.skills.loader import Skills
+
+    secret = tmp_path / "secret.txt"
+    secret.write_text("secret_value_xyz\n")
+    fake_dist(
+        site,
+        "ba-mcp-evil",
+        "[ba_mcp.skills]\nmine = ba_mcp_evil:SKILLS",
+        "from pathlib import Path\nSKILLS = Path(__file__).parent / 'skills'\n",
+    )
+    skills = site / "ba_mcp_evil" / "skills"
+    good = skills / "good"
+    good.mkdir(parents=True)
+    (good / "SKILL.md").write_text("---\nname: good\ndescription: a good skill\n---\nRead ref.md.\n")
+    (good / "ref.md").symlink_to(secret)
+    (good / "up").symlink_to("..")
+    (good / "root").symlink_to("/")
+    (good / "inside.md").write_text("fine\n")
+    (good / "alias.md").symlink_to("inside.md")  # a link within the skill: served
+    linked = skills / "linked"
+    linked.mkdir()
+    (linked / "SKILL.md").symlink_to(tmp_path / "outside-skill.md")
+    (tmp_path / "outside-skill.md").write_text("---\nname: linked\ndescription: secret_value_xyz\n---\nx\n")
+    loaded = plugins.enable(["ba-mcp-evil"])
+    assert [f.resolve() for f in loaded.skill_folders] == [skills.resolve()]
+    found = Skills.load([("plug-in", f) for f in loaded.skill_folders])
+    assert "linked" not in found.by_name, found.warnings  # its SKILL.md is a link out: refused
+    skill = found.by_name["good"]
+    assert skill.read("alias.md") == b"fine\n"
+    for path in (
+        "ref.md",
+        "up/good/inside.md",
+        "up/../secret.txt",
+        "../secret.txt",
+        "../../secret.txt",
+        str(secret),
+        "root/etc/passwd",
+        "%2e%2e/secret.txt",
+        "..%2fsecret.txt",
+        "inside.md/../../secret.txt",
+        "./../secret.txt",
+        "inside.md\x00",
+        "up/linked/SKILL.md",
+    ):
+        try:
+            data = skill.read(path)
+        except ToolFailure as failure:
+            assert failure.type.value in ("permission_denied", "not_found", "invalid_parameters"), failure
+            assert str(tmp_path) not in failure.message + (failure.hint or ""), failure
+            continue
+        assert b"secret_value_xyz" not in data and b"root:" not in data, (path, data)
+
+
+# -- a project's own database on the example engine: inside the project (S-17) --------------------------------
+
+PROJECT_URLS = [
+    "filedir:///../outside",
+    "filedir:////etc",
+    "filedir://localhost/etc",
+    "filedir://etc",
+    "filedir:///%2e%2e/outside",
+    "filedir:///%2E%2E%2Foutside",
+    "filedir:///~/",
+    "filedir:~/",
+    "filedir:///link-out",
+    "filedir:///data/../../outside",
+    "filedir:/etc",
+    "filedir:../outside",
+    "FILEDIR:////etc",
+]
+
+
+@pytest.mark.parametrize("url", PROJECT_URLS)
+def test_an_unapproved_project_database_on_a_plugin_engine_stays_inside_the_project(
+    tmp_path: Path, clean_registry: None, monkeypatch: pytest.MonkeyPatch, url: str
+) -> None:
+    """The operator enabled the example; the project's unapproved ``ba-mcp.yaml`` names a ``filedir`` database by
+    every spelling of a folder outside the project (``..``, absolute, a host, encoded, ``~``, a link out): it is not
+    served, or served on a folder inside the project."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    (tmp_path / "home").mkdir()
+    (tmp_path / "outside").mkdir()
+    repo = tmp_path / "repo"
+    (repo / "data").mkdir(parents=True)
+    (repo / "link-out").symlink_to(tmp_path / "outside")
+    (repo / "ba-mcp.yaml").write_text(f"databases:\n  p: {{url: {json.dumps(url)}}}\n")
+    try:
+        settings = load_settings(
+            project=repo / "ba-mcp.yaml", workspace=tmp_path / "ws", environ={"BA_MCP_PLUGINS": json.dumps([EXAMPLE])}
+        )
+    except ConfigError:
+        return
+    served = settings.databases.get("p")
+    if served is None or served.url is None:
+        return
+    from ba_mcp.databases.base import engine_of
+
+    engine = engine_of(served.kind)
+    host = getattr(engine, "host_file", None)
+    if served.kind != "filedir" or host is None:
+        return  # another engine's URL: not a folder of this machine the project named
+    try:
+        where = host(served, tmp_path / "ws")
+    except Exception:  # refused when opened
+        return
+    real = Path(os.path.realpath(where))
+    assert real == repo.resolve() or repo.resolve() in real.parents, (url, str(where))
+
+
+_FRESH = """
+import json, sys
+from pathlib import Path
+from ba_mcp.settings import load_settings
+repo, ws, url = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
+(repo / "ba-mcp.yaml").write_text("databases:\\n  p: {url: %s}\\n" % json.dumps(url))
+s = load_settings(project=repo / "ba-mcp.yaml", workspace=ws, environ={"BA_MCP_PLUGINS": '["ba-mcp-example"]'})
+d = s.databases.get("p")
+print(json.dumps(d.url.get_secret_value() if d is not None and d.url is not None else None))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(
+    strict=True,
+    reason="HOLE: load_settings gates the project file (_gate_project -> _project_url -> registry.kind_of) before "
+    "_enable_plugins reads the operator's plug-ins into the registry, so in a fresh process a plug-in engine's URL "
+    "is judged as no engine's: 'filedir://localhost/etc' and 'filedir:/<TAB>/x/../../etc' pass the gate as a "
+    "server's URL (served unapproved, not rewritten inside the project), while 'filedir:///data' inside the project "
+    "is refused ('names no server'); the verdict depends on which configuration the process loaded before (later "
+    "layers still stop the two: local_path refuses a host, open_host_file a folder outside the project)",
+)
+def test_a_fresh_server_judges_a_project_database_on_a_plugin_engine_by_its_folder(tmp_path: Path) -> None:
+    """In a process that has loaded no configuration before (a server's start), the project gate knows the
+    operator's plug-in engines: a folder inside the project is served (rewritten to its absolute path), anything
+    else is not served."""
+    import subprocess
+
+    from tests.conftest import ROOT
+
+    repo = tmp_path / "repo"
+    (repo / "data").mkdir(parents=True)
+    urls = ["filedir:///data", "filedir://localhost/etc", "filedir:/\t/x/../../etc"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BA_MCP_")}
+    env["XDG_CONFIG_HOME"] = str(tmp_path / "config")
+    served = {}
+    for url in urls:  # each in a process of its own: the first configuration it loads
+        done = subprocess.run(
+            [sys.executable, "-c", _FRESH, str(repo), str(tmp_path / "ws"), url],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=ROOT,
+            env=env,
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        served[url] = json.loads(done.stdout.strip().splitlines()[-1])
+    inside = str((repo / "data").resolve())
+    assert served["filedir:///data"] is not None and inside in served["filedir:///data"], served
+    assert served["filedir://localhost/etc"] is None, served
+    assert served["filedir:/\t/x/../../etc"] is None, served
+
+
 # -- the example engine ``filedir``: its own rule, in this process ----------------------------------------------
 
 
@@ -318,10 +488,10 @@ def _run(c: Any, sql: str) -> tuple[bool, str]:
 def _intact(c: Any, folder: Path) -> list[str]:
     """What a refused statement must not have changed: the view, the locked settings, the folder's files."""
     wrong = []
-    ran, rows = _run(c, "SELECT region, amount FROM sales ORDER BY region")
+    _, rows = _run(c, "SELECT region, amount FROM sales ORDER BY region")
     if rows != "[('North', 10), ('South', 4)]":
         wrong.append(f"sales now gives {rows}")
-    ran, settings = _run(
+    _, settings = _run(
         c,
         "SELECT name, value FROM duckdb_settings() WHERE name IN "
         "('enable_external_access', 'lock_configuration', 'autoload_known_extensions', 'autoinstall_known_extensions')"
@@ -329,10 +499,10 @@ def _intact(c: Any, folder: Path) -> list[str]:
     )
     if "('enable_external_access', 'false')" not in settings or "('lock_configuration', 'true')" not in settings:
         wrong.append(f"settings now {settings}")
-    ran, objects = _run(c, "SELECT table_name FROM information_schema.tables ORDER BY 1")
+    _, objects = _run(c, "SELECT table_name FROM information_schema.tables ORDER BY 1")
     if objects != "[('leak',), ('sales',)]":
         wrong.append(f"objects now {objects}")
-    ran, dbs = _run(c, "SELECT database_name FROM duckdb_databases() WHERE NOT internal")
+    _, dbs = _run(c, "SELECT database_name FROM duckdb_databases() WHERE NOT internal")
     if dbs != "[('memory',)]":
         wrong.append(f"attached now {dbs}")
     files = sorted(p.name for p in folder.iterdir())
@@ -511,7 +681,8 @@ async def test_the_confined_folder_engine_reads_nothing_outside_and_writes_nothi
     tmp_path: Path, clean_registry: None
 ) -> None:
     """Through query_database, with the connection worker confined: links in the folder to a file of the
-    workspace, the worker's /proc and /etc/passwd show nothing of them (schema or rows); reads outside refused;
+    workspace, the worker's /proc and /etc/passwd show nothing of the host's (schema or rows: a link resolves in the
+    worker's own root, where the workspace is absent and /etc/passwd is the worker's own); reads outside refused;
     EXPLAIN ANALYZE COPY into the folder is stopped by the read-only bind; the folder is unchanged; the tool's
     arguments out of range or of the wrong kind are refused and the server serves on."""
     from mcp import Client
@@ -521,11 +692,12 @@ async def test_the_confined_folder_engine_reads_nothing_outside_and_writes_nothi
     ws, lake = _ws(tmp_path)
     before = sorted(p.name for p in lake.iterdir())
     real = str(ws.resolve())
+    host = Path("/etc/passwd").read_text().splitlines()[0]  # the worker's root has a passwd of its own: not this
     async with Client(build_server(_app(ws))) as client:
         ok, said = await _q(client, "SELECT region, sum(amount) AS total FROM sales GROUP BY ALL ORDER BY 1")
         assert ok and "North" in said, said
         schema = (await client.read_resource("db://lake/schema")).contents[0].text  # type: ignore[union-attr]
-        leaked = [marker for marker in ("secret_header_xyz", "root:", real, "/proc", "PATH=") if marker in schema]
+        leaked = [marker for marker in ("secret_header_xyz", host, real, "/proc", "PATH=") if marker in schema]
         assert not leaked, schema
         for sql in (
             "SELECT * FROM abs",
@@ -544,7 +716,8 @@ async def test_the_confined_folder_engine_reads_nothing_outside_and_writes_nothi
             "EXPLAIN ANALYZE COPY (SELECT 1 AS a) TO '.tmp/written.csv'",
         ):
             ok, said = await _q(client, sql)
-            shown = [m for m in ("secret_value_xyz", "secret_header_xyz", "root:", real, "PATH=") if m in said]
+            markers = ("secret_value_xyz", "secret_header_xyz", host, "PATH=", *([] if real in sql else [real]))
+            shown = [m for m in markers if m in said]
             assert not shown, (sql, said)
         assert sorted(p.name for p in lake.iterdir()) == before
         for args in (
@@ -586,7 +759,7 @@ async def test_one_session_cannot_change_what_another_reads_from_a_plugin_databa
     async with Client(server) as mallory, Client(server) as alice:
         assert (await _q(alice, "SELECT sum(amount) AS total FROM sales"))[1].splitlines()[-1] == "14"
         attacks = {
-            "EXPLAIN ANALYZE": "EXPLAIN ANALYZE CREATE OR REPLACE VIEW sales AS SELECT 'North' AS region, 1e9 AS amount",
+            "EXPLAIN ANALYZE": "EXPLAIN ANALYZE CREATE OR REPLACE VIEW sales AS SELECT 'North' region, 1e9 amount",
             "NUL": "DROP VIEW regions\x00 ((",
         }
         said = {name: await _q(mallory, sql) for name, sql in attacks.items()}
