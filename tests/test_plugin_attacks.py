@@ -268,6 +268,99 @@ def test_a_plugin_registering_at_import_replaces_no_builtin_and_leaves_with_its_
     assert not problems, problems
 
 
+_WORDY = (
+    "from pydantic import Field\n"
+    "from ba_mcp import Document, Tool, ToolParams, ToolSettings\n"
+    "class P(ToolParams):\n    series: str = Field(description='artifact id or file')\n"
+    "class Wordy(Tool):\n    name = 'wordy'\n    title = 'Wordy'\n"
+    "    description = 'Forecasts ' + 'every very ' * 700 + 'series'\n"  # one sentence, ~1,400 tokens
+    "    Params = P\n    Settings = ToolSettings\n"
+    "    @classmethod\n    def build(cls, services): return cls()\n"
+    "    def execute(self, params, ctx): return Document('wordy', '')\n"
+)
+
+
+@pytest.mark.anyio
+@pytest.mark.xfail(
+    strict=True,
+    reason="HOLE (the model's context budget): a plug-in tool whose description is one long sentence is never cut "
+    "(listing.fit cuts to the first sentence), so the rule cuts every built-in tool's description to its first "
+    "sentence instead, then serves tools/list over tools_list_budget_tokens with a warning — against writing-a-tool's "
+    "'a tool cannot break the listing … a long description costs your own tool its words first'",
+)
+async def test_a_wordy_plugin_tool_pays_for_itself_in_tools_list(
+    tmp_path: Path, clean_registry: None, site: Path
+) -> None:
+    from mcp import Client
+
+    from ba_mcp.app import App
+    from ba_mcp.pipeline.tokens import TokenCounter
+    from ba_mcp.server import build_server
+    from ba_mcp.settings import config_dir
+
+    fake_dist(site, "ba-mcp-evil", "[ba_mcp.tools]\nwordy = ba_mcp_evil:Wordy", _WORDY)
+    counter = TokenCounter(config_dir() / "token_encoders.yaml", "gpt")
+
+    async def listed(names: list[str]) -> dict[str, Any]:
+        env = {"BA_MCP_ENGINE__SPARE_WORKERS": "0", "BA_MCP_SANDBOX__SPARE_WORKERS": "0"}
+        settings = load_settings(workspace=tmp_path / "ws", environ={**env, "BA_MCP_PLUGINS": json.dumps(names)})
+        async with Client(build_server(App(settings))) as client:
+            return {t.name: t for t in (await client.list_tools()).tools}
+
+    alone = await listed([])
+    tools = await listed(["ba-mcp-evil"])
+    assert "wordy" in tools
+    wire = json.dumps([t.model_dump(by_alias=True, exclude_none=True) for t in tools.values()], ensure_ascii=False)
+    problems = []
+    if (tokens := counter.raw_tokens(wire)) > 2000:
+        problems.append(f"tools/list is {tokens} cl100k tokens")
+    cut = [n for n, t in alone.items() if n != "use_skill" and t.description != tools[n].description]
+    if cut:
+        problems.append(f"built-in descriptions cut for the plug-in's: {cut}")
+    assert not problems, problems
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("first", ["enabled", "not enabled"])
+async def test_an_app_whose_settings_name_no_plugin_serves_none_of_it_whichever_is_built_first(
+    tmp_path: Path, clean_registry: None, first: str
+) -> None:
+    """Two Apps in one process, one configuration enabling the example and one not, built in either order: the
+    second's tools/list, tools/call, skills and databases hold nothing of the plug-in, whatever the registry's
+    tables hold by the time it is called."""
+    from mcp import Client
+
+    from ba_mcp.app import App
+    from ba_mcp.server import build_server
+
+    ws = tmp_path / "ws"
+    (ws / "lake").mkdir(parents=True)
+    (ws / "lake" / "sales.csv").write_text("region,amount\nNorth,10\n")
+    base = {"BA_MCP_ENGINE__SPARE_WORKERS": "0", "BA_MCP_SANDBOX__SPARE_WORKERS": "0"}
+    with_it = {**base, "BA_MCP_PLUGINS": json.dumps([EXAMPLE]), "BA_MCP_DATABASES__LAKE__URL": "filedir:///lake"}
+
+    def app(env: dict[str, str]) -> Any:
+        return App(load_settings(workspace=ws, environ=env))
+
+    if first == "enabled":
+        enabled, plain = app(with_it), app(base)
+    else:
+        plain, enabled = app(base), app(with_it)
+    async with Client(build_server(plain)) as client, Client(build_server(enabled)) as other:
+        names = [t.name for t in (await client.list_tools()).tools]
+        assert "business_days" in [t.name for t in (await other.list_tools()).tools]
+        assert "business_days" not in names, names
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        assert "lake" not in (tools["query_database"].description or "")
+        assert "month-end-calendar" not in (tools["use_skill"].description or "")
+        days = await client.call_tool("business_days", {"start": "2026-01-01", "end": "2026-01-31"})
+        assert days.is_error, text_of(days)
+        skill = await client.call_tool("use_skill", {"name": "month-end-calendar"})
+        assert skill.is_error or "business_days" not in text_of(skill), text_of(skill)
+        lake = await client.call_tool("query_database", {"database": "lake", "query": "SELECT 1 AS a"})
+        assert lake.is_error, text_of(lake)
+
+
 # -- a plug-in's skill folder: its files stay inside each skill (S-8) --------------------------------------------
 
 
