@@ -300,6 +300,17 @@ async def test_syntax_errors_unknown_tables_and_databases(demo_client: Client, q
     assert "max_rows" in rows
 
 
+async def test_a_query_holding_a_nul_is_refused_before_any_engine_sees_it(
+    demo_client: Client, query_workspace: Path
+) -> None:
+    """Every ADBC driver takes the statement as a C string, cut at its first NUL: what would run is not what was
+    read. Refused as the call's invalid parameter (the built-in DuckDB engine too), and nothing ran."""
+    for sql in ("SELECT 1\x00", "DROP TABLE orders\x00 ((", "SELECT count(*) FROM orders\x00; DROP TABLE orders"):
+        said = refused(await q(demo_client, sql), query_workspace, "invalid_parameters")
+        assert "query" in said and "NUL" in said, said
+    assert "rows" in ok(await q(demo_client, "SELECT count(*) AS n FROM orders")).lower()  # still there
+
+
 @pytest.mark.slow
 async def test_a_query_past_its_timeout_is_interrupted(query_workspace: Path) -> None:
     async with in_process(query_workspace, BA_MCP_TOOLS__QUERY_DATABASE__TIMEOUT_S="1") as short:

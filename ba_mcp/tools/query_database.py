@@ -53,6 +53,14 @@ class QueryDatabaseParams(ToolParams):
         Field(description="object for $name, array for ? or $1"),
     ] = None
 
+    @field_validator("query")
+    @classmethod
+    def _no_nul(cls, value: str) -> str:
+        """A NUL ends the statement for every ADBC driver (a C string): what runs would not be what was vetted."""
+        if "\x00" in value:
+            raise ValueError("the query holds a NUL character (\\x00); remove it")
+        return value
+
     @field_validator("params", mode="before")
     @classmethod
     def _params_as_json_text(cls, value: Any) -> Any:
