@@ -171,6 +171,7 @@ def _trend_p(rel, draws_by_period, estimates):
     return float(2 * stats.norm.sf(abs(slope) / se)) if se > 0 else (1.0 if abs(slope) < 1e-12 else 0.0)
 
 
+adj_lift = adj_low = adj_high = float("nan")  # the lift beyond a continued pre-trend (rollout)
 rows, event = [], pd.DataFrame(columns=["rel_period", "estimate", "ci_low", "ci_high", "phase"])
 strata = data["stratum"].astype(str) if "stratum" in data.columns else pd.Series("all", index=data.index)
 if "stratum" in data.columns:
@@ -199,6 +200,28 @@ if design == "rollout":
     cohorts = sorted(starts.unique())
     never = set(data.loc[~data.treated, "unit"]) - set(starts.index)
     pieces, event_rows = [], []
+    baseline_text = "all pre-period periods"
+
+    def _baseline(part, c):
+        """The pre-period the post is compared with. A standing scheme (6 or more dated post periods) on data that
+        hold the same periods a year earlier: those (the seasons aligned, the drift of a long history left out -
+        the year-on-year difference-in-differences); otherwise every period before the start."""
+        global baseline_text
+        pre = part.period_key < c
+        if numeric:
+            return pre
+        post_keys = sorted(part.loc[part.period_key >= c, "period_key"].unique())
+        year_ago = {pd.Timestamp(k) - pd.DateOffset(years=1) for k in post_keys}
+        if len(post_keys) >= 6 and pre.any():
+            step = pd.Series(sorted(part.period_key.unique())).diff().median()
+            if step >= pd.Timedelta(days=7) and step < pd.Timedelta(days=28):  # weeks: 52 weeks earlier
+                year_ago = {pd.Timestamp(k) - pd.Timedelta(weeks=52) for k in post_keys}
+            same = pre & part.period_key.isin(year_ago)
+            if part.loc[same, "period_key"].nunique() >= 0.75 * len(post_keys):
+                baseline_text = "the same periods a year earlier"
+                return same
+        return pre
+
     for c in cohorts:
         later = [d for d in cohorts if d > c]
         horizon = data.period_key.max() if never or not later else later[0]
@@ -213,7 +236,7 @@ if design == "rollout":
         if not pre.any() or not post.any() or part.treated.all() or not (~part.treated).any():
             continue
         s = strata.loc[part.index]
-        est, draws = _ratio_did(part, post, pre, s)
+        est, draws = _ratio_did(part, post, _baseline(part, c), s)
         pieces.append((c, len(members), len(comparison), est, draws, part, post, pre))
     if not pieces:
         raise ValueError("no cohort has both a pre-period and a comparison: nothing to compare")
@@ -226,7 +249,7 @@ if design == "rollout":
     c, n_t, n_c, _, _, part, post, pre = max(pieces, key=lambda p: p[1])
     periods = sorted(part.period_key.unique())
     first_post = periods.index(min(x for x in periods if x >= c))
-    rel_draws, rel_est, rel_k = [], [], []
+    rel_draws, rel_est, rel_k, post_logs = [], [], [], []
     for i, k in enumerate(periods):
         est, d = _ratio_did(part, part.period_key == k, pre, strata.loc[part.index])
         lo, hi, _ = _ci(d, est)
@@ -235,12 +258,28 @@ if design == "rollout":
             rel_k.append(i - first_post)
             rel_est.append(est)
             rel_draws.append(d)
+        else:
+            post_logs.append((i - first_post, np.log1p(np.clip(np.r_[est, d], -0.999, None))))
     event = pd.DataFrame(event_rows, columns=["rel_period", "estimate", "ci_low", "ci_high", "phase"])
     pretrend_p = _trend_p(rel_k, rel_draws, rel_est)
+    # the lift beyond the pre-trend: the pre-period's event estimates' line (log scale) carried on into the post
+    # periods as the counterfactual - the sensitivity of the lift to a trend that would have continued (the linear
+    # case of Rambachan & Roth's bounds); in every bootstrap draw alike
+    adj_lift, adj_low, adj_high = float("nan"), float("nan"), float("nan")
+    if len(rel_k) >= 2 and post_logs:
+        x = np.asarray(rel_k, float)
+        pre_logs = np.log1p(np.clip(np.column_stack([np.r_[e, d] for e, d in zip(rel_est, rel_draws)]), -0.999, None))
+        xc = x - x.mean()
+        slope = pre_logs @ xc / (xc @ xc)
+        level = pre_logs.mean(axis=1)
+        gaps = [logs - (level + slope * (r - x.mean())) for r, logs in post_logs]
+        adj = np.expm1(np.mean(np.column_stack(gaps), axis=1))
+        adj_lift = float(adj[0])
+        adj_low, adj_high, _ = _ci(adj[1:], adj_lift)
     t_part = part[part.treated]
     naive = t_part.loc[post, "outcome"].sum() / max(t_part.loc[post, "period_key"].nunique(), 1)
     naive = naive / (t_part.loc[pre, "outcome"].sum() / max(t_part.loc[pre, "period_key"].nunique(), 1)) - 1
-    comparison_text = "never-treated units" if never else "units not yet treated"
+    comparison_text = ("never-treated units" if never else "units not yet treated") + f", against {baseline_text}"
     treated_units, control_units = int(sum(p[1] for p in pieces)), int(max(p[2] for p in pieces))
     n_pre = len(rel_k)
     if not numeric:
@@ -328,7 +367,18 @@ elif design == "seasonal":
 else:
     if data["unit"].duplicated().any():
         raise ValueError("one row per unit is needed (randomised / self-selected): aggregate to the unit first")
-    if "stratum" not in data.columns and "pre_usage" in data.columns:
+    covariate = None
+    if design == "randomised" and "stratum" not in data.columns and "pre_usage" in data.columns:
+        usage = pd.to_numeric(data["pre_usage"], errors="coerce")
+        if usage.notna().all() and usage.nunique() > 10:
+            # randomised: the covariate adjusts, it does not select - a regression on it (Lin 2013: the treatment,
+            # the centred covariate and their product; HC2 standard errors), never deciles of a few units each,
+            # whose noisy within-cell variances widen the interval they are there to narrow
+            covariate = usage.to_numpy(float)
+            assumed.append("adjusted for pre-period usage (`pre_usage`, Lin's regression)")
+    if covariate is not None:
+        pass
+    elif "stratum" not in data.columns and "pre_usage" in data.columns:
         usage = pd.to_numeric(data["pre_usage"], errors="coerce")
         if usage.nunique() <= 10:  # already bands: each its own stratum
             strata = usage.astype(str)
@@ -344,36 +394,77 @@ else:
     y, t = data["outcome"].to_numpy(float), data["treated"].to_numpy()
     raw = float(y[t].mean() - y[~t].mean())
     effect, variance, n_t = 0.0, 0.0, 0
-    for s in strata.unique():
+    for s in strata.unique() if covariate is None else []:
         m = (strata == s).to_numpy()
         yt, yc = y[m & t], y[m & ~t]
         if len(yt) == 0 or len(yc) == 0:
             continue  # a stratum without both groups compares nothing
         effect += len(yt) * (yt.mean() - yc.mean())
-        vt = yt.var(ddof=1) / len(yt) if len(yt) > 1 else 0.0
-        vc = yc.var(ddof=1) / len(yc) if len(yc) > 1 else 0.0
+        # a group of one unit in a stratum has no variance of its own to show: the stratum's pooled variance
+        # (else the whole group's) stands in for it - a zero there would narrow the interval on no evidence
+        pooled = y[m].var(ddof=1) if m.sum() > 2 else y[t if len(yt) == 1 else ~t].var(ddof=1)
+        vt = (yt.var(ddof=1) if len(yt) > 1 else pooled) / len(yt)
+        vc = (yc.var(ddof=1) if len(yc) > 1 else pooled) / len(yc)
         variance += len(yt) ** 2 * (vt + vc)
         n_t += len(yt)
-    if n_t == 0:
+    if covariate is not None:
+        if t.sum() < 2 or (~t).sum() < 2:
+            raise ValueError("a randomised comparison needs at least two units in each group")
+        xc = covariate - covariate.mean()
+        X = np.column_stack([np.ones_like(y), t.astype(float), xc, t * xc])
+        bread = np.linalg.pinv(X.T @ X)
+        coef = bread @ X.T @ y
+        resid = y - X @ coef
+        leverage = np.clip(np.einsum("ij,jk,ik->i", X, bread, X), 0, 0.99)
+        cov = bread @ (X.T * (resid**2 / (1 - leverage))) @ X @ bread
+        lift, se = float(coef[1]), float(np.sqrt(max(cov[1, 1], 0.0)))
+    elif n_t == 0:
         raise ValueError("no stratum has both treated and comparison units")
-    lift, se = effect / n_t, np.sqrt(variance) / n_t
+    else:
+        lift, se = effect / n_t, np.sqrt(variance) / n_t
     z = stats.norm.ppf(1 - alpha / 2)
     low, high = lift - z * se, lift + z * se
     p_lift = float(2 * stats.norm.sf(abs(lift) / se)) if se > 0 else 0.0
     naive, pretrend_p, n_pre = raw, float("nan"), 0
-    comparison_text = (
-        "randomised holdout" if design == "randomised" else "units who did not take it"
-    ) + f", within {strata.nunique()} strata"
+    comparison_text = ("randomised holdout" if design == "randomised" else "units who did not take it") + (
+        ", adjusted for pre-period usage (regression)"
+        if covariate is not None
+        else f", within {strata.nunique()} strata"
+    )
     treated_units, control_units = int(t.sum()), int((~t).sum())
     assumed.append(f"the unit is `unit` ({treated_units} treated, {control_units} comparison)")
 
 # --- the finding ---------------------------------------------------------------------------------------------
 detectable = bool(np.isfinite(low) and (low > 0 or high < 0))
+# power: the smallest true lift this comparison finds 80 % of the time - said beside every "no detectable lift"
+z_power = stats.norm.ppf(1 - alpha / 2) + stats.norm.ppf(0.8)
+if design in ("randomised", "self-selected"):
+    mde = float(z_power * se)
+    shown_mde = lambda v: f"{v:+.3f}"  # noqa: E731
+else:
+    _d = draws[np.isfinite(draws)]
+    mde = float(np.expm1(z_power * np.std(np.log1p(np.clip(_d, -0.999, None))))) if len(_d) >= 20 else float("nan")
+    shown_mde = lambda v: f"{100 * v:+.1f} %"  # noqa: E731
 pretrend_failed = bool(np.isfinite(pretrend_p) and pretrend_p < alpha)
-if pretrend_failed:
+# a pre-trend vetoes the lift only when carrying it on could explain the lift: when the lift beyond the continued
+# trend has the same sign and its interval excludes zero too (a trend running against the effect - a chance
+# imbalance of a pilot drawn by lot - takes nothing from it), the lift stands
+beyond_trend = bool(
+    detectable and np.isfinite(adj_low) and (adj_low > 0 if lift > 0 else adj_high < 0) and adj_lift * lift > 0
+)
+if pretrend_failed and beyond_trend:
+    finding = (
+        f"lift, beyond the pre-trend: the groups diverged before the start (p = {pretrend_p:.3g}) but the lift "
+        f"holds with that trend carried on ({100 * adj_lift:+.1f} %, interval {100 * adj_low:+.1f} % to "
+        f"{100 * adj_high:+.1f} %)"
+    )
+    if lift < 0:
+        finding = finding.replace("lift, beyond", "a detectable FALL, beyond")
+elif pretrend_failed:
     finding = (
         f"NOT CLAIMED: the pre-trend test fails (p = {pretrend_p:.3g}) - the groups were already diverging "
         "before the start (selection on a trend), so the difference-in-differences is not an effect"
+        + (f"; with that trend carried on the lift is {100 * adj_lift:+.1f} %" if np.isfinite(adj_lift) else "")
     )
 elif design == "self-selected" and detectable:
     finding = "an effect within strata of pre-period usage (observational: only as good as the strata)"
@@ -381,11 +472,20 @@ elif detectable:
     finding = "lift" if lift > 0 else "a detectable FALL"
 else:
     finding = "no detectable lift: the interval includes zero"
+    if np.isfinite(mde):
+        finding += (
+            f" - this comparison detects a lift of {shown_mde(mde)} or more 80 % of the time (alpha {alpha:g}); "
+            + (
+                f"the estimate ({shown_mde(lift)}) is below that: too small a test to tell, not evidence of no effect"
+                if abs(lift) < mde
+                else "a lift that size would have been seen"
+            )
+        )
 if design == "self-selected":
     finding += f"; the raw difference ({naive:+.3g}) is selection, not effect"
 if design in ("rollout", "seasonal") and abs(naive - lift) > 0.1:
     finding += f"; a before/after on the treated alone ({naive:+.0%}) is not the lift"
-flagged = bool(detectable and not pretrend_failed)
+flagged = bool(detectable and (not pretrend_failed or beyond_trend))
 effects = pd.DataFrame(
     [
         {
@@ -398,6 +498,8 @@ effects = pd.DataFrame(
             "ci_high": high,
             "p": p_lift,
             "pretrend_p": pretrend_p,
+            "mde": mde,
+            "lift_beyond_trend": adj_lift,
             "treated_units": treated_units,
             "control_units": control_units,
             "finding": finding,
@@ -416,7 +518,8 @@ if design in ("rollout", "seasonal"):
     print(f"naive before/after on the treated: {shown(naive)}")
 else:
     print(f"raw difference: {shown(naive)}" + (" (selection, not effect)" if design == "self-selected" else ""))
-print(f"lift: {shown(lift)} (95 % interval {shown(low)} to {shown(high)}, units resampled / clustered by unit)")
+spread = "units resampled / clustered by unit" if design in ("rollout", "seasonal") else "the variance between units"
+print(f"lift: {shown(lift)} (95 % interval {shown(low)} to {shown(high)}, {spread})")
 print(f"finding: {finding}")
 for w in warnings:
     print(f"WARNING: {w}")
