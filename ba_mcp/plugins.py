@@ -18,8 +18,9 @@ The groups, each entry point's name and what it points at:
 * ``ba_mcp.skills`` — name: anything; object: a folder (``pathlib.Path`` or ``str``) holding skill folders, read
   as if it were in ``skills.paths``.
 
-A plug-in that cannot be loaded — not installed, an import that fails, an object of the wrong kind, a name a
-built-in already has — is *unavailable* with the reason (``Plugin.problem``): nothing of it is registered, the
+A plug-in that cannot be loaded — not installed, an import that fails (or exits), an import that registers an
+engine or a tool itself (the tables are put back as they were), an object of the wrong kind, a name a built-in
+already has — is *unavailable* with the reason (``Plugin.problem``): nothing of it is registered, the
 server starts without it and says why (its log, ``ba-mcp plugins``, ``ba-mcp doctor``). It never replaces a
 built-in engine or tool.
 
@@ -110,10 +111,19 @@ def enable(names: Sequence[str]) -> Loaded:
         if name not in wanted:
             plugins.append(Plugin(name, version, provides, False))
             continue
+        before = _tables()
         try:
             engines, tools, skills = _load(name, eps)
-        except Exception as exc:  # whatever a package's import raises: that plug-in only is unavailable
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # whatever a package's import raises (SystemExit too): that plug-in only
+            _restore(before)
             plugins.append(Plugin(name, version, provides, True, _reason(exc)))
+            continue
+        if _tables() != before:  # its import registered (or took out) an engine or a tool itself
+            _restore(before)
+            problem = "its import changed ba-mcp's engines or tools itself; a plug-in declares them by entry points"
+            plugins.append(Plugin(name, version, provides, True, problem))
             continue
         for info in engines:
             registry.register(info)
@@ -169,7 +179,29 @@ def _load(
     return engines, tools, skills
 
 
-def _reason(exc: Exception) -> str:
+_Tables = tuple[dict[str, registry.EngineInfo], dict[str, registry.ToolInfo]]
+
+
+def _tables() -> _Tables:
+    """The registry's tables as they are (to put back what a plug-in's import did to them)."""
+    tools = {name: info for name in registry.tool_names() if (info := registry.tool_info(name)) is not None}
+    return {e.kind: e for e in registry.engines()}, tools
+
+
+def _restore(tables: _Tables) -> None:
+    """The registry's tables as ``tables`` holds them, in their order (tools/list's, the URL prefixes')."""
+    engines, tools = tables
+    for info in registry.engines():
+        registry.unregister(info.kind)
+    for name in registry.tool_names():
+        registry.unregister_tool(name)
+    for info in engines.values():
+        registry.register(info)
+    for tool in tools.values():
+        registry.register_tool(tool)
+
+
+def _reason(exc: BaseException) -> str:
     """Why a plug-in did not load, in one line (an import's own message: which module, which name)."""
     text = " ".join(str(exc).split())[:300]
     return text if isinstance(exc, PluginError) else f"{type(exc).__name__}: {text}"

@@ -164,11 +164,6 @@ def test_an_installed_plugin_is_never_imported_unless_the_operator_names_it(
     assert not marker.exists() and "ba_mcp_evil" not in sys.modules
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="HOLE: plugins.enable catches Exception only; a plug-in whose import raises SystemExit (sys.exit() in a "
-    "module, a CLI entry module named by mistake) propagates out of load_settings and the server never starts",
-)
 def test_a_plugin_whose_import_exits_is_unavailable_and_loading_goes_on(clean_registry: None, site: Path) -> None:
     fake_dist(site, "ba-mcp-evil", "[ba_mcp.tools]\nevil = ba_mcp_evil:Evil", "import sys\nsys.exit('no licence')\n")
     try:
@@ -236,12 +231,6 @@ def test_a_plugin_cannot_take_a_builtin_engines_urls_drivers_or_a_name_written_o
     assert registry.kind_of("anything://h/db", "adbc_driver_postgresql") == "postgresql"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="HOLE: a plug-in's import that calls registry.register_tool/register itself (as registry.py's docstring "
-    "tells a built-in to) replaces a built-in tool or engine unchecked, and it stays after a configuration that "
-    "names no plug-in (it is not marked as a plug-in's, so enable() never takes it out)",
-)
 def test_a_plugin_registering_at_import_replaces_no_builtin_and_leaves_with_its_configuration(
     clean_registry: None, site: Path
 ) -> None:
