@@ -12,7 +12,9 @@ it: built-in, an embedder's, a plug-in's. ``fit(...)`` holds the listing within 
 2. **What gives way, in this order, until the listing fits:** (a) the skill catalog in ``use_skill``'s description
    — fewer ``name: when`` lines, then names only, then a pointer (``use_skill()`` lists every skill with its
    description): no skill is ever out of reach; (b) descriptions cut to their first sentence, the last-listed tool
-   first (a tool added pays for itself before the tools before it); (c) the descriptions of optional parameters,
+   first (a tool added pays for itself before the tools before it) — and a description that is one long sentence
+   cut to the words that fit (at least ``MIN_WORDS``, ending in "…"), before the tool listed before it gives any;
+   (c) the descriptions of optional parameters,
    in the same order. A tool, a parameter, a required field, a name or a title never gives way; a listing still
    over after (c) is served and logged as a warning.
 
@@ -102,6 +104,8 @@ def fit(
         if short != tool.get("description"):
             tool["description"] = short
             over = cost(tools, count) - budget
+        if over > 0:  # one long sentence: the tool gives the words still needed before the tool listed before it
+            over = _cut_words(tools, tool, budget, count)
     for tool in reversed(tools):  # (c) optional parameters' descriptions
         if over <= 0:
             break
@@ -114,6 +118,32 @@ def fit(
     if over > 0:
         log.warning("tools/list is %d cl100k tokens over tools_list_budget_tokens after every rule gave way", over)
     return tools
+
+
+MIN_WORDS = 12  # a description cut for the budget keeps at least its first words (and says it was cut: …)
+
+
+def _cut_words(tools: list[Definition], tool: Definition, budget: int, count: Callable[[str], int]) -> int:
+    """``tool``'s description cut to the most words that bring the listing within ``budget`` (never fewer than
+    MIN_WORDS), ending in "…"; what the listing is still over by."""
+    words = (tool.get("description") or "").split()
+    if len(words) <= MIN_WORDS:
+        return cost(tools, count) - budget
+
+    def over_with(n: int) -> int:
+        tool["description"] = " ".join(words[:n]) + " …"
+        return cost(tools, count) - budget
+
+    low, high = MIN_WORDS, len(words) - 1  # the most words that fit lies in [low, high], if any
+    if over_with(low) > 0:
+        return over_with(low)
+    while low < high:
+        middle = (low + high + 1) // 2
+        if over_with(middle) <= 0:
+            low = middle
+        else:
+            high = middle - 1
+    return over_with(low)
 
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z(\"'`])")

@@ -117,8 +117,8 @@ async def test_a_two_parameter_tool_is_listed_within_the_budget_and_costs_no_ski
 
 async def test_three_tools_more_fit_by_the_rule_in_its_order(lens_workspace: Path) -> None:
     """Three such tools (about 440 tokens): the catalog gives way to its pointer, then descriptions are cut to their
-    first sentence from the last-listed tool back; no tool, parameter or required field is lost, and the tools
-    listed first keep their descriptions whole."""
+    first sentence from the last-listed tool back (and to fewer words, the last-listed first); no tool, parameter or
+    required field is lost, and the tools listed first keep their descriptions whole."""
     extra = [described(f"describe_{i}")() for i in range(3)]
     app = app_with(lens_workspace, extra)
     plain = listing.definitions(list(app.tools.values()))
@@ -134,10 +134,9 @@ async def test_three_tools_more_fit_by_the_rule_in_its_order(lens_workspace: Pat
     assert "use_skill() lists the" in catalog, catalog
     cut = [t["name"] for t, p in zip(tools, plain, strict=True) if t["description"] != p["description"]]
     assert cut[-1] == "describe_2" and "file_reader" not in cut, cut  # the last-listed first; the first kept
-    assert next(t for t in tools if t["name"] == "describe_2")["description"] == (
-        "Columns, types, row count, null share and a few sample rows of one table: what to know before writing SQL "
-        "against it."
-    )
+    last = next(t for t in tools if t["name"] == "describe_2")["description"]  # its first sentence, or fewer words
+    assert last.startswith("Columns, types, row count") and last.endswith(("against it.", " …")), last
+    assert len(last.split()) >= listing.MIN_WORDS
 
 
 async def test_use_skill_with_no_name_lists_every_skill_with_its_description(lens_workspace: Path) -> None:
@@ -202,3 +201,20 @@ def test_what_every_tool_would_repeat_is_not_in_its_schema(tmp_path: Path) -> No
     assert "output_level" not in shown["use_skill"]["inputSchema"]["properties"]
     assert "output_level" in shown["query_database"]["inputSchema"]["properties"]
     assert UseSkill.Params(name="x", output_level="brief").output_level == "brief"
+
+
+def test_one_long_sentence_pays_for_itself_before_any_other_tool_gives_a_word() -> None:
+    """A last-listed tool whose description is one long sentence (a plug-in's, ~1,400 tokens) is cut to the words
+    that fit, ending in "…", and the tools listed before it keep theirs whole."""
+    first = {
+        "name": "first",
+        "title": "First",
+        "description": "First does one thing. It also explains at length why it does it and how to call it.",
+        "inputSchema": {"type": "object", "properties": {}},
+    }
+    wordy = {**first, "name": "wordy", "description": "Forecasts " + "every very " * 700 + "series"}
+    budget = listing.cost([first], COUNTER.raw_tokens) + 60
+    fitted = listing.fit([first, wordy], budget, COUNTER.raw_tokens)
+    assert listing.cost(fitted, COUNTER.raw_tokens) <= budget
+    assert fitted[0] == first and fitted[1]["description"].endswith(" …")
+    assert len(fitted[1]["description"].split()) > listing.MIN_WORDS
