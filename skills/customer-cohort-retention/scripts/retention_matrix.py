@@ -365,24 +365,111 @@ level_counts = (level / 100).mul(sizes, axis=0)
 outliers: dict[str, tuple[float, float, int]] = {}
 far: dict[str, list[tuple[int, float, float]]] = {}
 compared = [(c, k) for k in level.columns if k >= 1 and level[k].notna().sum() >= 4 for c in level[k].dropna().index]
-for k in sorted({k for _, k in compared}):
-    column = level[k].dropna()
-    for cohort, value_k in column.items():
-        others = column.drop(index=[cohort, *[c for c in outliers if c in column.index]])  # a collapse is no norm
-        if len(others) < 3:
-            continue
-        noise = others.median() * (100 - others.median()) / sizes[others.index].median()  # binomial, points^2
-        spread_k = np.sqrt(max(0.0, (1.4826 * float((others - others.median()).abs().median())) ** 2 - noise))
-        if others.median() - value_k <= max(10.0, 3 * spread_k):
-            continue
-        rest = list(others.index)
-        pooled = float(level_counts.loc[rest, k].sum() / sizes[rest].sum())
-        active, size = int(round(level_counts.loc[cohort, k])), int(sizes[cohort])
-        if value_k < others.median() and stats.binom.cdf(active, size, pooled) * len(compared) < 0.01:
-            far.setdefault(cohort, []).append((int(k), float(value_k), float(others.median())))
-            if len(far[cohort]) >= 2 and cohort not in outliers:
-                k0, v0, t0 = far[cohort][0]
-                outliers[cohort] = (round(v0, 1), round(t0, 1), k0)
+fits: dict[frozenset, tuple[dict, dict, float]] = {}
+
+
+def two_way(left_out: frozenset) -> tuple[dict, dict, float]:
+    """Activity: active ~ cohort size x an age effect x a calendar-period effect (a Poisson log-linear fit by
+    alternating means) over the cohorts not left out, and its overdispersion (Pearson chi-square per cell, at least
+    1, robust). Cohorts at the same age sit in different calendar periods - a holiday quarter, a slow one - so the spread
+    of their shares is mostly the calendar's: a cohort is compared with what its age AND its periods predict."""
+    if left_out in fits:
+        return fits[left_out]
+    obs = {(c, k): float(matrix.loc[c, k]) for c, k in compared if c not in left_out}
+    size = {(c, k): float(sizes[c]) for c, k in obs}
+    when = {(c, k): int(cohort_ordinal[c]) + int(k) for c, k in obs}
+    age = {k: 1.0 for _, k in obs}
+    cal = {o: 1.0 for o in when.values()}
+    for _ in range(50):
+        num, den = {}, {}
+        for x, o in when.items():
+            num[o] = num.get(o, 0.0) + obs[x]
+            den[o] = den.get(o, 0.0) + size[x] * age[x[1]]
+        cal = {o: num[o] / den[o] if den[o] > 0 else 1.0 for o in num}
+        num, den = {}, {}
+        for x, o in when.items():
+            num[x[1]] = num.get(x[1], 0.0) + obs[x]
+            den[x[1]] = den.get(x[1], 0.0) + size[x] * cal[o]
+        age = {k: num[k] / den[k] if den[k] > 0 else 0.0 for k in num}
+    chi = [
+        (obs[x] - e) ** 2 / max(e * (1 - min(e / size[x], 0.999)), 1e-9)
+        for x, e in ((x, size[x] * age[x[1]] * cal[when[x]]) for x in obs)
+    ]
+    dof = len(obs) - len(age) - len(cal) + 1
+    # the median cell's chi-square over chi-square(1)'s median (0.455): one collapsed cohort among them does not
+    # inflate the noise every other cohort is judged against
+    fits[left_out] = (age, cal, max(1.0, float(np.median(chi)) / 0.455) if dof > 0 else float("nan"))
+    return fits[left_out]
+
+
+# two passes: the second fits the expectation without every cohort the first found off anywhere (a collapsed
+# cohort in the fit would be spread over its calendar periods and hide another)
+suspects: set = set()
+for _pass in (0, 1):
+    outliers.clear()
+    far.clear()
+    for k in sorted({k for _, k in compared}):
+        column = level[k].dropna()
+        for cohort, value_k in column.items():
+            others = column.drop(index=[cohort, *[c for c in outliers if c in column.index]])  # a collapse is no norm
+            if len(others) < 3:
+                continue
+            if not contract_rows:  # activity: against its age and its calendar periods (two_way), beyond overdispersion
+                age, cal, phi = two_way(frozenset([cohort, *outliers, *suspects]))
+                o = int(cohort_ordinal[cohort]) + int(k)
+                if k not in age or o not in cal or not np.isfinite(phi):
+                    continue
+                size = float(sizes[cohort])
+                expected = min(size * age[k] * cal[o], size)
+                active, norm = float(matrix.loc[cohort, k]), 100 * expected / size
+                value_k = 100 * active / size
+                z = (active - expected) / np.sqrt(max(phi * expected * (1 - expected / size), 1e-9))
+                if norm - value_k > 10.0 and stats.norm.cdf(z) * len(compared) < 0.01:
+                    far.setdefault(cohort, []).append((int(k), float(value_k), float(norm)))
+                    if len(far[cohort]) >= 2 and cohort not in outliers:
+                        k0, v0, t0 = far[cohort][0]
+                        outliers[cohort] = (round(v0, 1), round(t0, 1), k0)
+                continue
+            if cohort not in outliers and k + 1 in level.columns and pd.notna(level.loc[cohort, k + 1]):
+                # contracts: a churn spike at one age - this cohort's cancellations in the period against the other
+                # cohorts' at the same age (times the calendar period's factor when it is a period effect), binomial,
+                # Bonferroni, 1 %, at least 10 points of the cohort lost beyond them - is a cohort effect when its
+                # logo retention is still 10 points short a period later (lost logos do not come back by chance)
+                rest = [c for c in others.index if pd.notna(at_risk.loc[c, k])]
+                lost = (at_risk - matrix).loc[rest, k].sum()
+                rate = min(
+                    0.999,
+                    lost / max(at_risk.loc[rest, k].sum(), 1e-9) * factor.get(int(cohort_ordinal[cohort]) + int(k), 1.0),
+                )
+                n_k = int(at_risk.loc[cohort, k])
+                d_k = int(round(n_k - matrix.loc[cohort, k]))
+                later = level[k + 1].drop(index=[cohort, *[c for c in outliers if c in level.index]]).dropna()
+                if (
+                    len(later) >= 3
+                    and d_k - n_k * rate >= 0.10 * sizes[cohort]
+                    and stats.binom.sf(d_k - 1, n_k, rate) * len(compared) < 0.01
+                    and later.median() - level.loc[cohort, k + 1] >= 10.0
+                ):
+                    far[cohort] = [
+                        (int(k), float(value_k), float(others.median())),
+                        (int(k) + 1, float(level.loc[cohort, k + 1]), float(later.median())),
+                    ]
+                    outliers[cohort] = (round(float(value_k), 1), round(float(others.median()), 1), int(k))
+                    continue
+            noise = others.median() * (100 - others.median()) / sizes[others.index].median()  # binomial, points^2
+            spread_k = np.sqrt(max(0.0, (1.4826 * float((others - others.median()).abs().median())) ** 2 - noise))
+            if others.median() - value_k <= max(10.0, 3 * spread_k):
+                continue
+            rest = list(others.index)
+            pooled = float(level_counts.loc[rest, k].sum() / sizes[rest].sum())
+            active, size = int(round(level_counts.loc[cohort, k])), int(sizes[cohort])
+            if value_k < others.median() and stats.binom.cdf(active, size, pooled) * len(compared) < 0.01:
+                far.setdefault(cohort, []).append((int(k), float(value_k), float(others.median())))
+                if len(far[cohort]) >= 2 and cohort not in outliers:
+                    k0, v0, t0 = far[cohort][0]
+                    outliers[cohort] = (round(v0, 1), round(t0, 1), k0)
+    suspects = set(far)
+
 cohort_effects = pd.DataFrame(
     [(c, [k for k, *_ in far.get(c, [])], *(far[c][0][1:] if c in far else (None, None))) for c in level.index],
     columns=["cohort", "far_periods", "retention_pct", "others_median_pct"],
