@@ -947,6 +947,10 @@ def load_settings(
     environ = os.environ if environ is None else environ
     values = _operator_values(user_config)
     env, origin = environment_values(environ)
+    # The operator's plug-ins (their sources only: a project file names none) are enabled before the project file
+    # is gated: the gate judges a database's URL by the engines they add.
+    operator = _merge(_merge(values, env), {k: v for k, v in overrides.items() if v is not None})
+    enabled = _enable_plugins(operator, origin)
     state: ProjectFile | None = None
     if project is not None:
         project = project.absolute()
@@ -962,7 +966,7 @@ def load_settings(
         values = _merge(values, data)
     values = _merge(values, env)
     values = _merge(values, {k: v for k, v in overrides.items() if v is not None})
-    values, enabled = _enable_plugins(values, origin)
+    values = _with_skill_folders(values, enabled)
     written = _expand_database_variables(values, environ, origin)
     moved = _moved_keys(values, origin)
     if moved:
@@ -1004,19 +1008,23 @@ def load_settings(
     return settings
 
 
-def _enable_plugins(values: dict[str, Any], origin: Mapping[str, str]) -> tuple[dict[str, Any], Loaded]:
-    """The operator's plug-ins (``plugins:``; a project file's were refused before) read into the registry's tables
-    before the settings are validated — their engines' URL schemes and their tools' ``tools.<name>`` are known
-    then — and their skill folders added to ``skills.paths``."""
+def _enable_plugins(values: dict[str, Any], origin: Mapping[str, str]) -> Loaded:
+    """The operator's plug-ins (``plugins:`` of the operator's ``values``: a project file's are refused) read into
+    the registry's tables before the project file is gated and the settings are validated — their engines' URL
+    schemes and their tools' ``tools.<name>`` are known then."""
     names = values.get("plugins") or []
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
         raise ConfigError(f"invalid configuration: {_named('plugins', origin)}: a list of installed packages' names")
-    enabled = enable_plugins(names)
+    return enable_plugins(names)
+
+
+def _with_skill_folders(values: dict[str, Any], enabled: Loaded) -> dict[str, Any]:
+    """``values`` with the loaded plug-ins' skill folders added to ``skills.paths``."""
     if enabled.skill_folders:
         skills = dict(values.get("skills") or {})
         skills["paths"] = [*(skills.get("paths") or []), *enabled.skill_folders]
         values = {**values, "skills": skills}
-    return values, enabled
+    return values
 
 
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")

@@ -480,15 +480,6 @@ print(json.dumps(d.url.get_secret_value() if d is not None and d.url is not None
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="HOLE: load_settings gates the project file (_gate_project -> _project_url -> registry.kind_of) before "
-    "_enable_plugins reads the operator's plug-ins into the registry, so in a fresh process a plug-in engine's URL "
-    "is judged as no engine's: 'filedir://localhost/etc' and 'filedir:/<TAB>/x/../../etc' pass the gate as a "
-    "server's URL (served unapproved, not rewritten inside the project), while 'filedir:///data' inside the project "
-    "is refused ('names no server'); the verdict depends on which configuration the process loaded before (later "
-    "layers still stop the two: local_path refuses a host, open_host_file a folder outside the project)",
-)
 def test_a_fresh_server_judges_a_project_database_on_a_plugin_engine_by_its_folder(tmp_path: Path) -> None:
     """In a process that has loaded no configuration before (a server's start), the project gate knows the
     operator's plug-in engines: a folder inside the project is served (rewritten to its absolute path), anything
