@@ -313,7 +313,8 @@ async def test_a_query_holding_a_nul_is_refused_before_any_engine_sees_it(
 
 @pytest.mark.slow
 async def test_a_query_past_its_timeout_is_interrupted(query_workspace: Path) -> None:
-    async with in_process(query_workspace, BA_MCP_TOOLS__QUERY_DATABASE__TIMEOUT_S="1") as short:
+    unasked = {"BA_MCP_TOOLS__QUERY_DATABASE__CONFIRM_SCAN_ROWS": str(10**15)}  # a timeout, not a scan to confirm
+    async with in_process(query_workspace, BA_MCP_TOOLS__QUERY_DATABASE__TIMEOUT_S="1", **unasked) as short:
         result = await q(short, "SELECT count(*) FROM range(100000000000) a, range(10) b WHERE a.range % 7 = b.range")
         refused(result, query_workspace, "timeout")
         assert not (await q(short, "SELECT 1")).is_error  # the server and the database keep serving

@@ -72,6 +72,8 @@ async def lake(clusters: dict[str, Any], tmp_path_factory: pytest.TempPathFactor
         # times out on purpose passes its own timeout)
         "BA_MCP_TOOLS__QUERY_DATABASE__TIMEOUT_S": "120",
         "BA_MCP_TOOLS__QUERY_METRICS__TIMEOUT_S": "120",
+        # the query that times out on purpose is estimated past any scan to confirm (Spark counts range()'s rows)
+        "BA_MCP_TOOLS__QUERY_DATABASE__CONFIRM_SCAN_ROWS": str(10**15),
         "BA_MCP_ENGINE__SPARE_WORKERS": "0",
     }
     async with _client(ws, env) as s:

@@ -91,6 +91,7 @@ async def limits_server(limits_workspace: Path) -> AsyncIterator[ClientSession]:
     params = stdio_params(
         limits_workspace,
         BA_MCP_TOOLS__QUERY_DATABASE__TIMEOUT_S="1",
+        BA_MCP_TOOLS__QUERY_DATABASE__CONFIRM_SCAN_ROWS=str(10**15),  # the hostile queries meet their timeout
         BA_MCP_DATABASES__DEMO__MEMORY_LIMIT="512MB",
         BA_MCP_TOOLS__FILE_READER__TIMEOUT_S="10",
         BA_MCP_ARTIFACTS__MAX_BYTES=str(4 * MB),
