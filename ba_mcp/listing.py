@@ -120,6 +120,38 @@ def fit(
     return tools
 
 
+# A plug-in's tool pays for itself first: before the listing is fitted (and any built-in gives a word), its
+# description is held to this many cl100k tokens and each of its parameters' descriptions to PLUGIN_PARAMETER_TOKENS.
+PLUGIN_DESCRIPTION_TOKENS = 120
+PLUGIN_PARAMETER_TOKENS = 30
+
+
+def capped(tool: Definition, count: Callable[[str], int]) -> Definition:
+    """A plug-in tool's definition with its description and its parameters' held to the plug-in limits (cut at a
+    word, ending in "…"); a new definition, ``tool`` left as it is."""
+    out = copy.deepcopy(tool)
+    out["description"] = _held(out.get("description") or "", PLUGIN_DESCRIPTION_TOKENS, count)
+    for prop in (out["inputSchema"].get("properties") or {}).values():
+        if isinstance(prop, dict) and isinstance(prop.get("description"), str):
+            prop["description"] = _held(prop["description"], PLUGIN_PARAMETER_TOKENS, count)
+    return out
+
+
+def _held(text: str, tokens: int, count: Callable[[str], int]) -> str:
+    """``text`` if it is within ``tokens``, else its most words that are (with " …")."""
+    if count(text) <= tokens:
+        return text
+    words = text.split()
+    low, high = 0, len(words) - 1
+    while low < high:
+        middle = (low + high + 1) // 2
+        if count(" ".join(words[:middle]) + " …") <= tokens:
+            low = middle
+        else:
+            high = middle - 1
+    return " ".join(words[:low]) + " …"
+
+
 MIN_WORDS = 12  # a description cut for the budget keeps at least its first words (and says it was cut: …)
 
 

@@ -48,7 +48,7 @@ from mcp.types import (
 from mcp.types import Tool as McpTool
 from pydantic import ValidationError
 
-from ba_mcp import callers, listing, resources, views
+from ba_mcp import callers, listing, registry, resources, views
 from ba_mcp.app import App
 from ba_mcp.auth import principal_key
 from ba_mcp.errors import Code, ErrorType, ToolFailure, format_error
@@ -125,6 +125,8 @@ class ToolHandlers:
     def __init__(self, app: App) -> None:
         self.app = app
         self.tools = dict(app.tools)
+        # a plug-in's tools (as the registry has them now, when the App's tools were just built): they pay first
+        self.plugin_tools = {n for n in self.tools if (info := registry.tool_info(n)) is not None and info.plugin}
         self.structured = app.settings.observation.structured_content
         self.views = views.Views(app, list(self.tools.values()))
         self._listing: list[McpTool] | None = None
@@ -133,8 +135,10 @@ class ToolHandlers:
         """The model's tools/list, fitted to ``tools_list_budget_tokens`` once (the tools are fixed when built)."""
         if self._listing is None:
             use_skill = self.tools.get("use_skill")
+            count = self.app.tokens.raw_tokens
+            defined = listing.definitions(list(self.tools.values()), self.structured)
             fitted = listing.fit(
-                listing.definitions(list(self.tools.values()), self.structured),
+                [listing.capped(d, count) if d["name"] in self.plugin_tools else d for d in defined],
                 self.app.settings.tools_list_budget_tokens,
                 self.app.tokens.raw_tokens,
                 use_skill if isinstance(use_skill, UseSkill) else None,

@@ -305,6 +305,37 @@ async def test_a_wordy_plugin_tool_pays_for_itself_in_tools_list(
     assert not problems, problems
 
 
+def test_a_plugin_tools_words_are_held_to_its_limits_before_the_listing_is_fitted() -> None:
+    """``listing.capped``: a plug-in tool's description and each parameter's cut at a word to the plug-in limits
+    (ending in …); what is within them is left whole, and nothing else of the definition changes."""
+    from ba_mcp import listing
+    from ba_mcp.pipeline.tokens import TokenCounter
+    from ba_mcp.settings import config_dir
+
+    count = TokenCounter(config_dir() / "token_encoders.yaml", "gpt").raw_tokens
+    wordy = {
+        "name": "wordy",
+        "title": "Wordy",
+        "description": "Forecasts " + "every very " * 700 + "series",
+        "inputSchema": {
+            "type": "object",
+            "properties": {"series": {"type": "string", "description": "an id " * 200}, "n": {"type": "integer"}},
+            "required": ["series"],
+        },
+    }
+    held = listing.capped(wordy, count)
+    assert count(held["description"]) <= listing.PLUGIN_DESCRIPTION_TOKENS and held["description"].endswith(" …")
+    assert held["description"].startswith("Forecasts every very")
+    series = held["inputSchema"]["properties"]["series"]["description"]
+    assert count(series) <= listing.PLUGIN_PARAMETER_TOKENS and series.endswith(" …")
+    assert held["inputSchema"]["required"] == ["series"] and held["inputSchema"]["properties"]["n"] == {
+        "type": "integer"
+    }
+    short = {**wordy, "description": "Forecasts a series.", "inputSchema": {"type": "object", "properties": {}}}
+    assert listing.capped(short, count) == short
+    assert len(wordy["description"]) > 5000  # the definition given is left as it is
+
+
 @pytest.mark.anyio
 @pytest.mark.parametrize("first", ["enabled", "not enabled"])
 async def test_an_app_whose_settings_name_no_plugin_serves_none_of_it_whichever_is_built_first(
@@ -830,12 +861,6 @@ def secret_path(ws: Path) -> str:
 
 @pytest.mark.slow
 @pytest.mark.anyio
-@pytest.mark.xfail(
-    strict=True,
-    reason="HOLE: through query_database one session changes what every other session of the server reads from a "
-    "filedir database (its connections are shared by sessions): EXPLAIN ANALYZE CREATE OR REPLACE VIEW replaces a "
-    "table's data, and a statement cut at a NUL drops one — S-14 (no state between calls) and S-19 broken",
-)
 async def test_one_session_cannot_change_what_another_reads_from_a_plugin_database(
     tmp_path: Path, clean_registry: None
 ) -> None:
