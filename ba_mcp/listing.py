@@ -9,7 +9,9 @@ it: built-in, an embedder's, a plug-in's. ``fit(...)`` holds the listing within 
    ``output_level`` is listed only on tools whose results vary in size with the question (``Tool.offers_levels``;
    every tool accepts it); ``additionalProperties: false`` and the limits a model never nears are not listed (the
    server refuses an unknown argument or a value out of range itself: the tool's ``Params``).
-2. **What gives way, in this order, until the listing fits:** (a) the skill catalog in ``use_skill``'s description
+2. **A plug-in's tool pays for itself first** (``capped``): its description and its parameters' are held to
+   ``PLUGIN_DESCRIPTION_TOKENS`` and ``PLUGIN_PARAMETER_TOKENS`` before the listing is fitted.
+3. **What gives way, in this order, until the listing fits:** (a) the skill catalog in ``use_skill``'s description
    — fewer ``name: when`` lines, then names only, then a pointer (``use_skill()`` lists every skill with its
    description): no skill is ever out of reach; (b) descriptions cut to their first sentence, the last-listed tool
    first (a tool added pays for itself before the tools before it) — and a description that is one long sentence
