@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ba_mcp import registry
+from ba_mcp.bytecode import Compiling
 from ba_mcp.databases import Databases
 from ba_mcp.errors import ToolFailure
 from ba_mcp.exports import Exports
@@ -130,6 +131,7 @@ class App:
                 # (after a dbt build the session's worker is replaced: the spare that replaces it has read it)
                 self.engines.warm_request = lambda: self.metrics.request("read")
         self.sandboxes = Sandboxes(settings.sandbox, self.workspace.dir("sessions"))
+        self.bytecode = Compiling()  # what the workers import, compiled once in the background (ba_mcp.bytecode)
         self.telemetry = TelemetryLog(self.workspace.dir("logs"), settings.telemetry.enabled)
         self.fetcher = Fetcher(settings.web, __version__)
         self.searcher = Searcher(settings.web.search, lambda: self.fetcher.client)
@@ -241,12 +243,14 @@ class App:
         if "run_python" in self.tools:
             self.sandboxes.prestart()
         self.engines.prestart()
+        self.bytecode.start()
 
     def close(self) -> None:
         """End the sandbox workers and close the databases (idempotent)."""
         self.runner.settle()  # the last calls' telemetry, before the log closes
         self.sandboxes.close()
         self.engines.close()
+        self.bytecode.close()
         self.connections.close()
         self.databases.close()
         self.telemetry.close()

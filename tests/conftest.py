@@ -288,6 +288,12 @@ def pytest_configure(config: pytest.Config) -> None:
     start while other tests run; the tests wait for them)."""
     if hasattr(config, "workerinput") or config.option.collectonly:
         return
+    # The bytecode the servers' workers read and never write (python -I -B): compiled here, once for an install (a
+    # stamp says so), before any worker starts — else a fresh clone's workers compile pandas and the rest from source
+    # at every start (issue 65). The server does the same in the background; a test run cannot wait for that.
+    from ba_mcp import bytecode
+
+    bytecode.compile_missing(workers=os.cpu_count() or 1)
     markers = config.option.markexpr or ""
     targets = [str(a).split("::")[0] for a in config.args] or ["tests"]
     files = {Path(t).resolve() for t in targets}

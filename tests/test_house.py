@@ -39,6 +39,7 @@ ROOMS: list[tuple[str, int]] = [
     ("ba_mcp.formats", 2),
     ("ba_mcp.databases", 2),
     ("ba_mcp.demo_data", 2),
+    ("ba_mcp.bytecode", 2),  # what the workers import, compiled once in the background (issue 65)
     ("ba_mcp.web", 2),
     ("ba_mcp.workers", 2),  # the server's side of the worker processes: start, confine, pool, translate failures
     ("ba_mcp.worker", 2),  # the worker programs, run inside the engine and connection workers (never imported here)
