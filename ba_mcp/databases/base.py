@@ -58,6 +58,7 @@ class Execution:
     store: Callable[[int, int], tuple[int, bool, Any]] = lambda fd, limit: (0, False, None)
     close: Callable[[], None] = lambda: None
     provenance: dict[str, Any] = field(default_factory=dict)  # how it ran, for the call's (the database role)
+    notes: list[str] = field(default_factory=list)  # what the answer says of how it ran (a wait for a lock)
 
 
 class Database(Protocol):
@@ -170,10 +171,17 @@ def query(
         raise database.classify_error(exc, columns_hint) from None
 
 
-def in_worker(ask: Callable[..., Any], reply: dict[str, Any], head: pa.Table, release: Callable[[], None]) -> Execution:
+def in_worker(
+    ask: Callable[..., Any],
+    reply: dict[str, Any],
+    head: pa.Table,
+    release: Callable[[], None],
+    notes: Sequence[str] = (),
+) -> Execution:
     """The Execution of a statement that ran in a worker (an engine or a connection worker): ``ask`` speaks to
     that worker, ``reply`` is its answer to ``run``; a cut result is stored (``store``) or dropped at ``close``,
-    which then calls ``release`` (the worker and the query slot go back) — once."""
+    which then calls ``release`` (the worker and the query slot go back) — once. ``notes``: what the answer says of
+    how it ran."""
     from ba_mcp.errors import ToolFailure
     from ba_mcp.workers.failures import engine_failure, worker_failures
 
@@ -196,7 +204,7 @@ def in_worker(ask: Callable[..., Any], reply: dict[str, Any], head: pa.Table, re
         finally:
             release()
 
-    return Execution(head, bool(reply["more"]), dict(reply.get("display_types") or {}), store, close)
+    return Execution(head, bool(reply["more"]), dict(reply.get("display_types") or {}), store, close, notes=list(notes))
 
 
 def collect(execution: Execution, max_rows: int, artifacts: ArtifactStore, title: str, database: str) -> Table:
@@ -210,6 +218,7 @@ def collect(execution: Execution, max_rows: int, artifacts: ArtifactStore, title
             total_rows=head.num_rows,
             meta={"database": database},
             column_types=types,
+            notes=list(execution.notes),
             provenance=dict(execution.provenance),
         )
     state: dict[str, Any] = {}
@@ -242,7 +251,7 @@ def collect(execution: Execution, max_rows: int, artifacts: ArtifactStore, title
         column_types=types,
         total_rows=total if complete else None,
         more=not complete,
-        notes=[note],
+        notes=[*execution.notes, note],
         artifact_id=meta.id if complete else None,
         meta={"database": database, "fetched_rows": max_rows},
         whole_stats=state.get("stats") if complete else None,

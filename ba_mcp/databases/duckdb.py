@@ -14,6 +14,7 @@ own objects), the per-database query slots, and the classification of the engine
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from dataclasses import dataclass
@@ -78,10 +79,16 @@ class DuckDBDatabase(RunThenCollect):
                     "files": specs,
                     "bounds": self.owner.settings.formats.model_dump(),
                     "scan_bound": ctx.memo.get("scan_bound"),  # scans DuckDB expects past it are refused, saying so
+                    # another program's lock on the file (a dbt build) is waited out within the call's timeout
+                    "lock_wait_s": max(0.0, slot_wait(ctx.timeout) - (time.monotonic() - started)),
                 },
                 fds,
             )
             head = call.arrow(blobs[0])
+        except ToolFailure as exc:
+            held.__exit__(type(exc), exc, exc.__traceback__)
+            slots.release(who)
+            raise self._locked(exc) from None
         except BaseException as exc:
             held.__exit__(type(exc), exc, exc.__traceback__)
             slots.release(who)
@@ -91,7 +98,19 @@ class DuckDBDatabase(RunThenCollect):
             held.__exit__(None, None, None)
             slots.release(who)
 
-        return in_worker(call.ask, reply, head, release)
+        waited = reply.get("lock_waited_s")
+        notes = [f"waited {waited:.1f} s for another program's lock on {self.path.name}"] if waited else []
+        return in_worker(call.ask, reply, head, release, notes)
+
+    def _locked(self, failure: ToolFailure) -> ToolFailure:
+        """A DATABASE_LOCKED failure from the worker, naming the program that holds the lock where the system says
+        (the worker, in a PID namespace of its own, cannot see it); any other failure as it is."""
+        holder = lock_holder(self.path) if failure.code == "DATABASE_LOCKED" else None
+        if holder is None:
+            return failure
+        return ToolFailure(
+            failure.type, failure.code, failure.message.replace("another program", holder, 1), failure.hint
+        )
 
     @property
     def artifacts(self) -> Any:
@@ -138,6 +157,30 @@ class DuckDBEngine:
 
 
 ENGINE = DuckDBEngine()
+
+
+def lock_holder(path: Path) -> str | None:
+    """Who holds a write lock on ``path`` — "another program (dbt, PID 4242)" — from Linux's ``/proc/locks`` (the
+    server sees every process of its machine); None where that cannot be told."""
+    try:
+        info = os.stat(path)
+        with open("/proc/locks", encoding="ascii", errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    file = f"{os.major(info.st_dev):02x}:{os.minor(info.st_dev):02x}:{info.st_ino}"
+    for line in lines:
+        parts = line.split()  # "1: POSIX  ADVISORY  WRITE 3449 08:01:1234 0 EOF" (a waiter's line holds "->")
+        if len(parts) >= 6 and "->" not in parts and parts[3] == "WRITE" and parts[5] == file:
+            pid = parts[4]
+            try:
+                with open(f"/proc/{pid}/comm", encoding="utf-8", errors="replace") as f:
+                    name = f.read().strip()
+            except OSError:
+                name = ""
+            shown = "".join(c for c in name if c.isprintable())[:40]
+            return f"another program ({shown + ', ' if shown else ''}PID {pid})"
+    return None
 
 
 def _bad_data(name: str, detail: str) -> ToolFailure:

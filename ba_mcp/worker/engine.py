@@ -54,6 +54,7 @@ SLOT_FD = 200  # the descriptors of a call's files are moved to SLOT_FD, SLOT_FD
 MAX_FILES = 60
 _KEEP_VIEWS = 16  # workspace files whose views (and descriptors) a session keeps between calls
 _PARKED_FD = SLOT_FD + MAX_FILES + 40  # where a kept view's descriptor waits between calls
+_LOCK_CONFLICT = "Conflicting lock"  # DuckDB's words when another process holds the file's lock
 _MAKES_OR_DROPS = re.compile(r"(?i)(create|drop)\b")
 
 
@@ -154,6 +155,8 @@ class Engine:
         self.used: set[int] = set()
         self.kept: dict[str, _Kept] = {}
         self.missing: dict[str, str] = {}
+        self.locked: dict[str, str] = {}  # files another program held locked at ATTACH (a writer: dbt), waited out
+        self.lock_wait_over = threading.Event()  # set by an interrupt: a wait for a lock ends now
         self.models: dict[str, Any] = {}  # the metrics model last compiled for, by its digest
         self.current = ""  # the database the session's connection USEs
         self.warming: threading.Thread | None = None  # the spare's warm-up imports, until the first operation
@@ -183,11 +186,13 @@ class Engine:
 
         self.attached = True
         self.missing.clear()
+        self.locked.clear()
         for db in self.databases:
             try:
                 self.con.execute(f"ATTACH {_literal(db['path'])} AS {_quote(db['alias'])} (READ_ONLY)")
             except duckdb.Error as exc:
-                self.missing[db["name"]] = str(exc).split("\n")[0][:300]
+                detail = str(exc).split("\n")[0][:300]
+                (self.locked if _LOCK_CONFLICT in detail else self.missing)[db["name"]] = detail
 
     def resting(self) -> float | None:
         """How long the loop may wait for the next request before ``rest`` (None: nothing to let go of, or a
@@ -203,7 +208,7 @@ class Engine:
             self.con.execute("USE memory")
             self.current = ""
         for db in self.databases:
-            if db["name"] not in self.missing:
+            if db["name"] not in self.missing and db["name"] not in self.locked:
                 self.con.execute(f"DETACH DATABASE IF EXISTS {_quote(db['alias'])}")
 
     # -- the loop -----------------------------------------------------------------------------------
@@ -213,6 +218,7 @@ class Engine:
 
     def interrupt(self) -> None:
         if self.busy:
+            self.lock_wait_over.set()
             self.con.interrupt()
 
     # -- SQL ----------------------------------------------------------------------------------------
@@ -227,7 +233,7 @@ class Engine:
 
         self._drop_pending()
         name = message["database"]
-        self._opened(name)
+        waited = self._opened(name, float(message.get("lock_wait_s", 0.0)))
         if self.current != name:  # USE costs a quarter of a millisecond: only when the database changes
             self.con.execute(f"USE {_quote(self.aliases[name])}")
             self.current = name
@@ -249,7 +255,8 @@ class Engine:
             if relation is None:  # a statement without rows (CREATE, DROP): it has run
                 self._forget_kept()  # it may have made or dropped objects of those names: views are made afresh
                 done = pa.table({"result": pa.array(["done"], pa.string())})
-                return {"op": "result", "rows": 1, "more": False, "display_types": {}}, [memfile(write_arrow(done))]
+                reply = {"op": "result", "rows": 1, "more": False, "display_types": {}, **waited}
+                return reply, [memfile(write_arrow(done))]
             from ba_mcp.worker.sql import refuse_large_scan  # past the bound: refused with DuckDB's own estimate
 
             refuse_large_scan(self.con, message["sql"], message.get("params"), message.get("scan_bound"))
@@ -272,13 +279,16 @@ class Engine:
                 self.pending_store = (reader, head, schema, created, held, convert)
                 created, held = [], None
             blob = write_arrow(pa.Table.from_batches(head, schema=schema).slice(0, max_rows + 1))
-            return {"op": "result", "rows": have, "more": more, "display_types": types}, [memfile(blob)]
+            return {"op": "result", "rows": have, "more": more, "display_types": types, **waited}, [memfile(blob)]
         finally:
             self._unregister(created)
             if held is not None:
                 held.__exit__(None, None, None)
 
-    def _opened(self, name: str) -> None:
+    def _opened(self, name: str, lock_wait_s: float = 0.0) -> dict[str, float]:
+        """Database ``name`` is ATTACHed, after waiting up to ``lock_wait_s`` for another program's lock on its file;
+        returns what the answer says of a wait (``lock_waited_s``)."""
+        waited = self._wait_for_lock(name, lock_wait_s) if name in self.locked else {}
         if name in self.missing:
             raise Failure(
                 type="dependency_error",
@@ -286,6 +296,39 @@ class Engine:
                 message=f"database '{name}' could not be opened: {self.missing[name]}",
                 hint="check the `databases` setting",
             )
+        return waited
+
+    def _wait_for_lock(self, name: str, wait_s: float) -> dict[str, float]:
+        """ATTACH database ``name``, whose file another program holds locked (a writer: ``dbt build``), again every
+        few tenths of a second until the lock is gone — then the seconds waited — or ``wait_s`` has passed or the
+        call is interrupted: DATABASE_LOCKED (never DATABASE_MISSING: nothing is wrong with the configuration)."""
+        import duckdb
+
+        db = next(d for d in self.databases if d["name"] == name)
+        started, pause = time.monotonic(), 0.05
+        self.lock_wait_over.clear()
+        while True:
+            left = wait_s - (time.monotonic() - started)
+            if left <= 0 or self.lock_wait_over.wait(min(pause, left)):
+                break
+            try:
+                self.con.execute(f"ATTACH {_literal(db['path'])} AS {_quote(db['alias'])} (READ_ONLY)")
+            except duckdb.Error as exc:
+                if _LOCK_CONFLICT not in str(exc):
+                    del self.locked[name]
+                    self.missing[name] = str(exc).split("\n")[0][:300]
+                    return {}
+                pause = min(pause * 2, 0.5)
+                continue
+            del self.locked[name]
+            return {"lock_waited_s": round(time.monotonic() - started, 2)}
+        raise Failure(
+            type="resource_error",
+            code="DATABASE_LOCKED",
+            message=f"database '{name}' is locked by another program that is writing to it; waited "
+            f"{time.monotonic() - started:.1f} s for it to finish",
+            hint="retry when that program (a dbt build, say) finishes: ba-mcp only reads the file",
+        )
 
     def op_store(self, message: dict[str, Any], fds: list[int]) -> tuple[dict[str, Any], list[int]]:
         """The complete result of the last ``run`` (cut at max_rows) as Parquet into the descriptor given,
