@@ -17,11 +17,12 @@ import os
 import urllib.parse
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ba_mcp import registry
 from ba_mcp.bytecode import Compiling
 from ba_mcp.databases import Databases
+from ba_mcp.databases.configured import DuckFiles
 from ba_mcp.errors import ToolFailure
 from ba_mcp.exports import Exports
 from ba_mcp.metrics.catalog import Metrics
@@ -42,10 +43,14 @@ from ba_mcp.version import __version__
 from ba_mcp.web.fetch import Fetcher
 from ba_mcp.web.search import Searcher
 from ba_mcp.workers.connections import Connections
-from ba_mcp.workers.pool import Engines, ask_metrics, read_parquet, table_stats, write_parquet
+from ba_mcp.workers.duckworkers import DuckWorkers
 from ba_mcp.workers.process import bound_workers, own_memory_limit, unbound_workers
 from ba_mcp.workers.sandboxes import Sandboxes
+from ba_mcp.workers.work import DuckParquet, ask_metrics, table_stats
 from ba_mcp.workspace import Resolved, Workspace
+
+if TYPE_CHECKING:
+    from ba_mcp.workers.messages import MetricsWork
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +84,12 @@ class App:
 
     def __init__(self, settings: Settings, tools: Iterable[Tool | str] | None = None) -> None:
         self.settings = settings
-        self.workspace = Workspace.open(settings.workspace_root(), settings.files.read_roots, settings.artifacts.shared)
+        self.workspace = Workspace.open(
+            settings.workspace_root(),
+            settings.files.read_roots,
+            settings.artifacts.shared,
+            self._owned,  # ids resolve only for the sessions that own them (S-9): the stores answer
+        )
         for name, root in self.workspace.read_roots.items():
             if not root.is_dir():
                 log.warning("read root %r is not available: files.read_roots.%s is not a directory", name, name)
@@ -95,41 +105,37 @@ class App:
             if plugin.problem:
                 log.warning("plug-in %s is unavailable: %s", plugin.name, plugin.problem)
         self.workspace.add_scheme("skill", self._skill_file)
-        self.artifacts = ArtifactStore(self.workspace.dir("artifacts"), settings.artifacts)
+        self._workers_ceiling = _bound_the_workers(settings, self)
+        self.metrics = metrics_of(settings, self.workspace.read_roots)
+        self.duck_files = DuckFiles(settings, self.workspace)
+        self.duck_workers = DuckWorkers(
+            settings,
+            self.workspace.dir("sessions"),
+            self.duck_files.paths(),
+            prepare=self.duck_files.prepare,
+            keeps_state=self.duck_files.keeps_state,  # a session's TEMP tables and views
+            warm=duck_warm_up(settings, self.metrics),
+            # and, with a dbt project, the model itself by its digest: MetricFlow's parse of the manifest, off the
+            # next call's path (after a dbt build the session's worker is replaced: the spare that replaces it has
+            # read it)
+            warm_request=self._metrics_read if self.metrics.files() and settings.metrics.dbt else None,
+        )
+        self.artifacts = ArtifactStore(
+            self.workspace.dir("artifacts"), settings.artifacts, DuckParquet(self.duck_workers)
+        )
         self.exports = Exports(
             settings.export_root(),
             self.artifacts,
             configuration_folders(settings, self.workspace),
             lambda root: self.workspace.own("exports", root),  # each principal's own, where they are kept apart
         )
-        rp = settings.tool("run_python")  # the store of run_python's code: its knobs are that tool's
-        self.code = CodeStore(
-            self.workspace.dir("code"),
-            getattr(rp, "code_store_max_bytes"),  # noqa: B009
-            getattr(rp, "code_ttl_hours") * 3600,  # noqa: B009
-            settings.artifacts.shared,
-        )
-        self.workspace.owned = self._owned  # ids resolve only for the sessions that own them (S-9)
+        self.code = code_store(settings, self.workspace.dir("code"))
         self.tokens = TokenCounter(config_dir() / "token_encoders.yaml", settings.model_family)
         self.cache = RawCache(settings.cache.max_entries, settings.cache.max_bytes)
-        self._workers_ceiling = _bound_the_workers(settings, self)
-        self.engines = Engines(settings, {}, self.workspace.dir("sessions"))
-        self.artifacts.parquet_writer = lambda table, fd: write_parquet(self.engines, table, fd)
-        self.artifacts.parquet_reader = lambda fd: read_parquet(self.engines, fd)
         self.connections = Connections(settings, self.workspace.dir("sessions"))
-        self.databases = Databases(settings, self.workspace, self.engines, self.artifacts, self.connections)
-        self.engines.paths = self.databases.paths()
-        self.metrics = metrics_of(settings, self.workspace.read_roots)
-        # what a session's first calls import in its engine worker, imported by the spare once ready (off any
-        # call's path): the file readers (pandas) and, with metric files, the metrics compiler and its catalog
-        self.engines.warm = ["pandas", "ba_mcp.formats", "ba_mcp.formats.csv", "ba_mcp.formats.excel"]
-        if self.metrics.files():
-            self.engines.warm += ["ba_mcp.metrics.load", "ba_mcp.metrics.compile", "ba_mcp.metrics.catalog"]
-            if settings.metrics.dbt:
-                self.engines.warm += ["ba_mcp.metrics.dbt", "metricflow.engine.metricflow_engine"]
-                # and the model itself, by its digest: MetricFlow's parse of the manifest, off the next call's path
-                # (after a dbt build the session's worker is replaced: the spare that replaces it has read it)
-                self.engines.warm_request = lambda: self.metrics.request("read")
+        self.databases = Databases(
+            settings, self.workspace, self.duck_workers, self.artifacts, self.connections, self.duck_files
+        )
         self.sandboxes = Sandboxes(settings.sandbox, self.workspace.dir("sessions"))
         self.bytecode = Compiling()  # what the workers import, compiled once in the background (ba_mcp.bytecode)
         self.telemetry = TelemetryLog(self.workspace.dir("logs"), settings.telemetry.enabled)
@@ -174,10 +180,10 @@ class App:
         import ba_mcp.callers as callers
 
         request = self.metrics.request(action, **args)
-        key = (request["digest"], action + repr(sorted(args.items())))
+        key = (request.digest, action + repr(sorted(args.items())))
         answer = self.metrics.answers.get(key)
         if answer is None:
-            answer = ask_metrics(self.engines, None, callers.current(), request)
+            answer = ask_metrics(self.duck_workers, None, callers.current(), request)
             if action == "summary":
                 for warning in [*self.metrics.sources()[1], *answer.get("warnings", [])]:
                     log.warning("metrics: %s", warning)
@@ -185,6 +191,9 @@ class App:
                 self.metrics.answers.clear()
             self.metrics.answers[key] = answer
         return answer
+
+    def _metrics_read(self) -> MetricsWork:
+        return self.metrics.request("read")
 
     def _move_analyses_to_owners(self) -> None:
         """Analyses a principal saved in the workspace's analyses/ before each had a folder of their own, moved
@@ -217,7 +226,7 @@ class App:
                 return None
             fd = os.open(self.artifacts.data_path(meta), os.O_RDONLY | os.O_CLOEXEC)
         try:
-            return table_stats(self.engines, fd)
+            return table_stats(self.duck_workers, fd)
         finally:
             os.close(fd)
 
@@ -242,14 +251,14 @@ class App:
         """Start the spare workers in the background: Python (when run_python is served) and engine."""
         if "run_python" in self.tools:
             self.sandboxes.prestart()
-        self.engines.prestart()
+        self.duck_workers.prestart()
         self.bytecode.start()
 
     def close(self) -> None:
         """End the sandbox workers and close the databases (idempotent)."""
         self.runner.settle()  # the last calls' telemetry, before the log closes
         self.sandboxes.close()
-        self.engines.close()
+        self.duck_workers.close()
         self.bytecode.close()
         self.connections.close()
         self.databases.close()
@@ -301,6 +310,26 @@ def served_folders(settings: Settings, workspace: Workspace) -> list[tuple[str, 
             except ToolFailure:
                 continue  # refused when the database is opened
     return found
+
+
+def code_store(settings: Settings, folder: Path) -> CodeStore:
+    """The store of run_python's code: its knobs are that tool's (``tools.run_python``)."""
+    from ba_mcp.tools.run_python import RunPythonSettings
+
+    rp = settings.tool("run_python")
+    assert isinstance(rp, RunPythonSettings)
+    return CodeStore(folder, rp.code_store_max_bytes, rp.code_ttl_hours * 3600, settings.artifacts.shared)
+
+
+def duck_warm_up(settings: Settings, metrics: Metrics) -> list[str]:
+    """What a session's first calls import in its DuckDB worker, imported by the spare once ready (off any call's
+    path): the file readers (pandas) and, with metric files, the metrics compiler and its catalog."""
+    warm = ["pandas", "ba_mcp.formats", "ba_mcp.formats.csv", "ba_mcp.formats.excel"]
+    if metrics.files():
+        warm += ["ba_mcp.metrics.load", "ba_mcp.metrics.compile", "ba_mcp.metrics.catalog"]
+        if settings.metrics.dbt:
+            warm += ["ba_mcp.metrics.dbt", "metricflow.engine.metricflow_engine"]
+    return warm
 
 
 def metrics_of(settings: Settings, read_roots: dict[str, Path]) -> Metrics:

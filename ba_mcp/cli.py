@@ -425,8 +425,9 @@ def cmd_metrics(args: argparse.Namespace) -> int:
         return 0
     _, unreadable = metrics.sources()
     _, unparsed = metrics.manifests()
-    model, dbt = models_of(metrics.request("summary"))  # your files and the dbt projects, as the server reads them
-    summary = answer(model, {"action": "summary"}, dbt)
+    summary_request = metrics.request("summary")
+    model, dbt = models_of(summary_request)  # your files and the dbt projects, as the server reads them
+    summary = answer(model, summary_request, dbt)
     for warning in [*unreadable, *unparsed, *summary["warnings"]]:
         _err(f"warning: {warning} (left out)")
     if args.action == "show":
@@ -434,7 +435,7 @@ def cmd_metrics(args: argparse.Namespace) -> int:
             _err("ba-mcp metrics show: give a metric name (ba-mcp metrics list shows them)")
             return 2
         try:
-            print(answer(model, {"action": "describe", "name": args.target}, dbt)["text"])
+            print(answer(model, metrics.request("describe", name=args.target), dbt)["text"])
         except ToolFailure as failure:
             _err(f"ba-mcp metrics show: {failure.message}; {failure.hint}")
             return 1

@@ -5,6 +5,7 @@ code; the others report what is available (the sandbox's protections by their id
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -126,10 +127,8 @@ def _check_dbt(settings: Settings, read_roots: dict[str, Path]) -> list[Check]:
         except ImportError:
             checks.append(Check(name, False, "MetricFlow is not installed (uv sync --extra dbt)"))
             continue
-        message = metrics.request("summary")
-        message["files"] = []
-        message["dbt"] = [m for m in message["dbt"] if m[0] == database]
-        _, dbt = models_of(message)
+        request = metrics.request("summary")
+        _, dbt = models_of(dataclasses.replace(request, files=[], dbt=[m for m in request.dbt if m[0] == database]))
         served = [p for p in (dbt.projects if dbt is not None else []) if p.database == database]
         if not served:
             problems = dbt.warnings if dbt is not None else ["no manifest read"]
@@ -146,19 +145,19 @@ def _check_engine(settings: Settings, sessions: Path) -> list[Check]:
     """Start a real engine worker (SQL and file parsing run there) and report the boundary in force: which
     of mount namespace, unprivileged uid, memory cgroup or rlimit the machine allowed."""
     from ba_mcp.errors import ToolFailure
-    from ba_mcp.workers.pool import Engines
+    from ba_mcp.workers.duckworkers import DuckWorkers
     from sandbox import protocol
 
     probe = sessions / ".doctor-engine.duckdb"
     probe.touch()  # a stand-in database file, so the read-only binding is exercised too
-    engines = Engines(settings, {"probe": probe}, sessions)
+    workers = DuckWorkers(settings, sessions, {"probe": probe})
     try:
-        with engines.held("doctor", None) as call:
+        with workers.held("doctor", None) as call:
             protections = [(str(p[0]), str(p[1])) for p in call.handle.protections]
     except ToolFailure as failure:
         return [Check("engine worker", False, failure.message)]
     finally:
-        engines.close()
+        workers.close()
         probe.unlink(missing_ok=True)
     ids = {pid for pid, _ in protections}
     boundary = [

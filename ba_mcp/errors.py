@@ -21,12 +21,12 @@ point per boundary::
     the server's     workers.process.WorkerGone   the worker died or closed its socket
                      workers.process.BadBlob      a descriptor that is no sealed, size-checked memory file
                      workers.wire.BadStream       Arrow data that is compressed, malformed or oversized
-                     workers.pool.EngineError     an engine's own exception (class names, message, SQLSTATE)
+                     workers.failures.EngineError an engine's own exception (class names, message, SQLSTATE)
 
-``workers.pool.Call.ask`` (engine and connection workers) and ``settle`` turn WorkerGone, BadBlob and a Failure
+``workers.call.Call.ask`` (DuckDB and connection workers) and ``settle`` turn WorkerGone, BadBlob and a Failure
 into ToolFailures (a timeout, ENGINE_CRASHED, ENGINE_PROTOCOL, the Failure as sent), ``Call.arrow`` a BadStream;
 an EngineError is left to the database's engine (``Database.classify_error``: the engine's vocabulary — SQL
-syntax, an unknown table, read-only) or to the work that asked (``workers.pool``: BAD_DATA for a file). The
+syntax, an unknown table, read-only) or to the work that asked (``workers.work``: BAD_DATA for a file). The
 Python sandbox's cell protocol is run_python's one boundary (``tools.run_python._Cell``).
 """
 

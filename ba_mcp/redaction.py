@@ -3,7 +3,7 @@
 One function, ``redact(text)``, takes every registered secret out of a text — each in its raw, percent-decoded and
 percent-encoded forms — and every place a message leaves the server goes through it: a ``ToolFailure``'s message
 and hint (tool errors and their hints, the ``db://`` resources, ``ba-mcp doctor``'s failures), what a worker
-wrote (``workers.pool.settle``), the doctor's lines, and the server's log lines on stderr (``RedactingFormatter``,
+wrote (``workers.call.settle``), the doctor's lines, and the server's log lines on stderr (``RedactingFormatter``,
 installed on the root logger's handlers when secrets are registered).
 A new place that shows a driver's message through a ToolFailure or a log line cannot forget it.
 

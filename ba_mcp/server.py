@@ -314,8 +314,11 @@ class SdkInternals:
 class BaServer(MCPServer[App]):
     """MCPServer that knows its App (for resources whose reading needs the request's session)."""
 
-    app: App
     initialize_answered: anyio.Event | None = None  # stdio: set by the first message after ``initialize``
+
+    def __init__(self, app: App, **settings: Any) -> None:
+        super().__init__(**settings)
+        self.app = app
 
     async def read_resource(self, uri: Any, context: Any = None) -> Any:
         shown = views.page(str(uri)) if context is not None and views.supports(context) else None
@@ -348,7 +351,7 @@ class BaServer(MCPServer[App]):
         def end(key: str) -> None:
             for session in (key, f"{key}~analysis"):  # run_analysis works in a session of its own
                 self.app.sandboxes.discard(session)
-                self.app.engines.end_session(session)
+                self.app.duck_workers.end_session(session)
             self.app.sessions.forget(key)
 
         async def ended(session_id: str) -> None:
@@ -368,12 +371,8 @@ class BaServer(MCPServer[App]):
         with SdkInternals.claimed_stdio() as (stdin, stdout):
             streams = loop_streams(stdin, stdout, after_write=runner.settle)
             if streams is not None:  # streams given: the SDK leaves fd 0 and 1 to this claim
-                runner.deferring = True  # a call's bookkeeping waits until its answer is written
-                try:
+                with runner.deferred():  # a call's bookkeeping waits until its answer is written
                     await self._serve_stdio(stdio_server(*cast("Any", streams)))
-                finally:
-                    runner.deferring = False
-                    runner.settle()
                 return
         await self._serve_stdio(stdio_server())
 
@@ -494,6 +493,7 @@ def build_server(app: App) -> BaServer:
                 await app.aclose()
 
     server = BaServer(
+        app,
         name="ba-mcp",
         title="ba-mcp — business-analysis tools",
         version=__version__,
@@ -504,7 +504,6 @@ def build_server(app: App) -> BaServer:
         extensions=[*([SkillsExtension(app.skills)] if len(app.skills) else []), views.ViewsExtension()],
         **_auth(app),
     )
-    server.app = app
     resources.register(server, app)
     skills_mcp.register(server, app.skills, "use_skill" in app.tools)
     _register_handlers(server, ToolHandlers(app))
@@ -527,7 +526,7 @@ async def _background(app: App, server: MCPServer[Any]) -> None:
         if any(removed.values()):
             log.info("artifact cleanup: %s", removed)
         await anyio.to_thread.run_sync(app.sandboxes.reap_idle, app.settings.sandbox.idle_timeout_s)
-        await anyio.to_thread.run_sync(app.engines.reap_idle, app.settings.engine.idle_timeout_s)
+        await anyio.to_thread.run_sync(app.duck_workers.reap_idle, app.settings.engine.idle_timeout_s)
         await anyio.to_thread.run_sync(app.connections.reap_idle, app.settings.engine.idle_timeout_s)
         await anyio.sleep(app.settings.artifacts.cleanup_interval_s)
 
@@ -538,7 +537,7 @@ async def _renew_engines(app: App) -> None:
     conf = app.settings.engine
     while True:
         await anyio.sleep(min(5.0, conf.renew_idle_s))
-        await anyio.to_thread.run_sync(app.engines.renew_grown, conf.renew_idle_s, conf.renew_growth_mb)
+        await anyio.to_thread.run_sync(app.duck_workers.renew_grown, conf.renew_idle_s, conf.renew_growth_mb)
 
 
 async def _watch_event_loop(app: App) -> None:

@@ -96,7 +96,13 @@ class Resolved:
 class Workspace:
     """The confined file tree. Create with ``Workspace.open(root)`` to make its layout."""
 
-    def __init__(self, root: Path, read_roots: Mapping[str, Path] | None = None, shared: bool = False) -> None:
+    def __init__(
+        self,
+        root: Path,
+        read_roots: Mapping[str, Path] | None = None,
+        shared: bool = False,
+        owned: Callable[[RefKind, str], bool] | None = None,
+    ) -> None:
         self.root = Path(os.path.realpath(root))
         self.shared = shared  # artifacts.shared: one folder of analyses and exports for every principal
         self._root_fd: int | None = None
@@ -111,8 +117,9 @@ class Workspace:
             ("upload_", self._upload),
         ]
         self._schemes: dict[str, Callable[[str], Resolved]] = {}
-        # Whether the calling session may read the stored item (kind, id); the App connects its stores.
-        self.owned: Callable[[RefKind, str], bool] = lambda kind, ref_id: True
+        # whether the calling session may read the stored item (an artifact or a code file) of an id: the stores
+        # answer (S-9); None: every id resolves (a tool's own tests, the CLI's one user)
+        self.owned: Callable[[RefKind, str], bool] = owned if owned is not None else lambda kind, ref_id: True
 
     def add_scheme(self, scheme: str, handler: Callable[[str], Resolved]) -> None:
         """Resolve ``<scheme>://…`` references with ``handler`` (which does its own confinement)."""
@@ -124,8 +131,14 @@ class Workspace:
         return self._root_fd
 
     @classmethod
-    def open(cls, root: Path, read_roots: Mapping[str, Path] | None = None, shared: bool = False) -> Workspace:
-        ws = cls(root, read_roots, shared)
+    def open(
+        cls,
+        root: Path,
+        read_roots: Mapping[str, Path] | None = None,
+        shared: bool = False,
+        owned: Callable[[RefKind, str], bool] | None = None,
+    ) -> Workspace:
+        ws = cls(root, read_roots, shared, owned)
         for sub in SUBDIRS:
             (ws.root / sub).mkdir(parents=True, exist_ok=True)
         os.chmod(ws.root / "users", 0o700)

@@ -3,7 +3,7 @@ worker does before its first answer — imports the worker program, opens a Post
 ``open`` (the driver, the role's checks, the allow-list catalog) — timed from the parent, wall clock.
 
 Two variants, interleaved in one run (the same machine, the same load): ``now`` (the worker as it is: the driver's
-``pyarrow.dataset`` a stand-in until used, ``worker.connection.lazy_dataset``) and ``before`` (``pyarrow.dataset``
+``pyarrow.dataset`` a stand-in until used, ``inside.connection.light_imports``) and ``before`` (``pyarrow.dataset``
 imported first, as the driver's DB-API did: pandas with it). Each run's median and the ratio are printed.
 
     uv run python bench/bench_connection_start.py [--runs 7]
@@ -25,10 +25,11 @@ CHILD = """
 import sys
 if sys.argv[1] == "before":
     import pyarrow.dataset  # what the driver's DB-API imported at its top
-from ba_mcp.worker import engine  # noqa: F401  (the worker program: python -m ba_mcp.worker)
-from ba_mcp.worker.connection import Connector
-c = Connector(None, {})
-c.op_connect({"engine": "ba_mcp.databases.postgresql", "uri": sys.argv[2]}, [])
+from ba_mcp.inside import main  # noqa: F401  (the worker program: python -m ba_mcp.inside)
+from ba_mcp.inside.connection import Connector
+from ba_mcp.workers.messages import Connect
+c = Connector({})
+c.connect(Connect(engine="ba_mcp.databases.postgresql", driver="", uri=sys.argv[2], options={}), [])
 print("pandas" in sys.modules)
 """
 

@@ -31,7 +31,7 @@ from ba_mcp.pipeline.tokens import TokenCounter
 from ba_mcp.server import build_server
 from ba_mcp.settings import config_dir, load_settings
 from ba_mcp.tool import ToolContext
-from ba_mcp.workers.pool import ask_metrics
+from ba_mcp.workers.work import ask_metrics
 
 QUERY = Query(metrics=["net_revenue", "order_count"], dimensions=["regions.region", "customers.segment"])
 SQL = """SELECT r.region_name AS region, c.segment, f.net_revenue, f.order_count FROM (
@@ -55,11 +55,11 @@ def compile_ms() -> tuple[float, float]:
     try:
         ctx = ToolContext(session="default")
         request = app.metrics.request("compile", query=QUERY.__dict__)
-        ask_metrics(app.engines, ctx, "default", request)  # the worker reads the model once
+        ask_metrics(app.duck_workers, ctx, "default", request)  # the worker reads the model once
         worker = []
         for _ in range(50):
             start = time.perf_counter()
-            ask_metrics(app.engines, ctx, "default", request)
+            ask_metrics(app.duck_workers, ctx, "default", request)
             worker.append(time.perf_counter() - start)
     finally:
         app.close()

@@ -16,7 +16,7 @@ one is ~8 % slower (+0.6 ms at a 6-8 ms geometric mean; 1.07-1.10x over five run
 own process, whichever the process; in one process the switch between two DuckDB instances costs nothing. (A child
 after itself against this process: 1.00x to 1.11x between runs — the parent's pipe write ran in between.) An engine
 worker always runs after other processes (the client's, the server's), the bench's direct reference half of the
-time: this — not seccomp, the cgroup, the confinement or the worker's code (``Engine.op_run`` in this process is as
+time: this — not seccomp, the cgroup, the confinement or the worker's code (``DuckSession.query`` in this process is as
 fast as DuckDB alone) — is the "~1 ms slower in the worker", the price of running SQL in a process of its own (S-12).
 
 Run: uv run python bench/bench_process_switch.py [--rounds 10] [--scale 0.1]

@@ -44,7 +44,7 @@ WHOLE = (
 
 def _place(kind: str, text: str, values: dict[str, Any]) -> tuple[str, list[str], dict[str, Any]]:
     """What the engine worker's ``placeholders`` operation answers (the same functions, in process)."""
-    from ba_mcp.worker.params import code_cut, code_placeholders, sql_cut, sql_placeholders
+    from ba_mcp.inside.params import code_cut, code_placeholders, sql_cut, sql_placeholders
 
     if kind == "sql":
         text, found = sql_placeholders(text, values)
@@ -118,7 +118,7 @@ def test_a_run_binds_its_values_where_the_saved_ones_were_and_the_trail_names_th
 
 
 def test_what_cuts_a_statement_is_read_from_its_outermost_query() -> None:
-    from ba_mcp.worker.params import sql_cut
+    from ba_mcp.inside.params import sql_cut
 
     kept = "o.ordered_at >= $1 AND o.ordered_at < $2 AND o.status = 'completed'"
     assert sql_cut(TOP) == {"ordered": True, "limit": 10, "where": kept}
@@ -136,7 +136,7 @@ def test_what_cuts_a_statement_is_read_from_its_outermost_query() -> None:
 
 
 def test_what_cuts_a_python_steps_value_is_read_from_its_last_expression() -> None:
-    from ba_mcp.worker.params import code_cut
+    from ba_mcp.inside.params import code_cut
 
     assert code_cut("x = load_artifact('a')\nx.groupby('v')['s'].sum().nlargest(10)") == {"limit": 10, "ordered": True}
     assert code_cut("df.sort_values('s', ascending=False).head(7).round(0)") == {"limit": 7, "ordered": True}

@@ -16,10 +16,10 @@ ROOT = Path(__file__).resolve().parent.parent
 
 CHILD = """
 import importlib, json, sys
-from ba_mcp.worker import engine  # the worker program
-from ba_mcp.worker.connection import light_imports
+from ba_mcp.inside import main  # the worker program
+from ba_mcp.inside.connection import light_imports
 light_imports()
-importlib.import_module("ba_mcp.databases.postgresql")  # an engine's module, as op_connect loads it
+importlib.import_module("ba_mcp.databases.postgresql")  # an engine's module, as Connector.connect loads it
 import adbc_driver_postgresql.dbapi  # the driver, as the engine's open imports it
 import pyarrow as pa
 pa.array(["text", None]); pa.record_batch([[1], ["2025-01-01"]], names=["0", "1"])  # bound parameters, shown texts

@@ -496,7 +496,7 @@ def test_a_killed_server_takes_its_workers_with_it(tmp_path: Path) -> None:
 
         def engine_worker(p: Any) -> bool:
             with contextlib.suppress(psutil.Error):
-                return "ba_mcp.worker" in p.cmdline()
+                return "ba_mcp.inside" in p.cmdline()
             return False
 
         while time.monotonic() < deadline and not children:  # the spare engine worker starts on its own
@@ -697,7 +697,7 @@ async def test_each_worker_gets_its_share_of_the_cores(tmp_path: Path) -> None:
         for child in server.children(recursive=True):
             path = _cpu_cgroup(child.pid)
             if path and f"/ba-mcp-{server.pid}/" in path:
-                kind = "engine" if "ba_mcp.worker" in " ".join(child.cmdline()) else "sandbox"
+                kind = "engine" if "ba_mcp.inside" in " ".join(child.cmdline()) else "sandbox"
                 quotas[kind] = int(Path(f"/sys/fs/cgroup/cpu{path}/cpu.cfs_quota_us").read_text())
         assert quotas == {"engine": 150_000, "sandbox": 50_000}, quotas
 
@@ -729,23 +729,23 @@ async def test_an_idle_engine_worker_that_grew_is_renewed_unless_it_holds_the_se
 
     async def worker_after_idling(seconds: float) -> Any:
         await anyio.sleep(seconds)
-        return app.engines._workers.get(key)
+        return app.duck_workers._workers.get(key)
 
     async with Client(build_server(app)) as client:
         assert (await run(grow)).splitlines()[-1] == "3000000"
-        (key, first), *_ = app.engines._workers.items()
+        (key, first), *_ = app.duck_workers._workers.items()
         assert first.baseline_mb and first.process.rss_mb() > first.baseline_mb + 20, (first.baseline_mb,)
         for _ in range(40):
             if await worker_after_idling(0.5) is not first:
                 break
-        assert app.engines._workers.get(key) is not first
+        assert app.duck_workers._workers.get(key) is not first
         for _ in range(50):  # the renewal takes it out of the pool, then ends it (in its own thread)
             if not first.process.alive():
                 break
             await anyio.sleep(0.1)
         assert not first.process.alive()
         assert (await run("SELECT 42 AS answer")).splitlines()[-1] == "42"  # the session goes on, on the spare
-        second = app.engines._workers[key]
+        second = app.duck_workers._workers[key]
         await run("CREATE TEMP TABLE kept AS SELECT range AS i FROM range(10)")
         await run(grow)
         assert second.process.rss_mb() > (second.baseline_mb or 0) + 20

@@ -343,7 +343,7 @@ async def test_parameters_are_typed_checked_before_any_step_and_found_in_metrics
 
 
 def test_only_the_occurrences_that_are_the_parameter_are_replaced() -> None:
-    from ba_mcp.worker.params import code_placeholders, filter_placeholders, sql_placeholders
+    from ba_mcp.inside.params import code_placeholders, filter_placeholders, sql_placeholders
 
     sql = "SELECT round(avg(x), 4) AS r FROM t WHERE n > 4 AND k IN (1, 4) AND d >= DATE '2025-01-01' LIMIT 4"
     assert sql_placeholders(sql, {"n": 4, "since": "2025-01-01"})[0] == (

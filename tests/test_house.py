@@ -41,8 +41,9 @@ ROOMS: list[tuple[str, int]] = [
     ("ba_mcp.demo_data", 2),
     ("ba_mcp.bytecode", 2),  # what the workers import, compiled once in the background (issue 65)
     ("ba_mcp.web", 2),
-    ("ba_mcp.workers", 2),  # the server's side of the worker processes: start, confine, pool, translate failures
-    ("ba_mcp.worker", 2),  # the worker programs, run inside the engine and connection workers (never imported here)
+    ("ba_mcp.workers.messages", 1),  # the typed requests both sides of the worker boundary share
+    ("ba_mcp.workers", 2),  # the server's side of the worker processes: start, confine, pool, call, translate failures
+    ("ba_mcp.inside", 2),  # the programs run inside the DuckDB and connection workers (never imported here)
     ("ba_mcp.rerun", 7),  # a saved analysis run with an App of its own (the CLI, analysis.py)
     ("ba_mcp.analyses", 3),  # saved analyses: the plan of a conversation's calls, the replay of its steps
     ("ba_mcp.metrics", 2),  # OSI metric files and their compiler (also run in the engine workers)
@@ -341,21 +342,21 @@ def test_the_worker_boundary_has_one_translation_point() -> None:
 
 
 def test_the_worker_programs_are_a_room_of_their_own() -> None:
-    """Issue 52: the code that runs inside the engine and connection workers (``ba_mcp.worker``) takes nothing of
-    the server's side of workers but their protocol (``workers.wire``), and nothing in the server imports it: the
-    server starts it as a program (``python -m ba_mcp.worker``) and speaks to it over the socket."""
+    """Issues 52 and 64: the code that runs inside the DuckDB and connection workers (``ba_mcp.inside``) takes nothing
+    of the server's side of workers but their protocol (``workers.wire``) and the typed requests both sides share
+    (``workers.messages``), and nothing in the server imports it: the server starts it as a program
+    (``python -m ba_mcp.inside``) and speaks to it over the socket."""
     edges = graph()
-    inside = {m for m in edges if m == "ba_mcp.worker" or m.startswith("ba_mcp.worker.")}
-    assert {"ba_mcp.worker.engine", "ba_mcp.worker.connection", "ba_mcp.worker.__main__"} <= inside
+    inside = {m for m in edges if m == "ba_mcp.inside" or m.startswith("ba_mcp.inside.")}
+    assert {"ba_mcp.inside.duck", "ba_mcp.inside.connection", "ba_mcp.inside.main", "ba_mcp.inside.__main__"} <= inside
+    shared = {"ba_mcp.workers.wire", "ba_mcp.workers.messages"}
     takes = sorted(
-        f"{m} imports {t}"
-        for m in inside
-        for t in edges[m]
-        if t.startswith("ba_mcp.workers") and t != "ba_mcp.workers.wire"
+        f"{m} imports {t}" for m in inside for t in edges[m] if t.startswith("ba_mcp.workers") and t not in shared
     )
     assert not takes, "\n".join(takes)
     imported = sorted(f"{m} imports {t}" for m, ts in edges.items() if m not in inside for t in ts if t in inside)
     assert not imported, "\n".join(imported)
+    assert not [p for p in (PACKAGE / "worker").glob("*.py")], "ba_mcp/worker/ is gone: the programs are ba_mcp.inside"
 
 
 @pytest.mark.anyio
@@ -394,3 +395,230 @@ async def test_a_built_in_tool_is_one_module_and_one_line(tmp_path: Path) -> Non
             await app.aclose()
     finally:
         registry.unregister_tool("tally")
+
+
+# -- construct, don't patch (issue 64) ------------------------------------------------------------------------
+
+# ``x.y = …`` in ba_mcp/ where ``x`` is not ``self``/``cls`` nor a local the same function built (``x = X(…)``):
+# another object's attribute set from outside. Services are given what they need when they are built; what is left
+# are records of state that one owner keeps (a worker's Handle, a call's record, a result being made), each named
+# here with its reason — by module and the object assigned to.
+STATE_RECORDS: dict[tuple[str, str], str] = {
+    ("ba_mcp/workers/pool.py", "handle"): "a worker's Handle: the pool's record of the worker it keeps",
+    ("ba_mcp/workers/duckworkers.py", "handle"): "a worker's Handle: the pool's record of the worker it keeps",
+    ("ba_mcp/workers/duckworkers.py", "spare"): "a worker's Handle: the spare's call number (its read ahead)",
+    ("ba_mcp/workers/pool.py", "fresh"): "a worker's Handle: the pool's record of the worker it keeps",
+    ("ba_mcp/workers/call.py", "self.handle"): "a worker's Handle: a call marks the worker busy, killed",
+    ("ba_mcp/tools/run_python.py", "handle"): "a worker's Handle: its use by the sandbox's session",
+    ("ba_mcp/tools/run_python.py", "worker"): "the sandbox's session state (cells run, noise seen)",
+    ("ba_mcp/inside/serve.py", "target"): "the serving loop's protocol with its program: busy, warming, after_reply",
+    ("ba_mcp/databases/connector.py", "c"): "the connection worker's state (Held), kept by its engine's hooks",
+    ("ba_mcp/databases/postgresql.py", "c"): "the connection worker's state (Held), kept by its engine's hooks",
+    ("ba_mcp/databases/spark.py", "c"): "the connection worker's state (Held), kept by its engine's hooks",
+    ("ba_mcp/databases/sqlite.py", "c"): "the connection worker's state (Held), kept by its engine's hooks",
+    ("ba_mcp/databases/pg_calls.py", "cat"): "a catalog record being counted",
+    ("ba_mcp/databases/configured.py", "table"): "the result being made: its details",
+    ("ba_mcp/tools/web_reader.py", "raw"): "the result being made: its provenance",
+    ("ba_mcp/tools/web_reader.py", "page"): "the page being read: the id of its whole table",
+    ("ba_mcp/tools/query_database.py", "failure"): "the error being raised: its hint",
+    ("ba_mcp/analyses/replay.py", "output"): "a replayed step's output record: what it covers",
+    ("ba_mcp/pipeline/runner.py", "record"): "the call's record: its tokens, counted once the answer is made",
+    ("ba_mcp/pipeline/sessions.py", "record"): "a history record: trimmed when kept",
+    ("ba_mcp/pipeline/usage.py", "st"): "a tool's usage counters",
+    ("ba_mcp/stores/artifacts.py", "fresh"): "an artifact's metadata record, re-read and rewritten as one step",
+    ("ba_mcp/metrics/compile.py", "branch"): "a query plan's node being compiled",
+    ("ba_mcp/metrics/compile.py", "agg"): "a query plan's node being compiled",
+    ("ba_mcp/metrics/load.py", "model"): "the metrics model being read: its warnings",
+    ("ba_mcp/metrics/model.py", "reader.model"): "the metrics model being read: its grains",
+    ("ba_mcp/metrics/model.py", "self.model"): "the metrics model being read: its warnings",
+    ("ba_mcp/settings.py", "settings.databases[name]"): "a database's settings being validated: what was written",
+    ("ba_mcp/server.py", "app.sessions(callers.current())"): "a session's state: the log level it asked for",
+    ("ba_mcp/pipeline/runner.py", "scope"): "anyio's cancel scope: its deadline moved on while a worker starts",
+    ("ba_mcp/cli.py", "args"): "the parsed command line (argparse's namespace)",
+    (
+        "ba_mcp/app.py",
+        "tool",
+    ): "an embedder's Tool instance takes its tools.<name> settings when served (Tool's contract)",
+}
+
+
+def _built_here(function: ast.AST) -> set[str]:
+    """The names a function binds to an object it builds (``x = X(…)``, ``with X(…) as x``)."""
+    names: set[str] = set()
+    for node in ast.walk(function):
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, ast.Call):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {t.id for t in targets if isinstance(t, ast.Name)}
+        elif (
+            isinstance(node, ast.withitem)
+            and isinstance(node.context_expr, ast.Call)
+            and isinstance(node.optional_vars, ast.Name)
+        ):
+            names.add(node.optional_vars.id)
+    return names
+
+
+def _attribute_targets(node: ast.Assign | ast.AugAssign | ast.AnnAssign) -> list[ast.Attribute]:
+    stack: list[ast.expr] = list(node.targets) if isinstance(node, ast.Assign) else [node.target]
+    found = []
+    while stack:
+        target = stack.pop()
+        if isinstance(target, (ast.Tuple, ast.List)):
+            stack += target.elts
+        elif isinstance(target, ast.Starred):
+            stack.append(target.value)
+        elif isinstance(target, ast.Attribute):
+            found.append(target)
+    return found
+
+
+def patches() -> list[tuple[str, str, int, str]]:
+    """Every ``x.y = …`` in ba_mcp/ on another object: (module path, the object, line, the target)."""
+    found: list[tuple[str, str, int, str]] = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+
+        def visit(node: ast.AST, function: ast.AST | None, where: str = str(path.relative_to(ROOT))) -> None:
+            for child in ast.iter_child_nodes(node):
+                if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                    visit(child, child, where)
+                    continue
+                if isinstance(child, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+                    for target in _attribute_targets(child):
+                        base = target.value
+                        if isinstance(base, ast.Name) and (
+                            base.id in ("self", "cls") or (function is not None and base.id in _built_here(function))
+                        ):
+                            continue
+                        found.append((where, ast.unparse(base), child.lineno, ast.unparse(target)))
+                visit(child, function, where)
+
+        visit(ast.parse(path.read_text(encoding="utf-8")), None)
+    return found
+
+
+def test_no_service_is_patched_after_construction() -> None:
+    """Issue 64: every service receives what it needs when it is built (a constructor argument or a small protocol
+    object), so the import graph shows the dependency; nothing sets another object's attribute afterwards but the
+    records of state named in STATE_RECORDS — and each of those is still in use."""
+    found = patches()
+    unnamed = [f"{w}:{line}: {target} = …" for w, base, line, target in found if (w, base) not in STATE_RECORDS]
+    assert not unnamed, "set from outside after construction (give it to the constructor):\n" + "\n".join(unnamed)
+    unused = sorted(set(STATE_RECORDS) - {(w, base) for w, base, _, _ in found})
+    assert not unused, f"STATE_RECORDS names what no module does any more: {unused}"
+
+
+def test_the_check_for_patching_sees_a_patch() -> None:
+    """The check itself: a service's behaviour set from outside is found, a local built in place or ``self`` is not."""
+    code = "def wire(app, store):\n    store.writer = app.write\n    self.x = 1\n    made = Thing()\n    made.y = 2\n"
+    tree = ast.parse(code)
+    function = tree.body[0]
+    assert isinstance(function, ast.FunctionDef)
+    hits = [
+        ast.unparse(t)
+        for node in ast.walk(function)
+        if isinstance(node, ast.Assign)
+        for t in _attribute_targets(node)
+        if not (isinstance(t.value, ast.Name) and t.value.id in ({"self", "cls"} | _built_here(function)))
+    ]
+    assert hits == ["store.writer"]
+
+
+# -- the worker requests are typed (issue 64) -----------------------------------------------------------------
+
+
+def test_worker_requests_are_typed_and_answered_by_type() -> None:
+    """One frozen dataclass per operation (``workers.messages``), shared by both sides: nothing in ba_mcp sends a
+    dict across the boundary (``ask`` takes a Request; no ``{"op": …}`` is built outside the workers' answers, the
+    start handshake and the Python sandbox's own protocol), every request is answered by its type in exactly one
+    worker program's table, and a request goes over the wire and back unchanged."""
+    import dataclasses
+
+    from ba_mcp.workers import messages
+
+    dict_asks = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "ask"
+                and node.args
+                and (
+                    isinstance(node.args[0], ast.Dict)
+                    or (isinstance(node.args[0], ast.Call) and ast.unparse(node.args[0].func) == "dict")
+                )
+            ):
+                dict_asks.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not dict_asks, dict_asks
+    op_dicts_allowed = {
+        PACKAGE / "workers" / "messages.py",  # the one point a request becomes a message
+        PACKAGE / "workers" / "process.py",  # the start handshake ("start", "ready"): not an operation
+        PACKAGE / "tools" / "run_python.py",  # the Python sandbox's own protocol (the ``sandbox`` package)
+    }
+    op_dicts = [
+        f"{path.relative_to(ROOT)}:{node.lineno}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if path not in op_dicts_allowed and PACKAGE / "inside" not in path.parents  # the workers' answers
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Dict) and any(isinstance(k, ast.Constant) and k.value == "op" for k in node.keys)
+    ]
+    assert not op_dicts, op_dicts
+
+    handled: list[str] = []
+    for path in sorted((PACKAGE / "inside").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Dict):
+                handled += [k.id for k in node.keys if isinstance(k, ast.Name) and k.id in messages.__all__]
+    kinds = {cls.__name__ for cls in messages.REQUESTS.values()}
+    # Store and Drop: each program keeps its own cut result, so both tables answer them
+    assert sorted(handled) == sorted([*kinds, "Store", "Drop"]), sorted(handled)
+    for cls in messages.REQUESTS.values():
+        assert dataclasses.is_dataclass(cls) and cls.__dataclass_params__.frozen, cls  # type: ignore[attr-defined]
+    request = messages.Query("demo", "SELECT ?", [1], 10, [{"name": "t", "suffix": ".csv"}], {"max_rows": 5})
+    assert messages.request_of(request.wire()) == request
+    with pytest.raises(messages.UnknownRequest):
+        messages.request_of({"op": "query", "sql": "SELECT 1", "nonsense": 1})
+
+
+# -- the house in numbers (for the issue's note) ------------------------------------------------------------
+
+
+def house_counts() -> dict[str, int]:
+    """Rooms (ROOMS entries holding a module), floors (their distinct ranks), modules, import arrows, circles
+    (module cycles found), upward arrows, and the patches named in STATE_RECORDS."""
+    edges = graph()
+    used = {prefix for m in edges for prefix, _ in ROOMS if m == prefix or m.startswith(prefix + ".")}
+    rooms = [(p, r) for p, r in ROOMS if p in used]
+    upward = sum(1 for m, ts in edges.items() for t in ts if room(t) > room(m))
+    state: dict[str, int] = {}
+    circles = 0
+
+    def visit(module: str) -> None:
+        nonlocal circles
+        state[module] = 1
+        for target in sorted(edges.get(module, ())):
+            if state.get(target) == 1:
+                circles += 1
+            elif target in edges and not state.get(target):
+                visit(target)
+        state[module] = 2
+
+    for module in sorted(edges):
+        if not state.get(module):
+            visit(module)
+    return {
+        "rooms": len(rooms),
+        "floors": len({r for _, r in rooms}),
+        "modules": len(edges),
+        "arrows": sum(len(ts) for ts in edges.values()),
+        "circles": circles,
+        "upward": upward,
+        "patched": len(patches()),
+    }
+
+
+def test_the_house_in_numbers() -> None:
+    counts = house_counts()
+    print("house:", ", ".join(f"{k} {v}" for k, v in counts.items()))
+    assert counts["circles"] == 0 and counts["upward"] == 0, counts
+    assert counts["rooms"] >= counts["floors"] > 1, counts

@@ -265,8 +265,8 @@ def test_a_stored_results_figures_are_the_same_counted_in_memory_or_from_its_fil
     import duckdb
     import pyarrow.parquet as pq
 
-    from ba_mcp.worker.engine import _table_stats
-    from ba_mcp.worker.sql import parquet_stats
+    from ba_mcp.inside.duck import _table_stats
+    from ba_mcp.inside.sql import parquet_stats
 
     table = pa.table(
         {

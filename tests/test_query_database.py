@@ -448,7 +448,7 @@ def test_file_and_folder_backed_engines_share_one_base(tmp_path: Path) -> None:
         lake = engine_of(conf.kind).database("lake", conf, owner)
         assert conf.kind == "csvdir" and lake.host_file == ws / "lake"  # type: ignore[attr-defined]
         message = lake.engine.connect_message(conf, lake.host_file)  # type: ignore[attr-defined]
-        assert message["uri"] == {"target": "/databases/lake", "host": str(ws / "lake")}
+        assert message.uri == {"target": "/databases/lake", "host": str(ws / "lake")}
         for name, what in (("gone", "folder"), ("file", "folder"), ("lite", "file")):
             with pytest.raises(ToolFailure, match=f"{what} of database '{name}' does not exist"):
                 engine_of(databases[name].kind).database(name, databases[name], owner)

@@ -343,23 +343,23 @@ async def test_telemetry_is_one_jsonl_line_per_call(tmp_path: Path) -> None:
 
 async def test_a_transport_that_settles_bookkeeping_gets_it_once_the_answer_is_out(tmp_path: Path) -> None:
     """Over stdio the runner's bookkeeping (input tokens, usage, telemetry) waits until the answer is written
-    (``Runner.deferring``, settled by the transport); the history is kept before the answer all the same, and a
+    (``Runner.deferred``, settled by the transport); the history is kept before the answer all the same, and a
     call settles what earlier calls left, so nothing is lost or out of order."""
     from ba_mcp.pipeline.usage import TelemetryLog
 
     server = make_server(tmp_path, [Ticker(), Crash()])
     runner = server.app.runner
-    runner.deferring = True
     logs = tmp_path / "ws" / "logs"
-    async with Client(server) as client:
-        await client.call_tool("ticker", {"n": 3})
-        assert list(TelemetryLog(logs).read()) == [] and len(runner.unsettled) == 1
-        assert [r.tool for r in server.app.sessions("default").history] == ["ticker"]
-        runner.settle()
-        assert [r.tool for r in TelemetryLog(logs).read()] == ["ticker"] and not runner.unsettled
-        await client.call_tool("crash", {})
-        await client.call_tool("ticker", {"n": 4})  # settles the crash's first
-        assert [r.tool for r in TelemetryLog(logs).read()] == ["ticker", "crash"]
+    with runner.deferred():
+        async with Client(server) as client:
+            await client.call_tool("ticker", {"n": 3})
+            assert list(TelemetryLog(logs).read()) == [] and len(runner.unsettled) == 1
+            assert [r.tool for r in server.app.sessions("default").history] == ["ticker"]
+            runner.settle()
+            assert [r.tool for r in TelemetryLog(logs).read()] == ["ticker"] and not runner.unsettled
+            await client.call_tool("crash", {})
+            await client.call_tool("ticker", {"n": 4})  # settles the crash's first
+            assert [r.tool for r in TelemetryLog(logs).read()] == ["ticker", "crash"]
     records = list(TelemetryLog(logs).read())  # the App's close settled the last
     assert [(r.tool, r.success) for r in records] == [("ticker", True), ("crash", False), ("ticker", True)]
     assert all(r.input_tokens > 0 and r.output_tokens > 0 for r in records)

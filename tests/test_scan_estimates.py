@@ -13,7 +13,7 @@ import pytest
 from mcp import ClientSession, stdio_client
 
 from ba_mcp.databases.spark import planned_rows
-from ba_mcp.worker.sql import refuse_large_scan, scanned_rows
+from ba_mcp.inside.sql import refuse_large_scan, scanned_rows
 from ba_mcp.workers.wire import Failure
 from tests.conftest import make_workspace, stdio_params, text_of
 

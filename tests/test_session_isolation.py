@@ -156,9 +156,10 @@ def test_the_stores_answer_for_the_calling_session(tmp_path: Path) -> None:
     """The pieces: owners recorded on commit (the same bytes from two sessions: two artifacts), ``get``/``list`` per
     session, the
     workspace's ids and a read root that holds the workspace, and metadata from before owners existed."""
-    ws = Workspace.open(tmp_path / "ws", {"everything": tmp_path})
+    ws = Workspace.open(
+        tmp_path / "ws", {"everything": tmp_path}, owned=lambda kind, ref_id: any(m.id == ref_id for m in store.list())
+    )
     store = ArtifactStore(ws.dir("artifacts"), ArtifactSettings())
-    ws.owned = lambda kind, ref_id: any(m.id == ref_id for m in store.list())
     with callers.acting_as("http-a"):
         mine = store.put_json({"n": 1}, title="a's", source_tool="test")
         shared = store.put_json({"n": 2}, title="both", source_tool="test")

@@ -124,7 +124,9 @@ def test_the_spare_is_lowered_and_raised_again_by_its_autogroup(sleeper: subproc
 
 def test_the_engine_warm_up_stops_at_the_module_in_progress_when_an_operation_comes(tmp_path: Path) -> None:
     """The first operation waits for the one module being imported, never for the rest of the list."""
-    from ba_mcp.worker.engine import _import_quietly, serve
+    from ba_mcp.inside.main import _import_quietly
+    from ba_mcp.inside.serve import serve
+    from ba_mcp.workers.messages import Drop
     from sandbox import protocol
 
     package = tmp_path / "warmpkg"
@@ -147,15 +149,15 @@ def test_the_engine_warm_up_stops_at_the_module_in_progress_when_an_operation_co
                 )
                 self.warming.start()
 
-            def op_ping(self, message: dict[str, Any], fds: list[int]) -> tuple[dict[str, Any], list[int]]:
+            def ping(self, request: Drop, fds: list[int]) -> tuple[dict[str, Any], list[int]]:
                 return {"op": "pong", "later": "warmpkg.later" in sys.modules}, []
 
         target = Target()
         assert gate.entered.wait(30)  # the warm-up is inside its first module
         ours, theirs = socket.socketpair()
-        worker = threading.Thread(target=serve, args=(target, theirs, {}), daemon=True)
+        worker = threading.Thread(target=serve, args=(target, {Drop: target.ping}, theirs, {}), daemon=True)
         worker.start()
-        protocol.send(ours, {"op": "ping"}, [])
+        protocol.send(ours, Drop().wire(), [])  # any request: the first operation
         assert target.warm_stop.wait(30)  # the operation asked the warm-up to stop ...
         gate.release.set()  # ... and waits only for the module in progress
         reply, _ = protocol.recv(ours)
@@ -273,19 +275,20 @@ def test_the_engine_worker_reads_a_metrics_model_again_only_when_its_digest_chan
 ) -> None:
     """A dbt build rewrites the manifest with the same bytes: the same digest, no second read (MetricFlow's parse);
     a changed manifest is a new digest, read again. ``action: read`` (the spare's read ahead) answers nothing else."""
-    import types
 
     import ba_mcp.metrics.catalog as catalog
+    from ba_mcp.inside.metrics import MetricsModels
     from ba_mcp.metrics.files import digest_of
-    from ba_mcp.worker.engine import Engine
+    from ba_mcp.workers.messages import MetricsWork
 
     reads: list[str] = []
-    monkeypatch.setattr(catalog, "models_of", lambda message: reads.append(message["digest"]) or (None, None))
-    worker = types.SimpleNamespace(models={})
+    monkeypatch.setattr(catalog, "models_of", lambda request: reads.append(request.digest) or (None, None))
+    worker = MetricsModels()
 
     def ask(manifest: str) -> dict[str, Any]:
         digest = digest_of([("shop", manifest)], {"shop": "duckdb"})
-        reply, _ = Engine.op_metrics(worker, {"action": "read", "digest": digest}, [])  # type: ignore[arg-type]
+        request = MetricsWork(action="read", digest=digest, files=[], dbt=[], renderers={}, dialects={}, grains={})
+        reply, _ = worker.answer(request, [])
         return reply
 
     assert ask('{"metrics": []}') == {"op": "metrics"}

@@ -184,12 +184,13 @@ def in_worker(
     how it ran."""
     from ba_mcp.errors import ToolFailure
     from ba_mcp.workers.failures import engine_failure, worker_failures
+    from ba_mcp.workers.messages import Drop, Store
 
     state = {"open": True, "pending": bool(reply["more"])}
 
     def store(fd: int, limit: int) -> tuple[int, bool, Any]:
         state["pending"] = False
-        answer, _ = ask({"op": "store", "limit": limit}, [fd])
+        answer, _ = ask(Store(limit), [fd])
         stats = (answer["stats"], answer["total"]) if "stats" in answer else None
         return int(answer["rows"]), bool(answer["complete"]), stats
 
@@ -200,7 +201,7 @@ def in_worker(
         try:
             if state["pending"]:
                 with contextlib.suppress(ToolFailure), worker_failures(engine=engine_failure):
-                    ask({"op": "drop"})  # a worker that cannot drop it is ended by the pool
+                    ask(Drop())  # a worker that cannot drop it is ended by the pool
         finally:
             release()
 

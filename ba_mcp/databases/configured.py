@@ -1,6 +1,6 @@
 """The configured databases of one App (``databases.<name>``): each made by the engine the registry names for it.
 
-``Databases`` holds what the engines share: the engine workers (DuckDB files, the session's TEMP objects) and
+``Databases`` holds what the engines share: the DuckDB workers (DuckDB files, the session's TEMP objects) and
 the connection workers (connections), the per-database query slots, the connected databases' catalogs, DuckDB's
 parse of a statement (memoised), the workspace data a statement names handed to the worker as descriptors.
 """
@@ -22,7 +22,8 @@ from ba_mcp.errors import Code, ErrorType, ToolFailure, denied, invalid, not_fou
 from ba_mcp.formats.table import TABLE_SUFFIXES
 from ba_mcp.ids import ARTIFACT_ID
 from ba_mcp.workers.failures import EngineError, worker_failures
-from ba_mcp.workers.pool import ask_metrics
+from ba_mcp.workers.messages import Analyse, MetricsWork
+from ba_mcp.workers.work import ask_metrics
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
     from ba_mcp.stores.artifacts import ArtifactStore
     from ba_mcp.tool import ToolContext
     from ba_mcp.workers.connections import Connections
-    from ba_mcp.workers.pool import Engines
+    from ba_mcp.workers.duckworkers import DuckWorkers
     from ba_mcp.workspace import Resolved, Workspace
 
 
@@ -48,59 +49,20 @@ def per_user(settings: Settings, db: DatabaseSettings) -> int | None:
     return max(1, db.max_concurrent // 2) if settings.http.auth is not None else None
 
 
-class Databases:
-    """The configured databases of one App, served by its engine workers."""
+class DuckFiles:
+    """The configured DuckDB files as the DuckDB workers need them, known before the workers are built: which files
+    they bind (``paths``), making the demo's exist before a worker binds it (``prepare``), and whether a session's
+    worker holds objects the session made (``keeps_state``: counted by ``changed_objects``)."""
 
-    def __init__(
-        self,
-        settings: Settings,
-        workspace: Workspace,
-        engines: Engines,
-        artifacts: ArtifactStore,
-        connections: Connections | None = None,
-    ) -> None:
+    def __init__(self, settings: Settings, workspace: Workspace) -> None:
         self.settings = settings
         self.workspace = workspace
-        self.engines = engines
-        self.artifacts = artifacts
-        self.connections = connections  # the connection workers of configured connections (url/driver)
-        self.catalogs = Catalogs()
         self._engines = {name: engine_of(conf.kind) for name, conf in settings.databases.items()}
         self._lock = threading.Lock()
-        self._analyses: dict[str, Analysis] = {}
-        self._slots = {
-            name: FairSlots(db.max_concurrent, per_user(settings, db)) for name, db in settings.databases.items()
-        }
         self._changes: dict[str, int] = {}  # session -> CREATE/DROP statements it ran
-        for name in self.names:  # said once at start, on stderr: the server serves everything else
-            if (why := self.unavailable(name)) is not None:
-                log.warning("database %s is unavailable: %s (databases.%s.url)", name, why, name)
-        engines.prepare = self.prepare
-        engines.keeps_state = lambda session: self.session_objects(session) > 0  # its TEMP tables and views
-
-    def session_objects(self, session: str) -> int:
-        """How many times the session changed its own TEMP objects (0: never; its reads are anyone's)."""
-        return self._changes.get(session, 0)
-
-    def changed_objects(self, session: str) -> None:
-        with self._lock:
-            self._changes[session] = self._changes.get(session, 0) + 1
-
-    def slots(self, name: str) -> FairSlots:
-        """Queries in flight on database ``name`` across principals (``databases.<name>.max_concurrent``), each
-        principal's at most their share (``max_concurrent_per_user``), waiting callers served fairly."""
-        return self._slots[name]
-
-    @property
-    def names(self) -> list[str]:
-        return sorted(self.settings.databases)
-
-    def is_file(self, name: str) -> bool:
-        """Whether ``name`` is a DuckDB file (or the demo), served by the engine workers."""
-        return isinstance(self._engines[name], DuckDBEngine)
 
     def paths(self) -> dict[str, Path]:
-        """The DuckDB files the engine workers bind (connections are not theirs)."""
+        """The DuckDB files the DuckDB workers bind (connections are not theirs)."""
         return {
             name: engine.file_of(self.settings.databases[name], self.workspace)
             for name, engine in sorted(self._engines.items())
@@ -116,6 +78,77 @@ class Databases:
         if demo:
             with self._lock:
                 ensure_demo_database(self.workspace.dir("data") / DEMO_FILE)
+
+    def session_objects(self, session: str) -> int:
+        """How many times the session changed its own TEMP objects (0: never; its reads are anyone's)."""
+        return self._changes.get(session, 0)
+
+    def changed_objects(self, session: str) -> None:
+        with self._lock:
+            self._changes[session] = self._changes.get(session, 0) + 1
+
+    def keeps_state(self, session: str) -> bool:
+        """Whether the session's DuckDB worker holds TEMP tables or views the session made."""
+        return self.session_objects(session) > 0
+
+
+class Databases:
+    """The configured databases of one App, served by its DuckDB workers (``files``: what they bind) and its
+    connection workers."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        workspace: Workspace,
+        duck_workers: DuckWorkers,
+        artifacts: ArtifactStore,
+        connections: Connections | None = None,
+        files: DuckFiles | None = None,
+    ) -> None:
+        self.settings = settings
+        self.workspace = workspace
+        self.duck_workers = duck_workers
+        self.files = files if files is not None else DuckFiles(settings, workspace)
+        self.artifacts = artifacts
+        self.connections = connections  # the connection workers of configured connections (url/driver)
+        self.catalogs = Catalogs()
+        self._engines = {name: engine_of(conf.kind) for name, conf in settings.databases.items()}
+        self._lock = threading.Lock()
+        self._analyses: dict[str, Analysis] = {}
+        self._slots = {
+            name: FairSlots(db.max_concurrent, per_user(settings, db)) for name, db in settings.databases.items()
+        }
+        for name in self.names:  # said once at start, on stderr: the server serves everything else
+            if (why := self.unavailable(name)) is not None:
+                log.warning("database %s is unavailable: %s (databases.%s.url)", name, why, name)
+
+    def session_objects(self, session: str) -> int:
+        """How many times the session changed its own TEMP objects (0: never; its reads are anyone's)."""
+        return self.files.session_objects(session)
+
+    def changed_objects(self, session: str) -> None:
+        self.files.changed_objects(session)
+
+    def slots(self, name: str) -> FairSlots:
+        """Queries in flight on database ``name`` across principals (``databases.<name>.max_concurrent``), each
+        principal's at most their share (``max_concurrent_per_user``), waiting callers served fairly."""
+        return self._slots[name]
+
+    @property
+    def names(self) -> list[str]:
+        return sorted(self.settings.databases)
+
+    def is_file(self, name: str) -> bool:
+        """Whether ``name`` is a DuckDB file (or the demo), served by the engine workers."""
+        return isinstance(self._engines[name], DuckDBEngine)
+
+    def paths(self) -> dict[str, Path]:
+        """The DuckDB files the DuckDB workers bind (connections are not theirs)."""
+        return self.files.paths()
+
+    def prepare(self) -> None:
+        """Make the demo database exist (generated on first use, in a process of its own)."""
+        self.files.prepare()
 
     def get(self, name: str) -> Database:
         """The database ``name``, made by its engine (the demo database is generated on first use). ``workspace``
@@ -168,8 +201,8 @@ class Databases:
             hint = "fix the SQL (DuckDB dialect)"
             return ToolFailure(ErrorType.VALIDATION_ERROR, "SQL_SYNTAX", self.clean(exc.message), hint)
 
-        with self.engines.held(session, ctx) as call, worker_failures(engine=syntax):
-            reply, _ = call.ask({"op": "analyse", "sql": query})
+        with self.duck_workers.held(session, ctx) as call, worker_failures(engine=syntax):
+            reply, _ = call.ask(Analyse(query))
         analysis = Analysis(
             tuple(reply["kinds"]), tuple(reply["refs"]), str(reply.get("sql", "")), str(reply.get("refusal", ""))
         )
@@ -229,7 +262,7 @@ class Databases:
         table.provenance["metrics"] = {**question, "defined": compiled["definitions"]}
         return table
 
-    def metrics_query(self, request: dict[str, Any], max_rows: int, ctx: ToolContext) -> tuple[Table, dict[str, Any]]:
+    def metrics_query(self, request: MetricsWork, max_rows: int, ctx: ToolContext) -> tuple[Table, dict[str, Any]]:
         """A metrics question (``Metrics.request("compile", …)``: it carries the metric files) compiled in the
         session's engine worker, then run on its database with ``query`` — the compiled statement passes the
         database's own parser as one SELECT. The table and what the compiler said (SQL, definitions)."""
@@ -243,7 +276,7 @@ class Databases:
             )
 
         with worker_failures(engine=uncompiled):
-            compiled = ask_metrics(self.engines, ctx, ctx.session, request)
+            compiled = ask_metrics(self.duck_workers, ctx, ctx.session, request)
         database = self.get(compiled["database"])
         analysis = database.analyse(compiled["sql"], ctx.session, ctx)
         if analysis.kinds != ("SELECT",) or not analysis.sql:

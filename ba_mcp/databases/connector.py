@@ -18,6 +18,7 @@ worker, which DuckDB then joins with workspace files and other databases' result
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import re
 import threading
@@ -32,6 +33,7 @@ from ba_mcp.databases.base import Analysis, Execution, RunThenCollect, in_worker
 from ba_mcp.databases.slots import slot_wait
 from ba_mcp.errors import Code, ErrorType, ToolFailure, denied
 from ba_mcp.registry import local_path
+from ba_mcp.workers.messages import Catalog, Connect, Statement
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -94,16 +96,15 @@ class ConnectedDatabase(RunThenCollect):
         if not self.slots.acquire(who, slot_wait(ctx.timeout), ctx.cancelled.is_set):
             raise self.slots.busy(self.name, who, time.monotonic() - started)
         label = hashlib.sha256(ctx.session.encode()).hexdigest()[:8]  # the session, told apart by the database
-        request = {
-            "op": "run",
-            "sql": sql,
-            "params": params,
-            "max_rows": max_rows,
-            "timeout_s": ctx.timeout,
-            "label": label,
-            "identity": identity,
-            "scan_bound": ctx.memo.get("scan_bound"),  # a scan planned past it is refused, saying its estimate
-        }
+        request = Statement(
+            sql=sql,
+            params=params,
+            max_rows=max_rows,
+            timeout_s=ctx.timeout,
+            label=label,
+            identity=identity,
+            scan_bound=ctx.memo.get("scan_bound"),  # a scan planned past it is refused, saying its estimate
+        )
         for attempt in (1, 2):  # a connection found dead before the statement ran is replaced, once
             held = self.pool.connection(self.name, self.conf, self.engine, ctx, self.host_file)
             try:
@@ -180,7 +181,7 @@ class Catalogs:
                 worker_failures(engine=lambda exc: sql_failure(exc, db.name, db.conf, db.engine)),
                 db.pool.connection(db.name, db.conf, db.engine, None, db.host_file) as session,
             ):
-                reply, _ = session.ask({"op": "describe", "schemas": list(db.conf.schemas), "identity": identity})
+                reply, _ = session.ask(Catalog(list(db.conf.schemas), identity))
         finally:
             db.slots.release(who)
         tables = reply["tables"]
@@ -306,22 +307,21 @@ class ConnectedEngine:
         """The file on this machine the database is (None: a server reached over the network)."""
         return None
 
-    def connect_message(self, conf: DatabaseSettings, host_file: Path | None) -> dict[str, Any]:
+    def connect_message(self, conf: DatabaseSettings, host_file: Path | None) -> Connect:
         """What the worker's ``connect`` needs (the URL and options travel over its socket, never elsewhere)."""
         info = registry.info(conf.kind)
-        return {
-            "op": "connect",
-            "engine": info.module,
-            "driver": conf.driver or info.driver or "",
-            "uri": conf.url.get_secret_value() if conf.url is not None else "",
-            "options": {k: v.get_secret_value() for k, v in conf.options.items()},
-            "allow_privileged_role": conf.allow_privileged_role,
-            "allow_writable_role": conf.allow_writable_role,
-            "allow_unguarded_writes": conf.allow_unguarded_writes,
-            "allow_functions": list(conf.allow_functions),
+        return Connect(
+            engine=info.module,
+            driver=conf.driver or info.driver or "",
+            uri=conf.url.get_secret_value() if conf.url is not None else "",
+            options={k: v.get_secret_value() for k, v in conf.options.items()},
+            allow_privileged_role=conf.allow_privileged_role,
+            allow_writable_role=conf.allow_writable_role,
+            allow_unguarded_writes=conf.allow_unguarded_writes,
+            allow_functions=list(conf.allow_functions),
             # the only roles a call may take: each vetted at connect, as the connecting role is
-            "roles": conf.role_from.all_roles() if conf.role_from is not None else [],
-        }
+            roles=conf.role_from.all_roles() if conf.role_from is not None else [],
+        )
 
     def message(self, exc: EngineError) -> str:
         """The database's own words out of an ADBC message (its ERROR line, and the LINE/position that follows)."""
@@ -437,11 +437,10 @@ class LocalEngine(ConnectedEngine):
         """The file or folder of the URL (three slashes: relative to the workspace; four: absolute): ``local_path``."""
         return local_path(conf.url.get_secret_value() if conf.url is not None else "", root)
 
-    def connect_message(self, conf: DatabaseSettings, host_file: Path | None) -> dict[str, Any]:
-        message = super().connect_message(conf, host_file)
+    def connect_message(self, conf: DatabaseSettings, host_file: Path | None) -> Connect:
         target = f"/databases/{host_file.name}" if host_file is not None else ""
-        message["uri"] = {"target": target, "host": str(host_file)}  # bound there in the worker's own root
-        return message
+        uri = {"target": target, "host": str(host_file)}  # bound there in the worker's own root
+        return dataclasses.replace(super().connect_message(conf, host_file), uri=uri)
 
     def where(self, c: Held, message: dict[str, Any]) -> str:
         """The path the worker opens: the bound one in its own root (its host path where it has no mount

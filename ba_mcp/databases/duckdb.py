@@ -25,8 +25,9 @@ from ba_mcp import callers
 from ba_mcp.databases.base import Analysis, Execution, RunThenCollect, in_worker
 from ba_mcp.databases.slots import slot_wait
 from ba_mcp.errors import Code, ErrorType, ToolFailure, denied
+from ba_mcp.workers.duckworkers import file_identity
 from ba_mcp.workers.failures import EngineError
-from ba_mcp.workers.pool import file_identity
+from ba_mcp.workers.messages import Describe, Query
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -64,26 +65,22 @@ class DuckDBDatabase(RunThenCollect):
         started = time.monotonic()
         if not slots.acquire(who, slot_wait(ctx.timeout), ctx.cancelled.is_set):
             raise slots.busy(self.name, who, time.monotonic() - started)
-        engines = self.owner.engines
-        held = engines.held(ctx.session, ctx)
+        held = self.owner.duck_workers.held(ctx.session, ctx)
         try:
             call = held.__enter__()
             specs, fds = self.owner.file_specs(files)
-            reply, blobs = call.ask(
-                {
-                    "op": "run",
-                    "database": self.name,
-                    "sql": sql,
-                    "params": params,
-                    "max_rows": max_rows,
-                    "files": specs,
-                    "bounds": self.owner.settings.formats.model_dump(),
-                    "scan_bound": ctx.memo.get("scan_bound"),  # scans DuckDB expects past it are refused, saying so
-                    # another program's lock on the file (a dbt build) is waited out within the call's timeout
-                    "lock_wait_s": max(0.0, slot_wait(ctx.timeout) - (time.monotonic() - started)),
-                },
-                fds,
+            request = Query(
+                self.name,
+                sql,
+                params,
+                max_rows,
+                specs,
+                self.owner.settings.formats.model_dump(),
+                ctx.memo.get("scan_bound"),  # scans DuckDB expects past it are refused, saying so
+                # another program's lock on the file (a dbt build) is waited out within the call's timeout
+                max(0.0, slot_wait(ctx.timeout) - (time.monotonic() - started)),
             )
+            reply, blobs = call.ask(request, fds)
             head = call.arrow(blobs[0])
         except ToolFailure as exc:
             held.__exit__(type(exc), exc, exc.__traceback__)
@@ -119,8 +116,8 @@ class DuckDBDatabase(RunThenCollect):
     def describe(self, session: str = "default") -> dict[str, Any]:
         """Tables and views with columns, types, row counts, comments, view definitions, the values of
         low-cardinality text columns — and the session's own TEMP tables and views."""
-        with self.owner.engines.held(session, None) as call:
-            reply, _ = call.ask({"op": "describe", "database": self.name})
+        with self.owner.duck_workers.held(session, None) as call:
+            reply, _ = call.ask(Describe(self.name))
         description = self.owner.settings.databases[self.name].description
         return {"database": self.name, "description": description, "dialect": "DuckDB", "tables": reply["tables"]}
 

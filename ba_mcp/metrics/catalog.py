@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ba_mcp.metrics.files import digest_of, metric_files, read_sources
+from ba_mcp.workers.messages import MetricsWork
 
 if TYPE_CHECKING:
     from ba_mcp.metrics.model import Model
@@ -103,21 +104,21 @@ class Metrics:
         model, problems = validate_files(sources, self.dialects, self.grains)
         return model, [*unreadable, *problems]
 
-    def request(self, action: str, **args: Any) -> dict[str, Any]:
-        """The ``metrics`` operation for an engine worker: the files travel with it (read once per digest)."""
+    def request(self, action: str, query: dict[str, Any] | None = None, name: str | None = None) -> MetricsWork:
+        """The ``metrics`` request for a DuckDB worker: the files travel with it (read once per digest)."""
         sources, _ = self.sources()
         manifests, _ = self.manifests()
-        return {
-            "op": "metrics",
-            "action": action,
-            "digest": digest_of([*sources, *((d, t) for d, t, _ in manifests)], self.dialects, self.grains),
-            "files": sources,
-            "dbt": manifests,
-            "renderers": self.renderers,
-            "dialects": self.dialects,
-            "grains": self.grains,
-            **args,
-        }
+        return MetricsWork(
+            action=action,
+            digest=digest_of([*sources, *((d, t) for d, t, _ in manifests)], self.dialects, self.grains),
+            files=sources,
+            dbt=manifests,
+            renderers=self.renderers,
+            dialects=self.dialects,
+            grains=self.grains,
+            query=query,
+            name=name,
+        )
 
 
 def _stamp(path: Path) -> tuple[int, int]:
@@ -131,40 +132,41 @@ def _stamp(path: Path) -> tuple[int, int]:
 # -- the worker's side -------------------------------------------------------------------------------------
 
 
-def models_of(message: dict[str, Any]) -> tuple[Model, Any]:
+def models_of(request: MetricsWork) -> tuple[Model, Any]:
     """The model of a ``metrics`` request's files and its dbt projects (``metrics.dbt.DbtModels``, None without
     any): what the engine worker reads once per digest, and the CLI and the doctor read in their own process."""
     from ba_mcp.metrics.load import load_model
 
-    files = [(str(n), str(t)) for n, t in message["files"]]
-    model = load_model(files, dict(message["dialects"]), dict(message.get("grains") or {}))
+    files = [(str(n), str(t)) for n, t in request.files]
+    model = load_model(files, dict(request.dialects), dict(request.grains or {}))
     dbt = None
-    if message.get("dbt"):
+    if request.dbt:
         from ba_mcp.metrics.dbt import DbtModels
 
-        manifests = [(str(d), str(t), bool(r)) for d, t, r in message["dbt"]]
-        dbt = DbtModels(manifests, dict(message["dialects"]), dict(message.get("renderers") or {}))
+        manifests = [(str(d), str(t), bool(r)) for d, t, r in request.dbt]
+        dbt = DbtModels(manifests, dict(request.dialects), dict(request.renderers or {}))
     return model, dbt
 
 
-def answer(model: Model, message: dict[str, Any], dbt: Any = None) -> dict[str, Any]:
+def answer(model: Model, request: MetricsWork, dbt: Any = None) -> dict[str, Any]:
     """The ``metrics`` operation on a model read in the worker: ``compile`` a query, a ``summary`` (names,
     headlines, dimensions, warnings) or ``describe`` one metric. ``dbt``: the dbt projects served
     (``metrics.dbt.DbtModels``), whose metrics MetricFlow compiles."""
     from ba_mcp.metrics.compile import Query, compile_query
 
-    action = message.get("action")
+    action = request.action
     if action == "read":  # the model read ahead (a spare's warm-up), kept by its digest: nothing asked
         return {}
     if action == "compile":
-        asked = [str(m) for m in message["query"].get("metrics") or []]
+        query = dict(request.query or {})
+        asked = [str(m) for m in query.get("metrics") or []]
         _known(model, dbt, asked)
         project = dbt.project_for(asked) if dbt is not None else None
         if project is not None:
-            compiled = dict(project.compile(message["query"]))
+            compiled = dict(project.compile(query))
             compiled["notes"] = [*_shadowed(model, project, asked), *compiled.get("notes", [])]
             return compiled
-        c = compile_query(model, Query(**message["query"]))
+        c = compile_query(model, Query(**query))
         return {
             "sql": c.sql,
             "database": c.database,
@@ -206,7 +208,7 @@ def answer(model: Model, message: dict[str, Any], dbt: Any = None) -> dict[str, 
             ],
         }
     if action == "describe":
-        name = str(message.get("name", ""))
+        name = str(request.name or "")
         if dbt is not None and name in dbt.by_name:
             return {"text": dbt.by_name[name].describe(name)}
         return {"text": metric_text(model, name)}

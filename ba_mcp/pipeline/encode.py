@@ -228,8 +228,8 @@ def column_stats(column: pa.ChunkedArray) -> dict[str, Any]:
     """What a column summary says, as data: ``kind`` (bool, number, time, other), ``count`` (values
     present, NaN apart), ``nulls``, ``nan`` (a float column's NaNs, when it has any: no NULL) and the kind's
     figures. The artifact store computes the same figures over a whole stored table with DuckDB
-    (``ba_mcp.worker.sql.parquet_stats``); the engine worker uses this one for a stored result small enough to
-    hold (``Engine.op_store``).
+    (``ba_mcp.inside.sql.parquet_stats``); the engine worker uses this one for a stored result small enough to
+    hold (``DuckSession.store``).
 
     A short column — every table the server shows whole — is summarised in Python: Arrow's compute kernels
     are ~10 MB of the server's memory (issue 40), and at a few thousand values Python is as quick. Longer

@@ -9,6 +9,7 @@ telemetry and a provenance record. The runner sequences; it does not render MCP 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import json
 import logging
@@ -16,7 +17,7 @@ import random
 import threading
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -127,6 +128,17 @@ class Runner:
         self.settle()  # what earlier calls left unsettled (an answer never written) goes first, in order
         with callers.acting_as(who.key, who):
             return await self._call(tool, arguments, who, progress, notify)
+
+    @contextlib.contextmanager
+    def deferred(self) -> Iterator[None]:
+        """While it is entered, a call's bookkeeping waits until the transport settles it (``settle``, once the
+        answer is written: stdio on the event loop); at its end what waits is settled."""
+        self.deferring = True
+        try:
+            yield
+        finally:
+            self.deferring = False
+            self.settle()
 
     def settle(self) -> None:
         """The bookkeeping (tokens, usage, telemetry) of the calls answered since the last time, on the event loop

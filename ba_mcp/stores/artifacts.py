@@ -23,7 +23,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ba_mcp import callers
 from ba_mcp.errors import Code, ErrorType, ToolFailure, not_found
@@ -72,17 +72,25 @@ class ArtifactMeta:
         return data
 
 
+class ParquetIO(Protocol):
+    """Writes a table as Parquet into an open descriptor and reads one from it — elsewhere (the server's: a DuckDB
+    worker, ``workers.work.DuckParquet``, so the server holds no Parquet code: issue 40)."""
+
+    def write(self, table: pa.Table, fd: int) -> None: ...
+
+    def read(self, fd: int) -> pa.Table: ...
+
+
 class ArtifactStore:
-    def __init__(self, root: Path, settings: ArtifactSettings) -> None:
+    """``parquet``: where tables are written and read as Parquet (None: in this process — tests, ``rerun``)."""
+
+    def __init__(self, root: Path, settings: ArtifactSettings, parquet: ParquetIO | None = None) -> None:
         self.root = root
         self.settings = settings
         self._tmp = root / ".tmp"
         self._tmp.mkdir(parents=True, exist_ok=True)
         self._in_use: dict[str, int] = {}
-        # write a table as Parquet into an open descriptor, read one from it — elsewhere (the server's: an engine
-        # worker, so the server holds no Parquet code: issue 40)
-        self.parquet_writer: Callable[[pa.Table, int], None] | None = None
-        self.parquet_reader: Callable[[int], pa.Table] | None = None
+        self.parquet = parquet
         self._lock = threading.Lock()
         self._commit_lock = threading.Lock()  # room is made and the artifact listed as one step
         self._meta_lock = threading.Lock()  # metadata is re-read and rewritten as one step (owners, access time)
@@ -111,13 +119,13 @@ class ArtifactStore:
         )
 
     def _write_parquet(self, table: pa.Table, path: Path) -> None:
-        """``table`` as a zstd Parquet file: by ``parquet_writer`` when one is set (the server's: an engine
+        """``table`` as a zstd Parquet file: by ``parquet`` when the store has one (the server's: a DuckDB
         worker writes it, so the server holds no Parquet writer — issue 40), else here (tests, ``rerun``). A
         writer that fails leaves the write to this process, and says so in the log."""
-        if self.parquet_writer is not None:
+        if self.parquet is not None:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
             try:
-                self.parquet_writer(table, fd)
+                self.parquet.write(table, fd)
                 return
             except Exception as exc:  # the worker is busy or gone: the artifact is still written, here
                 log.warning("the engine worker could not write %s (%s); writing it in the server", path.name, exc)
@@ -380,7 +388,7 @@ class ArtifactStore:
             return meta, self.data_path(meta).read_bytes()
 
     def read_table(self, aid: str) -> tuple[ArtifactMeta, pa.Table]:
-        """A table artifact whole: by ``parquet_reader`` when one is set (the server's: an engine worker reads
+        """A table artifact whole: by ``parquet`` when the store has one (the server's: a DuckDB worker reads
         it), else here (tests, ``rerun``); a reader that fails leaves the read to this process, and says so."""
         with self.reading(aid) as meta:
             if meta.kind != "table":
@@ -388,10 +396,10 @@ class ArtifactStore:
                     ErrorType.VALIDATION_ERROR, "NOT_A_TABLE", f"{aid} is a {meta.kind} artifact, not a table"
                 )
             path = self.data_path(meta)
-            if self.parquet_reader is not None:
+            if self.parquet is not None:
                 fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
                 try:
-                    return meta, self.parquet_reader(fd)
+                    return meta, self.parquet.read(fd)
                 except Exception as exc:  # the worker is busy or gone, or the table is over the transfer limit
                     log.warning("the engine worker could not read %s (%s); reading it in the server", aid, exc)
                 finally:

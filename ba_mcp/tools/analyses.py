@@ -23,13 +23,15 @@ from ba_mcp.errors import ErrorType, ToolFailure
 from ba_mcp.results import Composite, Document, Image, RawResult, Table
 from ba_mcp.settings import ToolSettings
 from ba_mcp.tool import CacheMode, CachePolicy, Tool, ToolContext, ToolParams, ToolPolicy
+from ba_mcp.workers.messages import Placeholders
+from ba_mcp.workers.work import placeholders
 
 if TYPE_CHECKING:
-    from ba_mcp.analyses.replay import Replay, StepRunner
+    from ba_mcp.analyses.replay import Replay
     from ba_mcp.pipeline.sessions import Sessions
     from ba_mcp.stores.artifacts import ArtifactStore
-    from ba_mcp.tools.services import Services
-    from ba_mcp.workers.pool import Engines
+    from ba_mcp.tools.services import Served, Services
+    from ba_mcp.workers.duckworkers import DuckWorkers
 
 
 class SaveAnalysisParams(ToolParams):
@@ -80,10 +82,9 @@ class _Analyses(Tool):
         return cls(
             services.settings.tool(cls.name),
             lambda: services.workspace.own("analyses"),  # the caller's own: names are each principal's
-            lambda: services.tools,  # the tools served, known once all are built
-            lambda: services.runner.run_step,
+            services,  # the tools served and their runner, known once all are built
             services.artifacts,
-            services.engines,
+            services.duck_workers,
             services.sessions,
             services.settings.artifacts.shared,
             services.workspace.dir("published"),
@@ -93,20 +94,19 @@ class _Analyses(Tool):
         self,
         settings: ToolSettings,
         folder: Callable[[], Path],
-        tools: Callable[[], dict[str, Tool]],
-        runner: Callable[[], StepRunner],
+        served: Served,
         artifacts: ArtifactStore,
-        engines: Engines,
+        duck_workers: DuckWorkers,
         sessions: Sessions,
         shared: bool = False,
         published: Path | None = None,
     ) -> None:
         self.settings = settings
         self.folder = folder
-        self.tools = tools
-        self.runner = runner  # the server's runner: a step is a call like a client's (history, usage, telemetry)
+        # the tools served and the server's runner: a step is a call like a client's (history, usage, telemetry)
+        self.served = served
         self.artifacts = artifacts
-        self.engines = engines
+        self.duck_workers = duck_workers
         self.sessions = sessions
         self.shared = shared  # artifacts.shared: every session sees every session's analyses
         self.published = published  # analyses published to the team (None: none are, none can be)
@@ -117,7 +117,10 @@ class _Analyses(Tool):
         from ba_mcp.analyses.replay import Replay  # the analyses' modules load on their first call, not at start-up
 
         session = f"{ctx.session}~analysis"
-        return Replay(self.runner(), self.tools(), self.artifacts, session, values, timeout=ctx.timeout, parent=ctx)
+        served = self.served
+        return Replay(
+            served.runner.run_step, served.tools, self.artifacts, session, values, timeout=ctx.timeout, parent=ctx
+        )
 
     def steps(self, run: Replay, steps: list[dict[str, Any]]) -> None:
         from ba_mcp.analyses.replay import run_steps
@@ -259,10 +262,7 @@ class SaveAnalysis(_Analyses):
         def place(kind: str, text: str, values: dict[str, Any]) -> tuple[str, list[str], dict[str, Any]]:
             if not values and kind == "filter":  # SQL and code are always read: whether their result is cut (top N)
                 return text, [], {}
-            message: dict[str, Any] = {"op": "placeholders", "values": values, kind: text}
-            with self.engines.held(ctx.session, ctx) as call:
-                reply, _ = call.ask(message)
-            return str(reply["text"]), list(reply["found"]), dict(reply.get("cut") or {})
+            return placeholders(self.duck_workers, ctx, Placeholders(values, **{kind: text}))
 
         return place
 

@@ -18,12 +18,12 @@ from ba_mcp.formats import ARTIFACT_FORMATS, FORMATS, Reader, Window
 from ba_mcp.results import RawResult, Table, arrow_array
 from ba_mcp.settings import FormatsSettings, ToolSettings
 from ba_mcp.tool import CacheMode, CachePolicy, Tool, ToolContext, ToolParams, ToolPolicy
-from ba_mcp.workers.pool import parse
+from ba_mcp.workers.work import parse
 
 if TYPE_CHECKING:
     from ba_mcp.stores.artifacts import ArtifactStore
     from ba_mcp.tools.services import Services
-    from ba_mcp.workers.pool import Engines
+    from ba_mcp.workers.duckworkers import DuckWorkers
     from ba_mcp.workspace import Entry, Resolved, Workspace
 
 Format = Literal["auto", "csv", "tsv", "excel", "json", "jsonl", "parquet", "text", "markdown", "python", "sql"]
@@ -62,7 +62,7 @@ class FileReader(Tool):
     @classmethod
     def build(cls, services: Services) -> FileReader:
         s = services.settings
-        return cls(s.tool(cls.name), s.formats, services.workspace, services.artifacts, services.engines)
+        return cls(s.tool(cls.name), s.formats, services.workspace, services.artifacts, services.duck_workers)
 
     def __init__(
         self,
@@ -70,10 +70,10 @@ class FileReader(Tool):
         bounds: FormatsSettings,
         workspace: Workspace,
         artifacts: ArtifactStore,
-        engines: Engines | None = None,
+        duck_workers: DuckWorkers | None = None,
     ) -> None:
         self.settings = settings
-        self.engines = engines  # where files are decoded (None: in this process — embedders' trusted files)
+        self.duck_workers = duck_workers  # where files are decoded (None: in this process — embedders' trusted files)
         self.bounds = bounds  # the formats: section
         self.workspace = workspace
         self.artifacts = artifacts
@@ -98,8 +98,8 @@ class FileReader(Tool):
         if resolved.kind in ("artifact", "code"):
             title = resolved.name
         window = Window(offset=params.offset, nrows=params.nrows, sheet=params.sheet)
-        if self.engines is not None and fmt != "image":  # an image is passed on as bytes, never decoded here
-            raw = parse(self.engines, ctx, resolved, fmt, window, self.bounds, title, encoding)
+        if self.duck_workers is not None and fmt != "image":  # an image is passed on as bytes, never decoded here
+            raw = parse(self.duck_workers, ctx, resolved, fmt, window, self.bounds, title, encoding)
         else:
             raw = Reader(resolved, window, self.bounds, title, encoding, self.artifacts).read(fmt)
         raw.meta.setdefault("path", resolved.name)

@@ -2,7 +2,7 @@
 database with ``Database.query`` (the database's read-only boundary, max_rows, artifacts) — never through another
 tool.
 
-The compile runs in the session's engine worker (``workers.pool.ask_metrics``): ``where`` is text from the
+The compile runs in the session's engine worker (``workers.work.ask_metrics``): ``where`` is text from the
 model, parsed and checked there. The observation names each metric's definition in one line at standard and
 full, so the model can tell the user what "revenue" meant.
 """
@@ -71,7 +71,7 @@ class QueryMetrics(Tool):
             if identity is None:
                 return None  # a live database: never cached
             identities.append(identity)
-        return "|".join([request["digest"], *identities])
+        return "|".join([request.digest, *identities])
 
     def execute(self, params: QueryMetricsParams, ctx: ToolContext) -> Table:
         question = params.model_dump(exclude={"output_level", "timeout"})

@@ -26,6 +26,7 @@ from ba_mcp.results import Composite, Document, Image, RawResult, Table, arrow_a
 from ba_mcp.settings import SandboxSettings, ToolSettings
 from ba_mcp.tool import CacheMode, CachePolicy, ToolContext, ToolParams, ToolPolicy
 from ba_mcp.tool import Tool as BaseTool
+from ba_mcp.tools.query_metrics import QueryMetricsSettings
 from ba_mcp.workers.failures import worker_failures
 from ba_mcp.workers.process import BadBlob, WorkerProcess, map_blob, read_blob
 from ba_mcp.workers.wire import read_arrow
@@ -91,8 +92,8 @@ class RunPython(BaseTool):
             services.sandboxes,
             services.exports,
             # metric(): query_metrics' numbers, bounded as that tool's (its max_rows), while that tool is served
-            (services.metrics, services.databases, getattr(metrics, "max_rows"))  # noqa: B009
-            if metrics.enabled and services.metrics.files()
+            (services.metrics, services.databases, metrics.max_rows)
+            if isinstance(metrics, QueryMetricsSettings) and metrics.enabled and services.metrics.files()
             else None,
             read_limit=s.formats.max_file_bytes,
         )

@@ -18,18 +18,27 @@ if TYPE_CHECKING:
     from ba_mcp.tool import Tool
     from ba_mcp.web.fetch import Fetcher
     from ba_mcp.web.search import Searcher
-    from ba_mcp.workers.pool import Engines
+    from ba_mcp.workers.duckworkers import DuckWorkers
     from ba_mcp.workers.sandboxes import Sandboxes
     from ba_mcp.workspace import Workspace
 
 
-class Services(Protocol):
+class Served(Protocol):
+    """The tools served and the runner that calls them — known once every tool is built, so a tool that calls other
+    tools (run_analysis replays saved steps through the runner) is given this and reads it when called, never when
+    built."""
+
+    tools: dict[str, Tool]
+    runner: Runner
+
+
+class Services(Served, Protocol):
     settings: Settings
     workspace: Workspace
     artifacts: ArtifactStore
     code: CodeStore
     exports: Exports
-    engines: Engines  # the engine workers: where untrusted bytes are decoded
+    duck_workers: DuckWorkers  # the DuckDB workers: where untrusted bytes are decoded
     databases: Databases
     metrics: Metrics
     sandboxes: Sandboxes
@@ -37,5 +46,3 @@ class Services(Protocol):
     searcher: Searcher
     skills: Skills
     sessions: Sessions
-    tools: dict[str, Tool]  # the tools served (filled after every build: read it when called, not when built)
-    runner: Runner  # likewise set after the tools are built

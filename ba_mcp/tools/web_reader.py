@@ -27,14 +27,15 @@ from ba_mcp.results import Document, JsonValue, RawResult, Table
 from ba_mcp.settings import ToolSettings
 from ba_mcp.tool import REMOTE_RETRIES, CacheMode, CachePolicy, Tool, ToolContext, ToolParams, ToolPolicy
 from ba_mcp.web.extract import charset, html_to_markdown, pdf_text, short_url
-from ba_mcp.workers.pool import extract, parse
+from ba_mcp.workers.messages import Extract
+from ba_mcp.workers.work import extract, parse
 
 if TYPE_CHECKING:
     from ba_mcp.settings import FormatsSettings
     from ba_mcp.stores.artifacts import ArtifactStore
     from ba_mcp.tools.services import Services
     from ba_mcp.web.fetch import Download, Fetcher
-    from ba_mcp.workers.pool import Engines
+    from ba_mcp.workers.duckworkers import DuckWorkers
 
 
 class WebReaderParams(ToolParams):
@@ -111,7 +112,7 @@ class WebReader(Tool):
         settings = services.settings.tool(cls.name)
         assert isinstance(settings, WebReaderSettings)
         formats = services.settings.formats
-        return cls(settings, services.fetcher, services.artifacts, formats, services.engines)
+        return cls(settings, services.fetcher, services.artifacts, formats, services.duck_workers)
 
     def __init__(
         self,
@@ -119,10 +120,10 @@ class WebReader(Tool):
         fetcher: Fetcher,
         artifacts: ArtifactStore,
         formats: FormatsSettings,
-        engines: Engines | None = None,
+        duck_workers: DuckWorkers | None = None,
     ) -> None:
         self.settings: WebReaderSettings = settings
-        self.engines = engines  # where downloaded bytes are decoded (None: in this process)
+        self.duck_workers = duck_workers  # where downloaded bytes are decoded (None: in this process)
         self.fetcher = fetcher
         self.artifacts = artifacts
         self.formats = formats
@@ -244,8 +245,8 @@ class WebReader(Tool):
             return _Page(d.url, "json", short_url(d.url), value=value, notes=notes)
         if ctype == "application/pdf" or suffix == ".pdf":
             self._refuse_capped(d, "PDF")
-            if self.engines is not None:
-                text = extract(self.engines, ctx, d.body, {"kind": "pdf", "url": d.url})["text"]
+            if self.duck_workers is not None:
+                text = extract(self.duck_workers, ctx, d.body, Extract("pdf", d.url))["text"]
             else:
                 text = pdf_text(d.body, d.url)
             return _Page(d.url, "text", short_url(d.url), text=text, mime="text/plain", notes=notes)
@@ -260,10 +261,8 @@ class WebReader(Tool):
         if d.capped:
             notes.append(capped_note)
         if ctype in ("text/html", "application/xhtml+xml") or (not ctype and text.lstrip()[:1] == "<"):
-            if self.engines is not None:  # HTML parsing of a hostile page runs where it can be killed
-                answer = extract(
-                    self.engines, ctx, d.body, {"kind": "html", "url": d.url, "charset": charset(d.content_type)}
-                )
+            if self.duck_workers is not None:  # HTML parsing of a hostile page runs where it can be killed
+                answer = extract(self.duck_workers, ctx, d.body, Extract("html", d.url, charset(d.content_type)))
                 title, markdown = answer.get("title"), answer["text"]
             else:
                 title, markdown = html_to_markdown(text, d.url)
@@ -290,11 +289,13 @@ class WebReader(Tool):
 
         title = short_url(d.url)
         with _MemorySource(d.body, PurePosixPath(urlparse(d.url).path).name or "download", suffix) as source:
-            if self.engines is None:
+            if self.duck_workers is None:
                 table = table_of(source, self.formats, title)
             else:
                 whole = True  # all of it or NOT_TABULAR, decided in the worker (no partial read is sent)
-                raw = parse(self.engines, ctx, source, format_for(suffix), Window(), self.formats, title, None, whole)
+                raw = parse(
+                    self.duck_workers, ctx, source, format_for(suffix), Window(), self.formats, title, None, whole
+                )
                 assert isinstance(raw, Table)
                 table = raw.frame
         meta = self.artifacts.put_table(table, title=title, source_tool=self.name)

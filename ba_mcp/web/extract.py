@@ -93,13 +93,12 @@ def pdf_text(data: bytes, url: str) -> str:
     return text
 
 
-def extract_in_worker(body: bytes, request: dict[str, Any]) -> dict[str, Any]:
-    """What an engine worker answers for ``extract``: the readable text of a page (``kind`` html) or a PDF,
-    with its title when the page names one."""
-    url = str(request.get("url", ""))
-    if request.get("kind") == "pdf":
+def extract_in_worker(body: bytes, kind: str, url: str, charset: str | None = None) -> dict[str, Any]:
+    """What a DuckDB worker answers for ``extract``: the readable text of a page (``kind`` html, in ``charset``)
+    or a PDF, with its title when the page names one."""
+    if kind == "pdf":
         return {"text": pdf_text(body, url), "title": None}
-    html = body.decode(str(request.get("charset") or "utf-8"), "replace")
+    html = body.decode(charset or "utf-8", "replace")
     title, markdown = html_to_markdown(html, url)
     return {"text": markdown, "title": title}
 

@@ -1,7 +1,7 @@
 """The server's side of the connection workers: ADBC connections to configured databases, lent per call by the one
 pool (``pool.WorkerPool``), keyed by database.
 
-A connection worker (``worker.connection``, in a confined process) holds one ADBC connection. Connections are kept
+A connection worker (``inside.connection``, in a confined process) holds one ADBC connection. Connections are kept
 per database and shared by sessions (no session state lives in them: each
 call is its own rolled-back transaction); how many run at once is bounded by ``databases.<name>.max_concurrent``
 (the slots of ``Databases``). Secrets — the URL and driver options — are sent over the worker's socket after it
@@ -13,6 +13,7 @@ At a call's timeout the worker cancels the statement in the database; a worker s
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import logging
 import os
@@ -24,8 +25,9 @@ from typing import TYPE_CHECKING, Any
 
 from ba_mcp import redaction
 from ba_mcp.errors import ErrorType, ToolFailure, timed_out
+from ba_mcp.workers.call import Call, crash_limit
 from ba_mcp.workers.failures import EngineError, worker_failures
-from ba_mcp.workers.pool import Call, Handle, WorkerPool, crash_limit, start_of
+from ba_mcp.workers.pool import Handle, WorkerPool, start_of
 from ba_mcp.workers.spawn import confinement, module_package, ready, spawn
 
 if TYPE_CHECKING:
@@ -92,7 +94,9 @@ class Connections(WorkerPool):
         for conf in settings.databases.values():  # no message of this process shows their credentials
             register_secrets(conf)
 
-    def _options(self, host_file: Path | None, message: dict[str, Any]) -> dict[str, Any]:
+    def _options(self, host_file: Path | None, engine: str) -> tuple[dict[str, Any], str | None]:
+        """The worker's confinement, and the folder of ``engine``'s package when it is outside ba_mcp (bound into
+        the worker's root, put on its path at connect)."""
         binds = [[p, p] for p in _NETWORK_FILES if os.path.exists(p)] if host_file is None else []
         if host_file is not None:
             binds.append([str(host_file), "/databases/" + host_file.name])
@@ -103,11 +107,11 @@ class Connections(WorkerPool):
             binds=binds,
             keep_capabilities=[2] if host_file is not None else [],  # read the bound file whatever its mode
         )
-        outside = module_package(str(message["engine"]))  # an engine registered from outside ba_mcp
-        if outside is not None:
-            options["packages"] = [*options["packages"], outside[0]]
-            message["path"] = outside[1]
-        return options
+        outside = module_package(engine)  # an engine registered from outside ba_mcp
+        if outside is None:
+            return options, None
+        options["packages"] = [*options["packages"], outside[0]]
+        return options, outside[1]
 
     def _connect(
         self, name: str, conf: DatabaseSettings, engine: Any, host_file: Path | None, ctx: ToolContext | None = None
@@ -119,9 +123,10 @@ class Connections(WorkerPool):
         opened = open_host_file(name, conf, host_file, bool(getattr(engine, "folder", False)))
         real = opened[0] if opened is not None else None
         message = engine.connect_message(conf, real)  # the engine's: the worker knows none
-        if opened is not None:
-            message["identity"] = opened[1]
-        process = spawn("connection", self.settings.sandbox, self.scratch, self._options(real, message), None)
+        options, path = self._options(real, message.engine)
+        identity = list(opened[1]) if opened is not None else None
+        message = dataclasses.replace(message, identity=identity, path=path)
+        process = spawn("connection", self.settings.sandbox, self.scratch, options, None)
         handle = Handle(process, name=name)
         try:
             with start_of(ctx):  # the worker's start is not the call's work (the connect that follows is)

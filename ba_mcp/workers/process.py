@@ -1,6 +1,6 @@
 """A worker process as the server sees it, whatever it is for (a Python sandbox, an engine or a connection worker).
 
-``WorkerProcess`` is one worker: the child process (``python -I -B -m sandbox`` or ``-m ba_mcp.worker``) with
+``WorkerProcess`` is one worker: the child process (``python -I -B -m sandbox`` or ``-m ba_mcp.inside``) with
 its confinement options, its protocol socket, and a thread draining its stdout/stderr (whatever user code writes
 to fd 1/2 directly, and the worker's own fatal errors), of which the last few KB are kept for crash reports.
 Descriptors from a worker are taken only as sealed, size-checked memory files (``read_blob``, ``map_blob``). The
@@ -94,7 +94,7 @@ def sealed_size(fd: int, limit: int) -> int:
 
 
 class WorkerProcess:
-    """A confined worker process: ``module`` (``sandbox``, or ``ba_mcp.worker``) run as ``python -I -B -m <module>
+    """A confined worker process: ``module`` (``sandbox``, or ``ba_mcp.inside``) run as ``python -I -B -m <module>
     '<options>'`` with its confinement ``options`` (``spawn.confinement``; the protocol descriptor is added) and
     only the environment variables ``settings.env_allowlist`` lets through."""
 

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from ba_mcp.settings import SandboxSettings, WorkerLimits
 
 # what each kind of worker runs, and the error a failed start is
-_MODULES = {"sandbox": "sandbox", "engine": "ba_mcp.worker", "connection": "ba_mcp.worker"}
+_MODULES = {"sandbox": "sandbox", "engine": "ba_mcp.inside", "connection": "ba_mcp.inside"}
 START_TIMEOUT = "WORKER_START_TIMEOUT"  # a worker still starting at its own bound (not the call's timeout)
 _UNAVAILABLE = {
     "sandbox": ("SANDBOX_UNAVAILABLE", "the Python worker"),

@@ -1,18 +1,18 @@
 """The connection worker: one ADBC connection to a configured database, in a process the server kills.
 
-Started like the engine worker (``python -I -B -m ba_mcp.worker`` with ``"kind": "connection"`` in its
-options) and confined the same way — minus the network namespace when the database is reached over the
+Started like the DuckDB worker (``python -I -B -m ba_mcp.inside`` with ``"kind": "connection"`` in its
+options: ``main``) and confined the same way — minus the network namespace when the database is reached over the
 network. The driver, URL and options (credentials) arrive over the socket in ``connect``, never on the command
 line or in the environment. This program knows no engine: ``connect`` names the engine's module (the registry's
 entry), whose ``ENGINE`` hooks (``databases.connector.ConnectedEngine``) open the connection, frame each call
 read-only, type the results and read the catalog. Operations:
 
-* ``connect`` — open the connection; the engine checks what it must (a role's privileges, a read-only rule) and
+* ``Connect`` — open the connection; the engine checks what it must (a role's privileges, a read-only rule) and
   reports the server's version;
-* ``run`` — the user's one statement inside the engine's read-only frame (``begin``, ``vet``), its first
-  ``max_rows + 1`` rows back as Arrow; ``store`` streams the rest into the artifact's descriptor as Parquet,
-  ``drop`` discards it; the frame is always closed (``end``) — after the answer is sent when it can be;
-* ``describe`` — the catalog.
+* ``Statement`` — the user's one statement inside the engine's read-only frame (``begin``, ``vet``), its first
+  ``max_rows + 1`` rows back as Arrow; ``Store`` streams the rest into the artifact's descriptor as Parquet,
+  ``Drop`` discards it; the frame is always closed (``end``) — after the answer is sent when it can be;
+* ``Catalog`` — the catalog.
 
 A SIGINT (the call's timeout) cancels the running statement (the engine's ``interrupt``).
 """
@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import socket
 import sys
 import types
 from typing import Any
 
+from ba_mcp.inside.serve import Answer, Handlers
 from ba_mcp.values import shown_schema
+from ba_mcp.workers.messages import Catalog, Connect, Drop, Statement, Store
 from ba_mcp.workers.wire import Failure, memfile, write_arrow
 
 
@@ -35,8 +36,7 @@ class Connector:
     ``databases.connector.Held`` and keep their state here: ``con``, ``cur`` (the user's statements), ``frame`` (our
     own fixed text), ``in_transaction``, and in ``extra`` what an engine adds (a second cursor, a session id)."""
 
-    def __init__(self, sock: socket.socket, options: dict[str, Any]) -> None:
-        self.sock = sock
+    def __init__(self, options: dict[str, Any]) -> None:
         self.options = options
         self.engine: Any = None
         self.con: Any = None
@@ -57,23 +57,32 @@ class Connector:
 
     # -- operations ----------------------------------------------------------------------------------
 
-    def op_connect(self, message: dict[str, Any], fds: list[int]) -> tuple[dict[str, Any], list[int]]:
-        path = message.get("path")  # the folder of an engine's package outside ba_mcp (bound into this root)
+    def handlers(self) -> Handlers:
+        return {
+            Connect: self.connect,
+            Statement: self.statement,
+            Store: self.store,
+            Drop: self.drop,
+            Catalog: self.catalog,
+        }
+
+    def connect(self, request: Connect, fds: list[int]) -> Answer:
+        path = request.path  # the folder of an engine's package outside ba_mcp (bound into this root)
         if path and path not in sys.path:
             sys.path.append(str(path))
         light_imports()  # before the driver: what a connection needs, and no more
-        self.engine = importlib.import_module(str(message["engine"])).ENGINE
-        info = self.engine.open(self, message)
+        self.engine = importlib.import_module(str(request.engine)).ENGINE
+        info = self.engine.open(self, request.fields())  # the engine's hooks read the request's fields by name
         return {"op": "connected", "version": "", **info}, []
 
-    def op_run(self, message: dict[str, Any], fds: list[int]) -> tuple[dict[str, Any], list[int]]:
+    def statement(self, request: Statement, fds: list[int]) -> Answer:
         import pyarrow as pa
 
-        timeout_s = float(message.get("timeout_s") or 0)
+        timeout_s = float(request.timeout_s or 0)
         try:
             self._end()
-            self.identity = dict(message.get("identity") or {})
-            self.engine.begin(self, timeout_s, str(message.get("label") or ""))
+            self.identity = dict(request.identity or {})
+            self.engine.begin(self, timeout_s, str(request.label or ""))
         except Failure:  # the engine refused the call's frame (a role it was not given at connect)
             raise
         except Exception as exc:  # before the statement: the connection is gone (a restart, an idle timeout)
@@ -83,13 +92,13 @@ class Connector:
                 message="the connection to the database was lost: " + str(exc).split("\n")[0][:300],
                 hint="retry",
             ) from None
-        params, sql = message.get("params"), str(message["sql"])
+        params, sql = request.params, str(request.sql)
         if isinstance(params, dict):  # $name placeholders (a saved analysis binds its parameters by name)
             sql, params = self.engine.named(self, sql, params)
         bound = tuple(params) if params else None
         sql = self.engine.statement(self, sql)
         bound = self.engine.bind(self, sql, bound, timeout_s)  # typed first: the plan vetted is the one that runs
-        self.extra["scan_bound"] = message.get("scan_bound")  # rows a planned scan may read unconfirmed (None: any)
+        self.extra["scan_bound"] = request.scan_bound  # rows a planned scan may read unconfirmed (None: any)
         self.engine.vet(self, sql, bound, timeout_s)
         self.running.execute(sql, bound)
         reader = self.running.fetch_record_batch()
@@ -105,7 +114,7 @@ class Connector:
         # values as the database shows them: intervals, float4, timestamptz in the session's zone (ba_mcp.values)
         schema, convert, named = shown_schema(schema, convert, self.extra.get("time_zone"))
         shown = {**named, **shown}
-        max_rows = int(message["max_rows"])
+        max_rows = int(request.max_rows)
         head: list[Any] = []
         have = 0
         for batch in reader:
@@ -123,8 +132,8 @@ class Connector:
         blob = write_arrow(pa.Table.from_batches(head, schema=schema).slice(0, max_rows + 1))
         return {"op": "result", "rows": have, "more": more, "display_types": shown}, [memfile(blob)]
 
-    def op_store(self, message: dict[str, Any], fds: list[int]) -> tuple[dict[str, Any], list[int]]:
-        """The complete result of the last ``run`` as Parquet into the descriptor given, batch by batch (memory
+    def store(self, request: Store, fds: list[int]) -> Answer:
+        """The complete result of the last ``statement`` as Parquet into the descriptor given, batch by batch (memory
         bounded by a batch), stopping past ``limit`` bytes."""
         import pyarrow.parquet as pq
 
@@ -132,7 +141,7 @@ class Connector:
             raise Failure(type="execution_error", code="NOTHING_TO_STORE", message="no result is waiting")
         reader, head, schema, convert = self.pending
         self.pending = None
-        limit = int(message["limit"])
+        limit = int(request.limit)
         rows, complete = 0, True
         try:
             with open(fds[0], "wb", closefd=False) as out, pq.ParquetWriter(out, schema, compression="zstd") as writer:
@@ -151,14 +160,14 @@ class Connector:
             self._end()
         return {"op": "stored", "rows": rows, "complete": complete}, []
 
-    def op_drop(self, message: dict[str, Any], fds: list[int]) -> tuple[dict[str, Any], list[int]]:
+    def drop(self, request: Drop, fds: list[int]) -> Answer:
         self._end()
         return {"op": "dropped"}, []
 
-    def op_describe(self, message: dict[str, Any], fds: list[int]) -> tuple[dict[str, Any], list[int]]:
+    def catalog(self, request: Catalog, fds: list[int]) -> Answer:
         self._end()
-        self.identity = dict(message.get("identity") or {})
-        return {"op": "catalog", "tables": self.engine.catalog(self, list(message.get("schemas") or []))}, []
+        self.identity = dict(request.identity or {})
+        return {"op": "catalog", "tables": self.engine.catalog(self, list(request.schemas or []))}, []
 
     # -- the frame of a call -----------------------------------------------------------------------------
 

@@ -1,24 +1,20 @@
-"""The engine worker: where untrusted SQL runs and untrusted bytes are decoded, in a process the server kills.
+"""A DuckDB worker's session: where untrusted SQL runs, in a process the server kills.
 
-Started as ``python -I -B -m ba_mcp.worker '<options JSON>'`` (see ``pool``), it confines itself first
-(``sandbox.isolation.confine``: its own mount, PID and network namespaces, a minimal read-only root, the
-configured database files bound read-only, an unprivileged uid, a memory cgroup and rlimits, seccomp), then
-opens one in-memory DuckDB with every configured database ATTACHed READ_ONLY while calls come (DETACHed, its
-lock released, once the session is idle for ``REST_S``), and serves one session:
+Started by ``main`` (``python -I -B -m ba_mcp.inside '<options JSON>'``, confined first), it opens one in-memory
+DuckDB with every configured database ATTACHed READ_ONLY while calls come (DETACHed, its lock released, once the
+session is idle for ``REST_S``), and answers one session's SQL:
 
-* ``analyse`` — DuckDB's parse of a statement (types, the table names it reads, what would run);
-* ``run`` — a statement on the session's connection (its TEMP tables and views persist across calls);
+* ``Analyse`` — DuckDB's parse of a statement (types, the table names it reads, what would run);
+* ``Query`` — a statement on the session's connection (its TEMP tables and views persist across calls);
   workspace files arrive as descriptors and are read by DuckDB's own readers (a Parquet or CSV file's view and
   descriptor are kept for the session's next calls while the file is unchanged); the first ``max_rows + 1``
-  rows come back as an uncompressed Arrow stream in a sealed memory file, and on ``store`` the complete
-  result is written as Parquet into the descriptor the server opened for the artifact;
-* ``describe`` — a database's catalog, with the session's own temporary tables and views;
-* ``parse`` — a workspace file or downloaded bytes through ``ba_mcp.formats`` (file_reader's reads);
-* ``stats`` — whole-column figures of a stored table;
-* ``extract`` — the readable text of a downloaded page or PDF (``ba_mcp.web.extract``);
-* ``metrics`` — metric files read, a metrics query compiled (its ``where`` is the model's text), a summary;
-* ``placeholders`` — a saved analysis's parameter values found in a step's SQL or code and replaced.
+  rows come back as an uncompressed Arrow stream in a sealed memory file, and on ``Store`` the complete
+  result is written as Parquet into the descriptor the server opened for the artifact (``Drop``: discarded);
+* ``Describe`` — a database's catalog, with the session's own temporary tables and views;
+* ``Stats`` — whole-column figures of a stored table.
 
+The same worker decodes files and pages (``decoding``), writes and reads Parquet artifacts (``parquet``), compiles
+metrics (``metrics``) and finds a saved analysis's placeholders (``placeholders``): ``main.duck_handlers``.
 A SIGINT (forwarded by the shim) interrupts the running statement; the server kills the worker when that
 does not end it within its grace.
 """
@@ -26,26 +22,21 @@ does not end it within its grace.
 from __future__ import annotations
 
 import contextlib
-import faulthandler
 import fcntl
-import json
 import os
 import re
-import select
-import signal
-import socket
-import sys
 import threading
 import time
-import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
+from ba_mcp.inside.decoding import FdSource
+from ba_mcp.inside.serve import Answer, Handlers
 from ba_mcp.values import shown_schema
-from ba_mcp.workers.wire import Failure, encode_raw, memfile, write_arrow
-from sandbox import protocol
-from sandbox.isolation import SESSION_DIR, confine
+from ba_mcp.workers.messages import Analyse, Describe, Drop, Query, Stats, Store
+from ba_mcp.workers.wire import Failure, memfile, write_arrow
+from sandbox.isolation import SESSION_DIR
 
 _BATCH_ROWS = 8192
 REST_S = 0.5  # an engine idle this long DETACHes the database files, so another program may write them
@@ -105,30 +96,13 @@ def _quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-@dataclass
-class _Source:
-    """A file handed over as a descriptor (``ba_mcp.formats.Source``)."""
+class DuckSession:
+    """One session's in-memory DuckDB and what it keeps between calls (the views of workspace files, a result cut
+    at max_rows waiting for its ``Store``); ``handlers`` are the SQL requests it answers."""
 
-    name: str
-    size: int
-    suffix: str
-    kind: str
-    ref_id: str | None
-    fd: int
-
-    @property
-    def path(self) -> Path:
-        return Path(f"/proc/self/fd/{self.fd}")
-
-    def open(self) -> Any:
-        return open(self.path, "rb")
-
-
-class Engine:
-    def __init__(self, sock: socket.socket, options: dict[str, Any]) -> None:
+    def __init__(self, options: dict[str, Any]) -> None:
         import duckdb
 
-        self.sock = sock
         self.options = options
         self.busy = False
         self.pending_store: Any = None  # (reader, head batches, schema, …, convert) of a result cut at max_rows
@@ -179,7 +153,7 @@ class Engine:
         file's lock, which makes ``dbt run`` (or any writer) fail while it is held, so the files are DETACHed
         again once the session has been idle for ``REST_S`` (``rest``): an idle session never holds a user's
         file, and the next call opens the file as it is then (a rebuilt file gets a fresh worker first:
-        ``Engines._current``)."""
+        ``DuckWorkers._current``)."""
         if self.attached:
             return
         import duckdb
@@ -213,8 +187,21 @@ class Engine:
 
     # -- the loop -----------------------------------------------------------------------------------
 
-    def serve(self) -> None:
-        serve(self, self.sock, self.options)
+    def handlers(self) -> Handlers:
+        return {
+            Analyse: self.analyse,
+            Query: self.query,
+            Store: self.store,
+            Drop: self.drop,
+            Describe: self.describe,
+            Stats: self.stats,
+        }
+
+    def warm_up(self, imports: Callable[[threading.Event], None]) -> None:
+        """Run ``imports`` in a thread of its own, told to stop by the first call (``warm_stop``); the first
+        operation waits for it (a half-imported package seen from two threads fails: pandas, pyarrow)."""
+        self.warming = threading.Thread(target=imports, args=(self.warm_stop,), name="warm", daemon=True)
+        self.warming.start()
 
     def interrupt(self) -> None:
         if self.busy:
@@ -223,25 +210,25 @@ class Engine:
 
     # -- SQL ----------------------------------------------------------------------------------------
 
-    def op_analyse(self, message: dict[str, Any], fds: list[int]) -> tuple[dict[str, Any], list[int]]:
-        from ba_mcp.worker.sql import analyse
+    def analyse(self, request: Analyse, fds: list[int]) -> Answer:
+        from ba_mcp.inside.sql import analyse
 
-        return {"op": "analysis", **analyse(self.con, message["sql"])}, []
+        return {"op": "analysis", **analyse(self.con, request.sql)}, []
 
-    def op_run(self, message: dict[str, Any], fds: list[int]) -> tuple[dict[str, Any], list[int]]:
+    def query(self, request: Query, fds: list[int]) -> Answer:
         import pyarrow as pa
 
         self._drop_pending()
-        name = message["database"]
-        waited = self._opened(name, float(message.get("lock_wait_s", 0.0)))
+        name = request.database
+        waited = self._opened(name, float(request.lock_wait_s or 0.0))
         if self.current != name:  # USE costs a quarter of a millisecond: only when the database changes
             self.con.execute(f"USE {_quote(self.aliases[name])}")
             self.current = name
-        files = message.get("files", [])
+        files = request.files
         if len(files) > MAX_FILES:
             raise _too_many()
         named = {spec["name"] for spec in files}
-        if _MAKES_OR_DROPS.match(message["sql"]):  # DuckDB's text of the statement: it starts at its keyword
+        if _MAKES_OR_DROPS.match(request.sql):  # DuckDB's text of the statement: it starts at its keyword
             for other in [n for n in self.kept if n not in named]:  # the session may name its own objects so
                 self._forget(other)
         self._trim_kept(named)
@@ -250,23 +237,23 @@ class Engine:
         taken = held.__enter__()
         created: list[str] = []
         try:
-            created = self._register(fresh, taken, message.get("bounds", {}))
-            relation = self._bound(message["sql"], message.get("params"), named)
+            created = self._register(fresh, taken, request.bounds)
+            relation = self._bound(request.sql, request.params, named)
             if relation is None:  # a statement without rows (CREATE, DROP): it has run
                 self._forget_kept()  # it may have made or dropped objects of those names: views are made afresh
                 done = pa.table({"result": pa.array(["done"], pa.string())})
                 reply = {"op": "result", "rows": 1, "more": False, "display_types": {}, **waited}
                 return reply, [memfile(write_arrow(done))]
-            from ba_mcp.worker.sql import refuse_large_scan  # past the bound: refused with DuckDB's own estimate
+            from ba_mcp.inside.sql import refuse_large_scan  # past the bound: refused with DuckDB's own estimate
 
-            refuse_large_scan(self.con, message["sql"], message.get("params"), message.get("scan_bound"))
+            refuse_large_scan(self.con, request.sql, request.params, request.scan_bound)
             types = _display_types(list(zip(relation.columns, relation.types, strict=False)))
             reader = relation.to_arrow_reader(_BATCH_ROWS)
             # values as DuckDB shows them: intervals as text, float4 by its shortest form (ba_mcp.values); a
             # TIMESTAMPTZ is already in the session's zone
             schema, convert, display = shown_schema(reader.schema, lambda batch: batch)
             types = {**display, **types}
-            max_rows = int(message["max_rows"])
+            max_rows = int(request.max_rows)
             head: list[pa.RecordBatch] = []
             have = 0
             for batch in reader:
@@ -330,8 +317,8 @@ class Engine:
             hint="retry when that program (a dbt build, say) finishes: ba-mcp only reads the file",
         )
 
-    def op_store(self, message: dict[str, Any], fds: list[int]) -> tuple[dict[str, Any], list[int]]:
-        """The complete result of the last ``run`` (cut at max_rows) as Parquet into the descriptor given,
+    def store(self, request: Store, fds: list[int]) -> Answer:
+        """The complete result of the last ``query`` (cut at max_rows) as Parquet into the descriptor given,
         stopping past ``limit`` bytes; then its whole-column figures."""
         import pyarrow as pa
         import pyarrow.parquet as pq
@@ -340,7 +327,7 @@ class Engine:
             raise Failure(type="execution_error", code="NOTHING_TO_STORE", message="no result is waiting")
         reader, head, schema, created, held, convert = self.pending_store
         self.pending_store = None
-        limit = int(message["limit"])
+        limit = int(request.limit)
         rows, complete = 0, True
         held_bytes, kept = 0, []  # the batches while the result is small: its figures are then counted from them
         kept_all = True
@@ -371,14 +358,14 @@ class Engine:
         if complete and kept_all:  # held here: Arrow's kernels, not a second read of the file just written
             reply.update(stats=_table_stats(pa.Table.from_batches(kept, schema=schema)), total=rows)
         elif complete:
-            from ba_mcp.worker.sql import parquet_stats
+            from ba_mcp.inside.sql import parquet_stats
 
             with self._placed(fds[:1]) as taken:
                 stats, total = parquet_stats(self.con, slot_path(taken[0]))
             reply.update(stats=stats, total=total)
         return reply, []
 
-    def op_drop(self, message: dict[str, Any], fds: list[int]) -> tuple[dict[str, Any], list[int]]:
+    def drop(self, request: Drop, fds: list[int]) -> Answer:
         self._drop_pending()
         return {"op": "dropped"}, []
 
@@ -390,43 +377,17 @@ class Engine:
             self.pending_store[4].__exit__(None, None, None)
         self.pending_store = None
 
-    def op_describe(self, message: dict[str, Any], fds: list[int]) -> tuple[dict[str, Any], list[int]]:
-        from ba_mcp.worker.sql import catalog
+    def describe(self, request: Describe, fds: list[int]) -> Answer:
+        from ba_mcp.inside.sql import catalog
 
-        name = message["database"]
+        name = request.database
         self._opened(name)
         self._drop_pending()
         self._forget_kept()  # the session's own objects are what it made, not the views of files it named
         return {"op": "catalog", **catalog(self.con, self.aliases[name])}, []
 
-    def op_write_parquet(self, message: dict[str, Any], fds: list[int]) -> tuple[dict[str, Any], list[int]]:
-        """The table of an Arrow stream (``fds[0]``, the server's memory file) as a Parquet artifact into
-        ``fds[1]``: the server keeps no Parquet writer of its own (issue 40: 22 MB of its memory)."""
-        import mmap
-
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        with mmap.mmap(fds[0], 0, access=mmap.ACCESS_READ) as mapped:
-            table = pa.ipc.open_stream(pa.py_buffer(mapped)).read_all()
-            with open(fds[1], "wb", closefd=False) as out:
-                pq.write_table(table, out, compression="zstd")
-            rows = table.num_rows
-            del table  # its buffers are the mapping's: released before it closes
-        return {"op": "written", "rows": rows}, []
-
-    def op_read_parquet(self, message: dict[str, Any], fds: list[int]) -> tuple[dict[str, Any], list[int]]:
-        """A Parquet artifact (``fds[0]``) as an Arrow stream for the server, which keeps no Parquet reader."""
-        import pyarrow.parquet as pq
-
-        from ba_mcp.workers.wire import memfile, write_arrow
-
-        with open(fds[0], "rb", closefd=False) as source:
-            table = pq.ParquetFile(source).read()  # not read_table: it goes through pyarrow.dataset (pandas)
-        return {"op": "table", "rows": table.num_rows}, [memfile(write_arrow(table), "table")]
-
-    def op_stats(self, message: dict[str, Any], fds: list[int]) -> tuple[dict[str, Any], list[int]]:
-        from ba_mcp.worker.sql import parquet_stats
+    def stats(self, request: Stats, fds: list[int]) -> Answer:
+        from ba_mcp.inside.sql import parquet_stats
 
         with self._placed(fds[:1]) as taken:
             stats, total = parquet_stats(self.con, slot_path(taken[0]))
@@ -516,7 +477,7 @@ class Engine:
                     from ba_mcp.formats import table_of
                     from ba_mcp.settings import FormatsSettings
 
-                    source = _Source(name, spec["size"], suffix, spec["kind"], spec.get("ref_id"), fd)
+                    source = FdSource(name, spec["size"], suffix, spec["kind"], spec.get("ref_id"), fd)
                     self.con.register(name, table_of(source, FormatsSettings(**bounds), name))
                     created.append(name)
         except BaseException:
@@ -561,136 +522,6 @@ class Engine:
 
     # -- bytes --------------------------------------------------------------------------------------
 
-    def op_parse(self, message: dict[str, Any], fds: list[int]) -> tuple[dict[str, Any], list[int]]:
-        from ba_mcp.formats import Reader, Window
-        from ba_mcp.settings import FormatsSettings
-
-        s = message["source"]
-        source = _Source(s["name"], s["size"], s["suffix"], s["kind"], s.get("ref_id"), fds[0])
-        window = Window(**message.get("window", {}))
-        reader = Reader(source, window, FormatsSettings(**message["bounds"]), message["title"], message.get("encoding"))
-        raw = reader.read(message["format"])
-        if message.get("whole"):  # a downloaded data file is kept whole or not at all: checked before it is sent
-            from ba_mcp.errors import ErrorType, ToolFailure
-            from ba_mcp.results import Table
-
-            if not isinstance(raw, Table) or raw.more:
-                title = message["title"]
-                raise ToolFailure(
-                    ErrorType.VALIDATION_ERROR,
-                    "NOT_TABULAR",
-                    f"{title} is not a table" if not isinstance(raw, Table) else f"{title} is too large to read whole",
-                    "query CSV, Parquet, JSON arrays of objects, JSON Lines or Excel files",
-                )
-        encoded, blobs = encode_raw(raw)
-        return {"op": "raw", "raw": encoded}, [memfile(b) for b in blobs]
-
-    def op_metrics(self, message: dict[str, Any], fds: list[int]) -> tuple[dict[str, Any], list[int]]:
-        """Metrics work over the server's metric files (sent along; read once per digest): compile a query (its
-        ``where`` is the model's text), a summary, a metric's description (``ba_mcp.metrics.catalog.answer``)."""
-        from ba_mcp.metrics.catalog import answer, models_of
-
-        digest = str(message["digest"])
-        held = self.models.get(digest)
-        if held is None:
-            held = models_of(message)
-            self.models = {digest: held}
-        model, dbt = held
-        return {"op": "metrics", **answer(model, message, dbt)}, []
-
-    def op_placeholders(self, message: dict[str, Any], fds: list[int]) -> tuple[dict[str, Any], list[int]]:
-        """A saved analysis's parameters found in a step's SQL or code and replaced (``worker.params``)."""
-        from ba_mcp.worker.params import code_cut, code_placeholders, filter_placeholders, sql_cut, sql_placeholders
-
-        values = dict(message.get("values") or {})
-        cut: dict[str, Any] = {}
-        if message.get("sql") is not None:
-            text, found = sql_placeholders(str(message["sql"]), values)
-            cut = sql_cut(text)  # what the step's result covers: a top N, a page (a key figure of it says so)
-        elif message.get("filter") is not None:
-            text, found = filter_placeholders(str(message["filter"]), values)
-        else:
-            text, found = code_placeholders(str(message.get("code", "")), values)
-            cut = code_cut(text)  # the value it ends with: a head(n), an nlargest(n)
-        return {"op": "placeholders", "text": text, "found": found, "cut": cut}, []
-
-    def op_extract(self, message: dict[str, Any], fds: list[int]) -> tuple[dict[str, Any], list[int]]:
-        from ba_mcp.web.extract import extract_in_worker
-
-        with open(fds[0], "rb", closefd=False) as f:
-            f.seek(0)
-            body = f.read()
-        result = extract_in_worker(body, message)
-        text = result.pop("text").encode("utf-8", "surrogatepass")
-        return {"op": "extracted", **result}, [memfile(text)]
-
-
-def serve(target: Any, sock: socket.socket, options: dict[str, Any]) -> None:
-    """Answer requests until the server closes the channel: each ``op`` by ``target.op_<op>``; an answer over
-    ``max_transfer_bytes`` is refused here, before it is sent."""
-    while True:
-        window = target.resting() if hasattr(target, "resting") else None
-        if window is not None and not select.select([sock], [], [], window)[0]:
-            target.rest()  # idle: let go of what other programs may want (a DuckDB file's lock)
-        try:
-            message, fds = protocol.recv(sock)
-        except (EOFError, OSError, protocol.ProtocolError):
-            return
-        op = message.get("op")
-        try:
-            handler = getattr(target, f"op_{op}", None)
-            if handler is None:
-                raise Failure(type="execution_error", code="BAD_OP", message=f"unknown operation {op!r}")
-            warming = getattr(target, "warming", None)
-            if warming is not None:  # a half-imported package seen from two threads fails (pandas, pyarrow)
-                if not message.get("warm"):  # a call came (not the warm-up's own read): it ends with this module
-                    target.warm_stop.set()
-                warming.join()
-                target.warming = None
-            target.busy = True
-            if hasattr(target, "attach"):
-                target.attach()
-            reply, out = handler(message, fds)
-        except Failure as exc:
-            reply, out = {"op": "error", "failure": exc.fields}, []
-        except BaseException as exc:
-            reply, out = _error_reply(exc), []
-        finally:
-            target.busy = False
-            for fd in fds:
-                with contextlib.suppress(OSError):
-                    os.close(fd)
-        size = sum(os.fstat(fd).st_size for fd in out)
-        limit = int(options.get("max_transfer_bytes") or 0)
-        if limit and size > limit:
-            for fd in out:
-                os.close(fd)
-            out = []
-            reply = {
-                "op": "error",
-                "failure": {
-                    "type": "resource_error",
-                    "code": "RESULT_TOO_LARGE",
-                    "message": f"the answer is {size:,} bytes; at most {limit:,} are taken from the engine "
-                    "(engine.max_transfer_mb)",
-                    "hint": "fetch fewer or narrower rows (max_rows, LIMIT, fewer columns, substr of long text)",
-                },
-            }
-        try:
-            protocol.send(sock, reply, out)
-        finally:
-            for fd in out:
-                os.close(fd)
-        follow_up, target.after_reply = getattr(target, "after_reply", None), None
-        if follow_up is not None:  # work that need not delay the answer (a connection's ROLLBACK)
-            target.busy = True
-            try:
-                follow_up()
-            except Exception:
-                pass  # the next operation starts with a rollback of its own
-            finally:
-                target.busy = False
-
 
 def _literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
@@ -733,128 +564,3 @@ def _display_types(description: list[Any]) -> dict[str, str]:
         elif text.startswith("DECIMAL"):
             shown[name] = text.lower().replace(" ", "")
     return shown
-
-
-def _error_reply(exc: BaseException) -> dict[str, Any]:
-    """An error as the server classifies it: a ToolFailure's fields, or the engine exception's class names."""
-    from ba_mcp.errors import ToolFailure
-
-    if isinstance(exc, ToolFailure):
-        return {
-            "op": "error",
-            "failure": {"type": exc.type.value, "code": exc.code, "message": exc.message, "hint": exc.hint},
-        }
-    classes = [
-        c.__name__ for c in type(exc).__mro__ if c.__module__.startswith(("duckdb", "_duckdb", "adbc_driver_manager"))
-    ]
-    if isinstance(exc, MemoryError):
-        classes = ["MemoryError"]
-    if isinstance(exc, KeyboardInterrupt):
-        classes = ["InterruptException"]
-    detail = "" if classes else traceback.format_exception_only(type(exc), exc)[-1][-300:]
-    engine = {"classes": classes, "message": str(exc)[:2000], "detail": detail}
-    if getattr(exc, "sqlstate", None):  # an ADBC driver's error: the database's own SQLSTATE
-        engine["sqlstate"] = str(exc.sqlstate)  # type: ignore[attr-defined]
-    elif classes:  # some drivers (Spark's) give it only in the text
-        import re
-
-        found = re.search(r"SQLSTATE: ([0-9A-Z]{5})", str(exc))
-        if found:
-            engine["sqlstate"] = found.group(1)
-    return {"op": "error", "engine": engine}
-
-
-# -- entry point ----------------------------------------------------------------------------------------
-
-
-def main(argv: list[str]) -> int:
-    options = json.loads(argv[0])
-    fd = int(options["fd"])
-    protections = confine({**options, "close_in_shim": [fd]})
-    options["confined"] = any(pid == protocol.READ_ONLY_ROOT for pid, _ in protections)
-    if not options["confined"]:  # no mount namespace: the databases are opened where they are
-        for db in options.get("databases", []):
-            db["path"] = db["host_path"]
-    sock = socket.socket(fileno=fd)
-    faulthandler.enable()
-    if options.get("kind") == "connection":
-        return _serve_connection(sock, options, protections)
-    # SIGINT is taken by a thread of its own (DuckDB's threads, started later, inherit the mask): it
-    # interrupts the statement running in the main thread.
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    started = time.perf_counter()
-    import pyarrow  # noqa: F401
-
-    engine = Engine(sock, options)
-    _on_sigint(engine.interrupt)
-    protocol.send(
-        sock,
-        {
-            "op": "ready",
-            "pid": os.getpid(),
-            "protections": protections,
-            "missing": engine.missing,
-            "import_ms": round((time.perf_counter() - started) * 1000, 1),
-        },
-    )
-    if options.get("warm"):  # what the first calls will import (the metrics compiler: ~0.5 s), off the call's path
-        modules = list(options["warm"])
-        warm = threading.Thread(target=_import_quietly, args=(modules, engine.warm_stop), name="warm", daemon=True)
-        warm.start()
-        engine.warming = warm  # the first operation waits for it: one package is never imported by two threads
-    engine.serve()
-    return 0
-
-
-def _on_sigint(interrupt: Any) -> None:
-    """SIGINT (the call's timeout; blocked in every thread) taken by a thread of its own, which calls ``interrupt``."""
-
-    def interrupts() -> None:
-        while True:
-            signal.sigwait({signal.SIGINT})
-            with contextlib.suppress(Exception):
-                interrupt()
-
-    threading.Thread(target=interrupts, name="interrupts", daemon=True).start()
-
-
-def _import_quietly(modules: list[str], stop: threading.Event) -> None:
-    """The spare's warm-up: ``modules`` imported in turn (the server keeps the spare at low CPU priority until a call
-    takes it: ``workers.priority``) until the first operation stops it — that call waits for the module in progress
-    only, never for the rest (the metrics compiler a file's call does not need)."""
-    import importlib
-
-    for module in modules:
-        if stop.is_set():
-            return
-        with contextlib.suppress(Exception):
-            importlib.import_module(module)
-
-
-def _serve_connection(sock: socket.socket, options: dict[str, Any], protections: list[Any]) -> int:
-    """A connection worker (``connection.Connector``): SIGINT cancels the running statement in the database."""
-    from ba_mcp.worker.connection import Connector
-
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    connector = Connector(sock, options)
-    _on_sigint(connector.interrupt)
-    protocol.send(sock, {"op": "ready", "pid": os.getpid(), "protections": protections, "missing": {}})
-    serve(connector, sock, options)
-    return 0
-
-
-def run(argv: list[str]) -> None:
-    """``main``, ending the process without the interpreter's teardown (DuckDB's bindings print a page of
-    reference-leak warnings at exit, which would bury the one line that says what went wrong)."""
-    try:
-        code = main(argv)
-    except BaseException:
-        traceback.print_exc(limit=6)
-        code = 1
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
-
-
-if __name__ == "__main__":
-    run(sys.argv[1:])
