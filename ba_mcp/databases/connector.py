@@ -9,7 +9,7 @@ worker, which DuckDB then joins with workspace files and other databases' result
 * ``Catalogs`` — each database's schema, asked of a connection and kept a minute;
 * ``sql_failure`` — a database's error in the error vocabulary (T-E) by its SQLSTATE (the engine's own texts first);
 * ``ConnectedEngine`` — an engine served by connection workers, with the defaults of any ADBC driver. Its worker
-  hooks run in the connection worker (``worker/connection.py``, which knows no engine: it loads the one the
+  hooks run in the connection worker (``inside/connection.py``, which knows no engine: it loads the one the
   registry names): ``open`` (connect; what the database says of itself), ``begin``/``vet``/``end`` (the read-only
   frame of one call), ``columns`` (the result's Arrow types), ``catalog``, ``interrupt``. Engines override what
   they need (``postgresql.py``, ``sqlite.py``, ``spark.py``); ``adbc.py`` is any other driver.
@@ -245,7 +245,7 @@ def sql_failure(exc: Exception, name: str, conf: DatabaseSettings, engine: Conne
 
 class Held(Protocol):
     """What an engine's worker-side hooks receive (``c``): the connection worker's state for the one database
-    connection it serves (``worker/connection.py``'s ``Connector``). An engine keeps what is its own (a second
+    connection it serves (``inside/connection.py``'s ``Connector``). An engine keeps what is its own (a second
     cursor, a session id, the file's URI) in ``extra``, under names of its choosing."""
 
     options: dict[str, Any]  # the worker's start options
