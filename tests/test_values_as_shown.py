@@ -328,9 +328,9 @@ def test_a_nan_is_no_null_at_any_level_in_any_encoding(tmp_path: Path) -> None:
     import duckdb
     import pyarrow.parquet as pq
 
+    from ba_mcp.inside.sql import parquet_stats
     from ba_mcp.pipeline.encode import _arrow_stats, _python_stats
     from ba_mcp.pipeline.observe import format_stats
-    from ba_mcp.inside.sql import parquet_stats
 
     column = pa.chunked_array([[nan, None, 1.0, 3.0, nan]])
     for stats in (_python_stats(column), _arrow_stats(column)):
