@@ -435,6 +435,8 @@ STATE_RECORDS: dict[tuple[str, str], str] = {
     ("ba_mcp/server.py", "app.sessions(callers.current())"): "a session's state: the log level it asked for",
     ("ba_mcp/pipeline/runner.py", "scope"): "anyio's cancel scope: its deadline moved on while a worker starts",
     ("ba_mcp/cli.py", "args"): "the parsed command line (argparse's namespace)",
+    ("ba_mcp/values.py", "schema.children[i].contents"): "an exported Arrow C schema, its format rewritten in place",
+    ("ba_mcp/values.py", "CSchema"): "a ctypes structure that points to itself: its fields declared after it",
     (
         "ba_mcp/app.py",
         "tool",
