@@ -89,6 +89,7 @@ class App:
             settings.files.read_roots,
             settings.artifacts.shared,
             self._owned,  # ids resolve only for the sessions that own them (S-9): the stores answer
+            {"skill": self._skill_file},  # skill://<skill>/<file>: a skill's own files, confined to its folder
         )
         for name, root in self.workspace.read_roots.items():
             if not root.is_dir():
@@ -104,7 +105,6 @@ class App:
         for plugin in settings.plugin_status:  # served without it (plugins.py)
             if plugin.problem:
                 log.warning("plug-in %s is unavailable: %s", plugin.name, plugin.problem)
-        self.workspace.add_scheme("skill", self._skill_file)
         self._workers_ceiling = _bound_the_workers(settings, self)
         self.metrics = metrics_of(settings, self.workspace.read_roots)
         self.duck_files = DuckFiles(settings, self.workspace)

@@ -102,6 +102,7 @@ class Workspace:
         read_roots: Mapping[str, Path] | None = None,
         shared: bool = False,
         owned: Callable[[RefKind, str], bool] | None = None,
+        schemes: Mapping[str, Callable[[str], Resolved]] | None = None,
     ) -> None:
         self.root = Path(os.path.realpath(root))
         self.shared = shared  # artifacts.shared: one folder of analyses and exports for every principal
@@ -109,21 +110,17 @@ class Workspace:
         # Read-only directories beyond the workspace (``files.read_roots``), reachable as <name>/<path>.
         self.read_roots = {name: Path(os.path.realpath(Path(p).expanduser())) for name, p in (read_roots or {}).items()}
         self._read_root_fds: dict[str, int] = {}
-        # One handler per kind of reference: id prefixes, then URI schemes (``skill://`` will be confined
-        # to its own root, not the workspace), then workspace-relative paths.
+        # One handler per kind of reference: id prefixes, then URI schemes (``schemes``: ``<scheme>://…`` resolved
+        # by its handler, which does its own confinement — the App's ``skill://``), then workspace-relative paths.
         self._prefixes: list[tuple[str, Callable[[str], Resolved]]] = [
             ("artifact_", self._artifact),
             ("code_", self._code),
             ("upload_", self._upload),
         ]
-        self._schemes: dict[str, Callable[[str], Resolved]] = {}
+        self._schemes = {scheme.lower(): handler for scheme, handler in (schemes or {}).items()}
         # whether the calling session may read the stored item (an artifact or a code file) of an id: the stores
         # answer (S-9); None: every id resolves (a tool's own tests, the CLI's one user)
         self.owned: Callable[[RefKind, str], bool] = owned if owned is not None else lambda kind, ref_id: True
-
-    def add_scheme(self, scheme: str, handler: Callable[[str], Resolved]) -> None:
-        """Resolve ``<scheme>://…`` references with ``handler`` (which does its own confinement)."""
-        self._schemes[scheme.lower()] = handler
 
     def _root(self) -> int:
         if self._root_fd is None:
@@ -137,8 +134,9 @@ class Workspace:
         read_roots: Mapping[str, Path] | None = None,
         shared: bool = False,
         owned: Callable[[RefKind, str], bool] | None = None,
+        schemes: Mapping[str, Callable[[str], Resolved]] | None = None,
     ) -> Workspace:
-        ws = cls(root, read_roots, shared, owned)
+        ws = cls(root, read_roots, shared, owned, schemes)
         for sub in SUBDIRS:
             (ws.root / sub).mkdir(parents=True, exist_ok=True)
         os.chmod(ws.root / "users", 0o700)
