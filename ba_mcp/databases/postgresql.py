@@ -259,15 +259,10 @@ class PostgresEngine(ConnectedEngine):
         if bound:  # the rows its sequential scans read, by the catalog's estimate (issue 63): past the bound, asked
             scanned, tables = scanned_rows(c.extra["vet"], [str(r[0]) for r in plan])
             if scanned > int(bound):
-                raise _failure(
-                    type="validation_error",
-                    code="LARGE_SCAN",
-                    message=f"PostgreSQL expects this statement to read about {scanned:,} rows in sequential scans "
-                    f"(of {', '.join(tables[:3])}), more than the {int(bound):,} a query reads unasked "
-                    "(tools.query_database.confirm_scan_rows)",
-                    hint="filter on an indexed column, aggregate fewer rows, or send the same query again to run "
-                    "it as it is",
-                )
+                from ba_mcp.workers.wire import large_scan
+
+                hint = "filter on an indexed column, aggregate fewer rows"
+                raise large_scan("PostgreSQL", scanned, tables, int(bound), " in sequential scans", hint)
         if calls is None:  # PostgreSQL planned what its own parser's library could not read: nothing unread runs
             raise _failure(
                 type="permission_denied",

@@ -140,14 +140,10 @@ class SparkEngine(ConnectedEngine):
         scanned, relations = planned_rows(plan)
         if scanned is None or scanned <= int(bound):
             return
-        from ba_mcp.workers.wire import Failure
+        from ba_mcp.workers.wire import large_scan
 
-        raise Failure(
-            type="validation_error",
-            code="LARGE_SCAN",
-            message=f"Spark expects this statement to read about {scanned:,} rows (of {', '.join(relations[:3])}), "
-            f"more than the {int(bound):,} a query reads unasked (tools.query_database.confirm_scan_rows)",
-            hint="filter on a partition column, aggregate fewer rows, or send the same query again to run it as it is",
+        raise large_scan(
+            "Spark", scanned, relations, int(bound), hint="filter on a partition column, aggregate fewer rows"
         )
 
     def catalog(self, c: Held, schemas: list[str]) -> dict[str, Any]:

@@ -28,7 +28,7 @@ from typing import Any
 from ba_mcp.inside.serve import Answer, Handlers
 from ba_mcp.values import shown_schema
 from ba_mcp.workers.messages import Catalog, Connect, Drop, Statement, Store
-from ba_mcp.workers.wire import Failure, memfile, write_arrow
+from ba_mcp.workers.wire import Failure, first_rows, memfile, write_arrow
 
 
 class Connector:
@@ -114,22 +114,13 @@ class Connector:
         # values as the database shows them: intervals, float4, timestamptz in the session's zone (ba_mcp.values)
         schema, convert, named = shown_schema(schema, convert, self.extra.get("time_zone"))
         shown = {**named, **shown}
-        max_rows = int(request.max_rows)
-        head: list[Any] = []
-        have = 0
-        for batch in reader:
-            head.append(convert(batch))
-            have += batch.num_rows
-            if have > max_rows:
-                break
-        more = have > max_rows
+        head, have, more, blob = first_rows(reader, convert, schema, int(request.max_rows))
         if more:
             self.pending = (reader, head, schema, convert)
         else:
             with contextlib.suppress(Exception):
                 reader.close()
             self.after_reply = self._end  # the frame closed once the answer is on its way (off the call's path)
-        blob = write_arrow(pa.Table.from_batches(head, schema=schema).slice(0, max_rows + 1))
         return {"op": "result", "rows": have, "more": more, "display_types": shown}, [memfile(blob)]
 
     def store(self, request: Store, fds: list[int]) -> Answer:

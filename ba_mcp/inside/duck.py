@@ -35,7 +35,7 @@ from ba_mcp.inside.decoding import FdSource
 from ba_mcp.inside.serve import Answer, Handlers
 from ba_mcp.values import shown_schema
 from ba_mcp.workers.messages import Analyse, Describe, Drop, Query, Stats, Store
-from ba_mcp.workers.wire import Failure, memfile, write_arrow
+from ba_mcp.workers.wire import Failure, first_rows, memfile, write_arrow
 from sandbox.isolation import SESSION_DIR
 
 _BATCH_ROWS = 8192
@@ -253,19 +253,10 @@ class DuckSession:
             # TIMESTAMPTZ is already in the session's zone
             schema, convert, display = shown_schema(reader.schema, lambda batch: batch)
             types = {**display, **types}
-            max_rows = int(request.max_rows)
-            head: list[pa.RecordBatch] = []
-            have = 0
-            for batch in reader:
-                head.append(convert(batch))
-                have += batch.num_rows
-                if have > max_rows:
-                    break
-            more = have > max_rows
+            head, have, more, blob = first_rows(reader, convert, schema, int(request.max_rows))
             if more:
                 self.pending_store = (reader, head, schema, created, held, convert)
                 created, held = [], None
-            blob = write_arrow(pa.Table.from_batches(head, schema=schema).slice(0, max_rows + 1))
             return {"op": "result", "rows": have, "more": more, "display_types": types, **waited}, [memfile(blob)]
         finally:
             self._unregister(created)

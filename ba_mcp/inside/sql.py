@@ -269,16 +269,9 @@ def refuse_large_scan(con: Any, sql: str, params: Any, bound: Any) -> None:
         return
     if scanned is None or scanned <= int(bound):
         return
-    from ba_mcp.workers.wire import Failure
+    from ba_mcp.workers.wire import large_scan
 
-    raise Failure(
-        type="validation_error",
-        code="LARGE_SCAN",
-        message=f"DuckDB expects this statement to read about {scanned:,} rows in its scans (of "
-        f"{', '.join(scans[:3])}), more than the {int(bound):,} a query reads unasked "
-        "(tools.query_database.confirm_scan_rows)",
-        hint="filter or aggregate on fewer rows, or send the same query again to run it as it is",
-    )
+    raise large_scan("DuckDB", scanned, scans, int(bound), " in its scans")
 
 
 def _count(value: Any) -> int | None:

@@ -119,6 +119,23 @@ def write_arrow(table_or_batches: Any, schema: Any = None) -> bytes:
     return sink.getvalue().to_pybytes()
 
 
+def first_rows(reader: Any, convert: Any, schema: Any, max_rows: int) -> tuple[list[Any], int, bool, bytes]:
+    """A result's first batches as a worker answers a statement (DuckDB's and every connection's): ``reader``'s
+    batches (each through ``convert``) until more than ``max_rows`` rows are read — the batches read, the rows in
+    them, whether the result has more than ``max_rows``, and its first ``max_rows + 1`` rows as an Arrow stream
+    of ``schema``. The reader is left where it stopped (its rest is stored, or dropped, later)."""
+    import pyarrow as pa
+
+    head: list[Any] = []
+    have = 0
+    for batch in reader:
+        head.append(convert(batch))
+        have += batch.num_rows
+        if have > max_rows:
+            break
+    return head, have, have > max_rows, write_arrow(pa.Table.from_batches(head, schema=schema).slice(0, max_rows + 1))
+
+
 # -- raw results ---------------------------------------------------------------------------------------
 
 _KINDS = {"table": Table, "document": Document, "json": JsonValue, "image": Image, "composite": Composite}
@@ -182,3 +199,17 @@ class Failure(Exception):
     def __init__(self, **fields: Any) -> None:
         super().__init__(fields.get("message", ""))
         self.fields = fields
+
+
+def large_scan(engine: str, scanned: int, relations: list[str], bound: int, scans: str = "", hint: str = "") -> Failure:
+    """``LARGE_SCAN``, in the same words for every engine (tools.query_database.confirm_scan_rows): ``engine``'s own
+    figure of the rows a statement would read (``scans``: which, e.g. " in sequential scans"), the first relations
+    it reads, the bound it is over; the hint says how to read fewer rows (the same statement sent again runs)."""
+    return Failure(
+        type="validation_error",
+        code="LARGE_SCAN",
+        message=f"{engine} expects this statement to read about {scanned:,} rows{scans} (of "
+        f"{', '.join(relations[:3])}), more than the {bound:,} a query reads unasked "
+        "(tools.query_database.confirm_scan_rows)",
+        hint=f"{hint or 'filter or aggregate on fewer rows'}, or send the same query again to run it as it is",
+    )
