@@ -371,8 +371,13 @@ def offered(subs_ids, taken, month):
     units['seats'] = units.id.map(sc_inv[sc_inv.created_t.dt.strftime('%Y-%m') >= month].sort_values('created_t')
                                   .drop_duplicates('subscription').set_index('subscription').seats).fillna(units.quantity)
     retained = units.ended_at_t.isna() | (units.ended_at_t > pd.Timestamp('2025-06-01'))
+    # the pre-period covariates SKILL.md asks for (`pre_*`, measured before the offer): tenure, plan, seats
+    before_offer = sc_inv[sc_inv.created_t < pd.Timestamp(month + '-01') + pd.offsets.MonthBegin(1)]
+    last = before_offer.sort_values('created_t').drop_duplicates('subscription', keep='last').set_index('subscription')
     return pd.DataFrame({'unit': units.id, 'group': units.id.isin(taken).astype(int),
-                         'outcome': retained.astype(int), 'pre_usage': per_seat(units, month)})
+                         'outcome': retained.astype(int), 'pre_usage': per_seat(units, month),
+                         'pre_tenure_months': (pd.Timestamp(month + '-01') - units.start_date_t).dt.days / 30.44,
+                         'pre_plan': units.id.map(last.plan).fillna(units.plan), 'pre_seats': units.seats})
 partner = set(sc_inv[sc_inv.discount_coupon_id == 'PARTNER100_3M'].subscription)
 non_apac = set(sc_subs[sc_subs.region != 'APAC'].id)
 cyc = sc_inv[sc_inv.billing_reason == 'subscription_cycle']

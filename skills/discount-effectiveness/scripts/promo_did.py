@@ -268,7 +268,9 @@ if design == "rollout":
     adj_lift, adj_low, adj_high = float("nan"), float("nan"), float("nan")
     if len(rel_k) >= 2 and post_logs:
         x = np.asarray(rel_k, float)
-        pre_logs = np.log1p(np.clip(np.column_stack([np.r_[e, d] for e, d in zip(rel_est, rel_draws)]), -0.999, None))
+        pre_logs = np.log1p(
+            np.clip(np.column_stack([np.r_[e, d] for e, d in zip(rel_est, rel_draws, strict=True)]), -0.999, None)
+        )
         xc = x - x.mean()
         slope = pre_logs @ xc / (xc @ xc)
         level = pre_logs.mean(axis=1)
@@ -367,15 +369,34 @@ elif design == "seasonal":
 else:
     if data["unit"].duplicated().any():
         raise ValueError("one row per unit is needed (randomised / self-selected): aggregate to the unit first")
-    covariate = None
-    if design == "randomised" and "stratum" not in data.columns and "pre_usage" in data.columns:
-        usage = pd.to_numeric(data["pre_usage"], errors="coerce")
-        if usage.notna().all() and usage.nunique() > 10:
-            # randomised: the covariate adjusts, it does not select - a regression on it (Lin 2013: the treatment,
-            # the centred covariate and their product; HC2 standard errors), never deciles of a few units each,
-            # whose noisy within-cell variances widen the interval they are there to narrow
-            covariate = usage.to_numpy(float)
-            assumed.append("adjusted for pre-period usage (`pre_usage`, Lin's regression)")
+    covariate, covariate_names, adjustment_text = None, [], ""
+    pre_cols = [c for c in data.columns if c.startswith("pre_")] if design == "randomised" else []
+    if design == "randomised" and "stratum" not in data.columns and pre_cols:
+        # randomised: the covariates adjust, they do not select - one regression on every pre-period covariate given
+        # (`pre_*`: the unit's own pre-period outcome, usage, tenure, seats, plan; CUPED / ANCOVA - Lin 2013: the
+        # treatment, the centred covariates and their products, HC2 standard errors), never deciles of a few units
+        # each, whose noisy within-cell variances widen the interval they are there to narrow
+        blocks = []
+        for c in pre_cols:
+            num = pd.to_numeric(data[c], errors="coerce")
+            if num.notna().mean() >= 0.9 and num.nunique() > 2:  # a number: missing ones at the mean, flagged
+                if num.isna().any():
+                    blocks.append(((num.isna()).astype(float).to_numpy(), f"{c} missing"))
+                blocks.append((num.fillna(num.mean()).to_numpy(float), c))
+            else:  # a category (plan, region) or a 0/1 flag: one indicator per level but the first
+                levels = data[c].astype(str).fillna("")
+                for level in sorted(levels.unique())[1:]:
+                    blocks.append(((levels == level).astype(float).to_numpy(), f"{c}={level}"))
+        blocks = [(v, n) for v, n in blocks if np.nanstd(v) > 0]
+        only_bands = pre_cols == ["pre_usage"] and pd.to_numeric(data["pre_usage"], errors="coerce").nunique() <= 10
+        if blocks and not only_bands:
+            covariate = np.column_stack([v for v, _ in blocks])
+            covariate_names = [n for _, n in blocks]
+            assumed.append(
+                "adjusted for pre-period covariates ("
+                + ", ".join(covariate_names)
+                + "; Lin's regression): each was measured BEFORE the offer - one measured after it absorbs the effect"
+            )
     if covariate is not None:
         pass
     elif "stratum" not in data.columns and "pre_usage" in data.columns:
@@ -410,14 +431,29 @@ else:
     if covariate is not None:
         if t.sum() < 2 or (~t).sum() < 2:
             raise ValueError("a randomised comparison needs at least two units in each group")
-        xc = covariate - covariate.mean()
-        X = np.column_stack([np.ones_like(y), t.astype(float), xc, t * xc])
-        bread = np.linalg.pinv(X.T @ X)
-        coef = bread @ X.T @ y
-        resid = y - X @ coef
-        leverage = np.clip(np.einsum("ij,jk,ik->i", X, bread, X), 0, 0.99)
-        cov = bread @ (X.T * (resid**2 / (1 - leverage))) @ X @ bread
-        lift, se = float(coef[1]), float(np.sqrt(max(cov[1, 1], 0.0)))
+        xc = covariate - covariate.mean(axis=0)
+        k = xc.shape[1]
+        # the treatment x covariate products (Lin) while each group has room for them; else the additive ANCOVA
+        interact = min(t.sum(), (~t).sum()) > 2 * k + 2
+        X = np.column_stack([np.ones_like(y), t.astype(float), xc] + ([t[:, None] * xc] if interact else []))
+
+        def _hc2(X):
+            bread = np.linalg.pinv(X.T @ X)
+            coef = bread @ X.T @ y
+            resid = y - X @ coef
+            leverage = np.clip(np.einsum("ij,jk,ik->i", X, bread, X), 0, 0.99)
+            cov = bread @ (X.T * (resid**2 / (1 - leverage))) @ X @ bread
+            return float(coef[1]), float(np.sqrt(max(cov[1, 1], 0.0)))
+
+        lift, se = _hc2(X)
+        _, se_raw = _hc2(X[:, :2])
+        adjustment_text = (
+            f"adjusted for {k} pre-period covariate{'s' if k > 1 else ''} "
+            f"({'Lin' if interact else 'ANCOVA, no interactions: too few units a group'}): standard error "
+            f"{se:.3f} against {se_raw:.3f} unadjusted ({100 * (1 - se**2 / se_raw**2):.0f} % of the variance removed)"
+            if se_raw > 0
+            else ""
+        )
     elif n_t == 0:
         raise ValueError("no stratum has both treated and comparison units")
     else:
@@ -428,6 +464,8 @@ else:
     naive, pretrend_p, n_pre = raw, float("nan"), 0
     comparison_text = ("randomised holdout" if design == "randomised" else "units who did not take it") + (
         ", adjusted for pre-period usage (regression)"
+        if covariate_names == ["pre_usage"]
+        else f", adjusted for pre-period covariates (regression on {', '.join(covariate_names)})"
         if covariate is not None
         else f", within {strata.nunique()} strata"
     )
@@ -465,6 +503,12 @@ elif pretrend_failed:
         f"NOT CLAIMED: the pre-trend test fails (p = {pretrend_p:.3g}) - the groups were already diverging "
         "before the start (selection on a trend), so the difference-in-differences is not an effect"
         + (f"; with that trend carried on the lift is {100 * adj_lift:+.1f} %" if np.isfinite(adj_lift) else "")
+        + (
+            f"; {n_pre} pre-periods cannot tell a trend from one unusual period: unproven, not disproven - a longer "
+            "pre-period (8 to 12) or last year's same periods would tell"
+            if design == "rollout" and n_pre < 6
+            else ""
+        )
     )
 elif design == "self-selected" and detectable:
     finding = "an effect within strata of pre-period usage (observational: only as good as the strata)"
@@ -520,6 +564,8 @@ else:
     print(f"raw difference: {shown(naive)}" + (" (selection, not effect)" if design == "self-selected" else ""))
 spread = "units resampled / clustered by unit" if design in ("rollout", "seasonal") else "the variance between units"
 print(f"lift: {shown(lift)} (95 % interval {shown(low)} to {shown(high)}, {spread})")
+if design in ("randomised", "self-selected") and adjustment_text:
+    print(adjustment_text)
 print(f"finding: {finding}")
 for w in warnings:
     print(f"WARNING: {w}")
