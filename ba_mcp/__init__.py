@@ -11,8 +11,10 @@ The public surface, for embedding the server or adding a tool (imported on first
 * the plug-in surface (docs/writing-an-engine.md, docs/writing-a-tool.md): ``EngineInfo`` — an engine's line of
   the registry (a ``ba_mcp.engines`` entry point names one); ``ConnectedEngine``, ``LocalEngine``, ``Held`` — an
   engine and what its worker-side hooks receive (a hook refuses with ``ToolFailure``); ``ToolInfo`` — a tool's
-  line; ``Services`` — what a tool's ``build`` takes; ``ToolSettings`` — a tool's ``tools.<name>``; ``Plugin`` —
-  an installed plug-in as the configuration found it (``Settings.plugin_status``);
+  line; ``Services`` — what a tool's ``build`` takes; ``ToolSettings`` — a tool's ``tools.<name>``; ``FormatInfo``
+  — a file format's line (a ``ba_mcp.formats`` entry point) and ``Reading`` — what its reader is given
+  (docs/writing-a-format.md); ``Plugin`` — an installed plug-in as the configuration found it
+  (``Settings.plugin_status``);
 * ``TokenCounter`` — offline token counting (``count_tokens``, ``count_message_tokens``,
   ``count_conversation_tokens``, ``model_info``: T-T's library API).
 """
@@ -28,9 +30,10 @@ if TYPE_CHECKING:  # the public names' types, for the type checkers of embedders
     from ba_mcp.app import App
     from ba_mcp.databases.connector import ConnectedEngine, Held, LocalEngine
     from ba_mcp.errors import Code, ErrorType, ToolFailure
+    from ba_mcp.formats.base import Reading
     from ba_mcp.pipeline.tokens import TokenCounter
     from ba_mcp.plugins import Plugin
-    from ba_mcp.registry import EngineInfo, ToolInfo
+    from ba_mcp.registry import EngineInfo, FormatInfo, ToolInfo
     from ba_mcp.results import Composite, Document, Image, JsonValue, Table
     from ba_mcp.server import build_server
     from ba_mcp.settings import Settings, ToolSettings, load_settings
@@ -57,6 +60,8 @@ _PUBLIC = {
     "TokenCounter": "ba_mcp.pipeline.tokens",
     "EngineInfo": "ba_mcp.registry",
     "ToolInfo": "ba_mcp.registry",
+    "FormatInfo": "ba_mcp.registry",
+    "Reading": "ba_mcp.formats.base",
     "Plugin": "ba_mcp.plugins",
     "ConnectedEngine": "ba_mcp.databases.connector",
     "LocalEngine": "ba_mcp.databases.connector",
@@ -73,11 +78,13 @@ __all__ = [  # a literal, for the type checkers and linters (each name's module 
     "Document",
     "EngineInfo",
     "ErrorType",
+    "FormatInfo",
     "Held",
     "Image",
     "JsonValue",
     "LocalEngine",
     "Plugin",
+    "Reading",
     "Services",
     "Settings",
     "Table",

@@ -1,4 +1,4 @@
-"""The two tables of what ba-mcp serves, the only places their facts live.
+"""The tables of what ba-mcp serves, the only places their facts live.
 
 **The database engines**: one table, the only place their facts live — kind, label, the module that
 implements it (``databases/<kind>.py``, an ``Engine``), the URL schemes and ADBC driver that select it, the SQL
@@ -13,6 +13,11 @@ engine needs — the read-only frame, the catalog, its error texts), then ``regi
 outside the package is a plug-in: an installed package's ``ba_mcp.engines`` entry point names its ``EngineInfo``,
 read into this table when the operator enables the package (``plugins.py``; docs/writing-an-engine.md). Nothing
 else names an engine.
+
+**The file formats**: each format's name and the file suffixes read as it (``FormatInfo``) — the built-in ones,
+read by ``formats/`` (whose ``formats.table`` adds media types and the formats of artifacts and downloads), and
+those installed packages add by ``ba_mcp.formats`` entry points (``plugins.py``), which never take a built-in's
+name or suffix.
 
 **The tools**: one table of names, each with the class that implements it (``"module:Class"``, a ``Tool``). The
 class carries everything else: its ``Settings`` (the model of ``tools.<name>``: its knobs, their defaults and
@@ -65,6 +70,49 @@ class ToolInfo:
 
 
 _TOOLS: dict[str, ToolInfo] = {}
+
+
+@dataclass(frozen=True)
+class FormatInfo:
+    """A file format: files whose name ends in one of its ``suffixes`` are read as it, inside the killable engine
+    worker. A built-in one is read by its family in ``formats/`` (``_read_<name>``); an installed package's (a
+    ``ba_mcp.formats`` entry point names one; ``plugins.py``) by its ``reader``."""
+
+    name: str  # the format's name: file_reader's ``format``, and what a folder's listing says a file is
+    suffixes: tuple[str, ...]  # lower-case file name endings with their dot (".rec"); each one format's only
+    # a plug-in's "module:function": ``function(reading: ba_mcp.Reading) -> RawResult`` — the source held open, the
+    # window, the bounds (``formats:``) and the helpers that make a windowed Table; imported in the worker by name
+    # ('' : a built-in format, read by ``formats/``)
+    reader: str = ""
+    label: str = ""  # how people name it (``ba-mcp plugins``)
+    plugin: str = ""  # the installed package it came from ('' : ba-mcp's own; ``plugins.py``)
+
+
+_FORMATS: dict[str, FormatInfo] = {}
+
+
+def register_format(info: FormatInfo) -> None:
+    """Add (or replace) a file format."""
+    _FORMATS[info.name] = info
+
+
+def unregister_format(name: str) -> None:
+    _FORMATS.pop(name, None)
+
+
+def formats() -> list[FormatInfo]:
+    """Every file format read by its suffix: the built-in ones, then the enabled plug-ins'."""
+    return list(_FORMATS.values())
+
+
+def format_info(name: str) -> FormatInfo | None:
+    return _FORMATS.get(name)
+
+
+def format_of(suffix: str) -> FormatInfo | None:
+    """The format a file name ending in ``suffix`` (with its dot; any case) is read as, if any."""
+    suffix = suffix.lower()
+    return next((f for f in _FORMATS.values() if suffix in f.suffixes), None)
 
 
 def register_tool(info: ToolInfo) -> None:
@@ -273,3 +321,19 @@ for _tool in (
     ToolInfo("use_skill", "ba_mcp.tools.use_skill:UseSkill"),
 ):
     register_tool(_tool)
+
+
+for _format in (  # the built-in formats, read by the families of ``formats/`` (``text``: a file no suffix names)
+    FormatInfo("csv", (".csv",)),
+    FormatInfo("tsv", (".tsv", ".tab")),
+    FormatInfo("excel", (".xlsx", ".xlsm", ".xls", ".xlsb", ".ods")),
+    FormatInfo("json", (".json",)),
+    FormatInfo("jsonl", (".jsonl", ".ndjson")),
+    FormatInfo("parquet", (".parquet", ".pq")),
+    FormatInfo("markdown", (".md", ".markdown")),
+    FormatInfo("python", (".py",)),
+    FormatInfo("sql", (".sql",)),
+    FormatInfo("image", (".png", ".jpg", ".jpeg", ".gif", ".webp")),
+    FormatInfo("text", ()),
+):
+    register_format(_format)

@@ -204,9 +204,11 @@ def test_plugins_reach_ba_mcp_through_its_public_surface_only() -> None:
                 ]
     assert not reached, "\n".join(reached)
     assert imports_of(PACKAGE / "plugins.py") == {"ba_mcp.registry"}
-    for name in ("EngineInfo", "ConnectedEngine", "LocalEngine", "Held", "ToolFailure", "Services", "Tool", "Plugin"):
+    public = ("EngineInfo", "ConnectedEngine", "LocalEngine", "Held", "ToolFailure", "Services", "Tool", "Plugin")
+    for name in (*public, "FormatInfo", "Reading"):
         assert name in ba_mcp.__all__, name
-    guide = (ROOT / "docs" / "writing-an-engine.md").read_text() + (ROOT / "docs" / "writing-a-tool.md").read_text()
+    guides = ("writing-an-engine.md", "writing-a-tool.md", "writing-a-format.md")
+    guide = "".join((ROOT / "docs" / name).read_text() for name in guides)
     assert all(group in guide for group in plugins.GROUPS), plugins.GROUPS
 
 

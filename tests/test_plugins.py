@@ -1,8 +1,9 @@
 """Plug-ins from installed packages (issue 64 item 4; ``ba_mcp/plugins.py``): the example package of
 ``tests/plugins/ba-mcp-example`` — a separate distribution installed into the test environment by the lock — adds an
-engine (``filedir``: a folder of CSV and Parquet files), a tool (``business_days``) and a skill folder, through entry
-points, only when the operator's configuration names it; a project file cannot; a plug-in that fails to import is
-listed unavailable with the reason and the server serves without it.
+engine (``filedir``: a folder of CSV and Parquet files), a tool (``business_days``), a file format (``records``:
+``.rec`` files, parsed in the engine worker) and a skill folder, through entry points, only when the operator's
+configuration names it; a project file cannot; a plug-in that fails to import is listed unavailable with the reason
+and the server serves without it.
 
 The fast tests load plug-ins into this process's registry and take them out again; the sessions (slow) are real
 ``ba-mcp serve`` processes over stdio."""
@@ -20,8 +21,9 @@ import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
 from ba_mcp import plugins, registry
+from ba_mcp.formats import format_for
 from ba_mcp.settings import load_settings, trust_project
-from tests.conftest import ROOT, server_env, text_of
+from tests.conftest import ROOT, in_process, server_env, text_of
 
 EXAMPLE = "ba-mcp-example"
 
@@ -29,8 +31,11 @@ EXAMPLE = "ba-mcp-example"
 @pytest.fixture
 def clean_registry() -> Iterator[None]:
     """The registry's tables as they were before the test (a plug-in loaded here is this process's otherwise)."""
-    engines, tools = registry.engines(), registry.tool_names()
+    engines, tools, formats = registry.engines(), registry.tool_names(), registry.formats()
     yield
+    for fmt in registry.formats():
+        if fmt not in formats:
+            registry.unregister_format(fmt.name)
     for info in registry.engines():
         if info not in engines:
             registry.unregister(info.kind)
@@ -67,7 +72,10 @@ def test_an_enabled_plugin_adds_its_engine_tool_and_skills_to_the_same_tables(
         settings = load_settings(config, workspace=tmp_path / "ws", environ=env)
     [plugin] = [p for p in settings.plugin_status if p.name == EXAMPLE]
     assert plugin.loaded and plugin.version == "0.1.0", plugin
-    assert set(plugin.provides) == {"engine filedir", "tool business_days", "skills example"}
+    assert set(plugin.provides) == {"engine filedir", "tool business_days", "format records", "skills example"}
+    assert registry.format_info("records") == registry.FormatInfo(
+        "records", (".rec",), "ba_mcp_example.records:read", "Records (field: value)", EXAMPLE
+    )
     assert settings.databases["lake"].kind == "filedir"
     assert registry.info("filedir").label == "Folder of files"
     assert registry.tool_names().count("business_days") == 1
@@ -78,7 +86,7 @@ def test_an_enabled_plugin_adds_its_engine_tool_and_skills_to_the_same_tables(
     )
     again = load_settings(workspace=tmp_path / "ws", environ={})  # a configuration naming none: its tables hold none
     assert "business_days" not in registry.tool_names() and again.skills.paths == []
-    assert "filedir" not in {e.kind for e in registry.engines()}
+    assert "filedir" not in {e.kind for e in registry.engines()} and not [f for f in registry.formats() if f.plugin]
 
 
 def test_an_installed_plugin_not_enabled_loads_nothing(tmp_path: Path, clean_registry: None) -> None:
@@ -127,6 +135,21 @@ def test_a_project_file_cannot_enable_a_plugin_even_approved(
             "an engine of kind 'duckdb' is already served",
         ),
         (
+            "[ba_mcp.formats]\nmine = ba_mcp_broken:INFO",
+            "from ba_mcp import FormatInfo\nINFO = FormatInfo('mine', ('.csv',), 'ba_mcp_broken:read')\nread = len\n",
+            "files ending in .csv are already read as another format",
+        ),
+        (
+            "[ba_mcp.formats]\nexcel = ba_mcp_broken:INFO",
+            "from ba_mcp import FormatInfo\nINFO = FormatInfo('excel', ('.xl9',), 'ba_mcp_broken:read')\nread = len\n",
+            "a format named 'excel' is already read",
+        ),
+        (
+            "[ba_mcp.formats]\nmine = ba_mcp_broken:INFO",
+            "from ba_mcp import FormatInfo\nINFO = FormatInfo('mine', ('.mine',), 'ba_mcp_broken:nothing')\n",
+            "has no function 'nothing'",
+        ),
+        (
             "[ba_mcp.skills]\nx = ba_mcp_broken:NOWHERE",
             "NOWHERE = '/nonexistent/skills'\n",
             "is not a folder of skills",
@@ -146,6 +169,55 @@ def test_a_plugin_that_cannot_load_is_unavailable_with_the_reason_and_replaces_n
     assert by_name[EXAMPLE].loaded  # the other plug-in loads regardless
     assert (registry.tool_info("query_database"), registry.info("duckdb")) == before
     assert "broken" not in registry.tool_names()
+    assert [f.name for f in registry.formats() if f.plugin] == ["records"]  # the example's; the broken one's none
+    assert format_for(".csv") == "csv"
+
+
+RECORDS = """# two fields each, the third record a field more
+region: North
+amount: 10.5
+
+region: South
+amount: 4
+manager: Ben
+
+region: West
+amount: 7
+"""
+
+
+@pytest.mark.anyio
+async def test_a_plugin_format_is_read_by_file_reader_in_the_engine_worker(
+    tmp_path: Path, clean_registry: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The example's ``records`` format through a real MCP session (in process): a ``.rec`` file is read by its
+    suffix as a table, windowed like every table (offset, nrows, the continuation), listed with its format — and
+    parsed in the engine worker, never in the server: the server's copy of the reader is replaced by one that
+    fails, and the answers are the worker's. A line that is no record is the format's own error."""
+    import ba_mcp_example.records
+
+    def in_the_server(reading: object) -> object:
+        raise AssertionError("a plug-in's format was parsed in the server")
+
+    monkeypatch.setattr(ba_mcp_example.records, "read", in_the_server)
+    ws = tmp_path / "ws"
+    (ws / "data").mkdir(parents=True)
+    (ws / "data" / "sales.rec").write_text(RECORDS)
+    (ws / "data" / "bad.rec").write_text("region: North\nthis line has no colon\n")
+    async with in_process(ws, ["file_reader"], BA_MCP_PLUGINS=json.dumps([EXAMPLE])) as client:
+        whole = await client.call_tool("file_reader", {"path": "data/sales.rec", "output_level": "full"})
+        text = text_of(whole)
+        assert not whole.is_error and "3 rows" in text, text
+        for value in ("North", "South", "West", "10.5", "Ben", "manager"):
+            assert value in text, (value, text)
+        second = await client.call_tool("file_reader", {"path": "data/sales.rec", "offset": 1, "nrows": 1})
+        text = text_of(second)
+        assert not second.is_error and "South" in text and "North" not in text and "West" not in text, text
+        assert "offset=2" in text or '"offset": 2' in text, text  # the continuation from the next record
+        listed = text_of(await client.call_tool("file_reader", {"path": "data", "output_level": "full"}))
+        assert "2 records" in listed, listed
+        bad = await client.call_tool("file_reader", {"path": "data/bad.rec"})
+        assert bad.is_error and "BAD_RECORD" in text_of(bad) and "line 2" in text_of(bad), text_of(bad)
 
 
 # -- real sessions over stdio ----------------------------------------------------------------------------------

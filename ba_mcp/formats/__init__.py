@@ -6,7 +6,9 @@ them (``csv``, ``excel``, ``json``, ``parquet``, ``text``); ``Reader`` is all of
 (anything with a name, a size, a suffix, ``open()`` and a ``path`` that reopens the very same file) within a
 ``Window`` (offset, nrows, sheet): only what the window needs is read — a 100-row preview of a multi-GB CSV
 costs the same as of a small one — and files over ``formats.max_file_bytes`` are read partially.
-``table_of`` turns a source into an Arrow table for SQL.
+``table_of`` turns a source into an Arrow table for SQL. A plug-in's format (``registry.FormatInfo``, by a
+``ba_mcp.formats`` entry point) is read by its own function, given the reader (``Reading``) as the built-in
+families are.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ba_mcp.errors import ErrorType, ToolFailure
-from ba_mcp.formats.base import ReaderBase, Source, Window, detect_encoding
+from ba_mcp.formats.base import ReaderBase, Reading, Source, Window, detect_encoding
 from ba_mcp.formats.csv import CsvReading, check_csv_header, parse_iso_dates
 from ba_mcp.formats.excel import ExcelReading
 from ba_mcp.formats.json import JsonReading
@@ -29,6 +31,7 @@ from ba_mcp.formats.table import (
     TABLE_SUFFIXES,
     TEXT_MIME,
     format_for,
+    known_format,
 )
 from ba_mcp.formats.text import TextReading
 from ba_mcp.results import Table
@@ -48,11 +51,13 @@ __all__ = [
     "TABLE_SUFFIXES",
     "TEXT_MIME",
     "Reader",
+    "Reading",
     "Source",
     "Window",
     "check_csv_header",
     "detect_encoding",
     "format_for",
+    "known_format",
     "parse_iso_dates",
     "table_of",
 ]

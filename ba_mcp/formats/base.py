@@ -1,15 +1,19 @@
 """What a reader reads: a ``Source`` (a workspace file held open, or downloaded bytes in a memory file) within a
-``Window``; ``ReaderBase`` holds them with the bounds (``formats:``) and the helpers every family shares."""
+``Window``; ``ReaderBase`` holds them with the bounds (``formats:``) and the helpers every family shares — and is
+what a plug-in's format is given (``Reading``, ``ba_mcp.Reading``): ``source``, ``window``, ``bounds``, ``title``,
+``encoding``, and ``row_window``, ``text_encoding``, ``table`` to read within the bounds and answer a window."""
 
 from __future__ import annotations
 
 import codecs
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, Protocol
 
+from ba_mcp import registry
 from ba_mcp.errors import Code, ErrorType, ToolFailure, invalid
-from ba_mcp.results import RawResult, Table
+from ba_mcp.results import Composite, Document, Image, JsonValue, RawResult, Table
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -68,14 +72,43 @@ class ReaderBase:
         self.large = resolved.size > settings.max_file_bytes
         self.cell_note = ""  # said only when the cell cap really cut the read
 
-    def read(self, fmt: str) -> RawResult:
-        method = getattr(self, f"_read_{fmt}", None)
+    def read(self, fmt: str, reader: str = "") -> RawResult:
+        """The source read as ``fmt``: a built-in family's ``_read_<fmt>``, or a plug-in format's function
+        (``reader``, "module:function" — given with the request in a worker, whose registry holds no plug-in —
+        else the registry's)."""
+        info = registry.format_info(fmt)
+        reader = reader or (info.reader if info is not None else "")
+        method = _plugin_reader(self, reader) if reader else getattr(self, f"_read_{fmt}", None)
         if method is None:
             raise invalid(f"format '{fmt}' is not supported")
         if self.window.sheet is not None and fmt != "excel":
             raise invalid("'sheet' applies to Excel files only", f"this file is read as {fmt}")
         raw: RawResult = method()
+        if not isinstance(raw, Table | Document | JsonValue | Image | Composite):
+            raise ToolFailure(
+                ErrorType.EXECUTION_ERROR,
+                "FORMAT_PLUGIN",
+                f"the reader of format {fmt!r} returned no result ({type(raw).__name__})",
+                "ask the operator: the plug-in that adds the format is broken",
+            )
         return raw
+
+    # -- what a plug-in's format uses too -------------------------------------------------------
+
+    def row_window(self) -> tuple[int | None, list[str]]:
+        """The rows (or records) to read — the window's ``nrows``, else all of them, or ``formats.partial_rows`` of
+        a file over ``formats.max_file_bytes`` — and the notes explaining a partial read."""
+        return self._row_window()
+
+    def text_encoding(self, sample: bytes | None = None) -> str:
+        """The encoding to decode the source with: the call's ``encoding``, else the one its first bytes show
+        (BINARY_FILE when they look binary)."""
+        return self._text_encoding(sample)
+
+    def table(self, frame: pd.DataFrame | pa.Table, more: bool, notes: list[str], total: int | None = None) -> Table:
+        """The window's rows (``frame``, read from ``window.offset``) as the raw Table every reader returns:
+        ``more`` when rows follow it (the continuation from the next offset), ``total`` rows when known."""
+        return self._table(frame, more, notes, total)
 
     # -- shared helpers ------------------------------------------------------------------------
 
@@ -151,6 +184,19 @@ class ReaderBase:
         return enc
 
     # -- tables ---------------------------------------------------------------------------------
+
+
+Reading = ReaderBase  # the name a plug-in's format knows it by (``ba_mcp.Reading``)
+
+
+def _plugin_reader(reading: ReaderBase, reader: str) -> Callable[[], Any]:
+    """A plug-in format's function (``"module:function"``, imported by name: in a worker, from the package bound
+    into its root) applied to ``reading``."""
+    import importlib
+
+    module, _, name = reader.partition(":")
+    function = getattr(importlib.import_module(module), name)
+    return lambda: function(reading)
 
 
 def detect_encoding(sample: bytes) -> str | None:

@@ -1,33 +1,15 @@
 """The one table of formats: a file's suffix or a download's media type -> the format it is read as, and
 the media types a format is shown with. file_reader, query_database, web_reader, the artifact store, exports
-and the skills' files all name formats through it."""
+and the skills' files all name formats through it. Which suffix is which format is the registry's table
+(``registry.FormatInfo``: the built-in formats and the enabled plug-ins'); ``format_for`` and ``known_format`` see
+both, ``FORMATS`` the built-in ones."""
 
 from __future__ import annotations
 
-FORMATS = {  # suffix -> format
-    ".csv": "csv",
-    ".tsv": "tsv",
-    ".tab": "tsv",
-    ".xlsx": "excel",
-    ".xlsm": "excel",
-    ".xls": "excel",
-    ".xlsb": "excel",
-    ".ods": "excel",
-    ".json": "json",
-    ".jsonl": "jsonl",
-    ".ndjson": "jsonl",
-    ".parquet": "parquet",
-    ".pq": "parquet",
-    ".md": "markdown",
-    ".markdown": "markdown",
-    ".py": "python",
-    ".sql": "sql",
-    ".png": "image",
-    ".jpg": "image",
-    ".jpeg": "image",
-    ".gif": "image",
-    ".webp": "image",
-}
+from ba_mcp import registry
+
+# suffix -> built-in format (the registry's table of formats: ``registry.FormatInfo``)
+FORMATS = {suffix: f.name for f in registry.formats() if not f.plugin for suffix in f.suffixes}
 ARTIFACT_FORMATS = {"table": "parquet", "text": "text", "markdown": "markdown", "json": "json", "image": "image"}
 TEXT_MIME = {"markdown": "text/markdown", "python": "text/x-python", "sql": "application/sql", "text": "text/plain"}
 IMAGE_MIME = {
@@ -64,9 +46,15 @@ TABLE_FORMATS = frozenset({"csv", "tsv", "excel", "json", "jsonl", "parquet"})
 TABLE_SUFFIXES = frozenset(suffix for suffix, fmt in FORMATS.items() if fmt in TABLE_FORMATS)  # SQL reads these
 
 
+def known_format(suffix: str) -> str | None:
+    """The format a file name ending in ``suffix`` is read as — a built-in one or an enabled plug-in's — or None."""
+    found = registry.format_of(suffix)
+    return found.name if found is not None else None
+
+
 def format_for(suffix: str = "", media_type: str = "") -> str:
     """The format of a file by its suffix, else its media type; ``text`` when neither is known."""
-    by_suffix = FORMATS.get(suffix.lower())
+    by_suffix = known_format(suffix)
     if by_suffix:
         return by_suffix
     return MEDIA_TYPES.get(media_type.split(";")[0].strip().lower(), "text")

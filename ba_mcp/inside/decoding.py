@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,11 +38,13 @@ def parse(request: Parse, fds: list[int]) -> Answer:
     from ba_mcp.formats import Reader, Window
     from ba_mcp.settings import FormatsSettings
 
+    if request.path and request.path not in sys.path:  # a plug-in format's package, bound into this root
+        sys.path.append(request.path)
     s = request.source
     source = FdSource(s["name"], s["size"], s["suffix"], s["kind"], s.get("ref_id"), fds[0])
     window = Window(**(request.window or {}))
     reader = Reader(source, window, FormatsSettings(**request.bounds), request.title, request.encoding)
-    raw = reader.read(request.format)
+    raw = reader.read(request.format, request.reader)
     if request.whole:  # a downloaded data file is kept whole or not at all: checked before it is sent
         from ba_mcp.errors import ErrorType, ToolFailure
         from ba_mcp.results import Table

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 from pydantic import Field
 
 from ba_mcp.errors import ToolFailure, invalid
-from ba_mcp.formats import ARTIFACT_FORMATS, FORMATS, Reader, Window
+from ba_mcp.formats import ARTIFACT_FORMATS, Reader, Window, known_format
 from ba_mcp.results import RawResult, Table, arrow_array
 from ba_mcp.settings import FormatsSettings, ToolSettings
 from ba_mcp.tool import CacheMode, CachePolicy, Tool, ToolContext, ToolParams, ToolPolicy
@@ -121,7 +121,7 @@ def _detect_format(resolved: Resolved, artifacts: ArtifactStore) -> str:
     if resolved.kind == "artifact" and resolved.ref_id:
         kind = artifacts.get(resolved.ref_id).kind
         return ARTIFACT_FORMATS.get(kind, "text")
-    return FORMATS.get(resolved.suffix, "text")
+    return known_format(resolved.suffix) or "text"  # a plug-in's format too (ba_mcp.formats entry points)
 
 
 def _check_encoding(name: str | None) -> str | None:
@@ -146,7 +146,7 @@ def _listing(shown: str, entries: list[Entry], truncated: bool, params: FileRead
     files = [e for e in entries if e.kind == "file"]
     formats: dict[str, int] = {}
     for e in files:
-        fmt = FORMATS.get(PurePosixPath(e.path).suffix.lower(), "other")
+        fmt = known_format(PurePosixPath(e.path).suffix) or "other"
         formats[fmt] = formats.get(fmt, 0) + 1
     counts = ", ".join(f"{n} {fmt}" for fmt, n in sorted(formats.items(), key=lambda kv: (-kv[1], kv[0])))
     dirs = sum(e.kind == "directory" for e in entries)
@@ -156,7 +156,7 @@ def _listing(shown: str, entries: list[Entry], truncated: bool, params: FileRead
         title += f", {others:,} other entries (links are not followed)"
     page = entries[params.offset : params.offset + (params.nrows or LISTING_PAGE)]
     more = params.offset + len(page) < len(entries) or truncated
-    named = [FORMATS.get(PurePosixPath(e.path).suffix.lower(), "") if e.kind == "file" else "" for e in page]
+    named = [(known_format(PurePosixPath(e.path).suffix) or "") if e.kind == "file" else "" for e in page]
     frame = pa.Table.from_arrays(
         [
             arrow_array([e.path for e in page], pa.string()),

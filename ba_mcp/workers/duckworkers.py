@@ -23,11 +23,12 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ba_mcp import registry
 from ba_mcp.errors import ErrorType, ToolFailure, timed_out
 from ba_mcp.workers.call import Call, crash_limit
 from ba_mcp.workers.failures import engine_failure, worker_failures
 from ba_mcp.workers.pool import Handle, WorkerPool
-from ba_mcp.workers.spawn import confinement, ready, spawn
+from ba_mcp.workers.spawn import confinement, module_package, ready, spawn
 
 if TYPE_CHECKING:
     from ba_mcp.settings import Settings
@@ -116,6 +117,9 @@ class DuckWorkers(WorkerPool):
             threads=max((d.threads for d in db_conf), default=2),
             memory_limit=_smallest([d.memory_limit for d in db_conf]) or "2GB",
         )
+        # the packages of the plug-ins' formats (registry.FormatInfo): their readers run here, bound into the root
+        outside = [module_package(f.reader.partition(":")[0]) for f in registry.formats() if f.reader]
+        options["packages"] = [*options["packages"], *(found[0] for found in outside if found is not None)]
         return options, identities
 
     def _make(self, spare: bool) -> Handle:

@@ -174,6 +174,10 @@ class Parse(Request):
     title: str
     encoding: str | None = None
     whole: bool = False
+    # a plug-in's format: its reader ("module:function", registry.FormatInfo) and the folder that holds its package
+    # (put on the worker's import path; the package itself is bound into the worker's root)
+    reader: str = ""
+    path: str | None = None
 
 
 @_request

@@ -57,8 +57,13 @@ def parse(
     worker: the raw result, its Arrow data checked before it is decoded here. A worker that dies while it
     parses (an allocation of a hostile spreadsheet, say) is PARSER_CRASHED. ``whole``: the whole source as a
     table, or NOT_TABULAR — decided in the worker, so no partial read is sent."""
+    from ba_mcp import registry
+    from ba_mcp.workers.spawn import module_package
     from ba_mcp.workers.wire import decode_raw
 
+    plugin = registry.format_info(fmt)  # a plug-in's format: read by its own function, in the worker too
+    reader = plugin.reader if plugin is not None else ""
+    outside = module_package(reader.partition(":")[0]) if reader else None
     request = Parse(
         source={
             "name": source.name,
@@ -73,6 +78,8 @@ def parse(
         title=title,
         encoding=encoding,
         whole=whole,  # all of it or an error, decided in the worker (nothing partial is sent)
+        reader=reader,
+        path=outside[1] if outside is not None else None,
     )
     reply, blobs = _decode(workers, ctx, request, source.fd, title[:200], 'check the format (format="text" shows it)')
     with worker_failures():
