@@ -5,6 +5,7 @@ a lower room to a higher one. Every import counts — at module level, inside fu
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from pathlib import Path
 
@@ -89,10 +90,16 @@ def module_name(path: Path) -> str:
     return ".".join(parts)
 
 
+@functools.cache
+def _tree(path: Path) -> ast.Module:
+    """``path``'s syntax tree, parsed once a run: the rules below walk the same modules, and none changes a tree."""
+    return ast.parse(path.read_text(encoding="utf-8"))
+
+
 def imports_of(path: Path) -> set[str]:
     """The ba_mcp modules ``path`` imports (``from ba_mcp.x import y`` counts as ba_mcp.x.y when that is a
     module, else ba_mcp.x)."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = _tree(path)
     here = module_name(path)
     found: set[str] = set()
     for node in ast.walk(tree):
@@ -118,7 +125,12 @@ def _is_module(name: str) -> bool:
 
 
 def graph() -> dict[str, set[str]]:
-    return {module_name(p): imports_of(p) for p in sorted(PACKAGE.rglob("*.py"))}
+    return {module: set(targets) for module, targets in _graph().items()}
+
+
+@functools.cache
+def _graph() -> dict[str, frozenset[str]]:  # read once a run; graph() hands out copies
+    return {module_name(p): frozenset(imports_of(p)) for p in sorted(PACKAGE.rglob("*.py"))}
 
 
 def test_no_import_runs_from_a_lower_room_to_a_higher_one() -> None:
@@ -189,7 +201,7 @@ def test_plugins_reach_ba_mcp_through_its_public_surface_only() -> None:
     assert plugin_files, "no plug-in package in tests/plugins"
     reached = []
     for path in plugin_files:
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(_tree(path)):
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("ba_mcp"):
                 if node.module != "ba_mcp":
                     reached.append(f"{path.relative_to(ROOT)} imports {node.module}")
@@ -273,7 +285,7 @@ ENGINE_WORDS = _engine_words()
 def _engine_names(path: Path) -> list[str]:
     """Where a module names an engine: in an identifier or a string that is not a docstring (prose may mention
     them; code may not)."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = _tree(path)
     docstrings = {
         id(node.body[0].value)
         for node in ast.walk(tree)
@@ -332,7 +344,7 @@ def test_the_worker_boundary_has_one_translation_point() -> None:
     for path in sorted(PACKAGE.rglob("*.py")):
         if path in allowed:
             continue
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(_tree(path)):
             if not isinstance(node, ast.ExceptHandler) or node.type is None:
                 continue
             names = {n.id for n in ast.walk(node.type) if isinstance(n, ast.Name)}
@@ -478,6 +490,11 @@ def _attribute_targets(node: ast.Assign | ast.AugAssign | ast.AnnAssign) -> list
 
 def patches() -> list[tuple[str, str, int, str]]:
     """Every ``x.y = …`` in ba_mcp/ on another object: (module path, the object, line, the target)."""
+    return list(_patches())
+
+
+@functools.cache
+def _patches() -> tuple[tuple[str, str, int, str], ...]:  # found once a run; patches() hands out a copy
     found: list[tuple[str, str, int, str]] = []
     for path in sorted(PACKAGE.rglob("*.py")):
 
@@ -496,8 +513,8 @@ def patches() -> list[tuple[str, str, int, str]]:
                         found.append((where, ast.unparse(base), child.lineno, ast.unparse(target)))
                 visit(child, function, where)
 
-        visit(ast.parse(path.read_text(encoding="utf-8")), None)
-    return found
+        visit(_tree(path), None)
+    return tuple(found)
 
 
 def test_no_service_is_patched_after_construction() -> None:
@@ -541,7 +558,7 @@ def test_worker_requests_are_typed_and_answered_by_type() -> None:
 
     dict_asks = []
     for path in sorted(PACKAGE.rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(_tree(path)):
             if (
                 isinstance(node, ast.Call)
                 and isinstance(node.func, ast.Attribute)
@@ -563,14 +580,14 @@ def test_worker_requests_are_typed_and_answered_by_type() -> None:
         f"{path.relative_to(ROOT)}:{node.lineno}"
         for path in sorted(PACKAGE.rglob("*.py"))
         if path not in op_dicts_allowed and PACKAGE / "inside" not in path.parents  # the workers' answers
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        for node in ast.walk(_tree(path))
         if isinstance(node, ast.Dict) and any(isinstance(k, ast.Constant) and k.value == "op" for k in node.keys)
     ]
     assert not op_dicts, op_dicts
 
     handled: list[str] = []
     for path in sorted((PACKAGE / "inside").glob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(_tree(path)):
             if isinstance(node, ast.Dict):
                 handled += [k.id for k in node.keys if isinstance(k, ast.Name) and k.id in messages.__all__]
     kinds = {cls.__name__ for cls in messages.REQUESTS.values()}
