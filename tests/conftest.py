@@ -300,8 +300,11 @@ def pytest_configure(config: pytest.Config) -> None:
     if len(files) == 1 and next(iter(files)).is_file() and getattr(config.option, "tx", None):
         config.option.dist, config.option.tx, config.option.numprocesses = "no", [], 0
 
-    def runs(file: str, marker: str | None = None) -> bool:
-        if marker and f"not {marker}" in markers:
+    def runs(file: str, marker: str | None = "slow") -> bool:
+        """Whether ``file``'s tests that need the service (all marked ``marker``: PostgreSQL's and Spark's are in
+        the slow tier) are selected: not by ``-m 'not slow'`` (the fast tier), yes by ``-m slow`` or
+        ``-m 'slow or not slow'``."""
+        if marker and f"not {marker}" in markers and marker not in markers.replace(f"not {marker}", ""):
             return False
         return any(t.endswith(file) or Path(t).is_dir() for t in targets)
 
@@ -319,7 +322,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if postgres and pg_server.available() and not os.environ.get(background.variable("postgres")):
         services.append(background.Service("postgres", pg_server.service, _service_folder()))
     if (
-        (runs("test_spark.py", "spark") or runs("test_time_metrics.py", "spark"))
+        any(all(runs(f, m) for m in ("spark", "slow")) for f in ("test_spark.py", "test_time_metrics.py"))
         and not spark_server.available()
         and not os.environ.get(background.variable("spark"))
     ):

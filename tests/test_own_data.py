@@ -37,6 +37,7 @@ from tests.sandbox_common import sandbox_params
 
 pytestmark = [
     pytest.mark.anyio,
+    pytest.mark.slow,  # the analyst's own PostgreSQL (a server of its own) and the TPC-H data, beside DuckDB
     pytest.mark.skipif(not pg_server.available(), reason="PostgreSQL binaries (initdb, pg_ctl) are not installed"),
 ]
 

@@ -33,6 +33,7 @@ from tests.conftest import ba, make_workspace, server_process, stdio_params, tex
 
 pytestmark = [
     pytest.mark.anyio,
+    pytest.mark.slow,  # a PostgreSQL server of its own, its roles and grants: a process boundary
     pytest.mark.skipif(not pg_server.available(), reason="PostgreSQL binaries (initdb, pg_ctl) are not installed"),
 ]
 

@@ -23,7 +23,8 @@ from ba_mcp.databases import spark
 from tests import background, spark_server
 from tests.conftest import ba, make_workspace, server_process, stdio_params, text_of
 
-pytestmark = [pytest.mark.anyio, pytest.mark.spark]
+# the slow tier: Spark Connect is a JVM server of its own, and the rule is tested at its process boundary
+pytestmark = [pytest.mark.anyio, pytest.mark.spark, pytest.mark.slow]
 
 ARTIFACT = re.compile(r"artifact_[0-9a-f]{12}")
 ROWS = spark_server.ROWS

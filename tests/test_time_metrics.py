@@ -20,7 +20,7 @@ from ba_mcp.errors import ToolFailure
 from ba_mcp.metrics.compile import Query, compile_query
 from ba_mcp.metrics.load import load_model, validate_files
 from tests import background, pg_server
-from tests.conftest import make_workspace, stdio_params, text_of
+from tests.conftest import in_process, make_workspace, stdio_params, text_of
 from tests.trap import TABLES
 
 pytestmark = pytest.mark.anyio
@@ -196,7 +196,13 @@ def _close_spark() -> Any:
     _SPARK.clear()
 
 
-@pytest.fixture(params=["duckdb", "postgres", pytest.param("spark", marks=[pytest.mark.spark, pytest.mark.slow])])
+@pytest.fixture(
+    params=[
+        "duckdb",
+        pytest.param("postgres", marks=pytest.mark.slow),  # PostgreSQL and Spark: servers of their own
+        pytest.param("spark", marks=[pytest.mark.spark, pytest.mark.slow]),
+    ]
+)
 def engine(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[Any, Run]:
     if request.param == "postgres":
         if not pg_server.available():
@@ -338,14 +344,13 @@ def test_conversion_within_a_window(engine: tuple[Any, Run]) -> None:
     assert ask(engine, ["visit_to_order"], time_grain="month") == [("2025-01-01", 0.333333), ("2025-02-01", 0.0)]
 
 
-async def test_time_intelligence_through_query_metrics_over_stdio(tmp_path: Path) -> None:
+async def test_time_intelligence_through_query_metrics_in_a_session(tmp_path: Path) -> None:
+    """Through the real server and pipeline, in process (the stdio transport is tested in files of its own)."""
     ws = make_workspace(tmp_path)
     _duckdb(ws, close=True)
     (ws / "metrics").mkdir()
     (ws / "metrics" / "trap.yml").write_text(model_text("main"))
-    params = stdio_params(ws, BA_MCP_DATABASES__TRAP__PATH=str(ws / "trap.duckdb"))
-    async with stdio_client(params) as (read, write), ClientSession(read, write) as s:
-        await s.initialize()
+    async with in_process(ws, None, BA_MCP_DATABASES__TRAP__PATH=str(ws / "trap.duckdb")) as s:
         result = await s.call_tool(
             "query_metrics",
             {
