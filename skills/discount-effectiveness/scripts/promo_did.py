@@ -504,8 +504,8 @@ elif pretrend_failed:
         "before the start (selection on a trend), so the difference-in-differences is not an effect"
         + (f"; with that trend carried on the lift is {100 * adj_lift:+.1f} %" if np.isfinite(adj_lift) else "")
         + (
-            f"; {n_pre} pre-periods cannot tell a trend from one unusual period: unproven, not disproven - a longer "
-            "pre-period (8 to 12) or last year's same periods would tell"
+            f"; the trend is read from only {n_pre} pre-periods: a longer pre-period (8 to 12) or last year's same "
+            "periods would show whether it is a trend or one unusual period"
             if design == "rollout" and n_pre < 6
             else ""
         )
