@@ -75,6 +75,17 @@ def holiday(effect=1.0):
                              "outcome": scale * base * season * promo})
     return save_artifact(pd.DataFrame(rows))
 
+def standing():
+    # a standing scheme from June 2025, monthly: 3 treated units (x1, x2, x3) at 10 a month in 2024, 12 from January
+    # 2025, 15 from June; 3 never-treated units (x2, x4, x6) flat at 10
+    rows = []
+    for g, scales in ((1, [1, 2, 3]), (0, [2, 4, 6])):
+        for i, sc in enumerate(scales):
+            for m in pd.date_range("2024-01-01", "2025-12-01", freq="MS"):
+                level = 10.0 if g == 0 or m < pd.Timestamp("2025-01-01") else 12.0 if m.month < 6 else 15.0
+                rows.append({"unit": f"{g}-{i}", "group": g, "outcome": sc * level, "period": m.strftime("%Y-%m-%d")})
+    return save_artifact(pd.DataFrame(rows))
+
 def plan_coupon(cells):
     # randomised, one row per account: cells {plan: (treated n, retained, control n, retained)}; pre_plan the
     # plan before the offer
@@ -297,3 +308,15 @@ async def test_a_randomised_coupon_is_adjusted_for_every_pre_period_covariate(s:
     assert float(await value(s, "float(effects.naive_lift.iloc[0])")) == pytest.approx(0.30, abs=1e-9), text
     assert float(await value(s, "float(effects.lift.iloc[0])")) == pytest.approx(0.0, abs=1e-9), text
     assert await value(s, "bool(effects.flagged.iloc[0])") == "False", text
+
+
+async def test_a_standing_scheme_is_checked_against_every_pre_period(s: ClientSession) -> None:
+    """A standing scheme (7 dated months after the start, the data a year earlier): the estimate of record is against
+    the same months a year earlier - 15 / 10 against the comparison's 10 / 10: +50 % - and the check against every
+    pre-period beside it: the treated's 17 pre-months average (12 x 10 + 5 x 12) / 17 = 10.588, so
+    15 / 10.588 - 1 = 255 / 180 - 1 = +41.667 %."""
+    text = await run(s, "DESIGN = 'rollout'\nSTART = '2025-06-01'\nSOURCE = standing()")
+    assert "against the same periods a year earlier" in text, text
+    assert float(await value(s, "float(effects.lift.iloc[0])")) == pytest.approx(0.5, abs=1e-9), text
+    assert float(await value(s, "float(effects.lift_every_pre.iloc[0])")) == pytest.approx(255 / 180 - 1, abs=1e-9)
+    assert "the same against every pre-period (the baseline's check): +41.7 %" in text, text

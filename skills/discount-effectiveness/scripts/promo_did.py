@@ -172,6 +172,7 @@ def _trend_p(rel, draws_by_period, estimates):
 
 
 adj_lift = adj_low = adj_high = float("nan")  # the lift beyond a continued pre-trend (rollout)
+every_lift = every_low = every_high = float("nan")  # a standing scheme against every pre-period (the check)
 rows, event = [], pd.DataFrame(columns=["rel_period", "estimate", "ci_low", "ci_high", "phase"])
 strata = data["stratum"].astype(str) if "stratum" in data.columns else pd.Series("all", index=data.index)
 if "stratum" in data.columns:
@@ -247,6 +248,9 @@ if design == "rollout":
     low, high, p_lift = _ci(draws, lift)
     # event study on the first (largest) cohort: every period against the pre-period
     c, n_t, n_c, _, _, part, post, pre = max(pieces, key=lambda p: p[1])
+    if baseline_text == "the same periods a year earlier":  # the check: every pre-period as the baseline instead
+        every_lift, every_draws = _ratio_did(part, post, pre, strata.loc[part.index])
+        every_low, every_high, _ = _ci(every_draws, every_lift)
     periods = sorted(part.period_key.unique())
     first_post = periods.index(min(x for x in periods if x >= c))
     rel_draws, rel_est, rel_k, post_logs = [], [], [], []
@@ -544,6 +548,7 @@ effects = pd.DataFrame(
             "pretrend_p": pretrend_p,
             "mde": mde,
             "lift_beyond_trend": adj_lift,
+            "lift_every_pre": every_lift,
             "treated_units": treated_units,
             "control_units": control_units,
             "finding": finding,
@@ -564,6 +569,11 @@ else:
     print(f"raw difference: {shown(naive)}" + (" (selection, not effect)" if design == "self-selected" else ""))
 spread = "units resampled / clustered by unit" if design in ("rollout", "seasonal") else "the variance between units"
 print(f"lift: {shown(lift)} (95 % interval {shown(low)} to {shown(high)}, {spread})")
+if np.isfinite(every_lift):
+    print(
+        f"the same against every pre-period (the baseline's check): {shown(every_lift)} (95 % interval "
+        f"{shown(every_low)} to {shown(every_high)})"
+    )
 if design in ("randomised", "self-selected") and adjustment_text:
     print(adjustment_text)
 print(f"finding: {finding}")
