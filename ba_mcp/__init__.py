@@ -10,7 +10,8 @@ The public surface, for embedding the server or adding a tool (imported on first
 * ``Table``, ``Document``, ``JsonValue``, ``Image``, ``Composite`` — the raw results a tool returns;
 * the plug-in surface (docs/writing-an-engine.md, docs/writing-a-tool.md): ``EngineInfo`` — an engine's line of
   the registry (a ``ba_mcp.engines`` entry point names one); ``ConnectedEngine``, ``LocalEngine``, ``Held`` — an
-  engine and what its worker-side hooks receive (a hook refuses with ``ToolFailure``); ``ToolInfo`` — a tool's
+  engine and what its worker-side hooks receive (a hook refuses with ``ToolFailure``), ``TableInfo``,
+  ``ColumnInfo`` — what its ``catalog`` hook gives; ``ToolInfo`` — a tool's
   line; ``Services`` — what a tool's ``build`` takes; ``ToolSettings`` — a tool's ``tools.<name>``; ``FormatInfo``
   — a file format's line (a ``ba_mcp.formats`` entry point) and ``Reading`` — what its reader is given
   (docs/writing-a-format.md); ``Plugin`` — an installed plug-in as the configuration found it
@@ -28,6 +29,7 @@ from ba_mcp.version import __version__
 
 if TYPE_CHECKING:  # the public names' types, for the type checkers of embedders and plug-ins
     from ba_mcp.app import App
+    from ba_mcp.databases.base import ColumnInfo, TableInfo
     from ba_mcp.databases.connector import ConnectedEngine, Held, LocalEngine
     from ba_mcp.errors import Code, ErrorType, ToolFailure
     from ba_mcp.formats.base import Reading
@@ -66,6 +68,8 @@ _PUBLIC = {
     "ConnectedEngine": "ba_mcp.databases.connector",
     "LocalEngine": "ba_mcp.databases.connector",
     "Held": "ba_mcp.databases.connector",
+    "TableInfo": "ba_mcp.databases.base",
+    "ColumnInfo": "ba_mcp.databases.base",
     "Services": "ba_mcp.tools.services",
     "ToolSettings": "ba_mcp.settings",
 }
@@ -73,6 +77,7 @@ _PUBLIC = {
 __all__ = [  # a literal, for the type checkers and linters (each name's module in _PUBLIC)
     "App",
     "Code",
+    "ColumnInfo",
     "Composite",
     "ConnectedEngine",
     "Document",
@@ -88,6 +93,7 @@ __all__ = [  # a literal, for the type checkers and linters (each name's module 
     "Services",
     "Settings",
     "Table",
+    "TableInfo",
     "TokenCounter",
     "Tool",
     "ToolContext",

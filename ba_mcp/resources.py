@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from mcp.server import MCPServer
 
     from ba_mcp.app import App
+    from ba_mcp.databases.base import Schema
 
 _RESOURCE_TEXT_LIMIT = 10 * 1024 * 1024
 
@@ -517,7 +518,7 @@ def _size(n: int) -> str:
     return f"{n} B"
 
 
-def _schema(app: App, database: str, session: str) -> dict[str, Any]:
+def _schema(app: App, database: str, session: str) -> Schema:
     try:
         return app.databases.schema(database, session)
     except ToolFailure as failure:
@@ -534,7 +535,7 @@ def _table_names(app: App, chosen: dict[str, str]) -> list[str]:
         return []
 
 
-def _heading(database: str, schema: dict[str, Any]) -> tuple[str, str]:
+def _heading(database: str, schema: Schema) -> tuple[str, str]:
     dialect = schema.get("dialect") or "DuckDB"
     heading = f"# Database {database}" + ("" if dialect == "DuckDB" else f" ({dialect}: write SQL in its dialect)")
     return heading, dialect

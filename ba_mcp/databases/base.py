@@ -8,7 +8,9 @@ A ``Database`` is one configured connection. Its contract, whatever the engine:
   (read-only for every configured database), the workspace ``files`` (name → resolved file) visible to it by
   name; the first ``max_rows + 1`` rows come back as Arrow, and ``Execution.store`` writes the complete
   result into an open file. The call's cancellation (``ctx.on_cancel``) ends the statement in the engine.
-* ``describe(session) -> dict``: the catalog (tables, views, columns, types, comments, row counts).
+* ``describe(session) -> Schema``: the catalog — the database, its dialect and description, and each table or view
+  (``TableInfo``: kind, row count or estimate, comment, definition, columns with their types and comments, keys,
+  partitions folded in), the same shape from every engine; the schema resource and the catalog search render it.
 * ``classify_error(exc) -> ToolFailure``: the engine's exceptions in the error vocabulary (T-E).
 * ``dialect`` names the SQL dialect, ``identity`` changes whenever the data may have changed (cache keys).
 
@@ -24,7 +26,7 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NotRequired, Protocol, TypedDict
 
 from ba_mcp.results import Table
 
@@ -36,6 +38,52 @@ if TYPE_CHECKING:
     from ba_mcp.stores.artifacts import ArtifactStore
     from ba_mcp.tool import ToolContext
     from ba_mcp.workspace import Resolved
+
+
+class ColumnInfo(TypedDict):
+    """A column in the catalog."""
+
+    name: str
+    type: str  # as the engine names it (a domain's base type with it: ``varchar(50) (domain "Name")``)
+    nullable: bool
+    comment: NotRequired[str]
+    values: NotRequired[list[str] | None]  # the few values of a low-cardinality text column (an engine that knows)
+
+
+class ForeignKey(TypedDict):
+    columns: list[str]
+    references: str  # the table, as the catalog names it
+    referenced_columns: list[str]
+
+
+class TableInfo(TypedDict):
+    """A table or view in the catalog, as every engine's ``catalog`` hook gives it (JSON across the worker
+    boundary): what the schema resource and the catalog search render."""
+
+    kind: str  # table, view, materialized view, foreign table, temporary table …
+    rows: int | None  # its row count, or the engine's estimate (``rows_estimated``); None: unknown
+    columns: list[ColumnInfo]
+    rows_estimated: NotRequired[bool]
+    comment: NotRequired[str]
+    definition: NotRequired[str]  # a view's SQL
+    primary_key: NotRequired[list[str]]
+    foreign_keys: NotRequired[list[ForeignKey]]
+    partitioned: NotRequired[str]  # its partition key (``PARTITION BY …``)
+    children: NotRequired[list[str]]  # its partitions or inheriting tables, folded into it
+    note: NotRequired[str]  # what a model must know to query it (children folded in: query the parent)
+    alias_of: NotRequired[str]  # the one relation a view only renames
+
+
+Tables = dict[str, TableInfo]  # the catalog's tables and views by the name a query uses
+
+
+class Schema(TypedDict):
+    """``Database.describe()``: one database's catalog."""
+
+    database: str
+    description: str  # the operator's (databases.<name>.description)
+    dialect: str  # the engine and its version, as people name them ("PostgreSQL 16.4")
+    tables: Tables
 
 
 @dataclass(frozen=True)
@@ -87,7 +135,7 @@ class Database(Protocol):
         columns_hint: str | None = None,
     ) -> Table: ...
 
-    def describe(self, session: str = "default") -> dict[str, Any]: ...
+    def describe(self, session: str = "default") -> Schema: ...
 
     def classify_error(self, exc: Exception, columns_hint: str | None = None) -> ToolFailure: ...
 

@@ -13,7 +13,10 @@ and notes — what a model needs to write its first query — and the names of t
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ba_mcp.databases.base import TableInfo, Tables
 
 SHOWN = 6  # relations shown with their columns, at most
 SHOWN_CHARS = 6_000  # … and within about this many characters (one window of a standard observation)
@@ -49,7 +52,7 @@ def _squash(text: str) -> str:
     return re.sub(r"[^0-9a-z]", "", text.lower())
 
 
-def matches(name: str, entry: dict[str, Any], words: list[str]) -> tuple[int, float, list[str]]:
+def matches(name: str, entry: TableInfo, words: list[str]) -> tuple[int, float, list[str]]:
     """(how many of ``words`` the relation holds, its score, where each was found)."""
     fields = [("name", _squash(name))]
     fields.append(("comment", str(entry.get("comment") or "").lower()))
@@ -68,7 +71,7 @@ def matches(name: str, entry: dict[str, Any], words: list[str]) -> tuple[int, fl
     return found, score, why
 
 
-def search(tables: dict[str, Any], text: str) -> tuple[list[str], list[tuple[str, list[str]]]]:
+def search(tables: Tables, text: str) -> tuple[list[str], list[tuple[str, list[str]]]]:
     """The words searched and the matching relations, best first, each with where its words were found; alias views
     whose relation matches are left out (their relation lists them)."""
     words = words_of(text)
@@ -85,7 +88,7 @@ def search(tables: dict[str, Any], text: str) -> tuple[list[str], list[tuple[str
     return words, [(name, why) for _, name, why in scored if tables[name].get("alias_of") not in hit]
 
 
-def aliases(tables: dict[str, Any]) -> dict[str, list[str]]:
+def aliases(tables: Tables) -> dict[str, list[str]]:
     """Each relation's alias views."""
     out: dict[str, list[str]] = {}
     for name, entry in tables.items():
@@ -94,7 +97,7 @@ def aliases(tables: dict[str, Any]) -> dict[str, list[str]]:
     return out
 
 
-def search_markdown(database: str, heading: str, tables: dict[str, Any], text: str) -> str:
+def search_markdown(database: str, heading: str, tables: Tables, text: str) -> str:
     """The search's answer as the model reads it: the best relations whole, the others named."""
     words, found = search(tables, text)
     if not words:
@@ -130,7 +133,7 @@ def search_markdown(database: str, heading: str, tables: dict[str, Any], text: s
     return "\n".join(lines).rstrip() + "\n"
 
 
-def size_of(entry: dict[str, Any]) -> str:
+def size_of(entry: TableInfo) -> str:
     """A relation's kind and size in a line (a view's rows are never counted: nothing is scanned)."""
     if entry.get("alias_of"):
         return f"view, alias of {entry['alias_of']}"
@@ -143,7 +146,7 @@ def size_of(entry: dict[str, Any]) -> str:
 
 
 def table_lines(
-    table: str, entry: dict[str, Any], alias_views: list[str] | None = None, definition_chars: int | None = None
+    table: str, entry: TableInfo, alias_views: list[str] | None = None, definition_chars: int | None = None
 ) -> list[str]:
     """A relation with its columns, keys, what is folded into it and its definition (cut at ``definition_chars``),
     as markdown lines."""
@@ -160,8 +163,8 @@ def table_lines(
         line = f"- {c['name']}: {c['type']}{'' if c['nullable'] else ' not null'}"
         if c.get("comment"):
             line += f" — {c['comment']}"
-        if c.get("values"):
-            line += " — values: " + ", ".join(c["values"])
+        if values := c.get("values"):
+            line += " — values: " + ", ".join(values)
         lines.append(line)
     if entry.get("primary_key"):
         lines.append(f"Primary key: {', '.join(entry['primary_key'])}")

@@ -13,7 +13,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ba_mcp.databases.base import Analysis, Database, engine_of
+from ba_mcp.databases.base import Analysis, Database, Schema, engine_of
 from ba_mcp.databases.connector import Catalogs, label_of
 from ba_mcp.databases.duckdb import DEMO_FILE, DuckDBEngine
 from ba_mcp.databases.slots import FairSlots
@@ -292,7 +292,7 @@ class Databases:
         }
         return table, compiled
 
-    def schema(self, name: str, session: str = "default") -> dict[str, Any]:
+    def schema(self, name: str, session: str = "default") -> Schema:
         """The database's catalog as its engine describes it (for db://{name}/schema)."""
         return self.get(name).describe(session)
 

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ba_mcp import callers, registry
 from ba_mcp.databases import roles
-from ba_mcp.databases.base import Analysis, Execution, RunThenCollect, in_worker
+from ba_mcp.databases.base import Analysis, Execution, RunThenCollect, Schema, Tables, in_worker
 from ba_mcp.databases.slots import slot_wait
 from ba_mcp.errors import Code, ErrorType, ToolFailure, denied
 from ba_mcp.registry import local_path
@@ -133,7 +133,7 @@ class ConnectedDatabase(RunThenCollect):
             execution.provenance["role"] = str(role)
         return execution
 
-    def describe(self, session: str = "default") -> dict[str, Any]:
+    def describe(self, session: str = "default") -> Schema:
         tables = self.catalogs.of(self)  # connects, so the version is known after it
         version = self.version()
         return {
@@ -156,10 +156,10 @@ class Catalogs:
     its callers run as roles of their own (``role_from``: a role's grants decide the common values it is shown)."""
 
     def __init__(self) -> None:
-        self._kept: dict[tuple[str, str | None], tuple[float, dict[str, Any]]] = {}  # (database, role) -> catalog
+        self._kept: dict[tuple[str, str | None], tuple[float, Tables]] = {}  # (database, role) -> catalog
         self._lock = threading.Lock()
 
-    def of(self, db: ConnectedDatabase) -> dict[str, Any]:
+    def of(self, db: ConnectedDatabase) -> Tables:
         from ba_mcp.workers.failures import worker_failures
 
         identity = db.engine.identity(db.name, db.conf, callers.principal())  # read as the caller's role
@@ -184,7 +184,7 @@ class Catalogs:
                 reply, _ = session.ask(Catalog(list(db.conf.schemas), identity))
         finally:
             db.slots.release(who)
-        tables = reply["tables"]
+        tables: Tables = reply["tables"]
         with self._lock:
             self._kept[key] = (time.monotonic(), tables)
         return tables
@@ -397,9 +397,9 @@ class ConnectedEngine:
         their storage), the function converting a batch to it, and display names of types Arrow cannot show."""
         return plain_schema(schema, {})
 
-    def catalog(self, c: Held, schemas: list[str]) -> dict[str, Any]:
+    def catalog(self, c: Held, schemas: list[str]) -> Tables:
         """Any ADBC driver: the driver's own catalog (tables and columns; no row counts)."""
-        out: dict[str, Any] = {}
+        out: Tables = {}
         objects = c.con.adbc_get_objects(depth="all").read_all().to_pylist()
         for catalog in objects:
             for schema in catalog.get("catalog_db_schemas") or []:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ba_mcp import callers
-from ba_mcp.databases.base import Analysis, Execution, RunThenCollect, in_worker
+from ba_mcp.databases.base import Analysis, Execution, RunThenCollect, Schema, in_worker
 from ba_mcp.databases.slots import slot_wait
 from ba_mcp.errors import Code, ErrorType, ToolFailure, denied
 from ba_mcp.workers.duckworkers import file_identity
@@ -113,7 +113,7 @@ class DuckDBDatabase(RunThenCollect):
     def artifacts(self) -> Any:
         return self.owner.artifacts
 
-    def describe(self, session: str = "default") -> dict[str, Any]:
+    def describe(self, session: str = "default") -> Schema:
         """Tables and views with columns, types, row counts, comments, view definitions, the values of
         low-cardinality text columns — and the session's own TEMP tables and views."""
         with self.owner.duck_workers.held(session, None) as call:

@@ -16,14 +16,15 @@ Read in the connection worker, in the call's read-only frame, from the system ca
 from __future__ import annotations
 
 import contextlib
-from typing import Any
+from typing import Any, TypedDict
 
+from ba_mcp.databases.base import ColumnInfo, ForeignKey, TableInfo, Tables
 from ba_mcp.databases.connector import rows
 
 _KINDS = {"r": "table", "p": "table", "v": "view", "m": "materialized view", "f": "foreign table"}
 
 
-def catalog(cur: Any, schemas: list[str]) -> dict[str, Any]:
+def catalog(cur: Any, schemas: list[str]) -> Tables:
     """Tables and views of the schemas asked for (else every schema but the system's), children folded into their
     parents, alias views labelled, domains with their base types."""
     where = "n.nspname = ANY($1)" if schemas else "n.nspname NOT IN ('pg_catalog', 'information_schema', 'pg_toast')"
@@ -41,7 +42,7 @@ def catalog(cur: Any, schemas: list[str]) -> dict[str, Any]:
     if not relations:
         return {}
     oids = [r[0] for r in relations]
-    columns: dict[int, list[dict[str, Any]]] = {}
+    columns: dict[int, list[ColumnInfo]] = {}
     for oid, name, typ, notnull, comment, base in rows(
         cur,
         "SELECT a.attrelid::bigint, a.attname::text, format_type(a.atttypid, a.atttypmod), a.attnotnull, "
@@ -52,7 +53,7 @@ def catalog(cur: Any, schemas: list[str]) -> dict[str, Any]:
         "ORDER BY a.attrelid, a.attnum",
         (oids,),
     ):
-        entry: dict[str, Any] = {
+        entry: ColumnInfo = {
             "name": name,
             "type": f"{base} (domain {typ})" if base else typ,
             "nullable": not notnull,
@@ -78,32 +79,32 @@ def catalog(cur: Any, schemas: list[str]) -> dict[str, Any]:
         )
     }
     names = {oid: (name if schema == "public" else f"{schema}.{name}") for oid, schema, name, *_ in relations}
-    out: dict[str, Any] = {}
+    out: Tables = {}
     for oid, schema, name, kind, estimate, comment, definition, partkey in relations:
         cols = columns.get(oid, [])
         for col in cols:
             values = common.get((schema, name, col["name"]))
             if values:
                 col["values"] = values
-        entry = {
+        relation: TableInfo = {
             "kind": _KINDS.get(kind, kind),
             "rows": max(0, int(estimate or 0)),
             "rows_estimated": True,
             "comment": comment or "",
             "definition": definition or "",
             "columns": cols,
-            **keys.get(oid, {}),
         }
+        relation.update(keys.get(oid, {}))
         if partkey:
-            entry["partitioned"] = f"PARTITION BY {partkey}"
+            relation["partitioned"] = f"PARTITION BY {partkey}"
         alias = alias_of(definition) if kind == "v" and definition else None
         if alias:
-            entry["alias_of"] = alias
-        out[names[oid]] = entry
+            relation["alias_of"] = alias
+        out[names[oid]] = relation
     return fold(out, {names[c]: names[p] for c, p in parent_of.items() if c in names and p in names})
 
 
-def fold(tables: dict[str, Any], parent_of: dict[str, str]) -> dict[str, Any]:
+def fold(tables: Tables, parent_of: dict[str, str]) -> Tables:
     """Each child (a partition, an inheriting table) folded into its topmost parent: the parent lists its children
     and holds the row estimate of the whole (a declarative parent keeps no rows of its own; an ``INHERITS`` parent
     may: its own plus its children's); the children are no entries of their own."""
@@ -120,8 +121,8 @@ def fold(tables: dict[str, Any], parent_of: dict[str, str]) -> dict[str, Any]:
         children.setdefault(top(child), []).append(child)
     for parent, kids in children.items():
         entry = tables[parent]
-        own = 0 if entry.get("partitioned") else int(entry["rows"])
-        entry["rows"] = own + sum(int(tables[kid]["rows"]) for kid in kids)
+        own = 0 if entry.get("partitioned") else int(entry["rows"] or 0)
+        entry["rows"] = own + sum(int(tables[kid]["rows"] or 0) for kid in kids)
         entry["children"] = sorted(kids)
         how = "partitions" if entry.get("partitioned") else "tables inheriting from it"
         entry["note"] = (
@@ -164,8 +165,8 @@ def _setop(select: Any) -> str:
     return str(getattr(op, "name", op) or "SETOP_NONE")
 
 
-def _keys(cur: Any, oids: list[int]) -> dict[int, dict[str, Any]]:
-    keys: dict[int, dict[str, Any]] = {}
+def _keys(cur: Any, oids: list[int]) -> dict[int, TableKeys]:
+    keys: dict[int, TableKeys] = {}
     for oid, kind, cols, target_schema, target, target_cols in rows(
         cur,
         "SELECT k.conrelid::bigint, k.contype::text, "
@@ -188,6 +189,13 @@ def _keys(cur: Any, oids: list[int]) -> dict[int, dict[str, Any]]:
                 {"columns": list(cols or []), "references": named, "referenced_columns": list(target_cols or [])}
             )
     return keys
+
+
+class TableKeys(TypedDict, total=False):
+    """A relation's keys (``TableInfo``'s)."""
+
+    primary_key: list[str]
+    foreign_keys: list[ForeignKey]
 
 
 def _array(text: str) -> list[str]:

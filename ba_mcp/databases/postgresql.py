@@ -40,6 +40,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ba_mcp.databases import pg_calls, pg_catalog
+from ba_mcp.databases.base import Tables
 from ba_mcp.databases.connector import ConnectedEngine, Held, plain_schema
 
 if TYPE_CHECKING:
@@ -349,7 +350,7 @@ class PostgresEngine(ConnectedEngine):
         zoned = [i for i, f in enumerate(schema) if (f.metadata or {}).get(b"POSTGRESQL:type") == b"timetz"]
         return (*_timetz_text(plain, convert, zoned), shown)
 
-    def catalog(self, c: Held, schemas: list[str]) -> dict[str, Any]:
+    def catalog(self, c: Held, schemas: list[str]) -> Tables:
         self.begin(c, 30.0, "")
         try:
             return pg_catalog.catalog(c.cur, schemas)

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ba_mcp.databases.base import ColumnInfo, Tables
 from ba_mcp.databases.connector import ConnectedEngine, Held, driver_location, rows
 from ba_mcp.errors import Code, ToolFailure, denied
 
@@ -146,10 +147,10 @@ class SparkEngine(ConnectedEngine):
             "Spark", scanned, relations, int(bound), hint="filter on a partition column, aggregate fewer rows"
         )
 
-    def catalog(self, c: Held, schemas: list[str]) -> dict[str, Any]:
+    def catalog(self, c: Held, schemas: list[str]) -> Tables:
         """Spark's catalog through SHOW and DESCRIBE (what the read-only rule lets through; nothing is scanned, so
         no row counts): the namespaces asked for (else every one), their tables and views, columns and comments."""
-        out: dict[str, Any] = {}
+        out: Tables = {}
         namespaces = schemas or [str(r[0]) for r in rows(c.cur, "SHOW NAMESPACES")]
         for namespace in namespaces:
             quoted = "`" + namespace.replace("`", "``") + "`"
@@ -158,7 +159,8 @@ class SparkEngine(ConnectedEngine):
                 if temporary:
                     continue
                 table = f"{quoted}.`{name.replace('`', '``')}`"
-                columns, kind, comment, section = [], "table", "", "columns"
+                columns: list[ColumnInfo] = []
+                kind, comment, section = "table", "", "columns"
                 for col_name, data_type, col_comment in rows(c.cur, f"DESCRIBE TABLE EXTENDED {table}"):
                     if not col_name or str(col_name).startswith("#"):  # the columns end; other sections follow
                         if section == "columns" or str(col_name).startswith("# "):
@@ -172,9 +174,9 @@ class SparkEngine(ConnectedEngine):
                         continue
                     if section != "columns":
                         continue
-                    entry: dict[str, Any] = {"name": col_name, "type": data_type, "nullable": True}
+                    entry = ColumnInfo(name=str(col_name), type=str(data_type), nullable=True)
                     if col_comment:
-                        entry["comment"] = col_comment
+                        entry["comment"] = str(col_comment)
                     columns.append(entry)
                 qualified = name if namespace == "default" else f"{namespace}.{name}"
                 out[qualified] = {

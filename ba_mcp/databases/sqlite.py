@@ -10,6 +10,7 @@ from __future__ import annotations
 import urllib.parse
 from typing import Any
 
+from ba_mcp.databases.base import ColumnInfo, Tables
 from ba_mcp.databases.connector import Held, LocalEngine, close_quietly, rows
 
 
@@ -37,13 +38,13 @@ class SqliteEngine(LocalEngine):
             close_quietly(c.cur, c.con)
             self._connect(c)
 
-    def catalog(self, c: Held, schemas: list[str]) -> dict[str, Any]:
-        out: dict[str, Any] = {}
+    def catalog(self, c: Held, schemas: list[str]) -> Tables:
+        out: Tables = {}
         for kind, name, sql in rows(
             c.cur,
             "SELECT type, name, sql FROM sqlite_master WHERE type IN ('table', 'view') AND name NOT LIKE 'sqlite_%'",
         ):
-            cols = [
+            cols: list[ColumnInfo] = [
                 {"name": col[1], "type": col[2] or "", "nullable": not col[3]}
                 for col in rows(c.cur, f"SELECT * FROM pragma_table_info('{name.replace(chr(39), chr(39) * 2)}')")
             ]

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ba_mcp.results import stats_kind
+
+if TYPE_CHECKING:
+    from ba_mcp.databases.base import TableInfo, Tables
 
 # EXPLAIN [ANALYZE | (FORMAT name)] <statement>: what follows the prefix must parse as one SELECT.
 _EXPLAIN = re.compile(r"^\s*explain\s+(?:(analyze)\s+|\(\s*format\s+(json|text|html|graphviz)\s*\)\s+)?", re.I)
@@ -97,10 +100,10 @@ def _first(result: Any) -> Any:
     return rows[0] if rows else None
 
 
-def catalog(con: Any, alias: str) -> dict[str, Any]:
+def catalog(con: Any, alias: str) -> dict[str, Tables]:
     """Tables and views of database ``alias`` with columns, types, row counts, comments, view definitions and
     the values of low-cardinality text columns; then the session's own temporary tables and views."""
-    tables: dict[str, dict[str, Any]] = {}
+    tables: Tables = {}
     for database, temporary in ((alias, False), ("temp", True)):
         info: dict[str, dict[str, Any]] = {
             t: {"kind": "temporary table" if temporary else "table", "comment": c}
@@ -121,9 +124,9 @@ def catalog(con: Any, alias: str) -> dict[str, Any]:
             "WHERE database_name = ? AND schema_name = 'main' AND NOT internal ORDER BY table_name, column_index",
             [database],
         ).fetchall()
-        found: dict[str, dict[str, Any]] = {}
+        found: Tables = {}
         for table, column, dtype, nullable, comment in columns:
-            entry = found.setdefault(table, {**info.get(table, {"kind": "table"}), "columns": []})
+            entry = found.setdefault(table, _entry(info.get(table, {"kind": "table"})))
             entry["columns"].append(
                 {"name": column, "type": dtype, "nullable": bool(nullable), "comment": comment or ""}
             )
@@ -152,6 +155,16 @@ def catalog(con: Any, alias: str) -> dict[str, Any]:
                         col["values"] = _few_values(con, name, col["name"])
         tables.update(found)
     return {"tables": tables}
+
+
+def _entry(info: dict[str, Any]) -> TableInfo:
+    """A table's or view's entry before its columns are read: its kind, comment and a view's definition."""
+    entry: TableInfo = {"kind": str(info["kind"]), "rows": 0, "columns": []}
+    if "comment" in info:
+        entry["comment"] = info["comment"] or ""
+    if "definition" in info:
+        entry["definition"] = info["definition"] or ""
+    return entry
 
 
 def _few_values(con: Any, table: str, column: str) -> list[str] | None:

@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ba_mcp import Code, ErrorType, Held, LocalEngine, ToolFailure
+from ba_mcp import Code, ErrorType, Held, LocalEngine, TableInfo, ToolFailure
 
 _SUFFIXES = {".csv": "read_csv_auto", ".parquet": "read_parquet"}
 # EXPLAIN [ANALYZE]: what follows it is parsed again, and must be exactly one SELECT.
@@ -73,9 +73,9 @@ class FolderEngine(LocalEngine):
             )
         return ("EXPLAIN ANALYZE " if found.group(1) else "EXPLAIN ") + inner
 
-    def catalog(self, c: Held, schemas: list[str]) -> dict[str, Any]:
+    def catalog(self, c: Held, schemas: list[str]) -> dict[str, TableInfo]:
         """Each file's table and its columns (no row counts: counting would read every file)."""
-        out: dict[str, Any] = {}
+        out: dict[str, TableInfo] = {}
         c.cur.execute(
             "SELECT table_name, column_name, data_type, is_nullable FROM information_schema.columns "
             "WHERE table_schema = 'main' ORDER BY table_name, ordinal_position"
