@@ -8,10 +8,11 @@ after the other:
 * **ci**: prepared as ``.ci/run`` prepares a checkout — ``uv sync --frozen --all-extras --compile-bytecode`` and
   ``uv run python -m compileall -q ba_mcp sandbox tests`` (timed apart) — then ``uv run pytest``.
 
-Reported: each command's wall time and pytest's closing line. uv's cache is whatever this machine's is (warm on any
+Reported: each command's wall time and pytest's closing line; with ``--again``, the fresh clone's ``uv run pytest``
+once more (what of its first run was done once for the clone). uv's cache is whatever this machine's is (warm on any
 machine that ran uv before: say so with the figures). Run it on a quiet machine: it is the fast tier, twice.
 
-Run: python3 bench/bench_fresh_clone.py [--order readme,ci] [--keep]
+Run: python3 bench/bench_fresh_clone.py [--order readme,ci] [--again] [--keep]
 """
 
 from __future__ import annotations
@@ -48,16 +49,14 @@ def timed(command: list[str], cwd: Path, log: Path) -> tuple[float, str]:
     return took, f"exit {done.returncode}: {lines[-1] if lines else ''}"
 
 
-def readme(clone: Path, logs: Path) -> None:
-    for label, command in [
-        ("uv run ba-mcp demo", ["uv", "run", "ba-mcp", "demo"]),
-        ("uv run pytest", ["uv", "run", "pytest"]),
-    ]:
-        took, last = timed(command, clone, logs / f"readme-{command[-1]}.log")
+def readme(clone: Path, logs: Path, again: bool) -> None:
+    steps = [("uv run ba-mcp demo", ["uv", "run", "ba-mcp", "demo"]), ("uv run pytest", ["uv", "run", "pytest"])]
+    for label, command in steps + [("uv run pytest, again", ["uv", "run", "pytest"])] * again:
+        took, last = timed(command, clone, logs / f"readme-{label.split()[-1]}.log")
         print(f"readme  {label:<58} {took:7.1f} s   {last}", flush=True)
 
 
-def ci(clone: Path, logs: Path) -> None:
+def ci(clone: Path, logs: Path, again: bool) -> None:
     for label, command in [
         (
             "uv sync --frozen --all-extras --compile-bytecode",
@@ -76,6 +75,7 @@ def ci(clone: Path, logs: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--order", default="readme,ci")
+    parser.add_argument("--again", action="store_true", help="the fresh clone's uv run pytest a second time")
     parser.add_argument("--keep", action="store_true", help="keep the clones and the logs (printed)")
     args = parser.parse_args()
     base = Path(tempfile.mkdtemp(prefix="ba-bench-clone-"))
@@ -85,7 +85,7 @@ def main() -> None:
         for which in args.order.split(","):
             clone = base / which
             subprocess.run(["git", "clone", "--quiet", str(ROOT), str(clone)], check=True)
-            {"readme": readme, "ci": ci}[which](clone, base)
+            {"readme": readme, "ci": ci}[which](clone, base, args.again)
     finally:
         if not args.keep:
             shutil.rmtree(base, ignore_errors=True)
