@@ -33,11 +33,14 @@ from ba_mcp.results import Table
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from ba_mcp.databases.slots import FairSlots
     from ba_mcp.errors import ToolFailure
-    from ba_mcp.settings import DatabaseSettings
+    from ba_mcp.settings import DatabaseSettings, Settings
     from ba_mcp.stores.artifacts import ArtifactStore
     from ba_mcp.tool import ToolContext
-    from ba_mcp.workspace import Resolved
+    from ba_mcp.workers.connections import Connections
+    from ba_mcp.workers.duckworkers import DuckWorkers
+    from ba_mcp.workspace import Resolved, Workspace
 
 
 class ColumnInfo(TypedDict):
@@ -140,12 +143,52 @@ class Database(Protocol):
     def classify_error(self, exc: Exception, columns_hint: str | None = None) -> ToolFailure: ...
 
 
+class CatalogCache(Protocol):
+    """Each connected database's catalog, read once and kept a while (``connector.Catalogs``)."""
+
+    def of(self, db: Any) -> Tables: ...
+
+
+class Owner(Protocol):
+    """What an engine's databases are built with (``Engine.database``'s ``owner``): the App's configured databases
+    (``configured.Databases``) — the services every database of every engine shares."""
+
+    settings: Settings
+    workspace: Workspace
+    artifacts: ArtifactStore
+    duck_workers: DuckWorkers  # the DuckDB workers (a DuckDB database's statements; DuckDB's parser)
+    connections: Connections | None  # the connection workers (None: connections are not served here)
+
+    @property
+    def catalogs(self) -> CatalogCache: ...
+
+    def slots(self, name: str) -> FairSlots:
+        """Database ``name``'s query slots (fair between principals)."""
+        ...
+
+    def prepare(self) -> None:
+        """Make the demo database exist."""
+        ...
+
+    def analyse(self, query: str, session: str = "default", ctx: ToolContext | None = None) -> Analysis:
+        """What DuckDB's parser says of ``query``."""
+        ...
+
+    def file_specs(self, files: Sequence[tuple[str, Resolved]]) -> tuple[list[dict[str, Any]], list[int]]:
+        """The workspace files a DuckDB statement reads, as the worker is given them (and their descriptors)."""
+        ...
+
+    def clean(self, message: str) -> str:
+        """An engine's message without the workspace's real paths (S-1)."""
+        ...
+
+
 class Engine(Protocol):
     """One database engine (``databases/<kind>.py``'s ``ENGINE``, named by the registry): what makes a configured
     database of its kind. Engines served by connection workers also implement the worker's hooks
     (``connector.ConnectedEngine``: connect, the read-only frame of a call, the catalog, interrupt, failure)."""
 
-    def database(self, name: str, conf: DatabaseSettings, owner: Any) -> Database:
+    def database(self, name: str, conf: DatabaseSettings, owner: Owner) -> Database:
         """The configured database ``name`` (``owner``: the App's ``Databases``, with its pools and slots)."""
         ...
 

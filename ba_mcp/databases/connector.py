@@ -29,7 +29,16 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ba_mcp import callers, registry
 from ba_mcp.databases import roles
-from ba_mcp.databases.base import Analysis, Execution, RunThenCollect, Schema, Tables, in_worker
+from ba_mcp.databases.base import (
+    Analysis,
+    CatalogCache,
+    Execution,
+    Owner,
+    RunThenCollect,
+    Schema,
+    Tables,
+    in_worker,
+)
 from ba_mcp.databases.slots import slot_wait
 from ba_mcp.errors import Code, ErrorType, ToolFailure, denied
 from ba_mcp.registry import local_path
@@ -66,7 +75,7 @@ class ConnectedDatabase(RunThenCollect):
     engine: ConnectedEngine
     pool: Connections
     slots: FairSlots
-    catalogs: Catalogs
+    catalogs: CatalogCache  # the App's Catalogs
     store: ArtifactStore  # where a complete result is kept
     host_file: Path | None = None  # a database that is a file on this machine (bound read-only into the worker)
 
@@ -282,7 +291,7 @@ class ConnectedEngine:
         role = roles.role_for(name, conf.role_from, who) if conf.role_from is not None else None
         return {"user": who.display, "role": role}
 
-    def database(self, name: str, conf: DatabaseSettings, owner: Any) -> ConnectedDatabase:
+    def database(self, name: str, conf: DatabaseSettings, owner: Owner) -> ConnectedDatabase:
         if owner.connections is None:
             raise ToolFailure(ErrorType.DEPENDENCY_ERROR, "DATABASE_UNAVAILABLE", f"'{name}' is not served here")
         try:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ba_mcp import callers
-from ba_mcp.databases.base import Analysis, Execution, RunThenCollect, Schema, in_worker
+from ba_mcp.databases.base import Analysis, Execution, Owner, RunThenCollect, Schema, in_worker
 from ba_mcp.databases.slots import slot_wait
 from ba_mcp.errors import Code, ErrorType, ToolFailure, denied
 from ba_mcp.workers.duckworkers import file_identity
@@ -45,7 +45,7 @@ class DuckDBDatabase(RunThenCollect):
 
     name: str
     path: Path  # the configured file (bound read-only into each engine worker)
-    owner: Any  # the App's databases.configured.Databases: its engine workers, slots, parse, workspace data
+    owner: Owner  # the App's databases.configured.Databases: its engine workers, slots, parse, workspace data
     dialect: str = "duckdb"
 
     @property
@@ -130,7 +130,7 @@ class DuckDBDatabase(RunThenCollect):
 class DuckDBEngine:
     """DuckDB files (``databases.<name>.path``) and the embedded demo (no path): served by the engine workers."""
 
-    def database(self, name: str, conf: DatabaseSettings, owner: Any) -> DuckDBDatabase:
+    def database(self, name: str, conf: DatabaseSettings, owner: Owner) -> DuckDBDatabase:
         path = self.file_of(conf, owner.workspace)
         if conf.path is None:
             owner.prepare()
