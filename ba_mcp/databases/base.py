@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from ba_mcp.tool import ToolContext
     from ba_mcp.workers.connections import Connections
     from ba_mcp.workers.duckworkers import DuckWorkers
+    from ba_mcp.workers.messages import Result
     from ba_mcp.workspace import Resolved, Workspace
 
 
@@ -264,7 +265,7 @@ def query(
 
 def in_worker(
     ask: Callable[..., Any],
-    reply: dict[str, Any],
+    reply: Result,
     head: pa.Table,
     release: Callable[[], None],
     notes: Sequence[str] = (),

@@ -10,7 +10,7 @@ import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ba_mcp.errors import ErrorType, ToolFailure, timed_out
 from ba_mcp.workers.failures import EngineError, worker_failures
@@ -19,7 +19,7 @@ from ba_mcp.workers.process import read_blob
 if TYPE_CHECKING:
     from ba_mcp.settings import WorkerLimits
     from ba_mcp.tool import ToolContext
-    from ba_mcp.workers.messages import Request
+    from ba_mcp.workers.messages import R, Request
     from ba_mcp.workers.pool import Handle
 
 __all__ = ["Call", "crash_limit", "settle"]
@@ -61,7 +61,7 @@ class Call:
         with worker_failures(end=self.discard):
             return read_arrow(blob, self.max_transfer)
 
-    def ask(self, request: Request, fds: list[int] | None = None) -> tuple[dict[str, Any], list[bytes]]:
+    def ask(self, request: Request[R], fds: list[int] | None = None) -> tuple[R, list[bytes]]:
         """Send one request — serialised here, the one point where a request becomes a message — and wait for its
         answer: (reply, the blobs that came with it). An error answer is raised: ToolFailure as it came, an engine's
         exception as EngineError; a dead worker as a timeout (when the call was cancelled) or the pool's crash
@@ -74,7 +74,8 @@ class Call:
             process.send(request.wire(), fds)
             reply, got = process.receive(None)
         self.handle.busy = False
-        return settle(reply, got, self.max_transfer, self.discard, self.clean)
+        answer, blobs = settle(reply, got, self.max_transfer, self.discard, self.clean)
+        return cast("R", answer), blobs  # the reply its request names (JSON from the worker; its blobs are checked)
 
     def _died(self, exc: BaseException) -> ToolFailure:
         """The worker ended during the exchange: a timeout when the call was stopped, else the pool's crash error."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, NotRequired, TypedDict, TypeVar
 
 __all__ = [
     "Analyse",
@@ -37,9 +37,53 @@ class UnknownRequest(ValueError):
     """A message that is no request of this module (an unknown operation, or fields it does not have)."""
 
 
+# -- the replies (what ``Call.ask`` returns for a request typed with its reply; JSON from the worker, whose Arrow and
+# Parquet come as checked blobs beside it) ---------------------------------------------------------------------------
+
+
+class Analysed(TypedDict):
+    """``Analyse``'s reply: DuckDB's parse of the statement."""
+
+    op: str
+    kinds: list[str]
+    refs: list[str]
+    sql: NotRequired[str]
+    refusal: NotRequired[str]
+
+
+class Result(TypedDict):
+    """``Query``'s and ``Statement``'s reply: the first ``max_rows + 1`` rows come as an Arrow stream beside it."""
+
+    op: str
+    rows: int  # rows read (at most ``max_rows + 1``)
+    more: bool  # the result has more than ``max_rows`` (``Store`` keeps it, ``Drop`` discards it)
+    display_types: dict[str, str]  # names of the types Arrow cannot show (intervals, float4, …)
+    lock_waited_s: NotRequired[float]  # how long another program's lock on the file was waited out
+
+
+class Stored(TypedDict):
+    """``Store``'s reply: the rows written, whether the whole result was (within the limit), its figures."""
+
+    op: str
+    rows: int
+    complete: bool
+    stats: NotRequired[dict[str, Any]]  # whole-column figures, where the worker counted them
+    total: NotRequired[int]
+
+
+class Described(TypedDict):
+    """``Describe``'s and ``Catalog``'s reply: the catalog's tables (``databases.base.TableInfo`` by name)."""
+
+    op: str
+    tables: dict[str, Any]
+
+
+R = TypeVar("R")
+
+
 @dataclass(frozen=True)
-class Request:
-    """One operation a worker answers; subclasses name theirs in ``op``."""
+class Request(Generic[R]):
+    """One operation a worker answers; subclasses name theirs in ``op`` and their reply as ``R`` (a TypedDict)."""
 
     op: ClassVar[str] = ""
 
@@ -52,16 +96,18 @@ class Request:
         return {"op": self.op, **self.fields()}
 
 
-REQUESTS: dict[str, type[Request]] = {}
+REQUESTS: dict[str, type[Request[Any]]] = {}
+
+_Kind = TypeVar("_Kind", bound=type[Request[Any]])
 
 
-def _request(cls: type[Request]) -> type[Request]:
+def _request(cls: _Kind) -> _Kind:
     assert cls.op and cls.op not in REQUESTS, cls
     REQUESTS[cls.op] = cls
     return cls
 
 
-def request_of(message: dict[str, Any]) -> Request:
+def request_of(message: dict[str, Any]) -> Request[Any]:
     """The request a message carries (the worker's side of ``Request.wire``)."""
     kind = REQUESTS.get(str(message.get("op")))
     if kind is None:
@@ -77,7 +123,7 @@ def request_of(message: dict[str, Any]) -> Request:
 
 @_request
 @dataclass(frozen=True)
-class Analyse(Request):
+class Analyse(Request[Analysed]):
     """DuckDB's parse of a statement: its types, the table names it reads, what would run."""
 
     op: ClassVar[str] = "analyse"
@@ -86,7 +132,7 @@ class Analyse(Request):
 
 @_request
 @dataclass(frozen=True)
-class Query(Request):
+class Query(Request[Result]):
     """A statement on the session's DuckDB connection; workspace files come as descriptors (``files``: one spec
     each, in the descriptors' order), read within the formats' ``bounds``."""
 
@@ -103,7 +149,7 @@ class Query(Request):
 
 @_request
 @dataclass(frozen=True)
-class Describe(Request):
+class Describe(Request[Described]):
     """A configured DuckDB database's catalog, with the session's own TEMP tables and views."""
 
     op: ClassVar[str] = "describe"
@@ -112,7 +158,7 @@ class Describe(Request):
 
 @_request
 @dataclass(frozen=True)
-class Stats(Request):
+class Stats(Request[dict[str, Any]]):
     """Whole-column figures of a stored table (the Parquet file handed over)."""
 
     op: ClassVar[str] = "stats"
@@ -123,7 +169,7 @@ class Stats(Request):
 
 @_request
 @dataclass(frozen=True)
-class Store(Request):
+class Store(Request[Stored]):
     """The complete result of the last query, as Parquet into the descriptor handed over, up to ``limit`` bytes."""
 
     op: ClassVar[str] = "store"
@@ -132,7 +178,7 @@ class Store(Request):
 
 @_request
 @dataclass(frozen=True)
-class Drop(Request):
+class Drop(Request[dict[str, Any]]):
     """The rest of the last query's result, discarded."""
 
     op: ClassVar[str] = "drop"
@@ -143,7 +189,7 @@ class Drop(Request):
 
 @_request
 @dataclass(frozen=True)
-class WriteParquet(Request):
+class WriteParquet(Request[dict[str, Any]]):
     """The Arrow stream of the first descriptor written as Parquet into the second."""
 
     op: ClassVar[str] = "write_parquet"
@@ -151,7 +197,7 @@ class WriteParquet(Request):
 
 @_request
 @dataclass(frozen=True)
-class ReadParquet(Request):
+class ReadParquet(Request[dict[str, Any]]):
     """A Parquet artifact (the descriptor) as an Arrow stream."""
 
     op: ClassVar[str] = "read_parquet"
@@ -162,7 +208,7 @@ class ReadParquet(Request):
 
 @_request
 @dataclass(frozen=True)
-class Parse(Request):
+class Parse(Request[dict[str, Any]]):
     """A workspace file or downloaded bytes (the descriptor) read by ``ba_mcp.formats``; ``whole``: all of it as a
     table or NOT_TABULAR, decided in the worker."""
 
@@ -182,7 +228,7 @@ class Parse(Request):
 
 @_request
 @dataclass(frozen=True)
-class Extract(Request):
+class Extract(Request[dict[str, Any]]):
     """The readable text of a downloaded page (``kind`` html, in ``charset``) or PDF (the descriptor)."""
 
     op: ClassVar[str] = "extract"
@@ -196,7 +242,7 @@ class Extract(Request):
 
 @_request
 @dataclass(frozen=True)
-class MetricsWork(Request):
+class MetricsWork(Request[dict[str, Any]]):
     """Metrics work over the server's metric files (they travel along; read once per ``digest``): ``action``
     summary, describe (``name``), compile (``query``) or read (the model read ahead by a spare)."""
 
@@ -215,7 +261,7 @@ class MetricsWork(Request):
 
 @_request
 @dataclass(frozen=True)
-class Placeholders(Request):
+class Placeholders(Request[dict[str, Any]]):
     """A saved analysis's parameter ``values`` found in a step's SQL, filter or code (one of them) and replaced."""
 
     op: ClassVar[str] = "placeholders"
@@ -230,7 +276,7 @@ class Placeholders(Request):
 
 @_request
 @dataclass(frozen=True)
-class Connect(Request):
+class Connect(Request[dict[str, Any]]):
     """Open the connection (``databases.connector.ConnectedEngine.connect_message``): the engine's module, its
     driver, URL and options (credentials: over the socket only), the rules it holds at connect. ``uri`` is the URL,
     or what an engine of files sends instead; ``identity`` the file the server opened, ``path`` the folder of an
@@ -252,7 +298,7 @@ class Connect(Request):
 
 @_request
 @dataclass(frozen=True)
-class Statement(Request):
+class Statement(Request[Result]):
     """The user's one statement inside the engine's read-only frame: ``label`` tells the session apart in the
     database, ``identity`` who the call runs as, ``scan_bound`` the rows a planned scan may read unconfirmed."""
 
@@ -268,7 +314,7 @@ class Statement(Request):
 
 @_request
 @dataclass(frozen=True)
-class Catalog(Request):
+class Catalog(Request[Described]):
     """The connected database's catalog (``schemas``: those only), read as ``identity``."""
 
     op: ClassVar[str] = "catalog"
