@@ -243,31 +243,43 @@ def ba(*args: str, workspace: Path, env: dict[str, str] | None = None) -> subpro
 
 # The suite runs on two processes, one test file to a process at a time (xdist's loadfile: a file's
 # module-scoped servers are started once), handed out in this order (--no-loadscope-reorder): the longest files
-# first, so that no long file is left for the end with the other process idle — except Spark's, which comes once
-# the run's Spark Connect (started in the background when the run began) has had time to start.
+# first (by their durations in a fast-tier run), so that no long file is left for the end with the other process idle.
+# The slow tier's (deselected in the fast tier) are among them: PostgreSQL's first, Spark's once the run's Spark
+# Connect (started in the background when the run began) has had time to start.
 LONGEST_FIRST = (
     "test_postgres.py",
     "test_own_data.py",
+    "test_skill_kpi_anomaly.py",
+    "test_skills_bundled.py",
     "test_transports_and_cli.py",
-    "test_web.py",
+    "test_publish.py",
     "test_analyses.py",
     "test_spark.py",
     "test_engine_workers.py",
     "test_stdio_limits.py",
     "test_server_memory.py",
-    "test_hosts.py",
-    "test_stdio_run_python.py",
     "test_sandbox_hostile.py",
-    "test_skills_bundled.py",
     "test_report.py",
+    "test_house.py",
+    "test_skill_forecast.py",
     "test_metrics.py",
+    "test_team_attacks.py",
+    "test_skill_cohort_retention.py",
+    "test_skill_clv.py",
+    "test_time_metrics.py",
+    "test_web.py",
+    "test_plugin_attacks.py",
+    "test_listing.py",
     "test_runner.py",
-    "test_query_database.py",
-    "test_session_isolation.py",
+    "test_skill_discount.py",
+    "test_skill_ab_readout.py",
+    "test_bad_database_url.py",
+    "test_skill_budget.py",
+    "test_host_lens.py",
+    "test_skill_returns.py",
+    "test_provenance.py",
     "test_truth.py",
-    "test_views.py",
-    "test_skills.py",
-    "test_hostile.py",
+    "test_field_day.py",
 )
 
 
