@@ -15,20 +15,24 @@ SECRET = "s3cr3t-" + uuid.uuid4().hex
 
 
 def sandbox_params(ws: Path, **env: str) -> StdioServerParameters:
-    """No spare worker by default (each started worker imports numpy, pandas and matplotlib: ~1.5 CPU-s,
-    and a spare is started again after each one taken); the test of the spare asks for it."""
-    return stdio_params(
-        ws,
-        BA_MCP_SANDBOX__SPARE_WORKERS=env.pop("BA_MCP_SANDBOX__SPARE_WORKERS", "0"),
-        BA_MCP_SANDBOX__INTERRUPT_GRACE_S="1",
-        BA_MCP_SANDBOX__MEMORY_MB="2048",
-        BA_MCP_SANDBOX__MAX_PROCESSES="48",
-        BA_MCP_SANDBOX__MAX_FILE_MB="20",
-        BA_MCP_SANDBOX__DISK_MB="64",
-        BA_MCP_SANDBOX__MAX_TRANSFER_MB="16",
-        SERVER_SECRET_TOKEN=SECRET,
+    """A stdio server with the sandbox's settings below and the secret in its environment."""
+    return stdio_params(ws, SERVER_SECRET_TOKEN=SECRET, **sandbox_settings(**env))
+
+
+def sandbox_settings(**env: str) -> dict[str, str]:
+    """The sandbox's settings of these tests (as the environment gives them; ``env`` added). No spare worker by
+    default (each started worker imports numpy, pandas and matplotlib: ~1.5 CPU-s, and a spare is started again after
+    each one taken); the test of the spare asks for it."""
+    return {
+        "BA_MCP_SANDBOX__SPARE_WORKERS": env.pop("BA_MCP_SANDBOX__SPARE_WORKERS", "0"),
+        "BA_MCP_SANDBOX__INTERRUPT_GRACE_S": "1",
+        "BA_MCP_SANDBOX__MEMORY_MB": "2048",
+        "BA_MCP_SANDBOX__MAX_PROCESSES": "48",
+        "BA_MCP_SANDBOX__MAX_FILE_MB": "20",
+        "BA_MCP_SANDBOX__DISK_MB": "64",
+        "BA_MCP_SANDBOX__MAX_TRANSFER_MB": "16",
         **env,
-    )
+    }
 
 
 async def run(session: ClientSession, code: str, **extra: Any) -> Any:

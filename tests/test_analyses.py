@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 import yaml
-from mcp import ClientSession, stdio_client
+from mcp import ClientSession
 
-from tests.conftest import ROOT, ba, make_workspace, meta_of, text_of
-from tests.sandbox_common import sandbox_params
+from tests.conftest import ROOT, ba, in_process, make_workspace, meta_of, text_of
+from tests.sandbox_common import sandbox_settings
 
 pytestmark = pytest.mark.anyio
 
@@ -42,10 +42,8 @@ def ws(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 async def s(ws: Path) -> AsyncIterator[ClientSession]:
-    params = sandbox_params(ws, BA_MCP_SANDBOX__ALLOWED_IMPORTS="*")
-    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
-        await session.initialize()
-        yield session
+    async with in_process(ws, None, **sandbox_settings(BA_MCP_SANDBOX__ALLOWED_IMPORTS="*")) as client:
+        yield client.session  # the real server and pipeline, in process
 
 
 async def ok(s: ClientSession, tool: str, **args: Any) -> Any:

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from mcp import ClientSession, stdio_client
 
-from tests.conftest import make_workspace, stdio_params, text_of
+from tests.conftest import in_process, make_workspace, stdio_params, text_of
 
 pytestmark = pytest.mark.anyio
 
@@ -34,9 +34,8 @@ def ws(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 async def s(ws: Path) -> AsyncIterator[ClientSession]:
-    async with stdio_client(stdio_params(ws)) as (read, write), ClientSession(read, write) as session:
-        await session.initialize()
-        yield session
+    async with in_process(ws) as client:  # the real server and pipeline, in process
+        yield client.session
 
 
 async def ok(s: ClientSession, tool: str, **args: Any) -> str:
