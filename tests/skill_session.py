@@ -1,6 +1,7 @@
-"""What the skills' method tests share: a real stdio server over a workspace of the test's uploads, a call that must
-succeed, a Python expression's value, and a skill's script exactly as the model reads it (``use_skill`` at ``full``:
-a long session never downgrades it)."""
+"""What the skills' method tests share: the real server in this process (its pipeline and sandbox workers through an
+MCP client; the stdio transport is tested in files of its own) over a workspace of the test's uploads, a call that
+must succeed, a Python expression's value, and a skill's script exactly as the model reads it (``use_skill`` at
+``full``: a long session never downgrades it)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from mcp import ClientSession
-from mcp.client.stdio import stdio_client
 
-from tests.conftest import ROOT, stdio_params, text_of
+from tests.conftest import ROOT, in_process, text_of
 
 
 @contextlib.asynccontextmanager
@@ -22,10 +22,8 @@ async def served(ws: Path, uploads: dict[str, str] | None = None, **env: str) ->
     (ws / "uploads").mkdir(parents=True, exist_ok=True)
     for name, text in (uploads or {}).items():
         (ws / "uploads" / name).write_text(text)
-    params = stdio_params(ws, **{"BA_MCP_TOOLS__RUN_PYTHON__TIMEOUT_S": "120", **env})
-    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
-        await session.initialize()
-        yield session
+    async with in_process(ws, None, **{"BA_MCP_TOOLS__RUN_PYTHON__TIMEOUT_S": "120", **env}) as client:
+        yield client.session
 
 
 async def ok(session: ClientSession, tool: str, **arguments: Any) -> Any:

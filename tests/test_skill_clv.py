@@ -13,11 +13,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
-from mcp import ClientSession, stdio_client
+from mcp import ClientSession
 from scipy.optimize import minimize
 from scipy.special import betaln, gammaln, hyp2f1
 
-from tests.conftest import stdio_params, text_of
+from tests.conftest import in_process, text_of
 
 pytestmark = [
     pytest.mark.anyio,
@@ -94,10 +94,8 @@ SOURCE = save_artifact(pd.DataFrame(rows, columns=["customer_id", "order_date", 
 async def s(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[ClientSession]:
     ws = tmp_path_factory.mktemp("clv") / "ws"
     (ws / "uploads").mkdir(parents=True)
-    params = stdio_params(ws, BA_MCP_TOOLS__RUN_PYTHON__TIMEOUT_S="120")
-    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
-        await session.initialize()
-        yield session
+    async with in_process(ws, None, BA_MCP_TOOLS__RUN_PYTHON__TIMEOUT_S="120") as client:  # the real server, in process
+        yield client.session
 
 
 async def call(session: ClientSession, tool: str, **arguments: Any) -> tuple[bool, str]:

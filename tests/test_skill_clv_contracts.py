@@ -11,9 +11,9 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from mcp import ClientSession, stdio_client
+from mcp import ClientSession
 
-from tests.conftest import stdio_params, text_of
+from tests.conftest import in_process, text_of
 
 pytestmark = [
     pytest.mark.anyio,
@@ -84,10 +84,8 @@ print(STATES, SOURCE)
 async def s(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[ClientSession]:
     ws = tmp_path_factory.mktemp("clv_contracts") / "ws"
     (ws / "uploads").mkdir(parents=True)
-    params = stdio_params(ws, BA_MCP_TOOLS__RUN_PYTHON__TIMEOUT_S="120")
-    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
-        await session.initialize()
-        yield session
+    async with in_process(ws, None, BA_MCP_TOOLS__RUN_PYTHON__TIMEOUT_S="120") as client:  # the real server, in process
+        yield client.session
 
 
 async def ok(session: ClientSession, tool: str, **arguments: Any) -> str:

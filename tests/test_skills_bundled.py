@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp import ClientSession, stdio_client
+from mcp import ClientSession
 
-from tests.conftest import ROOT, ba, meta_of, stdio_params, text_of
+from tests.conftest import ROOT, ba, in_process, meta_of, text_of
 
 pytestmark = [
     pytest.mark.anyio,
@@ -76,10 +76,8 @@ async def s(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[ClientSes
     (ws / "uploads").mkdir(parents=True)
     shutil.copy(ROOT / "ba_mcp" / "samples" / "sales_2025.csv", ws / "uploads" / "sales_2025.csv")
     (ws / "uploads" / "dirty_orders.csv").write_text(dirty_orders())
-    params = stdio_params(ws, BA_MCP_TOOLS__RUN_PYTHON__TIMEOUT_S="120")
-    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
-        await session.initialize()
-        yield session
+    async with in_process(ws, None, BA_MCP_TOOLS__RUN_PYTHON__TIMEOUT_S="120") as client:  # the real server, in process
+        yield client.session
 
 
 async def ok(session: ClientSession, tool: str, **arguments: Any) -> Any:
