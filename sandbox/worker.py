@@ -131,7 +131,11 @@ class Worker:
                 # one library at a time, each only while no request is waiting; a worker serving a session never
                 # spends CPU between its answers (its code imports what it uses)
                 if preloads and not self.started:
-                    ready, _, _ = select.select([self.sock], [], [], 1.0 if len(preloads) == first else 0.0)
+                    # poll, not select: the socket's number is the spawning process's, past 1023 in one that holds
+                    # many files (select() refuses it: the spare died, SANDBOX_UNAVAILABLE)
+                    waiting = select.poll()
+                    waiting.register(self.sock, select.POLLIN)
+                    ready = waiting.poll(1000 if len(preloads) == first else 0)
                     if not ready:
                         preloads.pop(0)()
                         continue

@@ -23,6 +23,14 @@ Handlers = Mapping[type[Request], Handler]
 __all__ = ["Answer", "Handler", "Handlers", "serve"]
 
 
+def _readable(sock: socket.socket, seconds: float) -> bool:
+    """Whether the server sent something within ``seconds``: poll, not select, which refuses a descriptor past
+    1023 (the socket keeps the number it had in the server, which may hold that many files)."""
+    waiting = select.poll()
+    waiting.register(sock, select.POLLIN)
+    return bool(waiting.poll(max(0.0, seconds) * 1000))
+
+
 def serve(target: Any, handlers: Handlers, sock: socket.socket, options: dict[str, Any]) -> None:
     """Answer requests until the server closes the channel: each by the handler of its type; an answer over
     ``max_transfer_bytes`` is refused here, before it is sent. ``target`` is the program's state: its ``busy``
@@ -30,7 +38,7 @@ def serve(target: Any, handlers: Handlers, sock: socket.socket, options: dict[st
     ``after_reply``."""
     while True:
         window = target.resting() if hasattr(target, "resting") else None
-        if window is not None and not select.select([sock], [], [], window)[0]:
+        if window is not None and not _readable(sock, window):
             target.rest()  # idle: let go of what other programs may want (a DuckDB file's lock)
         try:
             message, fds = protocol.recv(sock)

@@ -183,8 +183,10 @@ class WorkerProcess:
     def wait_readable(self, timeout: float) -> bool:
         """Whether the worker has sent something (or closed its end) within ``timeout`` seconds; a socket already
         closed here (the worker was ended by another call) is WorkerGone."""
-        try:
-            readable, _, _ = select.select([self.sock], [], [], timeout)
+        try:  # poll, not select: select() refuses a descriptor past 1023 (a server holding many connections)
+            waiting = select.poll()
+            waiting.register(self.sock, select.POLLIN)
+            readable = waiting.poll(max(0.0, timeout) * 1000)
         except (OSError, ValueError) as exc:  # ValueError: a closed socket's fileno() is -1
             raise WorkerGone(str(exc)) from None
         return bool(readable)
