@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -189,6 +190,29 @@ async def test_the_calls_deadline_moves_on_while_its_worker_starts() -> None:
     plain = ToolContext(session="s", timeout=0.05)
     with pytest.raises(TimeoutError):
         await within(0.05, plain, lambda: anyio.to_thread.run_sync(start_over.wait, 0.3, abandon_on_cancel=True))
+
+
+@pytest.mark.anyio
+async def test_a_deadline_that_fires_as_a_start_moves_it_on_is_still_a_timeout() -> None:
+    """The deadline cancels the work in the same turn of the event loop as the follower moves it on (a busy machine):
+    anyio's fail_after then raises nothing, and the call is a timeout all the same, not an internal error. The loop is
+    held past both timers so that both are due together: the follower's first (it wakes 0.1 s before the deadline)."""
+
+    class Late:
+        calls = 0
+
+        def not_counted(self) -> float:  # nothing at the follower's first look; a long start by its second
+            self.calls += 1
+            return 0.0 if self.calls == 1 else 10.0
+
+    async def held_then_waits() -> str:
+        await anyio.sleep(0)  # the follower sets the deadline and sleeps until 0.1 s before it
+        time.sleep(0.3)  # the loop held past the follower's wake (0.1 s) and the deadline (0.2 s): both due at once
+        await anyio.sleep(5)
+        return "answered"
+
+    with pytest.raises(TimeoutError):
+        await within(0.2, Late(), held_then_waits)  # type: ignore[arg-type]
 
 
 class _WithTimeout(ToolParams):

@@ -472,6 +472,7 @@ async def within(seconds: float, ctx: ToolContext, work: Callable[[], Awaitable[
     waiting for a worker process to start (``ToolContext.worker_start``) moves the deadline on: a call's timeout
     measures the call's work, and a start has its own bound and error (issue 65)."""
     failed: Exception | None = None
+    answered: list[_T] = []
     with anyio.fail_after(seconds) as scope:
         end = scope.deadline
         async with anyio.create_task_group() as tg:
@@ -483,14 +484,16 @@ async def within(seconds: float, ctx: ToolContext, work: Callable[[], Awaitable[
 
             tg.start_soon(follow)
             try:
-                done = await work()
+                answered.append(await work())
             except Exception as exc:  # raised as it is, not in the task group's ExceptionGroup
                 failed = exc
             # not in a finally: the deadline's own cancellation must reach fail_after, not end in this group's scope
             tg.cancel_scope.cancel()
     if failed is not None:
         raise failed
-    return done
+    if not answered:  # the deadline cancelled the work, then a start moved it on: fail_after kept quiet (anyio
+        raise TimeoutError  # raises only when the time is past the deadline as it is at the end); the call timed out
+    return answered[0]
 
 
 def retry_delay(base_ms: float, factor: float, max_ms: float, attempt: int, retry_after: float | None) -> float:
