@@ -41,8 +41,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import psutil
-from common import AGAINST_HELP, call, env_for, initialize, servers, spawn
+from common import AGAINST_HELP, call, env_for, initialize, servers, spawn, stop
 
 CASES = {  # tool -> (first call's arguments, the warm call's)
     "file_reader": ({"path": "upload_calls", "output_level": "standard"}, {"path": "upload_calls", "nrows": 500}),
@@ -174,19 +173,6 @@ def one(command: list[str], cwd: Path, tool: str, idle: float) -> tuple[float, f
     finally:
         stop(proc)
         shutil.rmtree(ws, ignore_errors=True)
-
-
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    """The server's stdin closed, as a host ends it; it and every process it started gone (the rest killed)."""
-    family = [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]
-    assert proc.stdin is not None
-    proc.stdin.close()
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-    for p in psutil.wait_procs(family, timeout=30)[1]:
-        p.kill()
 
 
 def main() -> None:

@@ -24,8 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-import psutil
-from common import AGAINST_HELP, ROOT, call, env_for, initialize, servers, spawn
+from common import AGAINST_HELP, ROOT, call, env_for, initialize, servers, spawn, stop
 
 QUERY = {"metrics": ["revenue"], "time_grain": "month", "timeout": 240}  # measured, not cut at the default 30 s
 
@@ -78,15 +77,7 @@ def one(command: list[str], cwd: Path, folder: Path, project: Path, after: float
         assert not reply.get("result", {}).get("isError"), reply
         return before, took
     finally:
-        family = [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]
-        assert proc.stdin is not None
-        proc.stdin.close()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        for p in psutil.wait_procs(family, timeout=30)[1]:
-            p.kill()
+        stop(proc)
         shutil.rmtree(ws, ignore_errors=True)
 
 

@@ -82,6 +82,21 @@ def call(proc: subprocess.Popen[bytes], id_: int, tool: str, arguments: dict) ->
     return time.perf_counter() - started, reply
 
 
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    """The server's stdin closed, as a host ends it; it and every process it started gone (the rest killed)."""
+    import psutil
+
+    family = [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]
+    assert proc.stdin is not None
+    proc.stdin.close()
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    for p in psutil.wait_procs(family, timeout=30)[1]:
+        p.kill()
+
+
 def rss_mb(pid: int) -> float:
     with open(f"/proc/{pid}/status") as f:
         for line in f:
