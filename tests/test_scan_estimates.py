@@ -13,7 +13,9 @@ import pytest
 from mcp import ClientSession, stdio_client
 
 from ba_mcp.databases.spark import planned_rows
-from ba_mcp.inside.sql import refuse_large_scan, scanned_rows
+from ba_mcp.inside.duck import DuckSession
+from ba_mcp.inside.sql import Relations, parse, readable_rows, refuse_large_scan, scanned_rows
+from ba_mcp.workers.messages import Query
 from ba_mcp.workers.wire import Failure
 from tests.conftest import make_workspace, stdio_params, text_of
 
@@ -44,6 +46,104 @@ def test_duckdbs_figure_counts_a_scanned_table_whole_and_gives_none_without_a_sc
     refuse_large_scan(con, "SELECT k, count(*) FROM big GROUP BY k", None, 1_000_000)  # under the bound: runs
     refuse_large_scan(con, "SELECT k, count(*) FROM big GROUP BY k", None, None)  # no bound (confirmed): runs
     refuse_large_scan(con, "SELECT * FROM nowhere", None, 1)  # its own error comes when it runs
+
+
+# Statements the parse bounds (each table named counted whole, per reference) and statements it leaves to the plan
+BOUNDED = [
+    "SELECT k, count(*) FROM big GROUP BY k ORDER BY 1",
+    "SELECT * FROM big JOIN small USING (id) WHERE k = 3 LIMIT 5",
+    "SELECT * FROM memory.main.big UNION ALL SELECT id, id FROM main.small",
+    "SELECT * FROM BIG b1, big b2 WHERE b1.id = b2.id",
+    "SELECT *, row_number() OVER (PARTITION BY k ORDER BY id DESC) FROM big QUALIFY 1 = 1",
+    "SELECT * FROM big ASOF JOIN small USING (id)",
+    "SELECT * FROM big WHERE id IN (1, 2, 3, 4, 5, 6, 7, 8, 9, 10)",
+    "VALUES (1), (2), (3)",
+    "SELECT 1",
+    "SELECT * FROM big WHERE id = ?",
+]
+TO_THE_PLAN = [
+    "SELECT * FROM range(5000)",  # a table function
+    "SELECT * FROM big_view",  # a view
+    "WITH a AS (SELECT * FROM big) SELECT * FROM a JOIN a b USING (id)",  # a CTE: its scans are the plan's
+    "SELECT (SELECT count(*) FROM small s WHERE s.id = b.id) FROM big b",  # decorrelated through a CTE
+    "SELECT k, count(DISTINCT id), count(DISTINCT k) FROM big GROUP BY k",  # DISTINCT aggregates: a CTE too
+    "SELECT * FROM (SELECT * FROM big) t",  # a derived table
+    "SELECT * FROM nowhere",  # unknown: a file DuckDB might read in its place
+    "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 3) SELECT * FROM r",
+    "SUMMARIZE big",
+    "PIVOT big ON k IN (1, 2) USING count(*)",
+    "SELECT * FROM 'nowhere.parquet'",
+]
+
+
+def test_theparse_bounds_no_less_than_duckdbs_plan_counts_and_leaves_the_rest_to_the_plan(
+    con: duckdb.DuckDBPyConnection,
+) -> None:
+    con.execute("CREATE VIEW big_view AS SELECT * FROM big, range(3)")
+    relations = Relations.of(con)
+    for sql in BOUNDED:
+        most = readable_rows(parse(con, sql), relations)
+        planned = scanned_rows(con, sql, [1] if "?" in sql else None)[0]
+        assert most is not None and most >= (planned or 0), (sql, most, planned)
+    assert readable_rows(parse(con, BOUNDED[0]), relations) == 300_001  # and ORDER BY's constant
+    assert readable_rows(parse(con, BOUNDED[3]), relations) == 600_000  # once per reference
+    for sql in TO_THE_PLAN:
+        assert readable_rows(parse(con, sql), relations) is None, sql
+
+
+def test_a_users_function_leaves_every_statement_to_the_plan(con: duckdb.DuckDBPyConnection) -> None:
+    con.execute("CREATE TEMP MACRO sum(x) AS (SELECT count(*) FROM range(100000000000))")  # takes a built-in's name
+    relations = Relations.of(con)
+    assert relations.functions == {"sum"}
+    assert readable_rows(parse(con, "SELECT sum(id) FROM small"), relations) is None
+    with pytest.raises(Failure) as refused:  # the plan sees the macro's scan
+        refuse_large_scan(con, "SELECT sum(id) FROM small", None, 1_000_000, relations)
+    assert "100,000,000,000" in refused.value.fields["message"], refused.value.fields
+
+
+def test_a_statement_under_the_bound_by_itsparse_runs_and_one_over_it_is_refused_with_the_plans_figure(
+    con: duckdb.DuckDBPyConnection,
+) -> None:
+    relations = Relations.of(con)
+    refuse_large_scan(con, "SELECT k, count(*) FROM big GROUP BY k", None, 300_000, relations)  # 300,000: not over
+    with pytest.raises(Failure) as refused:  # over by its parse: the plan decides, and gives the figure
+        refuse_large_scan(con, "SELECT * FROM big JOIN small USING (id)", None, 300_005, relations)
+    said = refused.value.fields
+    assert said["code"] == "LARGE_SCAN" and "300,010 rows" in said["message"], said
+    with pytest.raises(Failure):  # unbounded by its parse (a table function): the plan's figure
+        refuse_large_scan(con, "SELECT count(*) FROM range(100000000000) a, big", None, 1_000_000, relations)
+
+
+def test_the_engine_worker_reads_its_catalog_anew_after_a_statement_changes_it(tmp_path: Path) -> None:
+    path = tmp_path / "wh.duckdb"
+    made = duckdb.connect(str(path))
+    made.execute("CREATE TABLE events AS SELECT range AS id FROM range(1000)")
+    made.close()
+    session = DuckSession({"databases": [{"name": "wh", "alias": "wh", "path": str(path)}]})
+    session.attach()
+
+    def query(sql: str) -> None:
+        session.query(Query(database="wh", sql=sql, params=None, max_rows=10, scan_bound=100_000), [])
+
+    query("SELECT count(*) FROM events")  # under the bound: runs, the catalog read once
+    assert session.relations is not None and session.relations.tables["events"] == [("wh", "main", 1000)]
+    known = session.relations
+    query("SELECT count(*) FROM events")
+    assert session.relations is known  # nothing changed: not read again
+    query("CREATE TEMP TABLE events AS SELECT range AS id FROM range(200000)")  # shadows wh.main.events
+    assert session.relations is None
+    with pytest.raises(Failure) as refused:
+        query("SELECT sum(id) FROM events")
+    assert "200,000 rows" in refused.value.fields["message"], refused.value.fields
+    query("CREATE TEMP MACRO n() AS (SELECT count(*) FROM range(100000000000))")
+    with pytest.raises(Failure) as refused:
+        query("SELECT n()")
+    assert "100,000,000,000" in refused.value.fields["message"], refused.value.fields
+    session.rest()
+    session.attach()
+    assert session.relations is None
+    query("SELECT 1")
+    assert session.functions is not None and session.functions[1] == {"n"}  # the session's macro, still there
 
 
 # Spark's own EXPLAIN COST text (Spark 4), as a local Spark Connect printed it: without a rowCount (its cost-based

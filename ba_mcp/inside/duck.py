@@ -29,7 +29,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ba_mcp.inside.decoding import FdSource
 from ba_mcp.inside.serve import Answer, Handlers
@@ -37,6 +37,9 @@ from ba_mcp.values import shown_schema
 from ba_mcp.workers.messages import Analyse, Describe, Drop, Query, Stats, Store
 from ba_mcp.workers.wire import Failure, first_rows, memfile, write_arrow
 from sandbox.isolation import SESSION_DIR
+
+if TYPE_CHECKING:
+    from ba_mcp.inside.sql import Relations
 
 _BATCH_ROWS = 8192
 REST_S = 0.5  # an engine idle this long DETACHes the database files, so another program may write them
@@ -133,6 +136,12 @@ class DuckSession:
         self.lock_wait_over = threading.Event()  # set by an interrupt: a wait for a lock ends now
         self.models: dict[str, Any] = {}  # the metrics model last compiled for, by its digest
         self.current = ""  # the database the session's connection USEs
+        # What the catalog holds (``inside.sql.Relations``: LARGE_SCAN's estimate from the parse), until it changes
+        # (``_changed``); the user's functions in it, by what can add one: the files ATTACHed, as they are on disk,
+        # and the statements the session ran (~30 ms to list: not again for the same)
+        self.relations: Relations | None = None
+        self.functions: tuple[tuple[Any, ...], set[str]] | None = None
+        self.statements = 0
         self.warming: threading.Thread | None = None  # the spare's warm-up imports, until the first operation
         self.warm_stop = threading.Event()  # set by the first operation: the warm-up imports no further module
         self.databases = list(options.get("databases", []))
@@ -159,6 +168,7 @@ class DuckSession:
         import duckdb
 
         self.attached = True
+        self._changed()
         self.missing.clear()
         self.locked.clear()
         for db in self.databases:
@@ -178,6 +188,7 @@ class DuckSession:
         if not self.attached:
             return
         self.attached = False
+        self._changed()
         if self.current:
             self.con.execute("USE memory")
             self.current = ""
@@ -218,6 +229,8 @@ class DuckSession:
     def query(self, request: Query, fds: list[int]) -> Answer:
         import pyarrow as pa
 
+        from ba_mcp.inside.sql import parse, refuse_large_scan
+
         self._drop_pending()
         name = request.database
         waited = self._opened(name, float(request.lock_wait_s or 0.0))
@@ -238,15 +251,21 @@ class DuckSession:
         created: list[str] = []
         try:
             created = self._register(fresh, taken, request.bounds)
+            bound = request.scan_bound
+            # DuckDB's parse of a SELECT (LARGE_SCAN's estimate reads it); anything else may change the catalog
+            tree = parse(self.con, request.sql) if bound else None
+            if tree is None or tree.get("error"):
+                self._changed(statement=True)
+                tree = None
             relation = self._bound(request.sql, request.params, named)
             if relation is None:  # a statement without rows (CREATE, DROP): it has run
+                self._changed(statement=True)
                 self._forget_kept()  # it may have made or dropped objects of those names: views are made afresh
                 done = pa.table({"result": pa.array(["done"], pa.string())})
                 reply = {"op": "result", "rows": 1, "more": False, "display_types": {}, **waited}
                 return reply, [memfile(write_arrow(done))]
-            from ba_mcp.inside.sql import refuse_large_scan  # past the bound: refused with DuckDB's own estimate
-
-            refuse_large_scan(self.con, request.sql, request.params, request.scan_bound)
+            # past the bound: refused with DuckDB's own estimate
+            refuse_large_scan(self.con, request.sql, request.params, bound, self._relations() if tree else None, tree)
             types = _display_types(list(zip(relation.columns, relation.types, strict=False)))
             reader = relation.to_arrow_reader(_BATCH_ROWS)
             # values as DuckDB shows them: intervals as text, float4 by its shortest form (ba_mcp.values); a
@@ -290,6 +309,7 @@ class DuckSession:
             if left <= 0 or self.lock_wait_over.wait(min(pause, left)):
                 break
             try:
+                self._changed()
                 self.con.execute(f"ATTACH {_literal(db['path'])} AS {_quote(db['alias'])} (READ_ONLY)")
             except duckdb.Error as exc:
                 if _LOCK_CONFLICT not in str(exc):
@@ -427,6 +447,7 @@ class DuckSession:
         return False
 
     def _forget(self, name: str) -> None:
+        self._changed()
         kept = self.kept.pop(name)
         with contextlib.suppress(Exception):
             self.con.execute(f"DROP VIEW IF EXISTS temp.main.{_quote(name)}")
@@ -448,6 +469,8 @@ class DuckSession:
         (Parquet, UTF-8 CSV: the view and its descriptor kept for the next calls) or, for the formats DuckDB does
         not read here, by ``ba_mcp.formats`` (bounded; registered for this call only — returned)."""
         created: list[str] = []
+        if files:
+            self._changed()
         try:
             for (spec, fd), slot in zip(files, taken, strict=False):
                 name = spec["name"]
@@ -477,11 +500,35 @@ class DuckSession:
         return created
 
     def _unregister(self, names: list[str]) -> None:
+        if names:
+            self._changed()
         for name in names:
             with contextlib.suppress(Exception):
                 self.con.execute(f"DROP VIEW IF EXISTS temp.main.{_quote(name)}")
             with contextlib.suppress(Exception):
                 self.con.unregister(name)
+
+    def _changed(self, statement: bool = False) -> None:
+        """The catalog changes (a file ATTACHed or DETACHed, a view made or dropped, a ``statement`` run): what
+        ``_relations`` knew of it is gone."""
+        self.relations = None
+        self.statements += statement
+
+    def _relations(self) -> Relations | None:
+        """The catalog as ``refuse_large_scan`` reads a statement's parse against (``inside.sql.Relations``), or
+        None when DuckDB cannot list it (then the plan decides, as without it)."""
+        from ba_mcp.inside.sql import Relations, user_functions
+
+        if self.relations is None:
+            files = tuple(_stat(db["path"] + suffix) for db in self.databases for suffix in ("", ".wal"))
+            key = (self.statements, self.attached, files)
+            try:
+                if self.functions is None or self.functions[0] != key:
+                    self.functions = (key, user_functions(self.con))
+                self.relations = Relations.of(self.con, self.functions[1])
+            except Exception:
+                return None
+        return self.relations
 
     def _bound(self, sql: str, params: Any, named: set[str]) -> Any:
         """The statement as a relation; a column it names that is not there is refused with the columns of the
@@ -512,6 +559,15 @@ class DuckSession:
             raise type(exc)(head + "\n" + "\n".join(listed) + sep + tail) from None
 
     # -- bytes --------------------------------------------------------------------------------------
+
+
+def _stat(path: str) -> tuple[int, ...] | None:
+    """What says a database file is as it was (None: not there)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 def _literal(text: str) -> str:
