@@ -9,12 +9,18 @@ read it:
 * **what**: the project's own packages (``ba_mcp``, ``sandbox``: outside site-packages in an editable install), the
   installed packages (``sysconfig``'s purelib and platlib) and the standard library — not the packages' test
   suites, which no worker imports; only what is missing or stale (``compileall`` without ``force``);
+* **first what a worker imports first**: after the project's packages, the installed packages the workers' own code
+  imports (``worker_imports``: read from the worker programs' sources and the project's modules they import —
+  numpy and pandas for a Python sandbox, pyarrow for an engine), then the rest: a new install's first
+  worker finds those compiled seconds after the start;
 * **once**: a stamp in ``<purelib>/__pycache__/`` records what the last complete run compiled — the interpreter and
   the installed distributions (``fingerprint``); a start that finds the same compiles nothing and starts no process;
-* **out of the way**: in a process of its own (``python -I -m ba_mcp.bytecode``) in a session, and so an autogroup,
-  of its own at the lowest CPU priority (autogroup and nice 19), started after the handshake and ended with the
-  server (``Compiling.close``); what it wrote stays (each file is written whole), so the next start goes on from
-  there. One at a time: a lock beside the stamp, which a second server finds held and leaves the work to the first;
+* **out of the way**: in a process of its own (``python -I -m ba_mcp.bytecode <server's pid>``) in a session, and
+  so an autogroup, of its own at the lowest CPU priority (autogroup and nice 19), started after the handshake and
+  ended with the server: by ``Compiling.close``, or — the server killed, or its process group signalled, which this
+  session is not in — by itself, when it sees its server gone (``_ends_with``); what it wrote stays (each file is
+  written whole), so the next start goes on from there. One at a time: a lock beside the stamp, which a second
+  server finds held and leaves the work to the first;
 * **where it cannot**: a folder the server's user may not write (a system install another user owns) is left as it
   is, and the log says how its owner compiles it (pip compiles at install).
 
@@ -24,6 +30,7 @@ test suite's start: its workers read what it compiles).
 
 from __future__ import annotations
 
+import ast
 import compileall
 import contextlib
 import fcntl
@@ -44,6 +51,7 @@ log = logging.getLogger(__name__)
 STAMP = "ba-mcp-bytecode.stamp"
 _LOCK = "ba-mcp-bytecode.lock"
 _PROJECT = ("ba_mcp", "sandbox")
+_WORKERS = ("sandbox", "ba_mcp.inside")  # the worker programs, as the server starts them: python -I -B -m <module>
 _TESTS = r"[/\\]tests?[/\\]"  # a package's test suite (pandas/tests, numpy/…/tests): no worker imports it
 
 
@@ -66,6 +74,93 @@ def targets() -> list[tuple[Path, str]]:
     left_out = _TESTS + r"|[/\\](?:site|dist)-packages[/\\]"  # the interpreter's own installed packages: not ours
     found = [(d, _TESTS) for d in [*_package_dirs(), *sites]] + [(stdlib, left_out)]
     return [(d, rx) for d, rx in found if d.is_dir()]
+
+
+def worker_imports() -> list[str]:
+    """The installed packages (top-level names) a worker imports as it starts, in the order the workers' code names
+    them: the import statements a module runs when imported (its body's, not its functions' nor ``TYPE_CHECKING``'s)
+    and those of its ``main`` (a worker imports its libraries there), of the worker programs (``_WORKERS``'
+    ``__main__``) and of every project module they import, followed through the project. Read from the sources,
+    nothing imported; the standard library's names left out."""
+    roots = {d.name: d.parent for d in _package_dirs()}
+    queue = [f"{worker}.__main__" for worker in _WORKERS]
+    seen: set[str] = set()
+    found: list[str] = []
+    while queue:
+        module = queue.pop(0)
+        source = _source(roots, module)
+        if module in seen or source is None:
+            continue
+        seen.add(module)
+        try:
+            tree = ast.parse(source.read_bytes())
+        except (OSError, SyntaxError, ValueError):
+            continue
+        package = module if source.name == "__init__.py" else module.rpartition(".")[0]
+        for node in _run_at_start(tree.body):
+            names: list[str] = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:  # relative: from the module's own package
+                    parts = package.split(".")
+                    base = ".".join([*parts[: len(parts) - node.level + 1], *([base] if base else [])])
+                names = [base, *(f"{base}.{alias.name}" for alias in node.names)]
+            for name in names:
+                top = name.partition(".")[0]
+                if top in roots:
+                    queue.append(name)
+                elif top and top not in sys.stdlib_module_names and top not in found:
+                    found.append(top)
+    return found
+
+
+def _run_at_start(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """The statements of a module's body that run when it is imported or its worker starts: its own, those of the
+    blocks in it, and of its function ``main``; not other functions', classes' or ``if TYPE_CHECKING:``'s."""
+    for node in body:
+        if isinstance(node, ast.FunctionDef):
+            if node.name == "main":
+                yield from (n for n in ast.walk(node) if isinstance(n, ast.stmt))
+            continue
+        if isinstance(node, ast.ClassDef):
+            continue
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            continue
+        yield node
+        for field in ("body", "orelse", "finalbody"):  # an if's, a try's, a with's blocks
+            yield from _run_at_start(getattr(node, field, None) or [])
+        for handler in getattr(node, "handlers", None) or []:
+            yield from _run_at_start(handler.body)
+
+
+def _source(roots: dict[str, Path], module: str) -> Path | None:
+    """The source file of a project module (None: not one, or a name imported from a module)."""
+    parts = module.split(".")
+    base = roots.get(parts[0])
+    if base is None:
+        return None
+    path = base.joinpath(*parts)
+    for candidate in (path / "__init__.py", path.with_suffix(".py")):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _installed(name: str) -> Path | None:
+    """Where installed package ``name`` is (its folder, or its one file), without importing it."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return None
+    if spec is None:
+        return None
+    if spec.submodule_search_locations:
+        return Path(next(iter(spec.submodule_search_locations)))
+    return Path(spec.origin) if spec.origin and spec.origin.endswith(".py") else None
 
 
 def fingerprint() -> str:
@@ -127,18 +222,28 @@ def compile_missing(workers: int = 1) -> None:
 
 
 def _compile(workers: int, everything: bool = True) -> None:
-    """Compile the project's packages and, with ``everything``, the rest of ``targets()``; then write the stamp."""
+    """Compile the project's packages and, with ``everything``, the packages the workers import (``worker_imports``)
+    and then the rest of ``targets()``; then write the stamp."""
     before = fingerprint()
     project = _package_dirs()
-    for folder, left_out in targets():
-        if os.access(folder, os.W_OK) and (everything or folder in project):
-            compileall.compile_dir(
-                folder,
-                quiet=2,
-                rx=re.compile(left_out),
-                workers=workers,
-                invalidation_mode=py_compile.PycInvalidationMode.TIMESTAMP,  # what the workers check, cheaply
-            )
+    found = targets()
+    first: list[tuple[Path, str]] = []
+    if everything:
+        sites = [d for d, _ in found if d not in project]
+        for name in worker_imports():
+            where = _installed(name)
+            if where is not None and any(where.is_relative_to(site) for site in sites):
+                first.append((where, _TESTS))
+    ours = [(d, rx) for d, rx in found if d in project]
+    for folder, left_out in [*ours, *first, *[(d, rx) for d, rx in found if d not in project]]:
+        if not os.access(folder, os.W_OK) or not (everything or folder in project):
+            continue
+        rx = re.compile(left_out)
+        kind = {"quiet": 2, "invalidation_mode": py_compile.PycInvalidationMode.TIMESTAMP}  # what workers check
+        if folder.is_file():
+            compileall.compile_file(folder, rx=rx, **kind)  # type: ignore[arg-type]
+        else:
+            compileall.compile_dir(folder, rx=rx, workers=workers, **kind)  # type: ignore[arg-type]
     if everything and fingerprint() == before:  # nothing installed meanwhile: what was compiled is what is there
         tmp = _stamp_dir() / f"{STAMP}.{os.getpid()}"
         tmp.write_text(before + "\n", encoding="ascii")
@@ -153,8 +258,41 @@ def _lowest_priority() -> None:
         os.nice(19)
 
 
-def main() -> int:
-    """``python -I -m ba_mcp.bytecode``: the background run (see the module's docstring)."""
+def _ends_with(parent: int) -> None:
+    """End this process, and its pool's with it, as soon as process ``parent`` (the server that started it) is gone:
+    killed, or ended with its process group, which this process's own session is not in. A thread waits on the
+    parent's pidfd (or, where there is none, looks at this process's parent every second); then SIGKILL to this
+    process's group — its own when it leads it (``Compiling`` starts it in a session of its own), else to itself."""
+    import threading
+    import time
+
+    def watch() -> None:
+        pidfd = None
+        with contextlib.suppress(AttributeError, OSError):
+            pidfd = os.pidfd_open(parent)
+        if pidfd is not None and os.getppid() == parent:  # the pidfd is the parent's, not a later process's
+            import select
+
+            waiting = select.poll()
+            waiting.register(pidfd, select.POLLIN)  # readable once the process has ended
+            while not waiting.poll(None):
+                pass
+        else:
+            while os.getppid() == parent:
+                time.sleep(1)
+        if os.getpgid(0) == os.getpid():
+            os.killpg(os.getpid(), signal.SIGKILL)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    threading.Thread(target=watch, name="ends-with-server", daemon=True).start()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -I -m ba_mcp.bytecode [<the server's pid>]``: the background run (see the module's docstring),
+    ended with the server whose pid is given."""
+    args = sys.argv[1:] if argv is None else argv
+    if args:
+        _ends_with(int(args[0]))
     _lowest_priority()
     if writable():
         with _locked() as mine:
@@ -187,7 +325,7 @@ class Compiling:
             return
         try:
             self._process = subprocess.Popen(
-                [sys.executable, "-I", "-m", "ba_mcp.bytecode"],
+                [sys.executable, "-I", "-m", "ba_mcp.bytecode", str(os.getpid())],  # ends with this process
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,  # stdout may be the MCP channel
                 stderr=subprocess.DEVNULL,
