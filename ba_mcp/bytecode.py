@@ -51,6 +51,7 @@ log = logging.getLogger(__name__)
 STAMP = "ba-mcp-bytecode.stamp"
 _LOCK = "ba-mcp-bytecode.lock"
 _PROJECT = ("ba_mcp", "sandbox")
+_MODULE = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*\Z")  # a string that may name a module
 _WORKERS = ("sandbox", "ba_mcp.inside")  # the worker programs, as the server starts them: python -I -B -m <module>
 _TESTS = r"[/\\]tests?[/\\]"  # a package's test suite (pandas/tests, numpy/…/tests): no worker imports it
 
@@ -80,12 +81,14 @@ def worker_imports() -> list[str]:
     """The installed packages (top-level names) a worker imports as it starts, in the order the workers' code names
     them: the import statements a module runs when imported (its body's, not its functions' nor ``TYPE_CHECKING``'s)
     and those of its ``main`` (a worker imports its libraries there), of the worker programs (``_WORKERS``'
-    ``__main__``) and of every project module they import, followed through the project. Read from the sources,
-    nothing imported; the standard library's names left out."""
+    ``__main__``) and of every project module they import, followed through the project; then the installed packages
+    those modules import later or name (a spare's preloads: ``scipy.stats``). Read from the sources, nothing
+    imported; the standard library's names left out."""
     roots = {d.name: d.parent for d in _package_dirs()}
     queue = [f"{worker}.__main__" for worker in _WORKERS]
     seen: set[str] = set()
     found: list[str] = []
+    later: list[str] = []
     while queue:
         module = queue.pop(0)
         source = _source(roots, module)
@@ -113,6 +116,16 @@ def worker_imports() -> list[str]:
                     queue.append(name)
                 elif top and top not in sys.stdlib_module_names and top not in found:
                     found.append(top)
+        for node in ast.walk(tree):  # what the module imports in its functions, or names as a module to import
+            if isinstance(node, ast.Import):
+                later += [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                later.append(node.module)
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and _MODULE.match(node.value):
+                later.append(node.value)
+    for name in dict.fromkeys(n.partition(".")[0] for n in later):
+        if name not in roots and name not in sys.stdlib_module_names and name not in found and _installed(name):
+            found.append(name)
     return found
 
 

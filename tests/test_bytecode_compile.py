@@ -24,6 +24,7 @@ def test_the_packages_a_worker_imports_at_start_are_read_from_the_workers_code()
     found = bytecode.worker_imports()
     assert {"numpy", "pandas"} <= set(found[:3]), found  # the Python sandbox's start (sandbox.worker.main)
     assert "pyarrow" in found, found  # the engine worker's start (ba_mcp.inside.main)
+    assert found.index("scipy") > found.index("pandas"), found  # named later: the spare's preload of scipy.stats
     assert not {"ba_mcp", "sandbox", "os", "json"} & set(found), found  # neither the project's nor the stdlib's
     assert len(found) < 20, found  # what runs at start, not every import of every module (those come after)
 
