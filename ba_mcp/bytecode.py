@@ -116,13 +116,13 @@ def worker_imports() -> list[str]:
                     queue.append(name)
                 elif top and top not in sys.stdlib_module_names and top not in found:
                     found.append(top)
-        for node in ast.walk(tree):  # what the module imports in its functions, or names as a module to import
-            if isinstance(node, ast.Import):
-                later += [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
-                later.append(node.module)
-            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and _MODULE.match(node.value):
-                later.append(node.value)
+        for part in ast.walk(tree):  # what the module imports in its functions, or names as a module to import
+            if isinstance(part, ast.Import):
+                later += [alias.name for alias in part.names]
+            elif isinstance(part, ast.ImportFrom) and not part.level and part.module:
+                later.append(part.module)
+            elif isinstance(part, ast.Constant) and isinstance(part.value, str) and _MODULE.match(part.value):
+                later.append(part.value)
     for name in dict.fromkeys(n.partition(".")[0] for n in later):
         if name not in roots and name not in sys.stdlib_module_names and name not in found and _installed(name):
             found.append(name)
