@@ -184,7 +184,7 @@ def main() -> None:
         "--conditions", default="checkout", help="checkout, install, install-first, burners (comma-separated)"
     )
     parser.add_argument("--burners", type=int, default=6)
-    parser.add_argument("--against", help=AGAINST_HELP)
+    parser.add_argument("--against", action="append", help=AGAINST_HELP + " (may be given more than once)")
     args = parser.parse_args()
     contenders = servers(args.against)
     tools = args.tools.split(",")

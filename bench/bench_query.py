@@ -28,7 +28,7 @@ ON_UPLOAD = "SELECT region, count(*) AS n, sum(amount) AS total FROM {} GROUP BY
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=50)
-    parser.add_argument("--against", help=AGAINST_HELP)
+    parser.add_argument("--against", action="append", help=AGAINST_HELP + " (may be given more than once)")
     args = parser.parse_args()
     runs = args.runs
     ws = Path(tempfile.mkdtemp(prefix="ba-bench-"))

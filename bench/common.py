@@ -41,12 +41,12 @@ AGAINST_HELP = (
 )
 
 
-def servers(against: str | None, label: str = "") -> dict[str, tuple[list[str], Path]]:
-    """The ba-mcp servers a bench measures: this checkout's, and (``against``) another checkout's — by name, each
-    its command and the folder it starts in."""
+def servers(against: str | list[str] | None, label: str = "") -> dict[str, tuple[list[str], Path]]:
+    """The ba-mcp servers a bench measures: this checkout's, and (``against``) other checkouts' (one, or a list: a
+    bench whose ``--against`` may be given more than once) — by name, each its command and the folder it starts in."""
     found = {"ba-mcp": ([python(), "-m", "ba_mcp"], ROOT)}
-    if against:
-        interpreter = Path(against).absolute()  # not resolved: the link is what makes it that environment
+    for other in [against] if isinstance(against, str) else against or []:
+        interpreter = Path(other).absolute()  # not resolved: the link is what makes it that environment
         checkout = interpreter.parent.parent.parent
         found[f"ba-mcp at {label or checkout.name}"] = ([str(interpreter), "-m", "ba_mcp"], checkout)
     return found
