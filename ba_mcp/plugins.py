@@ -82,8 +82,9 @@ def normalize(name: str) -> str:
 def installed() -> dict[str, list[EntryPoint]]:
     """The installed distributions with entry points in ba-mcp's groups, by normalized name (nothing imported)."""
     found: dict[str, list[EntryPoint]] = {}
+    every = entry_points()  # one look at the installed distributions (each group's own would read them all again)
     for group in GROUPS:
-        for ep in entry_points(group=group):
+        for ep in every.select(group=group):
             if ep.dist is not None:
                 found.setdefault(normalize(ep.dist.name), []).append(ep)
     return found

@@ -25,6 +25,12 @@ from tests import background, pg_server, spark_server
 
 ROOT = Path(__file__).resolve().parent.parent
 
+# pytest keeps the test files' rewritten bytecode (their asserts made to explain themselves) in __pycache__ unless
+# bytecode is not to be written (PYTHONDONTWRITEBYTECODE, as on this machine): then each of the run's two workers
+# rewrites and compiles all ~100 test files anew at every run, ~14 CPU-s each. The run writes it (a checkout's own
+# files; the servers' workers still run -B and write nothing).
+sys.dont_write_bytecode = False
+
 
 @pytest.fixture(scope="session")
 def anyio_backend() -> str:

@@ -79,6 +79,7 @@ async def saved(s: ClientSession, ws: Path) -> Path:
     return ws / "analyses" / "monthly-review"
 
 
+@pytest.mark.slow  # a server or command-line process of its own: the slow tier (the fast tier stays in process)
 async def test_a_saved_analysis_replays_in_a_fresh_process_with_equal_digests(
     saved: Path, ws: Path, tmp_path: Path
 ) -> None:
@@ -110,6 +111,7 @@ async def test_a_saved_analysis_replays_in_a_fresh_process_with_equal_digests(
     assert "since = '2025-07-01'" in report and "changed: rows 48 → 24" in report, report
 
 
+@pytest.mark.slow  # a server or command-line process of its own: the slow tier (the fast tier stays in process)
 def test_the_generated_script_passes_ruff_and_answers_help(saved: Path) -> None:
     script = saved / "analysis.py"
     lint = subprocess.run(

@@ -89,6 +89,7 @@ async def test_the_server_serves_everything_else_and_says_why_the_database_is_un
         assert not any(piece in text for text in shown for piece in ("ss#word", "p@ss", "55433")), shown
 
 
+@pytest.mark.slow  # a server or command-line process of its own: the slow tier (the fast tier stays in process)
 def test_doctor_lists_the_database_as_unavailable_and_the_rest_healthy(tmp_path: Path) -> None:
     url = f"postgresql://analyst:{PASSWORD}@127.0.0.1:55433/aw"
     done = ba("doctor", workspace=tmp_path / "ws", env={"BA_MCP_DATABASES__WAREHOUSE__URL": url})

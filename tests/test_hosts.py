@@ -214,6 +214,7 @@ def test_plugin_installed_with_the_claude_code_cli_connects_from_another_project
     anyio.run(call)
 
 
+@pytest.mark.slow  # a server or command-line process of its own: the slow tier (the fast tier stays in process)
 def test_install_claude_code_writes_into_the_directory_it_is_run_from(tmp_path: Path) -> None:
     project = project_dir(tmp_path)
     command = ba_mcp_command()
@@ -236,6 +237,7 @@ def test_install_claude_code_writes_into_the_directory_it_is_run_from(tmp_path: 
 # -- Claude Desktop ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # a server or command-line process of its own: the slow tier (the fast tier stays in process)
 async def test_claude_desktop_entry_works_when_installed_from_another_directory(tmp_path: Path) -> None:
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()

@@ -152,6 +152,7 @@ async def osi(osi_workspace: Path) -> AsyncIterator[ClientSession]:
         yield s
 
 
+@pytest.mark.slow  # a server or command-line process of its own: the slow tier (the fast tier stays in process)
 @pytest.mark.parametrize(("vector", "args", "expected"), VECTORS, ids=[v[0] for v in VECTORS])
 async def test_the_osi_vectors_through_query_metrics_over_stdio(
     osi: ClientSession, vector: str, args: dict[str, Any], expected: Any
@@ -243,6 +244,7 @@ def test_a_hostile_where_is_refused_by_its_parse_tree(predicate: str, said: str)
     assert said.lower() in (failure.message + failure.hint).lower(), failure.message
 
 
+@pytest.mark.slow  # a server or command-line process of its own: the slow tier (the fast tier stays in process)
 async def test_hostile_where_and_unknown_names_over_stdio_then_the_server_keeps_serving(osi: ClientSession) -> None:
     for predicate in (
         "orders.customer_id IN (SELECT id FROM premium_customers)",
@@ -393,6 +395,7 @@ FROM order_facts WHERE status = 'completed' GROUP BY region_name
 """
 
 
+@pytest.mark.slow  # a server or command-line process of its own: the slow tier (the fast tier stays in process)
 async def test_the_same_metric_through_query_metrics_sql_and_run_python(tmp_path: Path) -> None:
     ws = make_workspace(tmp_path)
     params = sandbox_params(ws, BA_MCP_SANDBOX__ALLOWED_IMPORTS="*")
@@ -459,6 +462,7 @@ async def test_a_read_roots_metrics_folder_is_served_and_names_complete(tmp_path
         assert "big_orders" not in catalog.contents[0].text  # type: ignore[union-attr]
 
 
+@pytest.mark.slow  # a server or command-line process of its own: the slow tier (the fast tier stays in process)
 async def test_the_osi_vectors_on_sqlite(tmp_path: Path) -> None:
     """The same model on a SQLite file (its own dialect: `IS` for IS NOT DISTINCT FROM, date grains by DATE())."""
     import sqlite3

@@ -80,6 +80,7 @@ async def _session(url: str) -> AsyncIterator[ClientSession]:
         yield s
 
 
+@pytest.mark.slow  # a server or command-line process of its own: the slow tier (the fast tier stays in process)
 async def test_history_is_the_sessions_own(tmp_path: Path) -> None:
     with http_serve(make_workspace(tmp_path)) as url:
         async with _session(url) as a, _session(url) as b:

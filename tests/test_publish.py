@@ -25,7 +25,10 @@ from ba_mcp.errors import ToolFailure
 from ba_mcp.resources import analysis_catalog, analysis_markdown
 from ba_mcp.settings import load_settings
 
-pytestmark = pytest.mark.anyio
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.slow,  # several principals, each with workers of their own per test: the slow tier
+]
 
 ALICE = callers.Principal("user-alice", "https://idp.example.com", "alice", "alice@example.com")
 BOB = callers.Principal("user-bob", "https://idp.example.com", "bob", "bob@example.com")

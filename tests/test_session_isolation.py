@@ -141,6 +141,7 @@ async def test_an_operator_shares_a_single_user_servers_artifacts(tmp_path: Path
             assert "payroll-99" in await _ok(a, "file_reader", path=cut, offset=95)
 
 
+@pytest.mark.slow  # a server or command-line process of its own: the slow tier (the fast tier stays in process)
 async def test_over_stdio_a_later_process_reads_what_an_earlier_one_kept(tmp_path: Path) -> None:
     ws = make_workspace(tmp_path)
     async with stdio_client(stdio_params(ws)) as (read, write), ClientSession(read, write) as first:

@@ -16,6 +16,7 @@ from tests.skill_session import ok, script, served, value
 
 pytestmark = [
     pytest.mark.anyio,
+    pytest.mark.slow,  # a playbook's method fitted on a hand-computed case: CPU-bound, the slow tier
     pytest.mark.skipif(not sys.platform.startswith("linux"), reason="run_python's sandbox is Linux-specific"),
 ]
 

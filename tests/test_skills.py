@@ -100,6 +100,7 @@ def cli(*args: str, env: dict[str, str], cwd: Path = ROOT) -> subprocess.Complet
     )
 
 
+@pytest.mark.slow  # a server or command-line process of its own: the slow tier (the fast tier stays in process)
 def test_loading_is_lenient_and_says_why_on_stderr(skills_dir: Path, tmp_path: Path) -> None:
     out = cli("skills", "list", env=server_env(tmp_path / "ws", **env_for(skills_dir)))
     assert out.returncode == 0, out.stderr
@@ -202,6 +203,7 @@ async def raw(session: Any, method: str, params: dict[str, Any]) -> dict[str, An
     return result
 
 
+@pytest.mark.slow  # a server or command-line process of its own: the slow tier (the fast tier stays in process)
 async def test_skills_list_and_get_over_stdio_with_digests(skills_dir: Path, tmp_path: Path) -> None:
     params = stdio_params(tmp_path / "ws", **env_for(skills_dir))
     async with Client(params) as client:  # the 2026-07-28 protocol, which carries capabilities.extensions

@@ -23,6 +23,7 @@ from tests.conftest import ROOT, ba, in_process, meta_of, text_of
 
 pytestmark = [
     pytest.mark.anyio,
+    pytest.mark.slow,  # a playbook's method fitted on a hand-computed case: CPU-bound, the slow tier
     pytest.mark.skipif(not sys.platform.startswith("linux"), reason="run_python's sandbox is Linux-specific"),
 ]
 

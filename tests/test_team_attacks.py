@@ -37,7 +37,10 @@ from ba_mcp.settings import AuditSettings, RoleMappingSettings, load_settings
 from tests import pg_server
 from tests.conftest import make_workspace
 
-pytestmark = pytest.mark.anyio
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.slow,  # several principals, each with workers of their own per test: the slow tier
+]
 
 ISSUER = "https://idp.example.com"
 

@@ -340,6 +340,7 @@ def test_stdio_over_a_socket_and_from_a_file(workspace: Path, tmp_path: Path) ->
 # -- CLI ------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # a server or command-line process of its own: the slow tier (the fast tier stays in process)
 def test_call_prints_what_the_model_sees_and_stats_reports_it(workspace: Path) -> None:
     out = ba("call", "file_reader", "path=upload_sales", "nrows=5", "--level", "full", workspace=workspace)
     assert out.returncode == 0, out.stderr
@@ -353,6 +354,7 @@ def test_call_prints_what_the_model_sees_and_stats_reports_it(workspace: Path) -
     assert "file_reader" in table.stdout and "avg ms" in table.stdout
 
 
+@pytest.mark.slow  # a server or command-line process of its own: the slow tier (the fast tier stays in process)
 def test_artifacts_list_show_and_gc(workspace: Path) -> None:
     made = ba("call", "file_reader", "path=upload_sales", "--level", "brief", workspace=workspace)
     aid = next(w for w in made.stdout.replace(";", " ").split() if w.startswith("artifact_"))
@@ -474,6 +476,7 @@ async def test_the_server_runs_with_only_its_runtime_dependencies(workspace: Pat
         assert not printed.is_error and "42" in text_of(printed), text_of(printed)
 
 
+@pytest.mark.slow  # a server or command-line process of its own: the slow tier (the fast tier stays in process)
 def test_doctor_and_invalid_configuration(workspace: Path, tmp_path: Path) -> None:
     doctor = ba("doctor", workspace=workspace)
     assert doctor.returncode == 0, doctor.stdout + doctor.stderr
@@ -501,6 +504,7 @@ def test_doctor_and_invalid_configuration(workspace: Path, tmp_path: Path) -> No
     assert gc.isenabled()  # serve starts with the cycle collector off (P-1); a start that failed turns it back on
 
 
+@pytest.mark.slow  # a server or command-line process of its own: the slow tier (the fast tier stays in process)
 def test_a_command_line_flag_wins_over_the_environment(workspace: Path, tmp_path: Path) -> None:
     flagged = tmp_path / "from-the-flag"
     doctor = ba("doctor", "--workspace", str(flagged), workspace=workspace)  # BA_MCP_WORKSPACE=workspace
@@ -526,6 +530,7 @@ def test_demo_runs_a_real_stdio_session(tmp_path: Path) -> None:
     assert "Error Type: permission_denied" in out.stdout
 
 
+@pytest.mark.slow  # a server or command-line process of its own: the slow tier (the fast tier stays in process)
 def test_call_and_artifacts_show_start_no_python_sandbox(workspace: Path) -> None:
     """A command-line call builds the one tool it calls: no sandbox worker is started for a query or for
     showing an artifact, even with the shipped spare worker (which a served run_python would start)."""

@@ -476,6 +476,7 @@ def test_a_public_page_is_read_and_its_redirect_to_loopback_refused_in_a_namespa
     assert out["loopback_hits"] == 0
 
 
+@pytest.mark.slow  # a server or command-line process of its own: the slow tier (the fast tier stays in process)
 async def test_both_tools_over_stdio_at_every_level(tmp_path: Path, web: WebServer) -> None:
     from mcp import ClientSession, stdio_client
 
@@ -492,6 +493,7 @@ async def test_both_tools_over_stdio_at_every_level(tmp_path: Path, web: WebServ
             assert text_of(hits).startswith(f"web_search: table ({level})") and "https://example.com/2" in text_of(hits)
 
 
+@pytest.mark.slow  # a server or command-line process of its own: the slow tier (the fast tier stays in process)
 def test_doctor_reports_the_search_provider_and_whether_it_answers(tmp_path: Path, web: WebServer) -> None:
     from tests.conftest import ba
 
