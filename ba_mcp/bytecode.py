@@ -9,10 +9,11 @@ read it:
 * **what**: the project's own packages (``ba_mcp``, ``sandbox``: outside site-packages in an editable install), the
   installed packages (``sysconfig``'s purelib and platlib) and the standard library — not the packages' test
   suites, which no worker imports; only what is missing or stale (``compileall`` without ``force``);
-* **first what a worker imports first**: after the project's packages, the installed packages the workers' own code
-  imports (``worker_imports``: read from the worker programs' sources and the project's modules they import —
-  numpy and pandas for a Python sandbox, pyarrow for an engine), then the rest: a new install's first
-  worker finds those compiled seconds after the start;
+* **first what a worker imports first**: the installed modules the workers' own code imports (``worker_modules``:
+  read from the worker programs' sources and the project's modules they import — numpy and pandas for a Python
+  sandbox, pyarrow for an engine, then what they import later or preload: scipy.stats, …), each imported in a
+  process of its own, which compiles just the modules a worker meets, in its order (``_import_each``); then the
+  project's packages, those packages whole, and the rest;
 * **once**: a stamp in ``<purelib>/__pycache__/`` records what the last complete run compiled — the interpreter and
   the installed distributions (``fingerprint``); a start that finds the same compiles nothing and starts no process;
 * **out of the way**: in a process of its own (``python -I -m ba_mcp.bytecode <server's pid>``) in a session, and
@@ -78,12 +79,17 @@ def targets() -> list[tuple[Path, str]]:
 
 
 def worker_imports() -> list[str]:
-    """The installed packages (top-level names) a worker imports as it starts, in the order the workers' code names
-    them: the import statements a module runs when imported (its body's, not its functions' nor ``TYPE_CHECKING``'s)
-    and those of its ``main`` (a worker imports its libraries there), of the worker programs (``_WORKERS``'
-    ``__main__``) and of every project module they import, followed through the project; then the installed packages
-    those modules import later or name (a spare's preloads: ``scipy.stats``). Read from the sources, nothing
-    imported; the standard library's names left out."""
+    """The installed packages (top-level names) of ``worker_modules``, in its order."""
+    return list(dict.fromkeys(name.partition(".")[0] for name in worker_modules()))
+
+
+def worker_modules() -> list[str]:
+    """The installed modules a worker imports as it starts, in the order the workers' code names them: the import
+    statements a module runs when imported (its body's, not its functions' nor ``TYPE_CHECKING``'s) and those of its
+    ``main`` (a worker imports its libraries there), of the worker programs (``_WORKERS``' ``__main__``) and of every
+    project module they import, followed through the project; then the installed modules those modules import later
+    or name (a spare's preloads: ``scipy.stats``). Read from the sources, nothing imported; the standard library's
+    names left out."""
     roots = {d.name: d.parent for d in _package_dirs()}
     queue = [f"{worker}.__main__" for worker in _WORKERS]
     seen: set[str] = set()
@@ -114,8 +120,8 @@ def worker_imports() -> list[str]:
                 top = name.partition(".")[0]
                 if top in roots:
                     queue.append(name)
-                elif top and top not in sys.stdlib_module_names and top not in found:
-                    found.append(top)
+                elif top and top not in sys.stdlib_module_names and name not in found:
+                    found.append(name)
         for part in ast.walk(tree):  # what the module imports in its functions, or names as a module to import
             if isinstance(part, ast.Import):
                 later += [alias.name for alias in part.names]
@@ -123,8 +129,9 @@ def worker_imports() -> list[str]:
                 later.append(part.module)
             elif isinstance(part, ast.Constant) and isinstance(part.value, str) and _MODULE.match(part.value):
                 later.append(part.value)
-    for name in dict.fromkeys(n.partition(".")[0] for n in later):
-        if name not in roots and name not in sys.stdlib_module_names and name not in found and _installed(name):
+    for name in dict.fromkeys(later):
+        top = name.partition(".")[0]
+        if top not in roots and top not in sys.stdlib_module_names and name not in found and _installed(top):
             found.append(name)
     return found
 
@@ -243,10 +250,13 @@ def _compile(workers: int, everything: bool = True) -> None:
     first: list[tuple[Path, str]] = []
     if everything:
         sites = [d for d, _ in found if d not in project]
-        for name in worker_imports():
+        modules = worker_modules()
+        for name in dict.fromkeys(m.partition(".")[0] for m in modules):
             where = _installed(name)
             if where is not None and any(where.is_relative_to(site) for site in sites):
                 first.append((where, _TESTS))
+        dirs = {d for d, _ in first}  # installed in this environment's site-packages: imported, then compiled whole
+        _import_each([m for m in modules if _installed(m.partition(".")[0]) in dirs], workers)
     ours = [(d, rx) for d, rx in found if d in project]
     for folder, left_out in [*ours, *first, *[(d, rx) for d, rx in found if d not in project]]:
         if not os.access(folder, os.W_OK) or not (everything or folder in project):
@@ -261,6 +271,34 @@ def _compile(workers: int, everything: bool = True) -> None:
         tmp = _stamp_dir() / f"{STAMP}.{os.getpid()}"
         tmp.write_text(before + "\n", encoding="ascii")
         os.replace(tmp, _stamp_dir() / STAMP)
+
+
+_IMPORT = "import importlib, sys; importlib.import_module(sys.argv[1])"
+
+
+def _import_each(modules: list[str], workers: int) -> None:
+    """Import each of ``modules``, a process each (``workers`` at a time, in their order): what a module imports is
+    compiled as it is imported, just that and in the order a worker meets it — the import system writes each
+    module's bytecode beside its source (this interpreter runs without ``-B``). Nothing is kept of the imports."""
+    import time
+
+    env = {**os.environ, "MPLBACKEND": "Agg"}  # matplotlib.pyplot: no display to look for
+    queue, running = list(modules), list[subprocess.Popen[bytes]]()
+    while queue or running:
+        while queue and len(running) < max(1, workers):
+            with contextlib.suppress(OSError):
+                running.append(
+                    subprocess.Popen(
+                        [sys.executable, "-I", "-c", _IMPORT, queue[0]],
+                        stdin=subprocess.DEVNULL,
+                        stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL,
+                        env=env,
+                    )
+                )
+            queue.pop(0)
+        time.sleep(0.05)
+        running = [p for p in running if p.poll() is None]
 
 
 def _lowest_priority() -> None:

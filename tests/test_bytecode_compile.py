@@ -29,15 +29,19 @@ def test_the_packages_a_worker_imports_at_start_are_read_from_the_workers_code()
     assert len(found) < 20, found  # what runs at start, not every import of every module (those come after)
 
 
-def test_the_compilation_goes_project_then_the_workers_imports_then_the_rest(
+def test_the_compilation_goes_the_workers_imports_then_the_project_then_their_packages_then_the_rest(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     done: list[Path] = []
+    imported: list[str] = []
     monkeypatch.setattr(bytecode.compileall, "compile_dir", lambda folder, **_: done.append(Path(folder)))
     monkeypatch.setattr(bytecode.compileall, "compile_file", lambda path, **_: done.append(Path(path)))
+    monkeypatch.setattr(bytecode, "_import_each", lambda modules, _: imported.extend(modules) if not done else None)
     monkeypatch.setattr(bytecode.os, "access", lambda *_: True)
     monkeypatch.setattr(bytecode, "fingerprint", lambda: "changed")  # no stamp written: nothing on disk touched
     bytecode._compile(1)
+    # first the modules a worker imports, each imported (compiled as a worker meets them), before any folder
+    assert imported[:3] == bytecode.worker_modules()[:3] and "scipy.stats" in imported, imported
     project = bytecode._package_dirs()
     sites = bytecode._site_dirs()
     stdlib = Path(sysconfig.get_paths()["stdlib"])
