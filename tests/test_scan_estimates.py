@@ -91,6 +91,21 @@ def test_theparse_bounds_no_less_than_duckdbs_plan_counts_and_leaves_the_rest_to
         assert readable_rows(parse(con, sql), relations) is None, sql
 
 
+def test_a_files_view_whose_rows_the_worker_knows_is_bounded_by_them(
+    con: duckdb.DuckDBPyConnection, tmp_path: Path
+) -> None:
+    path = tmp_path / "sales.parquet"
+    con.execute(f"COPY (SELECT range AS id, range % 50 AS region FROM range(1234)) TO '{path}' (FORMAT parquet)")
+    con.execute(f"CREATE TEMP VIEW sales AS SELECT * FROM read_parquet('{path}')")  # as the engine worker makes it
+    sql = "SELECT region, count(*) FROM sales GROUP BY region"
+    assert readable_rows(parse(con, sql), Relations.of(con)) is None  # a view: unknown
+    known = Relations.of(con, known={"sales": 1234})
+    most = readable_rows(parse(con, sql), known)
+    assert most == 1234 and most >= (scanned_rows(con, sql, None)[0] or 0), most
+    con.execute("CREATE VIEW main.sales AS SELECT * FROM big")  # another view of that name: unknown again
+    assert readable_rows(parse(con, sql), Relations.of(con, known={"sales": 1234})) is None
+
+
 def test_a_users_function_leaves_every_statement_to_the_plan(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("CREATE TEMP MACRO sum(x) AS (SELECT count(*) FROM range(100000000000))")  # takes a built-in's name
     relations = Relations.of(con)

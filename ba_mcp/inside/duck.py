@@ -76,6 +76,7 @@ class _Kept:
     kind: tuple[str, bool]  # (suffix, a table artifact): how it was read
     slot: int
     fd: int
+    rows: int | None = None  # a Parquet file's rows, by its footer (what its view can read at most)
 
 
 def _table_stats(table: Any) -> dict[str, dict[str, Any]]:
@@ -486,7 +487,8 @@ class DuckSession:
                 if scan:
                     self.con.execute(f"CREATE OR REPLACE TEMP VIEW {_quote(name)} AS SELECT * FROM {scan}")
                     parked = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, _PARKED_FD)
-                    self.kept[name] = _Kept(_identity(fd), (suffix, bool(spec.get("table"))), slot, parked)
+                    rows = _parquet_rows(self.con, path) if scan.startswith("read_parquet") else None
+                    self.kept[name] = _Kept(_identity(fd), (suffix, bool(spec.get("table"))), slot, parked, rows)
                 else:
                     from ba_mcp.formats import table_of
                     from ba_mcp.settings import FormatsSettings
@@ -525,7 +527,8 @@ class DuckSession:
             try:
                 if self.functions is None or self.functions[0] != key:
                     self.functions = (key, user_functions(self.con))
-                self.relations = Relations.of(self.con, self.functions[1])
+                known = {name: kept.rows for name, kept in self.kept.items() if kept.rows is not None}
+                self.relations = Relations.of(self.con, self.functions[1], known)
             except Exception:
                 return None
         return self.relations
@@ -559,6 +562,15 @@ class DuckSession:
             raise type(exc)(head + "\n" + "\n".join(listed) + sep + tail) from None
 
     # -- bytes --------------------------------------------------------------------------------------
+
+
+def _parquet_rows(con: Any, path: str) -> int | None:
+    """The rows of the Parquet file at ``path`` (an SQL literal), by its footer; None when it cannot be read so."""
+    with contextlib.suppress(Exception):
+        found = con.execute(f"SELECT sum(num_rows) FROM parquet_file_metadata({path})").fetchall()
+        if found and found[0][0] is not None:
+            return int(found[0][0])
+    return None
 
 
 def _stat(path: str) -> tuple[int, ...] | None:

@@ -325,17 +325,27 @@ def _table_rows(con: Any, table: str) -> int | None:
 class Relations:
     """What a connection's catalog holds, by lower-case name: the tables with their row counts (``estimated_size``,
     as ``scanned_rows`` counts a table read whole) by ``(catalog, schema)``; the names of its views (a Python object
-    registered on it is one); the user's functions (a macro's body may read any table, and one may take a built-in
+    registered on it is one), and of those the session's TEMP views whose rows the worker ``known`` (a Parquet file's
+    view: its footer's count); the user's functions (a macro's body may read any table, and one may take a built-in
     function's name). Current until the catalog changes: the worker drops it then (``inside.duck``)."""
 
-    def __init__(self, tables: dict[str, list[tuple[str, str, int]]], views: set[str], functions: set[str]) -> None:
+    def __init__(
+        self,
+        tables: dict[str, list[tuple[str, str, int]]],
+        views: set[str],
+        functions: set[str],
+        known: dict[str, int] | None = None,
+    ) -> None:
         self.tables, self.views, self.functions = tables, views, functions
+        self.known = known or {}
 
     @classmethod
-    def of(cls, con: Any, functions: set[str] | None = None) -> Relations:
-        """``con``'s relations (one query, ~1 ms) and ``functions`` (``user_functions``, asked when not given)."""
+    def of(cls, con: Any, functions: set[str] | None = None, known: dict[str, int] | None = None) -> Relations:
+        """``con``'s relations (one query, ~1 ms), ``functions`` (``user_functions``, asked when not given) and the
+        rows of the TEMP views ``known`` by name (kept only for a name no other view has)."""
         tables: dict[str, list[tuple[str, str, int]]] = {}
         views: set[str] = set()
+        seen: dict[str, list[tuple[str, str]]] = {}
         rows = con.execute(
             "SELECT database_name, schema_name, table_name, estimated_size FROM duckdb_tables() "
             "UNION ALL SELECT database_name, schema_name, view_name, -1 FROM duckdb_views() WHERE NOT internal"
@@ -343,20 +353,25 @@ class Relations:
         for database, schema, name, size in rows:
             if size is None or size < 0:  # a view (or a table without a count: as unknown)
                 views.add(name.lower())
+                seen.setdefault(name.lower(), []).append((database.lower(), schema.lower()))
             else:
                 tables.setdefault(name.lower(), []).append((database.lower(), schema.lower(), int(size)))
-        return cls(tables, views, user_functions(con) if functions is None else functions)
+        sized = {n.lower(): r for n, r in (known or {}).items() if seen.get(n.lower()) == [("temp", "main")]}
+        return cls(tables, views, user_functions(con) if functions is None else functions, sized)
 
     def rows(self, catalog: str, schema: str, name: str) -> int | None:
         """The most rows a table reference can name (the largest table it may resolve to; unqualified, any catalog's
         and schema's); None when it may name a view or names nothing known (a file DuckDB would scan in its place)."""
         name = name.lower()
-        if name in self.views:
-            return None
         catalog, schema = catalog.lower(), schema.lower()
+        places = [(d, s, n) for d, s, n in self.tables.get(name, [])]
+        if name in self.known:  # the session's TEMP view of a file whose rows are known: as a table of that many
+            places.append(("temp", "main", self.known[name]))
+        elif name in self.views:
+            return None
         found = [
             n
-            for d, s, n in self.tables.get(name, [])
+            for d, s, n in places
             if (not catalog or d == catalog) and (not schema or s == schema or (not catalog and d == schema))
         ]
         return max(found) if found else None
