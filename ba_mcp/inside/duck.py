@@ -254,7 +254,9 @@ class DuckSession:
             created = self._register(fresh, taken, request.bounds)
             bound = request.scan_bound
             # DuckDB's parse of a SELECT (LARGE_SCAN's estimate reads it); anything else may change the catalog
-            tree = parse(self.con, request.sql) if bound else None
+            tree = None
+            with contextlib.suppress(Exception):  # the statement's own error, if any, comes when it runs
+                tree = parse(self.con, request.sql) if bound else None
             if tree is None or tree.get("error"):
                 self._changed(statement=True)
                 tree = None
