@@ -3,6 +3,7 @@ server and pipeline through an MCP client) and over stdio (``stdio_params``)."""
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import io
 import json
@@ -64,6 +65,11 @@ def _hermetic_environment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     finally:
         os.environ.clear()
         os.environ.update(saved)
+
+
+# No spare worker started ahead (a server here is built for a few calls, most never run Python; a spare Python worker
+# preloads scipy and scikit-learn: ~2 CPU-s for nothing): a test that is about spares asks for them.
+NO_SPARES = {"BA_MCP_SANDBOX__SPARE_WORKERS": "0", "BA_MCP_ENGINE__SPARE_WORKERS": "0"}
 
 
 def server_env(workspace: Path, **extra: str) -> dict[str, str]:
@@ -174,8 +180,7 @@ def in_process(workspace: Path, tools: list[str] | None = None, **env: str) -> C
 
     env = {  # never the internet; no spare Python worker unless asked for (see server_env)
         "BA_MCP_WEB__SEARCH__DUCKDUCKGO__ENDPOINT": "http://127.0.0.1:9/",
-        "BA_MCP_SANDBOX__SPARE_WORKERS": "0",
-        "BA_MCP_ENGINE__SPARE_WORKERS": "0",
+        **NO_SPARES,
         **env,
     }
     settings = load_settings(workspace=workspace, environ=env)
@@ -287,6 +292,28 @@ LONGEST_FIRST = (
     "test_truth.py",
     "test_field_day.py",
 )
+
+
+def _slow_throughout(path: Path) -> bool:
+    """Whether a test file marks all its tests slow (its module-level ``pytestmark`` holds ``pytest.mark.slow``)."""
+    try:
+        tree = ast.parse(path.read_bytes())
+    except (OSError, SyntaxError, ValueError):
+        return False
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "pytestmark" for t in node.targets):
+            return any(isinstance(n, ast.Attribute) and n.attr == "slow" for n in ast.walk(node.value))
+    return False
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """The fast tier (``-m 'not slow'``) does not import a file whose every test is slow: importing the slow tier's
+    modules (their engines' clients, their fixtures' helpers) cost each worker ~3 CPU-s of collection for nothing."""
+    if (config.option.markexpr or "").strip() != "not slow" or collection_path.suffix != ".py":
+        return None
+    if collection_path.name.startswith("test_") and _slow_throughout(collection_path):
+        return True
+    return None
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from tests.conftest import in_process, make_workspace, text_of
+from tests.conftest import NO_SPARES, in_process, make_workspace, text_of
 
 pytestmark = pytest.mark.anyio
 
@@ -149,7 +149,7 @@ async def test_a_tool_added_is_paid_for_by_the_skill_catalog_not_by_the_budget(l
         def execute(self, params: ForecastParams, ctx: object) -> Document:
             return Document("forecast", "")
 
-    settings = load_settings(workspace=lens_workspace, environ={}, tool_models={"forecast": ToolSettings})
+    settings = load_settings(workspace=lens_workspace, environ=NO_SPARES, tool_models={"forecast": ToolSettings})
     client = Client(build_server(App(settings, [*registry.tool_names(), Forecast()])))
     async with client:
         tools = (await client.list_tools()).tools

@@ -26,7 +26,7 @@ from ba_mcp.server import build_server
 from ba_mcp.settings import ToolSettings, config_dir, load_settings
 from ba_mcp.tool import Tool, ToolContext, ToolParams
 from tests import test_host_lens as lens
-from tests.conftest import text_of
+from tests.conftest import NO_SPARES, text_of
 
 # the host-lens tests, collected here with this module's host fixture (a two-parameter tool more)
 lens_workspace = lens.lens_workspace
@@ -40,7 +40,7 @@ pytestmark = pytest.mark.anyio
 
 BUDGET = 2000
 COUNTER = TokenCounter(config_dir() / "token_encoders.yaml", "gpt")
-ENV = {"BA_MCP_WEB__SEARCH__DUCKDUCKGO__ENDPOINT": "http://127.0.0.1:9/", "BA_MCP_SANDBOX__SPARE_WORKERS": "0"}
+ENV = {"BA_MCP_WEB__SEARCH__DUCKDUCKGO__ENDPOINT": "http://127.0.0.1:9/", **NO_SPARES}
 
 
 def described(name: str) -> type[Tool]:

@@ -20,7 +20,7 @@ from ba_mcp.results import Composite, Document, Image, JsonValue, Table
 from ba_mcp.server import build_server
 from ba_mcp.settings import ToolSettings, load_settings
 from ba_mcp.tool import CacheMode, CachePolicy, Tool, ToolContext, ToolParams, ToolPolicy
-from tests.conftest import meta_of, text_of
+from tests.conftest import NO_SPARES, meta_of, text_of
 
 pytestmark = pytest.mark.anyio
 
@@ -173,7 +173,7 @@ def make_server(tmp_path: Path, tools: list[Tool | str], **overrides: Any):
         retry={"base_ms": 10, "max_ms": 100},
         tools={"slow": {"timeout_s": 0.3, "max_timeout_s": 0.6}, "fetchish": {"timeout_s": 0.5}},
         tool_models={"slow": ToolSettings, "fetchish": ToolSettings},
-        environ={},
+        environ=NO_SPARES,
         **overrides,
     )
     return build_server(App(settings, tools))
