@@ -264,6 +264,8 @@ class App:
         self.databases.close()
         self.telemetry.close()
         self.audit.close()
+        self.skills.close()
+        self.workspace.close()
         unbound_workers(self, self._workers_ceiling)  # the cgroup goes with the process's last App
 
     async def aclose(self) -> None:

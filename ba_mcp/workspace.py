@@ -122,6 +122,14 @@ class Workspace:
         # answer (S-9); None: every id resolves (a tool's own tests, the CLI's one user)
         self.owned: Callable[[RefKind, str], bool] = owned if owned is not None else lambda kind, ref_id: True
 
+    def close(self) -> None:
+        """Let go of the folders held open (the workspace's and the read roots'); a later use opens them again."""
+        held = [self._root_fd, *self._read_root_fds.values()]
+        self._root_fd, self._read_root_fds = None, {}
+        for fd in held:
+            if fd is not None:
+                os.close(fd)
+
     def _root(self) -> int:
         if self._root_fd is None:
             self._root_fd = os.open(self.root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)

@@ -8,6 +8,7 @@ A team server with many connections holds that many. The waits use ``poll()`` no
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
 from pathlib import Path
@@ -39,3 +40,31 @@ async def test_workers_answer_while_the_server_holds_more_than_1023_files(tmp_pa
         for fd in held:
             os.close(fd)
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def _open_descriptors() -> dict[str, str]:
+    found = {}
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            found[fd] = os.readlink(f"/proc/self/fd/{fd}")
+    return found
+
+
+async def test_a_server_that_ends_leaves_no_folder_open(tmp_path: Path) -> None:
+    """Where the descriptors came from: each App held its workspace's folder and each skill's folder (opened at a
+    first read beneath them) for good — ~15 a server, 700 in a test process that builds many."""
+    ws = make_workspace(tmp_path / "warm")
+    async with in_process(ws) as client:  # what a first server loads once per process (encoders, modules)
+        await client.session.call_tool("file_reader", {"path": "uploads/sales.csv"})
+    before = _open_descriptors()
+    for n in range(3):
+        ws = make_workspace(tmp_path / str(n))
+        async with in_process(ws) as client:
+            read = await client.session.call_tool("file_reader", {"path": "uploads/sales.csv"})
+            assert not read.is_error, text_of(read)
+            skill = await client.session.call_tool("use_skill", {"name": "analysis-workflow", "path": "SKILL.md"})
+            assert not skill.is_error, text_of(skill)
+            held = _open_descriptors()
+            assert any(str(ws) in target for target in held.values())  # the workspace's folder, while it serves
+    left = {fd: target for fd, target in _open_descriptors().items() if fd not in before}
+    assert not [t for t in left.values() if str(tmp_path) in t or "/skills" in t], left

@@ -150,6 +150,13 @@ class Skill:
                 self._fd = os.open(self.folder, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
             return self._fd
 
+    def close(self) -> None:
+        """Let go of the skill's folder (opened on its first file read); a later read opens it again."""
+        with self._lock:
+            fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
+
     def open(self, path: str) -> Resolved:
         """One file of the skill, opened beneath its folder (a link may point within the folder, never
         out of it). Raises ToolFailure: denied for escapes, not_found for what is not a file of it."""
@@ -539,6 +546,11 @@ class Skills:
 
     def __iter__(self) -> Any:
         return iter(sorted(self.by_name.values(), key=lambda s: s.name))
+
+    def close(self) -> None:
+        """Let go of every skill's folder (an App that ends leaves no descriptor behind)."""
+        for skill in self.by_name.values():
+            skill.close()
 
     def __len__(self) -> int:
         return len(self.by_name)
