@@ -171,9 +171,10 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_workspace(tmp_path_factory.mktemp("wsroot"))
 
 
-def in_process(workspace: Path, tools: list[str] | None = None, **env: str) -> Client:
+def in_process(workspace: Path, tools: list[str] | None = None, *, extensions: Any = None, **env: str) -> Client:
     """An MCP client connected in-process to a server over ``workspace`` (the real server and pipeline,
-    without a subprocess); ``env`` are BA_MCP_* settings as the environment would give them."""
+    without a subprocess); ``env`` are BA_MCP_* settings as the environment would give them; ``extensions`` what the
+    client declares in its handshake (the SDK's ``ClientExtension``s: MCP Apps)."""
     from ba_mcp.app import App
     from ba_mcp.server import build_server
     from ba_mcp.settings import load_settings
@@ -184,7 +185,7 @@ def in_process(workspace: Path, tools: list[str] | None = None, **env: str) -> C
         **env,
     }
     settings = load_settings(workspace=workspace, environ=env)
-    return Client(build_server(App(settings, tools)))
+    return Client(build_server(App(settings, tools)), extensions=extensions)
 
 
 @pytest.fixture(scope="module")

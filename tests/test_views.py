@@ -19,9 +19,10 @@ from typing import Any
 
 import pytest
 from mcp import ClientSession, stdio_client
+from mcp.client.extension import advertise
 
 from ba_mcp.views import APP_MIME_TYPE, EXTENSION_ID, REPORT_VIEW, ROWS_TOOL, TABLE_VIEW
-from tests.conftest import ROOT, http_serve, make_workspace, meta_of, stdio_params, text_of
+from tests.conftest import ROOT, http_serve, in_process, make_workspace, meta_of, stdio_params, text_of
 
 pytestmark = pytest.mark.anyio
 APPS = {EXTENSION_ID: {"mimeTypes": [APP_MIME_TYPE]}}
@@ -36,18 +37,17 @@ def ws(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 async def apps(ws: Path) -> AsyncIterator[ClientSession]:
-    """A client that renders views (it declares MCP Apps in the 2025-11-25 handshake)."""
-    params = stdio_params(ws, BA_MCP_SANDBOX__ALLOWED_IMPORTS="*")
-    async with stdio_client(params) as (read, write), ClientSession(read, write, extensions=APPS) as session:
-        await session.initialize()
-        yield session
+    """A client that renders views (it declares MCP Apps in its handshake); the server in process (the stdio
+    handshakes are the slow tests below)."""
+    declared = [advertise(EXTENSION_ID, APPS[EXTENSION_ID])]
+    async with in_process(ws, None, extensions=declared, BA_MCP_SANDBOX__ALLOWED_IMPORTS="*") as client:
+        yield client.session
 
 
 @pytest.fixture(scope="module")
 async def plain(ws: Path) -> AsyncIterator[ClientSession]:
-    async with stdio_client(stdio_params(ws)) as (read, write), ClientSession(read, write) as session:
-        await session.initialize()
-        yield session
+    async with in_process(ws) as client:
+        yield client.session
 
 
 async def test_a_client_that_declares_apps_gets_views_and_another_gets_what_it_got(
