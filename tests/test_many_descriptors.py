@@ -54,13 +54,14 @@ async def test_a_server_that_ends_leaves_no_folder_open(tmp_path: Path) -> None:
     """Where the descriptors came from: each App held its workspace's folder and each skill's folder (opened at a
     first read beneath them) for good — ~15 a server, 700 in a test process that builds many."""
     ws = make_workspace(tmp_path / "warm")
-    async with in_process(ws) as client:  # what a first server loads once per process (encoders, modules)
-        await client.session.call_tool("file_reader", {"path": "uploads/sales.csv"})
+    tools = ["file_reader", "use_skill"]
+    async with in_process(ws, tools) as client:  # what a first server loads once per process (encoders, modules)
+        await client.session.call_tool("file_reader", {"path": "uploads/query.sql"})
     before = _open_descriptors()
-    for n in range(3):
+    for n in range(2):
         ws = make_workspace(tmp_path / str(n))
-        async with in_process(ws) as client:
-            read = await client.session.call_tool("file_reader", {"path": "uploads/sales.csv"})
+        async with in_process(ws, tools) as client:
+            read = await client.session.call_tool("file_reader", {"path": "uploads/query.sql"})
             assert not read.is_error, text_of(read)
             skill = await client.session.call_tool("use_skill", {"name": "analysis-workflow", "path": "SKILL.md"})
             assert not skill.is_error, text_of(skill)
