@@ -62,9 +62,15 @@ PLAN_SCANS_MORE = [
     ),
     pytest.param("SELECT k, median(id), mode(a) FROM big GROUP BY k", 500_000, id="median-mode-grouped"),
     pytest.param("SELECT quantile_cont(id, [0.1, 0.5]), mode(a) FROM big", 500_000, id="quantile-list-mode"),
+    pytest.param("SELECT k FROM big GROUP BY k HAVING median(id) > 0 AND mode(a) > 0", 500_000, id="having"),
+    pytest.param("SELECT mode(k) FILTER (WHERE a = 1), median(id) FROM big", 500_000, id="filtered-mode"),
+    pytest.param(
+        "SELECT k, median(id) OVER (PARTITION BY k), mode(a) OVER (PARTITION BY k) FROM big", 500_000, id="windows"
+    ),
     # late materialization: the table scanned again, joined on rowid to the rows the limit keeps
     pytest.param("SELECT * FROM big ORDER BY k LIMIT 5", 500_000, id="order-by-limit"),
     pytest.param("SELECT id FROM big LIMIT 10 OFFSET 5", 500_000, id="limit-offset"),
+    pytest.param("SELECT s FROM big WHERE k = 1 LIMIT 5 OFFSET 10", 500_000, id="filtered-limit-offset"),
 ]
 
 
@@ -224,6 +230,11 @@ HELD_TO_THE_PLAN = [
     "SELECT * FROM big AT (VERSION => 1)",
     "SELECT * FROM temp.big",  # no such table: nothing known
     "EXPLAIN ANALYZE SELECT * FROM big",
+    # a recursive CTE inside a set operation's branch, or an expression's subquery
+    "SELECT 1 UNION ALL (WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 3) SELECT n FROM r)",
+    "SELECT * FROM small LIMIT (SELECT count(*) FROM big)",
+    "SELECT list_transform([1, 2], x -> (SELECT count(*) FROM big)) FROM small",
+    "SELECT * FROM small ORDER BY (SELECT max(id) FROM big)",
 ]
 
 
