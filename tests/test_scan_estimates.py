@@ -51,10 +51,10 @@ def test_duckdbs_figure_counts_a_scanned_table_whole_and_gives_none_without_a_sc
 # Statements the parse bounds (each table named counted whole, per reference) and statements it leaves to the plan
 BOUNDED = [
     "SELECT k, count(*) FROM big GROUP BY k ORDER BY 1",
-    "SELECT * FROM big JOIN small USING (id) WHERE k = 3 LIMIT 5",
+    "SELECT * FROM big JOIN small USING (id) WHERE k = 3",
     "SELECT * FROM memory.main.big UNION ALL SELECT id, id FROM main.small",
     "SELECT * FROM BIG b1, big b2 WHERE b1.id = b2.id",
-    "SELECT *, row_number() OVER (PARTITION BY k ORDER BY id DESC) FROM big QUALIFY 1 = 1",
+    "SELECT k, sum(id), avg(id), max(id), stddev(id), arg_max(id, k) FROM big GROUP BY k HAVING min(id) > 0",
     "SELECT * FROM big ASOF JOIN small USING (id)",
     "SELECT * FROM big WHERE id IN (1, 2, 3, 4, 5, 6, 7, 8, 9, 10)",
     "VALUES (1), (2), (3)",
@@ -73,6 +73,11 @@ TO_THE_PLAN = [
     "SUMMARIZE big",
     "PIVOT big ON k IN (1, 2) USING count(*)",
     "SELECT * FROM 'nowhere.parquet'",
+    "SELECT * FROM big JOIN small USING (id) WHERE k = 3 LIMIT 5",  # a LIMIT: the table may be read again for its rows
+    "SELECT *, row_number() OVER (PARTITION BY k ORDER BY id DESC) FROM big QUALIFY 1 = 1",  # a window
+    "SELECT k, count(*) FROM big GROUP BY ROLLUP (k)",  # grouping sets: the input read once per set
+    "SELECT median(id), mode(k) FROM big",  # holistic aggregates of two kinds: a CTE of their input
+    "SELECT sum(id) FILTER (WHERE k = 1) FROM big",  # a filtered aggregate
 ]
 
 
@@ -99,11 +104,13 @@ def test_a_files_view_whose_rows_the_worker_knows_is_bounded_by_them(
     con.execute(f"CREATE TEMP VIEW sales AS SELECT * FROM read_parquet('{path}')")  # as the engine worker makes it
     sql = "SELECT region, count(*) FROM sales GROUP BY region"
     assert readable_rows(parse(con, sql), Relations.of(con)) is None  # a view: unknown
-    known = Relations.of(con, known={"sales": 1234})
+    made = {"sales": (1234, f"SELECT * FROM read_parquet('{path}')")}  # the rows and the query the worker made it of
+    known = Relations.of(con, known=made)
     most = readable_rows(parse(con, sql), known)
     assert most == 1234 and most >= (scanned_rows(con, sql, None)[0] or 0), most
+    assert readable_rows(parse(con, sql), Relations.of(con, known={"sales": (1234, "SELECT 1")})) is None  # not it
     con.execute("CREATE VIEW main.sales AS SELECT * FROM big")  # another view of that name: unknown again
-    assert readable_rows(parse(con, sql), Relations.of(con, known={"sales": 1234})) is None
+    assert readable_rows(parse(con, sql), Relations.of(con, known=made)) is None
 
 
 def test_a_users_function_leaves_every_statement_to_the_plan(con: duckdb.DuckDBPyConnection) -> None:

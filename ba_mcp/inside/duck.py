@@ -529,7 +529,11 @@ class DuckSession:
             try:
                 if self.functions is None or self.functions[0] != key:
                     self.functions = (key, user_functions(self.con))
-                known = {name: kept.rows for name, kept in self.kept.items() if kept.rows is not None}
+                known = {
+                    name: (kept.rows, f"SELECT * FROM read_parquet({_literal(slot_path(kept.slot))})")
+                    for name, kept in self.kept.items()
+                    if kept.rows is not None
+                }
                 self.relations = Relations.of(self.con, self.functions[1], known)
             except Exception:
                 return None

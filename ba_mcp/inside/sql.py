@@ -244,12 +244,39 @@ def parquet_stats(con: Any, path: str) -> tuple[dict[str, dict[str, Any]], int]:
 _PLAIN_SCAN = {"Table", "Type", "Projections", "Estimated Cardinality"}
 
 
+def explained(sql: str) -> str:
+    """The statement an ``EXPLAIN [ANALYZE] [(options)]`` statement plans — and, with ANALYZE, runs in full — by
+    DuckDB's tokens; ``sql`` itself otherwise. Its plan is the one asked about (``EXPLAIN (FORMAT json) EXPLAIN …``
+    is no statement DuckDB takes)."""
+    import duckdb
+
+    tokens = duckdb.tokenize(sql)
+    words = [
+        sql[start : tokens[i + 1][0] if i + 1 < len(tokens) else len(sql)].strip()
+        for i, (start, _) in enumerate(tokens)
+    ]
+    i = 0
+    if not words or words[0].upper() != "EXPLAIN":
+        return sql
+    i = 1
+    if i < len(words) and words[i] == "(":  # EXPLAIN (ANALYZE, FORMAT …) …
+        depth = 0
+        while i < len(words):
+            depth += (words[i] == "(") - (words[i] == ")")
+            i += 1
+            if depth == 0:
+                break
+    if i < len(words) and words[i].upper() in ("ANALYZE", "ANALYSE"):
+        i += 1
+    return sql[tokens[i][0] :] if i < len(tokens) else sql
+
+
 def scanned_rows(con: Any, sql: str, params: Any) -> tuple[int | None, list[str]]:
     """The rows DuckDB's plan of ``sql`` reads in its scans, by DuckDB's own estimate (``EXPLAIN (FORMAT json)``,
     nothing runs): a table read sequentially counted whole (its ``estimated_size``: a filter spares no row from being
     read), any other scan (a file's, a table function's, an index lookup) by its estimated cardinality — and the
     scans named with their figures, largest first. ``None`` when the plan gives no figure (then nothing is asked)."""
-    rows = con.execute("EXPLAIN (FORMAT json) " + sql, params).fetchall()
+    rows = con.execute("EXPLAIN (FORMAT json) " + explained(sql), params).fetchall()
     plans = json.loads(rows[0][1]) if rows else []
     found: list[tuple[int, str]] = []
     stack = list(plans if isinstance(plans, list) else [plans])
@@ -335,29 +362,47 @@ class Relations:
         views: set[str],
         functions: set[str],
         known: dict[str, int] | None = None,
+        aggregates: frozenset[str] | None = None,
     ) -> None:
         self.tables, self.views, self.functions = tables, views, functions
         self.known = known or {}
+        # DuckDB's aggregate functions (``aggregates``); None: not listed, every function not in ``_ONE_PASS`` is
+        # taken for one that may be planned over a CTE
+        self.aggregates = aggregates
 
     @classmethod
-    def of(cls, con: Any, functions: set[str] | None = None, known: dict[str, int] | None = None) -> Relations:
+    def of(
+        cls, con: Any, functions: set[str] | None = None, known: dict[str, tuple[int, str]] | None = None
+    ) -> Relations:
         """``con``'s relations (one query, ~1 ms), ``functions`` (``user_functions``, asked when not given) and the
-        rows of the TEMP views ``known`` by name (kept only for a name no other view has)."""
+        rows of the TEMP views ``known`` by name, each with the query the worker made it of (``SELECT * FROM
+        read_parquet(…)``): counted only while the view of that name is the only one that folds to it and is still
+        that query — not one the session has replaced, nor one of two names DuckDB takes for one."""
         tables: dict[str, list[tuple[str, str, int]]] = {}
         views: set[str] = set()
-        seen: dict[str, list[tuple[str, str]]] = {}
+        seen: dict[str, list[tuple[str, str, str]]] = {}
         rows = con.execute(
-            "SELECT database_name, schema_name, table_name, estimated_size FROM duckdb_tables() "
-            "UNION ALL SELECT database_name, schema_name, view_name, -1 FROM duckdb_views() WHERE NOT internal"
+            "SELECT database_name, schema_name, table_name, estimated_size, '' FROM duckdb_tables() "
+            "UNION ALL SELECT database_name, schema_name, view_name, -1, sql FROM duckdb_views() WHERE NOT internal"
         ).fetchall()
-        for database, schema, name, size in rows:
+        for database, schema, name, size, text in rows:
             if size is None or size < 0:  # a view (or a table without a count: as unknown)
                 views.add(name.lower())
-                seen.setdefault(name.lower(), []).append((database.lower(), schema.lower()))
+                seen.setdefault(name.lower(), []).append((database.lower(), schema.lower(), str(text or "")))
             else:
                 tables.setdefault(name.lower(), []).append((database.lower(), schema.lower(), int(size)))
-        sized = {n.lower(): r for n, r in (known or {}).items() if seen.get(n.lower()) == [("temp", "main")]}
-        return cls(tables, views, user_functions(con) if functions is None else functions, sized)
+        folded: dict[str, int] = {}
+        for name in known or {}:
+            folded[name.lower()] = folded.get(name.lower(), 0) + 1
+        sized = {
+            name.lower(): count
+            for name, (count, query) in (known or {}).items()
+            if folded[name.lower()] == 1
+            and len(found := seen.get(name.lower(), [])) == 1
+            and found[0][:2] == ("temp", "main")
+            and _made_of(found[0][2], name, query)
+        }
+        return cls(tables, views, user_functions(con) if functions is None else functions, sized, aggregates(con))
 
     def rows(self, catalog: str, schema: str, name: str) -> int | None:
         """The most rows a table reference can name (the largest table it may resolve to; unqualified, any catalog's
@@ -386,7 +431,8 @@ def user_functions(con: Any) -> set[str]:
 
 # The parse's nodes a statement may hold and still be bounded by its parse, whose plan then scans each table it names
 # and nothing else: query nodes, joins, VALUES, modifiers, an ORDER BY's terms. Any other node but an expression's
-# (``class``) — a derived table, a table function, a PIVOT, anything newer — leaves the statement to the plan.
+# (``class``) — a derived table, a table function, a PIVOT, anything newer — leaves the statement to the plan, and so
+# does a LIMIT or OFFSET (DuckDB may read the table a second time for the rows it keeps: late materialisation).
 _BOUNDED = {
     "SELECT_NODE",
     "SET_OPERATION_NODE",
@@ -394,8 +440,6 @@ _BOUNDED = {
     "EMPTY",
     "EXPRESSION_LIST",
     "ORDER_MODIFIER",
-    "LIMIT_MODIFIER",
-    "LIMIT_PERCENT_MODIFIER",
     "DISTINCT_MODIFIER",
     "ORDER_DEFAULT",
     "ASCENDING",
@@ -403,8 +447,47 @@ _BOUNDED = {
 }
 
 
+# The aggregates DuckDB plans in one pass over what they read, whatever stands beside them (each checked against the
+# plan: one scan of the table, no CTE of its input). Another aggregate — a holistic one (median, mode, quantiles,
+# list, string_agg, histogram, entropy …) beside another kind, one with FILTER or ORDER BY — may be planned over a
+# CTE of its input read once per kind, so a statement holding one goes to the plan (an allow-list: an aggregate
+# added to DuckDB later is not in it).
+_ONE_PASS = frozenset(
+    {
+        *("any_value", "arbitrary", "avg", "mean", "favg", "count", "count_star", "count_if", "countif"),
+        *("first", "last", "max", "min", "sum", "fsum", "kahan_sum", "sumkahan", "sum_no_overflow", "product"),
+        *("bit_and", "bit_or", "bit_xor", "bool_and", "bool_or", "approx_count_distinct"),
+        *("stddev", "stddev_pop", "stddev_samp", "var_pop", "var_samp", "variance", "sem", "skewness"),
+        *("kurtosis", "kurtosis_pop", "corr", "covar_pop", "covar_samp"),
+        *("arg_max", "arg_min", "argmax", "argmin", "max_by", "min_by"),
+        *("regr_avgx", "regr_avgy", "regr_count", "regr_intercept", "regr_r2", "regr_slope"),
+        *("regr_sxx", "regr_sxy", "regr_syy"),
+    }
+)
+_AGGREGATES: frozenset[str] | None = None  # DuckDB's aggregate functions, listed once per process (~30 ms)
+
+
+def aggregates(con: Any) -> frozenset[str]:
+    """The names of DuckDB's aggregate functions (its own catalog: the user's are ``user_functions``)."""
+    global _AGGREGATES
+    if _AGGREGATES is None:
+        rows = con.execute("SELECT DISTINCT function_name FROM duckdb_functions() WHERE function_type = 'aggregate'")
+        _AGGREGATES = frozenset(str(name).lower() for (name,) in rows.fetchall())
+    return _AGGREGATES
+
+
 class _Unbounded(Exception):
     pass
+
+
+def _made_of(definition: str, name: str, query: str) -> bool:
+    """Whether a view's definition as DuckDB keeps it (``duckdb_views().sql``) is ``CREATE TEMP VIEW <name> AS
+    <query>;`` — the name as DuckDB writes it, bare or quoted, and no column list."""
+    head, tail = "CREATE TEMP VIEW ", f" AS {query};"
+    if not (definition.startswith(head) and definition.endswith(tail)):
+        return False
+    written = definition[len(head) : len(definition) - len(tail)]
+    return written in (name, '"' + name.replace('"', '""') + '"')
 
 
 def parse(con: Any, sql: str) -> dict[str, Any]:
@@ -437,8 +520,13 @@ def _rows(node: Any, relations: Relations) -> int:
         return 0
     kind = node.get("type")
     if "class" in node:  # an expression: a subquery in it, or a DISTINCT aggregate, is planned with a CTE
-        if node["class"] == "SUBQUERY" or node.get("distinct") is True:
+        if node["class"] in ("SUBQUERY", "WINDOW") or node.get("distinct") is True:
             raise _Unbounded(node["class"])
+        name = str(node.get("function_name") or "").lower()
+        if node["class"] == "FUNCTION" and (relations.aggregates is None or name in relations.aggregates):
+            ordered = (node.get("order_bys") or {}).get("orders")
+            if name not in _ONE_PASS or node.get("filter") is not None or ordered:
+                raise _Unbounded(name)
         constant = 1 if node["class"] == "CONSTANT" else 0  # an IN list's constants may be planned as a scan of them
         return constant + sum(_rows(v, relations) for v in node.values())
     if not isinstance(kind, str):  # a part of a node (a literal, a name, a type)
@@ -454,5 +542,7 @@ def _rows(node: Any, relations: Relations) -> int:
         return rows
     if kind not in _BOUNDED or (node.get("cte_map") or {}).get("map"):
         raise _Unbounded(kind)
+    if len(node.get("group_sets") or []) > 1:  # GROUPING SETS, ROLLUP, CUBE: the input is read once per set
+        raise _Unbounded("GROUPING SETS")
     listed = len(node.get("values") or []) if kind == "EXPRESSION_LIST" else 0  # VALUES: its rows are scanned
     return listed + sum(_rows(v, relations) for v in node.values())
