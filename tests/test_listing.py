@@ -3,9 +3,10 @@ said once, and a fixed rule says what gives way when tools are added — the ski
 lists every skill), then descriptions to their first sentence (the last-listed tool first), then optional
 parameters' descriptions; never a tool, a parameter or a required field.
 
-The host-lens tests are run again here (imported below: pytest collects them in this module, with this module's
-``host`` fixture) against a server holding a two-parameter tool more than the built-in ones — the tool that broke
-the listing and two of those tests in issue 64."""
+The host-lens tests that read tools/list are run again here (imported below: pytest collects them in this module,
+with this module's ``host`` fixture) against a server holding a two-parameter tool more than the built-in ones — the
+tool that broke the listing and two of those tests in issue 64. (The observations themselves do not depend on the
+tools listed: test_host_lens reads them at every level.)"""
 
 from __future__ import annotations
 
@@ -30,7 +31,6 @@ from tests.conftest import NO_SPARES, text_of
 
 # the host-lens tests, collected here with this module's host fixture (a two-parameter tool more)
 lens_workspace = lens.lens_workspace
-test_every_host_reads_the_same_observation = lens.test_every_host_reads_the_same_observation
 test_errors_carry_everything_in_their_text = lens.test_errors_carry_everything_in_their_text
 test_tools_declare_an_output_schema_only_when_they_send_structured_content = (
     lens.test_tools_declare_an_output_schema_only_when_they_send_structured_content
