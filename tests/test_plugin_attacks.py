@@ -25,6 +25,8 @@ from ba_mcp import plugins, registry
 from ba_mcp.settings import ConfigError, load_settings, trust_project
 from tests.conftest import text_of
 
+pytestmark = pytest.mark.slow  # an attack suite (116 cases, ~10 CPU-s): the slow tier; test_plugins.py is the fast one
+
 EXAMPLE = "ba-mcp-example"
 
 
