@@ -324,23 +324,37 @@ def test_a_kept_parquet_view_whose_file_is_rewritten_in_place_is_counted_by_its_
             os.close(fd)
 
 
+def _uploaded(tmp_path: Path, rows: int) -> int:
+    """A Parquet file of ``rows`` ids, open as the worker sees an upload: its path not in the worker's root."""
+    made = tmp_path / f"made{rows}.parquet"
+    duckdb.execute(f"COPY (SELECT range AS id FROM range({rows})) TO '{made}' (FORMAT parquet)")
+    fd = os.open(made, os.O_RDONLY)
+    made.unlink()
+    return fd
+
+
+def _named(uploads: dict[str, int], opened: list[int], *names: str) -> list[tuple[dict[str, Any], int]]:
+    """The call's files as the server hands them to the worker: each upload named, a descriptor of its own."""
+    out = []
+    for name in names:
+        fd = os.open(f"/proc/self/fd/{uploads[name]}", os.O_RDONLY)
+        opened.append(fd)
+        spec = {"name": name, "suffix": ".parquet", "size": os.fstat(fd).st_size, "kind": "upload"}
+        out.append(({**spec, "ref_id": name if name.startswith("upload_") else None, "table": False}, fd))
+    return out
+
+
 def test_a_kept_parquet_views_name_replaced_by_the_session_is_not_counted_by_the_files_footer(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from ba_mcp.inside.sql import analyse
 
     session = _session(tmp_path, monkeypatch)
-    made = tmp_path / "made.parquet"
-    duckdb.execute(f"COPY (SELECT range AS id FROM range(1000)) TO '{made}' (FORMAT parquet)")
-    upload = os.open(made, os.O_RDONLY)  # as the worker sees an upload: its path not in the worker's root
-    made.unlink()
-    opened = [upload]
+    uploads = {"upload_x": _uploaded(tmp_path, 1000)}
+    opened = list(uploads.values())
 
     def named() -> list[tuple[dict[str, Any], int]]:
-        fd = os.open(f"/proc/self/fd/{upload}", os.O_RDONLY)
-        opened.append(fd)
-        spec = {"name": "upload_x", "suffix": ".parquet", "size": os.fstat(fd).st_size, "kind": "upload"}
-        return [({**spec, "ref_id": "upload_x", "table": False}, fd)]
+        return _named(uploads, opened, "upload_x")
 
     replace = (
         'CREATE OR REPLACE TEMP VIEW upload_x("as select * from upload_x where 1 or ") AS '
@@ -367,22 +381,11 @@ def test_two_files_whose_names_differ_in_case_are_not_counted_by_the_wrong_foote
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     session = _session(tmp_path, monkeypatch)
-    uploads: dict[str, int] = {}
-    for name, rows in (("sales.parquet", 1000), ("Sales.parquet", 200_000)):
-        made = tmp_path / f"made{rows}.parquet"
-        duckdb.execute(f"COPY (SELECT range AS id FROM range({rows})) TO '{made}' (FORMAT parquet)")
-        uploads[name] = os.open(made, os.O_RDONLY)  # as the worker sees an upload: its path not in its root
-        made.unlink()
+    uploads = {"sales.parquet": _uploaded(tmp_path, 1000), "Sales.parquet": _uploaded(tmp_path, 200_000)}
     opened = list(uploads.values())
 
     def named(*names: str) -> list[tuple[dict[str, Any], int]]:
-        out = []
-        for name in names:
-            fd = os.open(f"/proc/self/fd/{uploads[name]}", os.O_RDONLY)
-            opened.append(fd)
-            spec = {"name": name, "suffix": ".parquet", "size": os.fstat(fd).st_size, "kind": "upload"}
-            out.append(({**spec, "ref_id": None, "table": False}, fd))
-        return out
+        return _named(uploads, opened, *names)
 
     try:
         assert _query(session, 'SELECT max(id) FROM "sales.parquet"', 100_000, named("sales.parquet")) == "ran"
