@@ -242,6 +242,19 @@ class DuckSession:
         if len(files) > MAX_FILES:
             raise _too_many()
         named = {spec["name"] for spec in files}
+        folded: dict[str, str] = {}
+        for spec in files:  # SQL's names ignore case: one view of that name would read one of the files for both
+            first = folded.setdefault(spec["name"].lower(), spec["name"])
+            if first != spec["name"]:
+                raise Failure(
+                    type="validation_error",
+                    code="AMBIGUOUS_FILE_NAME",
+                    message=f"'{first}' and '{spec['name']}' differ only in case, which SQL's names ignore: "
+                    "one statement cannot read both by name",
+                    hint="read them in separate statements, or copy one under a name of its own",
+                )
+        for other in [n for n in self.kept if n not in named and n.lower() in folded]:
+            self._forget(other)  # a kept view of another spelling is the same DuckDB view: this file's now
         if _MAKES_OR_DROPS.match(request.sql):  # DuckDB's text of the statement: it starts at its keyword
             for other in [n for n in self.kept if n not in named]:  # the session may name its own objects so
                 self._forget(other)
