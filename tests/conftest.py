@@ -260,7 +260,7 @@ def ba(*args: str, workspace: Path, env: dict[str, str] | None = None) -> subpro
 # Connect (started in the background when the run began) has had time to start.
 LONGEST_FIRST = (
     "test_postgres.py",
-    "test_own_data.py",
+    "test_e2e_own_data.py",
     "test_skill_kpi_anomaly.py",
     "test_skills_bundled.py",
     "test_publish.py",
@@ -281,7 +281,7 @@ LONGEST_FIRST = (
     # the fast tier's own, by their CPU in a fast-tier run (the files above are the slow tier's or mostly slow)
     "test_analyses.py",
     "test_plugin_attacks.py",
-    "test_truth.py",
+    "test_e2e_truth.py",
     "test_runner.py",
     "test_query_database.py",
     "test_stdio_run_python.py",
@@ -289,14 +289,14 @@ LONGEST_FIRST = (
     "test_house.py",
     "test_host_lens.py",
     "test_metrics.py",
-    "test_bad_database_url.py",
+    "test_databases_bad_url.py",
     "test_audit.py",
     "test_time_metrics.py",
-    "test_hostile.py",
+    "test_e2e_hostile.py",
     "test_web.py",
     "test_transports_and_cli.py",
-    "test_field_day.py",
-    "test_provenance.py",
+    "test_e2e_field_day.py",
+    "test_pipeline_provenance.py",
 )
 
 
@@ -361,15 +361,15 @@ def pytest_configure(config: pytest.Config) -> None:
 
     pg_server.end_leftovers()  # a killed run's servers end here, whatever this run needs
     services = []
-    postgres = any(runs(f) for f in ("test_postgres.py", "test_own_data.py", "test_time_metrics.py"))
-    postgres = postgres or runs("test_team_isolation.py") or runs("test_db_roles.py")
+    postgres = any(runs(f) for f in ("test_postgres.py", "test_e2e_own_data.py", "test_time_metrics.py"))
+    postgres = postgres or runs("test_team_isolation.py") or runs("test_databases_roles.py")
     postgres = postgres or runs("test_publish_team.py")
     postgres = postgres or runs("test_audit_http.py")
     postgres = postgres or runs("test_team_attacks.py")
     postgres = postgres or runs("test_pg14_grants.py")
-    postgres = postgres or runs("test_analysis_params.py")
-    postgres = postgres or runs("test_values_as_shown.py")
-    postgres = postgres or runs("test_catalog_search.py")
+    postgres = postgres or runs("test_analyses_params.py")
+    postgres = postgres or runs("test_values.py")
+    postgres = postgres or runs("test_databases_catalog_search.py")
     if postgres and pg_server.available() and not os.environ.get(background.variable("postgres")):
         services.append(background.Service("postgres", pg_server.service, _service_folder()))
     if (

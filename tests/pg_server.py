@@ -167,8 +167,8 @@ def _populate(pg: Postgres) -> None:
 
 
 def _regional(pg: Postgres) -> None:
-    """Each person as their own role (S-21, tests/test_db_roles.py): database ``regional``, reached as ``rls_reader``
-    (it inherits nothing: NOINHERIT), which may take ``rls_eu``, ``rls_us`` (no grant on ``sales.rep``),
+    """Each person as their own role (S-21, tests/test_databases_roles.py): database ``regional``, reached as
+    ``rls_reader`` (it inherits nothing: NOINHERIT), which may take ``rls_eu``, ``rls_us`` (no grant on ``sales.rep``),
     ``rls_writer`` (can INSERT) and ``rls_bypass`` (BYPASSRLS) — not ``rls_stranger``. Row-level security gives each
     region's role its own rows of ``sales``; schema ``rls_eu`` (on that role's ``$user`` search path) holds a function
     off the allow-list."""

@@ -1,7 +1,7 @@
 """Issue 63: an estimate before a large scan for DuckDB and Spark, as PostgreSQL has one (``LARGE_SCAN`` past
 ``tools.query_database.confirm_scan_rows``; the same statement sent again runs). Each engine's own figure: DuckDB's
 plan (``EXPLAIN (FORMAT json)``: a table read sequentially counted whole, by its catalog), Spark's ``EXPLAIN COST``
-``rowCount`` where it gives one. No figure, no refusal. (Spark through a real server: tests/test_values_as_shown.py's
+``rowCount`` where it gives one. No figure, no refusal. (Spark through a real server: tests/test_values.py's
 Spark test, which starts one.)"""
 
 from __future__ import annotations
