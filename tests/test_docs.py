@@ -93,3 +93,23 @@ def test_the_command_reference_is_the_parsers() -> None:
     assert cli_reference.BEGIN in doc and cli_reference.END in doc
     assert "### `ba-mcp audit`" in cli_reference.reference()
     assert doc == cli_reference.rendered(doc), "docs/commands.md is stale: uv run python -m tests.cli_reference"
+
+
+def test_every_test_file_is_in_the_map_of_rooms_with_its_tier() -> None:
+    """tests/README.md maps each room to its test files: every ``tests/test_*.py`` is there, no file it names is gone,
+    and "(slow)" follows exactly the files whose module-level mark puts them all in the slow tier."""
+    from tests.conftest import _slow_throughout
+
+    table = (ROOT / "tests" / "README.md").read_text(encoding="utf-8").partition("\n|")[2]
+    named = dict(re.findall(r"`(test_\w+\.py)`( \(slow\))?", table))
+    files = {p.name: p for p in (ROOT / "tests").glob("test_*.py")}
+    assert len(files) > 50, sorted(files)
+    missing, gone = sorted(set(files) - set(named)), sorted(set(named) - set(files))
+    assert not missing, f"test files missing from tests/README.md: {missing}"
+    assert not gone, f"tests/README.md names test files that are gone: {gone}"
+    wrong = [
+        f"{name}: {'slow' if _slow_throughout(path) else 'fast'} throughout, the map says otherwise"
+        for name, path in sorted(files.items())
+        if bool(named[name]) != _slow_throughout(path)
+    ]
+    assert not wrong, "\n".join(wrong)
