@@ -10,11 +10,11 @@ The public surface, for embedding the server or adding a tool (imported on first
 * ``Table``, ``Document``, ``JsonValue``, ``Image``, ``Composite`` — the raw results a tool returns;
 * the plug-in surface (docs/writing-an-engine.md, docs/writing-a-tool.md): ``EngineInfo`` — an engine's line of
   the registry (a ``ba_mcp.engines`` entry point names one); ``ConnectedEngine``, ``LocalEngine``, ``Held`` — an
-  engine and what its worker-side hooks receive (a hook refuses with ``ToolFailure``), ``TableInfo``,
-  ``ColumnInfo`` — what its ``catalog`` hook gives; ``ToolInfo`` — a tool's
-  line; ``Services`` — what a tool's ``build`` takes; ``ToolSettings`` — a tool's ``tools.<name>``; ``FormatInfo``
-  — a file format's line (a ``ba_mcp.formats`` entry point) and ``Reading`` — what its reader is given
-  (docs/writing-a-format.md); ``Plugin`` — an installed plug-in as the configuration found it
+  engine and what its worker-side hooks receive (a hook refuses with ``ToolFailure``), ``Connect`` and ``Opened``
+  — what its ``open`` hook is asked and answers, ``TableInfo``, ``ColumnInfo`` — what its ``catalog`` hook gives;
+  ``ToolInfo`` — a tool's line; ``Services`` — what a tool's ``build`` takes; ``ToolSettings`` — a tool's
+  ``tools.<name>``; ``FormatInfo`` — a file format's line (a ``ba_mcp.formats`` entry point) and ``Reading`` — what
+  its reader is given (docs/writing-a-format.md); ``Plugin`` — an installed plug-in as the configuration found it
   (``Settings.plugin_status``);
 * ``TokenCounter`` — offline token counting (``count_tokens``, ``count_message_tokens``,
   ``count_conversation_tokens``, ``model_info``: T-T's library API).
@@ -41,6 +41,7 @@ if TYPE_CHECKING:  # the public names' types, for the type checkers of embedders
     from ba_mcp.settings import Settings, ToolSettings, load_settings
     from ba_mcp.tool import Tool, ToolContext, ToolParams, ToolPolicy
     from ba_mcp.tools.services import Services
+    from ba_mcp.workers.messages import Connect, Opened
 
 _PUBLIC = {
     "App": "ba_mcp.app",
@@ -68,6 +69,8 @@ _PUBLIC = {
     "ConnectedEngine": "ba_mcp.databases.connector",
     "LocalEngine": "ba_mcp.databases.connector",
     "Held": "ba_mcp.databases.connector",
+    "Connect": "ba_mcp.workers.messages",
+    "Opened": "ba_mcp.workers.messages",
     "TableInfo": "ba_mcp.databases.base",
     "ColumnInfo": "ba_mcp.databases.base",
     "Services": "ba_mcp.tools.services",
@@ -79,6 +82,7 @@ __all__ = [  # a literal, for the type checkers and linters (each name's module 
     "Code",
     "ColumnInfo",
     "Composite",
+    "Connect",
     "ConnectedEngine",
     "Document",
     "EngineInfo",
@@ -88,6 +92,7 @@ __all__ = [  # a literal, for the type checkers and linters (each name's module 
     "Image",
     "JsonValue",
     "LocalEngine",
+    "Opened",
     "Plugin",
     "Reading",
     "Services",

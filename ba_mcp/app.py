@@ -38,7 +38,7 @@ from ba_mcp.skills import load_skills
 from ba_mcp.stores.artifacts import ArtifactStore
 from ba_mcp.stores.code import CodeStore
 from ba_mcp.tool import Tool
-from ba_mcp.tools.services import Services
+from ba_mcp.tools.services import BuiltIn, Services
 from ba_mcp.version import __version__
 from ba_mcp.web.fetch import Fetcher
 from ba_mcp.web.search import Searcher
@@ -50,7 +50,7 @@ from ba_mcp.workers.work import DuckParquet, ask_metrics, table_stats
 from ba_mcp.workspace import Resolved, Workspace
 
 if TYPE_CHECKING:
-    from ba_mcp.workers.messages import MetricsWork
+    from ba_mcp.workers.messages import Metered, MetricsWork
 
 log = logging.getLogger(__name__)
 
@@ -170,11 +170,14 @@ class App:
         services: Services = self  # what a tool's build may take (checked here, by the type checker)
         built = {}
         for name in registry.tool_names():
-            if name in names and (tool := registry.tool_class(name).build(services)) is not None:
+            if name not in names:
+                continue
+            builder: BuiltIn = registry.tool_class(name)  # a tool's class (its module imported now)
+            if (tool := builder.build(services)) is not None:
                 built[name] = tool
         return built
 
-    def metrics_answer(self, action: str, **args: Any) -> dict[str, Any]:
+    def metrics_answer(self, action: str, **args: Any) -> Metered:
         """Metrics work done by the calling session's engine worker (the files are parsed there, never here):
         a ``summary`` (kept per version of the files, its warnings logged once) or a metric's ``describe``."""
         import ba_mcp.callers as callers

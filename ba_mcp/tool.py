@@ -129,7 +129,9 @@ class ToolContext:
 
 class Tool:
     """Subclasses set the class attributes and implement ``execute``. ``settings`` is the tool's section
-    of the configuration (the App sets it; a subclass narrows its type)."""
+    of the configuration (the App sets it; a subclass narrows its type). A built-in or plug-in tool's class also
+    has the classmethod ``build(services)`` that constructs it (``tools.services.BuiltIn``: it takes the App's
+    ``Services``, which live above this room); an embedder's tool is given to the App as an instance."""
 
     name: ClassVar[str]
     title: ClassVar[str]
@@ -152,13 +154,6 @@ class Tool:
     # The model of its section of the configuration (tools.<name>): ToolSettings, or a subclass with its own keys
     # and defaults (each with a description: that is where they are documented).
     Settings: ClassVar[type[ToolSettings]] = ToolSettings
-
-    @classmethod
-    def build(cls, services: Any) -> Tool | None:
-        """The built-in tool constructed from the App's services (``tools.services.Services``: it takes what it
-        needs), or None when it has nothing to serve (no metric file, no skill). The App calls it once, for the
-        tools whose ``tools.<name>.enabled`` is true."""
-        raise NotImplementedError(f"{cls.__name__} is not a built-in tool: give App the instance")
 
     def execute(self, params: Any, ctx: ToolContext) -> RawResult | Awaitable[RawResult]:
         """The call: a plain method runs in a worker thread, an ``async def`` on the event loop."""

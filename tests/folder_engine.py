@@ -5,19 +5,19 @@ copied. Registered from outside ba_mcp, its module is given to the connection wo
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from ba_mcp.databases.connector import Held, LocalEngine
+from ba_mcp.workers.messages import Connect, Opened
 
 
 class FolderEngine(LocalEngine):
     kind = "csvdir"
     folder = True
 
-    def open(self, c: Held, message: dict[str, Any]) -> dict[str, Any]:
+    def open(self, c: Held, request: Connect) -> Opened:
         import adbc_driver_duckdb.dbapi as duckdb_adbc
 
-        folder = Path(self.where(c, message))  # the folder, bound read-only into the worker's root
+        folder = Path(self.where(c, request))  # the folder, bound read-only into the worker's root
         c.extra["folder"] = str(folder)
         c.con = duckdb_adbc.connect(":memory:")
         c.cur = c.con.cursor()

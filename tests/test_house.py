@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import functools
 import re
+import typing
 from pathlib import Path
 
 import pytest
@@ -585,16 +586,23 @@ def test_worker_requests_are_typed_and_answered_by_type() -> None:
     ]
     assert not op_dicts, op_dicts
 
+    # every table entry is made by ``inside.serve.handles``, whose signature has the type checker hold the handler's
+    # reply to the one its request names (``Request[<reply>]``)
     handled: list[str] = []
     for path in sorted((PACKAGE / "inside").glob("*.py")):
         for node in ast.walk(_tree(path)):
             if isinstance(node, ast.Dict):
-                handled += [k.id for k in node.keys if isinstance(k, ast.Name) and k.id in messages.__all__]
+                assert not any(isinstance(k, ast.Name) and k.id in messages.__all__ for k in node.keys), path
+            if isinstance(node, ast.Call) and ast.unparse(node.func) == "handles":
+                handled.append(ast.unparse(node.args[0]))
     kinds = {cls.__name__ for cls in messages.REQUESTS.values()}
     # Store and Drop: each program keeps its own cut result, so both tables answer them
     assert sorted(handled) == sorted([*kinds, "Store", "Drop"]), sorted(handled)
     for cls in messages.REQUESTS.values():
         assert dataclasses.is_dataclass(cls) and cls.__dataclass_params__.frozen, cls  # type: ignore[attr-defined]
+        # its reply is typed: a TypedDict of this module, not a bare dict
+        (reply,) = typing.get_args(cls.__orig_bases__[0])  # type: ignore[attr-defined]
+        assert typing.is_typeddict(reply) and reply.__module__ == messages.__name__, (cls, reply)
     request = messages.Query("demo", "SELECT ?", [1], 10, [{"name": "t", "suffix": ".csv"}], {"max_rows": 5})
     assert messages.request_of(request.wire()) == request
     with pytest.raises(messages.UnknownRequest):

@@ -22,7 +22,7 @@ from ba_mcp.errors import Code, ErrorType, ToolFailure, denied, invalid, not_fou
 from ba_mcp.formats.table import TABLE_SUFFIXES
 from ba_mcp.ids import ARTIFACT_ID
 from ba_mcp.workers.failures import EngineError, worker_failures
-from ba_mcp.workers.messages import Analyse, MetricsWork
+from ba_mcp.workers.messages import Analyse, Metered, MetricsWork
 from ba_mcp.workers.work import ask_metrics
 
 if TYPE_CHECKING:
@@ -262,7 +262,7 @@ class Databases:
         table.provenance["metrics"] = {**question, "defined": compiled["definitions"]}
         return table
 
-    def metrics_query(self, request: MetricsWork, max_rows: int, ctx: ToolContext) -> tuple[Table, dict[str, Any]]:
+    def metrics_query(self, request: MetricsWork, max_rows: int, ctx: ToolContext) -> tuple[Table, Metered]:
         """A metrics question (``Metrics.request("compile", …)``: it carries the metric files) compiled in the
         session's engine worker, then run on its database with ``query`` — the compiled statement passes the
         database's own parser as one SELECT. The table and what the compiler said (SQL, definitions)."""

@@ -23,6 +23,7 @@ import hashlib
 import re
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -42,10 +43,13 @@ from ba_mcp.databases.base import (
 from ba_mcp.databases.slots import slot_wait
 from ba_mcp.errors import Code, ErrorType, ToolFailure, denied
 from ba_mcp.registry import local_path
-from ba_mcp.workers.messages import Catalog, Connect, Statement
+from ba_mcp.workers.messages import Catalog, Connect, Opened, Statement
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
+
+    import adbc_driver_manager.dbapi as dbapi
+    import pyarrow as pa
 
     from ba_mcp.databases.slots import FairSlots
     from ba_mcp.settings import DatabaseSettings
@@ -252,16 +256,22 @@ def sql_failure(exc: Exception, name: str, conf: DatabaseSettings, engine: Conne
     return ToolFailure(ErrorType.EXECUTION_ERROR, "SQL_ERROR", text, schema_hint)
 
 
+Bound = tuple[Any, ...] | None  # a statement's values as the worker passes them to the driver: positional, or none
+# a result's schema as the server reads it, the function converting each batch to it, and display names of the types
+# Arrow cannot show (``ConnectedEngine.columns``)
+Columns = tuple["pa.Schema", Callable[["pa.RecordBatch"], "pa.RecordBatch"], dict[str, str]]
+
+
 class Held(Protocol):
     """What an engine's worker-side hooks receive (``c``): the connection worker's state for the one database
     connection it serves (``inside/connection.py``'s ``Connector``). An engine keeps what is its own (a second
     cursor, a session id, the file's URI) in ``extra``, under names of its choosing."""
 
     options: dict[str, Any]  # the worker's start options
-    con: Any  # the ADBC (DB-API) connection ``open`` made
-    cur: Any  # the cursor the user's statements run on
-    frame: Any  # a cursor of our own fixed text (the read-only frame), where an engine needs one
-    running: Any  # the cursor running the call's statement (``statement`` picks it; ``interrupt`` cancels it)
+    con: dbapi.Connection  # the ADBC (DB-API) connection ``open`` made
+    cur: dbapi.Cursor  # the cursor the user's statements run on
+    frame: dbapi.Cursor | None  # a cursor of our own fixed text (the read-only frame), where an engine needs one
+    running: dbapi.Cursor  # the cursor running the call's statement (``statement`` picks it; ``interrupt`` cancels it)
     label: str  # the calling session's digest (an application_name, a job tag)
     identity: dict[str, Any]  # who the call runs as (``ConnectedEngine.identity``: user, role), set with each call
     in_transaction: bool  # a read-only transaction is open (``begin`` … ``end``)
@@ -347,16 +357,17 @@ class ConnectedEngine:
 
     # -- the connection worker's side (``c``: what the worker holds, ``Held``) --------------------------------
 
-    def open(self, c: Held, message: dict[str, Any]) -> dict[str, Any]:
-        """Open the connection (``c.con``, ``c.cur``); what the database says of itself (its version, …)."""
+    def open(self, c: Held, request: Connect) -> Opened:
+        """Open the connection (``c.con``, ``c.cur``) as ``request`` says (``connect_message`` made it); what the
+        database says of itself (its version, …)."""
         import adbc_driver_manager.dbapi as dbapi
 
-        uri, options = message["uri"], dict(message.get("options") or {})
+        uri, options = request.uri, dict(request.options or {})
         kwargs = {"uri": uri, **options} if uri else options
-        c.con = dbapi.connect(driver=driver_location(message["driver"]), db_kwargs=kwargs, autocommit=True)
+        c.con = dbapi.connect(driver=driver_location(request.driver), db_kwargs=kwargs, autocommit=True)
         c.cur = c.con.cursor()
         info = self.driver_info(c)
-        reply: dict[str, Any] = {"version": str(info.get("vendor_version", ""))}
+        reply: Opened = {"version": str(info.get("vendor_version", ""))}
         try:  # read-only where the driver offers it (and by the user's role)
             c.con.adbc_connection.set_options(**{"adbc.connection.readonly": "true"})
             reply["read_only_by_driver"] = True
@@ -365,11 +376,7 @@ class ConnectedEngine:
         return reply
 
     def driver_info(self, c: Held) -> dict[str, Any]:
-        return {k: v for k, v in c.con.adbc_get_info().items() if isinstance(v, (str, int))}
-
-    def positional(self, params: Any) -> bool:
-        """Whether the engine takes positional parameters only (named ones are refused before the statement)."""
-        return False
+        return {str(k): v for k, v in c.con.adbc_get_info().items() if isinstance(v, (str, int))}
 
     def named(self, c: Held, sql: str, params: dict[str, Any]) -> tuple[str, list[Any]]:
         """``$name`` placeholders as the engine's positional ones, and their values in order (an engine that
@@ -391,17 +398,17 @@ class ConnectedEngine:
     def begin(self, c: Held, timeout_s: float, label: str) -> None:
         """Open the read-only frame of one call (nothing by default: the driver and the role decide)."""
 
-    def vet(self, c: Held, sql: str, params: Any, timeout_s: float) -> None:
+    def vet(self, c: Held, sql: str, params: Bound, timeout_s: float) -> None:
         """Refuse a statement before it runs (nothing by default)."""
 
-    def bind(self, c: Held, sql: str, params: Any, timeout_s: float) -> Any:
+    def bind(self, c: Held, sql: str, params: Bound, timeout_s: float) -> Bound:
         """The parameters as the statement takes them (as given by default)."""
         return params
 
     def end(self, c: Held) -> None:
         """Close the call's frame: nothing of it may outlive the call."""
 
-    def columns(self, schema: Any) -> tuple[Any, Any, dict[str, str]]:
+    def columns(self, schema: pa.Schema) -> Columns:
         """The result's schema as plain Arrow types the server and Parquet read the same way (extension types as
         their storage), the function converting a batch to it, and display names of types Arrow cannot show."""
         return plain_schema(schema, {})
@@ -440,7 +447,7 @@ class LocalEngine(ConnectedEngine):
     URL as SQLAlchemy does (``scheme:///relative/to/the/workspace``, ``scheme:////absolute``): bound read-only into
     the connection worker's root at ``/databases/<name>`` (and reached there), checked to exist before a worker
     starts. SQLite is one; a folder of CSV or Parquet files read by an ADBC driver is another — its engine writes
-    only ``open`` (``where(c, message)`` is the path to open) and the hooks it needs."""
+    only ``open`` (``where(c, request)`` is the path to open) and the hooks it needs."""
 
     def host_file(self, conf: DatabaseSettings, root: Path) -> Path | None:
         """The file or folder of the URL (three slashes: relative to the workspace; four: absolute): ``local_path``."""
@@ -451,15 +458,15 @@ class LocalEngine(ConnectedEngine):
         uri = {"target": target, "host": str(host_file)}  # bound there in the worker's own root
         return dataclasses.replace(super().connect_message(conf, host_file), uri=uri)
 
-    def where(self, c: Held, message: dict[str, Any]) -> str:
+    def where(self, c: Held, request: Connect) -> str:
         """The path the worker opens: the bound one in its own root (its host path where it has no mount
-        namespace) — only when it is the very file the server opened (``message["identity"]``: device and inode;
+        namespace) — only when it is the very file the server opened (``request.identity``: device and inode;
         ``workers.connections.open_host_file``), so a symbolic link swapped in before the bind is refused."""
         import os
 
-        uri = message["uri"]
+        uri = request.uri
         path = str(uri["target"] if c.options.get("confined") else uri["host"])
-        expected = message.get("identity")
+        expected = request.identity
         try:
             found = os.stat(path)
         except OSError:
@@ -529,7 +536,7 @@ def _decimals(values: list[Any], scale: int) -> list[Any]:
     return out
 
 
-def plain_schema(schema: Any, casts_by_field: dict[int, Any]) -> tuple[Any, Any, dict[str, str]]:
+def plain_schema(schema: pa.Schema, casts_by_field: dict[int, Any]) -> Columns:
     """``schema`` with extension types as their storage and the fields of ``casts_by_field`` (index -> an Arrow
     type, or an ``ExactDecimal``) cast; the batch converter; no display types."""
     import pyarrow as pa

@@ -41,9 +41,12 @@ from typing import TYPE_CHECKING, Any
 
 from ba_mcp.databases import pg_calls, pg_catalog
 from ba_mcp.databases.base import Tables
-from ba_mcp.databases.connector import ConnectedEngine, Held, plain_schema
+from ba_mcp.databases.connector import Bound, Columns, ConnectedEngine, Held, plain_schema
+from ba_mcp.workers.messages import Connect, Opened
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from ba_mcp.workers.wire import Failure
 
 PRIVILEGED_ROLES = ("pg_read_server_files", "pg_write_server_files", "pg_execute_server_program")
@@ -89,7 +92,7 @@ class PostgresEngine(ConnectedEngine):
     kind = "postgresql"
     takes_roles = True  # SET LOCAL ROLE in each call's read-only transaction (role_from)
 
-    def open(self, c: Held, message: dict[str, Any]) -> dict[str, Any]:
+    def open(self, c: Held, request: Connect) -> Opened:
         import threading
 
         import adbc_driver_postgresql.dbapi as pg
@@ -97,13 +100,13 @@ class PostgresEngine(ConnectedEngine):
         # the statement's tokenizer and parser (0.2 s to import), loaded while the connection is made and the role read
         threading.Thread(target=_tokenizer, name="tokenizer", daemon=True).start()
 
-        options = dict(message.get("options") or {})
-        c.con = pg.connect(message["uri"], db_kwargs=options or None, autocommit=True)
+        options = dict(request.options or {})
+        c.con = pg.connect(request.uri, db_kwargs=options or None, autocommit=True)
         c.cur = c.con.cursor()
-        allowed = bool(message.get("allow_privileged_role")), bool(message.get("allow_writable_role"))
+        allowed = request.allow_privileged_role, request.allow_writable_role
         reply = role(c.cur, *allowed)
         # the roles calls may take (role_from): each one taken here and held to the same checks (S-21)
-        c.extra["roles"] = [str(r) for r in message.get("roles") or []]
+        c.extra["roles"] = [str(r) for r in request.roles]
         mapped = [mapped_role(c, name, reply["role"], *allowed) for name in c.extra["roles"]]
         if mapped:
             reply["mapped_roles"] = [m["role"] for m in mapped]
@@ -120,14 +123,11 @@ class PostgresEngine(ConnectedEngine):
         c.extra["vet"] = c.con.cursor()  # EXPLAIN of the user's statement: the plain protocol, not COPY
         c.extra["vet"].adbc_statement.set_options(**{"adbc.postgresql.use_copy": "false"})
         c.extra["time_zone"] = session_zone(c.extra["vet"])  # timestamptz shown in it (ba_mcp.values)
-        c.extra["allow_functions"] = list(message.get("allow_functions") or [])
+        c.extra["allow_functions"] = list(request.allow_functions)
         # what a statement may call (S-14)
         c.extra["calls"] = pg_calls.read_catalog(c.extra["vet"], c.extra["allow_functions"])
         reply["allowed_functions"] = c.extra["calls"].allowed_count
         return reply
-
-    def positional(self, params: Any) -> bool:
-        return True
 
     def named(self, c: Held, sql: str, params: dict[str, Any]) -> tuple[str, list[Any]]:
         """``$name`` as ``$1``, ``$2`` … (the same name, the same number), read by PostgreSQL's lexer rules (a
@@ -219,7 +219,7 @@ class PostgresEngine(ConnectedEngine):
         )
         c.in_transaction = True
 
-    def vet(self, c: Held, sql: str, params: Any, timeout_s: float) -> None:
+    def vet(self, c: Held, sql: str, params: Bound, timeout_s: float) -> None:
         """The statement may call only functions, operators, types and views on the allow-list built from the
         database's catalog (``pg_calls``: no SQL run from a string, no other backend reached, no lock, file or
         large object) — every session of ba-mcp shares the role, and a role may end, or read the SQL of, its own
@@ -284,7 +284,7 @@ class PostgresEngine(ConnectedEngine):
             paths[taken] = [str(s) for s in json.loads(c.extra["vet"].fetchone()[0])]
         return dataclasses.replace(catalog, path=paths[taken])
 
-    def bind(self, c: Held, sql: str, params: Any, timeout_s: float) -> Any:
+    def bind(self, c: Held, sql: str, params: Bound, timeout_s: float) -> Bound:
         """Texts bound where the statement wants a date, a timestamp or a number become one (JSON has no dates:
         ``ordered_at >= $1`` with "2025-01-01" would compare a date with text). The types are PostgreSQL's own
         inference, read from the statement prepared (never run) under a name of ours."""
@@ -318,7 +318,7 @@ class PostgresEngine(ConnectedEngine):
 
             os._exit(3)
 
-    def columns(self, schema: Any) -> tuple[Any, Any, dict[str, str]]:
+    def columns(self, schema: pa.Schema) -> Columns:
         """NUMERIC as an exact decimal (with a declared precision and scale: that one; unconstrained:
         ``UNCONSTRAINED``); JSON as its text (shown as such); ``timetz`` as psql writes it (``_timetz_text``)."""
         import pyarrow as pa
@@ -457,7 +457,7 @@ def _explained(sql: str, words: list[tuple[str, int, int]]) -> str | None:
     return sql[words[i][1] : words[-1][2] + 1]
 
 
-def role(cur: Any, allow_privileged: bool, allow_writable: bool, mapped: bool = False) -> dict[str, Any]:
+def role(cur: Any, allow_privileged: bool, allow_writable: bool, mapped: bool = False) -> Opened:
     """The current role's privileges; a privileged role is refused unless allowed by name, and so is a role that can
     change data: write a table or a sequence (a grant, ownership, ``pg_write_all_data``), create objects (in the
     database, or in a schema by a grant of its own or ownership), use dblink / postgres_fdw (a read-only transaction
@@ -530,7 +530,7 @@ def role(cur: Any, allow_privileged: bool, allow_writable: bool, mapped: bool = 
             f"read-only role ({READER}), or set allow_writable_role: true for this database if you accept that",
         )
     version = str(version).split(" ")[0]  # 15.18, without the packager's note
-    found: dict[str, Any] = {"version": version, "role": user, "privileges": privileges, "role_can_write": bool(powers)}
+    found: Opened = {"version": version, "role": user, "privileges": privileges, "role_can_write": bool(powers)}
     if powers:
         found["detail"] = f"the role can write — a read-only role is the safest: {READER}"
     if public_only:
@@ -699,7 +699,7 @@ def application_name(user: str, label: str) -> str:
     return "ba-mcp" + (f" {who}" if who else "") + tail
 
 
-def mapped_role(c: Held, name: str, connecting: str, allow_privileged: bool, allow_writable: bool) -> dict[str, Any]:
+def mapped_role(c: Held, name: str, connecting: str, allow_privileged: bool, allow_writable: bool) -> Opened:
     """Role ``name`` (one ``role_from`` maps users to) taken as a call would take it — ``SET LOCAL ROLE`` inside a
     read-only transaction, rolled back — and held to the connecting role's checks (``role``). A role that does not
     exist (UNKNOWN_ROLE), that the connecting role may not take (ROLE_NOT_GRANTED: it must be a member) or that fails

@@ -35,8 +35,9 @@ from pathlib import Path
 from typing import Any
 
 from ba_mcp.databases.base import ColumnInfo, Tables
-from ba_mcp.databases.connector import ConnectedEngine, Held, driver_location, rows
+from ba_mcp.databases.connector import Bound, ConnectedEngine, Held, driver_location, rows
 from ba_mcp.errors import Code, ToolFailure, denied
+from ba_mcp.workers.messages import Connect, Opened
 
 RULE_CLASS = "ba_mcp.spark.ReadOnlyRule"  # the Java package (a cluster's spark.sql.extensions names it)
 SOURCE = Path(__file__).with_name("ReadOnlyRule.java")
@@ -76,22 +77,22 @@ class SparkEngine(ConnectedEngine):
 
     # -- the connection worker's side -------------------------------------------------------------------
 
-    def open(self, c: Held, message: dict[str, Any]) -> dict[str, Any]:
+    def open(self, c: Held, request: Connect) -> Opened:
         import uuid
 
         import adbc_driver_manager.dbapi as dbapi
 
         # a Spark session of our own choosing: at a timeout its operations are interrupted in the cluster
         c.extra["spark_session"] = str(uuid.uuid4())
-        c.extra["spark_uri"] = message["uri"]
+        c.extra["spark_uri"] = request.uri
         kwargs = {
-            "uri": message["uri"],
+            "uri": request.uri,
             "adbc.spark.session_id": c.extra["spark_session"],
-            **(message.get("options") or {}),
+            **(request.options or {}),
         }
-        c.con = dbapi.connect(driver=driver_location(message["driver"]), db_kwargs=kwargs, autocommit=True)
+        c.con = dbapi.connect(driver=driver_location(request.driver), db_kwargs=kwargs, autocommit=True)
         c.cur = c.con.cursor()
-        reply = guard(c.cur, bool(message.get("allow_unguarded_writes")))
+        reply = guard(c.cur, request.allow_unguarded_writes)
         self._attach_interrupter(c)
         return reply
 
@@ -122,7 +123,7 @@ class SparkEngine(ConnectedEngine):
             client.interrupt_all()
         c.cur.adbc_cancel()
 
-    def vet(self, c: Held, sql: str, params: Any, timeout_s: float) -> None:
+    def vet(self, c: Held, sql: str, params: Bound, timeout_s: float) -> None:
         """A query whose scans Spark expects to read more rows than the call's bound (tools.query_database.
         confirm_scan_rows) is refused with Spark's figure (``LARGE_SCAN``); sent again it runs. The figure is Spark's
         own (``EXPLAIN COST``, nothing runs): the ``rowCount`` of each relation its optimized plan reads — which
@@ -135,9 +136,12 @@ class SparkEngine(ConnectedEngine):
         c.extra["explain"] = explain
         try:
             explain.execute("EXPLAIN COST " + sql, params)
-            plan = str(explain.fetchone()[0])
+            row = explain.fetchone()
         except Exception:  # the statement's own error follows when it runs
             return
+        if row is None:
+            return
+        plan = str(row[0])
         scanned, relations = planned_rows(plan)
         if scanned is None or scanned <= int(bound):
             return
@@ -216,7 +220,7 @@ def planned_rows(plan: str) -> tuple[int | None, list[str]]:
     return sum(n for n, _ in found), [f"{name} ≈{n:,} rows" for n, name in found]
 
 
-def guard(cur: Any, allow_unguarded: bool) -> dict[str, Any]:
+def guard(cur: Any, allow_unguarded: bool) -> Opened:
     """The server's version, and whether ba-mcp's read-only rule — this version of it, the allow-list of read plan
     nodes — is active: probed with statements the rule refuses and that change nothing where they run (dropping a
     table that does not exist; EXECUTE IMMEDIATE of a SELECT, which an older rule let through)."""

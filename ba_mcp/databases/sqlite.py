@@ -8,17 +8,17 @@ that ran a statement is followed by a fresh connection (off the call's path): no
 from __future__ import annotations
 
 import urllib.parse
-from typing import Any
 
 from ba_mcp.databases.base import ColumnInfo, Tables
 from ba_mcp.databases.connector import Held, LocalEngine, close_quietly, rows
+from ba_mcp.workers.messages import Connect, Opened
 
 
 class SqliteEngine(LocalEngine):
     kind = "sqlite"
 
-    def open(self, c: Held, message: dict[str, Any]) -> dict[str, Any]:
-        path = self.where(c, message)  # the file bound read-only into this process's root
+    def open(self, c: Held, request: Connect) -> Opened:
+        path = self.where(c, request)  # the file bound read-only into this process's root
         c.extra["file_uri"] = f"file:{urllib.parse.quote(path)}?mode=ro&immutable=1"
         self._connect(c)
         return {"version": str(self.driver_info(c).get("vendor_version", ""))}

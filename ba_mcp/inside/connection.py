@@ -25,9 +25,20 @@ import sys
 import types
 from typing import Any
 
-from ba_mcp.inside.serve import Answer, Handlers
+from ba_mcp.inside.serve import Answer, Handlers, handles
 from ba_mcp.values import shown_schema
-from ba_mcp.workers.messages import Catalog, Connect, Drop, Statement, Store
+from ba_mcp.workers.messages import (
+    Catalog,
+    Connect,
+    Connected,
+    Described,
+    Done,
+    Drop,
+    Result,
+    Statement,
+    Store,
+    Stored,
+)
 from ba_mcp.workers.wire import Failure, first_rows, memfile, write_arrow
 
 
@@ -58,24 +69,26 @@ class Connector:
     # -- operations ----------------------------------------------------------------------------------
 
     def handlers(self) -> Handlers:
-        return {
-            Connect: self.connect,
-            Statement: self.statement,
-            Store: self.store,
-            Drop: self.drop,
-            Catalog: self.catalog,
-        }
+        return dict(
+            [
+                handles(Connect, self.connect),
+                handles(Statement, self.statement),
+                handles(Store, self.store),
+                handles(Drop, self.drop),
+                handles(Catalog, self.catalog),
+            ]
+        )
 
-    def connect(self, request: Connect, fds: list[int]) -> Answer:
+    def connect(self, request: Connect, fds: list[int]) -> Answer[Connected]:
         path = request.path  # the folder of an engine's package outside ba_mcp (bound into this root)
         if path and path not in sys.path:
             sys.path.append(str(path))
         light_imports()  # before the driver: what a connection needs, and no more
         self.engine = importlib.import_module(str(request.engine)).ENGINE
-        info = self.engine.open(self, request.fields())  # the engine's hooks read the request's fields by name
+        info = self.engine.open(self, request)
         return {"op": "connected", "version": "", **info}, []
 
-    def statement(self, request: Statement, fds: list[int]) -> Answer:
+    def statement(self, request: Statement, fds: list[int]) -> Answer[Result]:
         import pyarrow as pa
 
         timeout_s = float(request.timeout_s or 0)
@@ -123,7 +136,7 @@ class Connector:
             self.after_reply = self._end  # the frame closed once the answer is on its way (off the call's path)
         return {"op": "result", "rows": have, "more": more, "display_types": shown}, [memfile(blob)]
 
-    def store(self, request: Store, fds: list[int]) -> Answer:
+    def store(self, request: Store, fds: list[int]) -> Answer[Stored]:
         """The complete result of the last ``statement`` as Parquet into the descriptor given, batch by batch (memory
         bounded by a batch), stopping past ``limit`` bytes."""
         import pyarrow.parquet as pq
@@ -151,11 +164,11 @@ class Connector:
             self._end()
         return {"op": "stored", "rows": rows, "complete": complete}, []
 
-    def drop(self, request: Drop, fds: list[int]) -> Answer:
+    def drop(self, request: Drop, fds: list[int]) -> Answer[Done]:
         self._end()
         return {"op": "dropped"}, []
 
-    def catalog(self, request: Catalog, fds: list[int]) -> Answer:
+    def catalog(self, request: Catalog, fds: list[int]) -> Answer[Described]:
         self._end()
         self.identity = dict(request.identity or {})
         return {"op": "catalog", "tables": self.engine.catalog(self, list(request.schemas or []))}, []

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ba_mcp.inside.serve import Answer
-from ba_mcp.workers.messages import Extract, Parse
+from ba_mcp.workers.messages import Extract, Extracted, Parse, Parsed
 from ba_mcp.workers.wire import encode_raw, memfile
 
 __all__ = ["FdSource", "extract", "parse"]
@@ -34,7 +34,7 @@ class FdSource:
         return open(self.path, "rb")
 
 
-def parse(request: Parse, fds: list[int]) -> Answer:
+def parse(request: Parse, fds: list[int]) -> Answer[Parsed]:
     from ba_mcp.formats import Reader, Window
     from ba_mcp.settings import FormatsSettings
 
@@ -61,12 +61,12 @@ def parse(request: Parse, fds: list[int]) -> Answer:
     return {"op": "raw", "raw": encoded}, [memfile(b) for b in blobs]
 
 
-def extract(request: Extract, fds: list[int]) -> Answer:
+def extract(request: Extract, fds: list[int]) -> Answer[Extracted]:
     from ba_mcp.web.extract import extract_in_worker
 
     with open(fds[0], "rb", closefd=False) as f:
         f.seek(0)
         body = f.read()
     result = extract_in_worker(body, request.kind, request.url, request.charset)
-    text = result.pop("text").encode("utf-8", "surrogatepass")
-    return {"op": "extracted", **result}, [memfile(text)]
+    text = str(result["text"]).encode("utf-8", "surrogatepass")
+    return {"op": "extracted", "title": result.get("title")}, [memfile(text)]

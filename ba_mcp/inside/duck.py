@@ -32,9 +32,22 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ba_mcp.inside.decoding import FdSource
-from ba_mcp.inside.serve import Answer, Handlers
+from ba_mcp.inside.serve import Answer, Handlers, handles
 from ba_mcp.values import shown_schema
-from ba_mcp.workers.messages import Analyse, Describe, Drop, Query, Stats, Store
+from ba_mcp.workers.messages import (
+    Analyse,
+    Analysed,
+    Describe,
+    Described,
+    Done,
+    Drop,
+    Figures,
+    Query,
+    Result,
+    Stats,
+    Store,
+    Stored,
+)
 from ba_mcp.workers.wire import Failure, first_rows, memfile, write_arrow
 from sandbox.isolation import SESSION_DIR
 
@@ -94,6 +107,14 @@ def _table_stats(table: Any) -> dict[str, dict[str, Any]]:
             stats["top"] = [cell_value(stats["top"][0]), int(stats["top"][1])]
         out[name] = stats
     return out
+
+
+def _result(rows: int, more: bool, display_types: dict[str, str], lock_waited_s: float | None) -> Result:
+    """``Query``'s reply: the rows read, whether there are more, the types Arrow cannot show, a lock waited out."""
+    reply: Result = {"op": "result", "rows": rows, "more": more, "display_types": display_types}
+    if lock_waited_s is not None:
+        reply["lock_waited_s"] = lock_waited_s
+    return reply
 
 
 def _quote(name: str) -> str:
@@ -200,14 +221,16 @@ class DuckSession:
     # -- the loop -----------------------------------------------------------------------------------
 
     def handlers(self) -> Handlers:
-        return {
-            Analyse: self.analyse,
-            Query: self.query,
-            Store: self.store,
-            Drop: self.drop,
-            Describe: self.describe,
-            Stats: self.stats,
-        }
+        return dict(
+            [
+                handles(Analyse, self.analyse),
+                handles(Query, self.query),
+                handles(Store, self.store),
+                handles(Drop, self.drop),
+                handles(Describe, self.describe),
+                handles(Stats, self.stats),
+            ]
+        )
 
     def warm_up(self, imports: Callable[[threading.Event], None]) -> None:
         """Run ``imports`` in a thread of its own, told to stop by the first call (``warm_stop``); the first
@@ -222,12 +245,12 @@ class DuckSession:
 
     # -- SQL ----------------------------------------------------------------------------------------
 
-    def analyse(self, request: Analyse, fds: list[int]) -> Answer:
+    def analyse(self, request: Analyse, fds: list[int]) -> Answer[Analysed]:
         from ba_mcp.inside.sql import analyse
 
-        return {"op": "analysis", **analyse(self.con, request.sql)}, []
+        return analyse(self.con, request.sql), []
 
-    def query(self, request: Query, fds: list[int]) -> Answer:
+    def query(self, request: Query, fds: list[int]) -> Answer[Result]:
         import pyarrow as pa
 
         from ba_mcp.inside.sql import parse, refuse_large_scan
@@ -278,8 +301,7 @@ class DuckSession:
                 self._changed(statement=True)
                 self._forget_kept()  # it may have made or dropped objects of those names: views are made afresh
                 done = pa.table({"result": pa.array(["done"], pa.string())})
-                reply = {"op": "result", "rows": 1, "more": False, "display_types": {}, **waited}
-                return reply, [memfile(write_arrow(done))]
+                return _result(1, False, {}, waited), [memfile(write_arrow(done))]
             # past the bound: refused with DuckDB's own estimate
             refuse_large_scan(self.con, request.sql, request.params, bound, self._relations() if tree else None, tree)
             types = _display_types(list(zip(relation.columns, relation.types, strict=False)))
@@ -292,16 +314,16 @@ class DuckSession:
             if more:
                 self.pending_store = (reader, head, schema, created, held, convert)
                 created, held = [], None
-            return {"op": "result", "rows": have, "more": more, "display_types": types, **waited}, [memfile(blob)]
+            return _result(have, more, types, waited), [memfile(blob)]
         finally:
             self._unregister(created)
             if held is not None:
                 held.__exit__(None, None, None)
 
-    def _opened(self, name: str, lock_wait_s: float = 0.0) -> dict[str, float]:
+    def _opened(self, name: str, lock_wait_s: float = 0.0) -> float | None:
         """Database ``name`` is ATTACHed, after waiting up to ``lock_wait_s`` for another program's lock on its file;
-        returns what the answer says of a wait (``lock_waited_s``)."""
-        waited = self._wait_for_lock(name, lock_wait_s) if name in self.locked else {}
+        returns the seconds waited (None: no other program held it)."""
+        waited = self._wait_for_lock(name, lock_wait_s) if name in self.locked else None
         if name in self.missing:
             raise Failure(
                 type="dependency_error",
@@ -311,7 +333,7 @@ class DuckSession:
             )
         return waited
 
-    def _wait_for_lock(self, name: str, wait_s: float) -> dict[str, float]:
+    def _wait_for_lock(self, name: str, wait_s: float) -> float | None:
         """ATTACH database ``name``, whose file another program holds locked (a writer: ``dbt build``), again every
         few tenths of a second until the lock is gone — then the seconds waited — or ``wait_s`` has passed or the
         call is interrupted: DATABASE_LOCKED (never DATABASE_MISSING: nothing is wrong with the configuration)."""
@@ -331,11 +353,11 @@ class DuckSession:
                 if _LOCK_CONFLICT not in str(exc):
                     del self.locked[name]
                     self.missing[name] = str(exc).split("\n")[0][:300]
-                    return {}
+                    return None
                 pause = min(pause * 2, 0.5)
                 continue
             del self.locked[name]
-            return {"lock_waited_s": round(time.monotonic() - started, 2)}
+            return round(time.monotonic() - started, 2)
         raise Failure(
             type="resource_error",
             code="DATABASE_LOCKED",
@@ -344,7 +366,7 @@ class DuckSession:
             hint="retry when that program (a dbt build, say) finishes: ba-mcp only reads the file",
         )
 
-    def store(self, request: Store, fds: list[int]) -> Answer:
+    def store(self, request: Store, fds: list[int]) -> Answer[Stored]:
         """The complete result of the last ``query`` (cut at max_rows) as Parquet into the descriptor given,
         stopping past ``limit`` bytes; then its whole-column figures."""
         import pyarrow as pa
@@ -381,18 +403,18 @@ class DuckSession:
                 reader.close()  # a result left unread would block the connection
             self._unregister(created)
             held.__exit__(None, None, None)
-        reply: dict[str, Any] = {"op": "stored", "rows": rows, "complete": complete}
+        reply: Stored = {"op": "stored", "rows": rows, "complete": complete}
         if complete and kept_all:  # held here: Arrow's kernels, not a second read of the file just written
-            reply.update(stats=_table_stats(pa.Table.from_batches(kept, schema=schema)), total=rows)
+            reply["stats"], reply["total"] = _table_stats(pa.Table.from_batches(kept, schema=schema)), rows
         elif complete:
             from ba_mcp.inside.sql import parquet_stats
 
             with self._placed(fds[:1]) as taken:
                 stats, total = parquet_stats(self.con, slot_path(taken[0]))
-            reply.update(stats=stats, total=total)
+            reply["stats"], reply["total"] = stats, total
         return reply, []
 
-    def drop(self, request: Drop, fds: list[int]) -> Answer:
+    def drop(self, request: Drop, fds: list[int]) -> Answer[Done]:
         self._drop_pending()
         return {"op": "dropped"}, []
 
@@ -404,16 +426,16 @@ class DuckSession:
             self.pending_store[4].__exit__(None, None, None)
         self.pending_store = None
 
-    def describe(self, request: Describe, fds: list[int]) -> Answer:
+    def describe(self, request: Describe, fds: list[int]) -> Answer[Described]:
         from ba_mcp.inside.sql import catalog
 
         name = request.database
         self._opened(name)
         self._drop_pending()
         self._forget_kept()  # the session's own objects are what it made, not the views of files it named
-        return {"op": "catalog", **catalog(self.con, self.aliases[name])}, []
+        return {"op": "catalog", "tables": catalog(self.con, self.aliases[name])}, []
 
-    def stats(self, request: Stats, fds: list[int]) -> Answer:
+    def stats(self, request: Stats, fds: list[int]) -> Answer[Figures]:
         from ba_mcp.inside.sql import parquet_stats
 
         with self._placed(fds[:1]) as taken:

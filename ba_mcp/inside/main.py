@@ -23,7 +23,7 @@ from ba_mcp.inside import decoding, parquet, placeholders
 from ba_mcp.inside.connection import Connector
 from ba_mcp.inside.duck import DuckSession
 from ba_mcp.inside.metrics import MetricsModels
-from ba_mcp.inside.serve import Handlers, serve
+from ba_mcp.inside.serve import Handlers, handles, serve
 from ba_mcp.workers.messages import Extract, MetricsWork, Parse, Placeholders, ReadParquet, WriteParquet
 from sandbox import protocol
 from sandbox.isolation import confine
@@ -35,12 +35,16 @@ def duck_handlers(session: DuckSession) -> Handlers:
     """What a DuckDB worker answers: SQL on the session's DuckDB, and the work beside it by domain."""
     return {
         **session.handlers(),
-        Parse: decoding.parse,
-        Extract: decoding.extract,
-        WriteParquet: parquet.write,
-        ReadParquet: parquet.read,
-        MetricsWork: MetricsModels().answer,
-        Placeholders: placeholders.place,
+        **dict(
+            [
+                handles(Parse, decoding.parse),
+                handles(Extract, decoding.extract),
+                handles(WriteParquet, parquet.write),
+                handles(ReadParquet, parquet.read),
+                handles(MetricsWork, MetricsModels().answer),
+                handles(Placeholders, placeholders.place),
+            ]
+        ),
     }
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ba_mcp.inside.serve import Answer
-from ba_mcp.workers.messages import MetricsWork
+from ba_mcp.workers.messages import Metered, MetricsWork
 
 __all__ = ["MetricsModels"]
 
@@ -18,7 +18,7 @@ class MetricsModels:
     def __init__(self) -> None:
         self.models: dict[str, Any] = {}
 
-    def answer(self, request: MetricsWork, fds: list[int]) -> Answer:
+    def answer(self, request: MetricsWork, fds: list[int]) -> Answer[Metered]:
         from ba_mcp.metrics.catalog import answer, models_of
 
         digest = str(request.digest)

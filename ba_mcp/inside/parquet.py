@@ -4,13 +4,13 @@ its memory). ``write``: an Arrow stream into an artifact's file; ``read``: an ar
 from __future__ import annotations
 
 from ba_mcp.inside.serve import Answer
-from ba_mcp.workers.messages import ReadParquet, WriteParquet
+from ba_mcp.workers.messages import ReadParquet, TableRead, WriteParquet, Written
 from ba_mcp.workers.wire import memfile, write_arrow
 
 __all__ = ["read", "write"]
 
 
-def write(request: WriteParquet, fds: list[int]) -> Answer:
+def write(request: WriteParquet, fds: list[int]) -> Answer[Written]:
     """The table of an Arrow stream (``fds[0]``, the server's memory file) as a Parquet artifact into ``fds[1]``."""
     import mmap
 
@@ -26,7 +26,7 @@ def write(request: WriteParquet, fds: list[int]) -> Answer:
     return {"op": "written", "rows": rows}, []
 
 
-def read(request: ReadParquet, fds: list[int]) -> Answer:
+def read(request: ReadParquet, fds: list[int]) -> Answer[TableRead]:
     """A Parquet artifact (``fds[0]``) as an Arrow stream for the server."""
     import pyarrow.parquet as pq
 

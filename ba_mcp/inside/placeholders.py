@@ -6,12 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 from ba_mcp.inside.serve import Answer
-from ba_mcp.workers.messages import Placeholders
+from ba_mcp.workers.messages import Placed, Placeholders
 
 __all__ = ["place"]
 
 
-def place(request: Placeholders, fds: list[int]) -> Answer:
+def place(request: Placeholders, fds: list[int]) -> Answer[Placed]:
     from ba_mcp.inside.params import code_cut, code_placeholders, filter_placeholders, sql_cut, sql_placeholders
 
     values = dict(request.values or {})

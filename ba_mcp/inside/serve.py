@@ -10,17 +10,24 @@ import select
 import socket
 import traceback
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeAlias, TypeVar
 
 from ba_mcp.workers.messages import Request, UnknownRequest, request_of
 from ba_mcp.workers.wire import Failure
 from sandbox import protocol
 
-Answer = tuple[dict[str, Any], list[int]]  # the reply and the descriptors sent with it (sealed memory files)
-Handler = Callable[[Any, list[int]], Answer]  # a request of its type and the descriptors that came with it
-Handlers = Mapping[type[Request], Handler]
+R = TypeVar("R")
+Answer: TypeAlias = tuple[R, list[int]]  # the reply its request names and the descriptors sent with it (memory files)
+Handler = Callable[[Any, list[int]], Answer[Any]]  # a request of its type and the descriptors that came with it
+Handlers = Mapping[type[Request[Any]], Handler]
 
-__all__ = ["Answer", "Handler", "Handlers", "serve"]
+__all__ = ["Answer", "Handler", "Handlers", "handles", "serve"]
+
+
+def handles(kind: type[Request[R]], handler: Callable[[Any, list[int]], Answer[R]]) -> tuple[type[Request[R]], Handler]:
+    """An entry of a program's table of handlers: ``kind``'s requests answered by ``handler``, whose reply is the
+    one ``kind`` names (checked by the type checker: a handler answering with another reply is an error)."""
+    return kind, handler
 
 
 def _readable(sock: socket.socket, seconds: float) -> bool:

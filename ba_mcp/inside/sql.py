@@ -11,6 +11,7 @@ from ba_mcp.results import stats_kind
 
 if TYPE_CHECKING:
     from ba_mcp.databases.base import TableInfo, Tables
+    from ba_mcp.workers.messages import Analysed
 
 # EXPLAIN [ANALYZE | (FORMAT name)] <statement>: what follows the prefix must parse as one SELECT.
 _EXPLAIN = re.compile(r"^\s*explain\s+(?:(analyze)\s+|\(\s*format\s+(json|text|html|graphviz)\s*\)\s+)?", re.I)
@@ -22,19 +23,19 @@ _EXPLAIN_REFUSAL = (
 )
 
 
-def analyse(con: Any, query: str) -> dict[str, Any]:
+def analyse(con: Any, query: str) -> Analysed:
     """DuckDB's parse of ``query``: its statements' types, the unqualified table names a single SELECT (or
     the query of a CREATE … AS) reads, and the one statement that would run — an EXPLAIN rebuilt around the
     SELECT it explains, so no EXPLAIN of anything else (EXPLAIN ANALYZE COPY …) can run. Raises the
     engine's ParserException for a syntax error."""
     statements = list(con.extract_statements(query))
     kinds = [st.type.name for st in statements]
-    out: dict[str, Any] = {"kinds": kinds, "refs": [], "sql": "", "refusal": ""}
+    out: Analysed = {"op": "analysis", "kinds": kinds, "refs": [], "sql": "", "refusal": ""}
     if len(statements) != 1:
         return out
     sql = statements[0].query
     if kinds[0] == "SELECT":
-        out.update(refs=_refs(con, sql), sql=sql)
+        out["refs"], out["sql"] = _refs(con, sql), sql
     elif kinds[0] == "EXPLAIN":
         match = _EXPLAIN.match(sql)
         inner = _statements_or_none(con, sql[match.end() :]) if match else None
@@ -44,7 +45,7 @@ def analyse(con: Any, query: str) -> dict[str, Any]:
         prefix = "EXPLAIN ANALYZE " if match.group(1) else "EXPLAIN "
         if match.group(2):
             prefix = f"EXPLAIN (FORMAT {match.group(2).lower()}) "
-        out.update(refs=_refs(con, inner[0].query), sql=prefix + inner[0].query)
+        out["refs"], out["sql"] = _refs(con, inner[0].query), prefix + inner[0].query
     elif kinds[0] in ("CREATE", "DROP"):
         found = _CREATE_AS.search(sql) if kinds[0] == "CREATE" else None
         refs: list[str] = []
@@ -55,7 +56,7 @@ def analyse(con: Any, query: str) -> dict[str, Any]:
             inner = _statements_or_none(con, body)
             if inner and len(inner) == 1 and inner[0].type.name == "SELECT":
                 refs = _refs(con, inner[0].query)
-        out.update(refs=refs, sql=sql)
+        out["refs"], out["sql"] = refs, sql
     return out
 
 
@@ -100,7 +101,7 @@ def _first(result: Any) -> Any:
     return rows[0] if rows else None
 
 
-def catalog(con: Any, alias: str) -> dict[str, Tables]:
+def catalog(con: Any, alias: str) -> Tables:
     """Tables and views of database ``alias`` with columns, types, row counts, comments, view definitions and
     the values of low-cardinality text columns; then the session's own temporary tables and views."""
     tables: Tables = {}
@@ -154,7 +155,7 @@ def catalog(con: Any, alias: str) -> dict[str, Tables]:
                     if col["type"] == "VARCHAR" and entry["rows"]:
                         col["values"] = _few_values(con, name, col["name"])
         tables.update(found)
-    return {"tables": tables}
+    return tables
 
 
 def _entry(info: dict[str, Any]) -> TableInfo:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ba_mcp.metrics.files import digest_of, metric_files, read_sources
-from ba_mcp.workers.messages import MetricsWork
+from ba_mcp.workers.messages import Metered, MetricsWork
 
 if TYPE_CHECKING:
     from ba_mcp.metrics.model import Model
@@ -60,7 +60,7 @@ class Metrics:
         self._key: tuple[object, ...] | None = None
         self._sources: list[tuple[str, str]] = []
         self._warnings: list[str] = []
-        self.answers: dict[tuple[str, str], Any] = {}  # (digest, what) -> a worker's answer kept
+        self.answers: dict[tuple[str, str], Metered] = {}  # (digest, what) -> a worker's answer kept
 
     def manifests(self) -> tuple[list[tuple[str, str, bool]], list[str]]:
         """The dbt projects' semantic manifests: (database, text, re-point its tables at the database's name), and
@@ -148,7 +148,7 @@ def models_of(request: MetricsWork) -> tuple[Model, Any]:
     return model, dbt
 
 
-def answer(model: Model, request: MetricsWork, dbt: Any = None) -> dict[str, Any]:
+def answer(model: Model, request: MetricsWork, dbt: Any = None) -> Metered:
     """The ``metrics`` operation on a model read in the worker: ``compile`` a query, a ``summary`` (names,
     headlines, dimensions, warnings) or ``describe`` one metric. ``dbt``: the dbt projects served
     (``metrics.dbt.DbtModels``), whose metrics MetricFlow compiles."""
@@ -163,9 +163,15 @@ def answer(model: Model, request: MetricsWork, dbt: Any = None) -> dict[str, Any
         _known(model, dbt, asked)
         project = dbt.project_for(asked) if dbt is not None else None
         if project is not None:
-            compiled = dict(project.compile(query))
-            compiled["notes"] = [*_shadowed(model, project, asked), *compiled.get("notes", [])]
-            return compiled
+            compiled = project.compile(query)
+            return {
+                "sql": compiled["sql"],
+                "database": compiled["database"],
+                "dialect": compiled["dialect"],
+                "columns": compiled["columns"],
+                "definitions": compiled["definitions"],
+                "notes": [*_shadowed(model, project, asked), *compiled.get("notes", [])],
+            }
         c = compile_query(model, Query(**query))
         return {
             "sql": c.sql,
@@ -260,7 +266,7 @@ def _database_of(model: Model, name: str) -> str:
         return ""
 
 
-def catalog_text(summary: dict[str, Any], budget_chars: int = 1600, page: int = 1) -> str:
+def catalog_text(summary: Metered, budget_chars: int = 1600, page: int = 1) -> str:
     """``metrics://catalog``: the metrics of each database (one line each), then the group-by names — in pages of
     at most ``budget_chars`` (``metrics://catalog/2`` …), never cut: a page ends at a whole line and says which
     page follows."""

@@ -32,6 +32,15 @@ class Served(Protocol):
     runner: Runner
 
 
+class BuiltIn(Protocol):
+    """A tool's class as the App builds it (a built-in's, named in ``registry``'s tool table, or a plug-in's):
+    ``build`` constructs the tool from the App's services — taking what it needs — or gives None when it has nothing
+    to serve (no metric file, no skill). The App calls it once, for the tools whose ``tools.<name>.enabled`` is
+    true. (A classmethod: the class object is what satisfies this.)"""
+
+    def build(self, services: Services) -> Tool | None: ...
+
+
 class Services(Served, Protocol):
     settings: Settings
     workspace: Workspace

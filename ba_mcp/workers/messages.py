@@ -45,10 +45,10 @@ class Analysed(TypedDict):
     """``Analyse``'s reply: DuckDB's parse of the statement."""
 
     op: str
-    kinds: list[str]
-    refs: list[str]
-    sql: NotRequired[str]
-    refusal: NotRequired[str]
+    kinds: list[str]  # each statement's type
+    refs: list[str]  # the table names the one statement reads
+    sql: str  # what would run ("": nothing may)
+    refusal: str  # why not, when it may not ("": no refusal)
 
 
 class Result(TypedDict):
@@ -76,6 +76,101 @@ class Described(TypedDict):
 
     op: str
     tables: dict[str, Any]
+
+
+class Figures(TypedDict):
+    """``Stats``'s reply: whole-column figures of a stored table, by column, and its rows."""
+
+    op: str
+    stats: dict[str, dict[str, Any]]
+    total: int
+
+
+class Done(TypedDict):
+    """``Drop``'s reply: the rest of the result discarded."""
+
+    op: str
+
+
+class Written(TypedDict):
+    """``WriteParquet``'s reply: the rows written."""
+
+    op: str
+    rows: int
+
+
+class TableRead(TypedDict):
+    """``ReadParquet``'s reply: the rows read (the table comes as an Arrow stream beside it)."""
+
+    op: str
+    rows: int
+
+
+class Parsed(TypedDict):
+    """``Parse``'s reply: the raw result as ``wire.encode_raw`` encodes it (its tables' Arrow streams beside it)."""
+
+    op: str
+    raw: dict[str, Any]
+
+
+class Extracted(TypedDict):
+    """``Extract``'s reply: the page's title (its text comes beside it, put in ``text`` on this side)."""
+
+    op: str
+    title: str | None
+    text: NotRequired[str]
+
+
+class Metered(TypedDict, total=False):
+    """``MetricsWork``'s reply (``metrics.catalog.answer``): a compiled query (``compile``: its SQL, database,
+    dialect, columns, definitions and notes), a ``summary`` (metrics, dimensions, warnings) or a metric's
+    description (``describe``: text); nothing but its op for the spare's ``read``."""
+
+    op: str
+    sql: str
+    database: str
+    dialect: str
+    columns: list[Any]
+    definitions: list[Any]
+    notes: list[str]
+    metrics: list[dict[str, Any]]
+    dimensions: list[str]
+    warnings: list[str]
+    text: str
+
+
+class Placed(TypedDict):
+    """``Placeholders``'s reply: the text with the values in place, the names found, what the step's result covers."""
+
+    op: str
+    text: str
+    found: list[str]
+    cut: dict[str, Any]
+
+
+class Opened(TypedDict, total=False):
+    """What a connected engine's ``open`` says of the database (``databases.connector.ConnectedEngine.open``), for
+    the doctor and the log: its version; whether the driver holds the connection read-only; the role it connected
+    as, that role's privileges and whether it can write, the roles calls may take (``role_from``); how many
+    functions a statement may call; whether the engine's own read-only rule is active; what it says of its
+    read-only boundary (``detail``) and warnings for the operator (said once per server)."""
+
+    version: str
+    read_only_by_driver: bool
+    role: str
+    privileges: list[str]
+    role_can_write: bool
+    mapped_roles: list[str]
+    allowed_functions: int
+    guarded: bool
+    detail: str
+    warnings: list[str]
+
+
+class Connected(Opened):
+    """``Connect``'s reply: ``Opened``, with its op."""
+
+    op: str
 
 
 R = TypeVar("R")
@@ -158,7 +253,7 @@ class Describe(Request[Described]):
 
 @_request
 @dataclass(frozen=True)
-class Stats(Request[dict[str, Any]]):
+class Stats(Request[Figures]):
     """Whole-column figures of a stored table (the Parquet file handed over)."""
 
     op: ClassVar[str] = "stats"
@@ -178,7 +273,7 @@ class Store(Request[Stored]):
 
 @_request
 @dataclass(frozen=True)
-class Drop(Request[dict[str, Any]]):
+class Drop(Request[Done]):
     """The rest of the last query's result, discarded."""
 
     op: ClassVar[str] = "drop"
@@ -189,7 +284,7 @@ class Drop(Request[dict[str, Any]]):
 
 @_request
 @dataclass(frozen=True)
-class WriteParquet(Request[dict[str, Any]]):
+class WriteParquet(Request[Written]):
     """The Arrow stream of the first descriptor written as Parquet into the second."""
 
     op: ClassVar[str] = "write_parquet"
@@ -197,7 +292,7 @@ class WriteParquet(Request[dict[str, Any]]):
 
 @_request
 @dataclass(frozen=True)
-class ReadParquet(Request[dict[str, Any]]):
+class ReadParquet(Request[TableRead]):
     """A Parquet artifact (the descriptor) as an Arrow stream."""
 
     op: ClassVar[str] = "read_parquet"
@@ -208,7 +303,7 @@ class ReadParquet(Request[dict[str, Any]]):
 
 @_request
 @dataclass(frozen=True)
-class Parse(Request[dict[str, Any]]):
+class Parse(Request[Parsed]):
     """A workspace file or downloaded bytes (the descriptor) read by ``ba_mcp.formats``; ``whole``: all of it as a
     table or NOT_TABULAR, decided in the worker."""
 
@@ -228,7 +323,7 @@ class Parse(Request[dict[str, Any]]):
 
 @_request
 @dataclass(frozen=True)
-class Extract(Request[dict[str, Any]]):
+class Extract(Request[Extracted]):
     """The readable text of a downloaded page (``kind`` html, in ``charset``) or PDF (the descriptor)."""
 
     op: ClassVar[str] = "extract"
@@ -242,7 +337,7 @@ class Extract(Request[dict[str, Any]]):
 
 @_request
 @dataclass(frozen=True)
-class MetricsWork(Request[dict[str, Any]]):
+class MetricsWork(Request[Metered]):
     """Metrics work over the server's metric files (they travel along; read once per ``digest``): ``action``
     summary, describe (``name``), compile (``query``) or read (the model read ahead by a spare)."""
 
@@ -261,7 +356,7 @@ class MetricsWork(Request[dict[str, Any]]):
 
 @_request
 @dataclass(frozen=True)
-class Placeholders(Request[dict[str, Any]]):
+class Placeholders(Request[Placed]):
     """A saved analysis's parameter ``values`` found in a step's SQL, filter or code (one of them) and replaced."""
 
     op: ClassVar[str] = "placeholders"
@@ -276,7 +371,7 @@ class Placeholders(Request[dict[str, Any]]):
 
 @_request
 @dataclass(frozen=True)
-class Connect(Request[dict[str, Any]]):
+class Connect(Request[Connected]):
     """Open the connection (``databases.connector.ConnectedEngine.connect_message``): the engine's module, its
     driver, URL and options (credentials: over the socket only), the rules it holds at connect. ``uri`` is the URL,
     or what an engine of files sends instead; ``identity`` the file the server opened, ``path`` the folder of an

@@ -13,9 +13,12 @@ from ba_mcp.errors import ErrorType, ToolFailure
 from ba_mcp.workers.failures import EngineError, engine_failure, worker_failures
 from ba_mcp.workers.messages import (
     Extract,
+    Extracted,
+    Metered,
     MetricsWork,
     Parse,
     Placeholders,
+    R,
     ReadParquet,
     Request,
     Stats,
@@ -87,8 +90,8 @@ def parse(
 
 
 def _decode(
-    workers: DuckWorkers, ctx: ToolContext, request: Request, fd: int, what: str, hint: str
-) -> tuple[dict[str, Any], list[bytes]]:
+    workers: DuckWorkers, ctx: ToolContext, request: Request[R], fd: int, what: str, hint: str
+) -> tuple[R, list[bytes]]:
     """One decoding request in the session's worker: a worker that dies doing it is PARSER_CRASHED, an error
     of the library that decodes is BAD_DATA."""
 
@@ -148,7 +151,7 @@ def table_stats(workers: DuckWorkers, fd: int) -> tuple[dict[str, dict[str, Any]
     return reply["stats"], int(reply["total"])
 
 
-def extract(workers: DuckWorkers, ctx: ToolContext, body: bytes, request: Extract) -> dict[str, Any]:
+def extract(workers: DuckWorkers, ctx: ToolContext, body: bytes, request: Extract) -> Extracted:
     """A downloaded page or PDF's readable text, extracted in the session's engine worker (``web.extract``);
     a worker that dies or runs past the timeout is an error, not a hung server."""
     import fcntl
@@ -166,7 +169,7 @@ def extract(workers: DuckWorkers, ctx: ToolContext, body: bytes, request: Extrac
     return reply
 
 
-def ask_metrics(workers: DuckWorkers, ctx: ToolContext | None, session: str, request: MetricsWork) -> dict[str, Any]:
+def ask_metrics(workers: DuckWorkers, ctx: ToolContext | None, session: str, request: MetricsWork) -> Metered:
     """Metrics work (``Metrics.request``) in the session's engine worker: the metric files are parsed, a query's
     predicates (text from the model) checked and compiled there, never in the server."""
     with workers.held(session, ctx) as call:

@@ -13,9 +13,8 @@ import logging
 import os
 import re
 from pathlib import Path
-from typing import Any
 
-from ba_mcp import Code, ErrorType, Held, LocalEngine, TableInfo, ToolFailure
+from ba_mcp import Code, Connect, ErrorType, Held, LocalEngine, Opened, TableInfo, ToolFailure
 
 _SUFFIXES = {".csv": "read_csv_auto", ".parquet": "read_parquet"}
 # EXPLAIN [ANALYZE]: what follows it is parsed again, and must be exactly one SELECT.
@@ -27,10 +26,10 @@ class FolderEngine(LocalEngine):
     kind = "filedir"
     folder = True  # a folder, not a file: checked to exist, bound read-only at /databases/<name>
 
-    def open(self, c: Held, message: dict[str, Any]) -> dict[str, Any]:
+    def open(self, c: Held, request: Connect) -> Opened:
         import adbc_driver_duckdb.dbapi as duckdb_adbc
 
-        folder = Path(self.where(c, message))  # the bound folder, the very one the server opened
+        folder = Path(self.where(c, request))  # the bound folder, the very one the server opened
         with os.scandir(folder) as entries:  # its own regular files: a symbolic link (anywhere) is no table
             files = sorted(
                 Path(entry.path)
