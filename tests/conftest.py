@@ -185,7 +185,31 @@ def in_process(workspace: Path, tools: list[str] | None = None, *, extensions: A
         **env,
     }
     settings = load_settings(workspace=workspace, environ=env)
+    if log := os.environ.get("TESTS_SERVER_LOG"):  # counts the servers a run builds: one line each, by test file
+        with open(log, "a", encoding="utf-8") as f:
+            f.write(os.environ.get("PYTEST_CURRENT_TEST", "?").split("::")[0] + "\n")
     return Client(build_server(App(settings, tools)), extensions=extensions)
+
+
+@pytest.fixture(scope="session")
+def standard_workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The run's standard workspace (``make_workspace``) that ``default_server`` serves: read, never written. A test
+    that writes files, links or folders into its workspace takes ``workspace`` (its module's own) or a ``tmp_path``."""
+    return make_workspace(tmp_path_factory.mktemp("standard"))
+
+
+@pytest.fixture(scope="session")
+async def default_server(standard_workspace: Path) -> AsyncIterator[Client]:
+    """One in-process server for the whole run (one for each xdist worker), built when a file first asks for it, in
+    the default configuration: the standard workspace, every default tool, no setting of a test's own. The files that
+    only read through it share it (test_query_database, test_databases_catalog_search, test_host_lens). It is one MCP
+    session: what a call leaves in the session (artifacts, kept results, the history, run_python's notebook, temporary
+    tables) the files after it see. A file that needs another configuration or workspace, writes to the workspace, or
+    asserts on its session's own state (``ba://history``, the artifacts it lists) builds its own with ``in_process``
+    (e.g. test_e2e_hostile writes links into its workspace; test_pipeline_provenance reads its session's history;
+    test_audit reads its own audit trail)."""
+    async with in_process(standard_workspace) as client:
+        yield client
 
 
 @pytest.fixture(scope="module")

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mcp import Client
 
 from ba_mcp import resources
 from ba_mcp.databases.catalog_search import search, search_markdown, words_of
@@ -126,22 +127,21 @@ def test_an_alias_view_only_renames_one_relation(definition: str, expected: str 
     assert alias_of(definition) == expected
 
 
-async def test_search_through_query_database_on_the_demo(tmp_path: Path) -> None:
+async def test_search_through_query_database_on_the_demo(default_server: Client) -> None:
     """The search is a parameter of the tool (Claude Desktop's model cannot read resources): the demo's order tables
     with their columns; query and search together, or neither, are refused saying what to send."""
-    ws = make_workspace(tmp_path)
-    async with in_process(ws, ["query_database"]) as client:
-        result = await client.call_tool("query_database", {"search": "customers who returned orders"})
-        text = text_of(result)
-        assert not result.is_error, text
-        assert "## orders (table, 20,000 rows)" in text and "- customer_id: BIGINT" in text
-        assert text.index("## orders") < text.index("## customers")  # three words beat one
-        both = await client.call_tool("query_database", {"search": "orders", "query": "SELECT 1"})
-        assert both.is_error and "send search alone" in text_of(both)
-        neither = await client.call_tool("query_database", {})
-        assert neither.is_error and "pass query (one SQL statement) or search" in text_of(neither)
-        resource = await client.read_resource("db://demo/search/returned%20orders")
-        assert "## orders (table" in resource.contents[0].text  # type: ignore[union-attr]
+    client = default_server  # the run's shared server in the default configuration: the search only reads
+    result = await client.call_tool("query_database", {"search": "customers who returned orders"})
+    text = text_of(result)
+    assert not result.is_error, text
+    assert "## orders (table, 20,000 rows)" in text and "- customer_id: BIGINT" in text
+    assert text.index("## orders") < text.index("## customers")  # three words beat one
+    both = await client.call_tool("query_database", {"search": "orders", "query": "SELECT 1"})
+    assert both.is_error and "send search alone" in text_of(both)
+    neither = await client.call_tool("query_database", {})
+    assert neither.is_error and "pass query (one SQL statement) or search" in text_of(neither)
+    resource = await client.read_resource("db://demo/search/returned%20orders")
+    assert "## orders (table" in resource.contents[0].text  # type: ignore[union-attr]
 
 
 # -- a company-sized catalog on a real PostgreSQL ---------------------------------------------------------------

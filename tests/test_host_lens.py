@@ -100,7 +100,7 @@ async def test_tools_declare_an_output_schema_only_when_they_send_structured_con
             assert tool.output_schema is None, tool.name
 
 
-async def test_tools_list_is_lean_and_says_the_levels_once(lens_workspace: Path) -> None:
+async def test_tools_list_is_lean_and_says_the_levels_once(default_server: Client) -> None:
     """Issue 10: tools/list lean; since issue 26 every tool listed — nine, the skill catalog included — within
     2,000 cl100k tokens (bench/bench_tokens.py measures the same); the output levels explained in the server's
     instructions only, and run_python's description naming what a model needs."""
@@ -108,9 +108,8 @@ async def test_tools_list_is_lean_and_says_the_levels_once(lens_workspace: Path)
     from ba_mcp.pipeline.tokens import TokenCounter
     from ba_mcp.settings import config_dir
 
-    async with in_process(lens_workspace) as client:
-        tools = (await client.list_tools()).tools
-        instructions = client.instructions or ""
+    tools = (await default_server.list_tools()).tools  # the run's shared server: the default tools, as a host lists
+    instructions = default_server.instructions or ""
     counter = TokenCounter(config_dir() / "token_encoders.yaml", "gpt")
     listing = json.dumps([t.model_dump(by_alias=True, exclude_none=True) for t in tools], ensure_ascii=False)
     assert (

@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -19,14 +18,15 @@ pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture(scope="module")
-def query_workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_workspace(tmp_path_factory.mktemp("qroot"))
+def query_workspace(standard_workspace: Path) -> Path:
+    return standard_workspace
 
 
-@pytest.fixture(scope="module")
-async def demo_client(query_workspace: Path) -> AsyncIterator[Client]:
-    async with in_process(query_workspace) as client:
-        yield client
+@pytest.fixture
+def demo_client(default_server: Client) -> Client:
+    """The run's shared server in the default configuration (conftest: default_server): these tests read the demo
+    database and the standard workspace and leave them as they were (the hostile statements check it)."""
+    return default_server
 
 
 async def q(session: Client, query: str, **extra):
