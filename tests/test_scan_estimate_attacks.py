@@ -136,13 +136,6 @@ def test_explain_analyze_of_a_large_scan_is_asked_first(tmp_path: Path, monkeypa
     assert _query(session, "EXPLAIN ANALYZE SELECT sum(id) FROM events", 100_000) == "LARGE_SCAN"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="hole (before P-2): con.sql runs a CREATE … AS SELECT at once (DuckSession._bound), before "
-    "refuse_large_scan: then the plan's EXPLAIN of CREATE TEMP TABLE fails (the table exists now), taken for 'no "
-    "figure'; CREATE OR REPLACE is refused with its figure, but its table was already made",
-)
 @pytest.mark.parametrize("verb", ["CREATE", "CREATE OR REPLACE"])
 def test_create_table_as_a_large_scan_is_asked_before_it_runs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, verb: str

@@ -144,15 +144,18 @@ def test_the_engine_worker_reads_its_catalog_anew_after_a_statement_changes_it(t
     session = DuckSession({"databases": [{"name": "wh", "alias": "wh", "path": str(path)}]})
     session.attach()
 
-    def query(sql: str) -> None:
-        session.query(Query(database="wh", sql=sql, params=None, max_rows=10, scan_bound=100_000), [])
+    def query(sql: str, bound: int | None = 100_000) -> None:
+        session.query(Query(database="wh", sql=sql, params=None, max_rows=10, scan_bound=bound), [])
 
     query("SELECT count(*) FROM events")  # under the bound: runs, the catalog read once
     assert session.relations is not None and session.relations.tables["events"] == [("wh", "main", 1000)]
     known = session.relations
     query("SELECT count(*) FROM events")
     assert session.relations is known  # nothing changed: not read again
-    query("CREATE TEMP TABLE events AS SELECT range AS id FROM range(200000)")  # shadows wh.main.events
+    with pytest.raises(Failure) as refused:  # its own scan is asked about before it runs
+        query("CREATE TEMP TABLE events AS SELECT range AS id FROM range(200000)")
+    assert "200,000 rows" in refused.value.fields["message"], refused.value.fields
+    query("CREATE TEMP TABLE events AS SELECT range AS id FROM range(200000)", None)  # confirmed: shadows wh's events
     assert session.relations is None
     with pytest.raises(Failure) as refused:
         query("SELECT sum(id) FROM events")
@@ -236,3 +239,14 @@ async def test_a_large_duckdb_scan_is_asked_with_its_figure_and_runs_when_sent_a
             assert "50000" in text_of(again) or "50,000" in text_of(again), text_of(again)  # 250,000 / 5 kinds
             small = await s.call_tool("query_database", {"database": "wh", "query": "SELECT count(*) FROM kinds"})
             assert not small.is_error, text_of(small)  # under the bound: never asked
+            # a CREATE … AS SELECT runs as soon as DuckDB binds it: its plan is asked first, and nothing is made
+            copy = {"database": "wh", "query": "CREATE TEMP TABLE copied AS SELECT * FROM events"}
+            asked = await s.call_tool("query_database", copy)
+            assert asked.is_error and "LARGE_SCAN" in text_of(asked) and "250,000" in text_of(asked), text_of(asked)
+            count = {"database": "wh", "query": "SELECT count(*) AS n FROM copied"}
+            missing = await s.call_tool("query_database", count)
+            assert missing.is_error and "copied" in text_of(missing), text_of(missing)
+            made = await s.call_tool("query_database", copy)  # sent again: it runs
+            assert not made.is_error, text_of(made)
+            counted = await s.call_tool("query_database", count)
+            assert "250000" in text_of(counted) or "250,000" in text_of(counted), text_of(counted)

@@ -296,6 +296,8 @@ class DuckSession:
             if tree is None or tree.get("error"):
                 self._changed(statement=True)
                 tree = None
+                if bound and _MAKES_OR_DROPS.match(request.sql):  # CREATE … AS SELECT runs as soon as it is bound:
+                    refuse_large_scan(self.con, request.sql, request.params, bound)  # its plan is asked first
             relation = self._bound(request.sql, request.params, named)
             if relation is None:  # a statement without rows (CREATE, DROP): it has run
                 self._changed(statement=True)
