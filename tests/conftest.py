@@ -17,12 +17,14 @@ import tempfile
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
-from mcp import Client, StdioServerParameters
 
 from tests import background, pg_server, spark_server
+
+if TYPE_CHECKING:  # the SDK is imported where a server is made: a file that makes none runs without it (~3 s)
+    from mcp import Client, StdioServerParameters
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -90,6 +92,8 @@ def server_env(workspace: Path, **extra: str) -> dict[str, str]:
 
 
 def stdio_params(workspace: Path, **extra_env: str) -> StdioServerParameters:
+    from mcp import StdioServerParameters
+
     return StdioServerParameters(
         command=sys.executable, args=["-m", "ba_mcp", "serve"], env=server_env(workspace, **extra_env), cwd=str(ROOT)
     )
@@ -175,6 +179,8 @@ def in_process(workspace: Path, tools: list[str] | None = None, *, extensions: A
     """An MCP client connected in-process to a server over ``workspace`` (the real server and pipeline,
     without a subprocess); ``env`` are BA_MCP_* settings as the environment would give them; ``extensions`` what the
     client declares in its handshake (the SDK's ``ClientExtension``s: MCP Apps)."""
+    from mcp import Client
+
     from ba_mcp.app import App
     from ba_mcp.server import build_server
     from ba_mcp.settings import load_settings
