@@ -251,11 +251,21 @@ class App:
             log.debug("warm-up failed", exc_info=True)
 
     def start_sandbox(self) -> None:
-        """Start the spare workers in the background: Python (when run_python is served) and engine."""
-        if "run_python" in self.tools:
-            self.sandboxes.prestart()
-        self.duck_workers.prestart()
+        """Start the spare workers in the background: Python (when run_python is served) and engine. On a new install
+        the background compilation starts first and the spares after its first phase (what a worker imports as it
+        starts: numpy, pandas, pyarrow), so they read bytecode instead of compiling those from source beside it; a
+        call that starts a Python worker meanwhile waits for that phase, raised (``WorkerPool.prestart``)."""
         self.bytecode.start()
+        wait_s = self.settings.sandbox.start_timeout_s
+
+        def first(urgent: bool) -> None:
+            self.bytecode.first(urgent, wait_s)
+
+        if "run_python" in self.tools:
+            self.sandboxes.prestart(first=first)  # waits for it (the spare's low priority) before its spare
+        else:
+            first(False)
+        self.duck_workers.prestart()
 
     def close(self) -> None:
         """End the sandbox workers and close the databases (idempotent)."""

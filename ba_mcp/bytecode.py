@@ -11,9 +11,12 @@ read it:
   suites, which no worker imports; only what is missing or stale (``compileall`` without ``force``);
 * **first what a worker imports first**: the installed modules the workers' own code imports (``worker_modules``:
   read from the worker programs' sources and the project's modules they import — numpy and pandas for a Python
-  sandbox, pyarrow for an engine, then what they import later or preload: scipy.stats, …), each imported in a
-  process of its own, which compiles just the modules a worker meets, in its order (``_import_each``); then the
-  project's packages, those packages whole, and the rest;
+  sandbox, pyarrow for an engine, then what they import later or preload: scipy.stats, …): those a worker imports
+  before it serves (``start_modules``) in one process, in turn (``_import_in_turn``: each compiled once), after which
+  the server is told (``STARTED`` on the pipe ``Compiling`` reads): it starts its spare workers then, so that they
+  read bytecode instead of compiling the same modules from source beside the compilation (``Compiling.first``); then
+  the later ones, each in a process of its own, which compiles just the modules a worker meets, in its order
+  (``_import_each``); then the project's packages, those packages whole, and the rest;
 * **once**: a stamp in ``<purelib>/__pycache__/`` records what the last complete run compiled — the interpreter and
   the installed distributions (``fingerprint``); a start that finds the same compiles nothing and starts no process;
 * **out of the way**: in a process of its own (``python -I -m ba_mcp.bytecode <server's pid>``) in a session, and
@@ -44,13 +47,15 @@ import signal
 import subprocess
 import sys
 import sysconfig
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 log = logging.getLogger(__name__)
 
 STAMP = "ba-mcp-bytecode.stamp"
 _LOCK = "ba-mcp-bytecode.lock"
+STARTED = "started"  # the line the background run writes once a worker's start imports are compiled
 _PROJECT = ("ba_mcp", "sandbox")
 _MODULE = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*\Z")  # a string that may name a module
 _WORKERS = ("sandbox", "ba_mcp.inside")  # the worker programs, as the server starts them: python -I -B -m <module>
@@ -84,17 +89,31 @@ def worker_imports() -> list[str]:
 
 
 def worker_modules() -> list[str]:
+    """``start_modules`` and then the installed modules the workers import later or name (a spare's preloads:
+    ``scipy.stats``), in that order."""
+    start, later = _worker_modules()
+    return [*start, *later]
+
+
+def start_modules() -> list[str]:
+    """The installed modules a worker imports before it serves (numpy and pandas for a Python sandbox, pyarrow for
+    an engine), in the order the workers' code names them."""
+    return _worker_modules()[0]
+
+
+def _worker_modules() -> tuple[list[str], list[str]]:
     """The installed modules a worker imports as it starts, in the order the workers' code names them: the import
     statements a module runs when imported (its body's, not its functions' nor ``TYPE_CHECKING``'s) and those of its
     ``main`` (a worker imports its libraries there), of the worker programs (``_WORKERS``' ``__main__``) and of every
-    project module they import, followed through the project; then the installed modules those modules import later
-    or name (a spare's preloads: ``scipy.stats``). Read from the sources, nothing imported; the standard library's
-    names left out."""
+    project module they import, followed through the project; and, apart, the installed modules those modules import
+    later or name (a spare's preloads: ``scipy.stats``). Read from the sources, nothing imported; the standard
+    library's names left out."""
     roots = {d.name: d.parent for d in _package_dirs()}
     queue = [f"{worker}.__main__" for worker in _WORKERS]
     seen: set[str] = set()
     found: list[str] = []
     later: list[str] = []
+    named: list[str] = []
     while queue:
         module = queue.pop(0)
         source = _source(roots, module)
@@ -132,8 +151,8 @@ def worker_modules() -> list[str]:
     for name in dict.fromkeys(later):
         top = name.partition(".")[0]
         if top not in roots and top not in sys.stdlib_module_names and name not in found and _installed(top):
-            found.append(name)
-    return found
+            named.append(name)
+    return found, named
 
 
 def _run_at_start(body: list[ast.stmt]) -> Iterator[ast.stmt]:
@@ -241,22 +260,27 @@ def compile_missing(workers: int = 1) -> None:
         _compile(workers if everything else 1, everything)
 
 
-def _compile(workers: int, everything: bool = True) -> None:
+def _compile(workers: int, everything: bool = True, started: Callable[[], None] = lambda: None) -> None:
     """Compile the project's packages and, with ``everything``, the packages the workers import (``worker_imports``)
-    and then the rest of ``targets()``; then write the stamp."""
+    and then the rest of ``targets()``; then write the stamp. ``started`` is called once what a worker imports before
+    it serves (``start_modules``) is compiled: a worker started after it reads bytecode only."""
     before = fingerprint()
     project = _package_dirs()
     found = targets()
     first: list[tuple[Path, str]] = []
     if everything:
         sites = [d for d, _ in found if d not in project]
-        modules = worker_modules()
-        for name in dict.fromkeys(m.partition(".")[0] for m in modules):
+        start, later = _worker_modules()
+        for name in dict.fromkeys(m.partition(".")[0] for m in [*start, *later]):
             where = _installed(name)
             if where is not None and any(where.is_relative_to(site) for site in sites):
                 first.append((where, _TESTS))
         dirs = {d for d, _ in first}  # installed in this environment's site-packages: imported, then compiled whole
-        _import_each([m for m in modules if _installed(m.partition(".")[0]) in dirs], workers)
+        _import_in_turn([m for m in start if _installed(m.partition(".")[0]) in dirs])
+        started()
+        _import_each([m for m in later if _installed(m.partition(".")[0]) in dirs], workers)
+    else:
+        started()
     ours = [(d, rx) for d, rx in found if d in project]
     for folder, left_out in [*ours, *first, *[(d, rx) for d, rx in found if d not in project]]:
         if not os.access(folder, os.W_OK) or not (everything or folder in project):
@@ -274,6 +298,27 @@ def _compile(workers: int, everything: bool = True) -> None:
 
 
 _IMPORT = "import importlib, sys; importlib.import_module(sys.argv[1])"
+_IMPORT_IN_TURN = (
+    "import contextlib, importlib, sys\n"
+    "for m in sys.argv[1:]:\n"
+    "    with contextlib.suppress(Exception):\n"
+    "        importlib.import_module(m)"
+)
+
+
+def _import_in_turn(modules: list[str]) -> None:
+    """Import ``modules`` in one process, in their order: each module they import is compiled once, as a worker
+    meets it (numpy once, not again in pandas's process beside it), and written beside its source."""
+    if modules:
+        with contextlib.suppress(OSError):
+            subprocess.run(
+                [sys.executable, "-I", "-c", _IMPORT_IN_TURN, *modules],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                env={**os.environ, "MPLBACKEND": "Agg"},
+                check=False,
+            )
 
 
 def _import_each(modules: list[str], workers: int) -> None:
@@ -309,12 +354,25 @@ def _lowest_priority() -> None:
         os.nice(19)
 
 
+def _set_priority(leader: int, nice: int) -> None:
+    """The compilation (its session: ``leader`` and the processes it started) at autogroup nice ``nice``; where the
+    server may change it back (root), the processes' own nice too."""
+    with contextlib.suppress(OSError), open(f"/proc/{leader}/autogroup", "w", encoding="ascii") as f:
+        f.write(str(nice))
+    if os.geteuid() != 0:
+        return
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                if os.getsid(int(entry)) == leader:
+                    os.setpriority(os.PRIO_PROCESS, int(entry), nice)
+
+
 def _ends_with(parent: int) -> None:
     """End this process, and its pool's with it, as soon as process ``parent`` (the server that started it) is gone:
     killed, or ended with its process group, which this process's own session is not in. A thread waits on the
     parent's pidfd (or, where there is none, looks at this process's parent every second); then SIGKILL to this
     process's group — its own when it leads it (``Compiling`` starts it in a session of its own), else to itself."""
-    import threading
     import time
 
     def watch() -> None:
@@ -348,16 +406,31 @@ def main(argv: list[str] | None = None) -> int:
     if writable():
         with _locked() as mine:
             if mine and not compiled():
-                _compile(os.cpu_count() or 1)
+                _compile(os.cpu_count() or 1, started=_say_started)
     return 0
+
+
+def _say_started() -> None:
+    """Tell the server (this process's stdout, ``Compiling``'s pipe) that what a worker imports as it starts is
+    compiled."""
+    with contextlib.suppress(OSError, ValueError):
+        sys.stdout.write(f"{STARTED}\n")
+        sys.stdout.flush()
 
 
 class Compiling:
     """The server's one background compilation: ``start`` it after the handshake (nothing happens when the stamp says
-    it is done), ``close`` it with the server."""
+    it is done), ``close`` it with the server. Its first phase compiles what a worker imports before it serves
+    (``start_modules``): ``first`` waits for it — the spares' start (the server starts them after it, so that they
+    import bytecode, not the sources), at the compilation's low priority; or a call that would start a worker
+    meanwhile (``urgent``: the compilation raised to normal priority while the call waits on exactly that)."""
 
     def __init__(self) -> None:
         self._process: subprocess.Popen[bytes] | None = None
+        self._first = threading.Event()
+        self._first.set()  # nothing to wait for until a compilation starts
+        self._urgent = 0  # calls waiting for the first phase (the compilation at normal priority meanwhile)
+        self._lock = threading.Lock()
 
     def start(self) -> None:
         if self._process is not None:
@@ -375,15 +448,54 @@ class Compiling:
         if compiled():
             return
         try:
-            self._process = subprocess.Popen(
+            process = subprocess.Popen(
                 [sys.executable, "-I", "-m", "ba_mcp.bytecode", str(os.getpid())],  # ends with this process
                 stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,  # stdout may be the MCP channel
+                stdout=subprocess.PIPE,  # its first phase's end (``STARTED``), to ``_listen``; not the MCP channel
                 stderr=subprocess.DEVNULL,
                 start_new_session=True,  # an autogroup of its own, lowered (``_lowest_priority``); killed as a group
             )
         except OSError as exc:
             log.info("bytecode compilation not started: %s", exc)
+            return
+        self._follow(process)
+
+    def _follow(self, process: subprocess.Popen[bytes]) -> None:
+        """``process`` is the compilation: its first phase is waited for until it says it is over."""
+        self._process = process
+        self._first.clear()
+        threading.Thread(target=self._listen, args=(process,), name="bytecode", daemon=True).start()
+
+    def _listen(self, process: subprocess.Popen[bytes]) -> None:
+        """The first phase is over when the compilation says so, or ends (done, killed, another server's to do)."""
+        assert process.stdout is not None
+        with contextlib.suppress(OSError, ValueError):
+            for line in process.stdout:
+                if line.strip() == STARTED.encode():
+                    self._first.set()
+        self._first.set()
+
+    def first(self, urgent: bool = False, timeout: float | None = None) -> None:
+        """Wait (up to ``timeout`` seconds) until what a worker imports as it starts is compiled; at once when no
+        compilation runs. ``urgent``: a call waits — the compilation at normal priority until its first phase is over
+        (or the last such call stops waiting), then low again for the rest."""
+        if self._first.is_set():
+            return
+        if not urgent:
+            self._first.wait(timeout)
+            return
+        self._raise(1)
+        try:
+            self._first.wait(timeout)
+        finally:
+            self._raise(-1)
+
+    def _raise(self, waiting: int) -> None:
+        with self._lock:
+            self._urgent += waiting
+            process = self._process
+            if process is not None and process.poll() is None and self._urgent == (1 if waiting > 0 else 0):
+                _set_priority(process.pid, 0 if self._urgent else 19)
 
     def close(self) -> None:
         """End the compilation if it still runs (its pool's processes with it); what it wrote stays."""

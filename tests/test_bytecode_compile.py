@@ -10,12 +10,17 @@ import signal
 import subprocess
 import sys
 import sysconfig
+import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from ba_mcp import bytecode
+from ba_mcp.settings import SandboxSettings
+from ba_mcp.tool import ToolContext
+from ba_mcp.workers.pool import Handle, WorkerPool
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -37,11 +42,16 @@ def test_the_compilation_goes_the_workers_imports_then_the_project_then_their_pa
     monkeypatch.setattr(bytecode.compileall, "compile_dir", lambda folder, **_: done.append(Path(folder)))
     monkeypatch.setattr(bytecode.compileall, "compile_file", lambda path, **_: done.append(Path(path)))
     monkeypatch.setattr(bytecode, "_import_each", lambda modules, _: imported.extend(modules) if not done else None)
+    monkeypatch.setattr(bytecode, "_import_in_turn", lambda modules: imported.extend(modules) if not done else None)
     monkeypatch.setattr(bytecode.os, "access", lambda *_: True)
     monkeypatch.setattr(bytecode, "fingerprint", lambda: "changed")  # no stamp written: nothing on disk touched
-    bytecode._compile(1)
+    said: list[int] = []
+    bytecode._compile(1, started=lambda: said.append(len(imported)))
     # first the modules a worker imports, each imported (compiled as a worker meets them), before any folder
     assert imported[:3] == bytecode.worker_modules()[:3] and "scipy.stats" in imported, imported
+    # ... and the server told once those a worker imports before it serves are: its spares start then
+    assert said == [len(bytecode.start_modules())] and {"numpy", "pandas", "pyarrow"} <= set(imported[: said[0]])
+    assert "scipy.stats" not in imported[: said[0]], imported  # a spare's preload, compiled after
     project = bytecode._package_dirs()
     sites = bytecode._site_dirs()
     stdlib = Path(sysconfig.get_paths()["stdlib"])
@@ -51,6 +61,111 @@ def test_the_compilation_goes_the_workers_imports_then_the_project_then_their_pa
     assert names[:2] == bytecode.worker_imports()[:2] and "pandas" in names, names
     assert all(any(p.is_relative_to(s) for s in sites) for p in first), first
     assert done[-1] == stdlib, done
+
+
+def test_the_start_imports_are_imported_in_one_process_in_their_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    """numpy is compiled once, by the process that imports pandas after it — not by two processes side by side."""
+    runs: list[list[str]] = []
+    monkeypatch.setattr(bytecode.subprocess, "run", lambda args, **_: runs.append(list(args)))
+    bytecode._import_in_turn(["numpy", "pandas", "pyarrow"])
+    [args] = runs
+    assert args[-3:] == ["numpy", "pandas", "pyarrow"] and "-B" not in args  # it writes what it compiles
+
+
+class _Pool(WorkerPool):
+    """A pool whose workers are nothing: what is made, and in which order with what its start waits for."""
+
+    kind = "test"
+
+    def __init__(self, log: list[str]) -> None:
+        super().__init__(SandboxSettings(spare_workers=1, max_workers=4))
+        self.log = log
+
+    def _make(self, spare: bool) -> Handle:
+        self.log.append("spare made" if spare else "worker made")
+        process = SimpleNamespace(pid=os.getpid(), alive=lambda: True, kill=lambda: None, rss_mb=lambda: 0.0)
+        return Handle(process)  # type: ignore[arg-type]
+
+    def _ready(self, handle: Handle) -> Handle:
+        return handle
+
+
+def test_a_spare_starts_after_the_compilations_first_phase_and_a_call_meanwhile_waits_for_it_raised() -> None:
+    """A new install: the spare waits for what the workers import to be compiled (at its low priority); a call that
+    comes meanwhile starts its worker after the same phase, asking for it urgently — not from the sources beside it."""
+    log: list[str] = []
+    phase = threading.Event()
+
+    def first(urgent: bool) -> None:
+        log.append(f"first urgent={urgent}")
+        assert phase.wait(30)
+
+    pool = _Pool(log)
+    spare = threading.Thread(target=pool.prestart, kwargs={"first": first})
+    spare.start()
+    got: list[tuple[Handle, bool]] = []
+    call = threading.Thread(target=lambda: got.append(pool.acquire("s", 5, ToolContext(session="s", timeout=5))))
+    deadline = time.monotonic() + 30
+    while log != ["first urgent=False"]:
+        assert time.monotonic() < deadline, log
+        time.sleep(0.01)
+    call.start()
+    while len(log) < 2:
+        assert time.monotonic() < deadline, log
+        time.sleep(0.01)
+    assert log == ["first urgent=False", "first urgent=True"]  # nothing made from the sources meanwhile
+    phase.set()
+    spare.join(30)
+    call.join(30)
+    assert got and got[0][1], got  # the call's own fresh worker
+    assert set(log[2:4]) == {"spare made", "worker made"}, log
+    assert log.index("worker made") > log.index("first urgent=True")
+    pool.close()
+
+
+def test_a_call_waiting_for_the_first_phase_raises_the_compilation_and_lowers_it_after() -> None:
+    """The compilation runs at autogroup nice 19; while a call waits for its first phase it runs at 0, and at 19 again
+    once that phase is over (the rest never at a call's priority)."""
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            f"import sys, time; sys.stdin.readline(); print({bytecode.STARTED!r}, flush=True); time.sleep(120)",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        start_new_session=True,
+    )
+    try:
+        if _autogroup(process.pid) is None:
+            pytest.skip("no autogroups on this kernel")
+        Path(f"/proc/{process.pid}/autogroup").write_text("19")
+        compiling = bytecode.Compiling()
+        compiling._follow(process)
+        waiter = threading.Thread(target=compiling.first, kwargs={"urgent": True, "timeout": 60})
+        waiter.start()
+        deadline = time.monotonic() + 30
+        while _autogroup(process.pid) != 0:
+            assert time.monotonic() < deadline, _autogroup(process.pid)
+            time.sleep(0.01)
+        assert waiter.is_alive()  # still waiting for the phase
+        assert process.stdin is not None
+        process.stdin.write(b"go\n")
+        process.stdin.flush()
+        waiter.join(30)
+        assert not waiter.is_alive() and _autogroup(process.pid) == 19
+        compiling.first(urgent=True)  # over: returns at once, the compilation left low
+        assert _autogroup(process.pid) == 19
+    finally:
+        process.kill()
+        process.wait()
+
+
+def _autogroup(pid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/autogroup").read_text().split()[-1])
+    except (OSError, ValueError):
+        return None
 
 
 def _group(leader: int) -> list[int]:

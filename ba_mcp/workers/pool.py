@@ -78,6 +78,7 @@ class WorkerPool:
         self._lent: set[Handle] = set()  # lent workers alive (idle or in a call)
         self._lock = threading.Lock()
         self._closed = False
+        self._first: Callable[[bool], None] = lambda urgent: None  # what a worker's start waits for (``prestart``)
 
     # -- what a pool is made of -----------------------------------------------------------------------------
 
@@ -95,11 +96,17 @@ class WorkerPool:
 
     # -- workers ----------------------------------------------------------------------------------------------
 
-    def prestart(self) -> None:
-        """Start the spare worker if there should be one and there is none."""
+    def prestart(self, first: Callable[[bool], None] | None = None) -> None:
+        """Start the spare worker if there should be one and there is none. ``first``: what every worker's start waits
+        for from now on (a new install's bytecode for what a worker imports: ``bytecode.Compiling.first``) — the spare
+        at low priority, ``first(False)``; a call that starts a worker, ``first(True)`` (the call waits on exactly
+        that)."""
+        if first is not None:
+            self._first = first
         with self._lock:
             if self._closed or self.limits.spare_workers == 0 or self._spare is not None:
                 return
+        self._first(False)
         try:
             spare = self._make(spare=True)
         except (OSError, RuntimeError, ToolFailure) as exc:
@@ -170,6 +177,8 @@ class WorkerPool:
             if spare is not None:
                 priority.restore(spare.process.pid)  # a call's now: its warm-up no longer yields
             with start_of(ctx):
+                if spare is None:
+                    self._first(True)
                 fresh = self._ready_spare(spare) if spare is not None else self._ready(self._make(spare=False))
         finally:
             with self._lock:
