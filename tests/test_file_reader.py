@@ -14,6 +14,18 @@ from tests.conftest import meta_of, text_of
 pytestmark = pytest.mark.anyio
 
 
+@pytest.fixture
+def session(default_server: Client) -> Client:
+    """The run's shared server in the default configuration (conftest: default_server): these tests only read the
+    standard workspace."""
+    return default_server
+
+
+@pytest.fixture
+def workspace(standard_workspace: Path) -> Path:
+    return standard_workspace
+
+
 async def read(session: Client, **arguments):
     result = await session.call_tool("file_reader", arguments)
     assert not result.is_error, text_of(result)
