@@ -209,10 +209,10 @@ async def default_server(standard_workspace: Path) -> AsyncIterator[Client]:
     """One in-process server for the whole run (one for each xdist worker), built when a file first asks for it, in
     the default configuration: the standard workspace, every default tool, no setting of a test's own. The files that
     only read through it share it (test_file_reader, test_query_database, test_databases_catalog_search,
-    test_host_lens). It is one MCP session: what a call leaves in the session (artifacts, kept results, the history,
-    run_python's notebook, temporary tables) the files after it see. A file that needs another configuration or
-    workspace, writes to the workspace, or asserts on its session's own state (``ba://history``, the artifacts it
-    lists) builds its own with ``in_process`` (e.g. test_e2e_hostile writes links into its workspace;
+    test_host_lens, test_views). It is one MCP session: what a call leaves in the session (artifacts, kept results,
+    the history, run_python's notebook, temporary tables) the files after it see. A file that needs another
+    configuration or workspace, writes to the workspace, or asserts on its session's own state (``ba://history``, the
+    artifacts it lists) builds its own with ``in_process`` (e.g. test_e2e_hostile writes links into its workspace;
     test_pipeline_provenance reads its session's history; test_audit reads its own audit trail)."""
     async with in_process(standard_workspace) as client:
         yield client

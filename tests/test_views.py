@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp import ClientSession, stdio_client
+from mcp import Client, ClientSession, stdio_client
 from mcp.client.extension import advertise
 
 from ba_mcp.views import APP_MIME_TYPE, EXTENSION_ID, REPORT_VIEW, ROWS_TOOL, TABLE_VIEW
@@ -44,10 +44,10 @@ async def apps(ws: Path) -> AsyncIterator[ClientSession]:
         yield client.session
 
 
-@pytest.fixture(scope="module")
-async def plain(ws: Path) -> AsyncIterator[ClientSession]:
-    async with in_process(ws) as client:
-        yield client.session
+@pytest.fixture
+def plain(default_server: Client) -> ClientSession:
+    """A client that renders no views: the run's shared server in the default configuration (conftest)."""
+    return default_server.session
 
 
 async def test_a_client_that_declares_apps_gets_views_and_another_gets_what_it_got(
