@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from tests.conftest import NO_SPARES, in_process, make_workspace, text_of
+from tests.conftest import NO_SPARES, in_process, text_of
 
 pytestmark = pytest.mark.anyio
 
@@ -37,19 +37,22 @@ def claude_desktop_lens(result: Any) -> str:
 
 
 @pytest.fixture(scope="module")
-def lens_workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    ws = make_workspace(tmp_path_factory.mktemp("lens"))
-    (ws / "uploads" / "tiny.csv").write_text("city,code\nOslo,ZEPHYR-42\nLima,QUOKKA-7\n")
-    (ws / "uploads" / "note.txt").write_text("The marker sentence is PELICAN-99. It ends here.\n")
-    return ws
+def lens_workspace(standard_workspace: Path) -> Path:
+    """The run's standard workspace: it holds the markers (uploads/tiny.csv, uploads/note.txt)."""
+    return standard_workspace
 
 
 @pytest.fixture(scope="module", params=[False, True], ids=["text-only", "structured"])
-async def host(request: pytest.FixtureRequest, lens_workspace: Path) -> AsyncIterator[tuple[Client, bool]]:
-    structured = bool(request.param)
-    env = {"BA_MCP_OBSERVATION__STRUCTURED_CONTENT": "true"} if structured else {}
-    async with in_process(lens_workspace, **env) as client:
-        yield client, structured
+async def host(
+    request: pytest.FixtureRequest, lens_workspace: Path, default_server: Client
+) -> AsyncIterator[tuple[Client, bool]]:
+    """The text-only host reads through the run's default_server (structuredContent off is the default); the
+    structured one through a server of its own."""
+    if not request.param:
+        yield default_server, False
+        return
+    async with in_process(lens_workspace, BA_MCP_OBSERVATION__STRUCTURED_CONTENT="true") as client:
+        yield client, True
 
 
 CASES: list[tuple[str, dict[str, Any], list[str]]] = [
