@@ -300,7 +300,7 @@ LONGEST_FIRST = (
     "test_skills_bundled.py",
     "test_publish.py",
     "test_spark.py",
-    "test_engine_workers.py",
+    "test_workers_duckdb.py",
     "test_stdio_limits.py",
     "test_server_memory.py",
     "test_sandbox_hostile.py",

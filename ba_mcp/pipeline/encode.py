@@ -233,7 +233,7 @@ def column_stats(column: pa.ChunkedArray) -> dict[str, Any]:
 
     A short column — every table the server shows whole — is summarised in Python: Arrow's compute kernels
     are ~10 MB of the server's memory (issue 40), and at a few thousand values Python is as quick. Longer
-    ones use the kernels (then loaded). ``tests/test_observations.py`` checks the two agree."""
+    ones use the kernels (then loaded). ``tests/test_pipeline_observe.py`` checks the two agree."""
     return _python_stats(column) if len(column) <= PYTHON_STATS_ROWS else _arrow_stats(column)
 
 
