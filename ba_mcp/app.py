@@ -80,9 +80,12 @@ def _bound_the_workers(settings: Settings, owner: object) -> int:
 class App:
     """``tools``: the tools to serve — Tool instances (an embedding application's, a test's: they get their
     ``tools.<name>`` settings) or names of built-in tools (built here with their services). Default: every
-    built-in tool."""
+    built-in tool. ``bytecode``: the background compilation, when the caller started it already (``ba-mcp serve``
+    starts it before its own imports)."""
 
-    def __init__(self, settings: Settings, tools: Iterable[Tool | str] | None = None) -> None:
+    def __init__(
+        self, settings: Settings, tools: Iterable[Tool | str] | None = None, bytecode: Compiling | None = None
+    ) -> None:
         self.settings = settings
         self.workspace = Workspace.open(
             settings.workspace_root(),
@@ -137,7 +140,7 @@ class App:
             settings, self.workspace, self.duck_workers, self.artifacts, self.connections, self.duck_files
         )
         self.sandboxes = Sandboxes(settings.sandbox, self.workspace.dir("sessions"))
-        self.bytecode = Compiling()  # what the workers import, compiled once in the background (ba_mcp.bytecode)
+        self.bytecode = bytecode or Compiling()  # what the workers import, compiled once in the background
         self.telemetry = TelemetryLog(self.workspace.dir("logs"), settings.telemetry.enabled)
         self.fetcher = Fetcher(settings.web, __version__)
         self.searcher = Searcher(settings.web.search, lambda: self.fetcher.client)
@@ -254,7 +257,7 @@ class App:
         """Start the spare workers in the background: Python (when run_python is served) and engine. On a new install
         the background compilation starts first and the spares after its first phase (what a worker imports as it
         starts: numpy, pandas, pyarrow), so they read bytecode instead of compiling those from source beside it; a
-        call that starts a Python worker meanwhile waits for that phase, raised (``WorkerPool.prestart``)."""
+        call that starts a Python worker meanwhile waits for that phase, raised (``WorkerPool.start_after``)."""
         self.bytecode.start()
         wait_s = self.settings.sandbox.start_timeout_s
 
@@ -262,7 +265,8 @@ class App:
             self.bytecode.first(urgent, wait_s)
 
         if "run_python" in self.tools:
-            self.sandboxes.prestart(first=first)  # waits for it (the spare's low priority) before its spare
+            self.sandboxes.start_after(first)
+            self.sandboxes.prestart()  # waits for it (the spare's low priority) before its spare
         else:
             first(False)
         self.duck_workers.prestart()

@@ -15,8 +15,8 @@ read it:
   before it serves (``start_modules``) in one process, in turn (``_import_in_turn``: each compiled once), after which
   the server is told (``STARTED`` on the pipe ``Compiling`` reads): it starts its spare workers then, so that they
   read bytecode instead of compiling the same modules from source beside the compilation (``Compiling.first``); then
-  the later ones, each in a process of its own, which compiles just the modules a worker meets, in its order
-  (``_import_each``); then the project's packages, those packages whole, and the rest;
+  the later ones the same way, in another process (a module left out when a submodule of it is listed:
+  ``matplotlib.pyplot`` imports ``matplotlib``); then the project's packages, those packages whole, and the rest;
 * **once**: a stamp in ``<purelib>/__pycache__/`` records what the last complete run compiled — the interpreter and
   the installed distributions (``fingerprint``); a start that finds the same compiles nothing and starts no process;
 * **out of the way**: in a process of its own (``python -I -m ba_mcp.bytecode <server's pid>``) in a session, and
@@ -278,7 +278,7 @@ def _compile(workers: int, everything: bool = True, started: Callable[[], None] 
         dirs = {d for d, _ in first}  # installed in this environment's site-packages: imported, then compiled whole
         _import_in_turn([m for m in start if _installed(m.partition(".")[0]) in dirs])
         started()
-        _import_each([m for m in later if _installed(m.partition(".")[0]) in dirs], workers)
+        _import_in_turn(_outermost([m for m in later if _installed(m.partition(".")[0]) in dirs]))
     else:
         started()
     ours = [(d, rx) for d, rx in found if d in project]
@@ -297,7 +297,6 @@ def _compile(workers: int, everything: bool = True, started: Callable[[], None] 
         os.replace(tmp, _stamp_dir() / STAMP)
 
 
-_IMPORT = "import importlib, sys; importlib.import_module(sys.argv[1])"
 _IMPORT_IN_TURN = (
     "import contextlib, importlib, sys\n"
     "for m in sys.argv[1:]:\n"
@@ -321,29 +320,10 @@ def _import_in_turn(modules: list[str]) -> None:
             )
 
 
-def _import_each(modules: list[str], workers: int) -> None:
-    """Import each of ``modules``, a process each (``workers`` at a time, in their order): what a module imports is
-    compiled as it is imported, just that and in the order a worker meets it — the import system writes each
-    module's bytecode beside its source (this interpreter runs without ``-B``). Nothing is kept of the imports."""
-    import time
-
-    env = {**os.environ, "MPLBACKEND": "Agg"}  # matplotlib.pyplot: no display to look for
-    queue, running = list(modules), list[subprocess.Popen[bytes]]()
-    while queue or running:
-        while queue and len(running) < max(1, workers):
-            with contextlib.suppress(OSError):
-                running.append(
-                    subprocess.Popen(
-                        [sys.executable, "-I", "-c", _IMPORT, queue[0]],
-                        stdin=subprocess.DEVNULL,
-                        stdout=subprocess.DEVNULL,
-                        stderr=subprocess.DEVNULL,
-                        env=env,
-                    )
-                )
-            queue.pop(0)
-        time.sleep(0.05)
-        running = [p for p in running if p.poll() is None]
+def _outermost(modules: list[str]) -> list[str]:
+    """``modules`` without those another of them imports as its package (``matplotlib`` beside
+    ``matplotlib.pyplot``), in their order."""
+    return [m for m in modules if not any(other.startswith(f"{m}.") for other in modules)]
 
 
 def _lowest_priority() -> None:

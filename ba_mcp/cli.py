@@ -86,6 +86,13 @@ def _no_numpy_in_the_server() -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    from ba_mcp.bytecode import Compiling
+
+    # A new install (nothing compiled yet): the background compilation starts first, on another CPU while this process
+    # reads its settings and imports (most of a new install's first start), so that the spares find bytecode once the
+    # handshake is done; it ends with this process. Compiled (its stamp current): nothing starts.
+    bytecode = Compiling()
+    bytecode.start()
     settings = _settings(args)
     _large_allocations_return_to_the_system()
     _no_numpy_in_the_server()
@@ -112,10 +119,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
             "your databases and files as you. Set http.auth (an OAuth issuer and this server's audience: "
             "docs/team-server.md), or serve on 127.0.0.1."
         )
+        bytecode.close()
         return 2
     try:
-        app = App(settings)
+        app = App(settings, bytecode=bytecode)
     except ConfigError as exc:
+        bytecode.close()
         _err(f"ba-mcp: {exc}")
         return 2
     server = build_server(app)

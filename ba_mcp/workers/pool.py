@@ -96,13 +96,14 @@ class WorkerPool:
 
     # -- workers ----------------------------------------------------------------------------------------------
 
-    def prestart(self, first: Callable[[bool], None] | None = None) -> None:
-        """Start the spare worker if there should be one and there is none. ``first``: what every worker's start waits
-        for from now on (a new install's bytecode for what a worker imports: ``bytecode.Compiling.first``) — the spare
-        at low priority, ``first(False)``; a call that starts a worker, ``first(True)`` (the call waits on exactly
-        that)."""
-        if first is not None:
-            self._first = first
+    def start_after(self, first: Callable[[bool], None]) -> None:
+        """Every worker's start waits for ``first`` from now on (a new install's bytecode for what a worker imports:
+        ``bytecode.Compiling.first``) — the spare's at low priority, ``first(False)``; a call's that starts a worker,
+        ``first(True)`` (the call waits on exactly that)."""
+        self._first = first
+
+    def prestart(self) -> None:
+        """Start the spare worker if there should be one and there is none (after ``start_after``'s wait)."""
         with self._lock:
             if self._closed or self.limits.spare_workers == 0 or self._spare is not None:
                 return
