@@ -8,6 +8,7 @@ Run: uv run python bench/bench_query.py [--runs 50] [--against <python of anothe
 from __future__ import annotations
 
 import argparse
+import shutil
 import subprocess
 import tempfile
 import time
@@ -39,10 +40,19 @@ def main() -> None:
         f"TO '{upload}' (FORMAT parquet)"
     )
     # The raw-result cache is off, so every call runs the query.
-    procs: dict[str, subprocess.Popen[bytes]] = {
-        name: spawn(command, env_for(ws, BA_MCP_CACHE__MAX_ENTRIES="0"), cwd)
-        for name, (command, cwd) in servers(args.against).items()
-    }
+    procs: dict[str, subprocess.Popen[bytes]] = {}
+    try:
+        for name, (command, cwd) in servers(args.against).items():
+            procs[name] = spawn(command, env_for(ws, BA_MCP_CACHE__MAX_ENTRIES="0"), cwd)
+        measure(procs, ws, upload, runs)
+    finally:  # the servers and the workspace (its demo database, the upload, the artifacts) go with the bench
+        for proc in procs.values():
+            proc.kill()
+            proc.wait()
+        shutil.rmtree(ws, ignore_errors=True)
+
+
+def measure(procs: dict[str, subprocess.Popen[bytes]], ws: Path, upload: Path, runs: int) -> None:
     ids = iter(range(10, 10**9))
     for proc in procs.values():
         initialize(proc)
@@ -118,9 +128,6 @@ def main() -> None:
         print(
             f"    server RSS growth over those calls: {rss_mb(proc.pid) - before:.1f} MB (kept as a Parquet artifact)"
         )
-    for proc in procs.values():
-        proc.kill()
-        proc.wait()
 
 
 if __name__ == "__main__":
