@@ -113,3 +113,12 @@ def test_every_test_file_is_in_the_map_of_rooms_with_its_tier() -> None:
         if bool(named[name]) != _slow_throughout(path)
     ]
     assert not wrong, "\n".join(wrong)
+
+
+def test_every_test_file_the_conftest_names_exists() -> None:
+    """conftest.py hands files out longest first and starts PostgreSQL for the files that need it, by name: a renamed
+    file the conftest still names by its old name would lose its place, or its database."""
+    named = set(re.findall(r"\"(test_\w+\.py)\"", (ROOT / "tests" / "conftest.py").read_text(encoding="utf-8")))
+    assert len(named) > 20, sorted(named)
+    gone = sorted(n for n in named if not (ROOT / "tests" / n).is_file())
+    assert not gone, f"tests/conftest.py names test files that are gone: {gone}"
