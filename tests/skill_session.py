@@ -18,7 +18,9 @@ from tests.conftest import ROOT, in_process, text_of
 @contextlib.asynccontextmanager
 async def served(ws: Path, uploads: dict[str, str] | None = None, **env: str) -> AsyncIterator[ClientSession]:
     """A server over ``ws`` with ``uploads`` ({file name: text}) in its ``uploads/``, run_python's timeout generous
-    for fitting models."""
+    for fitting models. Each playbook file keeps one of its own rather than sharing one (conftest's default_server):
+    its cells leave names in run_python's notebook that another playbook's script would read as its input (the
+    mistake test_skill_inputs guards the scripts against)."""
     (ws / "uploads").mkdir(parents=True, exist_ok=True)
     for name, text in (uploads or {}).items():
         (ws / "uploads" / name).write_text(text)
