@@ -199,8 +199,9 @@ def in_process(workspace: Path, tools: list[str] | None = None, *, extensions: A
 
 @pytest.fixture(scope="session")
 def standard_workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The run's standard workspace (``make_workspace``) that ``default_server`` serves: read, never written. A test
-    that writes files, links or folders into its workspace takes ``workspace`` (its module's own) or a ``tmp_path``.
+    """The run's standard workspace (``make_workspace``) that ``default_server`` serves: no test writes into it (the
+    server keeps its own state there). A test that writes files, links or folders into its workspace takes
+    ``workspace`` (its module's own) or a ``tmp_path``.
     Beside make_workspace's files, two whose markers test_host_lens looks for in what each host's model reads."""
     ws = make_workspace(tmp_path_factory.mktemp("standard"))
     (ws / "uploads" / "tiny.csv").write_text("city,code\nOslo,ZEPHYR-42\nLima,QUOKKA-7\n")
