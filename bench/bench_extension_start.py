@@ -15,7 +15,11 @@ environment: what the README tells such a user to set (``system-certs = true`` i
 
 ``--against``: another checkout's extension, the same steps after this one's (each with its own empty cache).
 
-Run: uv run python bench/bench_extension_start.py [--system-certs] [--against /tmp/before/.venv/bin/python]
+``--compile-bytecode``: ``UV_COMPILE_BYTECODE=1`` beside them, as the manifest's ``env`` could set it (uv compiles
+every package it installs before the server starts).
+
+Run: uv run python bench/bench_extension_start.py [--system-certs] [--compile-bytecode]
+     [--against /tmp/before/.venv/bin/python]
 """
 
 from __future__ import annotations
@@ -69,7 +73,15 @@ def desktop_config(folder: Path, user_config: dict[str, str], mcpb: Path) -> dic
     return fallback
 
 
-def first_start(name: str, checkout: Path, python: str, scratch: Path, mcpb: Path, system_certs: bool) -> None:
+def first_start(
+    name: str,
+    checkout: Path,
+    python: str,
+    scratch: Path,
+    mcpb: Path,
+    system_certs: bool,
+    compile_bytecode: bool = False,
+) -> None:
     folder = scratch / "extension"
     subprocess.run([python, "-m", "ba_mcp", "bundle", str(folder)], cwd=checkout, check=True, capture_output=True)
     cache = scratch / "uv-cache"
@@ -80,6 +92,8 @@ def first_start(name: str, checkout: Path, python: str, scratch: Path, mcpb: Pat
     env["UV_CACHE_DIR"] = str(cache)
     if system_certs:
         env["UV_SYSTEM_CERTS"] = "1"
+    if compile_bytecode:  # what the manifest's env could set: uv compiles what it installs, before the server starts
+        env["UV_COMPILE_BYTECODE"] = "1"
     command = [shutil.which(config["command"]) or config["command"], *config["args"]]
     got_before = received()
     started = time.perf_counter()
@@ -107,7 +121,10 @@ def first_start(name: str, checkout: Path, python: str, scratch: Path, mcpb: Pat
     site = next((folder / ".venv" / "lib").glob("python*/site-packages"))
     packages = len(list(site.glob("*.dist-info")))
     pyc = sum(1 for _ in site.glob("pandas/**/*.pyc"))
-    print(f"{name}: the extension's first start with an empty uv cache{' (UV_SYSTEM_CERTS=1)' * system_certs}")
+    print(
+        f"{name}: the extension's first start with an empty uv cache{' (UV_SYSTEM_CERTS=1)' * system_certs}"
+        f"{' (UV_COMPILE_BYTECODE=1)' * compile_bytecode}"
+    )
     for what, since, own_time in marks:
         print(
             f"  {what}: {since:.1f} s after the spawn"
@@ -133,12 +150,15 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--against", help=AGAINST_HELP)
     parser.add_argument("--system-certs", action="store_true", help="UV_SYSTEM_CERTS=1 for uv (README: a proxy)")
+    parser.add_argument(
+        "--compile-bytecode", action="store_true", help="UV_COMPILE_BYTECODE=1, as the manifest's env could set it"
+    )
     parser.add_argument("--mcpb", default=str(ROOT / "tests" / "mcpb"), help="tests/mcpb with node_modules installed")
     args = parser.parse_args()
     for name, (command, cwd) in servers(args.against).items():
         scratch = Path(tempfile.mkdtemp(prefix="ba-bench-extension-"))
         try:
-            first_start(name, cwd, command[0], scratch, Path(args.mcpb), args.system_certs)
+            first_start(name, cwd, command[0], scratch, Path(args.mcpb), args.system_certs, args.compile_bytecode)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
 
