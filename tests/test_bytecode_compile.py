@@ -37,7 +37,7 @@ def test_the_packages_a_worker_imports_at_start_are_read_from_the_workers_code()
 
 
 def test_the_compilation_goes_the_workers_imports_then_the_project_then_their_packages_then_the_rest(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     done: list[Path] = []
     imported: list[str] = []
@@ -45,7 +45,10 @@ def test_the_compilation_goes_the_workers_imports_then_the_project_then_their_pa
     monkeypatch.setattr(bytecode.compileall, "compile_file", lambda path, **_: done.append(Path(path)))
     monkeypatch.setattr(bytecode, "_import_in_turn", lambda modules: imported.extend(modules) if not done else None)
     monkeypatch.setattr(bytecode.os, "access", lambda *_: True)
-    monkeypatch.setattr(bytecode, "fingerprint", lambda: "changed")  # no stamp written: nothing on disk touched
+    monkeypatch.setattr(bytecode, "fingerprint", lambda: "changed")
+    # the run ends by writing its stamp: here, not in the environment's site-packages (a stamp of "changed" there
+    # had every later start of this environment compile everything again — the test suite's own start, 25-40 s)
+    monkeypatch.setattr(bytecode, "_stamp_dir", lambda: tmp_path)
     said: list[int] = []
     bytecode._compile(1, started=lambda: said.append(len(imported)))
     # first the modules a worker imports, each imported (compiled as a worker meets them), before any folder
@@ -63,6 +66,7 @@ def test_the_compilation_goes_the_workers_imports_then_the_project_then_their_pa
     assert names[:2] == bytecode.worker_imports()[:2] and "pandas" in names, names
     assert all(any(p.is_relative_to(s) for s in sites) for p in first), first
     assert done[-1] == stdlib, done
+    assert (tmp_path / bytecode.STAMP).read_text(encoding="ascii") == "changed\n"  # the stamp, where it was sent
 
 
 def test_the_start_imports_are_imported_in_one_process_in_their_order(monkeypatch: pytest.MonkeyPatch) -> None:
