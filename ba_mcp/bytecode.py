@@ -20,11 +20,12 @@ read it:
 * **once**: a stamp in ``<purelib>/__pycache__/`` records what the last complete run compiled — the interpreter and
   the installed distributions (``fingerprint``); a start that finds the same compiles nothing and starts no process;
 * **out of the way**: in a process of its own (``python -I -m ba_mcp.bytecode <server's pid>``) in a session, and
-  so an autogroup, of its own at the lowest CPU priority (autogroup and nice 19), started after the handshake and
-  ended with the server: by ``Compiling.close``, or — the server killed, or its process group signalled, which this
-  session is not in — by itself, when it sees its server gone (``_ends_with``); what it wrote stays (each file is
-  written whole), so the next start goes on from there. One at a time: a lock beside the stamp, which a second
-  server finds held and leaves the work to the first;
+  so an autogroup, of its own at the lowest CPU priority (autogroup and nice 19), started first thing by ``ba-mcp
+  serve`` (on another CPU while the server imports: on a new install that is most of its first start; an App built
+  otherwise starts it with its spares, after the handshake) and ended with the server: by ``Compiling.close``, or
+  — the server killed, or its process group signalled, which this session is not in — by itself, when it sees its
+  server gone (``_ends_with``); what it wrote stays (each file is written whole), so the next start goes on from
+  there. One at a time: a lock beside the stamp, which a second server finds held and leaves the work to the first;
 * **where it cannot**: a folder the server's user may not write (a system install another user owns) is left as it
   is, and the log says how its owner compiles it (pip compiles at install).
 
@@ -399,8 +400,8 @@ def _say_started() -> None:
 
 
 class Compiling:
-    """The server's one background compilation: ``start`` it after the handshake (nothing happens when the stamp says
-    it is done), ``close`` it with the server. Its first phase compiles what a worker imports before it serves
+    """The server's one background compilation: ``start`` it as the server starts (nothing happens when the stamp
+    says it is done), ``close`` it with the server. Its first phase compiles what a worker imports before it serves
     (``start_modules``): ``first`` waits for it — the spares' start (the server starts them after it, so that they
     import bytecode, not the sources), at the compilation's low priority; or a call that would start a worker
     meanwhile (``urgent``: the compilation raised to normal priority while the call waits on exactly that)."""
