@@ -255,14 +255,18 @@ class App:
 
     def start_sandbox(self) -> None:
         """Start the spare workers in the background: Python (when run_python is served) and engine. On a new install
-        the background compilation starts first and the spares after its first phase (what a worker imports as it
-        starts: numpy, pandas, pyarrow), so they read bytecode instead of compiling those from source beside it; a
-        call that starts a Python worker meanwhile waits for that phase, raised (``WorkerPool.start_after``)."""
+        the background compilation starts first and the spares after what the workers import is compiled (numpy,
+        pandas, pyarrow as they start, then a spare's preloads: scipy.stats, …), so they read bytecode instead of
+        compiling the same modules from source beside it; a call that starts a Python worker meanwhile waits only for
+        what a worker imports as it starts, the compilation raised (``WorkerPool.start_after``)."""
         self.bytecode.start()
         wait_s = self.settings.sandbox.start_timeout_s
 
-        def first(urgent: bool) -> None:
-            self.bytecode.first(urgent, wait_s)
+        def first(urgent: bool) -> None:  # a call: what a worker imports as it starts; the spare: all it imports
+            if urgent:
+                self.bytecode.first(urgent, wait_s)
+            else:
+                self.bytecode.imported(wait_s)
 
         if "run_python" in self.tools:
             self.sandboxes.start_after(first)

@@ -13,10 +13,12 @@ read it:
   read from the worker programs' sources and the project's modules they import — numpy and pandas for a Python
   sandbox, pyarrow for an engine, then what they import later or preload: scipy.stats, …): those a worker imports
   before it serves (``start_modules``) in one process, in turn (``_import_in_turn``: each compiled once), after which
-  the server is told (``STARTED`` on the pipe ``Compiling`` reads): it starts its spare workers then, so that they
-  read bytecode instead of compiling the same modules from source beside the compilation (``Compiling.first``); then
-  the later ones the same way, in another process (a module left out when a submodule of it is listed:
-  ``matplotlib.pyplot`` imports ``matplotlib``); then the project's packages, those packages whole, and the rest;
+  the server is told (``STARTED`` on the pipe ``Compiling`` reads: a call that starts a worker may wait for that,
+  ``Compiling.first``); then the later ones, a process each, side by side (``_import_each``; what they share is
+  compiled by then; a module left out when a submodule of it is listed: ``matplotlib.pyplot`` imports
+  ``matplotlib``), after which the server is told again (``IMPORTED``): it starts its spares then, so that they
+  import and preload bytecode instead of compiling the same modules from source beside the compilation
+  (``Compiling.imported``); then the project's packages, those packages whole, and the rest;
 * **once**: a stamp in ``<purelib>/__pycache__/`` records what the last complete run compiled — the interpreter and
   the installed distributions (``fingerprint``); a start that finds the same compiles nothing and starts no process;
 * **out of the way**: in a process of its own (``python -I -m ba_mcp.bytecode <server's pid>``) in a session, and
@@ -57,6 +59,7 @@ log = logging.getLogger(__name__)
 STAMP = "ba-mcp-bytecode.stamp"
 _LOCK = "ba-mcp-bytecode.lock"
 STARTED = "started"  # the line the background run writes once a worker's start imports are compiled
+IMPORTED = "imported"  # ... and once the rest of what the workers import (a spare's preloads) is
 _PROJECT = ("ba_mcp", "sandbox")
 _MODULE = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*\Z")  # a string that may name a module
 _WORKERS = ("sandbox", "ba_mcp.inside")  # the worker programs, as the server starts them: python -I -B -m <module>
@@ -261,10 +264,11 @@ def compile_missing(workers: int = 1) -> None:
         _compile(workers if everything else 1, everything)
 
 
-def _compile(workers: int, everything: bool = True, started: Callable[[], None] = lambda: None) -> None:
+def _compile(workers: int, everything: bool = True, say: Callable[[str], None] = lambda what: None) -> None:
     """Compile the project's packages and, with ``everything``, the packages the workers import (``worker_imports``)
-    and then the rest of ``targets()``; then write the stamp. ``started`` is called once what a worker imports before
-    it serves (``start_modules``) is compiled: a worker started after it reads bytecode only."""
+    and then the rest of ``targets()``; then write the stamp. ``say(STARTED)`` once what a worker imports before it
+    serves (``start_modules``) is compiled — a worker started after it imports bytecode only —, ``say(IMPORTED)`` once
+    what the workers import later is too (a spare's preloads: a spare started after it compiles nothing)."""
     before = fingerprint()
     project = _package_dirs()
     found = targets()
@@ -278,10 +282,11 @@ def _compile(workers: int, everything: bool = True, started: Callable[[], None] 
                 first.append((where, _TESTS))
         dirs = {d for d, _ in first}  # installed in this environment's site-packages: imported, then compiled whole
         _import_in_turn([m for m in start if _installed(m.partition(".")[0]) in dirs])
-        started()
-        _import_in_turn(_outermost([m for m in later if _installed(m.partition(".")[0]) in dirs]))
+        say(STARTED)
+        _import_each(_outermost([m for m in later if _installed(m.partition(".")[0]) in dirs]), workers)
     else:
-        started()
+        say(STARTED)
+    say(IMPORTED)
     ours = [(d, rx) for d, rx in found if d in project]
     for folder, left_out in [*ours, *first, *[(d, rx) for d, rx in found if d not in project]]:
         if not os.access(folder, os.W_OK) or not (everything or folder in project):
@@ -319,6 +324,30 @@ def _import_in_turn(modules: list[str]) -> None:
                 env={**os.environ, "MPLBACKEND": "Agg"},
                 check=False,
             )
+
+
+def _import_each(modules: list[str], workers: int) -> None:
+    """Import each of ``modules``, a process each (``workers`` at a time, in their order; what they share was
+    compiled before them: ``start_modules``): what a module imports is compiled as it is imported, just that and in
+    the order a worker meets it. Nothing is kept of the imports."""
+    import time
+
+    queue, running = list(modules), list[subprocess.Popen[bytes]]()
+    while queue or running:
+        while queue and len(running) < max(1, workers):
+            with contextlib.suppress(OSError):
+                running.append(
+                    subprocess.Popen(
+                        [sys.executable, "-I", "-c", _IMPORT_IN_TURN, queue[0]],
+                        stdin=subprocess.DEVNULL,
+                        stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL,
+                        env={**os.environ, "MPLBACKEND": "Agg"},  # matplotlib.pyplot: no display to look for
+                    )
+                )
+            queue.pop(0)
+        time.sleep(0.05)
+        running = [p for p in running if p.poll() is None]
 
 
 def _outermost(modules: list[str]) -> list[str]:
@@ -387,15 +416,15 @@ def main(argv: list[str] | None = None) -> int:
     if writable():
         with _locked() as mine:
             if mine and not compiled():
-                _compile(os.cpu_count() or 1, started=_say_started)
+                _compile(os.cpu_count() or 1, say=_say)
     return 0
 
 
-def _say_started() -> None:
-    """Tell the server (this process's stdout, ``Compiling``'s pipe) that what a worker imports as it starts is
-    compiled."""
+def _say(what: str) -> None:
+    """Tell the server (this process's stdout, ``Compiling``'s pipe) how far the compilation is (``STARTED``,
+    ``IMPORTED``)."""
     with contextlib.suppress(OSError, ValueError):
-        sys.stdout.write(f"{STARTED}\n")
+        sys.stdout.write(f"{what}\n")
         sys.stdout.flush()
 
 
@@ -410,6 +439,8 @@ class Compiling:
         self._process: subprocess.Popen[bytes] | None = None
         self._first = threading.Event()
         self._first.set()  # nothing to wait for until a compilation starts
+        self._imported = threading.Event()
+        self._imported.set()
         self._urgent = 0  # calls waiting for the first phase (the compilation at normal priority meanwhile)
         self._lock = threading.Lock()
 
@@ -445,6 +476,7 @@ class Compiling:
         """``process`` is the compilation: its first phase is waited for until it says it is over."""
         self._process = process
         self._first.clear()
+        self._imported.clear()
         threading.Thread(target=self._listen, args=(process,), name="bytecode", daemon=True).start()
 
     def _listen(self, process: subprocess.Popen[bytes]) -> None:
@@ -454,7 +486,16 @@ class Compiling:
             for line in process.stdout:
                 if line.strip() == STARTED.encode():
                     self._first.set()
+                elif line.strip() == IMPORTED.encode():
+                    self._imported.set()
         self._first.set()
+        self._imported.set()
+
+    def imported(self, timeout: float | None = None) -> None:
+        """Wait (up to ``timeout`` seconds, at the compilation's low priority) until all a worker imports, later too,
+        is compiled — a spare's start: it preloads those modules, which it would compile again beside the compilation
+        if it came first; at once when no compilation runs."""
+        self._imported.wait(timeout)
 
     def first(self, urgent: bool = False, timeout: float | None = None) -> None:
         """Wait (up to ``timeout`` seconds) until what a worker imports as it starts is compiled; at once when no

@@ -44,18 +44,22 @@ def test_the_compilation_goes_the_workers_imports_then_the_project_then_their_pa
     monkeypatch.setattr(bytecode.compileall, "compile_dir", lambda folder, **_: done.append(Path(folder)))
     monkeypatch.setattr(bytecode.compileall, "compile_file", lambda path, **_: done.append(Path(path)))
     monkeypatch.setattr(bytecode, "_import_in_turn", lambda modules: imported.extend(modules) if not done else None)
+    monkeypatch.setattr(bytecode, "_import_each", lambda modules, _: imported.extend(modules) if not done else None)
     monkeypatch.setattr(bytecode.os, "access", lambda *_: True)
     monkeypatch.setattr(bytecode, "fingerprint", lambda: "changed")
     # the run ends by writing its stamp: here, not in the environment's site-packages (a stamp of "changed" there
     # had every later start of this environment compile everything again — the test suite's own start, 25-40 s)
     monkeypatch.setattr(bytecode, "_stamp_dir", lambda: tmp_path)
-    said: list[int] = []
-    bytecode._compile(1, started=lambda: said.append(len(imported)))
+    said: list[tuple[str, int]] = []
+    bytecode._compile(1, say=lambda what: said.append((what, len(imported))))
     # first the modules a worker imports, each imported (compiled as a worker meets them), before any folder
     assert imported[:3] == bytecode.worker_modules()[:3] and "scipy.stats" in imported, imported
-    # ... and the server told once those a worker imports before it serves are: its spares start then
-    assert said == [len(bytecode.start_modules())] and {"numpy", "pandas", "pyarrow"} <= set(imported[: said[0]])
-    assert "scipy.stats" not in imported[: said[0]], imported  # a spare's preload, compiled after
+    # ... and the server told once those a worker imports before it serves are (a call may start a worker then),
+    # and once the rest the workers import are (its spares start then: they preload scipy.stats, …)
+    [(started, at_start), (imported_, everything)] = said
+    assert (started, imported_) == (bytecode.STARTED, bytecode.IMPORTED) and everything == len(imported), said
+    assert at_start == len(bytecode.start_modules()) and {"numpy", "pandas", "pyarrow"} <= set(imported[:at_start])
+    assert "scipy.stats" not in imported[:at_start] and "scipy.stats" in imported, imported  # a preload: after
     assert "matplotlib.pyplot" in imported and "matplotlib" not in imported  # its package comes with it
     project = bytecode._package_dirs()
     sites = bytecode._site_dirs()
@@ -177,6 +181,10 @@ def test_a_call_waiting_for_the_first_phase_raises_the_compilation_and_lowers_it
         assert not waiter.is_alive() and _autogroup(process.pid) == 19
         compiling.first(urgent=True)  # over: returns at once, the compilation left low
         assert _autogroup(process.pid) == 19
+        assert not compiling._imported.is_set()  # the spares' wait (all the workers import) is not over yet ...
+        process.kill()
+        compiling.imported(timeout=30)  # ... until the compilation says so, or ends
+        assert compiling._imported.is_set()
     finally:
         process.kill()
         process.wait()
