@@ -139,8 +139,8 @@ class App:
         self.databases = Databases(
             settings, self.workspace, self.duck_workers, self.artifacts, self.connections, self.duck_files
         )
-        self.sandboxes = Sandboxes(settings.sandbox, self.workspace.dir("sessions"))
         self.bytecode = bytecode or Compiling()  # what the workers import, compiled once in the background
+        self.sandboxes = Sandboxes(settings.sandbox, self.workspace.dir("sessions"), self._compiled_for_a_worker)
         self.telemetry = TelemetryLog(self.workspace.dir("logs"), settings.telemetry.enabled)
         self.fetcher = Fetcher(settings.web, __version__)
         self.searcher = Searcher(settings.web.search, lambda: self.fetcher.client)
@@ -258,22 +258,23 @@ class App:
         the background compilation starts first and the spares after what the workers import is compiled (numpy,
         pandas, pyarrow as they start, then a spare's preloads: scipy.stats, …), so they read bytecode instead of
         compiling the same modules from source beside it; a call that starts a Python worker meanwhile waits only for
-        what a worker imports as it starts, the compilation raised (``WorkerPool.start_after``)."""
+        what a worker imports as it starts, the compilation raised (``_compiled_for_a_worker``)."""
         self.bytecode.start()
-        wait_s = self.settings.sandbox.start_timeout_s
-
-        def first(urgent: bool) -> None:  # a call: what a worker imports as it starts; the spare: all it imports
-            if urgent:
-                self.bytecode.first(urgent, wait_s)
-            else:
-                self.bytecode.imported(wait_s)
-
         if "run_python" in self.tools:
-            self.sandboxes.start_after(first)
             self.sandboxes.prestart()  # waits for it (the spare's low priority) before its spare
         else:
-            first(False)
+            self._compiled_for_a_worker(False)
         self.duck_workers.prestart()
+
+    def _compiled_for_a_worker(self, urgent: bool) -> None:
+        """What a Python worker's start waits for on a new install (``bytecode.Compiling``; at once when no compilation
+        runs): a call's (``urgent``), what a worker imports as it starts, the compilation raised meanwhile; the spare's,
+        all a worker imports, later too (its preloads)."""
+        wait_s = self.settings.sandbox.start_timeout_s
+        if urgent:
+            self.bytecode.first(True, wait_s)
+        else:
+            self.bytecode.imported(wait_s)
 
     def close(self) -> None:
         """End the sandbox workers and close the databases (idempotent)."""

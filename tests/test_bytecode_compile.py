@@ -12,7 +12,7 @@ import sys
 import sysconfig
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -99,8 +99,8 @@ class _Pool(WorkerPool):
 
     kind = "test"
 
-    def __init__(self, log: list[str], pid: int) -> None:
-        super().__init__(SandboxSettings(spare_workers=1, max_workers=4))
+    def __init__(self, log: list[str], pid: int, first: Callable[[bool], None]) -> None:
+        super().__init__(SandboxSettings(spare_workers=1, max_workers=4), first=first)
         self.log, self.pid = log, pid
 
     def _make(self, spare: bool) -> Handle:
@@ -124,8 +124,7 @@ def test_a_spare_starts_after_the_compilations_first_phase_and_a_call_meanwhile_
         log.append(f"first urgent={urgent}")
         assert phase.wait(30)
 
-    pool = _Pool(log, sleeper.pid)  # the workers' priority is set on a process of the test's own
-    pool.start_after(first)
+    pool = _Pool(log, sleeper.pid, first)  # the workers' priority is set on a process of the test's own
     spare = threading.Thread(target=pool.prestart)
     spare.start()
     got: list[tuple[Handle, bool]] = []

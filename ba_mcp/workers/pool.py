@@ -66,7 +66,12 @@ class WorkerPool:
 
     kind = "worker"
 
-    def __init__(self, limits: WorkerLimits, keeps_state: Callable[[str], bool] = lambda key: True) -> None:
+    def __init__(
+        self,
+        limits: WorkerLimits,
+        keeps_state: Callable[[str], bool] = lambda key: True,
+        first: Callable[[bool], None] = lambda urgent: None,
+    ) -> None:
         self.limits = limits
         self._workers: dict[str, Handle] = {}
         self._spare: Handle | None = None
@@ -78,7 +83,10 @@ class WorkerPool:
         self._lent: set[Handle] = set()  # lent workers alive (idle or in a call)
         self._lock = threading.Lock()
         self._closed = False
-        self._first: Callable[[bool], None] = lambda urgent: None  # what a worker's start waits for (``prestart``)
+        # what every worker's start waits for (a new install's bytecode for what a worker imports:
+        # ``bytecode.Compiling``): the spare's at low priority, ``first(False)``; a call's that starts a worker,
+        # ``first(True)`` (the call waits on exactly that)
+        self._first = first
 
     # -- what a pool is made of -----------------------------------------------------------------------------
 
@@ -96,14 +104,8 @@ class WorkerPool:
 
     # -- workers ----------------------------------------------------------------------------------------------
 
-    def start_after(self, first: Callable[[bool], None]) -> None:
-        """Every worker's start waits for ``first`` from now on (a new install's bytecode for what a worker imports:
-        ``bytecode.Compiling.first``) — the spare's at low priority, ``first(False)``; a call's that starts a worker,
-        ``first(True)`` (the call waits on exactly that)."""
-        self._first = first
-
     def prestart(self) -> None:
-        """Start the spare worker if there should be one and there is none (after ``start_after``'s wait)."""
+        """Start the spare worker if there should be one and there is none (once its start need not wait: ``first``)."""
         with self._lock:
             if self._closed or self.limits.spare_workers == 0 or self._spare is not None:
                 return

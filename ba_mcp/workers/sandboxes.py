@@ -6,6 +6,7 @@ interpreter idle the longest makes room, and a new session's call waits for one 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from ba_mcp.settings import SandboxSettings
@@ -35,8 +36,10 @@ class Sandboxes(WorkerPool):
 
     kind = "sandbox"
 
-    def __init__(self, settings: SandboxSettings, sessions_dir: Path) -> None:
-        super().__init__(settings)
+    def __init__(
+        self, settings: SandboxSettings, sessions_dir: Path, first: Callable[[bool], None] = lambda urgent: None
+    ) -> None:
+        super().__init__(settings, first=first)
         self.settings = settings
         self.sessions_dir = sessions_dir
         sessions_dir.mkdir(parents=True, exist_ok=True)
