@@ -23,11 +23,19 @@ import pytest
 
 from ba_mcp import plugins, registry
 from ba_mcp.settings import ConfigError, load_settings, trust_project
+from ba_mcp.workers.messages import Connect
 from tests.conftest import text_of
 
 pytestmark = pytest.mark.slow  # an attack suite (116 cases, ~10 CPU-s): the slow tier; test_plugins.py is the fast one
 
 EXAMPLE = "ba-mcp-example"
+
+
+def _connect(folder: Path) -> Connect:
+    """The connection worker's request for a ``filedir`` database on ``folder`` (no mount namespace: its host path)."""
+    return Connect(
+        engine="ba_mcp_example.folder", driver="", uri={"target": "/databases/lake", "host": str(folder)}, options={}
+    )
 
 
 @pytest.fixture
@@ -564,7 +572,7 @@ def lake(tmp_path: Path) -> Iterator[tuple[Any, Path, Path]]:
     c = types.SimpleNamespace(
         options={}, con=None, cur=None, frame=None, running=None, label="", identity={}, in_transaction=False, extra={}
     )
-    ENGINE.open(c, {"uri": {"target": "/databases/lake", "host": str(folder)}})
+    ENGINE.open(c, _connect(folder))
     yield c, folder, outside
     c.cur.close()
     c.con.close()
@@ -746,7 +754,7 @@ def test_a_file_the_folder_engine_cannot_read_is_skipped_the_others_served(
         options={}, con=None, cur=None, frame=None, running=None, label="", identity={}, in_transaction=False, extra={}
     )
     with caplog.at_level("WARNING"):
-        ENGINE.open(c, {"uri": {"target": "/databases/lake", "host": str(folder)}})
+        ENGINE.open(c, _connect(folder))
     try:
         assert list(ENGINE.catalog(c, [])) == ["sales"]
         assert any("broken.parquet" in r.getMessage() for r in caplog.records), caplog.text
