@@ -197,6 +197,21 @@ def in_process(workspace: Path, tools: list[str] | None = None, *, extensions: A
     return Client(build_server(App(settings, tools)), extensions=extensions)
 
 
+@pytest.fixture
+def sleeper() -> Iterator[subprocess.Popen[bytes]]:
+    """An idle process in a session of its own, as a worker's shim is: what a pool's priority levers (nice, the
+    autogroup, the cpu cgroup the spare's lowering makes) act on, in the tests of those levers."""
+    from ba_mcp.workers.process import remove_cgroups
+
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True)
+    try:
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait()
+        remove_cgroups([proc.pid], wait_s=1)  # the cpu cgroup a lowering made, where the server makes them
+
+
 @pytest.fixture(scope="session")
 def standard_workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The run's standard workspace (``make_workspace``) that ``default_server`` serves: no test writes into it (the

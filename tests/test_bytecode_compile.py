@@ -12,7 +12,7 @@ import sys
 import sysconfig
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -22,7 +22,6 @@ from ba_mcp import bytecode
 from ba_mcp.settings import SandboxSettings
 from ba_mcp.tool import ToolContext
 from ba_mcp.workers.pool import Handle, WorkerPool
-from ba_mcp.workers.process import remove_cgroups
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -80,18 +79,6 @@ def test_the_start_imports_are_imported_in_one_process_in_their_order(monkeypatc
     bytecode._import_in_turn(["numpy", "pandas", "pyarrow"])
     [args] = runs
     assert args[-3:] == ["numpy", "pandas", "pyarrow"] and "-B" not in args  # it writes what it compiles
-
-
-@pytest.fixture
-def sleeper() -> Iterator[subprocess.Popen[bytes]]:
-    """An idle process in a session of its own, as a worker's shim is (what the pool's priority levers act on)."""
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True)
-    try:
-        yield proc
-    finally:
-        proc.kill()
-        proc.wait()
-        remove_cgroups([proc.pid], wait_s=1)  # the cpu cgroup the spare's lowering made, where the server makes them
 
 
 class _Pool(WorkerPool):

@@ -14,7 +14,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +26,6 @@ from ba_mcp.settings import SandboxSettings
 from ba_mcp.tool import Tool, ToolContext, ToolParams
 from ba_mcp.workers import priority
 from ba_mcp.workers.pool import Handle, WorkerPool
-from ba_mcp.workers.process import remove_cgroups
 from ba_mcp.workers.spawn import START_TIMEOUT, unavailable
 
 
@@ -37,18 +35,6 @@ def _autogroup_nice(pid: int) -> int | None:
             return int(f.read().split()[-1])
     except (OSError, ValueError):
         return None
-
-
-@pytest.fixture
-def sleeper() -> Iterator[subprocess.Popen[bytes]]:
-    """A real process in a session of its own, as a worker's shim is (what the priority levers act on)."""
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True)
-    try:
-        yield proc
-    finally:
-        proc.kill()
-        proc.wait()
-        remove_cgroups([proc.pid], wait_s=1)
 
 
 class _Process:
