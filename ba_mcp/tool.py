@@ -90,17 +90,30 @@ class ToolContext:
     memo: dict[str, Any] = field(default_factory=dict)  # what a tool works out once per call (a plan)
     start_s: float = 0.0  # seconds spent waiting for a worker process to start (``worker_start``)
     _start_since: float | None = None
+    # told (from any thread) when a worker start begins or ends: the runner moves the call's deadline (``within``)
+    moved: Callable[[], None] | None = None
 
     @contextlib.contextmanager
     def worker_start(self) -> Iterator[None]:
         """The body waits for a worker process to start: that time is not the call's work, so the runner moves the
         call's deadline on by it (a start has its own bound, ``<kind>.start_timeout_s``, and its own error)."""
         self._start_since = time.monotonic()
+        self._tell_moved()
         try:
             yield
         finally:
             self.start_s += time.monotonic() - self._start_since
             self._start_since = None
+            self._tell_moved()
+
+    def _tell_moved(self) -> None:
+        moved = self.moved
+        if moved is not None:
+            moved()
+
+    def starting(self) -> bool:
+        """A worker start is in progress (``worker_start``)."""
+        return self._start_since is not None
 
     def not_counted(self) -> float:
         """Seconds not counted against the timeout so far: worker starts, one in progress up to now."""

@@ -96,6 +96,27 @@ def test_theparse_bounds_no_less_than_duckdbs_plan_counts_and_leaves_the_rest_to
         assert readable_rows(parse(con, sql), relations) is None, sql
 
 
+def test_a_statement_sent_again_is_not_parsed_again_and_its_bound_is_the_same(
+    con: duckdb.DuckDBPyConnection,
+) -> None:
+    """The parse is a query of its own (~1 ms, P-2): the last statements' parses are kept by their text."""
+    relations = Relations.of(con)
+    sql = "SELECT k, count(*) FROM big JOIN small USING (id) GROUP BY k"
+    first = parse(con, sql)
+
+    class Counted:  # the same connection, its queries counted
+        asked = 0
+
+        def execute(self, *args: object) -> duckdb.DuckDBPyConnection:
+            Counted.asked += 1
+            return con.execute(*args)
+
+    assert parse(Counted(), sql) is first and Counted.asked == 0
+    assert readable_rows(parse(Counted(), sql), relations) == 300_010
+    other = parse(Counted(), sql + " ORDER BY k")  # another text: parsed
+    assert Counted.asked == 1 and other is not first and not other.get("error")
+
+
 def test_a_files_view_whose_rows_the_worker_knows_is_bounded_by_them(
     con: duckdb.DuckDBPyConnection, tmp_path: Path
 ) -> None:

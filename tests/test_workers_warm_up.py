@@ -9,6 +9,7 @@ again (its autogroup, where the kernel has them). Sequenced by events, not by th
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import subprocess
 import sys
@@ -180,25 +181,37 @@ async def test_the_calls_deadline_moves_on_while_its_worker_starts() -> None:
 
 @pytest.mark.anyio
 async def test_a_deadline_that_fires_as_a_start_moves_it_on_is_still_a_timeout() -> None:
-    """The deadline cancels the work in the same turn of the event loop as the follower moves it on (a busy machine):
-    anyio's fail_after then raises nothing, and the call is a timeout all the same, not an internal error. The loop is
-    held past both timers so that both are due together: the follower's first (it wakes 0.1 s before the deadline)."""
+    """The deadline cancels the work, and in the same turn of the event loop a start (another thread) moves it on
+    past now (a busy machine): anyio's fail_after then raises nothing, and the call is a timeout all the same, not an
+    internal error nor an answer."""
+    ctx = ToolContext(session="s", timeout=0.05)
 
-    class Late:
-        calls = 0
-
-        def not_counted(self) -> float:  # nothing at the follower's first look; a long start by its second
-            self.calls += 1
-            return 0.0 if self.calls == 1 else 10.0
-
-    async def held_then_waits() -> str:
-        await anyio.sleep(0)  # the follower sets the deadline and sleeps until 0.1 s before it
-        time.sleep(0.3)  # the loop held past the follower's wake (0.1 s) and the deadline (0.2 s): both due at once
-        await anyio.sleep(5)
+    async def cancelled_then_moved() -> str:
+        try:
+            await anyio.sleep(5)
+        finally:  # cancelled by the deadline; a start begins now, as its thread would tell it
+            with anyio.CancelScope(shield=True):
+                ctx._start_since = time.monotonic()
+                assert ctx.moved is not None
+                ctx.moved()
+                await anyio.sleep(0.01)  # the move runs: no deadline while the start lasts
         return "answered"
 
     with pytest.raises(TimeoutError):
-        await within(0.2, Late(), held_then_waits)  # type: ignore[arg-type]
+        await within(0.05, ctx, cancelled_then_moved)
+    assert ctx.moved is None  # nothing of the call's is told after it
+
+
+@pytest.mark.anyio
+async def test_a_call_without_a_start_costs_no_task_of_its_own() -> None:
+    """The deadline is moved by the start's own thread: a call runs no follower task beside its work."""
+    ctx = ToolContext(session="s", timeout=1.0)
+    before = len(asyncio.all_tasks())
+
+    async def counts() -> int:
+        return len(asyncio.all_tasks())
+
+    assert await within(1.0, ctx, counts) == before
 
 
 class _WithTimeout(ToolParams):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
 from ba_mcp.results import stats_kind
@@ -491,10 +492,25 @@ def _made_of(definition: str, name: str, query: str) -> bool:
     return written in (name, '"' + name.replace('"', '""') + '"')
 
 
+_PARSED: OrderedDict[str, dict[str, Any]] = OrderedDict()  # the last statements' parses, by their text
+_PARSED_KEPT, _PARSED_LONGEST = 64, 20_000
+
+
 def parse(con: Any, sql: str) -> dict[str, Any]:
-    """DuckDB's parse of a SELECT (``json_serialize_sql``: ``error`` set for any other statement)."""
+    """DuckDB's parse of a SELECT (``json_serialize_sql``: ``error`` set for any other statement). A parse depends on
+    the text alone (no catalog, no setting): the last few are kept, so a statement sent again (a page, a re-run, a
+    confirmed LARGE_SCAN) is not parsed again — the parse is a query of its own, ~1 ms (P-2). Read-only to callers."""
+    kept = _PARSED.get(sql)
+    if kept is not None:
+        _PARSED.move_to_end(sql)
+        return kept
     row = _first(con.execute("SELECT json_serialize_sql(?::VARCHAR)", [sql]))
-    return json.loads(row[0]) if row else {"error": True}
+    tree: dict[str, Any] = json.loads(row[0]) if row else {"error": True}
+    if len(sql) <= _PARSED_LONGEST:
+        _PARSED[sql] = tree
+        while len(_PARSED) > _PARSED_KEPT:
+            _PARSED.popitem(last=False)
+    return tree
 
 
 def readable_rows(tree: Any, relations: Relations) -> int | None:

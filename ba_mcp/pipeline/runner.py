@@ -13,6 +13,7 @@ import contextlib
 import inspect
 import json
 import logging
+import math
 import random
 import threading
 import time
@@ -470,27 +471,27 @@ class Runner:
 async def within(seconds: float, ctx: ToolContext, work: Callable[[], Awaitable[_T]]) -> _T:
     """``work()`` bounded like ``anyio.fail_after(seconds)`` (TimeoutError), except that the time ``ctx`` spends
     waiting for a worker process to start (``ToolContext.worker_start``) moves the deadline on: a call's timeout
-    measures the call's work, and a start has its own bound and error (issue 65)."""
-    failed: Exception | None = None
+    measures the call's work, and a start has its own bound and error (issue 65). The start tells ``ctx.moved`` from
+    its thread as it begins (no deadline while it lasts) and ends (the deadline moved on by its time); no task of its
+    own per call."""
     answered: list[_T] = []
+    loop = asyncio.get_running_loop()
     with anyio.fail_after(seconds) as scope:
         end = scope.deadline
-        async with anyio.create_task_group() as tg:
 
-            async def follow() -> None:
-                while True:
-                    scope.deadline = end + ctx.not_counted()
-                    await anyio.sleep(max(scope.deadline - anyio.current_time() - 0.1, 0.05))
+        def move() -> None:  # on the event loop
+            scope.deadline = math.inf if ctx.starting() else end + ctx.not_counted()
 
-            tg.start_soon(follow)
-            try:
-                answered.append(await work())
-            except Exception as exc:  # raised as it is, not in the task group's ExceptionGroup
-                failed = exc
-            # not in a finally: the deadline's own cancellation must reach fail_after, not end in this group's scope
-            tg.cancel_scope.cancel()
-    if failed is not None:
-        raise failed
+        def moved() -> None:  # from the thread a worker starts in
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nothing waits for this call any more
+                loop.call_soon_threadsafe(move)
+
+        ctx.moved = moved
+        try:
+            move()  # a start already under way
+            answered.append(await work())
+        finally:
+            ctx.moved = None
     if not answered:  # the deadline cancelled the work, then a start moved it on: fail_after kept quiet (anyio
         raise TimeoutError  # raises only when the time is past the deadline as it is at the end); the call timed out
     return answered[0]
