@@ -43,6 +43,9 @@ from sandbox.policy import ImportPolicyError, guarded_builtins
 _VALUE_CHARS = 20_000
 _PROGRESS_EVERY_S = 0.25  # progress() frames beyond one per this interval are dropped
 _THREAD_GRACE_S = 0.5
+# a spare's first preload waits this long for a session that claims it at once (a pool's first call), no longer:
+# the preloads are what a first cell would otherwise import itself
+_FIRST_PRELOAD_MS = 250
 
 
 class Capture(io.TextIOBase):
@@ -119,9 +122,12 @@ class Worker:
 
     def serve(self) -> None:
         allowed = self.options.get("allowed_imports")
-        preloads = [_preload_matplotlib] + [  # only what the session's code may import itself
-            _preload(m)
-            for m in ("scipy.stats", "sklearn.base")
+        # only what the session's code may import itself; scipy.stats first, ahead of matplotlib: a first cell most
+        # often reads and tests numbers before it plots them (a spare given a session 3 s after the handshake had
+        # not reached it: the cell imported it, ~1.3 s; bench/bench_first_call.py)
+        preloads = [
+            _preload_matplotlib if m == "matplotlib" else _preload(m)
+            for m in ("scipy.stats", "matplotlib", "sklearn.base")
             if allowed is None or allowed == "*" or m.split(".")[0] in allowed
         ]
         first = len(preloads)
@@ -135,7 +141,7 @@ class Worker:
                     # many files (select() refuses it: the spare died, SANDBOX_UNAVAILABLE)
                     waiting = select.poll()
                     waiting.register(self.sock, select.POLLIN)
-                    ready = waiting.poll(1000 if len(preloads) == first else 0)
+                    ready = waiting.poll(_FIRST_PRELOAD_MS if len(preloads) == first else 0)
                     if not ready:
                         preloads.pop(0)()
                         continue
