@@ -287,6 +287,15 @@ def test_the_wheel_carries_everything_and_runs_the_demo_in_a_fresh_venv(wheel: P
     )
     assert demo.returncode == 0, demo.stdout[-2000:] + demo.stderr[-2000:]
     assert "run_python" in demo.stdout and "query_database" in demo.stdout
+    # the install's bytecode made once, by the demo, before its server started: its workers read bytecode
+    assert demo.stdout.startswith("Compiling the installed libraries' bytecode"), demo.stdout[:300]
+    stamp = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", "from ba_mcp import bytecode; print(bytecode.compiled())"],
+        cwd=empty_folder,
+        capture_output=True,
+        text=True,
+    )
+    assert stamp.stdout.strip() == "True", stamp.stdout + stamp.stderr
     imported = subprocess.run(
         [str(venv / "bin" / "python"), "-c", "import ba_mcp, sys; print(ba_mcp.__file__)"],
         cwd=empty_folder,
