@@ -271,3 +271,34 @@ async def test_a_large_duckdb_scan_is_asked_with_its_figure_and_runs_when_sent_a
             assert not made.is_error, text_of(made)
             counted = await s.call_tool("query_database", count)
             assert "250000" in text_of(counted) or "250,000" in text_of(counted), text_of(counted)
+
+
+def test_the_parses_kept_by_their_text_stay_small_in_the_engine_worker(con: duckdb.DuckDBPyConnection) -> None:
+    """The parses kept (``inside.sql.parse``) are bounded by what they hold, not only by how many: a statement parses
+    to a tree ~300 times its text (an IN list of ids, a long select list), so 64 statements of 20,000 characters held
+    ~430 MB in a session's engine worker (found by an attack on the change) — 8 times the growth
+    (``engine.renew_growth_mb``, 50 MB) past which an idle worker counts as grown. A session that sends such statements,
+    each once, keeps its worker small; a short statement is still kept."""
+    import tracemalloc
+
+    from ba_mcp.inside import sql
+
+    saved = dict(sql._PARSED)
+    sql._PARSED.clear()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for longest in (sql._PARSED_LONGEST, 20_000):  # as long as may be kept, and longer
+            for i in range(40):
+                head = f"SELECT * FROM big WHERE k = {i} AND id IN ("
+                ids = ",".join(["1"] * ((longest - len(head) - 1) // 2))
+                text = f"{head}{ids})"
+                assert len(text) <= longest and not parse(con, text).get("error")
+        kept_mb = (tracemalloc.get_traced_memory()[0] - before) / 1e6
+        short = "SELECT k FROM small JOIN big USING (id)"
+        assert parse(con, short) is parse(con, short)
+    finally:
+        tracemalloc.stop()
+        sql._PARSED.clear()
+        sql._PARSED.update(saved)
+    assert kept_mb < 20, f"{kept_mb:.0f} MB of parses kept"

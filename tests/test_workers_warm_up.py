@@ -339,3 +339,80 @@ def test_a_spare_whose_database_file_changed_is_replaced_by_a_current_one(sleepe
     [(old, _), (new, spare)] = pool.made
     assert old.process.killed and spare and not new.process.killed  # type: ignore[attr-defined]
     assert _autogroup_nice(sleeper.pid) in (None, priority.LOW_NICE)  # started as a spare is: lowered
+
+
+# -- a start's own bound: a call that takes the spare while it reads the metrics model ahead --------------------------
+
+
+class _Hung(_Process):
+    """An engine worker whose read of the metrics model ahead (the spare's ``preread``) never answers: a manifest on
+    a stalled mount, a parse that does not end (released at the end of the test)."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        super().__init__(proc)
+        self.release = threading.Event()
+        self.asked = threading.Event()
+
+    def send(self, message: Any, fds: Any = None) -> None:
+        self.asked.set()
+
+    def receive(self, timeout: float | None) -> tuple[dict[str, Any], list[int]]:
+        if not self.release.wait(30 if timeout is None else timeout):
+            raise TimeoutError
+        from ba_mcp.workers.process import WorkerGone
+
+        raise WorkerGone("ended by the test")
+
+    def interrupt(self) -> None:
+        pass
+
+    def exit_description(self) -> str:
+        return "ended"
+
+    def last_output(self, chars: int = 0) -> str:
+        return ""
+
+
+@pytest.mark.anyio
+async def test_a_call_that_takes_the_spare_during_its_read_ahead_is_still_bounded(
+    tmp_path: Path, sleeper: subprocess.Popen[bytes]
+) -> None:
+    """The wait for the spare's read ahead (``DuckWorkers.preread``, which holds the spare's lock) is the call's worker
+    start: its deadline is off meanwhile (``within``), so that wait must end at the start's own bound
+    (``engine.start_timeout_s``) — not whenever the read ahead ends, which nothing bounds (``Call.ask`` with no ctx
+    waits with ``receive(None)``): a call with no deadline at all."""
+    from ba_mcp.errors import ToolFailure
+    from ba_mcp.settings import EngineSettings, Settings
+    from ba_mcp.workers.duckworkers import DuckWorkers
+    from ba_mcp.workers.messages import MetricsWork
+
+    hung = _Hung(sleeper)
+
+    class Engines(DuckWorkers):
+        def _make(self, spare: bool) -> Handle:
+            return Handle(hung)  # type: ignore[arg-type]
+
+        def _ready(self, handle: Handle) -> Handle:
+            return handle
+
+    read = MetricsWork(action="read", digest="d", files=[], dbt=[], renderers={}, dialects={}, grains={})
+    settings = Settings(engine=EngineSettings(spare_workers=1, max_workers=4, start_timeout_s=0.5))
+    pool = Engines(settings, tmp_path / "scratch", warm_request=lambda: read)
+    try:
+        pool.prestart()
+        assert hung.asked.wait(10)  # the spare reads the model ahead, holding its lock
+        ctx = ToolContext(session="s", timeout=0.1)
+        failed: BaseException | None = None
+        with anyio.move_on_after(5) as guard:
+            try:
+                await within(
+                    0.1, ctx, lambda: anyio.to_thread.run_sync(pool.acquire, "s", 5, ctx, abandon_on_cancel=True)
+                )
+            except (TimeoutError, ToolFailure) as exc:
+                failed = exc
+        assert not guard.cancelled_caught, "the call waited 5 s for the read ahead: its start has no bound"
+        assert isinstance(failed, ToolFailure) and failed.code == START_TIMEOUT, failed  # the start's own error
+        assert hung.killed  # the worker whose read did not end is ended with it
+    finally:
+        hung.release.set()
+        pool.close()

@@ -493,13 +493,16 @@ def _made_of(definition: str, name: str, query: str) -> bool:
 
 
 _PARSED: OrderedDict[str, dict[str, Any]] = OrderedDict()  # the last statements' parses, by their text
-_PARSED_KEPT, _PARSED_LONGEST = 64, 20_000
+# A parse is ~300 times its text in Python objects (an IN list of ids): the kept texts are bounded in all (~10 MB of
+# trees), and a long statement is not kept — its parse costs little beside its own run
+_PARSED_KEPT, _PARSED_CHARS, _PARSED_LONGEST = 64, 32_000, 4_000
 
 
 def parse(con: Any, sql: str) -> dict[str, Any]:
     """DuckDB's parse of a SELECT (``json_serialize_sql``: ``error`` set for any other statement). A parse depends on
-    the text alone (no catalog, no setting): the last few are kept, so a statement sent again (a page, a re-run, a
-    confirmed LARGE_SCAN) is not parsed again — the parse is a query of its own, ~1 ms (P-2). Read-only to callers."""
+    the text alone (the session's settings are locked): the last few are kept, so a statement sent again (a page, a
+    re-run, a confirmed LARGE_SCAN) is not parsed again — the parse is a query of its own, ~1 ms (P-2). Read-only to
+    callers."""
     kept = _PARSED.get(sql)
     if kept is not None:
         _PARSED.move_to_end(sql)
@@ -508,7 +511,7 @@ def parse(con: Any, sql: str) -> dict[str, Any]:
     tree: dict[str, Any] = json.loads(row[0]) if row else {"error": True}
     if len(sql) <= _PARSED_LONGEST:
         _PARSED[sql] = tree
-        while len(_PARSED) > _PARSED_KEPT:
+        while len(_PARSED) > _PARSED_KEPT or sum(len(text) for text in _PARSED) > _PARSED_CHARS:
             _PARSED.popitem(last=False)
     return tree
 

@@ -28,7 +28,7 @@ from ba_mcp.errors import ErrorType, ToolFailure, timed_out
 from ba_mcp.workers.call import Call, crash_limit
 from ba_mcp.workers.failures import engine_failure, worker_failures
 from ba_mcp.workers.pool import Handle, WorkerPool
-from ba_mcp.workers.spawn import confinement, module_package, ready, spawn
+from ba_mcp.workers.spawn import confinement, module_package, ready, spawn, unavailable
 
 if TYPE_CHECKING:
     from ba_mcp.settings import Settings
@@ -133,6 +133,17 @@ class DuckWorkers(WorkerPool):
     def _ready(self, handle: Handle) -> Handle:
         handle.protections = ready("engine", handle.process, self.conf.start_timeout_s).get("protections", [])
         return handle
+
+    def _ready_spare(self, spare: Handle) -> Handle:
+        """The spare once it serves, its read of the metrics model ahead (``preread``, which holds its lock) ended
+        first — within the start's own bound (``engine.start_timeout_s``): a call's deadline is off while its worker
+        starts, so a read that does not end (a stalled mount) ends with its worker, WORKER_START_TIMEOUT."""
+        if not spare.lock.acquire(timeout=self.conf.start_timeout_s):
+            raise unavailable("engine", spare.process, TimeoutError(), self.conf.start_timeout_s)
+        try:
+            return self._ready(spare)
+        finally:
+            spare.lock.release()
 
     def prestart(self) -> None:
         """The spare, and (``warm_request``) its read of the metrics model ahead of any call, in the background."""
