@@ -106,6 +106,15 @@ class ToolContext:
             self._start_since = None
             self._tell_moved()
 
+    @contextlib.contextmanager
+    def telling(self, moved: Callable[[], None]) -> Iterator[None]:
+        """While it is entered, ``moved()`` is called (from the starting thread) as a worker start begins and ends."""
+        self.moved = moved
+        try:
+            yield
+        finally:
+            self.moved = None
+
     def _tell_moved(self) -> None:
         moved = self.moved
         if moved is not None:

@@ -486,12 +486,9 @@ async def within(seconds: float, ctx: ToolContext, work: Callable[[], Awaitable[
             with contextlib.suppress(RuntimeError):  # the loop is closed: nothing waits for this call any more
                 loop.call_soon_threadsafe(move)
 
-        ctx.moved = moved
-        try:
+        with ctx.telling(moved):
             move()  # a start already under way
             answered.append(await work())
-        finally:
-            ctx.moved = None
     if not answered:  # the deadline cancelled the work, then a start moved it on: fail_after kept quiet (anyio
         raise TimeoutError  # raises only when the time is past the deadline as it is at the end); the call timed out
     return answered[0]
