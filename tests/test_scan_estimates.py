@@ -289,7 +289,7 @@ def test_the_parses_kept_by_their_text_stay_small_in_the_engine_worker(con: duck
     try:
         before = tracemalloc.get_traced_memory()[0]
         # as long as may be kept, enough of them to pass the bound in all; and longer (never kept)
-        for longest, many in ((sql._PARSED_LONGEST, 2 * sql._PARSED_CHARS // sql._PARSED_LONGEST), (20_000, 3)):
+        for longest, many in ((sql._PARSED_LONGEST, sql._PARSED_CHARS // sql._PARSED_LONGEST + 4), (20_000, 2)):
             for i in range(many):
                 head = f"SELECT * FROM big WHERE k = {i} AND id IN ("
                 ids = ",".join(["1"] * ((longest - len(head) - 1) // 2))
