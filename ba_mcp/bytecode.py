@@ -288,19 +288,51 @@ def _compile(workers: int, everything: bool = True, say: Callable[[str], None] =
         say(STARTED)
     say(IMPORTED)
     ours = [(d, rx) for d, rx in found if d in project]
+    files: dict[str, re.Pattern[str]] = {}  # every source, in the folders' order, with what its folder leaves out
     for folder, left_out in [*ours, *first, *[(d, rx) for d, rx in found if d not in project]]:
-        if not os.access(folder, os.W_OK) or not (everything or folder in project):
-            continue
-        rx = re.compile(left_out)
-        kind = {"quiet": 2, "invalidation_mode": py_compile.PycInvalidationMode.TIMESTAMP}  # what workers check
-        if folder.is_file():
-            compileall.compile_file(folder, rx=rx, **kind)  # type: ignore[arg-type]
-        else:
-            compileall.compile_dir(folder, rx=rx, workers=workers, **kind)  # type: ignore[arg-type]
+        if os.access(folder, os.W_OK) and (everything or folder in project):
+            rx = re.compile(left_out)
+            for path in _sources(folder):
+                files.setdefault(path, rx)
+    _compile_files(files, workers)
     if everything and fingerprint() == before:  # nothing installed meanwhile: what was compiled is what is there
         tmp = _stamp_dir() / f"{STAMP}.{os.getpid()}"
         tmp.write_text(before + "\n", encoding="ascii")
         os.replace(tmp, _stamp_dir() / STAMP)
+
+
+def _sources(folder: Path) -> Iterator[str]:
+    """The Python sources in ``folder`` (a folder, or a module's file), as ``compileall.compile_dir`` finds them: not
+    through a linked folder."""
+    if folder.is_file():
+        yield str(folder)
+        return
+    for top, dirs, names in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__" and not os.path.islink(os.path.join(top, d)))
+        yield from (os.path.join(top, name) for name in sorted(names) if name.endswith(".py"))
+
+
+def _compile_one(item: tuple[str, re.Pattern[str]]) -> bool:
+    path, rx = item
+    # timestamp-checked bytecode: what the workers check; a source already compiled is only looked at
+    mode = py_compile.PycInvalidationMode.TIMESTAMP
+    return bool(compileall.compile_file(path, rx=rx, quiet=2, invalidation_mode=mode))
+
+
+def _compile_files(files: dict[str, re.Pattern[str]], workers: int) -> None:
+    """Compile what is missing or stale of ``files``, in their order, with ``workers`` processes given the files in
+    batches: one pool for all the folders (``compile_dir`` makes one per folder and hands its files one at a time —
+    a compiled install took 21 s to look at, against 2 s in one process)."""
+    items = list(files.items())
+    if workers <= 1 or len(items) < 256:
+        for item in items:
+            _compile_one(item)
+        return
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        for _ in pool.map(_compile_one, items, chunksize=128):
+            pass
 
 
 _IMPORT_IN_TURN = (

@@ -5,6 +5,7 @@ the server alone, whose group the compilation's session is not in)."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -40,8 +41,9 @@ def test_the_compilation_goes_the_workers_imports_then_the_project_then_their_pa
 ) -> None:
     done: list[Path] = []
     imported: list[str] = []
-    monkeypatch.setattr(bytecode.compileall, "compile_dir", lambda folder, **_: done.append(Path(folder)))
-    monkeypatch.setattr(bytecode.compileall, "compile_file", lambda path, **_: done.append(Path(path)))
+    # each folder's sources (one stands for them all), compiled in one batch in the folders' order
+    monkeypatch.setattr(bytecode, "_sources", lambda folder: iter([str(folder / "__init__.py")]))
+    monkeypatch.setattr(bytecode, "_compile_files", lambda files, _: done.extend(Path(f).parent for f in files))
     monkeypatch.setattr(bytecode, "_import_in_turn", lambda modules: imported.extend(modules) if not done else None)
     monkeypatch.setattr(bytecode, "_import_each", lambda modules, _: imported.extend(modules) if not done else None)
     monkeypatch.setattr(bytecode.os, "access", lambda *_: True)
@@ -251,3 +253,31 @@ def test_the_compilation_ends_when_its_server_is_killed(tmp_path: Path) -> None:
         parent.kill()
         for pid in _group(leader) if "leader" in locals() else []:
             os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_every_source_is_compiled_once_in_one_batch_but_what_its_folder_leaves_out(
+    tmp_path: Path, workers: int
+) -> None:
+    """``_compile_files``: many files (a pool given them in batches) or few (in process): each source gets the bytecode
+    the workers check (timestamp), what the folder's expression leaves out gets none, and a second pass writes
+    nothing."""
+    import importlib.util
+
+    (tmp_path / "pkg" / "tests").mkdir(parents=True)
+    sources = [tmp_path / "pkg" / f"m{i}.py" for i in range(300)]
+    for i, source in enumerate(sources):
+        source.write_text(f"VALUE = {i}\n")
+    left = tmp_path / "pkg" / "tests" / "test_x.py"
+    left.write_text("X = 1\n")
+    rx = re.compile(bytecode._TESTS)
+    found = dict.fromkeys(bytecode._sources(tmp_path / "pkg"), rx)
+    assert set(found) == {str(p) for p in [*sources, left]}
+    bytecode._compile_files(found, workers)
+    cached = [Path(importlib.util.cache_from_source(str(p))) for p in sources]
+    assert all(c.exists() for c in cached)
+    assert all(int.from_bytes(c.read_bytes()[4:8], "little") == 0 for c in cached)  # flags 0: timestamp-checked
+    assert not Path(importlib.util.cache_from_source(str(left))).exists()
+    before = {c: c.stat().st_mtime_ns for c in cached}
+    bytecode._compile_files(found, workers)
+    assert {c: c.stat().st_mtime_ns for c in cached} == before  # compiled already: only looked at
