@@ -273,6 +273,7 @@ async def test_a_large_duckdb_scan_is_asked_with_its_figure_and_runs_when_sent_a
             assert "250000" in text_of(counted) or "250,000" in text_of(counted), text_of(counted)
 
 
+@pytest.mark.slow  # memory, measured (tracemalloc over DuckDB's parse of long statements): the slow tier's
 def test_the_parses_kept_by_their_text_stay_small_in_the_engine_worker(con: duckdb.DuckDBPyConnection) -> None:
     """The parses kept (``inside.sql.parse``) are bounded by what they hold, not only by how many: a statement parses
     to a tree ~300 times its text (an IN list of ids, a long select list), so 64 statements of 20,000 characters held
